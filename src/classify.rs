@@ -1,0 +1,1 @@
+//! Map every probe outcome to a DESIGN.md failure type. (Skeleton.)

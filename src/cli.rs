@@ -1,0 +1,277 @@
+//! Command-line arguments as plain clap structs. Nothing here does work:
+//! [`crate::run`] validates these into settings before any command starts.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "llmprobe",
+    version,
+    about = "Keep an honest record of which LLM provider/model pairs really work.",
+    after_help = "\
+Examples:
+  llmprobe demo                       probe local fake providers; no keys, no network
+  llmprobe check --list               every provider and model, and which key variable is set
+  llmprobe check                      probe every model once (run it hourly from cron)
+  llmprobe brief                      the last 24 h at a glance
+  llmprobe rollup --readme README.md  publish uptime in a README
+  llmprobe state                      every model's state; `state enable P::M` to override
+
+Exit codes: 0 success, 1 a --fail-on-… condition, 2 usage or config error,
+3 another check holds the run lock, 4 a data file is unreadable (left untouched)."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags accepted both before and after the subcommand.
+#[derive(Debug, Args, Clone)]
+pub struct GlobalArgs {
+    /// User config file (TOML) layered over the embedded catalog.
+    #[arg(long, global = true, env = "LLMPROBE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Directory holding health_log.json and model_state.json.
+    #[arg(
+        long,
+        global = true,
+        env = "LLMPROBE_STATS_DIR",
+        value_name = "DIR",
+        default_value = "stats"
+    )]
+    pub stats_dir: PathBuf,
+    /// Replace the embedded prompt pool with this TOML file.
+    #[arg(long, global = true, env = "LLMPROBE_PROMPTS", value_name = "FILE")]
+    pub prompts: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Check(CheckArgs),
+    /// List every provider and model, with the source of its key (alias of `check --list`).
+    Providers(ProvidersArgs),
+    Rollup(RollupArgs),
+    Brief(BriefArgs),
+    State(StateArgs),
+    Demo(DemoArgs),
+    /// Run fake LLM providers on 127.0.0.1 for tests, demos and benchmarks.
+    #[command(hide = true)]
+    FakeProvider(FakeArgs),
+}
+
+/// Probe every model once and record the results.
+///
+/// Providers run in parallel; each provider's models run one after another,
+/// with starts at least `spacing` apart. Every result is appended to
+/// health_log.json as soon as it is known, and model_state.json is updated.
+/// Paused models are probed; disabled models are skipped.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  llmprobe check                              probe everything (hourly from cron)
+  llmprobe check --list                       show providers, models, key variables
+  llmprobe check --provider groq --spacing 5  only groq, 5 s apart
+  llmprobe check --dry-run                    show what would be probed, in order
+  llmprobe check --json --fail-on-down        JSON out; exit 1 if any probe failed
+
+crontab:  0 * * * *  cd ~/llmprobe && llmprobe check >> check.out 2>&1")]
+pub struct CheckArgs {
+    /// Only these providers (repeatable, or comma-separated).
+    #[arg(long, short = 'p', value_delimiter = ',', value_name = "NAME")]
+    pub provider: Vec<String>,
+    /// Only these models, by id or provider::model (repeatable, or comma-separated).
+    #[arg(long, short = 'm', value_delimiter = ',', value_name = "MODEL")]
+    pub model: Vec<String>,
+    /// Seconds between probe starts on one provider (overrides config; 0.2 works).
+    #[arg(long, value_name = "SECS")]
+    pub spacing: Option<f64>,
+    /// Per-probe timeout in seconds (overrides config).
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<f64>,
+    /// Print what would be probed and in what order, then stop.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// List every provider and model with its key variable, then stop.
+    #[arg(long)]
+    pub list: bool,
+    /// Print the run's entries and state changes as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Exit 1 if any probed model failed.
+    #[arg(long)]
+    pub fail_on_down: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ProvidersArgs {
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GroupBy {
+    Provider,
+    Model,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RollupFormat {
+    Md,
+    Json,
+    Csv,
+    Prom,
+}
+
+/// Per-provider (or per-model) uptime, latency and sample counts.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  llmprobe rollup                          Markdown table of the last 24 h
+  llmprobe rollup --window 7d --by model   one row per provider::model
+  llmprobe rollup --readme README.md       replace the block between the markers
+  llmprobe rollup --format prom --output /var/lib/node_exporter/llmprobe.prom")]
+pub struct RollupArgs {
+    /// Group rows by provider or by provider::model.
+    #[arg(long, value_enum, default_value = "provider")]
+    pub by: GroupBy,
+    /// 24h, 7d, 30d, all, or any duration such as 36h or 90m.
+    #[arg(long, default_value = "24h")]
+    pub window: String,
+    #[arg(long, value_enum, default_value = "md")]
+    pub format: RollupFormat,
+    /// Write to this file atomically instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Replace the block between the markers in this file, atomically.
+    #[arg(long, value_name = "FILE")]
+    pub readme: Option<PathBuf>,
+    /// Start and end markers for --readme.
+    #[arg(long, num_args = 2, value_names = ["START", "END"])]
+    pub markers: Option<Vec<String>>,
+    /// Leave out the uptime sparkline.
+    #[arg(long)]
+    pub no_trend: bool,
+}
+
+/// A 24-hour summary with warnings, for the start of a working session.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  llmprobe brief
+  llmprobe brief --window 6h
+  llmprobe brief --json")]
+pub struct BriefArgs {
+    #[arg(long, default_value = "24h")]
+    pub window: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Show model states, or change one by hand.
+#[derive(Debug, Args)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    after_help = "\
+Examples:
+  llmprobe state                                 every model
+  llmprobe state --state paused                  only paused models
+  llmprobe state disable groq::llama-3.1-8b-instant --reason \"retired\"
+  llmprobe state enable groq::llama-3.1-8b-instant
+  llmprobe state reset                           forget every state (all active)"
+)]
+pub struct StateArgs {
+    #[command(subcommand)]
+    pub action: Option<StateAction>,
+    /// Only models in this state.
+    #[arg(long, value_enum)]
+    pub state: Option<StateFilter>,
+    /// Only these providers.
+    #[arg(long, short = 'p', value_delimiter = ',')]
+    pub provider: Vec<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StateFilter {
+    Active,
+    Paused,
+    Disabled,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StateAction {
+    /// Put a model back in rotation and clear its failure count.
+    Enable(StateChange),
+    /// Take a model out of rotation until enabled by hand; check skips it.
+    Disable(StateChange),
+    /// Take a model out of rotation until its next passing probe.
+    Pause(StateChange),
+    /// Forget the state of one model, or of all models.
+    Reset {
+        /// provider::model; all models when absent.
+        model: Option<String>,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct StateChange {
+    /// provider::model
+    pub model: String,
+    #[arg(long)]
+    pub reason: Option<String>,
+}
+
+/// Start local fake providers and run `check` against them: no keys, no network.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  llmprobe demo                     fake providers, fast spacing, then summary, log and states
+  llmprobe demo --stats-dir /tmp/x  keep the demo's files somewhere else")]
+pub struct DemoArgs {
+    /// Seconds between probes on one provider.
+    #[arg(long, default_value = "0.3")]
+    pub spacing: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct FakeArgs {
+    /// Port on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value = "0")]
+    pub port: u16,
+    /// Write the bound address here once listening.
+    #[arg(long, value_name = "FILE")]
+    pub addr_file: Option<PathBuf>,
+    /// Append one JSON line per request (time, path, model) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Script a model's behaviour: MODEL=B1,B2,… cycled per request (repeatable).
+    #[arg(long = "script", value_name = "MODEL=BEHAVIOURS")]
+    pub scripts: Vec<String>,
+    /// Artificial latency added to every answer, in ms.
+    #[arg(long, default_value = "0")]
+    pub latency_ms: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn global_flags_work_after_the_subcommand() {
+        let a = Cli::try_parse_from(["llmprobe", "check", "--stats-dir", "X"]).unwrap();
+        let b = Cli::try_parse_from(["llmprobe", "--stats-dir", "X", "check"]).unwrap();
+        assert_eq!(a.global.stats_dir, b.global.stats_dir);
+    }
+}

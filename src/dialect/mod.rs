@@ -1,0 +1,1 @@
+//! The three wire dialects. (Skeleton: the helper fills this in.)

@@ -1,0 +1,21 @@
+//! The process exit codes, in one place. They are part of the public contract
+//! (DESIGN.md, "Command line and exit codes") and are documented in the README.
+
+use std::process::ExitCode;
+
+/// The run completed.
+pub const SUCCESS: u8 = 0;
+/// The run completed, but a condition asked about with `--fail-on-…` holds.
+pub const CONDITION: u8 = 1;
+/// Bad command line or bad configuration (config file, prompts file).
+pub const USAGE: u8 = 2;
+/// Another `check` holds the run lock.
+pub const LOCKED: u8 = 3;
+/// A data file (health log, state file) could not be read; it was left untouched.
+pub const DATA: u8 = 4;
+/// `route` exhausted every candidate.
+pub const EXHAUSTED: u8 = 5;
+
+pub fn code(c: u8) -> ExitCode {
+    ExitCode::from(c)
+}

@@ -1,0 +1,144 @@
+//! File-system primitives shared by every command that writes: the data lock,
+//! the run lock, and atomic whole-file replacement.
+//!
+//! Locks are advisory `flock`-style locks from `std::fs::File::lock`. The
+//! kernel drops them when the holding process dies, so a lock left by a killed
+//! process never blocks the next run; the pid written into a run-lock file is
+//! only there to tell a person who holds it.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, LockedError, Result};
+
+const DATA_LOCK: &str = ".llmprobe.lock";
+const RUN_LOCK: &str = ".check.lock";
+
+/// Make sure the stats directory exists.
+pub fn ensure_dir(dir: &Path) -> Result<()> {
+    fs::create_dir_all(dir).map_err(|e| {
+        Error::io(
+            format!("cannot create stats directory {}", dir.display()),
+            e,
+        )
+    })
+}
+
+/// The exclusive lock held while a data file in the stats directory is read
+/// for modification and written. Dropping it releases the lock.
+#[derive(Debug)]
+pub struct DataLock {
+    _file: File,
+}
+
+impl DataLock {
+    /// Block until the data lock of `stats_dir` is ours.
+    pub fn acquire(stats_dir: &Path) -> Result<DataLock> {
+        ensure_dir(stats_dir)?;
+        let path = stats_dir.join(DATA_LOCK);
+        let file = open_lock_file(&path)?;
+        file.lock()
+            .map_err(|e| Error::io(format!("cannot lock {}", path.display()), e))?;
+        Ok(DataLock { _file: file })
+    }
+}
+
+/// The lock that makes `check` runs exclusive. Held for a whole run.
+#[derive(Debug)]
+pub struct RunLock {
+    _file: File,
+}
+
+impl RunLock {
+    /// Take the run lock of `stats_dir` without waiting. When another process
+    /// holds it, the error says which.
+    pub fn try_acquire(stats_dir: &Path) -> Result<RunLock> {
+        ensure_dir(stats_dir)?;
+        let path = stats_dir.join(RUN_LOCK);
+        let mut file = open_lock_file(&path)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                let mut holder = String::new();
+                let _ = File::open(&path).and_then(|mut f| f.read_to_string(&mut holder));
+                let holder = holder.trim();
+                let holder = if holder.is_empty() {
+                    "holder unknown".to_string()
+                } else {
+                    holder.replace('\n', ", ")
+                };
+                return Err(LockedError { path, holder }.into());
+            }
+            Err(fs::TryLockError::Error(e)) => {
+                return Err(Error::io(format!("cannot lock {}", path.display()), e));
+            }
+        }
+        // Say who we are for the benefit of a second run. The content is
+        // informational; the lock itself is what excludes.
+        let note = format!(
+            "pid {}, started {}\n",
+            std::process::id(),
+            crate::time::now_rfc3339()
+        );
+        file.set_len(0)
+            .and_then(|_| file.write_all(note.as_bytes()))
+            .and_then(|_| file.flush())
+            .map_err(|e| Error::io(format!("cannot write {}", path.display()), e))?;
+        Ok(RunLock { _file: file })
+    }
+}
+
+fn open_lock_file(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| Error::io(format!("cannot open lock file {}", path.display()), e))
+}
+
+/// Replace `path` with `bytes` atomically: write a temporary file in the same
+/// directory, fsync it, rename it over `path`, then fsync the directory. A
+/// reader sees the old file or the new one, never a mix. The caller holds the
+/// data lock.
+pub fn atomic_write(path: &Path, bytes: &[u8], _lock: &DataLock) -> Result<()> {
+    atomic_write_unlocked(path, bytes)
+}
+
+/// [`atomic_write`] for files outside the stats directory's lock (a README, a
+/// Prometheus textfile), where the rename alone is the guarantee.
+pub fn atomic_write_unlocked(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "file".into());
+    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    let ctx = |what: &str| format!("cannot {what} {}", tmp.display());
+    let result = (|| {
+        let mut f = File::create(&tmp).map_err(|e| Error::io(ctx("create"), e))?;
+        f.write_all(bytes).map_err(|e| Error::io(ctx("write"), e))?;
+        f.sync_all().map_err(|e| Error::io(ctx("fsync"), e))?;
+        drop(f);
+        fs::rename(&tmp, path).map_err(|e| {
+            Error::io(
+                format!("cannot rename {} to {}", tmp.display(), path.display()),
+                e,
+            )
+        })
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result?;
+    // Persist the rename itself. Not every platform can open a directory.
+    if let Ok(d) = File::open(&dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}

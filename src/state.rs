@@ -1,0 +1,1 @@
+//! Model states. (Skeleton.)
