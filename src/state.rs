@@ -1,1 +1,375 @@
-//! Model states. (Skeleton.)
+//! `stats/model_state.json` and the state machine of DESIGN.md.
+//!
+//! The file is an object keyed by `provider::model`; a model without an entry
+//! is `active`. It is read fresh every time (people edit it by hand), written
+//! atomically under the data lock, and fields llmprobe does not know are kept
+//! as they are. A file that cannot be parsed is never overwritten.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::{DataError, Error, Result};
+use crate::fsutil::{self, DataLock};
+use crate::outcome::FailureType;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelState {
+    Active,
+    Paused,
+    Disabled,
+}
+
+impl ModelState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ModelState::Active => "active",
+            ModelState::Paused => "paused",
+            ModelState::Disabled => "disabled",
+        }
+    }
+}
+
+impl std::fmt::Display for ModelState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One model's entry. Unknown fields ride along in `extra`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StateEntry {
+    pub state: ModelState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    #[serde(default)]
+    pub consecutive_failures: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovered_at: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl StateEntry {
+    fn active() -> StateEntry {
+        StateEntry {
+            state: ModelState::Active,
+            reason: None,
+            since: None,
+            consecutive_failures: 0,
+            recovered_at: None,
+            extra: Map::new(),
+        }
+    }
+}
+
+/// A change of state, for output.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Transition {
+    pub model: String,
+    pub from: ModelState,
+    pub to: ModelState,
+    pub reason: String,
+}
+
+/// The whole file, in its original key order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct States {
+    entries: Map<String, Value>,
+}
+
+impl States {
+    /// Read the state file. A missing or blank file means every model is
+    /// active.
+    pub fn load(path: &Path) -> Result<States> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(States::default()),
+            Err(e) => return Err(Error::io(format!("cannot read {}", path.display()), e)),
+        };
+        if bytes.iter().all(|c| c.is_ascii_whitespace()) {
+            return Ok(States::default());
+        }
+        let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            let offset = byte_offset(&bytes, e.line(), e.column());
+            DataError::new(path, Some(offset), format!("not valid JSON: {e}"))
+        })?;
+        let Value::Object(entries) = value else {
+            return Err(DataError::new(
+                path,
+                Some(0),
+                "expected a JSON object keyed by \"provider::model\"",
+            )
+            .into());
+        };
+        // Check every entry now, so that no later write can meet a bad one.
+        for (key, v) in &entries {
+            serde_json::from_value::<StateEntry>(v.clone()).map_err(|e| {
+                DataError::new(
+                    path,
+                    None,
+                    format!("entry \"{key}\" is not a valid model state: {e}"),
+                )
+            })?;
+        }
+        Ok(States { entries })
+    }
+
+    /// Write the file atomically. The caller holds the data lock.
+    pub fn save(&self, path: &Path, lock: &DataLock) -> Result<()> {
+        let mut text = serde_json::to_string_pretty(&self.entries).expect("states serialise");
+        text.push('\n');
+        fsutil::atomic_write(path, text.as_bytes(), lock)
+    }
+
+    pub fn get(&self, key: &str) -> Option<StateEntry> {
+        self.entries
+            .get(key)
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+    }
+
+    /// The state of a model; `active` when it has no entry.
+    pub fn state_of(&self, key: &str) -> ModelState {
+        self.get(key).map(|e| e.state).unwrap_or(ModelState::Active)
+    }
+
+    pub fn set(&mut self, key: &str, entry: StateEntry) {
+        let v = serde_json::to_value(entry).expect("entry serialises");
+        self.entries.insert(key.to_string(), v);
+    }
+
+    pub fn remove(&mut self, key: &str) -> bool {
+        self.entries.shift_remove(key).is_some()
+    }
+
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &String> {
+        self.entries.keys()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (String, StateEntry)> + '_ {
+        self.entries
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), serde_json::from_value(v.clone()).ok()?)))
+    }
+
+    /// Feed one probe result through the state machine. Returns the
+    /// transition, if the state changed.
+    pub fn apply_probe(
+        &mut self,
+        key: &str,
+        failure: Option<FailureType>,
+        ts: &str,
+        disable_after: u32,
+    ) -> Option<Transition> {
+        let before = self.get(key);
+        let mut e = before.clone().unwrap_or_else(StateEntry::active);
+        let from = e.state;
+        step(&mut e, failure, ts, disable_after);
+        if before.as_ref() == Some(&e) || (before.is_none() && e == StateEntry::active()) {
+            return None;
+        }
+        let to = e.state;
+        let reason = e.reason.clone().unwrap_or_else(|| "passing probe".into());
+        self.set(key, e);
+        (from != to).then(|| Transition {
+            model: key.to_string(),
+            from,
+            to,
+            reason,
+        })
+    }
+}
+
+/// The state machine of DESIGN.md, on one entry.
+///
+/// - A passing probe: the count goes to 0; a paused model becomes active and
+///   gets `recovered_at`.
+/// - A temporary failure (timeout, rate_limit, http_error): an active model
+///   is paused; the hard-failure count is neither raised nor reset.
+/// - A hard failure (wrong_answer, error): the count goes up; at
+///   `disable_after` the model is disabled.
+/// - A disabled model is never probed, so it never gets here; if it does, it
+///   stays disabled: only a person enables it.
+pub fn step(e: &mut StateEntry, failure: Option<FailureType>, ts: &str, disable_after: u32) {
+    if e.state == ModelState::Disabled {
+        return;
+    }
+    match failure {
+        None => {
+            e.consecutive_failures = 0;
+            if e.state == ModelState::Paused {
+                e.state = ModelState::Active;
+                e.since = Some(ts.to_string());
+                e.recovered_at = Some(ts.to_string());
+                e.reason = None;
+            }
+        }
+        Some(f) if f.is_temporary() => {
+            if e.state == ModelState::Active {
+                e.state = ModelState::Paused;
+                e.since = Some(ts.to_string());
+                e.reason = Some(f.as_str().to_string());
+            }
+        }
+        Some(f) => {
+            e.consecutive_failures += 1;
+            e.reason = Some(f.as_str().to_string());
+            if e.consecutive_failures >= disable_after {
+                e.state = ModelState::Disabled;
+                e.since = Some(ts.to_string());
+            }
+        }
+    }
+}
+
+/// Turn serde_json's 1-based line and column into a byte offset.
+fn byte_offset(bytes: &[u8], line: usize, column: usize) -> u64 {
+    let mut off = 0usize;
+    for (i, l) in bytes.split(|&c| c == b'\n').enumerate() {
+        if i + 1 == line {
+            return (off + column.saturating_sub(1).min(l.len())) as u64;
+        }
+        off += l.len() + 1;
+    }
+    bytes.len() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+    use FailureType::{Error as Hard, HttpError, RateLimit, Timeout, WrongAnswer};
+
+    fn run(seq: &[Option<FailureType>]) -> (States, Vec<Transition>) {
+        let mut s = States::default();
+        let mut t = Vec::new();
+        for (i, f) in seq.iter().enumerate() {
+            if let Some(tr) = s.apply_probe("p::m", *f, &format!("2026-11-30T00:00:{i:02}Z"), 3) {
+                t.push(tr);
+            }
+        }
+        (s, t)
+    }
+
+    #[test]
+    fn temporary_failure_pauses_and_a_pass_recovers() {
+        let (s, t) = run(&[Some(Timeout), Some(RateLimit), None]);
+        assert_eq!(t.len(), 2);
+        assert_eq!(
+            (t[0].from, t[0].to),
+            (ModelState::Active, ModelState::Paused)
+        );
+        assert_eq!(
+            (t[1].from, t[1].to),
+            (ModelState::Paused, ModelState::Active)
+        );
+        let e = s.get("p::m").unwrap();
+        assert_eq!(e.recovered_at.as_deref(), Some("2026-11-30T00:00:02Z"));
+        assert_eq!(e.consecutive_failures, 0);
+    }
+
+    #[test]
+    fn temporary_failures_never_disable_nor_reset_the_count() {
+        let (s, _) = run(&[
+            Some(Hard),
+            Some(HttpError),
+            Some(Timeout),
+            Some(RateLimit),
+            Some(HttpError),
+            Some(WrongAnswer),
+        ]);
+        let e = s.get("p::m").unwrap();
+        assert_eq!(e.state, ModelState::Paused);
+        assert_eq!(e.consecutive_failures, 2);
+        let (s, t) = run(&[
+            Some(Hard),
+            Some(Timeout),
+            Some(WrongAnswer),
+            Some(HttpError),
+            Some(Hard),
+        ]);
+        assert_eq!(s.state_of("p::m"), ModelState::Disabled);
+        assert_eq!(t.last().unwrap().to, ModelState::Disabled);
+    }
+
+    #[test]
+    fn hard_failures_disable_after_three_from_active_and_paused() {
+        let (s, t) = run(&[Some(Hard), Some(Hard), Some(WrongAnswer)]);
+        assert_eq!(s.state_of("p::m"), ModelState::Disabled);
+        assert_eq!(t.len(), 1);
+        assert_eq!(
+            (t[0].from, t[0].to),
+            (ModelState::Active, ModelState::Disabled)
+        );
+        let (s, _) = run(&[Some(Hard), Some(Hard)]);
+        assert_eq!(s.state_of("p::m"), ModelState::Active);
+        let (s, t) = run(&[Some(Timeout), Some(Hard), Some(Hard), Some(Hard)]);
+        assert_eq!(s.state_of("p::m"), ModelState::Disabled);
+        assert_eq!(
+            (t[1].from, t[1].to),
+            (ModelState::Paused, ModelState::Disabled)
+        );
+    }
+
+    #[test]
+    fn a_pass_resets_the_count() {
+        let (s, _) = run(&[Some(Hard), Some(Hard), None, Some(Hard), Some(Hard)]);
+        assert_eq!(s.state_of("p::m"), ModelState::Active);
+        assert_eq!(s.get("p::m").unwrap().consecutive_failures, 2);
+    }
+
+    #[test]
+    fn disabled_stays_disabled() {
+        let mut s = States::default();
+        let mut e = StateEntry::active();
+        e.state = ModelState::Disabled;
+        s.set("p::m", e.clone());
+        assert_eq!(s.apply_probe("p::m", None, "2026-11-30T00:00:00Z", 3), None);
+        assert_eq!(s.get("p::m").unwrap(), e);
+    }
+
+    #[test]
+    fn unknown_fields_survive_a_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model_state.json");
+        std::fs::write(
+            &path,
+            r#"{"z::m": {"state": "paused", "reason": "timeout", "since": "2026-05-02T15:00:00Z", "consecutive_failures": 1, "note": "by hand", "nested": {"a": [1]}}, "a::m": {"state": "disabled"}}"#,
+        )
+        .unwrap();
+        let mut s = States::load(&path).unwrap();
+        s.apply_probe("z::m", None, "2026-11-30T00:00:00Z", 3);
+        let lock = DataLock::acquire(dir.path()).unwrap();
+        s.save(&path, &lock).unwrap();
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(v["z::m"]["note"], "by hand");
+        assert_eq!(v["z::m"]["nested"]["a"][0], 1);
+        assert_eq!(v["z::m"]["state"], "active");
+        let keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(keys, vec!["z::m", "a::m"]);
+    }
+
+    #[test]
+    fn bad_files_are_data_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model_state.json");
+        for bad in [
+            "{\"a::b\": {\"state\": \"paused\"",
+            "[1,2]",
+            "{\"a::b\": {\"state\": \"sleeping\"}}",
+        ] {
+            std::fs::write(&path, bad).unwrap();
+            let err = States::load(&path).unwrap_err();
+            assert!(matches!(err, Error::Data(_)), "{bad}: {err}");
+            assert!(err.to_string().contains("model_state.json"));
+        }
+    }
+}

@@ -389,7 +389,7 @@ fn validate_provider(t: ProviderToml, d: &Defaults, origin: &str) -> Result<Prov
         )));
     }
     let url_vars = t.url_vars.clone().unwrap_or_default();
-    for (placeholder, _) in &url_vars {
+    for placeholder in url_vars.keys() {
         if !base_url.contains(&format!("{{{placeholder}}}")) {
             return Err(bad(format!(
                 "url_vars names {{{placeholder}}}, which base_url does not contain"

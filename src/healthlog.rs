@@ -1,1 +1,0 @@
-//! The health log. (Skeleton.)

@@ -1,0 +1,397 @@
+//! Appending to the health log in place.
+//!
+//! Cost does not depend on the size of the log: the file is never read whole.
+//! Under the data lock we find the closing `]` from the end, write `,\n`, the
+//! new entries (one compact object per line) and `\n]\n`, then fsync. A
+//! pretty-printed log written by the old tool stays valid because only its
+//! tail is touched.
+//!
+//! A crash mid-append can leave a torn tail. The next append notices, cuts
+//! the file back to the end of the last complete entry, says so on stderr,
+//! and appends. A file that is damaged in any other way is left
+//! byte-identical and reported as a [`DataError`].
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use super::scan::{self, End, is_json_prefix, is_ws};
+use crate::error::{DataError, Error, Result};
+use crate::fsutil::DataLock;
+use crate::outcome::Entry;
+
+/// How much of the end of the file the fast path looks at.
+const TAIL_WINDOW: u64 = 64 * 1024;
+
+/// What an append did besides appending.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppendReport {
+    /// Bytes of a torn tail that were cut before appending.
+    pub repaired_bytes: Option<u64>,
+}
+
+/// Where the new entries go, and what to write before them.
+struct Insertion {
+    at: u64,
+    prefix: &'static str,
+    torn_bytes: Option<u64>,
+}
+
+/// Append `entries` to the log at `path`, creating it if needed. The caller
+/// holds the data lock of the stats directory.
+pub fn append(path: &Path, entries: &[Entry], _lock: &DataLock) -> Result<AppendReport> {
+    if entries.is_empty() {
+        return Ok(AppendReport::default());
+    }
+    let io =
+        |what: &str, e: std::io::Error| Error::io(format!("cannot {what} {}", path.display()), e);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| io("open", e))?;
+    let len = file.metadata().map_err(|e| io("stat", e))?.len();
+    let ins = match fast_insertion(path, &file, len)? {
+        Some(ins) => ins,
+        None => slow_insertion(path)?,
+    };
+    if let Some(cut) = ins.torn_bytes {
+        eprintln!(
+            "warning: {}: cut a torn tail of {cut} bytes after byte {} (an interrupted write) before appending",
+            path.display(),
+            ins.at
+        );
+    }
+    let mut text = String::with_capacity(entries.len() * 160 + 8);
+    text.push_str(ins.prefix);
+    for (i, e) in entries.iter().enumerate() {
+        if i > 0 {
+            text.push_str(",\n");
+        }
+        text.push_str(&serde_json::to_string(e).expect("entries serialise"));
+    }
+    text.push_str("\n]\n");
+    // Cut first: a crash between the cut and the write leaves a torn tail,
+    // which the next append repairs; the old `]` never lingers after new data.
+    file.set_len(ins.at).map_err(|e| io("truncate", e))?;
+    write_at(&file, text.as_bytes(), ins.at).map_err(|e| io("write", e))?;
+    file.sync_data().map_err(|e| io("fsync", e))?;
+    Ok(AppendReport {
+        repaired_bytes: ins.torn_bytes,
+    })
+}
+
+/// Test hook: `LLMPROBE_TEST_APPEND_DELAY_MS` makes the write crawl in small
+/// pieces so that crash tests can kill the process in the middle of it.
+fn write_at(file: &File, bytes: &[u8], at: u64) -> std::io::Result<()> {
+    let delay = std::env::var("LLMPROBE_TEST_APPEND_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok());
+    match delay {
+        None => file.write_all_at(bytes, at),
+        Some(ms) => {
+            let mut off = 0;
+            for chunk in bytes.chunks(16) {
+                file.write_all_at(chunk, at + off)?;
+                off += chunk.len() as u64;
+                (&*file).flush()?;
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Find the insertion point from the head and tail of the file alone. `None`
+/// when the tail is unusual enough to need a full scan.
+fn fast_insertion(path: &Path, file: &File, len: u64) -> Result<Option<Insertion>> {
+    if len == 0 {
+        return Ok(Some(Insertion {
+            at: 0,
+            prefix: "[\n",
+            torn_bytes: None,
+        }));
+    }
+    let read = |off: u64, n: u64| -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; n as usize];
+        file.read_exact_at(&mut buf, off)
+            .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+        Ok(buf)
+    };
+    let head = read(0, len.min(64))?;
+    let Some(first) = head.iter().position(|&c| !is_ws(c)) else {
+        return Ok(None);
+    };
+    if head[first] != b'[' {
+        return Err(
+            DataError::new(path, Some(first as u64), "not a JSON array (expected '[')").into(),
+        );
+    }
+    let start = len.saturating_sub(TAIL_WINDOW);
+    let tail = read(start, len - start)?;
+    let trimmed = trim_end(&tail, |c| is_ws(c) || c == 0);
+    if trimmed.last() == Some(&b']') {
+        let before = trim_end(&trimmed[..trimmed.len() - 1], is_ws);
+        return Ok(match before.last() {
+            Some(b'}') if entry_lines_ok(&tail[..before.len()], start > 0) => Some(Insertion {
+                at: start + before.len() as u64,
+                prefix: ",\n",
+                torn_bytes: None,
+            }),
+            Some(b'[') if start + before.len() as u64 == first as u64 + 1 => Some(Insertion {
+                at: first as u64 + 1,
+                prefix: "\n",
+                torn_bytes: None,
+            }),
+            _ => None,
+        });
+    }
+    // Torn: find the last whole entry line (our format puts each entry on a
+    // line of its own, starting in column 0), and make sure what follows it
+    // is only the cut-off beginning of another entry.
+    let mut line_end = tail.len();
+    while line_end > 0 {
+        let line_start = tail[..line_end]
+            .iter()
+            .rposition(|&c| c == b'\n')
+            .map(|i| i + 1)
+            .unwrap_or(0);
+        if line_start == 0 && start > 0 {
+            break; // the line may begin before the window
+        }
+        let line = trim_end(&tail[line_start..line_end], |c| is_ws(c) || c == b',');
+        if line.first() == Some(&b'{') && line.last() == Some(&b'}') && parses_as_object(line) {
+            let at = line_start + line.len();
+            let rest = &tail[at..];
+            let rest = trim_start(rest, |c| is_ws(c) || c == b',' || c == 0);
+            let rest = trim_end(rest, |c| is_ws(c) || c == 0);
+            if rest.is_empty() || (rest[0] == b'{' && is_json_prefix(rest)) {
+                return Ok(Some(Insertion {
+                    at: start + at as u64,
+                    prefix: ",\n",
+                    torn_bytes: Some(len - start - at as u64),
+                }));
+            }
+            return Ok(None);
+        }
+        if line_start == 0 {
+            break;
+        }
+        line_end = line_start - 1;
+    }
+    Ok(None)
+}
+
+/// Scan the whole file, validating every entry: used only when the tail is
+/// torn in an unusual way or was written by something else.
+fn slow_insertion(path: &Path) -> Result<Insertion> {
+    let end = scan::scan_file(path, |off, bytes| {
+        serde_json::from_slice::<serde::de::IgnoredAny>(bytes)
+            .map(|_| ())
+            .map_err(|e| DataError::new(path, Some(off), format!("damaged entry: {e}")).into())
+    })?;
+    Ok(match end {
+        End::Empty => Insertion {
+            at: 0,
+            prefix: "[\n",
+            torn_bytes: None,
+        },
+        End::Closed { last_end, close } => {
+            let empty = is_after_open_bracket(path, last_end)?;
+            let _ = close;
+            Insertion {
+                at: last_end,
+                prefix: if empty { "\n" } else { ",\n" },
+                torn_bytes: None,
+            }
+        }
+        End::Torn {
+            last_end,
+            torn_bytes,
+        } => {
+            let empty = is_after_open_bracket(path, last_end)?;
+            Insertion {
+                at: last_end,
+                prefix: if empty { "\n" } else { ",\n" },
+                torn_bytes: (torn_bytes > 0).then_some(torn_bytes),
+            }
+        }
+    })
+}
+
+/// Whether the byte before `off` is the array's `[` (no entries yet).
+fn is_after_open_bracket(path: &Path, off: u64) -> Result<bool> {
+    let f =
+        File::open(path).map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, off - 1)
+        .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+    Ok(b[0] == b'[')
+}
+
+/// Check the entry lines in the tail window: each one-line entry parses, and
+/// all but the last end with a comma. This catches damage near the end (a
+/// hand edit, a bad tool) without reading the whole log; damage further back
+/// is reported by the readers, which scan everything.
+fn entry_lines_ok(window: &[u8], skip_first: bool) -> bool {
+    let mut lines = window.split(|&c| c == b'\n');
+    if skip_first {
+        lines.next(); // may begin before the window
+    }
+    let mut lines = lines.filter(|l| l.first() == Some(&b'{')).peekable();
+    while let Some(line) = lines.next() {
+        let line = trim_end(line, is_ws);
+        let last = lines.peek().is_none();
+        let body = match (last, line.last()) {
+            (true, Some(b'}')) => line,
+            (false, Some(b',')) => trim_end(&line[..line.len() - 1], is_ws),
+            _ => return false,
+        };
+        if !parses_as_object(body) {
+            return false;
+        }
+    }
+    true
+}
+
+fn parses_as_object(b: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(b).is_ok()
+}
+
+fn trim_end(b: &[u8], f: impl Fn(u8) -> bool) -> &[u8] {
+    let n = b.iter().rposition(|&c| !f(c)).map(|i| i + 1).unwrap_or(0);
+    &b[..n]
+}
+
+fn trim_start(b: &[u8], f: impl Fn(u8) -> bool) -> &[u8] {
+    let n = b.iter().position(|&c| !f(c)).unwrap_or(b.len());
+    &b[n..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::{FailureType, Outcome};
+
+    fn entry(i: u64) -> Entry {
+        let o = Outcome {
+            failure: (i % 2 == 1).then_some(FailureType::Timeout),
+            latency_ms: i,
+            status: None,
+            error: None,
+        };
+        Entry::new(
+            format!("2026-11-30T00:00:{:02}Z", i % 60),
+            "p",
+            &format!("m{i}"),
+            &o,
+        )
+    }
+
+    fn count(path: &Path) -> (End, usize) {
+        let mut n = 0;
+        let end = scan::scan_file(path, |_, b| {
+            serde_json::from_slice::<serde_json::Value>(b).unwrap();
+            n += 1;
+            Ok(())
+        })
+        .unwrap();
+        (end, n)
+    }
+
+    fn setup(content: &[u8]) -> (tempfile::TempDir, std::path::PathBuf, DataLock) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("health_log.json");
+        std::fs::write(&path, content).unwrap();
+        let lock = DataLock::acquire(dir.path()).unwrap();
+        (dir, path, lock)
+    }
+
+    #[test]
+    fn creates_then_appends() {
+        let (_d, path, lock) = setup(b"");
+        append(&path, &[entry(0)], &lock).unwrap();
+        append(&path, &[entry(1), entry(2)], &lock).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with("[\n{\"ts\":"), "{text}");
+        assert!(text.ends_with("}\n]\n"));
+        assert_eq!(text.lines().count(), 5);
+        let v: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+        assert_eq!(v.len(), 3);
+        assert_eq!(v[2]["model"], "m2");
+    }
+
+    #[test]
+    fn appends_to_empty_and_pretty_arrays() {
+        for (start, n) in [
+            ("[]", 0),
+            ("[\n]\n", 0),
+            ("[\n  {\n    \"a\": 1\n  }\n]", 1),
+            ("  \n", 0),
+        ] {
+            let (_d, path, lock) = setup(start.as_bytes());
+            append(&path, &[entry(3)], &lock).unwrap();
+            let v: Vec<serde_json::Value> =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+                    .unwrap_or_else(|e| panic!("{start:?}: {e}"));
+            assert_eq!(v.len(), n + 1, "{start:?}");
+        }
+    }
+
+    #[test]
+    fn repairs_every_torn_tail() {
+        // Cut a log at every byte of its last append: the complete entries
+        // survive and the next append leaves a valid array.
+        let (_d, path, lock) = setup(b"");
+        append(&path, &[entry(0), entry(1)], &lock).unwrap();
+        let before = std::fs::metadata(&path).unwrap().len();
+        append(&path, &[entry(2), entry(3)], &lock).unwrap();
+        let full = std::fs::read(&path).unwrap();
+        for cut in (before as usize - 3)..full.len() {
+            std::fs::write(&path, &full[..cut]).unwrap();
+            let (_, complete) = count(&path);
+            append(&path, &[entry(9)], &lock).unwrap();
+            let v: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(&path).unwrap())
+                .unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+            assert_eq!(v.len(), complete + 1, "cut at {cut}");
+            assert!(v.len() >= 3, "cut at {cut} lost entries");
+            assert_eq!(v.last().unwrap()["model"], "m9");
+        }
+    }
+
+    #[test]
+    fn torn_pretty_tail_uses_the_full_scan() {
+        let (_d, path, lock) = setup(b"[\n  {\n    \"a\": 1\n  },\n  {\n    \"b\":");
+        let r = append(&path, &[entry(4)], &lock).unwrap();
+        assert!(r.repaired_bytes.is_some());
+        let v: Vec<serde_json::Value> =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(v.len(), 2);
+    }
+
+    #[test]
+    fn damaged_files_are_left_byte_identical() {
+        for bad in [
+            &b"{\"not\": \"an array\"}"[..],
+            b"hello",
+            b"[\n{\"a\":1}\n{\"b\":2}\n]\n",
+            b"[\n{\"a\":1},\nGARBAGE\n",
+            b"[\n{\"a\":1},\n{\"b\":2}\n]\nextra",
+            b"[\n{\"a\":1},\n{\"b\": nope}\n]\n",
+            b"[\n{\"a\":1},\n\x00\x00\x00garbage",
+        ] {
+            let (_d, path, lock) = setup(bad);
+            let err = append(&path, &[entry(5)], &lock).unwrap_err();
+            assert!(
+                matches!(err, Error::Data(_)),
+                "{:?}: {err}",
+                String::from_utf8_lossy(bad)
+            );
+            assert!(err.to_string().contains("health_log.json"), "{err}");
+            assert_eq!(std::fs::read(&path).unwrap(), bad);
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! The integration tests: one binary, each test driving the real `llmprobe`
+//! executable in its own temporary directory, against fake providers on
+//! 127.0.0.1.
+
+mod support;
