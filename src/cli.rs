@@ -35,15 +35,9 @@ pub struct GlobalArgs {
     /// User config file (TOML) layered over the embedded catalog.
     #[arg(long, global = true, env = "LLMPROBE_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Directory holding health_log.json and model_state.json.
-    #[arg(
-        long,
-        global = true,
-        env = "LLMPROBE_STATS_DIR",
-        value_name = "DIR",
-        default_value = "stats"
-    )]
-    pub stats_dir: PathBuf,
+    /// Directory holding health_log.json and model_state.json [default: ./stats].
+    #[arg(long, global = true, env = "LLMPROBE_STATS_DIR", value_name = "DIR")]
+    pub stats_dir: Option<PathBuf>,
     /// Replace the embedded prompt pool with this TOML file.
     #[arg(long, global = true, env = "LLMPROBE_PROMPTS", value_name = "FILE")]
     pub prompts: Option<PathBuf>,

@@ -10,6 +10,7 @@ use crate::prompts::Pool;
 
 pub const LOG_FILE: &str = "health_log.json";
 pub const STATE_FILE: &str = "model_state.json";
+pub const DEFAULT_STATS_DIR: &str = "stats";
 
 #[derive(Debug)]
 pub struct Settings {
@@ -28,7 +29,10 @@ impl Settings {
         Ok(Settings {
             catalog,
             prompts,
-            stats_dir: g.stats_dir.clone(),
+            stats_dir: g
+                .stats_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_STATS_DIR)),
         })
     }
 

@@ -22,7 +22,10 @@ use crate::fsutil::DataLock;
 use crate::outcome::Entry;
 
 /// How much of the end of the file the fast path looks at.
-const TAIL_WINDOW: u64 = 64 * 1024;
+const TAIL_WINDOW: u64 = 8 * 1024;
+
+/// How many of the last entry lines the fast path checks before appending.
+const CHECKED_LINES: usize = 8;
 
 /// What an append did besides appending.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -82,6 +85,25 @@ pub fn append(path: &Path, entries: &[Entry], _lock: &DataLock) -> Result<Append
     Ok(AppendReport {
         repaired_bytes: ins.torn_bytes,
     })
+}
+
+/// Check, without writing, that the log at `path` can take an append: the
+/// same tests an append makes, so that `check` can refuse a bad log before it
+/// spends any probes. A torn tail is fine (the append repairs it).
+pub fn preflight(path: &Path, _lock: &DataLock) -> Result<()> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(format!("cannot open {}", path.display()), e)),
+    };
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io(format!("cannot stat {}", path.display()), e))?
+        .len();
+    if fast_insertion(path, &file, len)?.is_none() {
+        slow_insertion(path)?;
+    }
+    Ok(())
 }
 
 /// Test hook: `LLMPROBE_TEST_APPEND_DELAY_MS` makes the write crawl in small
@@ -241,7 +263,11 @@ fn entry_lines_ok(window: &[u8], skip_first: bool) -> bool {
     if skip_first {
         lines.next(); // may begin before the window
     }
-    let mut lines = lines.filter(|l| l.first() == Some(&b'{')).peekable();
+    let lines: Vec<&[u8]> = lines.filter(|l| l.first() == Some(&b'{')).collect();
+    let mut lines = lines[lines.len().saturating_sub(CHECKED_LINES)..]
+        .iter()
+        .copied()
+        .peekable();
     while let Some(line) = lines.next() {
         let line = trim_end(line, is_ws);
         let last = lines.peek().is_none();
@@ -258,7 +284,7 @@ fn entry_lines_ok(window: &[u8], skip_first: bool) -> bool {
 }
 
 fn parses_as_object(b: &[u8]) -> bool {
-    serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(b).is_ok()
+    b.first() == Some(&b'{') && serde_json::from_slice::<serde::de::IgnoredAny>(b).is_ok()
 }
 
 fn trim_end(b: &[u8], f: impl Fn(u8) -> bool) -> &[u8] {

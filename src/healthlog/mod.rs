@@ -8,4 +8,4 @@
 pub mod append;
 pub mod scan;
 
-pub use append::{AppendReport, append};
+pub use append::{AppendReport, append, preflight};

@@ -12,7 +12,7 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_llmprobe");
 
 /// The compat log from the old Python tool.
 pub fn compat_log() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/compat/the-brain-health_log.json")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compat/the-brain-health_log.json")
 }
 
 pub struct Env {
@@ -118,4 +118,96 @@ impl Env {
     pub fn run(&self, args: &[&str]) -> Run {
         Run::from(self.command(args).output().expect("run llmprobe"))
     }
+}
+
+/// A fake provider process (`llmprobe fake-provider`) on 127.0.0.1:0,
+/// killed when dropped.
+pub struct Fake {
+    child: std::process::Child,
+    pub url: String,
+    pub record: PathBuf,
+}
+
+/// One request the fake provider saw.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct Seen {
+    pub t_ms: u64,
+    pub model: String,
+    #[serde(default)]
+    pub auth: bool,
+}
+
+impl Fake {
+    /// Start a fake provider with `--script MODEL=…` arguments.
+    pub fn start(env: &Env, scripts: &[&str]) -> Fake {
+        let n = FAKE_COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let addr_file = env.path().join(format!("fake{n}.addr"));
+        let record = env.path().join(format!("fake{n}.jsonl"));
+        let mut cmd = Command::new(BIN);
+        cmd.arg("fake-provider")
+            .arg("--addr-file")
+            .arg(&addr_file)
+            .arg("--record")
+            .arg(&record)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::inherit());
+        for s in scripts {
+            cmd.arg("--script").arg(s);
+        }
+        let child = cmd.spawn().expect("start fake provider");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let url = loop {
+            if let Ok(s) = std::fs::read_to_string(&addr_file) {
+                if !s.trim().is_empty() {
+                    break s.trim().to_string();
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "fake provider did not start"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        Fake { child, url, record }
+    }
+
+    /// Every request seen so far, in arrival order.
+    pub fn seen(&self) -> Vec<Seen> {
+        let text = std::fs::read_to_string(&self.record).unwrap_or_default();
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("record line {l:?}: {e}")))
+            .collect()
+    }
+}
+
+impl Drop for Fake {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+static FAKE_COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A `[[providers]]` table for a fake provider.
+pub fn provider_toml(
+    name: &str,
+    dialect: &str,
+    base_url: &str,
+    models: &[&str],
+    extra: &str,
+) -> String {
+    let models: Vec<String> = models.iter().map(|m| format!("{m:?}")).collect();
+    format!(
+        "[[providers]]\nname = {name:?}\ndialect = {dialect:?}\nbase_url = {base_url:?}\nmodels = [{}]\n{extra}\n",
+        models.join(", ")
+    )
+}
+
+/// Parse a log file strictly: it must be one valid JSON array.
+pub fn log_entries(path: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("{} is not a valid array: {e}\n{text}", path.display()))
 }

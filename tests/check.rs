@@ -1,0 +1,630 @@
+//! `llmprobe check` end to end: real binary, real HTTP to fake providers on
+//! 127.0.0.1, real files and locks.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::{Env, Fake, log_entries, provider_toml};
+
+/// A config with only the given provider tables and a fast default spacing.
+fn config(env: &Env, tables: &[String]) -> String {
+    let text = format!(
+        "include_default_catalog = false\n[defaults]\nspacing_secs = 0\ntimeout_secs = 2\n\n{}",
+        tables.join("\n")
+    );
+    env.write("llmprobe.toml", text).display().to_string()
+}
+
+fn check(env: &Env, cfg: &str, extra: &[&str]) -> crate::support::Run {
+    let mut args = vec!["--config", cfg, "check"];
+    args.extend_from_slice(extra);
+    env.run(&args)
+}
+
+fn states(env: &Env) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(env.state_file()).unwrap_or_else(|_| "{}".into()))
+        .unwrap()
+}
+
+#[test]
+fn probes_all_three_dialects_and_records_every_field() {
+    let env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            provider_toml(
+                "oa",
+                "openai",
+                &format!("{}/v1", fake.url),
+                &["ok", "think", "wrong"],
+                "",
+            ),
+            provider_toml(
+                "an",
+                "anthropic",
+                &format!("{}/v1", fake.url),
+                &["ok", "overloaded"],
+                "",
+            ),
+            provider_toml(
+                "ge",
+                "gemini",
+                &format!("{}/v1beta", fake.url),
+                &["ok", "rate-limit"],
+                "",
+            ),
+        ],
+    );
+    let out = check(&env, &cfg, &[]).ok();
+    assert!(out.stdout.contains("4/7 probes passed"), "{}", out.stdout);
+    let entries = log_entries(&env.log());
+    assert_eq!(entries.len(), 7);
+    let by: BTreeMap<String, &Value> = entries
+        .iter()
+        .map(|e| {
+            (
+                format!(
+                    "{}::{}",
+                    e["provider"].as_str().unwrap(),
+                    e["model"].as_str().unwrap()
+                ),
+                e,
+            )
+        })
+        .collect();
+    for e in &entries {
+        for f in [
+            "ts",
+            "provider",
+            "model",
+            "ok",
+            "latency_ms",
+            "failure_type",
+        ] {
+            assert!(e.get(f).is_some(), "missing {f} in {e}");
+        }
+        let ts = e["ts"].as_str().unwrap();
+        assert!(ts.ends_with('Z') && ts.len() == 20, "{ts}");
+    }
+    assert_eq!(by["oa::ok"]["ok"], 1);
+    assert_eq!(by["oa::ok"]["failure_type"], "");
+    assert_eq!(by["oa::think"]["ok"], 1);
+    assert_eq!(by["oa::wrong"]["failure_type"], "wrong_answer");
+    assert_eq!(by["an::ok"]["ok"], 1);
+    assert_eq!(by["an::overloaded"]["failure_type"], "http_error");
+    assert_eq!(by["an::overloaded"]["status"], 529);
+    assert_eq!(by["ge::ok"]["ok"], 1);
+    assert_eq!(by["ge::rate-limit"]["failure_type"], "rate_limit");
+    assert_eq!(by["ge::rate-limit"]["status"], 429);
+    // The state file reflects the failures.
+    let s = states(&env);
+    assert_eq!(s["an::overloaded"]["state"], "paused");
+    assert_eq!(s["oa::wrong"]["consecutive_failures"], 1);
+}
+
+#[test]
+fn state_machine_through_repeated_runs() {
+    let env = Env::new();
+    let fake = Fake::start(
+        &env,
+        &[
+            // pauses on a temporary failure and recovers on the next pass
+            "temp=rate-limit,ok",
+            // hard, temporary, hard, hard: temporary failures neither count
+            // nor reset; the third hard failure disables
+            "hard=wrong,e500,not-found,unauthorized,ok",
+            // two hard failures, a pass resets, two more: still active
+            "reset=wrong,wrong,ok,wrong,wrong",
+        ],
+    );
+    let cfg = config(
+        &env,
+        &[provider_toml(
+            "f",
+            "openai",
+            &format!("{}/v1", fake.url),
+            &["temp", "hard", "reset"],
+            "",
+        )],
+    );
+    let get = |s: &Value, m: &str, f: &str| s[format!("f::{m}")][f].clone();
+
+    check(&env, &cfg, &[]).ok();
+    let s = states(&env);
+    assert_eq!(get(&s, "temp", "state"), "paused");
+    assert_eq!(get(&s, "temp", "reason"), "rate_limit");
+    assert_eq!(get(&s, "hard", "state"), "active");
+    assert_eq!(get(&s, "hard", "consecutive_failures"), 1);
+
+    // Run 2: the paused model is probed again and recovers (old defect 1).
+    let out = check(&env, &cfg, &[]).ok();
+    assert!(out.stdout.contains("paused → active"), "{}", out.stdout);
+    let s = states(&env);
+    assert_eq!(get(&s, "temp", "state"), "active");
+    assert!(get(&s, "temp", "recovered_at").is_string());
+    // A 500 pauses but does not count (old defect 2).
+    assert_eq!(get(&s, "hard", "state"), "paused");
+    assert_eq!(get(&s, "hard", "consecutive_failures"), 1);
+
+    check(&env, &cfg, &[]).ok();
+    let s = states(&env);
+    assert_eq!(get(&s, "hard", "state"), "paused");
+    assert_eq!(get(&s, "hard", "consecutive_failures"), 2);
+    assert_eq!(get(&s, "reset", "consecutive_failures"), 0);
+
+    let out = check(&env, &cfg, &[]).ok();
+    assert!(out.stdout.contains("paused → disabled"), "{}", out.stdout);
+    let s = states(&env);
+    assert_eq!(get(&s, "hard", "state"), "disabled");
+    assert_eq!(get(&s, "hard", "reason"), "error");
+    assert_eq!(get(&s, "reset", "state"), "active");
+    assert_eq!(get(&s, "reset", "consecutive_failures"), 1);
+
+    // Run 5: the disabled model is neither probed nor logged (old defect 3).
+    let before = log_entries(&env.log()).len();
+    let requests_before = fake.seen().iter().filter(|r| r.model == "hard").count();
+    let out = check(&env, &cfg, &[]).ok();
+    assert!(
+        out.stdout.contains("f::hard: not probed (disabled"),
+        "{}",
+        out.stdout
+    );
+    let entries = log_entries(&env.log());
+    assert_eq!(entries.len(), before + 2);
+    assert!(entries[before..].iter().all(|e| e["model"] != "hard"));
+    assert_eq!(
+        fake.seen().iter().filter(|r| r.model == "hard").count(),
+        requests_before
+    );
+    let s = states(&env);
+    assert_eq!(get(&s, "reset", "state"), "disabled");
+
+    // Re-enabled by hand (editing the file), it is probed again and passes.
+    let mut s = states(&env);
+    s["f::hard"]["state"] = "active".into();
+    s["f::hard"]["consecutive_failures"] = 0.into();
+    std::fs::write(env.state_file(), serde_json::to_string_pretty(&s).unwrap()).unwrap();
+    check(&env, &cfg, &["--model", "hard"]).ok();
+    let entries = log_entries(&env.log());
+    assert_eq!(entries.last().unwrap()["model"], "hard");
+    assert_eq!(entries.last().unwrap()["ok"], 1);
+}
+
+#[test]
+fn providers_run_in_parallel_with_spacing_per_provider() {
+    let env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let models = ["a1", "a2", "a3", "a4"];
+    let tables: Vec<String> = ["p1", "p2", "p3"]
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let ms: Vec<String> = models.iter().map(|m| format!("{p}-{m}")).collect();
+            let ms: Vec<&str> = ms.iter().map(|s| s.as_str()).collect();
+            // p3 has its own, longer spacing.
+            let extra = if i == 2 { "spacing_secs = 1.1" } else { "" };
+            provider_toml(p, "openai", &format!("{}/v1", fake.url), &ms, extra)
+        })
+        .collect();
+    let cfg = config(&env, &tables);
+    check(&env, &cfg, &["--spacing", "0.4"]).ok();
+    // --spacing overrides every provider, including p3.
+    let seen = fake.seen();
+    assert_eq!(seen.len(), 12);
+    let mut starts: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for r in &seen {
+        starts
+            .entry(r.model[..2].to_string())
+            .or_default()
+            .push(r.t_ms);
+    }
+    for (p, t) in &starts {
+        assert_eq!(t.len(), 4, "{p}");
+        for w in t.windows(2) {
+            // Arrival jitter on loopback is a few ms; spacing is 400 ms.
+            assert!(w[1] - w[0] >= 380, "{p}: starts {} ms apart", w[1] - w[0]);
+        }
+    }
+    // In parallel: every provider's first probe comes before any provider's
+    // second.
+    let firsts: Vec<u64> = starts.values().map(|t| t[0]).collect();
+    let seconds: Vec<u64> = starts.values().map(|t| t[1]).collect();
+    assert!(firsts.iter().max() < seconds.iter().min(), "{starts:?}");
+
+    // Per-provider spacing from config, checked on the log's own `ts`
+    // (second precision): p3's probes are ≥ 1.1 s apart, so their ts differ.
+    let env2 = Env::new();
+    let cfg2 = config(&env2, &tables);
+    check(&env2, &cfg2, &["--provider", "p3"]).ok();
+    let entries = log_entries(&env2.log());
+    let ts: Vec<i64> = entries
+        .iter()
+        .map(|e| {
+            chrono::DateTime::parse_from_rfc3339(e["ts"].as_str().unwrap())
+                .unwrap()
+                .timestamp()
+        })
+        .collect();
+    assert_eq!(ts.len(), 4);
+    for w in ts.windows(2) {
+        assert!(w[1] - w[0] >= 1, "ts {ts:?}");
+    }
+    assert!(ts[3] - ts[0] >= 3, "ts {ts:?}");
+}
+
+#[test]
+fn a_second_check_exits_3_and_the_log_stays_valid() {
+    let env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[provider_toml(
+            "f",
+            "openai",
+            &format!("{}/v1", fake.url),
+            &["ok", "ok:50", "wrong"],
+            "spacing_secs = 0.5",
+        )],
+    );
+    let a = env
+        .command(&["--config", &cfg, "check"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let b = env
+        .command(&["--config", &cfg, "check"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let a = a.wait_with_output().unwrap();
+    let b = b.wait_with_output().unwrap();
+    let mut codes = [a.status.code().unwrap(), b.status.code().unwrap()];
+    codes.sort();
+    assert_eq!(codes, [0, 3], "a: {:?} b: {:?}", a, b);
+    let loser = if a.status.code() == Some(3) { &a } else { &b };
+    let msg = String::from_utf8_lossy(&loser.stderr);
+    assert!(
+        msg.contains("another check is already running") && msg.contains("pid "),
+        "{msg}"
+    );
+    assert_eq!(log_entries(&env.log()).len(), 3);
+}
+
+#[test]
+fn a_killed_check_does_not_block_the_next_run() {
+    let env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[provider_toml(
+            "f",
+            "openai",
+            &format!("{}/v1", fake.url),
+            &["ok", "ok"],
+            "spacing_secs = 30",
+        )],
+    );
+    let mut child = env.command(&["--config", &cfg, "check"]).spawn().unwrap();
+    // Wait until it holds the lock and has probed the first model.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while fake.seen().is_empty() {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let cfg2 = config(
+        &env,
+        &[provider_toml(
+            "f",
+            "openai",
+            &format!("{}/v1", fake.url),
+            &["ok"],
+            "",
+        )],
+    );
+    check(&env, &cfg2, &[]).ok();
+}
+
+#[test]
+fn sigkill_during_appends_never_loses_a_complete_entry() {
+    use llmprobe::healthlog::scan::{End, scan_file};
+    let env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let models: Vec<String> = (0..40).map(|i| format!("m{i}")).collect();
+    let models: Vec<&str> = models.iter().map(|s| s.as_str()).collect();
+    let cfg = config(
+        &env,
+        &[provider_toml(
+            "f",
+            "openai",
+            &format!("{}/v1", fake.url),
+            &models,
+            "",
+        )],
+    );
+    let read = |path: &std::path::Path| -> (Vec<String>, End) {
+        let mut v = Vec::new();
+        let end = scan_file(path, |_, b| {
+            v.push(String::from_utf8(b.to_vec()).unwrap());
+            Ok(())
+        })
+        .expect("log readable after a crash");
+        (v, end)
+    };
+    let mut seen: Vec<String> = Vec::new();
+    let mut torn = 0;
+    let mut rng_state = 0x2545F4914F6CDD1Du64;
+    for round in 0..12 {
+        let mut child = env
+            .command(&["--config", &cfg, "check"])
+            .env("LLMPROBE_TEST_APPEND_DELAY_MS", "1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        rng_state ^= rng_state << 13;
+        rng_state ^= rng_state >> 7;
+        rng_state ^= rng_state << 17;
+        std::thread::sleep(Duration::from_millis(150 + rng_state % 400));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let (now, end) = read(&env.log());
+        if end.is_torn() {
+            torn += 1;
+        }
+        assert!(
+            now.len() >= seen.len(),
+            "round {round}: entries went from {} to {}",
+            seen.len(),
+            now.len()
+        );
+        assert_eq!(
+            now[..seen.len()],
+            seen[..],
+            "round {round}: an entry changed"
+        );
+        seen = now;
+    }
+    assert!(
+        torn > 0,
+        "no kill landed in the middle of an append; the test proves nothing"
+    );
+    // The next full run repairs the tail and leaves a valid array.
+    let out = check(&env, &cfg, &[]).ok();
+    let entries = log_entries(&env.log());
+    assert_eq!(entries.len(), seen.len() + 40, "{}", out.stderr);
+    let texts: Vec<String> = entries[..seen.len()]
+        .iter()
+        .map(|v| v.to_string())
+        .collect();
+    let seen_norm: Vec<String> = seen
+        .iter()
+        .map(|s| serde_json::from_str::<Value>(s).unwrap().to_string())
+        .collect();
+    assert_eq!(texts, seen_norm);
+}
+
+#[test]
+fn compat_log_accepts_appends_and_keeps_its_248_entries() {
+    let env = Env::new();
+    let original = std::fs::read(crate::support::compat_log()).unwrap();
+    std::fs::create_dir_all(env.stats()).unwrap();
+    std::fs::write(env.log(), &original).unwrap();
+    let old: Vec<Value> = serde_json::from_slice(&original).unwrap();
+    assert_eq!(old.len(), 248);
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[provider_toml(
+            "f",
+            "openai",
+            &format!("{}/v1", fake.url),
+            &["ok", "wrong"],
+            "",
+        )],
+    );
+    check(&env, &cfg, &[]).ok();
+    check(&env, &cfg, &[]).ok();
+    let now = log_entries(&env.log());
+    assert_eq!(now.len(), 252);
+    assert_eq!(now[..248], old[..]);
+    // Only the tail was touched: the old bytes up to the last entry are intact.
+    let bytes = std::fs::read(env.log()).unwrap();
+    let keep = original.iter().rposition(|&c| c == b'}').unwrap() + 1;
+    assert_eq!(bytes[..keep], original[..keep]);
+}
+
+#[test]
+fn bad_files_give_clear_errors_and_stay_untouched() {
+    let env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[provider_toml(
+            "f",
+            "openai",
+            &format!("{}/v1", fake.url),
+            &["ok"],
+            "",
+        )],
+    );
+    std::fs::create_dir_all(env.stats()).unwrap();
+
+    // A log that is not an array, and one damaged near its end.
+    for bad in [
+        "{\"oops\": true}\n",
+        "[\n{\"ts\":\"2026-01-01T00:00:00Z\"}\n{\"ts\":\"x\"}\n]\n",
+    ] {
+        std::fs::write(env.log(), bad).unwrap();
+        let out = check(&env, &cfg, &[]).code(4);
+        assert!(
+            out.stderr.contains("health_log.json") && out.stderr.contains("byte offset"),
+            "{}",
+            out.stderr
+        );
+        assert_eq!(std::fs::read_to_string(env.log()).unwrap(), bad);
+        assert!(fake.seen().is_empty(), "probed despite a bad log");
+    }
+    std::fs::remove_file(env.log()).unwrap();
+
+    let bad_state = "{\"f::ok\": {\"state\": \"paused\",";
+    std::fs::write(env.state_file(), bad_state).unwrap();
+    let out = check(&env, &cfg, &[]).code(4);
+    assert!(out.stderr.contains("model_state.json"), "{}", out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(env.state_file()).unwrap(),
+        bad_state
+    );
+    assert!(!env.log().exists());
+    std::fs::remove_file(env.state_file()).unwrap();
+
+    let bad_cfg = env.write("bad.toml", "[defaults]\nspacing_secs = 1\ntimeout = 3\n");
+    let out = env
+        .run(&["--config", bad_cfg.to_str().unwrap(), "check"])
+        .code(2);
+    assert!(
+        out.stderr.contains("bad.toml")
+            && out.stderr.contains("timeout")
+            && out.stderr.contains("line 3"),
+        "{}",
+        out.stderr
+    );
+
+    let bad_prompts = env.write(
+        "prompts.toml",
+        "[[template]]\nquestion = \"What is {a} + {b}?\"\n",
+    );
+    let out = env
+        .run(&[
+            "--config",
+            &cfg,
+            "--prompts",
+            bad_prompts.to_str().unwrap(),
+            "check",
+        ])
+        .code(2);
+    assert!(out.stderr.contains("prompts.toml"), "{}", out.stderr);
+    assert!(!env.log().exists());
+
+    let out = env
+        .run(&["--config", "/nonexistent/llmprobe.toml", "check"])
+        .code(2);
+    assert!(
+        out.stderr.contains("/nonexistent/llmprobe.toml"),
+        "{}",
+        out.stderr
+    );
+    let out = check(&env, &cfg, &["--spacing", "-1"]).code(2);
+    assert!(out.stderr.contains("--spacing"), "{}", out.stderr);
+    let out = check(&env, &cfg, &["--provider", "nope"]).code(2);
+    assert!(out.stderr.contains("nope"), "{}", out.stderr);
+}
+
+#[test]
+fn a_canary_key_never_leaks() {
+    const CANARY: &str = "sk-canary-7f3a9c2e4b1d8f6a0e5c";
+    let mut env = Env::new();
+    env.env("CANARY_KEY", CANARY);
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            provider_toml(
+                "oa",
+                "openai",
+                &format!("{}/v1", fake.url),
+                &["echo-key", "ok"],
+                "api_key_env = \"CANARY_KEY\"",
+            ),
+            provider_toml(
+                "an",
+                "anthropic",
+                &format!("{}/v1", fake.url),
+                &["echo-key"],
+                "api_key_env = \"CANARY_KEY\"",
+            ),
+            provider_toml(
+                "ge",
+                "gemini",
+                &format!("{}/v1beta", fake.url),
+                &["echo-key"],
+                "api_key_env = \"CANARY_KEY\"",
+            ),
+        ],
+    );
+    let runs = [
+        check(&env, &cfg, &[]),
+        check(&env, &cfg, &["--json"]),
+        env.run(&["--config", &cfg, "check", "--list"]),
+        env.run(&["--config", &cfg, "providers", "--json"]),
+    ];
+    for r in &runs {
+        assert!(
+            !r.stdout.contains(CANARY) && !r.stderr.contains(CANARY),
+            "leak:\n{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+        assert!(!r.stdout.contains("7f3a9c2e4b1d8f6a0e5c"));
+    }
+    let log = std::fs::read_to_string(env.log()).unwrap();
+    assert!(!log.contains(CANARY) && !log.contains("7f3a9c2e"), "{log}");
+    let state = std::fs::read_to_string(env.state_file()).unwrap();
+    assert!(!state.contains(CANARY), "{state}");
+    // The key did reach the upstream, and the failure was recorded.
+    assert!(fake.seen().iter().all(|r| r.auth));
+    let entries = log_entries(&env.log());
+    assert!(
+        entries
+            .iter()
+            .filter(|e| e["model"] == "echo-key")
+            .all(|e| e["failure_type"] == "error")
+    );
+}
+
+#[test]
+fn dry_run_and_filters() {
+    let env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            provider_toml(
+                "a",
+                "openai",
+                &format!("{}/v1", fake.url),
+                &["ok", "wrong"],
+                "spacing_secs = 90",
+            ),
+            provider_toml(
+                "b",
+                "openai",
+                &format!("{}/v1", fake.url),
+                &["ok"],
+                "api_key_env = \"UNSET_KEY_VAR\"",
+            ),
+        ],
+    );
+    let out = check(&env, &cfg, &["--dry-run"]).ok();
+    assert!(out.stdout.contains("+90s"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("b: skipped: set UNSET_KEY_VAR"),
+        "{}",
+        out.stdout
+    );
+    assert!(!env.log().exists());
+    assert!(fake.seen().is_empty());
+    check(&env, &cfg, &["--model", "a::wrong", "--json"]).ok();
+    let entries = log_entries(&env.log());
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0]["model"], "wrong");
+    let out = check(&env, &cfg, &["--model", "a::ok", "--fail-on-down"]).code(0);
+    assert!(out.stdout.contains("1/1 probes passed"));
+    check(&env, &cfg, &["--model", "wrong", "--fail-on-down"]).code(1);
+}
