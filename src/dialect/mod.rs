@@ -266,8 +266,18 @@ fn error_from_json(json: &Value) -> Option<ProviderError> {
                 .or(code)
                 .or_else(|| str_field(e, "type"))
                 .or_else(|| str_field(e, "status"));
+            let mut message = message_of(e.get("message")).unwrap_or_default();
+            // OpenRouter's message for upstream failures is only "Provider
+            // returned error"; the upstream's own words are in metadata.raw.
+            if let Some(raw) = e
+                .get("metadata")
+                .and_then(|m| m.get("raw"))
+                .and_then(Value::as_str)
+            {
+                message = format!("{message}: {raw}");
+            }
             return Some(ProviderError {
-                message: message_of(e.get("message")).unwrap_or_default(),
+                message,
                 code,
                 embedded_status,
             });
