@@ -178,7 +178,9 @@ fn mask_key_shaped(text: &str) -> String {
                 }
             }
         }
-        let c = rest.chars().next().unwrap();
+        let Some(c) = rest.chars().next() else {
+            break;
+        };
         out.push(c);
         rest = &rest[c.len_utf8()..];
     }
