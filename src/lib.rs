@@ -23,6 +23,7 @@ pub mod exit;
 pub mod fake;
 pub mod fsutil;
 pub mod healthlog;
+pub mod http;
 pub mod outcome;
 pub mod output;
 pub mod probe;

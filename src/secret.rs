@@ -74,6 +74,14 @@ impl Redactor {
         Redactor { secrets }
     }
 
+    /// A copy that also masks `secret` (a probe adds its own provider's
+    /// key, so redaction never depends on the caller's list being complete).
+    pub fn with(&self, secret: Option<&Secret>) -> Redactor {
+        let mut all = self.secrets.clone();
+        all.extend(secret.cloned());
+        Redactor::new(all)
+    }
+
     pub fn redact(&self, text: &str) -> String {
         let mut out = text.to_string();
         for s in &self.secrets {
@@ -81,10 +89,12 @@ impl Redactor {
             if out.contains(k) {
                 out = out.replace(k, MASK);
             }
-            // Upstreams often echo a shortened key, such as "sk-abc...wxyz".
-            if k.len() >= 12 {
-                let head = &k[..k.len().min(8)];
-                let tail = &k[k.len() - 4..];
+            out = mask_abbreviations(&out, k);
+            // Upstreams often echo a shortened key, such as
+            // "sk-proj-****…wxyz": the first 8 and last 4 characters.
+            if k.chars().count() >= 12 {
+                let head = char_prefix(k, 8);
+                let tail = char_suffix(k, 4);
                 if out.contains(head) && out.contains(tail) {
                     out = out.replace(head, MASK).replace(tail, MASK);
                 }
@@ -94,10 +104,67 @@ impl Redactor {
     }
 }
 
+fn char_prefix(s: &str, n: usize) -> &str {
+    s.char_indices().nth(n).map_or(s, |(i, _)| &s[..i])
+}
+
+fn char_suffix(s: &str, n: usize) -> &str {
+    let count = s.chars().count();
+    if count <= n {
+        return s;
+    }
+    s.char_indices().nth(count - n).map_or(s, |(i, _)| &s[i..])
+}
+
+/// Characters provider keys are made of.
+fn is_key_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '-' || c == '_'
+}
+
+/// Mask tokens like "sk-abc...wxyz", "sk-a…wxyz" or "canary-7***0a1b": a
+/// prefix of `key` (3+ chars), a run of `.`, `…`, `*` or `x`, then a suffix
+/// of `key` (3+ chars).
+fn mask_abbreviations(text: &str, key: &str) -> String {
+    if key.chars().count() < 8 {
+        return text.to_string();
+    }
+    let is_mark = |c: char| matches!(c, '.' | '…' | '*');
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(pos) = rest.find(is_mark) {
+        let (before, from_mark) = rest.split_at(pos);
+        let mark_len = from_mark
+            .find(|c: char| !is_mark(c))
+            .unwrap_or(from_mark.len());
+        let after = &from_mark[mark_len..];
+        // The key characters touching the marker on each side.
+        let head_start = before.rfind(|c: char| !is_key_char(c)).map_or(0, |i| {
+            i + before[i..].chars().next().map_or(1, char::len_utf8)
+        });
+        let head = &before[head_start..];
+        let tail = &after[..after.find(|c: char| !is_key_char(c)).unwrap_or(after.len())];
+        let abbreviates = mark_len > 0
+            && head.chars().count() >= 3
+            && tail.chars().count() >= 3
+            && key.starts_with(head)
+            && key.ends_with(tail);
+        if abbreviates {
+            out.push_str(&before[..head_start]);
+            out.push_str(MASK);
+            rest = &after[tail.len()..];
+        } else {
+            out.push_str(before);
+            out.push_str(&from_mark[..mark_len]);
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Mask tokens that look like provider keys: a known prefix followed by at
 /// least 12 key characters.
 fn mask_key_shaped(text: &str) -> String {
-    let is_key_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     'outer: while !rest.is_empty() {
@@ -111,7 +178,9 @@ fn mask_key_shaped(text: &str) -> String {
                 }
             }
         }
-        let c = rest.chars().next().unwrap();
+        let Some(c) = rest.chars().next() else {
+            break;
+        };
         out.push(c);
         rest = &rest[c.len_utf8()..];
     }
@@ -132,6 +201,33 @@ mod tests {
         assert!(!out.contains(key), "{out}");
         assert!(!out.contains("fXYZ"), "{out}");
         assert!(out.contains(MASK));
+    }
+
+    #[test]
+    fn short_abbreviations_are_masked() {
+        let key = "sk-abcdef0123456789wxyz";
+        let r = Redactor::new([Secret::new(key.into())]);
+        for echoed in [
+            "key sk-abc...wxyz is invalid",
+            "key sk-a…wxyz is invalid",
+            "key \"sk-ab****************wxyz\" is invalid",
+        ] {
+            let out = r.redact(echoed);
+            assert!(!out.contains("wxyz"), "{out}");
+            assert!(out.contains("is invalid"), "{out}");
+        }
+        // Dots in ordinary prose are left alone.
+        assert_eq!(r.redact("wait... then retry."), "wait... then retry.");
+    }
+
+    #[test]
+    fn non_ascii_keys_do_not_panic() {
+        let key = "ключ-ключ-ключ-ключ";
+        let r = Redactor::new([Secret::new(key.into())]);
+        assert_eq!(r.redact(&format!("got {key}")), format!("got {MASK}"));
+        let head: String = key.chars().take(8).collect();
+        let tail: String = key.chars().skip(15).collect();
+        assert!(!r.redact(&format!("{head}...{tail}")).contains(&tail));
     }
 
     #[test]

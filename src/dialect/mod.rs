@@ -1,1 +1,708 @@
-//! The three wire dialects. (Skeleton: the helper fills this in.)
+//! The three wire dialects: how a chat request becomes an HTTP request for a
+//! provider, and how a response body becomes a [`ChatReply`] or a
+//! [`ProviderError`].
+//!
+//! Probes use this for one-question requests; `route` reuses it for general
+//! chat requests, so nothing here is probe-specific. Each dialect is a unit
+//! type implementing [`Wire`]; [`wire`] maps the closed
+//! [`crate::catalog::Dialect`] enum to it. Error bodies are parsed by one
+//! dialect-independent function, [`parse_error`], because their shape
+//! depends on the provider (OpenRouter, Mistral, Cloudflare and NVIDIA all
+//! speak the OpenAI dialect but fail differently), not on the dialect.
+
+mod anthropic;
+mod gemini;
+mod openai;
+
+use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
+use serde_json::Value;
+
+use crate::catalog::{Dialect, Resolved};
+
+pub use anthropic::Anthropic;
+pub use gemini::Gemini;
+pub use openai::OpenAi;
+
+/// One message of a conversation. `role` is `system`, `user` or
+/// `assistant`, as in the OpenAI API; dialects translate it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn user(content: impl Into<String>) -> ChatMessage {
+        ChatMessage {
+            role: "user".into(),
+            content: content.into(),
+        }
+    }
+}
+
+/// A non-streaming chat request, independent of dialect.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    pub model: String,
+    pub messages: Vec<ChatMessage>,
+    /// `None` leaves the provider default, except for Anthropic, which
+    /// requires a value and gets [`ANTHROPIC_DEFAULT_MAX_TOKENS`].
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f64>,
+}
+
+impl ChatRequest {
+    /// The request a probe sends: one user message, temperature 0.
+    pub fn probe(model: &str, prompt: &str, max_tokens: u32) -> ChatRequest {
+        ChatRequest {
+            model: model.to_string(),
+            messages: vec![ChatMessage::user(prompt)],
+            max_tokens: Some(max_tokens),
+            temperature: Some(0.0),
+        }
+    }
+}
+
+/// Anthropic rejects a request without `max_tokens`.
+pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// Token counts as the provider reported them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+}
+
+/// A successful completion, in dialect-independent form.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChatReply {
+    /// The answer text; empty when the model produced none (content null,
+    /// cut off, or only reasoning).
+    pub text: String,
+    /// Reasoning the provider returned separately (`reasoning_content`,
+    /// Anthropic `thinking`, Gemini thought parts). Never part of `text`.
+    pub reasoning: Option<String>,
+    /// As the provider spells it: `stop`, `length`, `end_turn`,
+    /// `max_tokens`, `STOP`, `MAX_TOKENS`, `error`, …
+    pub finish_reason: Option<String>,
+    pub usage: Option<Usage>,
+}
+
+impl ChatReply {
+    /// The model stopped because it ran out of tokens.
+    pub fn truncated(&self) -> bool {
+        matches!(
+            self.finish_reason.as_deref(),
+            Some("length" | "max_tokens" | "MAX_TOKENS")
+        )
+    }
+}
+
+/// An error as the provider described it, from whichever of the known
+/// shapes the body has.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProviderError {
+    pub message: String,
+    /// A machine-readable code or type: `rate_limit_exceeded`,
+    /// `overloaded_error`, `RESOURCE_EXHAUSTED`, `API_KEY_INVALID`, `3036`, …
+    pub code: Option<String>,
+    /// An HTTP status embedded in the body (OpenRouter's and Gemini's
+    /// numeric `code`, NVIDIA's `status`), which can differ from the real
+    /// one: OpenRouter reports upstream failures inside an HTTP 200.
+    pub embedded_status: Option<u16>,
+}
+
+/// Why a 2xx body is not a usable reply.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ReplyError {
+    /// The body is an error object, not a completion (OpenRouter does this
+    /// with HTTP 200).
+    #[error("error in a success response: {}", .0.message)]
+    Embedded(ProviderError),
+    /// An HTML page, described by its title or first heading.
+    #[error("HTML page instead of JSON{}", html_note(.0))]
+    Html(Option<String>),
+    #[error("response is not JSON")]
+    NotJson,
+    #[error("empty response body")]
+    Empty,
+    /// JSON, but not the dialect's shape: no choices, no candidates, no
+    /// content.
+    #[error("{0}")]
+    Shape(String),
+}
+
+fn html_note(title: &Option<String>) -> String {
+    title.as_ref().map(|t| format!(": {t}")).unwrap_or_default()
+}
+
+/// Why a request could not be built. Messages never contain a header value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    #[error("the api key contains characters not allowed in an http header")]
+    BadKey,
+    #[error("header {0:?} from the config is not a valid http header")]
+    BadHeader(String),
+}
+
+/// What each dialect knows: where to send, how to authenticate, how to
+/// shape the body, and how to read a success body.
+pub trait Wire: Sync {
+    /// The full endpoint URL for `model`.
+    fn url(&self, base_url: &str, model: &str) -> String;
+    /// The authentication headers for `key` (marked sensitive).
+    fn auth_headers(&self, key: &str) -> Result<Vec<(HeaderName, HeaderValue)>, BuildError>;
+    /// The JSON body.
+    fn body(&self, req: &ChatRequest) -> Value;
+    /// Read a success body that has already been parsed as JSON and is not
+    /// an error object.
+    fn parse_reply(&self, json: &Value) -> Result<ChatReply, ReplyError>;
+}
+
+/// The implementation of a dialect.
+pub fn wire(d: Dialect) -> &'static dyn Wire {
+    match d {
+        Dialect::Openai => &OpenAi,
+        Dialect::Anthropic => &Anthropic,
+        Dialect::Gemini => &Gemini,
+    }
+}
+
+/// A POST for `req` to `provider`, with auth and the provider's extra
+/// headers. The key only ever goes into a sensitive header, never the URL.
+pub fn build_request(
+    client: &reqwest::Client,
+    provider: &Resolved,
+    req: &ChatRequest,
+) -> Result<reqwest::RequestBuilder, BuildError> {
+    let w = wire(provider.provider.dialect);
+    let mut builder = client
+        .post(w.url(&provider.base_url, &req.model))
+        // reqwest's `json` feature is not enabled; a Value always serialises.
+        .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+        .body(w.body(req).to_string());
+    if let Some(key) = &provider.key {
+        for (name, value) in w.auth_headers(key.expose())? {
+            builder = builder.header(name, value);
+        }
+    }
+    for (name, value) in &provider.provider.headers {
+        let n = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| BuildError::BadHeader(name.clone()))?;
+        let v = HeaderValue::from_str(value).map_err(|_| BuildError::BadHeader(name.clone()))?;
+        builder = builder.header(n, v);
+    }
+    Ok(builder)
+}
+
+/// A header value holding a secret: invalid characters are an error that
+/// does not echo the value, and the value is hidden from Debug output.
+fn secret_header(value: &str) -> Result<HeaderValue, BuildError> {
+    let mut v = HeaderValue::from_str(value).map_err(|_| BuildError::BadKey)?;
+    v.set_sensitive(true);
+    Ok(v)
+}
+
+/// Parse a 2xx body into a reply for `dialect`.
+pub fn parse_reply(dialect: Dialect, body: &[u8]) -> Result<ChatReply, ReplyError> {
+    let text = String::from_utf8_lossy(body);
+    let json = match parse_json(&text) {
+        Some(v) => v,
+        None if text.trim().is_empty() => return Err(ReplyError::Empty),
+        None if looks_like_html(&text) => return Err(ReplyError::Html(html_title(&text))),
+        None => return Err(ReplyError::NotJson),
+    };
+    // A body with choices or candidates is a reply even if it also has an
+    // "error" field; one without them that has an error object is an error.
+    let has_reply = ["choices", "candidates", "content"]
+        .iter()
+        .any(|k| json.get(k).is_some());
+    if !has_reply && let Some(err) = error_from_json(&json) {
+        return Err(ReplyError::Embedded(err));
+    }
+    wire(dialect).parse_reply(&json)
+}
+
+/// Parse an error body (any status) into what the provider said, if it has
+/// one of the known shapes.
+pub fn parse_error(body: &[u8]) -> Option<ProviderError> {
+    error_from_json(&parse_json(&String::from_utf8_lossy(body))?)
+}
+
+/// JSON, tolerating what some servers put in front of it: a BOM, blank
+/// lines, and SSE comment lines such as DeepSeek's `: keep-alive`.
+pub fn parse_json(text: &str) -> Option<Value> {
+    let mut rest = text.trim_start_matches('\u{feff}').trim_start();
+    while rest.starts_with(':') {
+        rest = rest.split_once('\n').map_or("", |(_, r)| r).trim_start();
+    }
+    serde_json::from_str(rest).ok()
+}
+
+/// The error object in a body, if it is one. Recognised shapes:
+///
+/// - OpenAI, Groq, llama.cpp, OpenRouter, Gemini:
+///   `{"error":{"message","type"|"status","code"}}`
+/// - Gemini through its OpenAI-compatible endpoint: the same in an array
+/// - Anthropic: `{"type":"error","error":{"type","message"}}`
+/// - Mistral: `{"object":"error","message","type","code"}`
+/// - Ollama native: `{"error":"…"}`
+/// - Cloudflare v4: `{"success":false,"errors":[{"code","message"}]}`
+/// - NVIDIA problem JSON: `{"status":429,"title","detail"}`
+fn error_from_json(json: &Value) -> Option<ProviderError> {
+    if let Some(first) = json.as_array().and_then(|a| a.first()) {
+        return error_from_json(first);
+    }
+    let obj = json.as_object()?;
+    match obj.get("error") {
+        Some(Value::Object(e)) => {
+            let (code, embedded_status) = code_and_status(e.get("code"));
+            let reason = e
+                .get("details")
+                .and_then(Value::as_array)
+                .and_then(|d| d.iter().find_map(|x| x.get("reason")?.as_str()));
+            let code = reason
+                .map(str::to_string)
+                .or(code)
+                .or_else(|| str_field(e, "type"))
+                .or_else(|| str_field(e, "status"));
+            let mut message = message_of(e.get("message")).unwrap_or_default();
+            // OpenRouter's message for upstream failures is only "Provider
+            // returned error"; the upstream's own words are in metadata.raw.
+            if let Some(raw) = e
+                .get("metadata")
+                .and_then(|m| m.get("raw"))
+                .and_then(Value::as_str)
+            {
+                message = format!("{message}: {raw}");
+            }
+            return Some(ProviderError {
+                message,
+                code,
+                embedded_status,
+            });
+        }
+        Some(Value::String(s)) => {
+            return Some(ProviderError {
+                message: s.clone(),
+                ..ProviderError::default()
+            });
+        }
+        _ => {}
+    }
+    if obj.get("object").and_then(Value::as_str) == Some("error") {
+        let (code, embedded_status) = code_and_status(obj.get("code"));
+        return Some(ProviderError {
+            message: message_of(obj.get("message")).unwrap_or_default(),
+            code: code.or_else(|| str_field(obj, "type")),
+            embedded_status,
+        });
+    }
+    if obj.get("success") == Some(&Value::Bool(false)) {
+        let first = obj
+            .get("errors")
+            .and_then(Value::as_array)
+            .and_then(|a| a.first());
+        return Some(ProviderError {
+            message: first
+                .and_then(|e| message_of(e.get("message")))
+                .unwrap_or_default(),
+            code: first.and_then(|e| code_and_status(e.get("code")).0),
+            embedded_status: None,
+        });
+    }
+    if let (Some(status), Some(title)) = (
+        obj.get("status").and_then(Value::as_u64),
+        obj.get("title").and_then(Value::as_str),
+    ) {
+        let detail = obj.get("detail").and_then(Value::as_str);
+        return Some(ProviderError {
+            message: match detail {
+                Some(d) if !d.is_empty() => format!("{title}: {d}"),
+                _ => title.to_string(),
+            },
+            code: None,
+            embedded_status: u16::try_from(status).ok(),
+        });
+    }
+    None
+}
+
+/// The object inside an `error` field, when it is given without the
+/// wrapper (OpenRouter's per-choice error).
+fn error_from_json_inner(e: &Value) -> Option<ProviderError> {
+    error_from_json(&serde_json::json!({ "error": e }))
+}
+
+fn str_field(obj: &serde_json::Map<String, Value>, key: &str) -> Option<String> {
+    obj.get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
+/// A `code` may be a string (`"rate_limit_exceeded"`) or a number, which
+/// is an HTTP status when it is in range (OpenRouter, Gemini) and a
+/// provider code otherwise (Cloudflare's 3036).
+fn code_and_status(code: Option<&Value>) -> (Option<String>, Option<u16>) {
+    match code {
+        Some(Value::String(s)) if !s.is_empty() => (Some(s.clone()), None),
+        Some(Value::Number(n)) => {
+            match n
+                .as_u64()
+                .filter(|c| (100..600).contains(c))
+                .and_then(|c| u16::try_from(c).ok())
+            {
+                Some(status) => (None, Some(status)),
+                None => (Some(n.to_string()), None),
+            }
+        }
+        _ => (None, None),
+    }
+}
+
+/// Messages are usually strings; Mistral sometimes sends an object.
+fn message_of(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::String(s) => Some(s.clone()),
+        Value::Null => None,
+        other => Some(other.to_string()),
+    }
+}
+
+pub fn looks_like_html(text: &str) -> bool {
+    let head: String = text.trim_start().chars().take(512).collect();
+    let head = head.to_ascii_lowercase();
+    head.starts_with("<!doctype html") || head.starts_with("<html") || head.contains("<body")
+}
+
+/// The text of an HTML page's `<title>`, else its first `<h1>`, with tags
+/// removed and whitespace collapsed.
+pub fn html_title(text: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
+    for tag in ["title", "h1"] {
+        let Some(open) = lower.find(&format!("<{tag}")) else {
+            continue;
+        };
+        let Some(gt) = lower[open..].find('>') else {
+            continue;
+        };
+        let start = open + gt + 1;
+        let Some(len) = lower[start..].find(&format!("</{tag}")) else {
+            continue;
+        };
+        let inner = strip_tags(&text[start..start + len]);
+        if !inner.is_empty() {
+            return Some(inner.chars().take(100).collect());
+        }
+    }
+    None
+}
+
+fn strip_tags(s: &str) -> String {
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in s.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Content given either as a string or as a list of `{type:"text", text}`
+/// parts (some OpenAI-compatible servers do the latter).
+fn text_of(content: Option<&Value>) -> Option<String> {
+    match content? {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => Some(
+            parts
+                .iter()
+                .filter(|p| {
+                    p.get("type")
+                        .and_then(Value::as_str)
+                        .is_none_or(|t| t == "text")
+                })
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+fn u64_at(v: &Value, key: &str) -> Option<u64> {
+    v.get(key).and_then(Value::as_u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+    use crate::secret::Secret;
+
+    fn resolved(dialect: &str, key: Option<&str>) -> Resolved {
+        let c = Catalog::from_toml_str(
+            &format!(
+                r#"
+                include_default_catalog = false
+                [[providers]]
+                name = "p"
+                dialect = "{dialect}"
+                base_url = "http://127.0.0.1:9/v1"
+                models = ["m"]
+                headers = {{ "x-title" = "llmprobe" }}
+                "#
+            ),
+            "t.toml",
+        )
+        .unwrap();
+        let mut r = c.providers[0].resolve_with(|_| None).unwrap();
+        r.key = key.map(|k| Secret::new(k.into()));
+        r
+    }
+
+    fn built(dialect: &str, key: Option<&str>, model: &str) -> reqwest::Request {
+        let r = resolved(dialect, key);
+        build_request(
+            &reqwest::Client::new(),
+            &r,
+            &ChatRequest::probe(model, "What is 7 + 7?", 16),
+        )
+        .unwrap()
+        .build()
+        .unwrap()
+    }
+
+    fn body_of(req: &reqwest::Request) -> Value {
+        serde_json::from_slice(req.body().unwrap().as_bytes().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn openai_request_shape() {
+        let req = built("openai", Some("sk-test-key"), "llama-3.1-8b-instant");
+        assert_eq!(req.url().as_str(), "http://127.0.0.1:9/v1/chat/completions");
+        assert_eq!(req.headers()["authorization"], "Bearer sk-test-key");
+        assert!(req.headers()["authorization"].is_sensitive());
+        assert_eq!(req.headers()["x-title"], "llmprobe");
+        let body = body_of(&req);
+        assert_eq!(body["model"], "llama-3.1-8b-instant");
+        assert_eq!(body["messages"][0]["role"], "user");
+        assert_eq!(body["messages"][0]["content"], "What is 7 + 7?");
+        assert_eq!(body["temperature"], 0.0);
+        assert_eq!(body["max_tokens"], 16);
+    }
+
+    #[test]
+    fn keyless_openai_sends_no_authorization() {
+        let req = built("openai", None, "llama3");
+        assert!(req.headers().get("authorization").is_none());
+    }
+
+    #[test]
+    fn anthropic_request_shape() {
+        let req = built("anthropic", Some("sk-ant-key"), "claude-haiku");
+        assert_eq!(req.url().as_str(), "http://127.0.0.1:9/v1/messages");
+        assert_eq!(req.headers()["x-api-key"], "sk-ant-key");
+        assert!(req.headers()["x-api-key"].is_sensitive());
+        assert_eq!(req.headers()["anthropic-version"], "2023-06-01");
+        let body = body_of(&req);
+        assert_eq!(body["max_tokens"], 16);
+        assert_eq!(body["temperature"], 0.0);
+        assert_eq!(body["messages"][0]["content"], "What is 7 + 7?");
+    }
+
+    #[test]
+    fn gemini_key_is_a_header_never_in_the_url() {
+        let req = built("gemini", Some("AIzaSyKEYKEYKEY"), "gemini-2.5-flash");
+        assert_eq!(
+            req.url().as_str(),
+            "http://127.0.0.1:9/v1/models/gemini-2.5-flash:generateContent"
+        );
+        assert!(!req.url().as_str().contains("AIza"));
+        assert_eq!(req.headers()["x-goog-api-key"], "AIzaSyKEYKEYKEY");
+        let body = body_of(&req);
+        assert_eq!(body["contents"][0]["role"], "user");
+        assert_eq!(body["contents"][0]["parts"][0]["text"], "What is 7 + 7?");
+        assert_eq!(body["generationConfig"]["temperature"], 0.0);
+        assert_eq!(body["generationConfig"]["maxOutputTokens"], 16);
+    }
+
+    #[test]
+    fn a_key_with_a_newline_is_refused_without_echoing_it() {
+        let r = resolved("openai", Some("sk-abc\ndef"));
+        let err = build_request(
+            &reqwest::Client::new(),
+            &r,
+            &ChatRequest::probe("m", "q", 1),
+        )
+        .unwrap_err();
+        assert!(!err.to_string().contains("abc"));
+    }
+
+    #[test]
+    fn system_and_assistant_roles_are_translated() {
+        let req = ChatRequest {
+            model: "m".into(),
+            messages: vec![
+                ChatMessage {
+                    role: "system".into(),
+                    content: "be brief".into(),
+                },
+                ChatMessage::user("hi"),
+                ChatMessage {
+                    role: "assistant".into(),
+                    content: "hello".into(),
+                },
+                ChatMessage::user("2+2?"),
+            ],
+            max_tokens: None,
+            temperature: None,
+        };
+        let a = Anthropic.body(&req);
+        assert_eq!(a["system"], "be brief");
+        assert_eq!(a["messages"].as_array().unwrap().len(), 3);
+        assert_eq!(a["max_tokens"], ANTHROPIC_DEFAULT_MAX_TOKENS);
+        assert!(a.get("temperature").is_none());
+        let g = Gemini.body(&req);
+        assert_eq!(g["systemInstruction"]["parts"][0]["text"], "be brief");
+        assert_eq!(g["contents"][1]["role"], "model");
+        let o = OpenAi.body(&req);
+        assert_eq!(o["messages"].as_array().unwrap().len(), 4);
+        assert!(o.get("max_tokens").is_none());
+    }
+
+    #[test]
+    fn openai_reply_ignores_reasoning() {
+        let body = br#"{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":null,"reasoning_content":"7+7 is 14"},"finish_reason":"length"}],"usage":{"prompt_tokens":20,"completion_tokens":16}}"#;
+        let r = parse_reply(Dialect::Openai, body).unwrap();
+        assert_eq!(r.text, "");
+        assert_eq!(r.reasoning.as_deref(), Some("7+7 is 14"));
+        assert!(r.truncated());
+        assert_eq!(r.usage.unwrap().output_tokens, Some(16));
+    }
+
+    #[test]
+    fn deepseek_keep_alive_prefix_is_skipped() {
+        let body = b"\n\n: keep-alive\n\n{\"choices\":[{\"message\":{\"content\":\"14\"},\"finish_reason\":\"stop\"}]}";
+        assert_eq!(parse_reply(Dialect::Openai, body).unwrap().text, "14");
+    }
+
+    #[test]
+    fn anthropic_reply_joins_text_blocks_only() {
+        let body = br#"{"type":"message","role":"assistant","content":[{"type":"thinking","thinking":"hmm"},{"type":"text","text":"1"},{"type":"text","text":"4"}],"stop_reason":"end_turn","usage":{"input_tokens":10,"output_tokens":2}}"#;
+        let r = parse_reply(Dialect::Anthropic, body).unwrap();
+        assert_eq!(r.text, "14");
+        assert_eq!(r.reasoning.as_deref(), Some("hmm"));
+        assert_eq!(r.finish_reason.as_deref(), Some("end_turn"));
+    }
+
+    #[test]
+    fn gemini_reply_skips_thought_parts() {
+        let body = br#"{"candidates":[{"content":{"role":"model","parts":[{"text":"thinking...","thought":true},{"text":"14"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":9,"candidatesTokenCount":1}}"#;
+        let r = parse_reply(Dialect::Gemini, body).unwrap();
+        assert_eq!(r.text, "14");
+        assert_eq!(r.usage.unwrap().input_tokens, Some(9));
+    }
+
+    #[test]
+    fn gemini_cut_off_without_parts_is_an_empty_reply() {
+        let body = br#"{"candidates":[{"content":{"role":"model"},"finishReason":"MAX_TOKENS"}]}"#;
+        let r = parse_reply(Dialect::Gemini, body).unwrap();
+        assert_eq!(r.text, "");
+        assert!(r.truncated());
+    }
+
+    #[test]
+    fn shapes_that_are_not_replies() {
+        assert!(matches!(
+            parse_reply(Dialect::Openai, br#"{"choices":[]}"#),
+            Err(ReplyError::Shape(_))
+        ));
+        assert!(matches!(
+            parse_reply(Dialect::Gemini, br#"{"promptFeedback":{"blockReason":"SAFETY"}}"#),
+            Err(ReplyError::Shape(m)) if m.contains("SAFETY")
+        ));
+        assert!(matches!(
+            parse_reply(Dialect::Anthropic, br#"{"type":"message","content":[]}"#),
+            Err(ReplyError::Shape(_))
+        ));
+        assert_eq!(
+            parse_reply(Dialect::Openai, b"<!DOCTYPE html><html><head><title>502 Bad Gateway</title></head><body>x</body></html>"),
+            Err(ReplyError::Html(Some("502 Bad Gateway".into())))
+        );
+        assert_eq!(
+            parse_reply(Dialect::Openai, b"\x00\x01garbage"),
+            Err(ReplyError::NotJson)
+        );
+        assert_eq!(parse_reply(Dialect::Openai, b"  "), Err(ReplyError::Empty));
+    }
+
+    #[test]
+    fn error_shapes() {
+        type Case<'a> = (&'a [u8], &'a str, Option<&'a str>, Option<u16>);
+        let cases: &[Case] = &[
+            (
+                br#"{"error":{"message":"Rate limit reached","type":"tokens","code":"rate_limit_exceeded"}}"#,
+                "Rate limit reached",
+                Some("rate_limit_exceeded"),
+                None,
+            ),
+            (
+                br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+                "Overloaded",
+                Some("overloaded_error"),
+                None,
+            ),
+            (
+                br#"[{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED"}}]"#,
+                "Quota exceeded",
+                Some("RESOURCE_EXHAUSTED"),
+                Some(429),
+            ),
+            (
+                br#"{"object":"error","message":"Service tier capacity exceeded for this model.","type":"service_tier_capacity_exceeded","param":null,"code":"3505"}"#,
+                "Service tier capacity exceeded for this model.",
+                Some("3505"),
+                None,
+            ),
+            (
+                br#"{"success":false,"errors":[{"code":3036,"message":"Capacity temporarily exceeded"}],"messages":[],"result":null}"#,
+                "Capacity temporarily exceeded",
+                Some("3036"),
+                None,
+            ),
+            (
+                br#"{"status":429,"title":"Too Many Requests"}"#,
+                "Too Many Requests",
+                None,
+                Some(429),
+            ),
+            (
+                br#"{"error":"model 'llama9' not found"}"#,
+                "model 'llama9' not found",
+                None,
+                None,
+            ),
+        ];
+        for (body, message, code, status) in cases {
+            let e =
+                parse_error(body).unwrap_or_else(|| panic!("{}", String::from_utf8_lossy(body)));
+            assert_eq!(e.message, *message);
+            assert_eq!(e.code.as_deref(), *code);
+            assert_eq!(e.embedded_status, *status);
+        }
+        assert_eq!(parse_error(b"not json"), None);
+        assert_eq!(parse_error(br#"{"choices":[]}"#), None);
+    }
+
+    #[test]
+    fn gemini_reason_wins_over_status() {
+        let body = br#"{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com"}]}}"#;
+        let e = parse_error(body).unwrap();
+        assert_eq!(e.code.as_deref(), Some("API_KEY_INVALID"));
+        assert_eq!(e.embedded_status, Some(400));
+    }
+}
