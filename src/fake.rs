@@ -436,17 +436,20 @@ impl Inner {
     }
 
     fn record(&self, r: RecordedRequest) {
+        // Holding the list's lock while writing keeps the file in the same
+        // order as `GET /_fake/requests`.
+        let mut list = lock(&self.requests);
         if let Some(file) = &self.record {
             let mut line = serde_json::to_string(&r).unwrap_or_default();
             line.push('\n');
-            // One write per line keeps lines whole when several fakes or
-            // requests share the file in append mode.
+            // One write per line keeps lines whole when several fakes share
+            // the file in append mode.
             let mut f = lock(file);
             if let Err(e) = f.write_all(line.as_bytes()).and_then(|()| f.flush()) {
                 eprintln!("fake provider: cannot append to the record file: {e}");
             }
         }
-        lock(&self.requests).push(r);
+        list.push(r);
     }
 
     /// Sleep, unless the server is shutting down.

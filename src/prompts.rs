@@ -100,9 +100,14 @@ struct FixedDef {
 impl Pool {
     /// The pool compiled into the binary.
     pub fn embedded() -> Pool {
-        // The embedded file is covered by a unit test, so this cannot fail in
-        // a released binary.
-        Pool::parse(EMBEDDED, EMBEDDED_NAME).expect("embedded prompt pool is valid")
+        // Validation draws thousands of samples; do it once per process. The
+        // embedded file is covered by a unit test, so this cannot fail in a
+        // released binary.
+        static POOL: std::sync::OnceLock<Pool> = std::sync::OnceLock::new();
+        POOL.get_or_init(|| {
+            Pool::parse(EMBEDDED, EMBEDDED_NAME).expect("embedded prompt pool is valid")
+        })
+        .clone()
     }
 
     /// Load a pool file that replaces the embedded one wholesale.

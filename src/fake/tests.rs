@@ -589,6 +589,40 @@ async fn requests_are_recorded_without_keys() {
     assert!(text.contains("\"dialect\":\"openai\""), "{text}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_record_whole_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("requests.jsonl");
+    let cfg = FakeConfig {
+        record: Some(file.clone()),
+        ..FakeConfig::default()
+    }
+    .script("mix", &[Behaviour::Ok(Duration::ZERO), Behaviour::E503]);
+    let fake = start(cfg).await.unwrap();
+    let q = question(10);
+    let tasks: Vec<_> = (0..40)
+        .map(|i| {
+            let (url, text) = (fake.url(), q.text.clone());
+            tokio::spawn(async move { ask(&url, DIALECTS[i % 3], "mix", &text).await.status })
+        })
+        .collect();
+    let mut ok = 0;
+    for t in tasks {
+        if t.await.unwrap() == 200 {
+            ok += 1;
+        }
+    }
+    // The cycle is shared by concurrent requests: exactly half succeed.
+    assert_eq!(ok, 20);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<RecordedRequest> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    assert_eq!(lines.len(), 40);
+    assert_eq!(lines, fake.requests());
+}
+
 #[tokio::test]
 async fn malformed_requests_are_rejected_like_the_real_thing() {
     let fake = start(FakeConfig::default()).await.unwrap();
