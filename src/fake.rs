@@ -1,8 +1,578 @@
-//! A scriptable fake LLM provider on 127.0.0.1. (Skeleton.)
+//! A scriptable fake LLM provider on 127.0.0.1, for tests, demos and
+//! benchmarks.
+//!
+//! One server speaks all three dialects (OpenAI chat completions, Anthropic
+//! Messages, Gemini generateContent) under any path prefix, so a catalog can
+//! point every provider at it. Each request gets a [`Behaviour`]: scripted
+//! per model with `--script MODEL=B1,B2,…` (cycled), or read from the model
+//! id itself, so a model named `e500` always fails with a 500. Correct
+//! answers come from [`Pool::solve`], so the fake needs no shared state with
+//! the prober. Every request is recorded (never the key), in memory for
+//! `GET /_fake/requests` and optionally as JSON lines in a file.
 
+mod behaviour;
+mod respond;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+pub use self::behaviour::{Behaviour, NAMES as BEHAVIOUR_NAMES, parse_script};
 use crate::cli::{FakeArgs, GlobalArgs};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::prompts::Pool;
 
-pub fn run(_g: &GlobalArgs, _args: FakeArgs) -> Result<u8> {
-    Ok(0)
+/// How long a graceful shutdown may wait for open requests before they are
+/// cut off.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+
+/// The wire dialect of a request, known from its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dialect {
+    #[serde(rename = "openai")]
+    OpenAi,
+    Anthropic,
+    Gemini,
+}
+
+/// Everything a fake server needs, validated.
+#[derive(Debug, Clone)]
+pub struct FakeConfig {
+    /// Port on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+    /// Behaviours cycled per request, by model id.
+    pub scripts: BTreeMap<String, Vec<Behaviour>>,
+    /// Added to every successful answer.
+    pub latency: Duration,
+    /// Where correct answers come from.
+    pub pool: Pool,
+    /// Append one JSON line per request to this file.
+    pub record: Option<PathBuf>,
+}
+
+impl Default for FakeConfig {
+    fn default() -> FakeConfig {
+        FakeConfig::new(Pool::embedded())
+    }
+}
+
+impl FakeConfig {
+    pub fn new(pool: Pool) -> FakeConfig {
+        FakeConfig {
+            port: 0,
+            scripts: BTreeMap::new(),
+            latency: Duration::ZERO,
+            pool,
+            record: None,
+        }
+    }
+
+    /// Script `model` to cycle through `behaviours`.
+    pub fn script(mut self, model: &str, behaviours: &[Behaviour]) -> FakeConfig {
+        self.scripts.insert(model.to_string(), behaviours.to_vec());
+        self
+    }
+
+    /// Validate the `fake-provider` flags.
+    pub fn from_args(g: &GlobalArgs, a: &FakeArgs) -> Result<FakeConfig> {
+        let pool = match &g.prompts {
+            Some(p) => Pool::load(p)?,
+            None => Pool::embedded(),
+        };
+        let mut cfg = FakeConfig::new(pool);
+        cfg.port = a.port;
+        cfg.latency = Duration::from_millis(a.latency_ms);
+        cfg.record = a.record.clone();
+        for s in &a.scripts {
+            let (model, behaviours) = parse_script(s)?;
+            if cfg.scripts.insert(model.clone(), behaviours).is_some() {
+                return Err(Error::config(format!(
+                    "--script {s:?}: model {model:?} is already scripted; list all its \
+                     behaviours in one --script"
+                )));
+            }
+        }
+        Ok(cfg)
+    }
+}
+
+/// One request as the fake saw it. Holds whether a key was sent, never the
+/// key; the path is recorded without its query, which may carry `?key=`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedRequest {
+    /// Arrival time, Unix milliseconds.
+    pub at_ms: i64,
+    pub method: String,
+    pub path: String,
+    /// `None` for a path that is no dialect's endpoint.
+    pub dialect: Option<Dialect>,
+    pub model: Option<String>,
+    /// The behaviour chosen, or `None` when the request was rejected first.
+    pub behaviour: Option<String>,
+    pub auth: bool,
+}
+
+struct Inner {
+    cfg: FakeConfig,
+    /// Requests so far per scripted model, to pick the next behaviour.
+    counters: Mutex<HashMap<String, usize>>,
+    requests: Mutex<Vec<RecordedRequest>>,
+    record: Option<Mutex<File>>,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// A running fake provider. Dropping it stops the server without waiting.
+pub struct FakeServer {
+    addr: SocketAddr,
+    inner: Arc<Inner>,
+    stop: watch::Sender<bool>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for FakeServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeServer")
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+/// Bind 127.0.0.1 and serve in the background of the current tokio runtime.
+pub async fn start(cfg: FakeConfig) -> Result<FakeServer> {
+    let record = match &cfg.record {
+        Some(p) => Some(Mutex::new(
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| Error::io(format!("cannot open record file {}", p.display()), e))?,
+        )),
+        None => None,
+    };
+    let bind = SocketAddr::from((Ipv4Addr::LOCALHOST, cfg.port));
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .map_err(|e| Error::io(format!("cannot listen on {bind}"), e))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::io("cannot read the bound address", e))?;
+    let (stop, shutdown) = watch::channel(false);
+    let inner = Arc::new(Inner {
+        cfg,
+        counters: Mutex::new(HashMap::new()),
+        requests: Mutex::new(Vec::new()),
+        record,
+        shutdown: shutdown.clone(),
+    });
+    let app = Router::new()
+        .route("/_fake/requests", get(list_requests))
+        .fallback(handle)
+        .with_state(inner.clone());
+    let mut signal = shutdown;
+    let task = tokio::spawn(async move {
+        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+            let _ = signal.wait_for(|stop| *stop).await;
+        });
+        if let Err(e) = serve.await {
+            eprintln!("fake provider: server error: {e}");
+        }
+    });
+    Ok(FakeServer {
+        addr,
+        inner,
+        stop,
+        task: Some(task),
+    })
+}
+
+impl FakeServer {
+    /// `http://127.0.0.1:PORT`, without a trailing slash.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Every request so far, oldest first.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.inner.requests).clone()
+    }
+
+    /// Stop accepting, cut short sleeping behaviours, and wait (briefly) for
+    /// open responses to finish.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        if let Some(mut task) = self.task.take()
+            && tokio::time::timeout(SHUTDOWN_GRACE, &mut task)
+                .await
+                .is_err()
+        {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// The hidden `llmprobe fake-provider` command: serve until SIGTERM or
+/// SIGINT.
+pub fn run(g: &GlobalArgs, args: FakeArgs) -> Result<u8> {
+    let cfg = FakeConfig::from_args(g, &args)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("cannot start the async runtime", e))?;
+    rt.block_on(async {
+        let server = start(cfg).await?;
+        let url = server.url();
+        if let Some(path) = &args.addr_file {
+            crate::fsutil::atomic_write_unlocked(path, url.as_bytes())?;
+        }
+        {
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "listening on {url}")
+                .and_then(|()| out.flush())
+                .map_err(|e| Error::io("cannot write to stdout", e))?;
+        }
+        wait_for_signal().await?;
+        server.shutdown().await;
+        Ok(crate::exit::SUCCESS)
+    })
+}
+
+#[cfg(unix)]
+async fn wait_for_signal() -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term =
+        signal(SignalKind::terminate()).map_err(|e| Error::io("cannot listen for SIGTERM", e))?;
+    tokio::select! {
+        _ = term.recv() => {}
+        r = tokio::signal::ctrl_c() => r.map_err(|e| Error::io("cannot listen for SIGINT", e))?,
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+async fn wait_for_signal() -> Result<()> {
+    tokio::signal::ctrl_c()
+        .await
+        .map_err(|e| Error::io("cannot listen for ctrl-c", e))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding one of these locks leaves the data usable.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+async fn list_requests(State(inner): State<Arc<Inner>>) -> Response {
+    let list = lock(&inner.requests).clone();
+    let body = serde_json::to_value(list).unwrap_or(Value::Null);
+    respond::json_response(StatusCode::OK, &body)
+}
+
+/// What a request asks for, read from its path, headers and body.
+struct Call {
+    dialect: Dialect,
+    model: String,
+    prompt: String,
+    /// The key sent, kept only for `echo-key`.
+    key: Option<String>,
+}
+
+fn dialect_of(path: &str) -> Option<(Dialect, Option<String>)> {
+    if path.ends_with("/chat/completions") {
+        return Some((Dialect::OpenAi, None));
+    }
+    if path.ends_with("/messages") {
+        return Some((Dialect::Anthropic, None));
+    }
+    let rest = path.strip_suffix(":generateContent")?;
+    let model = &rest[rest.rfind("/models/")? + "/models/".len()..];
+    (!model.is_empty()).then(|| (Dialect::Gemini, Some(model.to_string())))
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+}
+
+fn api_key(dialect: Dialect, headers: &HeaderMap, uri: &Uri) -> Option<String> {
+    match dialect {
+        Dialect::OpenAi => header(headers, "authorization")
+            .and_then(|v| v.strip_prefix("Bearer ").or(v.strip_prefix("bearer ")))
+            .map(str::trim)
+            .filter(|k| !k.is_empty())
+            .map(String::from),
+        Dialect::Anthropic => header(headers, "x-api-key").map(String::from),
+        Dialect::Gemini => header(headers, "x-goog-api-key")
+            .map(String::from)
+            .or_else(|| {
+                uri.query()?
+                    .split('&')
+                    .find_map(|kv| kv.strip_prefix("key="))
+                    .filter(|k| !k.is_empty())
+                    .map(String::from)
+            }),
+    }
+}
+
+/// The text of the last user turn.
+fn prompt_of(dialect: Dialect, body: &Value) -> Option<String> {
+    // Content is a string or a list of parts/blocks with "text".
+    let text_of = |content: &Value| -> Option<String> {
+        match content {
+            Value::String(s) => Some(s.clone()),
+            Value::Array(parts) => Some(
+                parts
+                    .iter()
+                    .filter_map(|p| p.get("text").and_then(Value::as_str))
+                    .collect::<Vec<_>>()
+                    .join(""),
+            ),
+            _ => None,
+        }
+    };
+    match dialect {
+        Dialect::OpenAi | Dialect::Anthropic => body
+            .get("messages")?
+            .as_array()?
+            .iter()
+            .rev()
+            .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+            .and_then(|m| text_of(m.get("content")?)),
+        Dialect::Gemini => body
+            .get("contents")?
+            .as_array()?
+            .iter()
+            .rev()
+            .find(|c| {
+                c.get("role")
+                    .and_then(Value::as_str)
+                    .is_none_or(|r| r == "user")
+            })
+            .and_then(|c| text_of(c.get("parts")?)),
+    }
+}
+
+/// Read the request, or say why the real provider would reject it.
+fn parse_call(
+    dialect: Dialect,
+    path_model: Option<String>,
+    headers: &HeaderMap,
+    uri: &Uri,
+    body: &[u8],
+) -> std::result::Result<Call, String> {
+    let json: Value =
+        serde_json::from_slice(body).map_err(|e| format!("the body is not valid JSON: {e}"))?;
+    if !json.is_object() {
+        return Err("the body is not a JSON object".into());
+    }
+    let model = match path_model {
+        Some(m) => m,
+        None => json
+            .get("model")
+            .and_then(Value::as_str)
+            .filter(|m| !m.is_empty())
+            .ok_or("model: field required")?
+            .to_string(),
+    };
+    if dialect == Dialect::Anthropic && header(headers, "anthropic-version").is_none() {
+        return Err("anthropic-version: header is required".into());
+    }
+    let prompt = prompt_of(dialect, &json).ok_or(match dialect {
+        Dialect::Gemini => "contents: a user turn with text parts is required",
+        _ => "messages: a user message is required",
+    })?;
+    Ok(Call {
+        dialect,
+        model,
+        prompt,
+        key: api_key(dialect, headers, uri),
+    })
+}
+
+impl Inner {
+    fn behaviour_for(&self, model: &str) -> Behaviour {
+        match self.cfg.scripts.get(model) {
+            Some(list) if !list.is_empty() => {
+                let mut counters = lock(&self.counters);
+                let n = counters.entry(model.to_string()).or_insert(0);
+                let b = list[*n % list.len()];
+                *n += 1;
+                b
+            }
+            _ => Behaviour::for_model(model),
+        }
+    }
+
+    fn record(&self, r: RecordedRequest) {
+        // Holding the list's lock while writing keeps the file in the same
+        // order as `GET /_fake/requests`.
+        let mut list = lock(&self.requests);
+        if let Some(file) = &self.record {
+            let mut line = serde_json::to_string(&r).unwrap_or_default();
+            line.push('\n');
+            // One write per line keeps lines whole when several fakes share
+            // the file in append mode.
+            let mut f = lock(file);
+            if let Err(e) = f.write_all(line.as_bytes()).and_then(|()| f.flush()) {
+                eprintln!("fake provider: cannot append to the record file: {e}");
+            }
+        }
+        list.push(r);
+    }
+
+    /// Sleep, unless the server is shutting down.
+    async fn sleep(&self, d: Duration) {
+        if d.is_zero() {
+            return;
+        }
+        let mut stop = self.shutdown.clone();
+        tokio::select! {
+            _ = tokio::time::sleep(d) => {}
+            _ = stop.wait_for(|s| *s) => {}
+        }
+    }
+}
+
+async fn handle(
+    State(inner): State<Arc<Inner>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let mut rec = RecordedRequest {
+        at_ms: chrono::Utc::now().timestamp_millis(),
+        method: method.to_string(),
+        path: uri.path().to_string(),
+        dialect: None,
+        model: None,
+        behaviour: None,
+        auth: false,
+    };
+    let Some((dialect, path_model)) = dialect_of(uri.path()).filter(|_| method == Method::POST)
+    else {
+        let msg = format!("no fake endpoint for {method} {}", uri.path());
+        inner.record(rec);
+        return respond::json_response(
+            StatusCode::NOT_FOUND,
+            &json!({"error": {"message": msg, "type": "invalid_request_error"}}),
+        );
+    };
+    rec.dialect = Some(dialect);
+    rec.model = path_model.clone();
+    rec.auth = api_key(dialect, &headers, &uri).is_some();
+    let call = match parse_call(dialect, path_model, &headers, &uri, &body) {
+        Ok(c) => c,
+        Err(msg) => {
+            inner.record(rec);
+            return respond::bad_request(dialect, &msg);
+        }
+    };
+    let behaviour = inner.behaviour_for(&call.model);
+    rec.model = Some(call.model.clone());
+    rec.behaviour = Some(behaviour.to_string());
+    inner.record(rec);
+    answer(&inner, &call, behaviour).await
+}
+
+async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
+    let d = call.dialect;
+    let expected = inner.cfg.pool.solve(&call.prompt);
+    let right = expected.map_or_else(
+        || "I cannot tell from that question.".to_string(),
+        |n| n.to_string(),
+    );
+    let says = |text: &str, truncated: bool| {
+        respond::json_response(
+            StatusCode::OK,
+            &respond::success(d, &call.model, text, truncated, &call.prompt),
+        )
+    };
+    let latency = inner.cfg.latency;
+    match behaviour {
+        Behaviour::Ok(extra) => {
+            inner.sleep(latency + extra).await;
+            says(&right, false)
+        }
+        Behaviour::Slow(wait) => {
+            inner.sleep(latency + wait).await;
+            says(&right, false)
+        }
+        Behaviour::Wrong => {
+            inner.sleep(latency).await;
+            let wrong = expected.map_or(13, |n| n.saturating_add(1));
+            says(&wrong.to_string(), false)
+        }
+        Behaviour::Think => {
+            inner.sleep(latency).await;
+            says(
+                &format!(
+                    "<think>Let me work this out. 12 + 30 = 42? No, that is another \
+                     question. Check twice: 3 steps, 2 carries.</think>\n\n{right}"
+                ),
+                false,
+            )
+        }
+        Behaviour::Truncated => {
+            inner.sleep(latency).await;
+            says("<think>Let me compute", true)
+        }
+        Behaviour::EmptyChoices => {
+            inner.sleep(latency).await;
+            respond::json_response(StatusCode::OK, &respond::empty(d, &call.model))
+        }
+        Behaviour::Huge => respond::huge(respond::success(
+            d,
+            &call.model,
+            &right,
+            false,
+            &call.prompt,
+        )),
+        Behaviour::RateLimit => respond::rate_limit(d),
+        Behaviour::E500 => respond::e500(d),
+        Behaviour::Overloaded => respond::overloaded(d),
+        Behaviour::E503 => respond::e503(d),
+        Behaviour::Unauthorized => respond::unauthorized(d),
+        Behaviour::Forbidden => respond::forbidden(d),
+        Behaviour::NotFound => respond::not_found(d, &call.model),
+        Behaviour::EchoKey => respond::echo_key(d, call.key.as_deref().unwrap_or("")),
+        Behaviour::ErrorIn200 => respond::error_in_200(),
+        Behaviour::Garbage => respond::garbage(),
+        Behaviour::Html => respond::html(StatusCode::BAD_GATEWAY),
+        Behaviour::Html200 => respond::html(StatusCode::OK),
+        Behaviour::Reset => respond::reset(),
+    }
+    .into_response()
 }

@@ -1,0 +1,223 @@
+//! What the fake provider does with one request, and the `--script` syntax
+//! that sequences it per model.
+//!
+//! Every failure a real provider has shown us (PROVIDERS.md) has a name here,
+//! so that a test or a demo catalog can ask for it by model id.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// How long `slow` sleeps without an explicit duration: longer than any probe
+/// timeout a test would use.
+pub const SLOW_DEFAULT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behaviour {
+    /// The correct answer, after an optional extra delay.
+    Ok(Duration),
+    /// A wrong number.
+    Wrong,
+    /// A `<think>` block with other numbers, then the correct answer.
+    Think,
+    /// 429 with a 7 s wait in the dialect's usual place.
+    RateLimit,
+    E500,
+    /// 529 `overloaded_error`.
+    Overloaded,
+    E503,
+    /// 401 (Gemini: 400 `API_KEY_INVALID`).
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    /// 401 whose message contains the API key received, for redaction tests.
+    EchoKey,
+    /// 200 carrying an OpenRouter-style error body.
+    ErrorIn200,
+    /// 200 with no choices / candidates / content blocks.
+    EmptyChoices,
+    /// The correct answer after a long sleep.
+    Slow(Duration),
+    /// 200 with a body that is not JSON.
+    Garbage,
+    /// 502 with an HTML page, as a proxy in front of a provider sends.
+    Html,
+    /// 200 with an HTML page (a captive portal, a misconfigured base URL).
+    Html200,
+    /// 200 with a body of about 8 MiB.
+    Huge,
+    /// The connection drops in the middle of the response body.
+    Reset,
+    /// Reasoning cut off by the token limit: `<think>Let me compute`.
+    Truncated,
+}
+
+/// Names accepted by [`Behaviour::from_str`], for error messages and help.
+pub const NAMES: &str = "ok, ok:MS, wrong, think, rate-limit, e500, overloaded, e503, \
+unauthorized, forbidden, not-found, echo-key, error-in-200, empty-choices, slow, slow:MS, \
+garbage, html, html200, huge, reset, truncated";
+
+impl FromStr for Behaviour {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Behaviour, String> {
+        let (name, ms) = match s.split_once(':') {
+            Some((n, ms)) => {
+                let ms: u64 = ms
+                    .parse()
+                    .map_err(|_| format!("{s:?}: {ms:?} is not a whole number of milliseconds"))?;
+                (n, Some(Duration::from_millis(ms)))
+            }
+            None => (s, None),
+        };
+        let b = match name {
+            "ok" => Behaviour::Ok(ms.unwrap_or_default()),
+            "slow" => Behaviour::Slow(ms.unwrap_or(SLOW_DEFAULT)),
+            _ if ms.is_some() => {
+                return Err(format!("{s:?}: only ok and slow take a duration"));
+            }
+            "wrong" => Behaviour::Wrong,
+            "think" => Behaviour::Think,
+            "rate-limit" => Behaviour::RateLimit,
+            "e500" => Behaviour::E500,
+            "overloaded" => Behaviour::Overloaded,
+            "e503" => Behaviour::E503,
+            "unauthorized" => Behaviour::Unauthorized,
+            "forbidden" => Behaviour::Forbidden,
+            "not-found" => Behaviour::NotFound,
+            "echo-key" => Behaviour::EchoKey,
+            "error-in-200" => Behaviour::ErrorIn200,
+            "empty-choices" => Behaviour::EmptyChoices,
+            "garbage" => Behaviour::Garbage,
+            "html" => Behaviour::Html,
+            "html200" => Behaviour::Html200,
+            "huge" => Behaviour::Huge,
+            "reset" => Behaviour::Reset,
+            "truncated" => Behaviour::Truncated,
+            _ => return Err(format!("unknown behaviour {s:?} (known: {NAMES})")),
+        };
+        Ok(b)
+    }
+}
+
+impl fmt::Display for Behaviour {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            Behaviour::Ok(d) if d.is_zero() => "ok",
+            Behaviour::Ok(d) => return write!(f, "ok:{}", d.as_millis()),
+            Behaviour::Slow(d) if *d == SLOW_DEFAULT => "slow",
+            Behaviour::Slow(d) => return write!(f, "slow:{}", d.as_millis()),
+            Behaviour::Wrong => "wrong",
+            Behaviour::Think => "think",
+            Behaviour::RateLimit => "rate-limit",
+            Behaviour::E500 => "e500",
+            Behaviour::Overloaded => "overloaded",
+            Behaviour::E503 => "e503",
+            Behaviour::Unauthorized => "unauthorized",
+            Behaviour::Forbidden => "forbidden",
+            Behaviour::NotFound => "not-found",
+            Behaviour::EchoKey => "echo-key",
+            Behaviour::ErrorIn200 => "error-in-200",
+            Behaviour::EmptyChoices => "empty-choices",
+            Behaviour::Garbage => "garbage",
+            Behaviour::Html => "html",
+            Behaviour::Html200 => "html200",
+            Behaviour::Huge => "huge",
+            Behaviour::Reset => "reset",
+            Behaviour::Truncated => "truncated",
+        };
+        f.write_str(name)
+    }
+}
+
+impl Behaviour {
+    /// The behaviour of an unscripted model: its id read as a behaviour, so a
+    /// catalog can list models named `ok`, `e500`, …; any other id is `ok`.
+    pub fn for_model(model: &str) -> Behaviour {
+        model.parse().unwrap_or(Behaviour::Ok(Duration::ZERO))
+    }
+}
+
+/// One `--script MODEL=B1,B2,…` value.
+pub fn parse_script(value: &str) -> Result<(String, Vec<Behaviour>)> {
+    let bad = |m: String| Error::config(format!("--script {value:?}: {m}"));
+    // Model ids may hold ':' and '/', behaviours never hold '='.
+    let (model, list) = value
+        .rsplit_once('=')
+        .ok_or_else(|| bad("expected MODEL=BEHAVIOUR[,BEHAVIOUR…]".into()))?;
+    let model = model.trim();
+    if model.is_empty() {
+        return Err(bad("the model id is empty".into()));
+    }
+    let behaviours = list
+        .split(',')
+        .map(|b| b.trim().parse::<Behaviour>().map_err(&bad))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((model.to_string(), behaviours))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_round_trips() {
+        for name in NAMES.split(", ") {
+            let name = name.replace("MS", "250");
+            let b: Behaviour = name.parse().unwrap();
+            assert_eq!(b.to_string(), name);
+        }
+        assert_eq!(
+            "slow".parse::<Behaviour>(),
+            Ok(Behaviour::Slow(SLOW_DEFAULT))
+        );
+        assert_eq!(
+            "ok:0".parse::<Behaviour>(),
+            Ok(Behaviour::Ok(Duration::ZERO))
+        );
+    }
+
+    #[test]
+    fn unknown_models_are_ok() {
+        assert_eq!(Behaviour::for_model("e500"), Behaviour::E500);
+        assert_eq!(
+            Behaviour::for_model("llama-3.1-8b-instant"),
+            Behaviour::Ok(Duration::ZERO)
+        );
+        assert_eq!(
+            Behaviour::for_model("qwen/qwen3:free"),
+            Behaviour::Ok(Duration::ZERO)
+        );
+    }
+
+    #[test]
+    fn scripts_parse() {
+        let (m, b) = parse_script("gpt-4o=ok,e500, slow:20").unwrap();
+        assert_eq!(m, "gpt-4o");
+        assert_eq!(
+            b,
+            vec![
+                Behaviour::Ok(Duration::ZERO),
+                Behaviour::E500,
+                Behaviour::Slow(Duration::from_millis(20))
+            ]
+        );
+        let (m, _) = parse_script("meta/llama:free=ok").unwrap();
+        assert_eq!(m, "meta/llama:free");
+    }
+
+    #[test]
+    fn bad_scripts_name_the_flag_and_value() {
+        for bad in ["nomodel", "=ok", "m=", "m=ok,bogus", "m=wrong:5", "m=ok:x"] {
+            let e = parse_script(bad).unwrap_err();
+            assert_eq!(e.exit_code(), crate::exit::USAGE);
+            let msg = e.to_string();
+            assert!(
+                msg.starts_with("--script") && msg.contains(&format!("{bad:?}")),
+                "{msg}"
+            );
+        }
+    }
+}

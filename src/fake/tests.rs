@@ -1,0 +1,724 @@
+//! The fake provider over real HTTP on 127.0.0.1, port 0.
+
+use std::time::{Duration, Instant};
+
+use rand::SeedableRng;
+use reqwest::header::HeaderMap;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::prompts::{Question, check_answer};
+
+const KEY: &str = "sk-fake-0123456789abcdef";
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client builds")
+}
+
+fn question(seed: u64) -> Question {
+    Pool::embedded().draw(&mut rand::rngs::StdRng::seed_from_u64(seed))
+}
+
+struct Reply {
+    status: u16,
+    headers: HeaderMap,
+    text: String,
+}
+
+impl Reply {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or_else(|e| panic!("{e}: {}", self.text))
+    }
+
+    /// The answer text of a success in any dialect.
+    fn content(&self, d: Dialect) -> String {
+        let v = self.json();
+        let s = match d {
+            Dialect::OpenAi => &v["choices"][0]["message"]["content"],
+            Dialect::Anthropic => &v["content"][0]["text"],
+            Dialect::Gemini => &v["candidates"][0]["content"]["parts"][0]["text"],
+        };
+        s.as_str()
+            .unwrap_or_else(|| panic!("no content: {v}"))
+            .to_string()
+    }
+}
+
+/// Build a request the way each dialect's client does.
+fn request(
+    c: &reqwest::Client,
+    base: &str,
+    d: Dialect,
+    model: &str,
+    prompt: &str,
+) -> reqwest::RequestBuilder {
+    match d {
+        Dialect::OpenAi => c
+            .post(format!("{base}/v1/chat/completions"))
+            .header("authorization", format!("Bearer {KEY}"))
+            .header("content-type", "application/json")
+            .body(
+                json!({
+                    "model": model,
+                    "messages": [
+                        {"role": "system", "content": "Be brief."},
+                        {"role": "user", "content": prompt},
+                    ],
+                    "temperature": 0,
+                    "max_tokens": 16,
+                })
+                .to_string(),
+            ),
+        Dialect::Anthropic => c
+            .post(format!("{base}/v1/messages"))
+            .header("x-api-key", KEY)
+            .header("anthropic-version", "2023-06-01")
+            .body(
+                json!({
+                    "model": model,
+                    "messages": [{"role": "user", "content": prompt}],
+                    "max_tokens": 16,
+                    "temperature": 0,
+                })
+                .to_string(),
+            ),
+        Dialect::Gemini => c
+            .post(format!("{base}/v1beta/models/{model}:generateContent"))
+            .header("x-goog-api-key", KEY)
+            .body(
+                json!({
+                    "contents": [{"role": "user", "parts": [{"text": prompt}]}],
+                    "generationConfig": {"temperature": 0, "maxOutputTokens": 16},
+                })
+                .to_string(),
+            ),
+    }
+}
+
+async fn send(rb: reqwest::RequestBuilder) -> Reply {
+    let resp = rb.send().await.expect("request is answered");
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let text = resp.text().await.expect("body arrives whole");
+    Reply {
+        status,
+        headers,
+        text,
+    }
+}
+
+async fn ask(base: &str, d: Dialect, model: &str, prompt: &str) -> Reply {
+    send(request(&client(), base, d, model, prompt)).await
+}
+
+const DIALECTS: [Dialect; 3] = [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini];
+
+#[tokio::test]
+async fn every_dialect_answers_correctly() {
+    let fake = start(FakeConfig::default()).await.unwrap();
+    for (i, d) in DIALECTS.into_iter().enumerate() {
+        for seed in 0..5 {
+            let q = question(seed * 10 + i as u64);
+            let r = ask(&fake.url(), d, "llama-3.1-8b-instant", &q.text).await;
+            assert_eq!(r.status, 200, "{d:?}: {}", r.text);
+            let v = r.json();
+            match d {
+                Dialect::OpenAi => {
+                    assert_eq!(v["object"], "chat.completion");
+                    assert_eq!(v["model"], "llama-3.1-8b-instant");
+                    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+                    assert_eq!(v["choices"][0]["message"]["role"], "assistant");
+                    assert!(v["usage"]["total_tokens"].as_u64().unwrap() > 0);
+                }
+                Dialect::Anthropic => {
+                    assert_eq!(v["type"], "message");
+                    assert_eq!(v["role"], "assistant");
+                    assert_eq!(v["content"][0]["type"], "text");
+                    assert_eq!(v["stop_reason"], "end_turn");
+                    assert!(v["usage"]["output_tokens"].as_u64().unwrap() > 0);
+                }
+                Dialect::Gemini => {
+                    assert_eq!(v["candidates"][0]["content"]["role"], "model");
+                    assert_eq!(v["candidates"][0]["finishReason"], "STOP");
+                    assert!(v["usageMetadata"]["totalTokenCount"].as_u64().unwrap() > 0);
+                }
+            }
+            assert_eq!(r.content(d), q.expected.to_string(), "{d:?} {}", q.text);
+        }
+    }
+    fake.shutdown().await;
+}
+
+#[tokio::test]
+async fn any_path_prefix_works() {
+    let fake = start(FakeConfig::default()).await.unwrap();
+    let q = question(1);
+    let c = client();
+    for path in [
+        "/chat/completions",
+        "/openai/v1/chat/completions",
+        "/api/v1/chat/completions",
+        "/client/v4/accounts/abc/ai/v1/chat/completions",
+    ] {
+        let r = send(c.post(format!("{}{path}", fake.url())).body(
+            json!({"model": "m", "messages": [{"role": "user", "content": q.text}]}).to_string(),
+        ))
+        .await;
+        assert_eq!(r.status, 200, "{path}: {}", r.text);
+        assert_eq!(r.content(Dialect::OpenAi), q.expected.to_string());
+    }
+    // Content as a list of parts, as some clients send it.
+    let r = send(
+        c.post(format!("{}/v1/messages", fake.url()))
+            .header("anthropic-version", "2023-06-01")
+            .body(
+                json!({"model": "claude", "max_tokens": 5, "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": q.text}]}
+                ]})
+                .to_string(),
+            ),
+    )
+    .await;
+    assert_eq!(r.content(Dialect::Anthropic), q.expected.to_string());
+    // Gemini without a role, and a model id with a path.
+    let r = send(
+        c.post(format!(
+            "{}/v1beta/models/gemini-2.5-flash:generateContent",
+            fake.url()
+        ))
+        .body(json!({"contents": [{"parts": [{"text": q.text}]}]}).to_string()),
+    )
+    .await;
+    assert_eq!(r.content(Dialect::Gemini), q.expected.to_string());
+    assert_eq!(
+        fake.requests().last().unwrap().model.as_deref(),
+        Some("gemini-2.5-flash")
+    );
+}
+
+/// The status each behaviour answers with, per dialect.
+fn expected_status(b: Behaviour, d: Dialect) -> u16 {
+    match b {
+        Behaviour::RateLimit => 429,
+        Behaviour::E500 => 500,
+        Behaviour::Overloaded => 529,
+        Behaviour::E503 => 503,
+        Behaviour::Unauthorized if d == Dialect::Gemini => 400,
+        Behaviour::Unauthorized | Behaviour::EchoKey => 401,
+        Behaviour::Forbidden => 403,
+        Behaviour::NotFound => 404,
+        Behaviour::Html => 502,
+        _ => 200,
+    }
+}
+
+/// The error object of a dialect-shaped error body.
+fn error_of(d: Dialect, v: &Value) -> &Value {
+    match d {
+        Dialect::Anthropic => {
+            assert_eq!(v["type"], "error", "{v}");
+            &v["error"]
+        }
+        _ => &v["error"],
+    }
+}
+
+#[tokio::test]
+async fn every_behaviour_in_every_dialect() {
+    let fake = start(FakeConfig::default()).await.unwrap();
+    let q = question(3);
+    let right = q.expected.to_string();
+    let all: Vec<Behaviour> = BEHAVIOUR_NAMES
+        .split(", ")
+        .map(|n| n.replace("MS", "5").parse().unwrap())
+        .filter(|b| !matches!(b, Behaviour::Slow(d) if d.as_secs() >= 60))
+        .filter(|b| *b != Behaviour::Reset)
+        .collect();
+    for d in DIALECTS {
+        for &b in &all {
+            // The model id is the behaviour: no script needed.
+            let model = b.to_string();
+            let r = ask(&fake.url(), d, &model, &q.text).await;
+            let ctx = format!(
+                "{d:?} {b}: {} {}",
+                r.status,
+                &r.text[..r.text.len().min(300)]
+            );
+            assert_eq!(r.status, expected_status(b, d), "{ctx}");
+            match b {
+                Behaviour::Ok(_) | Behaviour::Slow(_) => {
+                    assert!(check_answer(&r.content(d), q.expected), "{ctx}")
+                }
+                Behaviour::Wrong => {
+                    let c = r.content(d);
+                    assert!(c.parse::<i64>().is_ok() && c != right, "{ctx}");
+                    assert!(!check_answer(&c, q.expected), "{ctx}");
+                }
+                Behaviour::Think => {
+                    let c = r.content(d);
+                    assert!(c.starts_with("<think>") && c.ends_with(&right), "{ctx}");
+                    assert!(check_answer(&c, q.expected), "{ctx}");
+                }
+                Behaviour::Truncated => {
+                    assert_eq!(r.content(d), "<think>Let me compute", "{ctx}");
+                    let v = r.json();
+                    let reason = match d {
+                        Dialect::OpenAi => &v["choices"][0]["finish_reason"],
+                        Dialect::Anthropic => &v["stop_reason"],
+                        Dialect::Gemini => &v["candidates"][0]["finishReason"],
+                    };
+                    let want = ["length", "max_tokens", "MAX_TOKENS"];
+                    assert!(want.contains(&reason.as_str().unwrap()), "{ctx}");
+                    assert!(!check_answer(&r.content(d), q.expected));
+                }
+                Behaviour::EmptyChoices => {
+                    let v = r.json();
+                    let list = match d {
+                        Dialect::OpenAi => &v["choices"],
+                        Dialect::Anthropic => &v["content"],
+                        Dialect::Gemini => &v["candidates"],
+                    };
+                    assert_eq!(list, &json!([]), "{ctx}");
+                }
+                Behaviour::ErrorIn200 => {
+                    let v = r.json();
+                    assert_eq!(v["error"]["code"], 429, "{ctx}");
+                    assert_eq!(v["error"]["message"], "Provider returned error");
+                    assert!(v["error"]["metadata"]["raw"].is_string());
+                }
+                Behaviour::Garbage => {
+                    assert!(serde_json::from_str::<Value>(&r.text).is_err(), "{ctx}")
+                }
+                Behaviour::Html | Behaviour::Html200 => {
+                    assert!(r.text.contains("<html>") || r.text.contains("<!DOCTYPE html>"));
+                    let ct = r.headers["content-type"].to_str().unwrap();
+                    assert!(ct.starts_with("text/html"), "{ctx}");
+                    if b == Behaviour::Html {
+                        assert!(r.text.contains("<h1>502 Bad Gateway</h1>"));
+                    }
+                }
+                Behaviour::Huge => {
+                    assert!(r.text.len() >= 8 << 20, "{}", r.text.len());
+                    assert!(check_answer(&r.content(d), q.expected));
+                }
+                Behaviour::RateLimit => {
+                    let v = r.json();
+                    let e = error_of(d, &v);
+                    match d {
+                        Dialect::OpenAi => {
+                            assert_eq!(e["code"], "rate_limit_exceeded");
+                            assert!(e["message"].as_str().unwrap().contains("try again in 7s"));
+                            assert_eq!(r.headers["retry-after"], "7");
+                        }
+                        Dialect::Anthropic => {
+                            assert_eq!(e["type"], "rate_limit_error");
+                            assert_eq!(r.headers["retry-after"], "7");
+                        }
+                        Dialect::Gemini => {
+                            assert_eq!(e["status"], "RESOURCE_EXHAUSTED");
+                            let info = e["details"]
+                                .as_array()
+                                .unwrap()
+                                .iter()
+                                .find(|d| d["@type"] == "type.googleapis.com/google.rpc.RetryInfo")
+                                .unwrap();
+                            assert_eq!(info["retryDelay"], "7s");
+                        }
+                    }
+                }
+                Behaviour::Overloaded if d == Dialect::Anthropic => {
+                    assert_eq!(error_of(d, &r.json())["type"], "overloaded_error");
+                }
+                Behaviour::Unauthorized if d == Dialect::Gemini => {
+                    let v = r.json();
+                    assert_eq!(
+                        v["error"]["details"][0]["reason"], "API_KEY_INVALID",
+                        "{ctx}"
+                    );
+                    assert!(!r.text.contains(KEY));
+                }
+                Behaviour::NotFound => {
+                    let v = r.json();
+                    assert!(
+                        error_of(d, &v)["message"]
+                            .as_str()
+                            .unwrap()
+                            .contains(&model)
+                    );
+                }
+                Behaviour::EchoKey => {
+                    let v = r.json();
+                    assert!(
+                        error_of(d, &v)["message"].as_str().unwrap().contains(KEY),
+                        "{ctx}"
+                    );
+                }
+                _ => {
+                    // Every other error is in the dialect's shape.
+                    let v = r.json();
+                    let e = error_of(d, &v);
+                    assert!(e["message"].is_string(), "{ctx}");
+                    if d == Dialect::Gemini {
+                        assert_eq!(e["code"], r.status, "{ctx}");
+                        assert!(e["status"].is_string(), "{ctx}");
+                    }
+                    assert!(!r.text.contains(KEY), "{ctx}");
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn scripts_cycle_per_model() {
+    let cfg = FakeConfig::default().script(
+        "gpt-x",
+        &[
+            Behaviour::Ok(Duration::ZERO),
+            Behaviour::E500,
+            Behaviour::Wrong,
+        ],
+    );
+    let fake = start(cfg).await.unwrap();
+    let q = question(5);
+    let mut statuses = Vec::new();
+    for i in 0..7 {
+        // Alternate dialects: the cycle is per model, whatever the dialect.
+        let d = DIALECTS[i % 3];
+        let r = ask(&fake.url(), d, "gpt-x", &q.text).await;
+        let passed = r.status == 200 && check_answer(&r.content(d), q.expected);
+        statuses.push((r.status, passed));
+    }
+    assert_eq!(
+        statuses,
+        [
+            (200, true),
+            (500, false),
+            (200, false),
+            (200, true),
+            (500, false),
+            (200, false),
+            (200, true)
+        ]
+    );
+    // An unscripted model is unaffected by another model's script.
+    let r = ask(&fake.url(), Dialect::OpenAi, "other", &q.text).await;
+    assert_eq!(r.status, 200);
+    let recorded: Vec<_> = fake
+        .requests()
+        .iter()
+        .map(|r| r.behaviour.clone().unwrap())
+        .collect();
+    assert_eq!(
+        recorded,
+        ["ok", "e500", "wrong", "ok", "e500", "wrong", "ok", "ok"]
+    );
+}
+
+#[tokio::test]
+async fn reset_is_a_transport_error_for_the_client() {
+    let fake = start(FakeConfig::default()).await.unwrap();
+    let q = question(6);
+    for d in DIALECTS {
+        let resp = request(&client(), &fake.url(), d, "reset", &q.text)
+            .send()
+            .await;
+        // The headers arrive whole; the body must then fail, not end cleanly.
+        let resp = resp.expect("headers arrive");
+        assert_eq!(resp.status(), 200);
+        let body = resp.bytes().await;
+        assert!(body.is_err(), "{d:?}: body ended cleanly: {body:?}");
+    }
+    // The server survives it.
+    let r = ask(&fake.url(), Dialect::OpenAi, "ok", &q.text).await;
+    assert_eq!(r.status, 200);
+}
+
+#[tokio::test]
+async fn slow_and_latency_delay_the_answer() {
+    let cfg = FakeConfig {
+        latency: Duration::from_millis(100),
+        ..FakeConfig::default()
+    };
+    let fake = start(cfg).await.unwrap();
+    let q = question(7);
+    let t = Instant::now();
+    let r = ask(&fake.url(), Dialect::OpenAi, "slow:200", &q.text).await;
+    assert!(
+        t.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(r.content(Dialect::OpenAi), q.expected.to_string());
+    let t = Instant::now();
+    ask(&fake.url(), Dialect::Gemini, "ok:150", &q.text).await;
+    assert!(
+        t.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        t.elapsed()
+    );
+    // Errors are not delayed by --latency-ms.
+    let t = Instant::now();
+    let r = ask(&fake.url(), Dialect::Anthropic, "e500", &q.text).await;
+    assert_eq!(r.status, 500);
+    assert!(
+        t.elapsed() < Duration::from_millis(100),
+        "{:?}",
+        t.elapsed()
+    );
+    // A client timeout shorter than `slow` fires.
+    let c = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let err = request(&c, &fake.url(), Dialect::OpenAi, "slow", &q.text)
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err.is_timeout(), "{err}");
+}
+
+#[tokio::test]
+async fn shutdown_cuts_slow_requests_short() {
+    let fake = start(FakeConfig::default()).await.unwrap();
+    let url = fake.url();
+    let q = question(8);
+    let pending = tokio::spawn(async move { ask(&url, Dialect::OpenAi, "slow", &q.text).await });
+    // Let the request arrive before stopping.
+    for _ in 0..100 {
+        if !fake.requests().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let t = Instant::now();
+    let addr = fake.addr();
+    fake.shutdown().await;
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    let r = pending.await.unwrap();
+    assert_eq!(r.status, 200);
+    // Nothing listens any more.
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+}
+
+#[tokio::test]
+async fn requests_are_recorded_without_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("requests.jsonl");
+    std::fs::write(&file, "{\"earlier\":true}\n").unwrap();
+    let cfg = FakeConfig {
+        record: Some(file.clone()),
+        ..FakeConfig::default()
+    };
+    let fake = start(cfg).await.unwrap();
+    let q = question(9);
+    let before = chrono::Utc::now().timestamp_millis();
+    ask(&fake.url(), Dialect::OpenAi, "ok", &q.text).await;
+    ask(&fake.url(), Dialect::Anthropic, "echo-key", &q.text).await;
+    ask(&fake.url(), Dialect::Gemini, "e503", &q.text).await;
+    // Gemini's key in the query string, and no key at all.
+    let c = client();
+    send(
+        c.post(format!(
+            "{}/v1beta/models/gm:generateContent?key={KEY}",
+            fake.url()
+        ))
+        .body(json!({"contents": [{"parts": [{"text": q.text}]}]}).to_string()),
+    )
+    .await;
+    send(c.post(format!("{}/v1/chat/completions", fake.url())).body(
+        json!({"model": "local", "messages": [{"role": "user", "content": q.text}]}).to_string(),
+    ))
+    .await;
+    let unknown = send(c.get(format!("{}/v1/models", fake.url()))).await;
+    assert_eq!(unknown.status, 404);
+
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(!text.contains(KEY), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 7, "{text}");
+    assert_eq!(lines[0], "{\"earlier\":true}");
+    let from_file: Vec<RecordedRequest> = lines[1..]
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(from_file, fake.requests());
+
+    let summary: Vec<_> = from_file
+        .iter()
+        .map(|r| {
+            (
+                r.dialect,
+                r.model.as_deref(),
+                r.behaviour.as_deref(),
+                r.auth,
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (Some(Dialect::OpenAi), Some("ok"), Some("ok"), true),
+            (
+                Some(Dialect::Anthropic),
+                Some("echo-key"),
+                Some("echo-key"),
+                true
+            ),
+            (Some(Dialect::Gemini), Some("e503"), Some("e503"), true),
+            (Some(Dialect::Gemini), Some("gm"), Some("ok"), true),
+            (Some(Dialect::OpenAi), Some("local"), Some("ok"), false),
+            (None, None, None, false),
+        ]
+    );
+    assert!(from_file.iter().all(|r| r.at_ms >= before));
+    assert_eq!(from_file[3].path, "/v1beta/models/gm:generateContent");
+    assert_eq!(from_file[5].method, "GET");
+
+    // The same list over HTTP, serialised the same way.
+    let listed = send(c.get(format!("{}/_fake/requests", fake.url()))).await;
+    assert_eq!(listed.status, 200);
+    assert!(!listed.text.contains(KEY));
+    let listed: Vec<RecordedRequest> = serde_json::from_str(&listed.text).unwrap();
+    assert_eq!(listed, from_file);
+    assert_eq!(listed[0].dialect, Some(Dialect::OpenAi));
+    assert!(text.contains("\"dialect\":\"openai\""), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_record_whole_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("requests.jsonl");
+    let cfg = FakeConfig {
+        record: Some(file.clone()),
+        ..FakeConfig::default()
+    }
+    .script("mix", &[Behaviour::Ok(Duration::ZERO), Behaviour::E503]);
+    let fake = start(cfg).await.unwrap();
+    let q = question(10);
+    let tasks: Vec<_> = (0..40)
+        .map(|i| {
+            let (url, text) = (fake.url(), q.text.clone());
+            tokio::spawn(async move { ask(&url, DIALECTS[i % 3], "mix", &text).await.status })
+        })
+        .collect();
+    let mut ok = 0;
+    for t in tasks {
+        if t.await.unwrap() == 200 {
+            ok += 1;
+        }
+    }
+    // The cycle is shared by concurrent requests: exactly half succeed.
+    assert_eq!(ok, 20);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<RecordedRequest> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    assert_eq!(lines.len(), 40);
+    assert_eq!(lines, fake.requests());
+}
+
+#[tokio::test]
+async fn malformed_requests_are_rejected_like_the_real_thing() {
+    let fake = start(FakeConfig::default()).await.unwrap();
+    let c = client();
+    let url = fake.url();
+    let r = send(
+        c.post(format!("{url}/v1/chat/completions"))
+            .body("{not json"),
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["error"]["type"], "invalid_request_error");
+    let r = send(
+        c.post(format!("{url}/v1/chat/completions"))
+            .body(json!({"messages": [{"role": "user", "content": "hi"}]}).to_string()),
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert!(r.text.contains("model"), "{}", r.text);
+    let r = send(
+        c.post(format!("{url}/v1/messages"))
+            .header("x-api-key", KEY)
+            .body(
+                json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})
+                    .to_string(),
+            ),
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["type"], "error");
+    assert!(r.text.contains("anthropic-version"), "{}", r.text);
+    let r = send(
+        c.post(format!("{url}/v1beta/models/m:generateContent"))
+            .body("{}"),
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["error"]["status"], "INVALID_ARGUMENT");
+    // A question from elsewhere gets an answer with no number.
+    let r = ask(
+        &url,
+        Dialect::OpenAi,
+        "ok",
+        "What is the capital of France?",
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert!(!check_answer(&r.content(Dialect::OpenAi), 14));
+    let r = send(c.get(format!("{url}/v1/chat/completions"))).await;
+    assert_eq!(r.status, 404);
+}
+
+#[tokio::test]
+async fn custom_pool_answers_its_own_questions() {
+    let pool = Pool::parse(
+        "[[template]]\nquestion = \"Add {x} and {y}.\"\nanswer = \"x + y\"\nvars = { x = [100, 200], y = [300, 400] }\n",
+        "custom.toml",
+    )
+    .unwrap();
+    let fake = start(FakeConfig::new(pool.clone())).await.unwrap();
+    let q = pool.draw(&mut rand::rngs::StdRng::seed_from_u64(1));
+    let r = ask(&fake.url(), Dialect::Anthropic, "m", &q.text).await;
+    assert_eq!(r.content(Dialect::Anthropic), q.expected.to_string());
+    assert!(q.expected >= 400);
+}
+
+#[test]
+fn flags_are_validated() {
+    use crate::cli::{FakeArgs, GlobalArgs};
+    let g = GlobalArgs {
+        config: None,
+        stats_dir: "stats".into(),
+        prompts: None,
+    };
+    let args = |scripts: &[&str]| FakeArgs {
+        port: 0,
+        addr_file: None,
+        record: None,
+        scripts: scripts.iter().map(|s| s.to_string()).collect(),
+        latency_ms: 25,
+    };
+    let cfg = FakeConfig::from_args(&g, &args(&["a=ok,e500", "b=slow:10"])).unwrap();
+    assert_eq!(
+        cfg.scripts["a"],
+        [Behaviour::Ok(Duration::ZERO), Behaviour::E500]
+    );
+    assert_eq!(cfg.latency, Duration::from_millis(25));
+    let e = FakeConfig::from_args(&g, &args(&["a=bogus"])).unwrap_err();
+    assert_eq!(e.exit_code(), crate::exit::USAGE);
+    assert!(e.to_string().contains("--script \"a=bogus\""), "{e}");
+    let e = FakeConfig::from_args(&g, &args(&["a=ok", "a=e500"])).unwrap_err();
+    assert_eq!(e.exit_code(), crate::exit::USAGE);
+    let bad_pool = GlobalArgs {
+        prompts: Some("/nonexistent/pool.toml".into()),
+        ..g
+    };
+    let e = FakeConfig::from_args(&bad_pool, &args(&[])).unwrap_err();
+    assert_eq!(e.exit_code(), crate::exit::USAGE);
+}
