@@ -13,9 +13,9 @@ use llmprobe::outcome::{Entry, FailureType, Outcome};
 
 fn entry(i: u64) -> Entry {
     let o = Outcome {
-        failure: (i % 7 == 0).then_some(FailureType::Timeout),
+        failure: i.is_multiple_of(7).then_some(FailureType::Timeout),
         latency_ms: 200 + i % 900,
-        status: (i % 7 == 0).then_some(504),
+        status: i.is_multiple_of(7).then_some(504),
         error: None,
     };
     Entry::new(

@@ -81,10 +81,10 @@ pub struct CheckArgs {
     #[arg(long, short = 'm', value_delimiter = ',', value_name = "MODEL")]
     pub model: Vec<String>,
     /// Seconds between probe starts on one provider (overrides config; 0.2 works).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     pub spacing: Option<f64>,
     /// Per-probe timeout in seconds (overrides config).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
     pub timeout: Option<f64>,
     /// Print what would be probed and in what order, then stop.
     #[arg(long)]

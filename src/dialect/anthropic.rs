@@ -18,13 +18,19 @@ impl Wire for Anthropic {
     }
 
     fn auth_headers(&self, key: &str) -> Result<Vec<(HeaderName, HeaderValue)>, BuildError> {
-        Ok(vec![
-            (HeaderName::from_static("x-api-key"), secret_header(key)?),
-            (
-                HeaderName::from_static("anthropic-version"),
-                HeaderValue::from_static(VERSION),
-            ),
-        ])
+        Ok(vec![(
+            HeaderName::from_static("x-api-key"),
+            secret_header(key)?,
+        )])
+    }
+
+    /// Sent even without a key: a keyless Anthropic-compatible server (or a
+    /// proxy in front of one) still checks the version.
+    fn fixed_headers(&self) -> Vec<(HeaderName, HeaderValue)> {
+        vec![(
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static(VERSION),
+        )]
     }
 
     fn body(&self, req: &ChatRequest) -> Value {

@@ -152,6 +152,10 @@ pub trait Wire: Sync {
     fn url(&self, base_url: &str, model: &str) -> String;
     /// The authentication headers for `key` (marked sensitive).
     fn auth_headers(&self, key: &str) -> Result<Vec<(HeaderName, HeaderValue)>, BuildError>;
+    /// Headers the dialect needs on every request, with or without a key.
+    fn fixed_headers(&self) -> Vec<(HeaderName, HeaderValue)> {
+        Vec::new()
+    }
     /// The JSON body.
     fn body(&self, req: &ChatRequest) -> Value;
     /// Read a success body that has already been parsed as JSON and is not
@@ -181,6 +185,9 @@ pub fn build_request(
         // reqwest's `json` feature is not enabled; a Value always serialises.
         .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
         .body(w.body(req).to_string());
+    for (name, value) in w.fixed_headers() {
+        builder = builder.header(name, value);
+    }
     if let Some(key) = &provider.key {
         for (name, value) in w.auth_headers(key.expose())? {
             builder = builder.header(name, value);

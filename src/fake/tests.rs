@@ -694,7 +694,7 @@ fn flags_are_validated() {
     use crate::cli::{FakeArgs, GlobalArgs};
     let g = GlobalArgs {
         config: None,
-        stats_dir: "stats".into(),
+        stats_dir: None,
         prompts: None,
     };
     let args = |scripts: &[&str]| FakeArgs {

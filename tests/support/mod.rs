@@ -131,10 +131,18 @@ pub struct Fake {
 /// One request the fake provider saw.
 #[derive(Debug, Clone, serde::Deserialize)]
 pub struct Seen {
-    pub t_ms: u64,
-    pub model: String,
+    /// Arrival time, Unix ms.
+    pub at_ms: u64,
+    #[serde(default)]
+    pub model: Option<String>,
     #[serde(default)]
     pub auth: bool,
+}
+
+impl Seen {
+    pub fn model(&self) -> &str {
+        self.model.as_deref().unwrap_or("")
+    }
 }
 
 impl Fake {
@@ -157,10 +165,10 @@ impl Fake {
         let child = cmd.spawn().expect("start fake provider");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         let url = loop {
-            if let Ok(s) = std::fs::read_to_string(&addr_file) {
-                if !s.trim().is_empty() {
-                    break s.trim().to_string();
-                }
+            if let Ok(s) = std::fs::read_to_string(&addr_file)
+                && !s.trim().is_empty()
+            {
+                break s.trim().to_string();
             }
             assert!(
                 std::time::Instant::now() < deadline,
