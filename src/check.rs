@@ -464,7 +464,7 @@ fn print_summary(r: &Report) -> Result<()> {
             if e.latency_ms > 0 {
                 format!("{} ms", e.latency_ms)
             } else {
-                "-".into()
+                "no response".into()
             },
             change,
         ]);

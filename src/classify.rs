@@ -67,7 +67,11 @@ pub fn classify_response(
     expected: i64,
     redactor: &Redactor,
 ) -> Outcome {
-    let latency_ms = u64::try_from(resp.elapsed.as_millis()).unwrap_or(u64::MAX);
+    // Rounded up: a response that took 0.4 ms must not read as "no
+    // response", which is what 0 means in the log.
+    let latency_ms = u64::try_from(resp.elapsed.as_micros().div_ceil(1000))
+        .unwrap_or(u64::MAX)
+        .max(1);
     let status = Some(resp.status);
     if !(200..300).contains(&resp.status) {
         let failure = failure_for_status(resp.status, &resp.body);

@@ -1,8 +1,151 @@
-//! `llmprobe demo`. (Skeleton.)
+//! `llmprobe demo`: the whole `check` path against fake providers on
+//! 127.0.0.1, so that anyone can see llmprobe work with no keys and no
+//! network. It then shows what was written: the log's tail, the model states
+//! and the brief.
 
-use crate::cli::{DemoArgs, GlobalArgs};
-use crate::error::Result;
+use std::path::PathBuf;
 
-pub fn run(_g: &GlobalArgs, _args: DemoArgs) -> Result<u8> {
-    Ok(0)
+use crate::catalog::Catalog;
+use crate::cli::{BriefArgs, CheckArgs, DemoArgs, GlobalArgs};
+use crate::error::{Error, Result};
+use crate::fake::{self, FakeConfig};
+use crate::output;
+use crate::prompts::Pool;
+use crate::settings::Settings;
+
+/// The demo's providers: (name, dialect, base path, [(model, behaviours)]).
+/// Behaviours are the fake provider's (`ok`, `think`, `wrong`, …), cycled per
+/// run, so successive demos show models moving between states.
+const PROVIDERS: &[(&str, &str, &str, &[(&str, &str)])] = &[
+    (
+        "acme",
+        "openai",
+        "/v1",
+        &[
+            ("acme-8b", "ok"),
+            ("acme-70b-reasoner", "think"),
+            ("acme-tiny", "wrong,ok"),
+            ("acme-405b", "slow:4000,ok:300"),
+        ],
+    ),
+    (
+        "claudish",
+        "anthropic",
+        "/v1",
+        &[("sonnet-ish", "ok:120"), ("opus-ish", "overloaded,ok:400")],
+    ),
+    (
+        "geminish",
+        "gemini",
+        "/v1beta",
+        &[("flash-ish", "ok:60"), ("pro-ish", "rate-limit,ok:250")],
+    ),
+    (
+        "freebie",
+        "openai",
+        "/openai/v1",
+        &[
+            ("retired-model", "not-found"),
+            ("garbled", "html,garbage,ok"),
+        ],
+    ),
+];
+
+pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
+    let stats_dir = g
+        .stats_dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("llmprobe-demo"));
+    let prompts = match &g.prompts {
+        Some(p) => Pool::load(p)?,
+        None => Pool::embedded(),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("cannot start the async runtime", e))?;
+    let mut cfg = FakeConfig::new(prompts.clone());
+    for (_, _, _, models) in PROVIDERS {
+        for (model, behaviours) in *models {
+            let (m, b) = fake::parse_script(&format!("{model}={behaviours}"))?;
+            cfg = cfg.script(&m, &b);
+        }
+    }
+    // The fake server runs on its own runtime's worker thread while `check`
+    // runs here with its own.
+    let server = rt.block_on(fake::start(cfg))?;
+    let url = server.url();
+    let catalog = Catalog::from_toml_str(&demo_config(&url, a.spacing), "(demo config)")?;
+    let settings = Settings {
+        catalog,
+        prompts,
+        stats_dir: stats_dir.clone(),
+    };
+    output::println(&format!(
+        "llmprobe demo: fake providers on {url}, spacing {}s, timeout 2s\nstats directory: {}\n",
+        a.spacing,
+        stats_dir.display()
+    ))?;
+    let result = crate::check::run(
+        &settings,
+        CheckArgs {
+            provider: vec![],
+            model: vec![],
+            spacing: Some(a.spacing),
+            timeout: Some(2.0),
+            dry_run: false,
+            list: false,
+            json: false,
+            fail_on_down: false,
+        },
+    );
+    rt.block_on(server.shutdown());
+    result?;
+    show_files(&settings)?;
+    output::println("\n== llmprobe brief ==")?;
+    crate::brief::run(
+        &settings,
+        BriefArgs {
+            window: "24h".into(),
+            json: false,
+        },
+    )?;
+    output::println(
+        "\nRun `llmprobe demo` again to watch states move: a passing probe brings a paused model back, \
+         three hard failures in a row disable one.",
+    )?;
+    Ok(crate::exit::SUCCESS)
+}
+
+fn demo_config(url: &str, spacing: f64) -> String {
+    let mut s = format!(
+        "include_default_catalog = false\n[defaults]\nspacing_secs = {spacing}\ntimeout_secs = 2\n\n"
+    );
+    for (name, dialect, path, models) in PROVIDERS {
+        let ms: Vec<String> = models.iter().map(|(m, _)| format!("{m:?}")).collect();
+        s.push_str(&format!(
+            "[[providers]]\nname = {name:?}\ndialect = {dialect:?}\nbase_url = \"{url}{path}\"\nmodels = [{}]\n\n",
+            ms.join(", ")
+        ));
+    }
+    s
+}
+
+fn show_files(s: &Settings) -> Result<()> {
+    let log: PathBuf = s.log_path();
+    let text = std::fs::read_to_string(&log)
+        .map_err(|e| Error::io(format!("cannot read {}", log.display()), e))?;
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = &lines[lines.len().saturating_sub(6)..];
+    output::println(&format!(
+        "\n== {} (last lines of {}) ==\n{}",
+        log.display(),
+        lines.len(),
+        tail.join("\n")
+    ))?;
+    let state = s.state_path();
+    let text =
+        std::fs::read_to_string(&state).unwrap_or_else(|_| "{}  (every model active)".into());
+    output::println(&format!("\n== {} ==\n{}", state.display(), text.trim_end()))
 }
