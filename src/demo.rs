@@ -13,10 +13,17 @@ use crate::output;
 use crate::prompts::Pool;
 use crate::settings::Settings;
 
-/// The demo's providers: (name, dialect, base path, [(model, behaviours)]).
+/// A demo provider: name, dialect, base path, and (model, behaviours) pairs.
 /// Behaviours are the fake provider's (`ok`, `think`, `wrong`, …), cycled per
 /// run, so successive demos show models moving between states.
-const PROVIDERS: &[(&str, &str, &str, &[(&str, &str)])] = &[
+type DemoProvider = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static [(&'static str, &'static str)],
+);
+
+const PROVIDERS: &[DemoProvider] = &[
     (
         "acme",
         "openai",
