@@ -310,13 +310,7 @@ fn execute(s: &Settings, plan: Plan) -> Result<Report> {
     let redactor = Arc::new(redactor);
     rt.block_on(async {
         let mut tasks = Vec::new();
-        for (i, lane) in plan.lanes.iter().enumerate() {
-            let lane = Lane {
-                resolved: lane.resolved.clone(),
-                models: lane.models.clone(),
-                spacing: lane.spacing,
-                timeout: lane.timeout,
-            };
+        for (i, lane) in plan.lanes.into_iter().enumerate() {
             let (client, pool, redactor, tx) =
                 (client.clone(), pool.clone(), redactor.clone(), tx.clone());
             let bar = progress.bar(i);

@@ -72,10 +72,17 @@ pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
         .enable_all()
         .build()
         .map_err(|e| Error::io("cannot start the async runtime", e))?;
+    // Each demo starts a new fake server, so rotate the scripts by how many
+    // demos this stats directory has seen: successive runs then show models
+    // recovering and being disabled.
+    let models: usize = PROVIDERS.iter().map(|p| p.3.len()).sum();
+    let round = previous_entries(&stats_dir) / models;
     let mut cfg = FakeConfig::new(prompts.clone());
     for (_, _, _, models) in PROVIDERS {
         for (model, behaviours) in *models {
-            let (m, b) = fake::parse_script(&format!("{model}={behaviours}"))?;
+            let (m, mut b) = fake::parse_script(&format!("{model}={behaviours}"))?;
+            let n = b.len();
+            b.rotate_left(round % n);
             cfg = cfg.script(&m, &b);
         }
     }
@@ -123,6 +130,13 @@ pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
          three hard failures in a row disable one.",
     )?;
     Ok(crate::exit::SUCCESS)
+}
+
+/// Entries already in the demo's log (one per line, as `check` writes them).
+fn previous_entries(stats_dir: &std::path::Path) -> usize {
+    std::fs::read_to_string(stats_dir.join(crate::settings::LOG_FILE))
+        .map(|t| t.lines().filter(|l| l.starts_with('{')).count())
+        .unwrap_or(0)
 }
 
 fn demo_config(url: &str, spacing: f64) -> String {
