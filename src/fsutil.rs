@@ -7,7 +7,7 @@
 //! only there to tell a person who holds it.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, LockedError, Result};
@@ -141,4 +141,19 @@ pub fn atomic_write_unlocked(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// Read exactly `buf.len()` bytes at `off`. Portable (Unix and Windows),
+/// unlike the platform `FileExt` traits.
+pub fn read_exact_at(file: &File, buf: &mut [u8], off: u64) -> std::io::Result<()> {
+    let mut f = file;
+    f.seek(SeekFrom::Start(off))?;
+    f.read_exact(buf)
+}
+
+/// Write all of `bytes` at `off`.
+pub fn write_all_at(file: &File, bytes: &[u8], off: u64) -> std::io::Result<()> {
+    let mut f = file;
+    f.seek(SeekFrom::Start(off))?;
+    f.write_all(bytes)
 }

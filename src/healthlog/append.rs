@@ -13,12 +13,11 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use super::scan::{self, End, is_json_prefix, is_ws};
 use crate::error::{DataError, Error, Result};
-use crate::fsutil::DataLock;
+use crate::fsutil::{DataLock, read_exact_at, write_all_at};
 use crate::outcome::Entry;
 
 /// How much of the end of the file the fast path looks at.
@@ -113,11 +112,11 @@ fn write_at(file: &File, bytes: &[u8], at: u64) -> std::io::Result<()> {
         .ok()
         .and_then(|v| v.parse::<u64>().ok());
     match delay {
-        None => file.write_all_at(bytes, at),
+        None => write_all_at(file, bytes, at),
         Some(ms) => {
             let mut off = 0;
             for chunk in bytes.chunks(16) {
-                file.write_all_at(chunk, at + off)?;
+                write_all_at(file, chunk, at + off)?;
                 off += chunk.len() as u64;
                 (&*file).flush()?;
                 std::thread::sleep(std::time::Duration::from_millis(ms));
@@ -139,7 +138,7 @@ fn fast_insertion(path: &Path, file: &File, len: u64) -> Result<Option<Insertion
     }
     let read = |off: u64, n: u64| -> Result<Vec<u8>> {
         let mut buf = vec![0u8; n as usize];
-        file.read_exact_at(&mut buf, off)
+        read_exact_at(file, &mut buf, off)
             .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
         Ok(buf)
     };
@@ -249,7 +248,7 @@ fn is_after_open_bracket(path: &Path, off: u64) -> Result<bool> {
     let f =
         File::open(path).map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
     let mut b = [0u8; 1];
-    f.read_exact_at(&mut b, off - 1)
+    read_exact_at(&f, &mut b, off - 1)
         .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
     Ok(b[0] == b'[')
 }
