@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{Env, Fake, log_entries, provider_toml};
+use crate::support::{Env, Fake, log_entries};
 
 /// A config with only the given provider tables and a fast default spacing.
 fn config(env: &Env, tables: &[String]) -> String {
@@ -35,27 +35,9 @@ fn probes_all_three_dialects_and_records_every_field() {
     let cfg = config(
         &env,
         &[
-            provider_toml(
-                "oa",
-                "openai",
-                &format!("{}/v1", fake.url),
-                &["ok", "think", "wrong"],
-                "",
-            ),
-            provider_toml(
-                "an",
-                "anthropic",
-                &format!("{}/v1", fake.url),
-                &["ok", "overloaded"],
-                "",
-            ),
-            provider_toml(
-                "ge",
-                "gemini",
-                &format!("{}/v1beta", fake.url),
-                &["ok", "rate-limit"],
-                "",
-            ),
+            fake.provider("oa", "openai", &["ok", "think", "wrong"], ""),
+            fake.provider("an", "anthropic", &["ok", "overloaded"], ""),
+            fake.provider("ge", "gemini", &["ok", "rate-limit"], ""),
         ],
     );
     let out = check(&env, &cfg, &[]).ok();
@@ -122,13 +104,7 @@ fn state_machine_through_repeated_runs() {
     );
     let cfg = config(
         &env,
-        &[provider_toml(
-            "f",
-            "openai",
-            &format!("{}/v1", fake.url),
-            &["temp", "hard", "reset"],
-            "",
-        )],
+        &[fake.provider("f", "openai", &["temp", "hard", "reset"], "")],
     );
     let get = |s: &Value, m: &str, f: &str| s[format!("f::{m}")][f].clone();
 
@@ -208,7 +184,7 @@ fn providers_run_in_parallel_with_spacing_per_provider() {
             let ms: Vec<&str> = ms.iter().map(|s| s.as_str()).collect();
             // p3 has its own, longer spacing.
             let extra = if i == 2 { "spacing_secs = 1.1" } else { "" };
-            provider_toml(p, "openai", &format!("{}/v1", fake.url), &ms, extra)
+            fake.provider(p, "openai", &ms, extra)
         })
         .collect();
     let cfg = config(&env, &tables);
@@ -263,10 +239,9 @@ fn a_second_check_exits_3_and_the_log_stays_valid() {
     let fake = Fake::start(&env, &[]);
     let cfg = config(
         &env,
-        &[provider_toml(
+        &[fake.provider(
             "f",
             "openai",
-            &format!("{}/v1", fake.url),
             &["ok", "ok:50", "wrong"],
             "spacing_secs = 0.5",
         )],
@@ -303,13 +278,7 @@ fn a_killed_check_does_not_block_the_next_run() {
     let fake = Fake::start(&env, &[]);
     let cfg = config(
         &env,
-        &[provider_toml(
-            "f",
-            "openai",
-            &format!("{}/v1", fake.url),
-            &["ok", "ok"],
-            "spacing_secs = 30",
-        )],
+        &[fake.provider("f", "openai", &["ok", "ok"], "spacing_secs = 30")],
     );
     let mut child = env.command(&["--config", &cfg, "check"]).spawn().unwrap();
     // Wait until it holds the lock and has probed the first model.
@@ -320,16 +289,7 @@ fn a_killed_check_does_not_block_the_next_run() {
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    let cfg2 = config(
-        &env,
-        &[provider_toml(
-            "f",
-            "openai",
-            &format!("{}/v1", fake.url),
-            &["ok"],
-            "",
-        )],
-    );
+    let cfg2 = config(&env, &[fake.provider("f", "openai", &["ok"], "")]);
     check(&env, &cfg2, &[]).ok();
 }
 
@@ -340,16 +300,7 @@ fn sigkill_during_appends_never_loses_a_complete_entry() {
     let fake = Fake::start(&env, &[]);
     let models: Vec<String> = (0..40).map(|i| format!("m{i}")).collect();
     let models: Vec<&str> = models.iter().map(|s| s.as_str()).collect();
-    let cfg = config(
-        &env,
-        &[provider_toml(
-            "f",
-            "openai",
-            &format!("{}/v1", fake.url),
-            &models,
-            "",
-        )],
-    );
+    let cfg = config(&env, &[fake.provider("f", "openai", &models, "")]);
     let read = |path: &std::path::Path| -> (Vec<String>, End) {
         let mut v = Vec::new();
         let end = scan_file(path, |_, b| {
@@ -421,16 +372,7 @@ fn compat_log_accepts_appends_and_keeps_its_248_entries() {
     let old: Vec<Value> = serde_json::from_slice(&original).unwrap();
     assert_eq!(old.len(), 248);
     let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[provider_toml(
-            "f",
-            "openai",
-            &format!("{}/v1", fake.url),
-            &["ok", "wrong"],
-            "",
-        )],
-    );
+    let cfg = config(&env, &[fake.provider("f", "openai", &["ok", "wrong"], "")]);
     check(&env, &cfg, &[]).ok();
     check(&env, &cfg, &[]).ok();
     let now = log_entries(&env.log());
@@ -446,16 +388,7 @@ fn compat_log_accepts_appends_and_keeps_its_248_entries() {
 fn bad_files_give_clear_errors_and_stay_untouched() {
     let env = Env::new();
     let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[provider_toml(
-            "f",
-            "openai",
-            &format!("{}/v1", fake.url),
-            &["ok"],
-            "",
-        )],
-    );
+    let cfg = config(&env, &[fake.provider("f", "openai", &["ok"], "")]);
     std::fs::create_dir_all(env.stats()).unwrap();
 
     // A log that is not an array, and one damaged near its end.
@@ -537,24 +470,21 @@ fn a_canary_key_never_leaks() {
     let cfg = config(
         &env,
         &[
-            provider_toml(
+            fake.provider(
                 "oa",
                 "openai",
-                &format!("{}/v1", fake.url),
                 &["echo-key", "ok"],
                 "api_key_env = \"CANARY_KEY\"",
             ),
-            provider_toml(
+            fake.provider(
                 "an",
                 "anthropic",
-                &format!("{}/v1", fake.url),
                 &["echo-key"],
                 "api_key_env = \"CANARY_KEY\"",
             ),
-            provider_toml(
+            fake.provider(
                 "ge",
                 "gemini",
-                &format!("{}/v1beta", fake.url),
                 &["echo-key"],
                 "api_key_env = \"CANARY_KEY\"",
             ),
@@ -597,20 +527,8 @@ fn dry_run_and_filters() {
     let cfg = config(
         &env,
         &[
-            provider_toml(
-                "a",
-                "openai",
-                &format!("{}/v1", fake.url),
-                &["ok", "wrong"],
-                "spacing_secs = 90",
-            ),
-            provider_toml(
-                "b",
-                "openai",
-                &format!("{}/v1", fake.url),
-                &["ok"],
-                "api_key_env = \"UNSET_KEY_VAR\"",
-            ),
+            fake.provider("a", "openai", &["ok", "wrong"], "spacing_secs = 90"),
+            fake.provider("b", "openai", &["ok"], "api_key_env = \"UNSET_KEY_VAR\""),
         ],
     );
     let out = check(&env, &cfg, &["--dry-run"]).ok();
@@ -629,4 +547,120 @@ fn dry_run_and_filters() {
     let out = check(&env, &cfg, &["--model", "a::ok", "--fail-on-down"]).code(0);
     assert!(out.stdout.contains("1/1 probes passed"));
     check(&env, &cfg, &["--model", "wrong", "--fail-on-down"]).code(1);
+}
+
+#[test]
+fn every_failure_shape_is_classified_end_to_end() {
+    let env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let want = [
+        ("ok", ""),
+        ("think", ""),
+        ("wrong", "wrong_answer"),
+        ("truncated", "wrong_answer"),
+        ("rate-limit", "rate_limit"),
+        ("error-in-200", "rate_limit"),
+        ("e500", "http_error"),
+        ("overloaded", "http_error"),
+        ("e503", "http_error"),
+        ("html", "http_error"),
+        ("unauthorized", "error"),
+        ("forbidden", "error"),
+        ("not-found", "error"),
+        ("empty-choices", "error"),
+        ("garbage", "error"),
+        ("html200", "error"),
+        ("huge", "error"),
+        ("reset", "error"),
+        ("slow:5000", "timeout"),
+    ];
+    let models: Vec<&str> = want.iter().map(|(m, _)| *m).collect();
+    // A port nobody listens on: bind, note it, close it.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("oa", "openai", &models, "timeout_secs = 1"),
+            fake.provider(
+                "an",
+                "anthropic",
+                &["rate-limit", "overloaded", "empty-choices"],
+                "",
+            ),
+            fake.provider("ge", "gemini", &["rate-limit", "unauthorized", "e503"], ""),
+            crate::support::provider_toml(
+                "refused",
+                "openai",
+                &format!("http://{closed}/v1"),
+                &["m"],
+                "",
+            ),
+            // TLS spoken to a plain-HTTP server.
+            crate::support::provider_toml(
+                "tls",
+                "openai",
+                &format!("{}/v1", fake.url.replace("http://", "https://")),
+                &["m"],
+                "",
+            ),
+        ],
+    );
+    check(&env, &cfg, &[]).ok();
+    let entries = log_entries(&env.log());
+    let got: BTreeMap<String, (String, Value, String)> = entries
+        .iter()
+        .map(|e| {
+            (
+                format!(
+                    "{}::{}",
+                    e["provider"].as_str().unwrap(),
+                    e["model"].as_str().unwrap()
+                ),
+                (
+                    e["failure_type"].as_str().unwrap().to_string(),
+                    e["status"].clone(),
+                    e["error"].as_str().unwrap_or("").to_string(),
+                ),
+            )
+        })
+        .collect();
+    for (m, ft) in want {
+        assert_eq!(
+            got[&format!("oa::{m}")].0,
+            ft,
+            "oa::{m}: {:?}",
+            got[&format!("oa::{m}")]
+        );
+    }
+    assert_eq!(got["an::rate-limit"].0, "rate_limit");
+    assert_eq!(got["an::overloaded"].1, 529);
+    assert_eq!(got["an::empty-choices"].0, "error");
+    assert_eq!(got["ge::rate-limit"].0, "rate_limit");
+    assert_eq!(got["ge::unauthorized"].0, "error");
+    assert_eq!(got["ge::unauthorized"].1, 400);
+    assert_eq!(got["ge::e503"].0, "http_error");
+    assert_eq!(got["refused::m"].0, "error");
+    assert!(
+        got["refused::m"].2.contains("connection refused"),
+        "{:?}",
+        got["refused::m"]
+    );
+    assert_eq!(got["tls::m"].0, "error");
+    assert!(
+        got["tls::m"].2.to_lowercase().contains("tls"),
+        "{:?}",
+        got["tls::m"]
+    );
+    // Errors are short and never raw HTML.
+    for (k, (_, _, err)) in &got {
+        assert!(err.chars().count() <= 200, "{k}: {err}");
+        assert!(
+            !err.contains("<html") && !err.contains("<body"),
+            "{k}: {err}"
+        );
+    }
+    assert_eq!(got["oa::html"].1, 502);
 }

@@ -179,6 +179,16 @@ impl Fake {
         Fake { child, url, record }
     }
 
+    /// A `[[providers]]` table pointing at this fake in `dialect`.
+    pub fn provider(&self, name: &str, dialect: &str, models: &[&str], extra: &str) -> String {
+        let path = if dialect == "gemini" {
+            "/v1beta"
+        } else {
+            "/v1"
+        };
+        provider_toml(name, dialect, &format!("{}{path}", self.url), models, extra)
+    }
+
     /// Every request seen so far, in arrival order.
     pub fn seen(&self) -> Vec<Seen> {
         let text = std::fs::read_to_string(&self.record).unwrap_or_default();
