@@ -100,11 +100,13 @@ fn state_machine_through_repeated_runs() {
             "hard=wrong,e500,not-found,unauthorized,ok",
             // two hard failures, a pass resets, two more: still active
             "reset=wrong,wrong,ok,wrong,wrong",
+            // three hard failures straight from active
+            "dis=wrong,not-found,garbage",
         ],
     );
     let cfg = config(
         &env,
-        &[fake.provider("f", "openai", &["temp", "hard", "reset"], "")],
+        &[fake.provider("f", "openai", &["temp", "hard", "reset", "dis"], "")],
     );
     let get = |s: &Value, m: &str, f: &str| s[format!("f::{m}")][f].clone();
 
@@ -125,8 +127,11 @@ fn state_machine_through_repeated_runs() {
     assert_eq!(get(&s, "hard", "state"), "paused");
     assert_eq!(get(&s, "hard", "consecutive_failures"), 1);
 
-    check(&env, &cfg, &[]).ok();
+    let out = check(&env, &cfg, &[]).ok();
+    assert!(out.stdout.contains("active → disabled"), "{}", out.stdout);
     let s = states(&env);
+    assert_eq!(get(&s, "dis", "state"), "disabled");
+    assert_eq!(get(&s, "dis", "consecutive_failures"), 3);
     assert_eq!(get(&s, "hard", "state"), "paused");
     assert_eq!(get(&s, "hard", "consecutive_failures"), 2);
     assert_eq!(get(&s, "reset", "consecutive_failures"), 0);
@@ -150,7 +155,7 @@ fn state_machine_through_repeated_runs() {
     );
     let entries = log_entries(&env.log());
     assert_eq!(entries.len(), before + 2);
-    assert!(entries[before..].iter().all(|e| e["model"] != "hard"));
+    assert!(entries[before..].iter().all(|e| e["model"] != "hard" && e["model"] != "dis"));
     assert_eq!(
         fake.seen().iter().filter(|r| r.model() == "hard").count(),
         requests_before
