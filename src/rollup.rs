@@ -489,7 +489,7 @@ pub fn fmt_pct(u: f64) -> String {
 }
 
 /// A sample count: whole numbers print without a fraction.
-fn fmt_count(n: f64) -> String {
+pub fn fmt_count(n: f64) -> String {
     if (n - n.round()).abs() < 1e-9 {
         format!("{}", n.round() as i64)
     } else {
