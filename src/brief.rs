@@ -57,6 +57,11 @@ fn collect(log: &std::path::Path, start: i64) -> Result<(Collect, u64)> {
     let mut col = Collect::new(start, -1);
     let tail = tail::read_backward(log, |r| {
         if r.ts < stop_before {
+            // Too old to count, but it still dates the newest probe when
+            // nothing newer exists.
+            if r.is_sample() {
+                col.newest = col.newest.max(Some(r.ts));
+            }
             return false;
         }
         col.record(r);

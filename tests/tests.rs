@@ -2,4 +2,5 @@
 //! executable in its own temporary directory, against fake providers on
 //! 127.0.0.1.
 
+mod read_cmds;
 mod support;
