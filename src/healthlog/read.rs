@@ -535,7 +535,7 @@ pub(crate) fn fast(b: &[u8]) -> Option<(Record<'_>, usize)> {
     if *b.get(p)? != b'}' {
         return None;
     }
-    let ts = parse_ts(ts)?;
+    let ts = hour_cached_ts(ts)?;
     let mut r = Record {
         ts,
         provider,
@@ -555,6 +555,41 @@ pub(crate) fn fast(b: &[u8]) -> Option<(Record<'_>, usize)> {
         return None;
     }
     Some((r, p + 1))
+}
+
+thread_local! {
+    /// The last `YYYY-MM-DDTHH` seen on this thread and its Unix time.
+    static HOUR: std::cell::Cell<([u8; 13], i64)> = const { std::cell::Cell::new(([0; 13], i64::MIN)) };
+}
+
+/// [`parse_ts`] for `YYYY-MM-DDTHH:MM:SSZ`, with the date and hour cached:
+/// an hourly check writes every entry of a run within the same hour, and
+/// the calendar arithmetic was a tenth of a rollup.
+#[inline]
+fn hour_cached_ts(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    let two = |i: usize| -> Option<i64> {
+        let (x, y) = (b[i], b[i + 1]);
+        (x.is_ascii_digit() && y.is_ascii_digit()).then(|| ((x - b'0') * 10 + (y - b'0')) as i64)
+    };
+    if b.len() != 20 || b[13] != b':' || b[16] != b':' || b[19] != b'Z' {
+        return parse_ts(s);
+    }
+    let (min, sec) = (two(14)?, two(17)?);
+    if min > 59 || sec > 60 {
+        return None;
+    }
+    let key: [u8; 13] = b[..13].try_into().ok()?;
+    let (k, base) = HOUR.get();
+    if k == key && base != i64::MIN {
+        return Some(base + min * 60 + sec);
+    }
+    let mut top = [0u8; 20];
+    top[..13].copy_from_slice(&key);
+    top[13..].copy_from_slice(b":00:00Z");
+    let base = parse_ts(std::str::from_utf8(&top).ok()?)?;
+    HOUR.set((key, base));
+    Some(base + min * 60 + sec)
 }
 
 #[inline]
@@ -893,6 +928,24 @@ mod tests {
             let (got, sum) = read_str(&format!("[\n{l}\n]\n")).unwrap();
             assert_eq!(got.len(), 1, "{l}");
             assert_eq!(sum.skipped, 0);
+        }
+    }
+
+    #[test]
+    fn the_hour_cache_agrees_with_parse_ts() {
+        for s in [
+            "2026-11-30T21:00:00Z",
+            "2026-11-30T21:59:59Z",
+            "2026-11-30T21:07:03Z",
+            "2026-12-01T00:00:00Z",
+            "2024-02-29T23:59:60Z",
+            "2026-11-30T21:61:00Z",
+            "2026-11-30T21:0a:00Z",
+            "2026-11-30T21:00:00+01:00",
+            "2026-13-30T21:00:00Z",
+        ] {
+            assert_eq!(hour_cached_ts(s), parse_ts(s), "{s}");
+            assert_eq!(hour_cached_ts(s), parse_ts(s), "{s} (cached)");
         }
     }
 
