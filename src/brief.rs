@@ -1,9 +1,426 @@
-//! `llmprobe brief`. (Skeleton.)
+//! `llmprobe brief`: the last 24 hours at a glance, for the start of a
+//! working session: per provider an icon, uptime, latency, checks and the
+//! last check; the models out of rotation; a routing advisory for every
+//! provider to avoid; and a loud warning when the data is stale.
+//!
+//! It runs at the start of every session, so its cost must not grow with the
+//! history: it reads the log backwards from the end ([`crate::healthlog::tail`])
+//! and stops at the first entry more than an hour older than the window
+//! start. The hour of slack lets slightly out-of-order clocks through. A log
+//! that is not one entry per line (the old tool's pretty-printed file) is read
+//! forward in full instead.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use chrono::Utc;
+use serde::Serialize;
 
 use crate::cli::BriefArgs;
 use crate::error::Result;
+use crate::healthlog::read::{self, Record, Sink};
+use crate::healthlog::tail::{self, Tail};
+use crate::output;
+use crate::rollup::{fmt_count, fmt_minute, fmt_pct, fmt_rfc3339};
 use crate::settings::Settings;
+use crate::state::{ModelState, States};
+use crate::window::Window;
 
-pub fn run(_s: &Settings, _args: BriefArgs) -> Result<u8> {
+/// Icon thresholds of the brief (stricter than the README's).
+const OK: f64 = 0.95;
+const WARN: f64 = 0.75;
+/// With no probe for this long, the hourly job has probably stopped.
+const STALE_SECS: i64 = 2 * 3600;
+/// How far before the window start the backward read goes on, for clocks
+/// that run slightly out of order.
+const SLACK_SECS: i64 = 3600;
+
+pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
+    let window = Window::parse(&args.window)?;
+    let states = States::load(&s.state_path())?;
+    let now = Utc::now().timestamp();
+    let start = window.start(now);
+    let log = s.log_path();
+    let (col, skipped) = collect(&log, start)?;
+    let brief = Brief::build(&window, now, col, &states, skipped);
+    if args.json {
+        output::print_json(&brief)?;
+    } else {
+        output::print(&brief.text())?;
+    }
     Ok(0)
+}
+
+/// Read what the brief needs: backwards when the file allows, else forward.
+fn collect(log: &std::path::Path, start: i64) -> Result<(Collect, u64)> {
+    let stop_before = start.saturating_sub(SLACK_SECS);
+    let mut col = Collect::new(start, -1);
+    let tail = tail::read_backward(log, |r| {
+        if r.ts < stop_before {
+            // Too old to count, but it still dates the newest probe when
+            // nothing newer exists.
+            if r.is_sample() {
+                col.newest = col.newest.max(Some(r.ts));
+            }
+            return false;
+        }
+        col.record(r);
+        true
+    })?;
+    match tail {
+        Tail::Done { skipped } => Ok((col, skipped)),
+        Tail::NotLineForm => {
+            let (col, summary) = read::read_all(log, || Collect::new(start, 1))?;
+            Ok((col, summary.skipped))
+        }
+    }
+}
+
+/// The last probe of a model: its time, its order in the file (to break ties
+/// between equal timestamps), whether it was an error, and its result.
+#[derive(Debug, Clone)]
+struct Last {
+    ts: i64,
+    seq: i64,
+    error: bool,
+    label: String,
+}
+
+impl Last {
+    fn newer_than(&self, o: &Last) -> bool {
+        (self.ts, self.seq) > (o.ts, o.seq)
+    }
+}
+
+#[derive(Debug, Default)]
+struct ProviderAgg {
+    samples: f64,
+    passed: f64,
+    lat_sum: f64,
+    lat_weight: f64,
+    models: BTreeMap<String, Last>,
+}
+
+/// The sink for both directions. `step` is +1 reading forward and −1
+/// reading backward, so that `seq` always grows with the position in the
+/// file.
+struct Collect {
+    start: i64,
+    seq: i64,
+    step: i64,
+    providers: BTreeMap<String, ProviderAgg>,
+    newest: Option<i64>,
+}
+
+impl Collect {
+    fn new(start: i64, step: i64) -> Collect {
+        Collect {
+            start,
+            seq: 0,
+            step,
+            providers: BTreeMap::new(),
+            newest: None,
+        }
+    }
+}
+
+impl Sink for Collect {
+    fn record(&mut self, r: &Record<'_>) {
+        // `disabled_skip` rows are not probes: they neither count nor
+        // refresh the staleness clock.
+        if !r.is_sample() {
+            return;
+        }
+        self.seq += self.step;
+        self.newest = self.newest.max(Some(r.ts));
+        if r.ts < self.start {
+            return;
+        }
+        let p = match self.providers.get_mut(r.provider) {
+            Some(p) => p,
+            None => self.providers.entry(r.provider.to_string()).or_default(),
+        };
+        p.samples += r.samples;
+        p.passed += r.passed;
+        if r.latency_ms > 0.0 {
+            p.lat_sum += r.latency_ms * r.samples;
+            p.lat_weight += r.samples;
+        }
+        let last = Last {
+            ts: r.ts,
+            seq: self.seq,
+            error: r.is_error(),
+            label: r.result_label(),
+        };
+        match p.models.get_mut(r.model) {
+            Some(old) if last.newer_than(old) => *old = last,
+            Some(_) => {}
+            None => {
+                p.models.insert(r.model.to_string(), last);
+            }
+        }
+    }
+
+    fn merge(&mut self, later: Collect) {
+        self.newest = self.newest.max(later.newest);
+        for (name, lp) in later.providers {
+            let p = self.providers.entry(name).or_default();
+            p.samples += lp.samples;
+            p.passed += lp.passed;
+            p.lat_sum += lp.lat_sum;
+            p.lat_weight += lp.lat_weight;
+            for (m, last) in lp.models {
+                // The later half of the file wins ties.
+                match p.models.get(&m) {
+                    Some(old) if old.ts > last.ts => {}
+                    _ => {
+                        p.models.insert(m, last);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct ProviderLine {
+    provider: String,
+    /// `ok`, `warn`, `poor` or `down`.
+    status: &'static str,
+    icon: &'static str,
+    uptime: Option<f64>,
+    avg_latency_ms: Option<f64>,
+    checks: f64,
+    last_check: Option<String>,
+    last_result: String,
+    #[serde(skip)]
+    last_ts: Option<i64>,
+}
+
+#[derive(Debug, Serialize)]
+struct OutOfRotation {
+    model: String,
+    state: ModelState,
+    reason: Option<String>,
+    since: Option<String>,
+    consecutive_failures: u32,
+}
+
+#[derive(Debug, Serialize)]
+struct Advisory {
+    provider: String,
+    reason: String,
+}
+
+#[derive(Debug, Serialize)]
+struct Brief {
+    now: String,
+    window: String,
+    stale: bool,
+    newest_probe: Option<String>,
+    providers: Vec<ProviderLine>,
+    out_of_rotation: Vec<OutOfRotation>,
+    advisories: Vec<Advisory>,
+    skipped_entries: u64,
+    #[serde(skip)]
+    now_ts: i64,
+    #[serde(skip)]
+    newest_ts: Option<i64>,
+    #[serde(skip)]
+    title: String,
+}
+
+impl Brief {
+    fn build(window: &Window, now: i64, col: Collect, states: &States, skipped: u64) -> Brief {
+        let mut providers = Vec::new();
+        let mut advisories = Vec::new();
+        for (name, p) in col.providers {
+            let uptime = (p.samples > 0.0).then(|| (p.passed / p.samples).clamp(0.0, 1.0));
+            let latest = p
+                .models
+                .values()
+                .max_by(|a, b| (a.ts, a.seq).cmp(&(b.ts, b.seq)))
+                .cloned();
+            let all_down = !p.models.is_empty() && p.models.values().all(|l| l.error);
+            let (status, icon) = match uptime {
+                _ if all_down => ("down", "[DOWN]"),
+                Some(u) if u >= OK => ("ok", "[ OK ]"),
+                Some(u) if u >= WARN => ("warn", "[WARN]"),
+                _ => ("poor", "[POOR]"),
+            };
+            let mut why = Vec::new();
+            if let Some(u) = uptime.filter(|&u| u < WARN) {
+                why.push(format!("uptime {} over {}", fmt_pct(u), window.label));
+            }
+            if let Some(l) = latest.as_ref().filter(|l| l.error) {
+                why.push(format!(
+                    "last probe failed: {} at {}",
+                    l.label,
+                    fmt_minute(l.ts)
+                ));
+            }
+            if all_down && p.models.len() > 1 {
+                why.push(format!(
+                    "the last probe of all {} models failed",
+                    p.models.len()
+                ));
+            }
+            if !why.is_empty() {
+                advisories.push(Advisory {
+                    provider: name.clone(),
+                    reason: why.join("; "),
+                });
+            }
+            providers.push(ProviderLine {
+                provider: name,
+                status,
+                icon,
+                uptime,
+                avg_latency_ms: (p.lat_weight > 0.0)
+                    .then(|| (p.lat_sum / p.lat_weight * 10.0).round() / 10.0),
+                checks: p.samples,
+                last_check: latest.as_ref().map(|l| fmt_rfc3339(l.ts)),
+                last_result: latest.as_ref().map(|l| l.label.clone()).unwrap_or_default(),
+                last_ts: latest.map(|l| l.ts),
+            });
+        }
+        let out_of_rotation = states
+            .iter()
+            .filter(|(_, e)| e.state != ModelState::Active)
+            .map(|(k, e)| OutOfRotation {
+                model: k,
+                state: e.state,
+                reason: e.reason,
+                since: e.since,
+                consecutive_failures: e.consecutive_failures,
+            })
+            .collect();
+        let stale = col.newest.is_none_or(|t| now - t > STALE_SECS);
+        Brief {
+            now: fmt_rfc3339(now),
+            window: window.label.clone(),
+            stale,
+            newest_probe: col.newest.map(fmt_rfc3339),
+            providers,
+            out_of_rotation,
+            advisories,
+            skipped_entries: skipped,
+            now_ts: now,
+            newest_ts: col.newest,
+            title: window.title().to_lowercase(),
+        }
+    }
+
+    fn text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "llmprobe brief: {}, as of {}",
+            self.title,
+            fmt_minute(self.now_ts)
+        );
+        match self.newest_ts {
+            None => out.push_str(
+                "\n!!! STALE: NO PROBES RECORDED. The health log is empty or missing.\n\
+                 !!! Run `llmprobe check`, and schedule it hourly (cron, systemd timer).\n",
+            ),
+            Some(t) if self.stale => {
+                let _ = write!(
+                    out,
+                    "\n!!! STALE: NO PROBE IN THE LAST 2 HOURS. The newest is from {} ({}).\n\
+                     !!! The hourly check has probably stopped: the figures below are old, not healthy.\n",
+                    fmt_minute(t),
+                    ago(self.now_ts - t)
+                );
+            }
+            Some(t) => {
+                let _ = writeln!(
+                    out,
+                    "newest probe: {} ({})",
+                    fmt_minute(t),
+                    ago(self.now_ts - t)
+                );
+            }
+        }
+        out.push('\n');
+        if self.providers.is_empty() {
+            let _ = writeln!(out, "no samples in the {}", self.title);
+        } else {
+            let mut t = output::table(&[
+                "",
+                "PROVIDER",
+                "UPTIME",
+                "AVG LATENCY",
+                "CHECKS",
+                "LAST CHECK",
+                "LAST RESULT",
+            ]);
+            for p in &self.providers {
+                t.add_row(vec![
+                    p.icon.to_string(),
+                    p.provider.clone(),
+                    p.uptime.map(fmt_pct).unwrap_or_else(|| "no samples".into()),
+                    p.avg_latency_ms
+                        .map(|v| format!("{v:.0}ms"))
+                        .unwrap_or_else(|| "—".into()),
+                    fmt_count(p.checks),
+                    p.last_ts
+                        .map(|t| format!("{} ({})", fmt_minute(t), ago(self.now_ts - t)))
+                        .unwrap_or_default(),
+                    p.last_result.clone(),
+                ]);
+            }
+            let _ = writeln!(out, "{t}");
+            let _ = writeln!(
+                out,
+                "[ OK ] ≥{:.0}% · [WARN] ≥{:.0}% · [POOR] below · [DOWN] the last probe of every model failed with an error",
+                OK * 100.0,
+                WARN * 100.0
+            );
+        }
+        out.push('\n');
+        if self.out_of_rotation.is_empty() {
+            out.push_str("out of rotation: none\n");
+        } else {
+            out.push_str("out of rotation:\n");
+            let mut t = output::table(&["MODEL", "STATE", "REASON", "SINCE", "FAILURES"]);
+            for m in &self.out_of_rotation {
+                t.add_row(vec![
+                    m.model.clone(),
+                    m.state.to_string(),
+                    m.reason.clone().unwrap_or_default(),
+                    m.since.clone().unwrap_or_default(),
+                    m.consecutive_failures.to_string(),
+                ]);
+            }
+            let _ = writeln!(out, "{t}");
+        }
+        if !self.advisories.is_empty() {
+            out.push('\n');
+            for a in &self.advisories {
+                let _ = writeln!(out, "ROUTING ADVISORY: avoid {}: {}", a.provider, a.reason);
+            }
+        }
+        if self.skipped_entries > 0 {
+            let _ = writeln!(
+                out,
+                "\nnote: skipped {} log entries without a provider, a timestamp or a result",
+                self.skipped_entries
+            );
+        }
+        out
+    }
+}
+
+/// `14m ago`, `3h ago`, `2d ago`.
+fn ago(secs: i64) -> String {
+    if secs < 0 {
+        return "in the future: check the clock".into();
+    }
+    match secs {
+        0..60 => "just now".into(),
+        60..7200 => format!("{}m ago", secs / 60),
+        7200..172_800 => format!("{}h ago", secs / 3600),
+        _ => format!("{}d ago", secs / 86_400),
+    }
 }

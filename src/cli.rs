@@ -122,13 +122,25 @@ pub enum RollupFormat {
 }
 
 /// Per-provider (or per-model) uptime, latency and sample counts.
+///
+/// Streams the whole health log once, in flat memory (p95 comes from a fixed
+/// log-scale histogram, within 2%). Legacy averaged entries count as
+/// `sample_count` probes; `disabled_skip` rows are not probes. A window
+/// without data says "no samples", never 100%.
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
   llmprobe rollup                          Markdown table of the last 24 h
   llmprobe rollup --window 7d --by model   one row per provider::model
+  llmprobe rollup --window all --format json
+  llmprobe rollup --format csv > uptime.csv
   llmprobe rollup --readme README.md       replace the block between the markers
-  llmprobe rollup --format prom --output /var/lib/node_exporter/llmprobe.prom")]
+  llmprobe rollup --readme README.md --markers '<!-- H -->' '<!-- /H -->'
+  llmprobe rollup --format prom --output /var/lib/node_exporter/llmprobe.prom
+
+Status icons: ✅ ≥90% uptime, ⚠️ 60–90%, ❌ <60%, — no samples.
+--readme writes only when the block changes; its only time is that of the
+newest probe, so a rerun without new data leaves the file alone.")]
 pub struct RollupArgs {
     /// Group rows by provider or by provider::model.
     #[arg(long, value_enum, default_value = "provider")]
@@ -153,15 +165,24 @@ pub struct RollupArgs {
 }
 
 /// A 24-hour summary with warnings, for the start of a working session.
+///
+/// Per provider: [ OK ] ≥95% uptime, [WARN] ≥75%, [POOR] below, [DOWN] when
+/// the last probe of every model failed with an error; then the paused and
+/// disabled models, a ROUTING ADVISORY for every provider under 75% or whose
+/// last probe failed, and a STALE warning when nothing was probed in 2 hours.
+/// Reads the log backwards from its end, so it costs the same on a year of
+/// history as on a day.
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
   llmprobe brief
   llmprobe brief --window 6h
-  llmprobe brief --json")]
+  llmprobe brief --json | jq '.advisories'")]
 pub struct BriefArgs {
+    /// 24h, 7d, all, or any duration such as 6h or 90m.
     #[arg(long, default_value = "24h")]
     pub window: String,
+    /// Print the same information as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -172,11 +193,17 @@ pub struct BriefArgs {
     args_conflicts_with_subcommands = true,
     after_help = "\
 Examples:
-  llmprobe state                                 every model
+  llmprobe state                                 every model, with its last probe
   llmprobe state --state paused                  only paused models
+  llmprobe state --provider groq --json          one provider, as JSON
   llmprobe state disable groq::llama-3.1-8b-instant --reason \"retired\"
   llmprobe state enable groq::llama-3.1-8b-instant
-  llmprobe state reset                           forget every state (all active)"
+  llmprobe state pause mistral::mistral-large-latest --reason \"quota\"
+  llmprobe state reset groq::llama-3.1-8b-instant  forget one model's state
+  llmprobe state reset                           forget every state (all active)
+
+Changes take the data lock and rewrite model_state.json atomically; an
+unknown name is refused with the closest known ones."
 )]
 pub struct StateArgs {
     #[command(subcommand)]
@@ -187,6 +214,7 @@ pub struct StateArgs {
     /// Only these providers.
     #[arg(long, short = 'p', value_delimiter = ',')]
     pub provider: Vec<String>,
+    /// Print as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -217,6 +245,7 @@ pub enum StateAction {
 pub struct StateChange {
     /// provider::model
     pub model: String,
+    /// Why; shown by `state` and `brief`.
     #[arg(long)]
     pub reason: Option<String>,
 }

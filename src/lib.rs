@@ -34,6 +34,7 @@ pub mod settings;
 pub mod state;
 pub mod statecmd;
 pub mod time;
+pub mod window;
 
 use std::ffi::OsString;
 use std::process::ExitCode;

@@ -1,9 +1,905 @@
-//! `llmprobe rollup`. (Skeleton.)
+//! `llmprobe rollup`: uptime, latency and sample counts per provider (or per
+//! model) over a window, as Markdown for a README, JSON, CSV or Prometheus
+//! text.
+//!
+//! The whole log is streamed once through [`crate::healthlog::read`]; each
+//! model keeps a fixed-size accumulator (sums, a log-scale latency histogram
+//! for p95, 24 trend buckets), so memory does not grow with the log.
+//!
+//! Meaning, per DESIGN.md: a legacy averaged entry counts as `sample_count`
+//! probes with `uptime × sample_count` passes, and its latency is weighted by
+//! `sample_count`; `disabled_skip` rows are not probes. Latency figures are
+//! over probes that got a response (`latency_ms > 0`).
+//!
+//! `--readme` output must be reproducible: nothing in the block depends on
+//! the clock except which entries fall in the window, and the "Last checked"
+//! time is that of the newest entry, so a second run without new data leaves
+//! the file alone.
 
-use crate::cli::RollupArgs;
-use crate::error::Result;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::cli::{GroupBy, RollupArgs, RollupFormat};
+use crate::error::{Error, Result};
+use crate::fsutil;
+use crate::healthlog::read::{self, FastMap, Record, Sink};
+use crate::healthlog::scan::End;
+use crate::output;
 use crate::settings::Settings;
+use crate::window::Window;
 
-pub fn run(_s: &Settings, _args: RollupArgs) -> Result<u8> {
+pub const DEFAULT_START: &str = "<!-- BRAIN_HEALTH_START -->";
+pub const DEFAULT_END: &str = "<!-- BRAIN_HEALTH_END -->";
+
+/// README status thresholds, as in the old tool's block.
+const GOOD: f64 = 0.90;
+const FAIR: f64 = 0.60;
+const TREND_BUCKETS: usize = 24;
+const SPARKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+
+pub fn run(s: &Settings, args: RollupArgs) -> Result<u8> {
+    let window = Window::parse(&args.window)?;
+    if args.readme.is_some() && args.format != RollupFormat::Md {
+        return Err(Error::config("--readme writes Markdown; drop --format"));
+    }
+    if args.markers.is_some() && args.readme.is_none() {
+        return Err(Error::config("--markers only applies with --readme FILE"));
+    }
+    let (start_marker, end_marker) = match &args.markers {
+        Some(m) => (m[0].clone(), m[1].clone()),
+        None => (DEFAULT_START.to_string(), DEFAULT_END.to_string()),
+    };
+    if start_marker.is_empty() || end_marker.is_empty() || start_marker == end_marker {
+        return Err(Error::config(
+            "--markers: START and END must be two different, non-empty strings",
+        ));
+    }
+    let now = Utc::now().timestamp();
+    let report = compute(&s.log_path(), &window, now, !args.no_trend)?;
+    report.warn(&s.log_path());
+    let rows = report.rows(args.by);
+    let text = match args.format {
+        RollupFormat::Md => markdown(&report, &rows, args.by),
+        RollupFormat::Json => json(&report, &rows),
+        RollupFormat::Csv => csv(&rows, args.by),
+        RollupFormat::Prom => prom(&report, &rows, args.by),
+    };
+    if let Some(readme) = &args.readme {
+        update_readme(readme, &start_marker, &end_marker, &text)?;
+    }
+    if let Some(out) = &args.output {
+        fsutil::atomic_write_unlocked(out, text.as_bytes())?;
+    }
+    if args.readme.is_none() && args.output.is_none() {
+        output::print(&text)?;
+    }
     Ok(0)
+}
+
+/// Everything read from the log, before formatting.
+pub struct Report {
+    pub window: Window,
+    pub window_start: Option<i64>,
+    pub trend: Option<TrendSpec>,
+    acc: Acc,
+    pub skipped: u64,
+    pub torn_bytes: u64,
+}
+
+/// Read the log at `path` and aggregate it over `window` ending at `now`.
+pub fn compute(path: &Path, window: &Window, now: i64, with_trend: bool) -> Result<Report> {
+    let first = if with_trend && window.secs.is_none() {
+        read::first_ts(path)?
+    } else {
+        None
+    };
+    let trend = with_trend
+        .then(|| TrendSpec::new(window, now, first))
+        .flatten();
+    let start = window.start(now);
+    let (acc, summary) = read::read_all(path, || Acc::new(start, trend))?;
+    Ok(Report {
+        window: window.clone(),
+        window_start: window.secs.map(|_| start),
+        trend,
+        acc,
+        skipped: summary.skipped,
+        torn_bytes: match summary.end {
+            End::Torn { torn_bytes, .. } => torn_bytes,
+            _ => 0,
+        },
+    })
+}
+
+impl Report {
+    /// Say on stderr what was left out, so that figures are never silently
+    /// based on less than the file.
+    fn warn(&self, path: &Path) {
+        if self.torn_bytes > 0 {
+            eprintln!(
+                "warning: {}: ignored a torn tail of {} bytes (an interrupted write; the next check repairs it)",
+                path.display(),
+                self.torn_bytes
+            );
+        }
+        if self.skipped > 0 {
+            eprintln!(
+                "note: {}: skipped {} entries without a provider, a timestamp or a result",
+                path.display(),
+                self.skipped
+            );
+        }
+    }
+
+    pub fn newest(&self) -> Option<i64> {
+        self.acc.newest
+    }
+
+    /// One row per provider or per model, sorted by name.
+    pub fn rows(&self, by: GroupBy) -> Vec<Row> {
+        let mut rows = Vec::new();
+        match by {
+            GroupBy::Provider => {
+                let mut totals: Vec<(&str, Stats)> = Vec::new();
+                for (p, _, st) in self.acc.iter() {
+                    match totals.iter_mut().find(|(name, _)| *name == p) {
+                        Some((_, total)) => total.merge(st),
+                        None => {
+                            let mut total = Stats::default();
+                            total.merge(st);
+                            totals.push((p, total));
+                        }
+                    }
+                }
+                for (p, total) in &totals {
+                    rows.push(Row::new(p, None, total));
+                }
+            }
+            GroupBy::Model => {
+                for (p, m, st) in self.acc.iter() {
+                    rows.push(Row::new(p, Some(m), st));
+                }
+            }
+        }
+        rows.sort_by(|a, b| (&a.provider, &a.model).cmp(&(&b.provider, &b.model)));
+        rows
+    }
+}
+
+/// Where the 24 trend buckets lie. Buckets are aligned to multiples of their
+/// width since the epoch, so that two runs in the same hour agree.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrendSpec {
+    pub width: i64,
+    first_bucket: i64,
+}
+
+impl TrendSpec {
+    /// `window/24` per bucket (hourly for 24h); for `all`, from the first
+    /// entry to now, in whole hours. `None` for `all` on an empty log.
+    fn new(window: &Window, now: i64, first: Option<i64>) -> Option<TrendSpec> {
+        let n = TREND_BUCKETS as i64;
+        let width = match window.secs {
+            Some(s) => ((s + n - 1) / n).max(1),
+            None => {
+                let span = (now - first?).max(1);
+                let hours = (span + n * 3600 - 1) / (n * 3600);
+                hours.max(1) * 3600
+            }
+        };
+        Some(TrendSpec {
+            width,
+            first_bucket: now.div_euclid(width) - (n - 1),
+        })
+    }
+
+    #[inline]
+    fn index(&self, ts: i64) -> usize {
+        (ts.div_euclid(self.width) - self.first_bucket).clamp(0, TREND_BUCKETS as i64 - 1) as usize
+    }
+}
+
+/// A latency histogram with fixed, log-scale buckets: exact below 64 ms,
+/// then 32 buckets per power of two (each within ±1.6% of its midpoint), up
+/// to 2³² ms. Fixed size, so p95 costs no memory per sample.
+#[derive(Clone)]
+struct Hist(Box<[f64; HIST]>);
+
+const HIST: usize = 64 + 26 * 32;
+
+impl Hist {
+    fn new() -> Hist {
+        Hist(Box::new([0.0; HIST]))
+    }
+
+    #[inline]
+    fn bucket(v: u64) -> usize {
+        let v = v.min(u32::MAX as u64);
+        if v < 64 {
+            return v as usize;
+        }
+        let e = 63 - v.leading_zeros() as usize;
+        64 + (e - 6) * 32 + ((v >> (e - 5)) & 31) as usize
+    }
+
+    fn midpoint(i: usize) -> f64 {
+        if i < 64 {
+            return i as f64;
+        }
+        let e = (i - 64) / 32 + 6;
+        let sub = ((i - 64) % 32) as u64;
+        let lo = (32 + sub) << (e - 5);
+        let width = 1u64 << (e - 5);
+        lo as f64 + (width - 1) as f64 / 2.0
+    }
+
+    /// The nearest-rank `q` quantile: the smallest bucket whose cumulative
+    /// weight reaches `q` of the total.
+    fn quantile(&self, q: f64, total: f64) -> Option<f64> {
+        if total <= 0.0 {
+            return None;
+        }
+        let target = q * total - 1e-9;
+        let mut cum = 0.0;
+        for (i, w) in self.0.iter().enumerate() {
+            cum += w;
+            if *w > 0.0 && cum >= target {
+                return Some(Hist::midpoint(i));
+            }
+        }
+        None
+    }
+}
+
+/// One model's figures over the window.
+#[derive(Clone, Default)]
+struct Stats {
+    samples: f64,
+    passed: f64,
+    lat_sum: f64,
+    lat_weight: f64,
+    lat_min: f64,
+    lat_max: f64,
+    hist: Option<Hist>,
+    trend: Vec<(f64, f64)>,
+    /// The newest probe of this model in the whole log, in or out of the
+    /// window.
+    newest: Option<i64>,
+}
+
+impl Stats {
+    #[inline]
+    fn add(&mut self, r: &Record<'_>, trend: Option<&TrendSpec>) {
+        self.samples += r.samples;
+        self.passed += r.passed;
+        if r.latency_ms > 0.0 {
+            let w = r.samples;
+            if self.lat_weight == 0.0 {
+                self.lat_min = r.latency_ms;
+                self.lat_max = r.latency_ms;
+            } else {
+                self.lat_min = self.lat_min.min(r.latency_ms);
+                self.lat_max = self.lat_max.max(r.latency_ms);
+            }
+            self.lat_sum += r.latency_ms * w;
+            self.lat_weight += w;
+            self.hist.get_or_insert_with(Hist::new).0[Hist::bucket(r.latency_ms.round() as u64)] +=
+                w;
+        }
+        if let Some(t) = trend {
+            if self.trend.is_empty() {
+                self.trend = vec![(0.0, 0.0); TREND_BUCKETS];
+            }
+            let b = &mut self.trend[t.index(r.ts)];
+            b.0 += r.samples;
+            b.1 += r.passed;
+        }
+    }
+
+    fn merge(&mut self, o: &Stats) {
+        if o.lat_weight > 0.0 {
+            if self.lat_weight == 0.0 {
+                self.lat_min = o.lat_min;
+                self.lat_max = o.lat_max;
+            } else {
+                self.lat_min = self.lat_min.min(o.lat_min);
+                self.lat_max = self.lat_max.max(o.lat_max);
+            }
+        }
+        self.samples += o.samples;
+        self.passed += o.passed;
+        self.lat_sum += o.lat_sum;
+        self.lat_weight += o.lat_weight;
+        if let Some(h) = &o.hist {
+            let mine = self.hist.get_or_insert_with(Hist::new);
+            for (a, b) in mine.0.iter_mut().zip(h.0.iter()) {
+                *a += b;
+            }
+        }
+        if !o.trend.is_empty() {
+            if self.trend.is_empty() {
+                self.trend = vec![(0.0, 0.0); TREND_BUCKETS];
+            }
+            for (a, b) in self.trend.iter_mut().zip(&o.trend) {
+                a.0 += b.0;
+                a.1 += b.1;
+            }
+        }
+        self.newest = self.newest.max(o.newest);
+    }
+}
+
+/// The sink: per provider, per model. Maps hold indices rather than the
+/// stats themselves, so that the hot path is one `get` per level (a
+/// get-or-insert on a map of values would hash twice).
+struct Acc {
+    start: i64,
+    trend: Option<TrendSpec>,
+    providers: FastMap<Box<str>, usize>,
+    models: Vec<FastMap<Box<str>, usize>>,
+    names: Vec<(Box<str>, Box<str>)>,
+    stats: Vec<Stats>,
+    newest: Option<i64>,
+}
+
+impl Acc {
+    fn new(start: i64, trend: Option<TrendSpec>) -> Acc {
+        Acc {
+            start,
+            trend,
+            providers: FastMap::default(),
+            models: Vec::new(),
+            names: Vec::new(),
+            stats: Vec::new(),
+            newest: None,
+        }
+    }
+
+    #[inline]
+    fn slot(&mut self, provider: &str, model: &str) -> usize {
+        let p = match self.providers.get(provider) {
+            Some(&p) => p,
+            None => {
+                self.models.push(FastMap::default());
+                self.providers
+                    .insert(provider.into(), self.models.len() - 1);
+                self.models.len() - 1
+            }
+        };
+        match self.models[p].get(model) {
+            Some(&i) => i,
+            None => {
+                self.stats.push(Stats::default());
+                self.names.push((provider.into(), model.into()));
+                self.models[p].insert(model.into(), self.stats.len() - 1);
+                self.stats.len() - 1
+            }
+        }
+    }
+
+    /// Every model's stats, with its provider and model names.
+    fn iter(&self) -> impl Iterator<Item = (&str, &str, &Stats)> {
+        self.names
+            .iter()
+            .zip(&self.stats)
+            .map(|((p, m), st)| (&**p, &**m, st))
+    }
+}
+
+impl Sink for Acc {
+    #[inline]
+    fn record(&mut self, r: &Record<'_>) {
+        let (start, trend) = (self.start, self.trend);
+        let sample = r.is_sample();
+        if sample {
+            self.newest = self.newest.max(Some(r.ts));
+        }
+        // Every model seen anywhere gets a row, so that a window without its
+        // data shows "no samples" rather than nothing.
+        let i = self.slot(r.provider, r.model);
+        let st = &mut self.stats[i];
+        if sample {
+            st.newest = st.newest.max(Some(r.ts));
+            if r.ts >= start {
+                st.add(r, trend.as_ref());
+            }
+        }
+    }
+
+    fn merge(&mut self, later: Acc) {
+        self.newest = self.newest.max(later.newest);
+        for ((p, m), st) in later.names.iter().zip(&later.stats) {
+            let i = self.slot(p, m);
+            self.stats[i].merge(st);
+        }
+    }
+}
+
+/// One output row.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub provider: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub samples: f64,
+    pub passed: f64,
+    pub uptime: Option<f64>,
+    pub avg_latency_ms: Option<f64>,
+    pub p95_latency_ms: Option<f64>,
+    pub status: &'static str,
+    pub last_probe: Option<String>,
+    /// Uptime per trend bucket, oldest first; `null` where there were no
+    /// probes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub trend: Vec<Option<f64>>,
+}
+
+impl Row {
+    fn new(provider: &str, model: Option<&str>, st: &Stats) -> Row {
+        let uptime = (st.samples > 0.0).then(|| (st.passed / st.samples).clamp(0.0, 1.0));
+        let avg = (st.lat_weight > 0.0).then(|| st.lat_sum / st.lat_weight);
+        let p95 = st.hist.as_ref().and_then(|h| {
+            h.quantile(0.95, st.lat_weight)
+                .map(|v| v.clamp(st.lat_min, st.lat_max))
+        });
+        let status = match uptime {
+            None => "no_samples",
+            Some(u) if u >= GOOD => "ok",
+            Some(u) if u >= FAIR => "degraded",
+            Some(_) => "down",
+        };
+        Row {
+            provider: provider.to_string(),
+            model: model.map(str::to_string),
+            samples: st.samples,
+            passed: st.passed,
+            uptime,
+            avg_latency_ms: avg.map(|v| (v * 10.0).round() / 10.0),
+            p95_latency_ms: p95,
+            status,
+            last_probe: st.newest.map(fmt_rfc3339),
+            trend: st
+                .trend
+                .iter()
+                .map(|&(n, ok)| (n > 0.0).then(|| ok / n))
+                .collect(),
+        }
+    }
+
+    fn name(&self) -> String {
+        match &self.model {
+            Some(m) => crate::catalog::model_key(&self.provider, m),
+            None => self.provider.clone(),
+        }
+    }
+}
+
+/// An uptime fraction as a percentage that never rounds up to 100%: 100%
+/// only when every probe passed.
+pub fn fmt_pct(u: f64) -> String {
+    let pct = u * 100.0;
+    if (pct - pct.round()).abs() < 1e-9 {
+        format!("{}%", pct.round() as i64)
+    } else {
+        format!("{:.1}%", (pct * 10.0).floor() / 10.0)
+    }
+}
+
+/// A sample count: whole numbers print without a fraction.
+pub fn fmt_count(n: f64) -> String {
+    if (n - n.round()).abs() < 1e-9 {
+        format!("{}", n.round() as i64)
+    } else {
+        format!("{n:.1}")
+    }
+}
+
+pub fn fmt_rfc3339(ts: i64) -> String {
+    DateTime::<Utc>::from_timestamp(ts, 0)
+        .map(crate::time::format_ts)
+        .unwrap_or_else(|| ts.to_string())
+}
+
+/// `2026-05-02 19:57 UTC`, as the old block wrote it.
+pub fn fmt_minute(ts: i64) -> String {
+    DateTime::<Utc>::from_timestamp(ts, 0)
+        .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
+        .unwrap_or_else(|| ts.to_string())
+}
+
+/// A duration in the largest unit that divides it: `1h`, `7h`, `225s`.
+pub fn fmt_dur(secs: i64) -> String {
+    for (unit, n) in [("d", 86_400), ("h", 3600), ("m", 60)] {
+        if secs % n == 0 {
+            return format!("{}{unit}", secs / n);
+        }
+    }
+    format!("{secs}s")
+}
+
+fn icon(status: &str) -> &'static str {
+    match status {
+        "ok" => "✅",
+        "degraded" => "⚠️",
+        "down" => "❌",
+        _ => "—",
+    }
+}
+
+fn sparkline(trend: &[Option<f64>]) -> String {
+    trend
+        .iter()
+        .map(|b| match b {
+            None => '·',
+            Some(u) => SPARKS[((u * 8.0).floor() as usize).min(7)],
+        })
+        .collect()
+}
+
+fn md_cell(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+/// The Markdown block, in the style of the old tool's README block.
+fn markdown(rep: &Report, rows: &[Row], by: GroupBy) -> String {
+    let mut out = String::new();
+    match rep.newest() {
+        Some(t) => {
+            let _ = writeln!(
+                out,
+                "*Last checked: {} — the newest probe in the health log; updated by `llmprobe rollup`*",
+                fmt_minute(t)
+            );
+        }
+        None => out.push_str("*Last checked: never — the health log has no probes yet*\n"),
+    }
+    let what = match by {
+        GroupBy::Provider => "Provider",
+        GroupBy::Model => "Model",
+    };
+    let _ = writeln!(out, "\n## {what} Health ({})\n", rep.window.title());
+    if rows.is_empty() {
+        out.push_str("*No samples.*\n");
+        return out;
+    }
+    // Rows with data first, fastest first, as the old block had them; then
+    // those without samples in the window, by name.
+    let mut sorted: Vec<&Row> = rows.iter().collect();
+    sorted.sort_by(|a, b| {
+        let key = |r: &Row| (r.uptime.is_none(), r.avg_latency_ms.unwrap_or(f64::MAX));
+        let (ka, kb) = (key(a), key(b));
+        ka.0.cmp(&kb.0)
+            .then(ka.1.total_cmp(&kb.1))
+            .then_with(|| a.name().cmp(&b.name()))
+    });
+    let trend = rep
+        .trend
+        .filter(|_| rows.iter().any(|r| !r.trend.is_empty()));
+    let mut header = match by {
+        GroupBy::Provider => "| Provider |".to_string(),
+        GroupBy::Model => "| Provider | Model |".to_string(),
+    };
+    header.push_str(" Status | Uptime | Avg Latency | p95 Latency | Samples |");
+    if trend.is_some() {
+        header.push_str(" Trend |");
+    }
+    let cols = header.matches('|').count() - 1;
+    out.push_str(&header);
+    out.push('\n');
+    out.push('|');
+    out.push_str(&"---|".repeat(cols));
+    out.push('\n');
+    for r in sorted {
+        let _ = write!(out, "| **{}** |", md_cell(&r.provider));
+        if let Some(m) = &r.model {
+            let _ = write!(out, " {} |", md_cell(m));
+        }
+        let ms = |v: Option<f64>| v.map(|v| format!("{v:.0}ms")).unwrap_or_else(|| "—".into());
+        match r.uptime {
+            Some(u) => {
+                let _ = write!(
+                    out,
+                    " {} | {} | {} | {} | {} |",
+                    icon(r.status),
+                    fmt_pct(u),
+                    ms(r.avg_latency_ms),
+                    ms(r.p95_latency_ms),
+                    fmt_count(r.samples)
+                );
+            }
+            None => {
+                let _ = write!(out, " — | no samples | — | — | 0 |");
+            }
+        }
+        if trend.is_some() {
+            let _ = write!(out, " {} |", sparkline(&r.trend));
+        }
+        out.push('\n');
+    }
+    let _ = write!(
+        out,
+        "\n*✅ ≥{:.0}% uptime · ⚠️ {:.0}–{:.0}% · ❌ <{:.0}% · — no samples in the window. \
+         Latency over probes that got a response; p95 from a fixed log-scale histogram (±2%).",
+        GOOD * 100.0,
+        FAIR * 100.0,
+        GOOD * 100.0,
+        FAIR * 100.0
+    );
+    if let Some(t) = trend {
+        let _ = write!(
+            out,
+            " Trend: uptime in {TREND_BUCKETS} buckets of {}, oldest first, ▁ <12.5% … █ ≥87.5%, · no probes.",
+            fmt_dur(t.width)
+        );
+    }
+    out.push_str("*\n");
+    out
+}
+
+fn json(rep: &Report, rows: &[Row]) -> String {
+    #[derive(Serialize)]
+    struct Out<'a> {
+        window: &'a str,
+        window_start: Option<String>,
+        newest_probe: Option<String>,
+        trend_bucket_secs: Option<i64>,
+        skipped_entries: u64,
+        torn_tail_bytes: u64,
+        rows: &'a [Row],
+    }
+    let out = Out {
+        window: &rep.window.label,
+        window_start: rep.window_start.map(fmt_rfc3339),
+        newest_probe: rep.newest().map(fmt_rfc3339),
+        trend_bucket_secs: rep.trend.map(|t| t.width),
+        skipped_entries: rep.skipped,
+        torn_tail_bytes: rep.torn_bytes,
+        rows,
+    };
+    let mut s = serde_json::to_string_pretty(&out).expect("serialisable");
+    s.push('\n');
+    s
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn csv(rows: &[Row], by: GroupBy) -> String {
+    let mut out = String::new();
+    out.push_str("provider,");
+    if by == GroupBy::Model {
+        out.push_str("model,");
+    }
+    out.push_str("samples,uptime_pct,avg_latency_ms,p95_latency_ms,status,last_probe\n");
+    let opt =
+        |v: Option<f64>, scale: f64| v.map(|v| format!("{:.1}", v * scale)).unwrap_or_default();
+    for r in rows {
+        out.push_str(&csv_field(&r.provider));
+        out.push(',');
+        if let Some(m) = &r.model {
+            out.push_str(&csv_field(m));
+            out.push(',');
+        }
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{}",
+            fmt_count(r.samples),
+            opt(r.uptime, 100.0),
+            opt(r.avg_latency_ms, 1.0),
+            opt(r.p95_latency_ms, 1.0),
+            r.status,
+            r.last_probe.as_deref().unwrap_or("")
+        );
+    }
+    out
+}
+
+fn prom_label(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Prometheus text exposition format, for node_exporter's textfile
+/// collector. Groups without samples export only `llmprobe_samples 0`, never
+/// a made-up ratio.
+fn prom(rep: &Report, rows: &[Row], by: GroupBy) -> String {
+    let labels = |r: &Row| {
+        let mut l = format!("provider=\"{}\"", prom_label(&r.provider));
+        if by == GroupBy::Model
+            && let Some(m) = &r.model
+        {
+            let _ = write!(l, ",model=\"{}\"", prom_label(m));
+        }
+        let _ = write!(l, ",window=\"{}\"", prom_label(&rep.window.label));
+        l
+    };
+    type Metric = (&'static str, &'static str, fn(&Row) -> Option<f64>);
+    let metrics: [Metric; 5] = [
+        (
+            "llmprobe_uptime_ratio",
+            "Share of probes that passed over the window, 0 to 1.",
+            |r| r.uptime,
+        ),
+        (
+            "llmprobe_samples",
+            "Probes counted over the window (legacy averaged entries count sample_count).",
+            |r| Some(r.samples),
+        ),
+        (
+            "llmprobe_latency_avg_seconds",
+            "Mean latency of probes that got a response, over the window.",
+            |r| r.avg_latency_ms.map(|v| v / 1000.0),
+        ),
+        (
+            "llmprobe_latency_p95_seconds",
+            "95th percentile latency (log-scale histogram, within 2%) over the window.",
+            |r| r.p95_latency_ms.map(|v| v / 1000.0),
+        ),
+        (
+            "llmprobe_last_probe_timestamp_seconds",
+            "Unix time of the newest probe in the log.",
+            |r| {
+                r.last_probe
+                    .as_deref()
+                    .and_then(crate::time::parse_ts)
+                    .map(|t| t as f64)
+            },
+        ),
+    ];
+    let mut out = String::new();
+    for (name, help, get) in metrics {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        for r in rows {
+            if let Some(v) = get(r) {
+                let _ = writeln!(out, "{name}{{{}}} {v}", labels(r));
+            }
+        }
+    }
+    out
+}
+
+/// Replace the text between the markers of `readme` with `block`, atomically,
+/// and only when it changes.
+fn update_readme(readme: &Path, start: &str, end: &str, block: &str) -> Result<()> {
+    let name = readme.display();
+    let old = std::fs::read_to_string(readme)
+        .map_err(|e| Error::config(format!("cannot read --readme {name}: {e}")))?;
+    let new = replace_block(&old, start, end, block)
+        .map_err(|msg| Error::config(format!("{name}: {msg}; the file was left unchanged")))?;
+    if new == old {
+        output::println(&format!("{name}: health block unchanged"))?;
+        return Ok(());
+    }
+    fsutil::atomic_write_unlocked(readme, new.as_bytes())?;
+    output::println(&format!("{name}: health block updated"))
+}
+
+/// The text with exactly one `start … end` span replaced by
+/// `start\n<block>end`.
+pub fn replace_block(
+    text: &str,
+    start: &str,
+    end: &str,
+    block: &str,
+) -> std::result::Result<String, String> {
+    let (ns, ne) = (text.matches(start).count(), text.matches(end).count());
+    if ns == 0 {
+        return Err(format!("no start marker {start} found"));
+    }
+    if ne == 0 {
+        return Err(format!("no end marker {end} found"));
+    }
+    if ns > 1 || ne > 1 {
+        return Err(format!(
+            "the markers are unbalanced ({ns} × {start}, {ne} × {end}); expected exactly one of each"
+        ));
+    }
+    let s = text.find(start).expect("counted");
+    let e = text.find(end).expect("counted");
+    if e < s + start.len() {
+        return Err(format!(
+            "the end marker {end} comes before the start marker"
+        ));
+    }
+    let mut out = String::with_capacity(text.len() + block.len());
+    out.push_str(&text[..s + start.len()]);
+    out.push('\n');
+    out.push_str(block);
+    if !block.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(&text[e..]);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_monotonic_and_tight() {
+        let mut last = 0;
+        for v in [
+            0u64,
+            1,
+            63,
+            64,
+            65,
+            100,
+            1000,
+            4095,
+            4096,
+            30_000,
+            1 << 31,
+            u64::MAX,
+        ] {
+            let b = Hist::bucket(v);
+            assert!(b >= last && b < HIST, "{v}");
+            last = b;
+            let mid = Hist::midpoint(b);
+            let v = v.min(u32::MAX as u64) as f64;
+            assert!((mid - v).abs() <= v * 0.016 + 0.5, "{v} → {mid}");
+        }
+        let mut h = Hist::new();
+        for v in 1..=100u64 {
+            h.0[Hist::bucket(v)] += 1.0;
+        }
+        let p95 = h.quantile(0.95, 100.0).unwrap();
+        assert!((p95 - 95.0).abs() <= 95.0 * 0.016, "{p95}");
+    }
+
+    #[test]
+    fn percentages_never_round_up_to_100() {
+        assert_eq!(fmt_pct(1.0), "100%");
+        assert_eq!(fmt_pct(0.9999), "99.9%");
+        assert_eq!(fmt_pct(0.5), "50%");
+        assert_eq!(fmt_pct(12.0 / 13.0), "92.3%");
+        assert_eq!(fmt_pct(0.0), "0%");
+    }
+
+    #[test]
+    fn block_replacement() {
+        let t = "a\n<!-- S -->\nold\n<!-- E -->\nb\n";
+        assert_eq!(
+            replace_block(t, "<!-- S -->", "<!-- E -->", "new\n").unwrap(),
+            "a\n<!-- S -->\nnew\n<!-- E -->\nb\n"
+        );
+        for bad in [
+            "a\n<!-- E -->\n",
+            "<!-- S -->\n",
+            "<!-- E --><!-- S -->",
+            "<!-- S --><!-- S --><!-- E -->",
+        ] {
+            assert!(
+                replace_block(bad, "<!-- S -->", "<!-- E -->", "x").is_err(),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn trend_buckets_are_aligned() {
+        let w = Window::parse("24h").unwrap();
+        let now = 1_000_000 * 3600 + 1800;
+        let t = TrendSpec::new(&w, now, None).unwrap();
+        assert_eq!(t.width, 3600);
+        assert_eq!(t.index(now), 23);
+        assert_eq!(t.index(now - 3600), 22);
+        assert_eq!(t.index(now - 24 * 3600), 0);
+        assert_eq!(t.index(now + 99_999), 23);
+        let all = Window::parse("all").unwrap();
+        assert_eq!(TrendSpec::new(&all, now, None), None);
+        let t = TrendSpec::new(&all, now, Some(now - 240 * 3600)).unwrap();
+        assert_eq!(t.width, 10 * 3600);
+    }
 }

@@ -1,9 +1,417 @@
-//! `llmprobe statecmd`. (Skeleton.)
+//! `llmprobe state`: every model's state with its last probe, and the hand
+//! overrides `enable`, `disable`, `pause` and `reset`.
+//!
+//! The listing covers every catalog model (whether or not its key is set: it
+//! is a catalog listing) plus any model the state file knows that the
+//! catalog does not. The last probe of each comes from the log's tail, read
+//! backwards until every listed model has been found or the start is
+//! reached.
+//!
+//! A change takes the data lock, loads the state file fresh (people edit it
+//! by hand), changes one entry and writes the file atomically. A name that
+//! is neither in the catalog nor in the state file is refused with the
+//! closest names, before anything is locked or written.
 
-use crate::cli::StateArgs;
-use crate::error::Result;
+use std::collections::HashSet;
+
+use chrono::Utc;
+use serde::Serialize;
+
+use crate::cli::{StateAction, StateArgs, StateChange, StateFilter};
+use crate::error::{Error, Result};
+use crate::fsutil::DataLock;
+use crate::healthlog::read::{self, FastMap, Record, Sink};
+use crate::healthlog::tail::{self, Tail};
+use crate::output;
+use crate::rollup::{fmt_minute, fmt_rfc3339};
 use crate::settings::Settings;
+use crate::state::{ModelState, StateEntry, States};
 
-pub fn run(_s: &Settings, _args: StateArgs) -> Result<u8> {
+pub fn run(s: &Settings, args: StateArgs) -> Result<u8> {
+    match args.action {
+        None => list(s, args.state, &args.provider, args.json),
+        Some(StateAction::Enable(c)) => change(s, &c, ModelState::Active),
+        Some(StateAction::Disable(c)) => change(s, &c, ModelState::Disabled),
+        Some(StateAction::Pause(c)) => change(s, &c, ModelState::Paused),
+        Some(StateAction::Reset { model }) => reset(s, model.as_deref()),
+    }
+}
+
+/// One row of the listing.
+#[derive(Debug, Serialize)]
+struct Row {
+    model: String,
+    provider: String,
+    state: ModelState,
+    reason: Option<String>,
+    since: Option<String>,
+    consecutive_failures: u32,
+    recovered_at: Option<String>,
+    in_catalog: bool,
+    last_probe: Option<LastProbe>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct LastProbe {
+    ts: String,
+    result: String,
+    latency_ms: f64,
+}
+
+fn split_key(key: &str) -> (&str, &str) {
+    key.split_once("::").unwrap_or((key, ""))
+}
+
+fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: bool) -> Result<u8> {
+    let states = States::load(&s.state_path())?;
+    let catalog: Vec<String> = s.catalog.model_keys().collect();
+    let in_catalog: HashSet<&str> = catalog.iter().map(String::as_str).collect();
+    let mut keys: Vec<(String, bool)> = catalog.iter().map(|k| (k.clone(), true)).collect();
+    for k in states.keys() {
+        if !in_catalog.contains(k.as_str()) {
+            keys.push((k.clone(), false));
+        }
+    }
+    let want_state = filter.map(|f| match f {
+        StateFilter::Active => ModelState::Active,
+        StateFilter::Paused => ModelState::Paused,
+        StateFilter::Disabled => ModelState::Disabled,
+    });
+    let mut rows: Vec<Row> = keys
+        .into_iter()
+        .filter(|(k, _)| providers.is_empty() || providers.iter().any(|p| p == split_key(k).0))
+        .map(|(k, in_catalog)| {
+            let e = states.get(&k);
+            Row {
+                provider: split_key(&k).0.to_string(),
+                state: e.as_ref().map_or(ModelState::Active, |e| e.state),
+                reason: e.as_ref().and_then(|e| e.reason.clone()),
+                since: e.as_ref().and_then(|e| e.since.clone()),
+                consecutive_failures: e.as_ref().map_or(0, |e| e.consecutive_failures),
+                recovered_at: e.as_ref().and_then(|e| e.recovered_at.clone()),
+                in_catalog,
+                last_probe: None,
+                model: k,
+            }
+        })
+        .filter(|r| want_state.is_none_or(|w| r.state == w))
+        .collect();
+    let wanted: Vec<&str> = rows.iter().map(|r| r.model.as_str()).collect();
+    let last = last_probes(&s.log_path(), &wanted)?;
+    for r in &mut rows {
+        let (p, m) = split_key(&r.model);
+        r.last_probe = last.get(p).and_then(|ms| ms.get(m)).cloned().flatten();
+    }
+    if json {
+        output::print_json(&rows)?;
+        return Ok(0);
+    }
+    if rows.is_empty() {
+        output::println("no models match")?;
+        return Ok(0);
+    }
+    let mut t = output::table(&[
+        "MODEL",
+        "STATE",
+        "REASON",
+        "SINCE",
+        "FAILURES",
+        "LAST PROBE",
+    ]);
+    for r in &rows {
+        let mut name = r.model.clone();
+        if !r.in_catalog {
+            name.push_str(" (not in catalog)");
+        }
+        t.add_row(vec![
+            name,
+            r.state.to_string(),
+            r.reason.clone().unwrap_or_default(),
+            r.since.clone().unwrap_or_default(),
+            r.consecutive_failures.to_string(),
+            r.last_probe
+                .as_ref()
+                .map(|l| {
+                    let when = crate::time::parse_ts(&l.ts)
+                        .map(fmt_minute)
+                        .unwrap_or_else(|| l.ts.clone());
+                    if l.latency_ms > 0.0 {
+                        format!("{} {:.0}ms, {when}", l.result, l.latency_ms)
+                    } else {
+                        format!("{}, {when}", l.result)
+                    }
+                })
+                .unwrap_or_else(|| "—".into()),
+        ]);
+    }
+    output::println(&t.to_string())?;
     Ok(0)
+}
+
+/// provider → model → last probe (in file order), for the wanted models.
+type Lasts = FastMap<Box<str>, FastMap<Box<str>, Option<LastProbe>>>;
+
+struct LastSink {
+    lasts: Lasts,
+    missing: usize,
+}
+
+impl LastSink {
+    fn new(wanted: &[&str]) -> LastSink {
+        let mut lasts = Lasts::default();
+        let mut missing = 0;
+        for k in wanted {
+            let (p, m) = split_key(k);
+            if lasts
+                .entry(p.into())
+                .or_default()
+                .insert(m.into(), None)
+                .is_none()
+            {
+                missing += 1;
+            }
+        }
+        LastSink { lasts, missing }
+    }
+
+    /// Take `r` when it is wanted, and when `overwrite` or nothing is known
+    /// yet. Returns whether it was taken.
+    fn take(&mut self, r: &Record<'_>, overwrite: bool) {
+        if !r.is_sample() {
+            return;
+        }
+        let Some(slot) = self
+            .lasts
+            .get_mut(r.provider)
+            .and_then(|ms| ms.get_mut(r.model))
+        else {
+            return;
+        };
+        if slot.is_none() {
+            self.missing -= 1;
+        } else if !overwrite {
+            return;
+        }
+        *slot = Some(LastProbe {
+            ts: fmt_rfc3339(r.ts),
+            result: r.result_label(),
+            latency_ms: r.latency_ms,
+        });
+    }
+}
+
+impl Sink for LastSink {
+    fn record(&mut self, r: &Record<'_>) {
+        self.take(r, true);
+    }
+
+    fn merge(&mut self, later: LastSink) {
+        for (p, ms) in later.lasts {
+            for (m, last) in ms {
+                if last.is_some()
+                    && let Some(slot) = self.lasts.get_mut(&p).and_then(|x| x.get_mut(&m))
+                {
+                    *slot = last;
+                }
+            }
+        }
+    }
+}
+
+/// The last probe of each wanted model: backwards from the end until all are
+/// found, or forward through everything when the log is not one entry per
+/// line.
+fn last_probes(log: &std::path::Path, wanted: &[&str]) -> Result<Lasts> {
+    if wanted.is_empty() {
+        return Ok(Lasts::default());
+    }
+    let mut sink = LastSink::new(wanted);
+    let tail = tail::read_backward(log, |r| {
+        sink.take(r, false);
+        sink.missing > 0
+    })?;
+    match tail {
+        Tail::Done { .. } => Ok(sink.lasts),
+        Tail::NotLineForm => Ok(read::read_all(log, || LastSink::new(wanted))?.0.lasts),
+    }
+}
+
+/// Check that `key` names a model we know, before anything is locked.
+fn known(s: &Settings, states: &States, key: &str) -> Result<()> {
+    let mut candidates: Vec<String> = s.catalog.model_keys().collect();
+    candidates.extend(states.keys().cloned());
+    if candidates.iter().any(|c| c == key) {
+        return Ok(());
+    }
+    let close = closest(key, &candidates);
+    let hint = if close.is_empty() {
+        "run `llmprobe state` to list every model".to_string()
+    } else {
+        format!("did you mean {}?", close.join(", "))
+    };
+    Err(Error::config(format!(
+        "unknown model '{key}': not in the catalog nor in the state file (models are named provider::model); {hint}"
+    )))
+}
+
+/// Up to three names closest to `input` by edit distance, comparing with the
+/// model part alone too when `input` has no provider.
+fn closest(input: &str, candidates: &[String]) -> Vec<String> {
+    let input_l = input.to_lowercase();
+    let mut scored: Vec<(usize, &String)> = candidates
+        .iter()
+        .map(|c| {
+            let c_l = c.to_lowercase();
+            let mut d = edit_distance(&input_l, &c_l);
+            if !input.contains("::") {
+                d = d.min(edit_distance(&input_l, split_key(&c_l).1));
+            }
+            (d, c)
+        })
+        .collect();
+    scored.sort();
+    scored.dedup_by(|a, b| a.1 == b.1);
+    let limit = (input.chars().count() / 3).max(2);
+    scored
+        .into_iter()
+        .filter(|(d, _)| *d <= limit)
+        .take(3)
+        .map(|(_, c)| c.clone())
+        .collect()
+}
+
+/// Levenshtein distance over chars, in one row of memory.
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let sub = diag + usize::from(ca != cb);
+            diag = row[j + 1];
+            row[j + 1] = sub.min(row[j] + 1).min(row[j + 1] + 1);
+        }
+    }
+    row[b.len()]
+}
+
+fn change(s: &Settings, c: &StateChange, to: ModelState) -> Result<u8> {
+    let path = s.state_path();
+    known(s, &States::load(&path)?, &c.model)?;
+    let lock = DataLock::acquire(s.stats_dir())?;
+    // Fresh, under the lock: the file may have changed since.
+    let mut states = States::load(&path)?;
+    let before = states.get(&c.model);
+    let from = before.as_ref().map_or(ModelState::Active, |e| e.state);
+    if before.is_none() && to == ModelState::Active {
+        output::println(&format!(
+            "{}: active → active (already active; nothing to change)",
+            c.model
+        ))?;
+        return Ok(0);
+    }
+    let now = crate::time::format_ts(Utc::now());
+    let mut e = before.clone().unwrap_or(StateEntry {
+        state: ModelState::Active,
+        reason: None,
+        since: None,
+        consecutive_failures: 0,
+        recovered_at: None,
+        extra: Default::default(),
+    });
+    let default_reason = match to {
+        ModelState::Active => "enabled by hand",
+        ModelState::Paused => "paused by hand",
+        ModelState::Disabled => "disabled by hand",
+    };
+    e.reason = Some(c.reason.clone().unwrap_or_else(|| default_reason.into()));
+    if from != to || e.since.is_none() {
+        e.since = Some(now);
+    }
+    e.state = to;
+    if to == ModelState::Active {
+        e.consecutive_failures = 0;
+    }
+    states.set(&c.model, e.clone());
+    states.save(&path, &lock)?;
+    output::println(&format!(
+        "{}: {from} → {to} (reason: {}; failures: {})",
+        c.model,
+        e.reason.as_deref().unwrap_or(""),
+        e.consecutive_failures
+    ))?;
+    Ok(0)
+}
+
+fn reset(s: &Settings, model: Option<&str>) -> Result<u8> {
+    let path = s.state_path();
+    if let Some(key) = model {
+        known(s, &States::load(&path)?, key)?;
+    }
+    if States::load(&path)?.keys().next().is_none() {
+        output::println(match model {
+            Some(_) => "nothing to reset: the model is active and has no state entry",
+            None => "nothing to reset: every model is active",
+        })?;
+        return Ok(0);
+    }
+    let lock = DataLock::acquire(s.stats_dir())?;
+    let mut states = States::load(&path)?;
+    let mut lines = Vec::new();
+    match model {
+        Some(key) => {
+            let from = states.state_of(key);
+            if !states.remove(key) {
+                output::println(&format!(
+                    "{key}: active → active (no state entry; nothing to reset)"
+                ))?;
+                return Ok(0);
+            }
+            lines.push(format!("{key}: {from} → active (reset)"));
+        }
+        None => {
+            for (k, e) in states.iter() {
+                lines.push(format!("{k}: {} → active (reset)", e.state));
+            }
+            states.clear();
+        }
+    }
+    states.save(&path, &lock)?;
+    output::println(&lines.join("\n"))?;
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edit_distances() {
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("groq::llama", "groq::llama"), 0);
+        assert_eq!(edit_distance("grok", "groq"), 1);
+    }
+
+    #[test]
+    fn closest_names() {
+        let c: Vec<String> = [
+            "groq::llama-3.1-8b-instant",
+            "groq::llama-3.3-70b-versatile",
+            "mistral::mistral-small-latest",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            closest("grok::llama-3.1-8b-instant", &c)[0],
+            "groq::llama-3.1-8b-instant"
+        );
+        assert_eq!(
+            closest("llama-3.1-8b-instant", &c)[0],
+            "groq::llama-3.1-8b-instant"
+        );
+        assert!(closest("zzzzzzzzzzzzzzzzzzzzzzz", &c).is_empty());
+    }
 }

@@ -155,7 +155,11 @@ fn state_machine_through_repeated_runs() {
     );
     let entries = log_entries(&env.log());
     assert_eq!(entries.len(), before + 2);
-    assert!(entries[before..].iter().all(|e| e["model"] != "hard" && e["model"] != "dis"));
+    assert!(
+        entries[before..]
+            .iter()
+            .all(|e| e["model"] != "hard" && e["model"] != "dis")
+    );
     assert_eq!(
         fake.seen().iter().filter(|r| r.model() == "hard").count(),
         requests_before

@@ -3,4 +3,5 @@
 //! 127.0.0.1.
 
 mod check;
+mod read_cmds;
 mod support;

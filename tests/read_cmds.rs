@@ -1,0 +1,978 @@
+//! `rollup`, `brief` and `state` through the real binary: figures on new,
+//! legacy and mixed logs, windows, out-of-order clocks, the README block,
+//! torn and damaged logs, and hand overrides of model states.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use serde_json::Value;
+
+use crate::support::{Env, compat_log};
+
+/// A catalog of three small providers, so that listings are predictable.
+const CONFIG: &str = r#"
+include_default_catalog = false
+
+[[providers]]
+name = "groq"
+dialect = "openai"
+base_url = "http://127.0.0.1:9/v1"
+api_key_env = "GROQ_API_KEY"
+models = ["llama-3.1-8b-instant", "llama-3.3-70b-versatile"]
+
+[[providers]]
+name = "mistral"
+dialect = "openai"
+base_url = "http://127.0.0.1:9/v1"
+api_key_env = "MISTRAL_API_KEY"
+models = ["mistral-small-latest", "mistral-large-latest"]
+
+[[providers]]
+name = "cohere"
+dialect = "openai"
+base_url = "http://127.0.0.1:9/v1"
+api_key_env = "COHERE_API_KEY"
+models = ["command-r"]
+"#;
+
+fn env() -> Env {
+    let mut e = Env::new();
+    let cfg = e.write("llmprobe.toml", CONFIG);
+    e.env("LLMPROBE_CONFIG", cfg.to_str().unwrap());
+    e
+}
+
+/// An RFC 3339 timestamp `secs` before now.
+fn ago(secs: i64) -> String {
+    (Utc::now() - chrono::Duration::seconds(secs))
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+const H: i64 = 3600;
+
+/// One entry as llmprobe writes it.
+fn e(secs_ago: i64, provider: &str, model: &str, ok: bool, latency: u64, failure: &str) -> String {
+    format!(
+        r#"{{"ts":"{}","provider":"{provider}","model":"{model}","ok":{},"latency_ms":{latency},"failure_type":"{failure}"}}"#,
+        ago(secs_ago),
+        ok as u8
+    )
+}
+
+fn log_of(lines: &[String]) -> String {
+    if lines.is_empty() {
+        return "[\n]\n".into();
+    }
+    format!("[\n{}\n]\n", lines.join(",\n"))
+}
+
+fn json(stdout: &str) -> Value {
+    serde_json::from_str(stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+fn row<'a>(v: &'a Value, provider: &str) -> &'a Value {
+    v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["provider"] == provider && r.get("model").is_none())
+        .unwrap_or_else(|| panic!("no row {provider} in {v}"))
+}
+
+fn close(a: &Value, b: f64, tol: f64) -> bool {
+    (a.as_f64().unwrap_or(f64::NAN) - b).abs() <= tol
+}
+
+/// A typical small log: groq 3 of 4 passing in the last day plus an old
+/// failure, mistral all passing, and a disabled_skip row.
+fn sample_log() -> String {
+    log_of(&[
+        e(72 * H, "groq", "llama-3.1-8b-instant", false, 0, "timeout"),
+        e(20 * H + 1800, "groq", "llama-3.1-8b-instant", true, 100, ""),
+        e(
+            10 * H + 1800,
+            "groq",
+            "llama-3.3-70b-versatile",
+            true,
+            200,
+            "",
+        ),
+        e(
+            5 * H + 1800,
+            "groq",
+            "llama-3.1-8b-instant",
+            false,
+            0,
+            "rate_limit",
+        ),
+        e(H + 1800, "groq", "llama-3.1-8b-instant", true, 300, ""),
+        e(H + 1800, "mistral", "mistral-small-latest", true, 640, ""),
+        e(
+            H + 1700,
+            "mistral",
+            "mistral-large-latest",
+            false,
+            0,
+            "disabled_skip",
+        ),
+    ])
+}
+
+#[test]
+fn rollup_figures_over_windows_and_groups() {
+    let env = env();
+    env.write("stats/health_log.json", sample_log());
+    let v = json(&env.run(&["rollup", "--format", "json"]).ok().stdout);
+    let g = row(&v, "groq");
+    assert_eq!(g["samples"], 4.0);
+    assert_eq!(g["uptime"], 0.75);
+    assert_eq!(g["avg_latency_ms"], 200.0);
+    assert!(close(&g["p95_latency_ms"], 300.0, 5.0), "{g}");
+    assert_eq!(g["status"], "degraded");
+    // disabled_skip is not a sample: mistral has one probe, not two.
+    let m = row(&v, "mistral");
+    assert_eq!(m["samples"], 1.0);
+    assert_eq!(m["uptime"], 1.0);
+    assert_eq!(v["window"], "24h");
+
+    let v = json(
+        &env.run(&["rollup", "--format", "json", "--window", "7d"])
+            .ok()
+            .stdout,
+    );
+    assert_eq!(row(&v, "groq")["samples"], 5.0);
+    assert_eq!(row(&v, "groq")["uptime"], 0.6);
+    assert_eq!(row(&v, "groq")["status"], "degraded");
+
+    let v = json(
+        &env.run(&["rollup", "--format", "json", "--window", "6h"])
+            .ok()
+            .stdout,
+    );
+    assert_eq!(row(&v, "groq")["samples"], 2.0);
+    assert_eq!(row(&v, "groq")["uptime"], 0.5);
+    assert_eq!(row(&v, "groq")["status"], "down");
+
+    let v = json(
+        &env.run(&["rollup", "--format", "json", "--by", "model"])
+            .ok()
+            .stdout,
+    );
+    let rows = v["rows"].as_array().unwrap();
+    let small = rows
+        .iter()
+        .find(|r| r["model"] == "llama-3.1-8b-instant")
+        .unwrap();
+    assert_eq!(small["samples"], 3.0);
+    assert!(close(&small["uptime"], 2.0 / 3.0, 1e-9));
+    // The skipped mistral model still gets a row, with no samples.
+    let large = rows
+        .iter()
+        .find(|r| r["model"] == "mistral-large-latest")
+        .unwrap();
+    assert_eq!(large["samples"], 0.0);
+    assert!(large["uptime"].is_null());
+    assert_eq!(large["status"], "no_samples");
+}
+
+#[test]
+fn rollup_markdown_csv_and_prom() {
+    let env = env();
+    env.write("stats/health_log.json", sample_log());
+    let md = env.run(&["rollup"]).ok().stdout;
+    assert!(md.contains("## Provider Health (Last 24h)"), "{md}");
+    assert!(
+        md.contains("| **groq** | ⚠️ | 75% | 200ms | 300ms | 4 |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| **mistral** | ✅ | 100% | 640ms | 640ms | 1 |"),
+        "{md}"
+    );
+    assert!(md.contains("✅ ≥90% uptime · ⚠️ 60–90% · ❌ <60%"), "{md}");
+    // Trend: 24 hourly buckets; groq's last bucket with data passed.
+    assert!(md.contains("24 buckets of 1h"), "{md}");
+    let groq = md.lines().find(|l| l.contains("**groq**")).unwrap();
+    let spark = groq.rsplit('|').nth(1).unwrap().trim();
+    assert_eq!(spark.chars().count(), 24, "{spark}");
+    assert_eq!(spark.chars().filter(|c| *c == '█').count(), 3, "{spark}");
+    assert_eq!(spark.chars().filter(|c| *c == '▁').count(), 1, "{spark}");
+    assert!(md.contains("Last checked: "), "{md}");
+
+    let md = env.run(&["rollup", "--no-trend"]).ok().stdout;
+    assert!(!md.contains("Trend"), "{md}");
+    assert!(
+        md.contains("| **groq** | ⚠️ | 75% | 200ms | 300ms | 4 |\n"),
+        "{md}"
+    );
+
+    let csv = env.run(&["rollup", "--format", "csv"]).ok().stdout;
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "provider,samples,uptime_pct,avg_latency_ms,p95_latency_ms,status,last_probe"
+    );
+    assert!(
+        lines.next().unwrap().starts_with("groq,4,75.0,200.0,"),
+        "{csv}"
+    );
+
+    let out = env.path().join("metrics.prom");
+    let r = env.run(&[
+        "rollup",
+        "--format",
+        "prom",
+        "--output",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.ok().stdout, "");
+    let prom = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        prom.contains("# TYPE llmprobe_uptime_ratio gauge"),
+        "{prom}"
+    );
+    assert!(
+        prom.contains("llmprobe_uptime_ratio{provider=\"groq\",window=\"24h\"} 0.75\n"),
+        "{prom}"
+    );
+    assert!(prom.contains("llmprobe_samples{provider=\"groq\",window=\"24h\"} 4\n"));
+    assert!(prom.contains("llmprobe_latency_avg_seconds{provider=\"groq\",window=\"24h\"} 0.2\n"));
+    // Written by rename: no temporary file is left behind.
+    let names: Vec<String> = std::fs::read_dir(env.path())
+        .unwrap()
+        .map(|d| d.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!names.iter().any(|n| n.contains(".tmp")), "{names:?}");
+}
+
+#[test]
+fn empty_missing_and_old_logs_say_no_samples() {
+    let env = env();
+    // Missing log.
+    let md = env.run(&["rollup"]).ok().stdout;
+    assert!(md.contains("No samples"), "{md}");
+    assert!(!md.contains("100%") && !md.contains("NaN"), "{md}");
+    let v = json(&env.run(&["rollup", "--format", "json"]).ok().stdout);
+    assert_eq!(v["rows"].as_array().unwrap().len(), 0);
+    // Empty array.
+    env.write("stats/health_log.json", "[\n]\n");
+    assert!(env.run(&["rollup"]).ok().stdout.contains("No samples"));
+    // Only old data: the window is empty.
+    env.write(
+        "stats/health_log.json",
+        log_of(&[e(50 * H, "groq", "llama-3.1-8b-instant", true, 100, "")]),
+    );
+    let md = env.run(&["rollup"]).ok().stdout;
+    assert!(
+        md.contains("| **groq** | — | no samples | — | — | 0 |"),
+        "{md}"
+    );
+    assert!(!md.contains("100%") && !md.contains("NaN"), "{md}");
+    let v = json(&env.run(&["rollup", "--format", "json"]).ok().stdout);
+    assert!(row(&v, "groq")["uptime"].is_null());
+    let prom = env.run(&["rollup", "--format", "prom"]).ok().stdout;
+    assert!(!prom.contains("llmprobe_uptime_ratio{"), "{prom}");
+    assert!(prom.contains("llmprobe_samples{provider=\"groq\",window=\"24h\"} 0\n"));
+    let csv = env.run(&["rollup", "--format", "csv"]).ok().stdout;
+    assert!(csv.contains("\ngroq,0,,,,no_samples,"), "{csv}");
+    // And the brief on it: stale, no samples, never healthy.
+    let b = env.run(&["brief"]).ok().stdout;
+    assert!(b.contains("!!! STALE: NO PROBE IN THE LAST 2 HOURS"), "{b}");
+    assert!(b.contains("no samples in the last 24h"), "{b}");
+    assert!(!b.contains("[ OK ]"), "{b}");
+}
+
+#[test]
+fn sparse_logs_and_odd_entries() {
+    let env = env();
+    // One entry a week, some legacy, one without provider, one unknown field.
+    let lines = vec![
+        e(21 * 24 * H, "groq", "llama-3.1-8b-instant", true, 100, ""),
+        r#"{"quality": 1.0, "response": "4"}"#.to_string(),
+        e(
+            14 * 24 * H,
+            "groq",
+            "llama-3.1-8b-instant",
+            false,
+            0,
+            "error",
+        ),
+        format!(
+            r#"{{"timestamp": "{}", "provider": "groq", "model": "llama-3.1-8b-instant", "status": "ok", "latency_ms": 300, "quality": 1.0, "response": "4"}}"#,
+            ago(7 * 24 * H)
+        ),
+        format!(
+            r#"{{"ts":"{}","provider":"groq","model":"llama-3.1-8b-instant","ok":1,"latency_ms":500,"failure_type":"","note":"hand-added, \"quoted\""}}"#,
+            ago(H)
+        ),
+    ];
+    env.write("stats/health_log.json", log_of(&lines));
+    let r = env
+        .run(&["rollup", "--format", "json", "--window", "30d"])
+        .ok();
+    let v = json(&r.stdout);
+    let g = row(&v, "groq");
+    assert_eq!(g["samples"], 4.0);
+    assert_eq!(g["uptime"], 0.75);
+    assert_eq!(g["avg_latency_ms"], 300.0);
+    assert_eq!(v["skipped_entries"], 1);
+    assert!(r.stderr.contains("skipped 1 entries"), "{}", r.stderr);
+    let v = json(
+        &env.run(&["rollup", "--format", "json", "--window", "10d"])
+            .ok()
+            .stdout,
+    );
+    assert_eq!(row(&v, "groq")["samples"], 2.0);
+    assert_eq!(row(&v, "groq")["uptime"], 1.0);
+}
+
+#[test]
+fn legacy_only_log_is_weighted_by_sample_count() {
+    let env = env();
+    let log = format!(
+        r#"[
+  {{
+    "timestamp": "{}",
+    "provider": "groq",
+    "model": "llama-3.1-8b-instant",
+    "status": "averaged",
+    "latency_ms": 100.0,
+    "quality": 1.0,
+    "uptime": 0.5,
+    "sample_count": 10,
+    "rollup": "24h"
+  }},
+  {{
+    "timestamp": "{}",
+    "provider": "groq",
+    "model": "llama-3.1-8b-instant",
+    "status": "degraded",
+    "latency_ms": 300,
+    "quality": 0.0,
+    "response": "5"
+  }},
+  {{
+    "timestamp": "{}",
+    "provider": "groq",
+    "model": "llama-3.3-70b-versatile",
+    "status": "ok",
+    "latency_ms": 500,
+    "quality": 1.0,
+    "response": "4"
+  }}
+]
+"#,
+        ago(30 * H),
+        ago(3 * H),
+        ago(2 * H)
+    );
+    env.write("stats/health_log.json", log);
+    let v = json(
+        &env.run(&["rollup", "--format", "json", "--window", "all"])
+            .ok()
+            .stdout,
+    );
+    let g = row(&v, "groq");
+    assert_eq!(g["samples"], 12.0);
+    assert_eq!(g["passed"], 6.0);
+    assert_eq!(g["uptime"], 0.5);
+    // (100 × 10 + 300 + 500) / 12
+    assert_eq!(g["avg_latency_ms"], 150.0);
+    let v = json(&env.run(&["rollup", "--format", "json"]).ok().stdout);
+    assert_eq!(row(&v, "groq")["samples"], 2.0);
+    assert_eq!(row(&v, "groq")["uptime"], 0.5);
+    // brief reads a pretty-printed log forward; a wrong answer is not DOWN.
+    let b = json(&env.run(&["brief", "--json"]).ok().stdout);
+    let p = &b["providers"][0];
+    assert_eq!(p["provider"], "groq");
+    assert_eq!(p["checks"], 2.0);
+    assert_eq!(p["status"], "poor");
+    assert_eq!(b["stale"], false);
+}
+
+#[test]
+fn slightly_out_of_order_clocks() {
+    let env = env();
+    let m = "llama-3.1-8b-instant";
+    // File order is not time order. Reading back from the end, the entry
+    // 24.5 h old (just outside the window) must not stop the brief before
+    // the in-window entry behind it.
+    env.write(
+        "stats/health_log.json",
+        log_of(&[
+            e(30 * H, "groq", m, false, 0, "error"),
+            e(23 * H, "groq", m, true, 100, ""),
+            e(24 * H + 1800, "groq", m, false, 0, "error"),
+            e(H, "groq", m, true, 200, ""),
+            e(23 * H + 3000, "groq", m, true, 300, ""),
+        ]),
+    );
+    let b = json(&env.run(&["brief", "--json"]).ok().stdout);
+    let p = &b["providers"][0];
+    assert_eq!(p["checks"], 3.0, "{b}");
+    assert_eq!(p["uptime"], 1.0);
+    assert_eq!(p["avg_latency_ms"], 200.0);
+    // The last check is the newest by time, not the last line.
+    assert_eq!(p["last_check"].as_str().unwrap()[..13], ago(H)[..13]);
+    let v = json(&env.run(&["rollup", "--format", "json"]).ok().stdout);
+    assert_eq!(row(&v, "groq")["samples"], 3.0);
+    assert_eq!(row(&v, "groq")["uptime"], 1.0);
+}
+
+/// An independent, load-everything reading of the compat log.
+fn compat_figures() -> Vec<(String, f64, f64, f64)> {
+    let all: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(compat_log()).unwrap()).unwrap();
+    let mut out: Vec<(String, f64, f64, f64, f64)> = Vec::new();
+    for e in &all {
+        let p = e["provider"].as_str().unwrap().to_string();
+        let (n, ok) = if e["status"] == "averaged" {
+            let n = e["sample_count"].as_f64().unwrap();
+            (n, e["uptime"].as_f64().unwrap() * n)
+        } else {
+            (1.0, if e["status"] == "ok" { 1.0 } else { 0.0 })
+        };
+        let lat = e["latency_ms"].as_f64().unwrap();
+        let i = match out.iter().position(|o| o.0 == p) {
+            Some(i) => i,
+            None => {
+                out.push((p, 0.0, 0.0, 0.0, 0.0));
+                out.len() - 1
+            }
+        };
+        out[i].1 += n;
+        out[i].2 += ok;
+        if lat > 0.0 {
+            out[i].3 += lat * n;
+            out[i].4 += n;
+        }
+    }
+    out.into_iter()
+        .map(|(p, n, ok, ls, lw)| (p, n, ok / n, if lw > 0.0 { ls / lw } else { f64::NAN }))
+        .collect()
+}
+
+#[test]
+fn the_real_old_log_with_window_all() {
+    let env = env();
+    std::fs::create_dir_all(env.stats()).unwrap();
+    std::fs::copy(compat_log(), env.log()).unwrap();
+    let v = json(
+        &env.run(&["rollup", "--window", "all", "--format", "json"])
+            .ok()
+            .stdout,
+    );
+    // By hand: groq is 12 averaged entries and per-sample entries, all up.
+    let g = row(&v, "groq");
+    assert_eq!(g["samples"], 88.0);
+    assert_eq!(g["uptime"], 1.0);
+    assert!(close(&g["avg_latency_ms"], 273.6, 0.05), "{g}");
+    // ollama: 17 of 27 passed.
+    let o = row(&v, "ollama");
+    assert_eq!(o["samples"], 27.0);
+    assert!(close(&o["uptime"], 17.0 / 27.0, 1e-9), "{o}");
+    assert!(close(&o["avg_latency_ms"], 36161.65, 0.1), "{o}");
+    // gemini: 87 of 93, cloudflare: 35 of 38.
+    assert!(close(&row(&v, "gemini")["uptime"], 87.0 / 93.0, 1e-9));
+    assert!(close(&row(&v, "cloudflare")["uptime"], 35.0 / 38.0, 1e-9));
+    // And every provider agrees with the independent reading.
+    let want = compat_figures();
+    assert_eq!(v["rows"].as_array().unwrap().len(), want.len());
+    for (p, n, up, lat) in want {
+        let r = row(&v, &p);
+        assert!(close(&r["samples"], n, 1e-9), "{p}: {r}");
+        assert!(close(&r["uptime"], up, 1e-9), "{p}: {r}");
+        if lat.is_nan() {
+            assert!(r["avg_latency_ms"].is_null(), "{p}: {r}");
+        } else {
+            assert!(close(&r["avg_latency_ms"], lat, 0.05), "{p}: {r}");
+        }
+    }
+    assert_eq!(v["newest_probe"], "2026-05-02T05:07:17Z");
+    assert_eq!(v["skipped_entries"], 0);
+    let md = env.run(&["rollup", "--window", "all"]).ok().stdout;
+    assert!(md.contains("Last checked: 2026-05-02 05:07 UTC"), "{md}");
+    assert!(md.contains("| **ollama** | ⚠️ | 62.9% |"), "{md}");
+    // The brief of the old log is stale and advises against ollama.
+    let b = env.run(&["brief", "--window", "all"]).ok().stdout;
+    assert!(b.contains("!!! STALE"), "{b}");
+    assert!(
+        b.contains("ROUTING ADVISORY: avoid ollama: uptime 62.9%"),
+        "{b}"
+    );
+    assert!(b.contains("[POOR] | ollama"), "{b}");
+}
+
+#[test]
+fn readme_block_round_trip() {
+    let env = env();
+    env.write("stats/health_log.json", sample_log());
+    let old_block =
+        std::fs::read_to_string(compat_log().with_file_name("the-brain-readme-health-block.md"))
+            .unwrap();
+    let readme = env.write(
+        "README.md",
+        format!("# the-brain\n\nIntro.\n\n{old_block}\n## Usage\n\nMore.\n"),
+    );
+    let r = env.run(&["rollup", "--readme", "README.md"]).ok();
+    assert!(r.stdout.contains("updated"), "{}", r.stdout);
+    let first = std::fs::read(&readme).unwrap();
+    let text = String::from_utf8(first.clone()).unwrap();
+    assert!(
+        text.starts_with("# the-brain\n\nIntro.\n\n<!-- BRAIN_HEALTH_START -->\n*Last checked: ")
+    );
+    assert!(
+        text.ends_with("<!-- BRAIN_HEALTH_END -->\n\n## Usage\n\nMore.\n"),
+        "{text}"
+    );
+    assert!(text.contains("| **groq** | ⚠️ | 75% |"), "{text}");
+    assert!(!text.contains("26786ms"), "the old table is gone: {text}");
+    let mtime = std::fs::metadata(&readme).unwrap().modified().unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    let r = env.run(&["rollup", "--readme", "README.md"]).ok();
+    assert!(r.stdout.contains("unchanged"), "{}", r.stdout);
+    assert_eq!(std::fs::read(&readme).unwrap(), first);
+    assert_eq!(
+        std::fs::metadata(&readme).unwrap().modified().unwrap(),
+        mtime
+    );
+
+    // Custom markers.
+    let other = env.write("OTHER.md", "a\n<!-- S -->\nx\n<!-- E -->\nb\n");
+    env.run(&[
+        "rollup",
+        "--readme",
+        "OTHER.md",
+        "--markers",
+        "<!-- S -->",
+        "<!-- E -->",
+    ])
+    .ok();
+    let t = std::fs::read_to_string(&other).unwrap();
+    assert!(t.starts_with("a\n<!-- S -->\n*Last checked") && t.ends_with("<!-- E -->\nb\n"));
+
+    // Missing or unbalanced markers: exit 2, file untouched.
+    for bad in [
+        "no markers here\n",
+        "<!-- BRAIN_HEALTH_START -->\nonly a start\n",
+        "<!-- BRAIN_HEALTH_END -->\n<!-- BRAIN_HEALTH_START -->\n",
+        "<!-- BRAIN_HEALTH_START -->\n<!-- BRAIN_HEALTH_START -->\n<!-- BRAIN_HEALTH_END -->\n",
+    ] {
+        let p = env.write("BAD.md", bad);
+        let r = env.run(&["rollup", "--readme", "BAD.md"]).code(2);
+        assert!(
+            r.stderr.contains("BAD.md") && r.stderr.contains("marker"),
+            "{}",
+            r.stderr
+        );
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), bad);
+    }
+    env.run(&["rollup", "--readme", "MISSING.md"]).code(2);
+    env.run(&["rollup", "--readme", "README.md", "--format", "json"])
+        .code(2);
+}
+
+#[test]
+fn torn_tail_is_tolerated() {
+    let env = env();
+    let full = sample_log();
+    let cut = &full[..full.len() - 40];
+    env.write("stats/health_log.json", cut);
+    let r = env
+        .run(&["rollup", "--format", "json", "--window", "7d"])
+        .ok();
+    assert!(r.stderr.contains("torn tail"), "{}", r.stderr);
+    let v = json(&r.stdout);
+    assert_eq!(row(&v, "groq")["samples"], 5.0);
+    // The last complete mistral entry is there; the torn skip row is not.
+    assert_eq!(row(&v, "mistral")["samples"], 1.0);
+    assert!(v["torn_tail_bytes"].as_u64().unwrap() > 0);
+    let b = json(&env.run(&["brief", "--json"]).ok().stdout);
+    assert_eq!(b["providers"].as_array().unwrap().len(), 2);
+    env.run(&["state"]).ok();
+    assert_eq!(std::fs::read_to_string(env.log()).unwrap(), cut);
+}
+
+#[test]
+fn damaged_log_is_a_data_error_and_untouched() {
+    let env = env();
+    let good = sample_log();
+    // Damage in the middle, and damage near the end (where brief reads).
+    let middle = good.replacen("\"ok\":1", "\"ok\":tru", 1);
+    let mut lines: Vec<&str> = good.lines().collect();
+    let n = lines.len();
+    lines[n - 3] = "{\"ts\": nul},";
+    let end = lines.join("\n");
+    for bad in [middle, end, "{\"not\": \"an array\"}".to_string()] {
+        env.write("stats/health_log.json", &bad);
+        for args in [
+            &["rollup"][..],
+            &["rollup", "--format", "prom"],
+            &["brief"],
+            &["state"],
+        ] {
+            let r = env.run(args).code(4);
+            assert!(
+                r.stderr.contains("health_log.json") && r.stderr.contains("byte offset"),
+                "{args:?}: {}",
+                r.stderr
+            );
+        }
+        assert_eq!(std::fs::read_to_string(env.log()).unwrap(), bad);
+    }
+}
+
+#[test]
+fn brief_icons_advisories_and_rotation() {
+    let env = env();
+    let mut lines = Vec::new();
+    // groq: 20 of 20 → OK. mistral: 4 of 5 → WARN (80%). cohere: last probe
+    // errors on its only model → DOWN.
+    for i in 0..20 {
+        lines.push(e(
+            (20 - i) * H,
+            "groq",
+            "llama-3.1-8b-instant",
+            true,
+            100 + i as u64,
+            "",
+        ));
+    }
+    for i in 0..5 {
+        let ok = i != 2;
+        lines.push(e(
+            (10 - i) * H,
+            "mistral",
+            "mistral-small-latest",
+            ok,
+            500,
+            if ok { "" } else { "timeout" },
+        ));
+    }
+    lines.push(e(5 * H, "cohere", "command-r", true, 700, ""));
+    lines.push(e(3 * H, "cohere", "command-r", true, 700, ""));
+    lines.push(e(1800, "cohere", "command-r", false, 0, "error"));
+    env.write("stats/health_log.json", log_of(&lines));
+    env.write(
+        "stats/model_state.json",
+        r#"{
+  "mistral::mistral-large-latest": {"state": "paused", "reason": "timeout", "since": "2026-05-02T15:00:00Z", "consecutive_failures": 1},
+  "groq::llama-3.3-70b-versatile": {"state": "disabled", "reason": "error", "since": "2026-05-01T10:00:00Z", "consecutive_failures": 3},
+  "groq::llama-3.1-8b-instant": {"state": "active", "consecutive_failures": 0}
+}"#,
+    );
+    let out = env.run(&["brief"]).ok().stdout;
+    assert!(!out.contains("STALE"), "{out}");
+    let line = |p: &str| {
+        out.lines()
+            .find(|l| l.contains(&format!("| {p} ")))
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        line("groq").contains("[ OK ]") && line("groq").contains("| 100% "),
+        "{out}"
+    );
+    assert!(
+        line("mistral").contains("[WARN]") && line("mistral").contains("| 80% "),
+        "{out}"
+    );
+    assert!(line("cohere").contains("[DOWN]"), "{out}");
+    assert!(line("cohere").contains("66.6%"), "{out}");
+    assert!(
+        out.contains(
+            "ROUTING ADVISORY: avoid cohere: uptime 66.6% over 24h; last probe failed: error at "
+        ),
+        "{out}"
+    );
+    assert_eq!(out.matches("ROUTING ADVISORY").count(), 1, "{out}");
+    assert!(
+        out.contains("mistral::mistral-large-latest | paused   | timeout | 2026-05-02T15:00:00Z"),
+        "{out}"
+    );
+    assert!(
+        out.contains("groq::llama-3.3-70b-versatile | disabled | error"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("groq::llama-3.1-8b-instant |"),
+        "active models are not out of rotation: {out}"
+    );
+
+    let v = json(&env.run(&["brief", "--json"]).ok().stdout);
+    assert_eq!(v["stale"], false);
+    assert_eq!(v["window"], "24h");
+    let ps = v["providers"].as_array().unwrap();
+    let get = |p: &str| ps.iter().find(|x| x["provider"] == p).unwrap();
+    assert_eq!(get("groq")["status"], "ok");
+    assert_eq!(get("groq")["checks"], 20.0);
+    assert_eq!(get("groq")["avg_latency_ms"], 109.5);
+    assert_eq!(get("mistral")["status"], "warn");
+    assert_eq!(get("cohere")["status"], "down");
+    assert_eq!(get("cohere")["last_result"], "error");
+    assert_eq!(v["out_of_rotation"].as_array().unwrap().len(), 2);
+    assert_eq!(v["advisories"][0]["provider"], "cohere");
+
+    // Below 75%: POOR and an advisory, even if the last probe passed.
+    lines.push(e(
+        1700,
+        "mistral",
+        "mistral-small-latest",
+        false,
+        0,
+        "timeout",
+    ));
+    lines.push(e(
+        1600,
+        "mistral",
+        "mistral-small-latest",
+        false,
+        0,
+        "wrong_answer",
+    ));
+    lines.push(e(1500, "mistral", "mistral-small-latest", true, 0, ""));
+    env.write("stats/health_log.json", log_of(&lines));
+    let out = env.run(&["brief"]).ok().stdout;
+    assert!(
+        out.contains("ROUTING ADVISORY: avoid mistral: uptime 62.5% over 24h"),
+        "{out}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.contains("[POOR]") && l.contains("mistral")),
+        "{out}"
+    );
+
+    // No probe for 3 hours: stale, loudly.
+    env.write(
+        "stats/health_log.json",
+        log_of(&[e(3 * H, "groq", "llama-3.1-8b-instant", true, 100, "")]),
+    );
+    let out = env.run(&["brief"]).ok().stdout;
+    assert!(
+        out.contains("!!! STALE: NO PROBE IN THE LAST 2 HOURS"),
+        "{out}"
+    );
+    assert_eq!(
+        json(&env.run(&["brief", "--json"]).ok().stdout)["stale"],
+        true
+    );
+    // An empty log is stale too.
+    std::fs::remove_file(env.log()).unwrap();
+    assert!(
+        env.run(&["brief"])
+            .ok()
+            .stdout
+            .contains("NO PROBES RECORDED")
+    );
+}
+
+#[test]
+fn state_listing() {
+    let env = env();
+    env.write("stats/health_log.json", sample_log());
+    env.write(
+        "stats/model_state.json",
+        r#"{"mistral::mistral-large-latest": {"state": "paused", "reason": "timeout", "since": "2026-05-02T15:00:00Z", "consecutive_failures": 1},
+            "gone::old-model": {"state": "disabled", "reason": "error", "consecutive_failures": 3}}"#,
+    );
+    let v = json(&env.run(&["state", "--json"]).ok().stdout);
+    let rows = v.as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|r| r["model"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        vec![
+            "groq::llama-3.1-8b-instant",
+            "groq::llama-3.3-70b-versatile",
+            "mistral::mistral-small-latest",
+            "mistral::mistral-large-latest",
+            "cohere::command-r",
+            "gone::old-model",
+        ]
+    );
+    // No keys are set, yet every catalog model is listed.
+    let small = &rows[0];
+    assert_eq!(small["state"], "active");
+    assert_eq!(small["last_probe"]["result"], "ok");
+    assert_eq!(small["last_probe"]["latency_ms"], 300.0);
+    assert_eq!(rows[2]["last_probe"]["latency_ms"], 640.0);
+    // disabled_skip is not a probe.
+    assert!(rows[3]["last_probe"].is_null());
+    assert_eq!(rows[3]["state"], "paused");
+    assert_eq!(rows[3]["consecutive_failures"], 1);
+    assert!(rows[4]["last_probe"].is_null());
+    assert_eq!(rows[5]["in_catalog"], false);
+
+    let t = env.run(&["state"]).ok().stdout;
+    assert!(t.contains("| groq::llama-3.1-8b-instant "), "{t}");
+    assert!(t.contains("| ok 300ms, "), "{t}");
+    assert!(
+        t.contains("| gone::old-model (not in catalog) | disabled |"),
+        "{t}"
+    );
+    let t = env.run(&["state", "--state", "paused"]).ok().stdout;
+    assert_eq!(t.lines().count(), 3, "{t}");
+    assert!(t.contains("mistral::mistral-large-latest"));
+    let v = json(
+        &env.run(&["state", "--provider", "groq", "--json"])
+            .ok()
+            .stdout,
+    );
+    assert_eq!(v.as_array().unwrap().len(), 2);
+    // Last probe from a pretty-printed legacy log, read forward.
+    std::fs::copy(compat_log(), env.log()).unwrap();
+    let v = json(
+        &env.run(&["state", "--provider", "groq", "--json"])
+            .ok()
+            .stdout,
+    );
+    assert_eq!(v[0]["last_probe"]["ts"], "2026-05-02T05:00:39Z");
+}
+
+#[test]
+fn state_changes() {
+    let env = env();
+    let key = "groq::llama-3.1-8b-instant";
+    let r = env
+        .run(&["state", "pause", key, "--reason", "flaky upstream"])
+        .ok();
+    assert_eq!(
+        r.stdout,
+        format!("{key}: active → paused (reason: flaky upstream; failures: 0)\n")
+    );
+    // A hand-edited field and a failure count survive, then enable clears
+    // the count.
+    let mut v = json(&std::fs::read_to_string(env.state_file()).unwrap());
+    v[key]["consecutive_failures"] = 2.into();
+    v[key]["note"] = "kept".into();
+    env.write("stats/model_state.json", v.to_string());
+    let r = env.run(&["state", "disable", key]).ok();
+    assert_eq!(
+        r.stdout,
+        format!("{key}: paused → disabled (reason: disabled by hand; failures: 2)\n")
+    );
+    let v = json(&std::fs::read_to_string(env.state_file()).unwrap());
+    assert_eq!(v[key]["state"], "disabled");
+    assert_eq!(v[key]["note"], "kept");
+    let r = env.run(&["state", "enable", key]).ok();
+    assert!(
+        r.stdout.starts_with(&format!("{key}: disabled → active")),
+        "{}",
+        r.stdout
+    );
+    let v = json(&std::fs::read_to_string(env.state_file()).unwrap());
+    assert_eq!(v[key]["consecutive_failures"], 0);
+    assert_eq!(v[key]["state"], "active");
+
+    env.run(&["state", "pause", "cohere::command-r"]).ok();
+    let r = env.run(&["state", "reset", "cohere::command-r"]).ok();
+    assert_eq!(r.stdout, "cohere::command-r: paused → active (reset)\n");
+    env.run(&["state", "disable", "cohere::command-r"]).ok();
+    let r = env.run(&["state", "reset"]).ok();
+    assert!(
+        r.stdout
+            .contains(&format!("{key}: active → active (reset)")),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("cohere::command-r: disabled → active (reset)"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(
+        json(&std::fs::read_to_string(env.state_file()).unwrap()),
+        serde_json::json!({})
+    );
+}
+
+#[test]
+fn unknown_model_suggests_and_writes_nothing() {
+    let env = env();
+    let r = env
+        .run(&["state", "disable", "grok::llama-3.1-8b-instnt"])
+        .code(2);
+    assert!(
+        r.stderr
+            .contains("unknown model 'grok::llama-3.1-8b-instnt'"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("did you mean groq::llama-3.1-8b-instant"),
+        "{}",
+        r.stderr
+    );
+    let r = env.run(&["state", "pause", "mistral-small-latst"]).code(2);
+    assert!(
+        r.stderr
+            .contains("did you mean mistral::mistral-small-latest"),
+        "{}",
+        r.stderr
+    );
+    env.run(&["state", "reset", "nope::nothing-like-it-at-all"])
+        .code(2);
+    // Nothing was created: not the state file, not even the stats directory.
+    assert!(!env.stats().exists());
+}
+
+#[test]
+fn bad_state_file_is_a_data_error_and_untouched() {
+    let env = env();
+    let bad = "{\"groq::llama-3.1-8b-instant\": {\"state\": \"sleeping\"}}";
+    env.write("stats/model_state.json", bad);
+    for args in [
+        &["state"][..],
+        &["state", "enable", "groq::llama-3.1-8b-instant"],
+        &["state", "reset"],
+        &["brief"],
+    ] {
+        let r = env.run(args).code(4);
+        assert!(
+            r.stderr.contains("model_state.json"),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
+    assert_eq!(std::fs::read_to_string(env.state_file()).unwrap(), bad);
+}
+
+#[test]
+fn usage_errors_and_help() {
+    let env = env();
+    let r = env.run(&["rollup", "--window", "yesterday"]).code(2);
+    assert!(r.stderr.contains("--window"), "{}", r.stderr);
+    env.run(&["brief", "--window", "0h"]).code(2);
+    env.run(&["rollup", "--markers", "a", "b"]).code(2);
+    for cmd in ["rollup", "brief", "state"] {
+        let h = env.run(&[cmd, "--help"]).ok().stdout;
+        assert!(h.contains("Examples:"), "{cmd}: {h}");
+    }
+}
+
+#[test]
+fn closed_stdout_pipe_is_not_an_error() {
+    let env = env();
+    // Enough rows that the output outgrows the pipe buffer.
+    let mut lines = Vec::new();
+    for i in 0..3000 {
+        lines.push(e(H, "groq", &format!("model-{i:04}"), true, 100, ""));
+    }
+    env.write("stats/health_log.json", log_of(&lines));
+    let mut child = env
+        .command(&["rollup", "--by", "model"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
