@@ -27,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::healthlog::read::{self, FastMap, Record, Sink};
 use crate::healthlog::scan::End;
+use crate::healthlog::tail;
 use crate::output;
 use crate::settings::Settings;
 use crate::window::Window;
@@ -91,13 +92,26 @@ pub struct Report {
 
 /// Read the log at `path` and aggregate it over `window` ending at `now`.
 pub fn compute(path: &Path, window: &Window, now: i64, with_trend: bool) -> Result<Report> {
-    let first = if with_trend && window.secs.is_none() {
-        read::first_ts(path)?
+    // For `all`, the trend spans the log's own history: from its first entry
+    // to its newest (read from the tail when the tail is in line form, else
+    // up to now), so an old log's trend is not mostly empty buckets.
+    let (first, trend_end) = if with_trend && window.secs.is_none() {
+        let mut newest = None;
+        let tail = tail::read_backward(path, |r| {
+            newest = Some(r.ts);
+            false
+        })?;
+        if tail == tail::Tail::NotLineForm {
+            // Pretty-printed (legacy) logs: one extra pass for the newest
+            // timestamp. Such logs are small; ours are in line form.
+            newest = read::read_all(path, || NewestTs(None))?.0.0;
+        }
+        (read::first_ts(path)?, newest.unwrap_or(now))
     } else {
-        None
+        (None, now)
     };
     let trend = with_trend
-        .then(|| TrendSpec::new(window, now, first))
+        .then(|| TrendSpec::new(window, trend_end, first))
         .flatten();
     let start = window.start(now);
     let (acc, summary) = read::read_all(path, || Acc::new(start, trend))?;
@@ -166,6 +180,19 @@ impl Report {
         }
         rows.sort_by(|a, b| (&a.provider, &a.model).cmp(&(&b.provider, &b.model)));
         rows
+    }
+}
+
+/// The newest timestamp in a log.
+struct NewestTs(Option<i64>);
+
+impl Sink for NewestTs {
+    fn record(&mut self, r: &Record<'_>) {
+        self.0 = self.0.max(Some(r.ts));
+    }
+
+    fn merge(&mut self, later: Self) {
+        self.0 = self.0.max(later.0);
     }
 }
 

@@ -491,6 +491,12 @@ fn the_real_old_log_with_window_all() {
     }
     assert_eq!(v["newest_probe"], "2026-05-02T05:07:17Z");
     assert_eq!(v["skipped_entries"], 0);
+    // The `all` trend spans the log's own history (April to May), not up to
+    // today: groq has data in the first and in the last bucket.
+    let trend = g["trend"].as_array().unwrap();
+    assert_eq!(trend.len(), 24);
+    assert_eq!(trend[0], 1.0, "{g}");
+    assert_eq!(trend[23], 1.0, "{g}");
     let md = env.run(&["rollup", "--window", "all"]).ok().stdout;
     assert!(md.contains("Last checked: 2026-05-02 05:07 UTC"), "{md}");
     assert!(md.contains("| **ollama** | ⚠️ | 62.9% |"), "{md}");
