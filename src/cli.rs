@@ -189,9 +189,7 @@ pub struct BriefArgs {
 
 /// Show model states, or change one by hand.
 #[derive(Debug, Args)]
-#[command(
-    args_conflicts_with_subcommands = true,
-    after_help = "\
+#[command(after_help = "\
 Examples:
   llmprobe state                                 every model, with its last probe
   llmprobe state --state paused                  only paused models
@@ -203,8 +201,7 @@ Examples:
   llmprobe state reset                           forget every state (all active)
 
 Changes take the data lock and rewrite model_state.json atomically; an
-unknown name is refused with the closest known ones."
-)]
+unknown name is refused with the closest known ones.")]
 pub struct StateArgs {
     #[command(subcommand)]
     pub action: Option<StateAction>,

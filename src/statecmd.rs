@@ -28,6 +28,14 @@ use crate::settings::Settings;
 use crate::state::{ModelState, StateEntry, States};
 
 pub fn run(s: &Settings, args: StateArgs) -> Result<u8> {
+    // The listing filters mean nothing to a change. (They are not declared
+    // as conflicting in clap, because that would also reject the global
+    // flags after `state`.)
+    if args.action.is_some() && (args.state.is_some() || !args.provider.is_empty() || args.json) {
+        return Err(Error::config(
+            "--state, --provider and --json apply to the listing (`llmprobe state`), not to a change",
+        ));
+    }
     match args.action {
         None => list(s, args.state, &args.provider, args.json),
         Some(StateAction::Enable(c)) => change(s, &c, ModelState::Active),

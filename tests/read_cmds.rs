@@ -895,6 +895,26 @@ fn state_changes() {
 }
 
 #[test]
+fn global_flags_work_around_state_subcommands() {
+    let env = env();
+    let key = "groq::llama-3.1-8b-instant";
+    let other = env.path().join("other");
+    let other_s = other.to_str().unwrap();
+    env.run(&["state", "--stats-dir", other_s, "pause", key])
+        .ok();
+    env.run(&["state", "disable", key, "--stats-dir", other_s])
+        .ok();
+    env.run(&["--stats-dir", other_s, "state", "enable", key])
+        .ok();
+    let v = json(&std::fs::read_to_string(other.join("model_state.json")).unwrap());
+    assert_eq!(v[key]["state"], "active");
+    assert!(!env.state_file().exists());
+    // Listing filters make no sense on a change.
+    let r = env.run(&["state", "pause", key, "--json"]).code(2);
+    assert!(r.stderr.contains("--json"), "{}", r.stderr);
+}
+
+#[test]
 fn unknown_model_suggests_and_writes_nothing() {
     let env = env();
     let r = env
