@@ -84,4 +84,17 @@ impl Error {
     }
 }
 
+/// The byte offset in `bytes` where serde_json reported `e` (it reports a
+/// 1-based line and column).
+pub fn json_error_offset(bytes: &[u8], e: &serde_json::Error) -> u64 {
+    let mut off = 0usize;
+    for (i, l) in bytes.split(|&c| c == b'\n').enumerate() {
+        if i + 1 == e.line() {
+            return (off + e.column().saturating_sub(1).min(l.len())) as u64;
+        }
+        off += l.len() + 1;
+    }
+    bytes.len() as u64
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -10,7 +10,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::error::{DataError, Error, Result};
+use crate::error::{DataError, Error, Result, json_error_offset};
 use crate::fsutil::{self, DataLock};
 use crate::outcome::FailureType;
 
@@ -95,7 +95,7 @@ impl States {
             return Ok(States::default());
         }
         let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
-            let offset = byte_offset(&bytes, e.line(), e.column());
+            let offset = json_error_offset(&bytes, &e);
             DataError::new(path, Some(offset), format!("not valid JSON: {e}"))
         })?;
         let Value::Object(entries) = value else {
@@ -228,18 +228,6 @@ pub fn step(e: &mut StateEntry, failure: Option<FailureType>, ts: &str, disable_
             }
         }
     }
-}
-
-/// Turn serde_json's 1-based line and column into a byte offset.
-fn byte_offset(bytes: &[u8], line: usize, column: usize) -> u64 {
-    let mut off = 0usize;
-    for (i, l) in bytes.split(|&c| c == b'\n').enumerate() {
-        if i + 1 == line {
-            return (off + column.saturating_sub(1).min(l.len())) as u64;
-        }
-        off += l.len() + 1;
-    }
-    bytes.len() as u64
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::scan::{End, is_json_prefix, is_ws};
+use crate::error::json_error_offset;
 use crate::error::{DataError, Error, Result};
 use crate::time::parse_ts;
 
@@ -404,30 +405,11 @@ pub(crate) fn slow_element<R>(bytes: &[u8], each: impl FnOnce(Parsed<'_>) -> R) 
             // type), unless the syntax breaks later on.
             match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
                 Ok(_) => each(Parsed::Skipped),
-                Err(e) => each(Parsed::Invalid(line_col_offset(
-                    bytes,
-                    e.line(),
-                    e.column(),
-                ))),
+                Err(e) => each(Parsed::Invalid(json_error_offset(bytes, &e))),
             }
         }
-        Err(e) => each(Parsed::Invalid(line_col_offset(
-            bytes,
-            e.line(),
-            e.column(),
-        ))),
+        Err(e) => each(Parsed::Invalid(json_error_offset(bytes, &e))),
     }
-}
-
-fn line_col_offset(bytes: &[u8], line: usize, column: usize) -> u64 {
-    let mut off = 0usize;
-    for (i, l) in bytes.split(|&c| c == b'\n').enumerate() {
-        if i + 1 == line {
-            return (off + column.saturating_sub(1).min(l.len())) as u64;
-        }
-        off += l.len() + 1;
-    }
-    bytes.len() as u64
 }
 
 fn num(v: &Option<Value>) -> Option<f64> {
