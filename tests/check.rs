@@ -673,3 +673,54 @@ fn every_failure_shape_is_classified_end_to_end() {
     }
     assert_eq!(got["oa::html"].1, 502);
 }
+
+#[test]
+fn state_changes_made_during_a_run_are_kept() {
+    let env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider(
+                "f",
+                "openai",
+                &["ok", "e500", "wrong", "ok:10"],
+                "spacing_secs = 0.6",
+            ),
+            fake.provider("g", "openai", &["other"], ""),
+        ],
+    );
+    let child = env
+        .command(&["--config", &cfg, "check", "--provider", "f"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // While the run writes its own state changes, a person disables another
+    // model by hand; the run re-reads the file under the lock, so both land.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while fake.seen().len() < 2 {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    env.run(&[
+        "--config", &cfg, "state", "disable", "g::other", "--reason", "by hand",
+    ])
+    .ok();
+    assert!(
+        fake.seen().len() < 4,
+        "the run ended before the change; the test proves nothing"
+    );
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = states(&env);
+    assert_eq!(s["g::other"]["state"], "disabled");
+    assert_eq!(s["g::other"]["reason"], "by hand");
+    assert_eq!(s["f::e500"]["state"], "paused");
+    assert_eq!(s["f::wrong"]["consecutive_failures"], 1);
+    assert_eq!(log_entries(&env.log()).len(), 4);
+}
