@@ -211,8 +211,9 @@ fn providers_run_in_parallel_with_spacing_per_provider() {
     for (p, t) in &starts {
         assert_eq!(t.len(), 4, "{p}");
         for w in t.windows(2) {
-            // Arrival jitter on loopback is a few ms; spacing is 400 ms.
-            assert!(w[1] - w[0] >= 380, "{p}: starts {} ms apart", w[1] - w[0]);
+            // Starts are spaced; arrivals jitter by a few ms (more on a loaded
+            // machine), so allow 50 ms. Unspaced probes would be ~0 ms apart.
+            assert!(w[1] - w[0] >= 350, "{p}: starts {} ms apart", w[1] - w[0]);
         }
     }
     // In parallel: every provider's first probe comes before any provider's
