@@ -60,11 +60,6 @@ struct Plan {
     not_probed: Vec<NotProbed>,
 }
 
-/// What one finished probe sends to the writer.
-struct Finished {
-    entry: Entry,
-}
-
 #[derive(Debug, Serialize)]
 struct Report {
     started: String,
@@ -262,7 +257,7 @@ fn execute(s: &Settings, plan: Plan) -> Result<Report> {
     let started = crate::time::now_rfc3339();
     let redactor = Redactor::new(plan.lanes.iter().filter_map(|l| l.resolved.key.clone()));
     let progress = Progress::new(&plan.lanes);
-    let (tx, rx) = mpsc::channel::<Finished>();
+    let (tx, rx) = mpsc::channel::<Entry>();
 
     // The writer: one append and one state update per result, each under
     // the data lock, so that `state` commands can interleave with a run.
@@ -277,10 +272,7 @@ fn execute(s: &Settings, plan: Plan) -> Result<Report> {
         // out in one append and one state write: one fsync each, not one per
         // entry, so the writer keeps up with any number of providers.
         while let Ok(first) = rx.recv() {
-            let batch: Vec<Entry> = std::iter::once(first)
-                .chain(rx.try_iter())
-                .map(|f| f.entry)
-                .collect();
+            let batch: Vec<Entry> = std::iter::once(first).chain(rx.try_iter()).collect();
             let lock = DataLock::acquire(&stats_dir)?;
             healthlog::append(&log_path, &batch, &lock)?;
             let mut states = States::load(&state_path)?;
@@ -340,7 +332,7 @@ async fn run_lane(
     client: reqwest::Client,
     pool: Arc<Pool>,
     redactor: Arc<Redactor>,
-    tx: mpsc::Sender<Finished>,
+    tx: mpsc::Sender<Entry>,
     bar: ProgressBar,
 ) {
     let name = lane.resolved.provider.name.clone();
@@ -379,7 +371,7 @@ async fn run_lane(
         )
         .await;
         let entry = Entry::new(ts, &name, model, &outcome);
-        if tx.send(Finished { entry }).is_err() {
+        if tx.send(entry).is_err() {
             // The writer stopped on an error; it is reported from there.
             break;
         }
