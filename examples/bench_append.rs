@@ -17,6 +17,7 @@ fn entry(i: u64) -> Entry {
         latency_ms: 200 + i % 900,
         status: i.is_multiple_of(7).then_some(504),
         error: None,
+        unreachable: false,
     };
     Entry::new(
         format!(

@@ -7,8 +7,18 @@
 //! probes finished and a crash loses nothing that was already written. The
 //! whole run holds the run lock, so a second `check` exits at once with
 //! code 3.
+//!
+//! A run is offline when every probe to a remote (non-loopback) provider
+//! failed to reach its host. Those results say nothing about the providers,
+//! so the writer holds remote unreachable results back until some remote
+//! host answers; if none ever does, they are dropped, no state changes, and
+//! the run exits 6. Loopback providers are judged on their own.
+//!
+//! Probes go through the [`Prober`] trait, so the scheduler (spacing,
+//! parallel lanes, errors) is tested with tokio's paused time and a mock.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -17,13 +27,13 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
-use crate::catalog::{Resolved, Unusable, model_key};
+use crate::catalog::{Resolved, Unusable, bounded_secs, bounds, model_key};
 use crate::cli::CheckArgs;
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::fsutil::{DataLock, RunLock};
 use crate::healthlog;
-use crate::outcome::{Entry, Outcome};
+use crate::outcome::{Entry, Outcome, Verdict};
 use crate::output;
 use crate::prompts::Pool;
 use crate::secret::Redactor;
@@ -32,11 +42,53 @@ use crate::state::{ModelState, States, Transition};
 
 /// One provider's share of a run.
 #[derive(Debug)]
-struct Lane {
-    resolved: Resolved,
-    models: Vec<String>,
-    spacing: Duration,
-    timeout: Duration,
+pub struct Lane {
+    pub resolved: Resolved,
+    pub models: Vec<String>,
+    pub spacing: Duration,
+    pub timeout: Duration,
+}
+
+/// Asks one model one question. The real one is [`HttpProber`]; tests of the
+/// scheduler use a mock under tokio's paused time.
+pub trait Prober: Send + Sync + 'static {
+    fn probe(&self, lane: &Lane, model: &str) -> impl Future<Output = Outcome> + Send;
+}
+
+/// The real prober: a randomised question from the pool, over HTTP.
+pub struct HttpProber {
+    client: reqwest::Client,
+    pool: Pool,
+    redactor: Redactor,
+}
+
+impl Prober for HttpProber {
+    async fn probe(&self, lane: &Lane, model: &str) -> Outcome {
+        let question = {
+            let mut rng = rand::rng();
+            self.pool.draw(&mut rng)
+        };
+        crate::probe::probe(
+            &self.client,
+            &lane.resolved,
+            model,
+            &question,
+            lane.timeout,
+            &self.redactor,
+        )
+        .await
+    }
+}
+
+/// One finished probe on its way to the writer.
+#[derive(Debug)]
+pub struct Probed {
+    pub entry: Entry,
+    pub verdict: Verdict,
+    /// The provider is not on this machine.
+    pub remote: bool,
+    /// No response: the host could not be reached.
+    pub unreachable: bool,
 }
 
 /// A provider left out of the run, and why.
@@ -68,6 +120,31 @@ struct Report {
     state_changes: Vec<Transition>,
     skipped: Vec<Skipped>,
     not_probed: Vec<NotProbed>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    offline: Option<Offline>,
+}
+
+/// No remote provider could be reached: what was not recorded, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Offline {
+    /// Remote providers probed.
+    pub providers: usize,
+    /// Probes whose results were dropped.
+    pub probes: usize,
+    /// The distinct transport errors, e.g. "dns lookup failed".
+    pub causes: Vec<String>,
+}
+
+impl std::fmt::Display for Offline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "offline: none of {} remote provider{} could be reached ({}); nothing recorded",
+            self.providers,
+            if self.providers == 1 { "" } else { "s" },
+            self.causes.join(", ")
+        )
+    }
 }
 
 pub fn run(s: &Settings, a: CheckArgs) -> Result<u8> {
@@ -76,38 +153,39 @@ pub fn run(s: &Settings, a: CheckArgs) -> Result<u8> {
     }
     let spacing = a
         .spacing
-        .map(|v| secs_flag(v, "--spacing", true))
+        .map(|v| secs_flag(v, "--spacing", bounds::SPACING_SECS, false))
         .transpose()?;
     let timeout = a
         .timeout
-        .map(|v| secs_flag(v, "--timeout", false))
+        .map(|v| secs_flag(v, "--timeout", bounds::TIMEOUT_SECS, true))
         .transpose()?;
     let states = States::load(&s.state_path())?;
     let plan = plan(s, &a, &states, spacing, timeout)?;
+    if plan.lanes.is_empty() {
+        return Err(nothing_to_probe(&plan));
+    }
     if a.dry_run {
         return dry_run(&plan);
     }
+    let created = !s.stats_dir().exists();
     let _run_lock = RunLock::try_acquire(s.stats_dir())?;
+    if created {
+        eprintln!("created stats directory {}", s.stats_dir().display());
+    }
     {
         // Refuse a bad log before spending any probes on it.
         let lock = DataLock::acquire(s.stats_dir())?;
         healthlog::preflight(&s.log_path(), &lock)?;
-    }
-    if plan.lanes.is_empty() {
-        eprintln!(
-            "nothing to probe: no provider is ready{}. Set a provider's key variable (see `llmprobe check --list`), or try `llmprobe demo`.",
-            if plan.skipped.is_empty() {
-                ""
-            } else {
-                " (see skipped providers below)"
-            }
-        );
     }
     let report = execute(s, plan)?;
     if a.json {
         output::print_json(&report)?;
     } else {
         print_summary(&report)?;
+    }
+    if let Some(offline) = &report.offline {
+        eprintln!("{offline}");
+        return Ok(exit::OFFLINE);
     }
     let any_failed = report.entries.iter().any(|e| e.ok == 0);
     Ok(if a.fail_on_down && any_failed {
@@ -117,14 +195,52 @@ pub fn run(s: &Settings, a: CheckArgs) -> Result<u8> {
     })
 }
 
-fn secs_flag(v: f64, flag: &str, zero_ok: bool) -> Result<Duration> {
-    match Duration::try_from_secs_f64(v) {
-        Ok(d) if zero_ok || !d.is_zero() => Ok(d),
-        _ => Err(Error::config(format!(
-            "invalid value {v} for {flag}: expected a {} number of seconds",
-            if zero_ok { "non-negative" } else { "positive" }
-        ))),
+fn secs_flag(
+    v: f64,
+    flag: &str,
+    range: std::ops::RangeInclusive<f64>,
+    positive: bool,
+) -> Result<Duration> {
+    bounded_secs(v, range, positive).map_err(|why| Error::config(format!("{flag} {why}")))
+}
+
+/// Why a run has nothing to do, and what to do about it. A cron job that
+/// lost its keys must not look healthy, so this is an error (exit 2).
+fn nothing_to_probe(plan: &Plan) -> Error {
+    let mut why = Vec::new();
+    let missing = plan
+        .skipped
+        .iter()
+        .filter(|s| s.reason.starts_with("skipped"))
+        .count();
+    if missing > 0 {
+        why.push(format!("{missing} skipped for a missing key"));
     }
+    let other = plan.skipped.len() - missing;
+    if other > 0 {
+        why.push(format!("{other} off or misconfigured"));
+    }
+    if !plan.not_probed.is_empty() {
+        why.push(format!("{} model(s) disabled", plan.not_probed.len()));
+    }
+    let detail = if why.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", why.join(", "))
+    };
+    let mut msg = format!(
+        "nothing to probe: no selected provider is ready{detail}. Set a provider's key variable (`llmprobe check --list` names them), turn on a local server, or try `llmprobe demo`"
+    );
+    if !plan.not_probed.is_empty() {
+        msg.push_str("; re-enable a disabled model with `llmprobe state enable P::M`");
+    }
+    let details: Vec<String> = plan
+        .skipped
+        .iter()
+        .map(|s| format!("\n  {}: {}", s.provider, s.reason))
+        .collect();
+    msg.push_str(&details.concat());
+    Error::config(msg)
 }
 
 fn plan(
@@ -175,7 +291,7 @@ fn plan(
         }
         let resolved = match p.resolve() {
             Ok(r) => r,
-            Err(Unusable::Disabled) if a.provider.is_empty() => continue,
+            Err(Unusable::Off { .. }) if a.provider.is_empty() => continue,
             Err(why) => {
                 plan.skipped.push(Skipped {
                     provider: p.name.clone(),
@@ -213,25 +329,38 @@ fn plan(
     Ok(plan)
 }
 
+/// When the `i`-th model of a lane starts, after the run's start. Checked:
+/// a user's spacing times a model count must not overflow.
+fn start_offset(lane: &Lane, i: usize) -> Result<Duration> {
+    u32::try_from(i)
+        .ok()
+        .and_then(|i| lane.spacing.checked_mul(i))
+        .ok_or_else(|| {
+            Error::config(format!(
+                "provider {}: spacing {} × {} models is too long a run",
+                lane.resolved.provider.name,
+                fmt_secs(lane.spacing),
+                lane.models.len()
+            ))
+        })
+}
+
 fn dry_run(plan: &Plan) -> Result<u8> {
     let mut t = output::table(&["Provider", "#", "Model", "Starts at", "Timeout"]);
+    let mut longest = Duration::ZERO;
     for lane in &plan.lanes {
         for (i, m) in lane.models.iter().enumerate() {
+            let at = start_offset(lane, i)?;
+            longest = longest.max(at);
             t.add_row(vec![
                 lane.resolved.provider.name.clone(),
                 (i + 1).to_string(),
                 m.clone(),
-                format!("+{}", fmt_secs(lane.spacing * i as u32)),
+                format!("+{}", fmt_secs(at)),
                 fmt_secs(lane.timeout),
             ]);
         }
     }
-    let longest = plan
-        .lanes
-        .iter()
-        .map(|l| l.spacing * (l.models.len() as u32).saturating_sub(1))
-        .max()
-        .unwrap_or_default();
     let mut out = format!(
         "dry run: {} probes on {} providers in parallel; the last starts at +{}\n{t}\n",
         plan.lanes.iter().map(|l| l.models.len()).sum::<usize>(),
@@ -255,41 +384,31 @@ fn fmt_secs(d: Duration) -> String {
 /// Run the plan: probes in parallel lanes, results through one writer.
 fn execute(s: &Settings, plan: Plan) -> Result<Report> {
     let started = crate::time::now_rfc3339();
-    let redactor = Redactor::new(plan.lanes.iter().filter_map(|l| l.resolved.key.clone()));
     let progress = Progress::new(&plan.lanes);
-    let (tx, rx) = mpsc::channel::<Entry>();
-
-    // The writer: one append and one state update per result, each under
-    // the data lock, so that `state` commands can interleave with a run.
-    let log_path = s.log_path();
-    let state_path = s.state_path();
-    let stats_dir = s.stats_dir().to_path_buf();
-    let disable_after = s.catalog.defaults.disable_after;
-    let writer = std::thread::spawn(move || -> Result<(Vec<Entry>, Vec<Transition>)> {
-        let mut entries = Vec::new();
-        let mut changes = Vec::new();
+    let (tx, rx) = mpsc::channel::<Probed>();
+    let mut writer = Writer {
+        log_path: s.log_path(),
+        state_path: s.state_path(),
+        stats_dir: s.stats_dir().to_path_buf(),
+        disable_after: s.catalog.defaults.disable_after,
+        reached_remote: false,
+        held: Vec::new(),
+        remote_providers: std::collections::BTreeSet::new(),
+        entries: Vec::new(),
+        changes: Vec::new(),
+    };
+    // The writer: one append and one state update per batch of results,
+    // each under the data lock, so that `state` commands can interleave
+    // with a run.
+    let writer = std::thread::spawn(move || -> Result<Written> {
         // Results that arrive together (many providers finishing at once) go
         // out in one append and one state write: one fsync each, not one per
         // entry, so the writer keeps up with any number of providers.
         while let Ok(first) = rx.recv() {
-            let batch: Vec<Entry> = std::iter::once(first).chain(rx.try_iter()).collect();
-            let lock = DataLock::acquire(&stats_dir)?;
-            healthlog::append(&log_path, &batch, &lock)?;
-            let mut states = States::load(&state_path)?;
-            let before = states.clone();
-            for e in &batch {
-                let key = model_key(&e.provider, &e.model);
-                if let Some(t) = states.apply_probe(&key, e.failure(), &e.ts, disable_after) {
-                    changes.push(t);
-                }
-            }
-            if states != before {
-                states.save(&state_path, &lock)?;
-            }
-            drop(lock);
-            entries.extend(batch);
+            let batch: Vec<Probed> = std::iter::once(first).chain(rx.try_iter()).collect();
+            writer.accept(batch)?;
         }
-        Ok((entries, changes))
+        Ok(writer.finish())
     });
 
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -297,48 +416,96 @@ fn execute(s: &Settings, plan: Plan) -> Result<Report> {
         .enable_all()
         .build()
         .map_err(|e| Error::io("cannot start the async runtime", e))?;
-    let client = crate::probe::http_client();
-    let pool = Arc::new(s.prompts.clone());
-    let redactor = Arc::new(redactor);
-    rt.block_on(async {
-        let mut tasks = Vec::new();
-        for (i, lane) in plan.lanes.into_iter().enumerate() {
-            let (client, pool, redactor, tx) =
-                (client.clone(), pool.clone(), redactor.clone(), tx.clone());
-            let bar = progress.bar(i);
-            tasks.push(tokio::spawn(async move {
-                run_lane(lane, client, pool, redactor, tx, bar).await
-            }));
-        }
-        for t in tasks {
-            let _ = t.await;
-        }
-    });
-    drop(tx);
+    let prober = HttpProber {
+        client: crate::http::client()?,
+        pool: s.prompts.clone(),
+        redactor: Redactor::new(plan.lanes.iter().filter_map(|l| l.resolved.key.clone())),
+    };
+    let bars: Vec<ProgressBar> = (0..plan.lanes.len()).map(|i| progress.bar(i)).collect();
+    let lanes_result = rt.block_on(run_lanes(plan.lanes, Arc::new(prober), tx, bars));
     progress.clear();
-    let (entries, state_changes) = writer.join().expect("writer thread")?;
+    // The writer has every result sent before a lane failed: wait for it
+    // first, so nothing already probed is lost, then report the failure.
+    let written = writer
+        .join()
+        .map_err(|p| Error::Internal(format!("the log writer panicked: {}", panic_text(&*p))))?;
+    lanes_result?;
+    let written = written?;
     Ok(Report {
         started,
         finished: crate::time::now_rfc3339(),
-        entries,
-        state_changes,
+        entries: written.entries,
+        state_changes: written.changes,
         skipped: plan.skipped,
         not_probed: plan.not_probed,
+        offline: written.offline,
     })
 }
 
-async fn run_lane(
+/// Run every lane at once and wait for all of them. A lane that fails or
+/// panics fails the run, after the others have finished.
+pub async fn run_lanes<P: Prober>(
+    lanes: Vec<Lane>,
+    prober: Arc<P>,
+    tx: mpsc::Sender<Probed>,
+    bars: Vec<ProgressBar>,
+) -> Result<()> {
+    let mut tasks = Vec::new();
+    for (lane, bar) in lanes.into_iter().zip(bars) {
+        let name = lane.resolved.provider.name.clone();
+        let (prober, tx) = (prober.clone(), tx.clone());
+        tasks.push((
+            name,
+            tokio::spawn(async move { run_lane(lane, prober, tx, bar).await }),
+        ));
+    }
+    drop(tx);
+    let mut first_error = None;
+    for (name, task) in tasks {
+        let err = match task.await {
+            Ok(Ok(())) => continue,
+            Ok(Err(e)) => e,
+            Err(join) => Error::Internal(format!(
+                "the {name} lane {}",
+                if join.is_panic() {
+                    format!("panicked: {}", panic_text(&*join.into_panic()))
+                } else {
+                    "was cancelled".to_string()
+                }
+            )),
+        };
+        first_error.get_or_insert(err);
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
+}
+
+/// One provider: its models one after another, starts `spacing` apart.
+async fn run_lane<P: Prober>(
     lane: Lane,
-    client: reqwest::Client,
-    pool: Arc<Pool>,
-    redactor: Arc<Redactor>,
-    tx: mpsc::Sender<Entry>,
+    prober: Arc<P>,
+    tx: mpsc::Sender<Probed>,
     bar: ProgressBar,
-) {
+) -> Result<()> {
     let name = lane.resolved.provider.name.clone();
+    let remote = !lane.resolved.is_loopback();
     let n = lane.models.len();
-    let mut next_start = tokio::time::Instant::now();
+    let first_start = tokio::time::Instant::now();
     for (i, model) in lane.models.iter().enumerate() {
+        let next_start = first_start
+            .checked_add(start_offset(&lane, i)?)
+            .ok_or_else(|| {
+                Error::config(format!(
+                    "provider {name}: spacing {} is too long",
+                    fmt_secs(lane.spacing)
+                ))
+            })?;
         // Count down to this model's start, a second at a time, for the TTY.
         loop {
             let now = tokio::time::Instant::now();
@@ -353,30 +520,116 @@ async fn run_lane(
             ));
             tokio::time::sleep(left.min(Duration::from_secs(1))).await;
         }
-        let start = tokio::time::Instant::now();
-        next_start = start + lane.spacing;
         let ts = crate::time::now_rfc3339();
         bar.set_message(format!("probing {model}  ({}/{n})", i + 1));
-        let question = {
-            let mut rng = rand::rng();
-            pool.draw(&mut rng)
+        let outcome = prober.probe(&lane, model).await;
+        let probed = Probed {
+            entry: Entry::new(ts, &name, model, &outcome),
+            verdict: outcome.verdict(),
+            remote,
+            unreachable: outcome.unreachable,
         };
-        let outcome: Outcome = crate::probe::probe(
-            &client,
-            &lane.resolved,
-            model,
-            &question,
-            lane.timeout,
-            &redactor,
-        )
-        .await;
-        let entry = Entry::new(ts, &name, model, &outcome);
-        if tx.send(entry).is_err() {
+        if tx.send(probed).is_err() {
             // The writer stopped on an error; it is reported from there.
             break;
         }
     }
     bar.finish_with_message(format!("done ({n} probed)"));
+    Ok(())
+}
+
+/// What the writer did.
+#[derive(Debug)]
+struct Written {
+    entries: Vec<Entry>,
+    changes: Vec<Transition>,
+    offline: Option<Offline>,
+}
+
+/// Appends results and applies them to the state file, holding back remote
+/// unreachable results until it is known that this machine is online.
+struct Writer {
+    log_path: std::path::PathBuf,
+    state_path: std::path::PathBuf,
+    stats_dir: std::path::PathBuf,
+    disable_after: u32,
+    /// Some remote provider answered (any HTTP response): the machine is
+    /// online, and unreachable results are data.
+    reached_remote: bool,
+    /// Remote unreachable results, while no remote provider has answered.
+    held: Vec<Probed>,
+    remote_providers: std::collections::BTreeSet<String>,
+    entries: Vec<Entry>,
+    changes: Vec<Transition>,
+}
+
+impl Writer {
+    fn accept(&mut self, batch: Vec<Probed>) -> Result<()> {
+        let mut ready = Vec::with_capacity(batch.len());
+        for p in batch {
+            if p.remote {
+                self.remote_providers.insert(p.entry.provider.clone());
+                if !self.reached_remote {
+                    if p.unreachable {
+                        self.held.push(p);
+                        continue;
+                    }
+                    self.reached_remote = true;
+                    ready.append(&mut self.held);
+                }
+            }
+            ready.push(p);
+        }
+        if ready.is_empty() {
+            return Ok(());
+        }
+        let entries: Vec<Entry> = ready.iter().map(|p| p.entry.clone()).collect();
+        let lock = DataLock::acquire(&self.stats_dir)?;
+        healthlog::append(&self.log_path, &entries, &lock)?;
+        let mut states = States::load(&self.state_path)?;
+        let before = states.clone();
+        for p in &ready {
+            let key = model_key(&p.entry.provider, &p.entry.model);
+            if let Some(t) = states.apply_probe(&key, p.verdict, &p.entry.ts, self.disable_after) {
+                self.changes.push(t);
+            }
+        }
+        if states != before {
+            states.save(&self.state_path, &lock)?;
+        }
+        drop(lock);
+        self.entries.extend(entries);
+        Ok(())
+    }
+
+    /// Whatever is still held was never recorded: no remote provider
+    /// answered, so the run was offline.
+    fn finish(self) -> Written {
+        let offline = (!self.held.is_empty()).then(|| {
+            let mut causes: Vec<String> = Vec::new();
+            for p in &self.held {
+                let cause = p
+                    .entry
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| p.entry.failure_type.into());
+                if !causes.contains(&cause) {
+                    causes.push(cause);
+                }
+            }
+            causes.truncate(3);
+            Offline {
+                providers: self.remote_providers.len(),
+                probes: self.held.len(),
+                causes,
+            }
+        });
+        Written {
+            entries: self.entries,
+            changes: self.changes,
+            offline,
+        }
+    }
 }
 
 /// Per-provider progress lines on stderr, only when stderr is a terminal.
@@ -460,11 +713,15 @@ fn print_summary(r: &Report) -> Result<()> {
     if !r.entries.is_empty() {
         out.push_str(&format!("{t}\n"));
     }
-    out.push_str(&format!("{ok}/{} probes passed", r.entries.len()));
-    if !r.state_changes.is_empty() {
-        out.push_str(&format!(", {} state change(s)", r.state_changes.len()));
+    // An offline run that recorded nothing says so on stderr, once; a
+    // "0/0 passed" line would only blur that.
+    if r.offline.is_none() || !r.entries.is_empty() {
+        out.push_str(&format!("{ok}/{} probes passed", r.entries.len()));
+        if !r.state_changes.is_empty() {
+            out.push_str(&format!(", {} state change(s)", r.state_changes.len()));
+        }
+        out.push('\n');
     }
-    out.push('\n');
     // Details of failures, already redacted and short.
     for e in r.entries.iter().filter(|e| e.ok == 0) {
         if let Some(err) = &e.error {
@@ -557,4 +814,222 @@ pub fn list(s: &Settings, json: bool) -> Result<u8> {
         rows.iter().map(|r| r.models.len()).sum::<usize>()
     ))?;
     Ok(exit::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    //! The scheduler under tokio's paused time: spacing, parallel lanes and
+    //! lane failures are asserted exactly, whatever the machine's load.
+
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::catalog::Catalog;
+    use crate::outcome::FailureType;
+
+    /// Records when each model was probed, in virtual time since the start;
+    /// takes `busy` per probe; panics on a model named "panic".
+    struct Mock {
+        t0: tokio::time::Instant,
+        busy: Duration,
+        calls: Mutex<Vec<(String, Duration)>>,
+    }
+
+    impl Prober for Mock {
+        async fn probe(&self, lane: &Lane, model: &str) -> Outcome {
+            let at = self.t0.elapsed();
+            self.calls
+                .lock()
+                .unwrap()
+                .push((format!("{}::{model}", lane.resolved.provider.name), at));
+            assert!(model != "panic", "scripted panic");
+            tokio::time::sleep(self.busy).await;
+            Outcome {
+                failure: (model == "down").then_some(FailureType::Error),
+                latency_ms: 1,
+                status: None,
+                error: None,
+                unreachable: model == "down",
+            }
+        }
+    }
+
+    fn lane(name: &str, url: &str, models: &[&str], spacing_secs: f64) -> Lane {
+        let c = Catalog::from_toml_str(
+            &format!(
+                "include_default_catalog = false\n[[providers]]\nname = {name:?}\ndialect = \"openai\"\nbase_url = {url:?}\nmodels = {models:?}\n"
+            ),
+            "test.toml",
+        )
+        .unwrap();
+        Lane {
+            resolved: c.providers[0].resolve_with(|_| None).unwrap(),
+            models: models.iter().map(|m| m.to_string()).collect(),
+            spacing: Duration::from_secs_f64(spacing_secs),
+            timeout: Duration::from_secs(30),
+        }
+    }
+
+    async fn run(
+        lanes: Vec<Lane>,
+        busy: Duration,
+    ) -> (Result<()>, Vec<(String, Duration)>, Vec<Probed>) {
+        let mock = Arc::new(Mock {
+            t0: tokio::time::Instant::now(),
+            busy,
+            calls: Mutex::new(Vec::new()),
+        });
+        let (tx, rx) = mpsc::channel();
+        let bars = lanes.iter().map(|_| ProgressBar::hidden()).collect();
+        let r = run_lanes(lanes, mock.clone(), tx, bars).await;
+        let calls = mock.calls.lock().unwrap().clone();
+        (r, calls, rx.try_iter().collect())
+    }
+
+    fn secs(calls: &[(String, Duration)], provider: &str) -> Vec<f64> {
+        calls
+            .iter()
+            .filter(|(k, _)| k.starts_with(&format!("{provider}::")))
+            .map(|(_, at)| at.as_secs_f64())
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lanes_run_in_parallel_with_starts_spacing_apart() {
+        let lanes = vec![
+            lane("a", "https://a.example/v1", &["1", "2", "3"], 90.0),
+            lane("b", "https://b.example/v1", &["1", "2"], 30.0),
+            lane("c", "https://c.example/v1", &["1"], 90.0),
+        ];
+        let t0 = tokio::time::Instant::now();
+        let (r, calls, probed) = run(lanes, Duration::from_secs(2)).await;
+        r.unwrap();
+        assert_eq!(secs(&calls, "a"), [0.0, 90.0, 180.0]);
+        assert_eq!(secs(&calls, "b"), [0.0, 30.0]);
+        assert_eq!(secs(&calls, "c"), [0.0]);
+        // The whole run: (largest model count − 1) × spacing + one probe.
+        assert_eq!(t0.elapsed(), Duration::from_secs(182));
+        assert_eq!(probed.len(), 6);
+        assert!(
+            probed
+                .iter()
+                .all(|p| p.remote && p.verdict == Verdict::Pass)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_longer_than_the_spacing_delays_the_next_start_only() {
+        let lanes = vec![lane("a", "http://127.0.0.1:9/v1", &["1", "2", "3"], 10.0)];
+        let (r, calls, probed) = run(lanes, Duration::from_secs(25)).await;
+        r.unwrap();
+        // Starts are at least `spacing` apart and never overlap a probe.
+        assert_eq!(secs(&calls, "a"), [0.0, 25.0, 50.0]);
+        assert!(probed.iter().all(|p| !p.remote), "127.0.0.1 is loopback");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_lane_fails_the_run_after_the_others_finish() {
+        let lanes = vec![
+            lane("a", "https://a.example/v1", &["1", "panic", "3"], 5.0),
+            lane("b", "https://b.example/v1", &["1", "2", "3", "4"], 5.0),
+        ];
+        let (r, calls, probed) = run(lanes, Duration::ZERO).await;
+        let err = r.unwrap_err();
+        assert!(matches!(err, Error::Internal(_)), "{err}");
+        assert_eq!(err.exit_code(), exit::INTERNAL);
+        assert!(
+            err.to_string()
+                .contains("the a lane panicked: scripted panic"),
+            "{err}"
+        );
+        // b ran to the end; a's result before the panic was delivered.
+        assert_eq!(secs(&calls, "b"), [0.0, 5.0, 10.0, 15.0]);
+        assert_eq!(probed.len(), 5);
+    }
+
+    #[test]
+    fn start_offsets_are_checked() {
+        let mut l = lane("a", "https://a.example/v1", &["1", "2", "3"], 3600.0);
+        assert_eq!(start_offset(&l, 2).unwrap(), Duration::from_secs(7200));
+        l.spacing = Duration::MAX;
+        let err = start_offset(&l, 2).unwrap_err();
+        assert_eq!(err.exit_code(), exit::USAGE);
+    }
+
+    fn probed(provider: &str, remote: bool, unreachable: bool) -> Probed {
+        let o = Outcome {
+            failure: unreachable.then_some(FailureType::Error),
+            latency_ms: if unreachable { 0 } else { 5 },
+            status: (!unreachable).then_some(200),
+            error: unreachable.then(|| "dns lookup failed".to_string()),
+            unreachable,
+        };
+        Probed {
+            entry: Entry::new("2026-12-01T00:00:00Z".into(), provider, "m", &o),
+            verdict: o.verdict(),
+            remote,
+            unreachable,
+        }
+    }
+
+    fn writer(dir: &std::path::Path) -> Writer {
+        Writer {
+            log_path: dir.join("health_log.json"),
+            state_path: dir.join("model_state.json"),
+            stats_dir: dir.to_path_buf(),
+            disable_after: 3,
+            reached_remote: false,
+            held: Vec::new(),
+            remote_providers: Default::default(),
+            entries: Vec::new(),
+            changes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn unreachable_remotes_are_held_until_one_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = writer(dir.path());
+        w.accept(vec![probed("a", true, true), probed("local", false, true)])
+            .unwrap();
+        // Only the loopback result is written while no remote has answered.
+        assert_eq!(w.entries.len(), 1);
+        assert_eq!(w.entries[0].provider, "local");
+        w.accept(vec![probed("b", true, false), probed("c", true, true)])
+            .unwrap();
+        let written: Vec<&str> = w.entries.iter().map(|e| e.provider.as_str()).collect();
+        assert_eq!(written, ["local", "a", "b", "c"]);
+        let done = w.finish();
+        assert!(done.offline.is_none());
+        assert_eq!(done.changes.len(), 3, "a, c and local are paused");
+    }
+
+    #[test]
+    fn no_remote_answering_is_offline_and_writes_nothing_remote() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = writer(dir.path());
+        w.accept(vec![probed("a", true, true), probed("b", true, true)])
+            .unwrap();
+        w.accept(vec![probed("a", true, true)]).unwrap();
+        let done = w.finish();
+        let off = done.offline.expect("offline");
+        assert_eq!((off.providers, off.probes), (2, 3));
+        assert_eq!(
+            off.to_string(),
+            "offline: none of 2 remote providers could be reached (dns lookup failed); nothing recorded"
+        );
+        assert!(done.entries.is_empty() && done.changes.is_empty());
+        assert!(!dir.path().join("health_log.json").exists());
+        assert!(!dir.path().join("model_state.json").exists());
+    }
+
+    #[test]
+    fn only_loopback_providers_are_never_offline() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = writer(dir.path());
+        w.accept(vec![probed("local", false, true)]).unwrap();
+        let done = w.finish();
+        assert!(done.offline.is_none());
+        assert_eq!(done.entries.len(), 1);
+    }
 }

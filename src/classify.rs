@@ -50,14 +50,17 @@ pub fn classify(
 /// A request that produced no response.
 pub fn classify_transport(err: &TransportError, redactor: &Redactor) -> Outcome {
     let failure = match err {
-        TransportError::Timeout(_) => FailureType::Timeout,
+        TransportError::Timeout(_) | TransportError::ConnectTimeout(_) => FailureType::Timeout,
         TransportError::Connect(_)
         | TransportError::Tls(_)
         | TransportError::Reset(_)
         | TransportError::TooLarge(_)
         | TransportError::Other(_) => FailureType::Error,
     };
-    failed(failure, 0, None, &err.to_string(), redactor)
+    Outcome {
+        unreachable: err.is_unreachable(),
+        ..failed(failure, 0, None, &err.to_string(), redactor)
+    }
 }
 
 /// A complete response, of any status.
@@ -121,6 +124,7 @@ pub fn classify_response(
             latency_ms,
             status,
             error: None,
+            unreachable: false,
         };
     }
     let reason = wrong_answer_reason(&reply, expected);
@@ -145,6 +149,7 @@ fn failed(
         latency_ms,
         status,
         error: Some(truncate_reason(&redactor.redact(reason))),
+        unreachable: false,
     }
 }
 
@@ -448,6 +453,7 @@ fn parse_reset(v: &str, now: DateTime<Utc>) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::outcome::{UNREACHABLE, Verdict};
     use crate::secret::Secret;
     use reqwest::header::{HeaderName, HeaderValue};
 
@@ -479,7 +485,8 @@ mod tests {
                 failure: None,
                 latency_ms: 123,
                 status: Some(200),
-                error: None
+                error: None,
+                unreachable: false,
             }
         );
     }
@@ -740,18 +747,44 @@ mod tests {
                 failure: Some(FailureType::Timeout),
                 latency_ms: 0,
                 status: None,
-                error: Some("timed out after 30s".into())
+                error: Some("timed out after 30s".into()),
+                unreachable: false,
             }
         );
-        for e in [
-            TransportError::Connect("connection refused".into()),
-            TransportError::Tls("invalid peer certificate: UnknownIssuer".into()),
-            TransportError::Reset("connection closed mid-body".into()),
-            TransportError::TooLarge(1 << 20),
+        // A slow upstream is a timeout; a host that cannot be reached is a
+        // temporary failure whatever its class.
+        assert_eq!(o.verdict(), Verdict::Temporary("timeout"));
+        let o = classify_transport(&TransportError::ConnectTimeout(Duration::from_secs(10)), &r);
+        assert_eq!(o.failure, Some(FailureType::Timeout));
+        assert_eq!(o.error.as_deref(), Some("connect timed out after 10s"));
+        assert_eq!(o.verdict(), Verdict::Temporary(UNREACHABLE));
+        for (e, unreachable) in [
+            (TransportError::Connect("connection refused".into()), true),
+            (TransportError::Connect("dns lookup failed".into()), true),
+            (
+                TransportError::Tls("invalid peer certificate: UnknownIssuer".into()),
+                true,
+            ),
+            (
+                TransportError::Reset("connection closed mid-body".into()),
+                true,
+            ),
+            (TransportError::TooLarge(1 << 20), false),
+            (TransportError::Other("invalid request".into()), false),
         ] {
             let o = classify_transport(&e, &r);
-            assert_eq!(o.failure, Some(FailureType::Error));
+            assert_eq!(o.failure, Some(FailureType::Error), "{e}");
             assert_eq!(o.latency_ms, 0);
+            assert_eq!(o.unreachable, unreachable, "{e}");
+            assert_eq!(
+                o.verdict(),
+                if unreachable {
+                    Verdict::Temporary(UNREACHABLE)
+                } else {
+                    Verdict::Hard("error")
+                },
+                "{e}"
+            );
         }
         assert_eq!(
             classify_transport(&TransportError::TooLarge(1 << 20), &r)

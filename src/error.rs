@@ -40,20 +40,37 @@ pub struct LockedError {
     pub holder: String,
 }
 
+/// Every way a command can fail, one variant per concern, each with its
+/// exit code ([`Error::exit_code`]).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Bad flags, config or prompts file, or nothing to do: exit 2.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// A data file that cannot be read or parsed, left untouched: exit 4.
     #[error(transparent)]
     Data(#[from] DataError),
+    /// Another `check` holds the run lock: exit 3.
     #[error(transparent)]
     Locked(#[from] LockedError),
+    /// The system failed us (cannot create, write or lock a file, cannot
+    /// start the runtime): exit 7.
     #[error("{context}: {source}")]
     Io {
         context: String,
         #[source]
         source: std::io::Error,
     },
+    /// The HTTP client (its TLS backend) could not start: exit 7.
+    #[error(transparent)]
+    Client(#[from] crate::http::ClientError),
+    /// Writing to stdout failed. A closed pipe is success; anything else is
+    /// exit 7.
+    #[error("cannot write to stdout: {0}")]
+    Stdout(#[source] std::io::Error),
+    /// A bug: part of the run panicked: exit 8.
+    #[error("internal error: {0}; please report this")]
+    Internal(String),
 }
 
 impl Error {
@@ -62,6 +79,12 @@ impl Error {
             context: context.into(),
             source,
         }
+    }
+
+    /// A data file that could not be opened or read (exit 4, like a file
+    /// that cannot be parsed).
+    pub fn unreadable(path: &Path, source: std::io::Error) -> Self {
+        DataError::new(path, None, format!("cannot read: {source}")).into()
     }
 
     pub fn config(msg: impl Into<String>) -> Self {
@@ -73,14 +96,15 @@ impl Error {
             Error::Config(_) => exit::USAGE,
             Error::Data(_) => exit::DATA,
             Error::Locked(_) => exit::LOCKED,
-            Error::Io { .. } => exit::DATA,
+            Error::Io { .. } | Error::Client(_) | Error::Stdout(_) => exit::IO,
+            Error::Internal(_) => exit::INTERNAL,
         }
     }
 
     /// True when the error is a closed stdout pipe, which is not a failure
-    /// (`llmprobe state | head`).
+    /// (`llmprobe state | head`), as ripgrep treats it.
     pub fn is_broken_pipe(&self) -> bool {
-        matches!(self, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::BrokenPipe)
+        matches!(self, Error::Stdout(e) if e.kind() == std::io::ErrorKind::BrokenPipe)
     }
 }
 

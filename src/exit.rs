@@ -15,6 +15,14 @@ pub const LOCKED: u8 = 3;
 pub const DATA: u8 = 4;
 /// `route` exhausted every candidate.
 pub const EXHAUSTED: u8 = 5;
+/// `check` reached no remote provider at all: the machine is offline, and
+/// nothing was recorded.
+pub const OFFLINE: u8 = 6;
+/// The system failed the command: a directory or file could not be created,
+/// written or locked, or the async runtime or HTTP client could not start.
+pub const IO: u8 = 7;
+/// A bug: a part of the run panicked. The message says where.
+pub const INTERNAL: u8 = 8;
 
 pub fn code(c: u8) -> ExitCode {
     ExitCode::from(c)

@@ -259,7 +259,7 @@ pub fn run(g: &GlobalArgs, args: FakeArgs) -> Result<u8> {
             let mut out = std::io::stdout().lock();
             writeln!(out, "listening on {url}")
                 .and_then(|()| out.flush())
-                .map_err(|e| Error::io("cannot write to stdout", e))?;
+                .map_err(Error::Stdout)?;
         }
         wait_for_signal().await?;
         server.shutdown().await;

@@ -47,6 +47,10 @@ pub enum TransportError {
     /// The whole exchange, body included, did not finish within the deadline.
     #[error("timed out after {}", human_duration(*.0))]
     Timeout(Duration),
+    /// No TCP (or TLS) connection within [`CONNECT_TIMEOUT`]: the host is
+    /// black-holed or the network is down.
+    #[error("connect timed out after {}", human_duration(*.0))]
+    ConnectTimeout(Duration),
     /// No connection: refused, unreachable, or the name did not resolve.
     #[error("{0}")]
     Connect(String),
@@ -62,6 +66,22 @@ pub enum TransportError {
     /// Anything else (an invalid request, a protocol error).
     #[error("{0}")]
     Other(String),
+}
+
+impl TransportError {
+    /// The host could not be reached, or the connection broke before a
+    /// response: nothing about the model, everything about the path to it.
+    /// A deadline that passed while the upstream was working, a body over
+    /// the cap and an invalid request are not.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            TransportError::ConnectTimeout(_)
+                | TransportError::Connect(_)
+                | TransportError::Tls(_)
+                | TransportError::Reset(_)
+        )
+    }
 }
 
 fn detail(s: &str) -> String {
@@ -106,7 +126,10 @@ fn human_bytes(n: usize) -> String {
 ///   need them to reach cloud providers. Loopback hosts always bypass the
 ///   proxy: a proxy cannot reach the user's local Ollama or llama.cpp, and
 ///   tests on 127.0.0.1 must never leave the machine.
-pub fn client() -> reqwest::Client {
+///
+/// Building fails only when the TLS backend cannot start; that stops the
+/// command, because a default client would follow redirects with the key.
+pub fn client() -> Result<reqwest::Client, ClientError> {
     let builder = reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
@@ -115,14 +138,13 @@ pub fn client() -> reqwest::Client {
     let builder = env_proxies(|k| std::env::var(k))
         .into_iter()
         .fold(builder.no_proxy(), |b, p| b.proxy(p));
-    match builder.build() {
-        Ok(c) => c,
-        // Building only fails when the TLS backend cannot start; a client
-        // with reqwest's defaults then reports that on every request rather
-        // than aborting the whole run.
-        Err(_) => reqwest::Client::new(),
-    }
+    builder.build().map_err(|e| ClientError(innermost(&e)))
 }
+
+/// The HTTP client could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start the HTTP client (TLS backend): {0}")]
+pub struct ClientError(String);
 
 /// Proxies from the usual environment variables, each excluding loopback
 /// hosts as well as whatever `NO_PROXY` lists. An unparseable proxy URL is
@@ -212,7 +234,7 @@ fn from_reqwest(e: reqwest::Error, in_body: bool) -> TransportError {
         // Only the connect timeout can fire here; the overall deadline is
         // enforced around the whole exchange. A black-holed host is as
         // temporary as a slow one.
-        return TransportError::Timeout(CONNECT_TIMEOUT);
+        return TransportError::ConnectTimeout(CONNECT_TIMEOUT);
     }
     if e.is_builder() {
         return TransportError::Other(format!("invalid request{}", detail(&innermost(&e))));
@@ -313,9 +335,13 @@ mod tests {
             false,
         )
         .await;
-        let r = send(client().get(&url), Duration::from_secs(5), DEFAULT_BODY_CAP)
-            .await
-            .unwrap();
+        let r = send(
+            client().unwrap().get(&url),
+            Duration::from_secs(5),
+            DEFAULT_BODY_CAP,
+        )
+        .await
+        .unwrap();
         assert_eq!(r.status, 200);
         assert_eq!(r.body, b"hello");
         assert_eq!(r.headers["x-a"], "b");
@@ -336,7 +362,7 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(30)).await;
         });
         let err = send(
-            client().get(format!("http://{addr}/")),
+            client().unwrap().get(format!("http://{addr}/")),
             Duration::from_millis(200),
             DEFAULT_BODY_CAP,
         )
@@ -356,9 +382,13 @@ mod tests {
         }
         reply.extend_from_slice(b"0\r\n\r\n");
         let url = one_shot(reply, false).await;
-        let err = send(client().get(&url), Duration::from_secs(5), 8 * 1024)
-            .await
-            .unwrap_err();
+        let err = send(
+            client().unwrap().get(&url),
+            Duration::from_secs(5),
+            8 * 1024,
+        )
+        .await
+        .unwrap_err();
         assert_eq!(err, TransportError::TooLarge(8 * 1024));
         assert_eq!(err.to_string(), "response larger than 8 KiB");
     }
@@ -367,9 +397,13 @@ mod tests {
     async fn plain_http_server_on_https_is_a_tls_failure() {
         let url = one_shot(b"HTTP/1.1 400 Bad Request\r\n\r\n".to_vec(), false).await;
         let url = url.replace("http://", "https://");
-        let err = send(client().get(&url), Duration::from_secs(5), DEFAULT_BODY_CAP)
-            .await
-            .unwrap_err();
+        let err = send(
+            client().unwrap().get(&url),
+            Duration::from_secs(5),
+            DEFAULT_BODY_CAP,
+        )
+        .await
+        .unwrap_err();
         assert!(matches!(err, TransportError::Tls(_)), "{err:?}");
         assert!(!err.to_string().contains("127.0.0.1"), "{err}");
     }
@@ -377,9 +411,13 @@ mod tests {
     #[tokio::test]
     async fn close_before_any_response_is_a_reset() {
         let url = one_shot(Vec::new(), false).await;
-        let err = send(client().get(&url), Duration::from_secs(5), DEFAULT_BODY_CAP)
-            .await
-            .unwrap_err();
+        let err = send(
+            client().unwrap().get(&url),
+            Duration::from_secs(5),
+            DEFAULT_BODY_CAP,
+        )
+        .await
+        .unwrap_err();
         assert!(matches!(err, TransportError::Reset(_)), "{err:?}");
     }
 

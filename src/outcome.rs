@@ -36,7 +36,9 @@ impl FailureType {
         })
     }
 
-    /// Temporary failures pause a model and never count toward disabling it.
+    /// Temporary failure classes pause a model and never count toward
+    /// disabling it. (An `error` can still be temporary: see
+    /// [`Outcome::verdict`].)
     pub fn is_temporary(self) -> bool {
         matches!(
             self,
@@ -44,6 +46,25 @@ impl FailureType {
         )
     }
 }
+
+/// What one probe says about the model, for the state machine. The log keeps
+/// the five-class `failure_type`; the state machine decides from this, which
+/// also knows whether the host could be reached at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The answer was right.
+    Pass,
+    /// A failure that says nothing lasting about the model: a timeout, a
+    /// rate limit, a 5xx, or a host that could not be reached. The label
+    /// becomes the state's `reason`.
+    Temporary(&'static str),
+    /// A failure of the model or its configuration: a wrong answer, a bad
+    /// key, an unknown model, an unparseable body.
+    Hard(&'static str),
+}
+
+/// The state `reason` of a probe whose host could not be reached.
+pub const UNREACHABLE: &str = "unreachable";
 
 impl std::fmt::Display for FailureType {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -62,11 +83,25 @@ pub struct Outcome {
     pub status: Option<u16>,
     /// A short reason (≤ 200 chars), already redacted.
     pub error: Option<String>,
+    /// No HTTP response, because the host could not be reached or the
+    /// connection broke: refused, DNS failure, TLS handshake failure, reset,
+    /// connect timeout. Such a failure is logged as `error` (or `timeout`)
+    /// but is temporary, and decides whether a run was offline.
+    pub unreachable: bool,
 }
 
 impl Outcome {
     pub fn ok(&self) -> bool {
         self.failure.is_none()
+    }
+
+    pub fn verdict(&self) -> Verdict {
+        match self.failure {
+            None => Verdict::Pass,
+            Some(_) if self.unreachable => Verdict::Temporary(UNREACHABLE),
+            Some(f) if f.is_temporary() => Verdict::Temporary(f.as_str()),
+            Some(f) => Verdict::Hard(f.as_str()),
+        }
     }
 }
 

@@ -14,7 +14,7 @@ pub fn print(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|_| out.flush())
-        .map_err(|e| Error::io("cannot write to stdout", e))
+        .map_err(Error::Stdout)
 }
 
 pub fn println(text: &str) -> Result<()> {

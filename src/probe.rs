@@ -14,11 +14,6 @@ use crate::outcome::{FailureType, Outcome, truncate_reason};
 use crate::prompts::Question;
 use crate::secret::Redactor;
 
-/// The HTTP client every probe shares (see [`http::client`]).
-pub fn http_client() -> reqwest::Client {
-    http::client()
-}
-
 /// Send `question` to `model` of `provider` and classify what comes back.
 /// Never fails: every failure is an [`Outcome`]. Sent with temperature 0 and
 /// the provider's `max_tokens`; `latency_ms` is the time to the full
@@ -42,6 +37,7 @@ pub async fn probe(
                 latency_ms: 0,
                 status: None,
                 error: Some(truncate_reason(&redactor.redact(&e.to_string()))),
+                unreachable: false,
             };
         }
     };
@@ -154,7 +150,7 @@ mod tests {
 
     async fn run(p: &Resolved, timeout: Duration) -> Outcome {
         probe(
-            &http_client(),
+            &http::client().unwrap(),
             p,
             "m",
             &question(),

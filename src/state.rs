@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{DataError, Error, Result, json_error_offset};
 use crate::fsutil::{self, DataLock};
-use crate::outcome::FailureType;
+use crate::outcome::Verdict;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -88,8 +88,16 @@ impl States {
     pub fn load(path: &Path) -> Result<States> {
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(States::default()),
-            Err(e) => return Err(Error::io(format!("cannot read {}", path.display()), e)),
+            // No file, or no stats directory yet: every model is active.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                return Ok(States::default());
+            }
+            Err(e) => return Err(Error::unreadable(path, e)),
         };
         if bytes.iter().all(|c| c.is_ascii_whitespace()) {
             return Ok(States::default());
@@ -165,14 +173,14 @@ impl States {
     pub fn apply_probe(
         &mut self,
         key: &str,
-        failure: Option<FailureType>,
+        verdict: Verdict,
         ts: &str,
         disable_after: u32,
     ) -> Option<Transition> {
         let before = self.get(key);
         let mut e = before.clone().unwrap_or_else(StateEntry::active);
         let from = e.state;
-        step(&mut e, failure, ts, disable_after);
+        step(&mut e, verdict, ts, disable_after);
         if before.as_ref() == Some(&e) || (before.is_none() && e == StateEntry::active()) {
             return None;
         }
@@ -192,18 +200,19 @@ impl States {
 ///
 /// - A passing probe: the count goes to 0; a paused model becomes active and
 ///   gets `recovered_at`.
-/// - A temporary failure (timeout, rate_limit, http_error): an active model
-///   is paused; the hard-failure count is neither raised nor reset.
-/// - A hard failure (wrong_answer, error): the count goes up; at
+/// - A temporary failure (timeout, rate_limit, http_error, or a host that
+///   could not be reached: refused, DNS, TLS, reset): an active model is
+///   paused; the hard-failure count is neither raised nor reset.
+/// - A hard failure (wrong_answer, any other error): the count goes up; at
 ///   `disable_after` the model is disabled.
 /// - A disabled model is never probed, so it never gets here; if it does, it
 ///   stays disabled: only a person enables it.
-pub fn step(e: &mut StateEntry, failure: Option<FailureType>, ts: &str, disable_after: u32) {
+pub fn step(e: &mut StateEntry, verdict: Verdict, ts: &str, disable_after: u32) {
     if e.state == ModelState::Disabled {
         return;
     }
-    match failure {
-        None => {
+    match verdict {
+        Verdict::Pass => {
             e.consecutive_failures = 0;
             if e.state == ModelState::Paused {
                 e.state = ModelState::Active;
@@ -212,16 +221,16 @@ pub fn step(e: &mut StateEntry, failure: Option<FailureType>, ts: &str, disable_
                 e.reason = None;
             }
         }
-        Some(f) if f.is_temporary() => {
+        Verdict::Temporary(why) => {
             if e.state == ModelState::Active {
                 e.state = ModelState::Paused;
                 e.since = Some(ts.to_string());
-                e.reason = Some(f.as_str().to_string());
+                e.reason = Some(why.to_string());
             }
         }
-        Some(f) => {
-            e.consecutive_failures += 1;
-            e.reason = Some(f.as_str().to_string());
+        Verdict::Hard(why) => {
+            e.consecutive_failures = e.consecutive_failures.saturating_add(1);
+            e.reason = Some(why.to_string());
             if e.consecutive_failures >= disable_after {
                 e.state = ModelState::Disabled;
                 e.since = Some(ts.to_string());
@@ -234,9 +243,17 @@ pub fn step(e: &mut StateEntry, failure: Option<FailureType>, ts: &str, disable_
 mod tests {
     use super::*;
     use crate::error::Error;
-    use FailureType::{Error as Hard, HttpError, RateLimit, Timeout, WrongAnswer};
+    use crate::outcome::UNREACHABLE;
 
-    fn run(seq: &[Option<FailureType>]) -> (States, Vec<Transition>) {
+    const TIMEOUT: Verdict = Verdict::Temporary("timeout");
+    const RATE_LIMIT: Verdict = Verdict::Temporary("rate_limit");
+    const HTTP_ERROR: Verdict = Verdict::Temporary("http_error");
+    const OFFLINE: Verdict = Verdict::Temporary(UNREACHABLE);
+    const HARD: Verdict = Verdict::Hard("error");
+    const WRONG: Verdict = Verdict::Hard("wrong_answer");
+    const PASS: Verdict = Verdict::Pass;
+
+    fn run(seq: &[Verdict]) -> (States, Vec<Transition>) {
         let mut s = States::default();
         let mut t = Vec::new();
         for (i, f) in seq.iter().enumerate() {
@@ -249,7 +266,7 @@ mod tests {
 
     #[test]
     fn temporary_failure_pauses_and_a_pass_recovers() {
-        let (s, t) = run(&[Some(Timeout), Some(RateLimit), None]);
+        let (s, t) = run(&[TIMEOUT, RATE_LIMIT, PASS]);
         assert_eq!(t.len(), 2);
         assert_eq!(
             (t[0].from, t[0].to),
@@ -266,40 +283,27 @@ mod tests {
 
     #[test]
     fn temporary_failures_never_disable_nor_reset_the_count() {
-        let (s, _) = run(&[
-            Some(Hard),
-            Some(HttpError),
-            Some(Timeout),
-            Some(RateLimit),
-            Some(HttpError),
-            Some(WrongAnswer),
-        ]);
+        let (s, _) = run(&[HARD, HTTP_ERROR, TIMEOUT, RATE_LIMIT, HTTP_ERROR, WRONG]);
         let e = s.get("p::m").unwrap();
         assert_eq!(e.state, ModelState::Paused);
         assert_eq!(e.consecutive_failures, 2);
-        let (s, t) = run(&[
-            Some(Hard),
-            Some(Timeout),
-            Some(WrongAnswer),
-            Some(HttpError),
-            Some(Hard),
-        ]);
+        let (s, t) = run(&[HARD, TIMEOUT, WRONG, HTTP_ERROR, HARD]);
         assert_eq!(s.state_of("p::m"), ModelState::Disabled);
         assert_eq!(t.last().unwrap().to, ModelState::Disabled);
     }
 
     #[test]
     fn hard_failures_disable_after_three_from_active_and_paused() {
-        let (s, t) = run(&[Some(Hard), Some(Hard), Some(WrongAnswer)]);
+        let (s, t) = run(&[HARD, HARD, WRONG]);
         assert_eq!(s.state_of("p::m"), ModelState::Disabled);
         assert_eq!(t.len(), 1);
         assert_eq!(
             (t[0].from, t[0].to),
             (ModelState::Active, ModelState::Disabled)
         );
-        let (s, _) = run(&[Some(Hard), Some(Hard)]);
+        let (s, _) = run(&[HARD, HARD]);
         assert_eq!(s.state_of("p::m"), ModelState::Active);
-        let (s, t) = run(&[Some(Timeout), Some(Hard), Some(Hard), Some(Hard)]);
+        let (s, t) = run(&[TIMEOUT, HARD, HARD, HARD]);
         assert_eq!(s.state_of("p::m"), ModelState::Disabled);
         assert_eq!(
             (t[1].from, t[1].to),
@@ -308,8 +312,26 @@ mod tests {
     }
 
     #[test]
+    fn an_unreachable_host_pauses_and_never_disables() {
+        // A laptop offline overnight, or a stopped local server: any number
+        // of unreachable probes leave the model paused, the count untouched.
+        let (s, t) = run(&[HARD; 2]
+            .iter()
+            .copied()
+            .chain([OFFLINE; 10])
+            .collect::<Vec<_>>());
+        let e = s.get("p::m").unwrap();
+        assert_eq!(e.state, ModelState::Paused);
+        assert_eq!(e.reason.as_deref(), Some(UNREACHABLE));
+        assert_eq!(e.consecutive_failures, 2);
+        assert_eq!(t.len(), 1);
+        let (s, _) = run(&[OFFLINE, OFFLINE, OFFLINE, PASS]);
+        assert_eq!(s.state_of("p::m"), ModelState::Active);
+    }
+
+    #[test]
     fn a_pass_resets_the_count() {
-        let (s, _) = run(&[Some(Hard), Some(Hard), None, Some(Hard), Some(Hard)]);
+        let (s, _) = run(&[HARD, HARD, PASS, HARD, HARD]);
         assert_eq!(s.state_of("p::m"), ModelState::Active);
         assert_eq!(s.get("p::m").unwrap().consecutive_failures, 2);
     }
@@ -320,7 +342,7 @@ mod tests {
         let mut e = StateEntry::active();
         e.state = ModelState::Disabled;
         s.set("p::m", e.clone());
-        assert_eq!(s.apply_probe("p::m", None, "2026-11-30T00:00:00Z", 3), None);
+        assert_eq!(s.apply_probe("p::m", PASS, "2026-11-30T00:00:00Z", 3), None);
         assert_eq!(s.get("p::m").unwrap(), e);
     }
 
@@ -334,7 +356,7 @@ mod tests {
         )
         .unwrap();
         let mut s = States::load(&path).unwrap();
-        s.apply_probe("z::m", None, "2026-11-30T00:00:00Z", 3);
+        s.apply_probe("z::m", PASS, "2026-11-30T00:00:00Z", 3);
         let lock = DataLock::acquire(dir.path()).unwrap();
         s.save(&path, &lock).unwrap();
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();

@@ -197,30 +197,36 @@ fn providers_run_in_parallel_with_spacing_per_provider() {
         })
         .collect();
     let cfg = config(&env, &tables);
+    // The schedule itself (spacing, parallel lanes) is asserted exactly
+    // under paused time in `check::tests`; here, that the flags and config
+    // reach it: --spacing overrides every provider, including p3.
+    let dry = check(&env, &cfg, &["--spacing", "0.4", "--dry-run"]).ok();
+    assert!(
+        dry.stdout
+            .contains("12 probes on 3 providers in parallel; the last starts at +1.20s"),
+        "{}",
+        dry.stdout
+    );
+    let dry = check(&env, &cfg, &["--dry-run"]).ok();
+    assert!(
+        dry.stdout.contains("the last starts at +3.30s"),
+        "{}",
+        dry.stdout
+    );
     check(&env, &cfg, &["--spacing", "0.4"]).ok();
-    // --spacing overrides every provider, including p3.
     let seen = fake.seen();
     assert_eq!(seen.len(), 12);
-    let mut starts: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut order: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for r in &seen {
-        starts
+        order
             .entry(r.model()[..2].to_string())
             .or_default()
-            .push(r.at_ms);
+            .push(r.model().to_string());
     }
-    for (p, t) in &starts {
-        assert_eq!(t.len(), 4, "{p}");
-        for w in t.windows(2) {
-            // Starts are spaced; arrivals jitter by a few ms (more on a loaded
-            // machine), so allow 50 ms. Unspaced probes would be ~0 ms apart.
-            assert!(w[1] - w[0] >= 350, "{p}: starts {} ms apart", w[1] - w[0]);
-        }
+    for (p, ms) in &order {
+        let want: Vec<String> = models.iter().map(|m| format!("{p}-{m}")).collect();
+        assert_eq!(ms, &want, "each provider's models in catalog order");
     }
-    // In parallel: every provider's first probe comes before any provider's
-    // second.
-    let firsts: Vec<u64> = starts.values().map(|t| t[0]).collect();
-    let seconds: Vec<u64> = starts.values().map(|t| t[1]).collect();
-    assert!(firsts.iter().max() < seconds.iter().min(), "{starts:?}");
 
     // Per-provider spacing from config, checked on the log's own `ts`
     // (second precision): p3's probes are ≥ 1.1 s apart, so their ts differ.
@@ -582,7 +588,7 @@ fn every_failure_shape_is_classified_end_to_end() {
         ("html200", "error"),
         ("huge", "error"),
         ("reset", "error"),
-        ("slow:5000", "timeout"),
+        ("slow:60000", "timeout"),
     ];
     let models: Vec<&str> = want.iter().map(|(m, _)| *m).collect();
     // A port nobody listens on: bind, note it, close it.
@@ -593,7 +599,7 @@ fn every_failure_shape_is_classified_end_to_end() {
     let cfg = config(
         &env,
         &[
-            fake.provider("oa", "openai", &models, "timeout_secs = 1"),
+            fake.provider("oa", "openai", &models, "timeout_secs = 4"),
             fake.provider(
                 "an",
                 "anthropic",
@@ -682,11 +688,13 @@ fn state_changes_made_during_a_run_are_kept() {
     let cfg = config(
         &env,
         &[
+            // The last probe hangs until the fake is stopped, so the run is
+            // certainly still going when the hand edit lands.
             fake.provider(
                 "f",
                 "openai",
-                &["ok", "e500", "wrong", "ok:10"],
-                "spacing_secs = 0.6",
+                &["ok", "e500", "wrong", "slow"],
+                "timeout_secs = 600",
             ),
             fake.provider("g", "openai", &["other"], ""),
         ],
@@ -699,9 +707,13 @@ fn state_changes_made_during_a_run_are_kept() {
         .unwrap();
     // While the run writes its own state changes, a person disables another
     // model by hand; the run re-reads the file under the lock, so both land.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while fake.seen().len() < 2 {
-        assert!(std::time::Instant::now() < deadline);
+    let mut child = child;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while fake.seen().len() < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never started"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     env.run(&[
@@ -709,9 +721,12 @@ fn state_changes_made_during_a_run_are_kept() {
     ])
     .ok();
     assert!(
-        fake.seen().len() < 4,
+        child.try_wait().unwrap().is_none(),
         "the run ended before the change; the test proves nothing"
     );
+    // Stopping the fake breaks the hanging probe (a reset on loopback: a
+    // temporary failure), and the run ends.
+    drop(fake);
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
@@ -723,5 +738,351 @@ fn state_changes_made_during_a_run_are_kept() {
     assert_eq!(s["g::other"]["reason"], "by hand");
     assert_eq!(s["f::e500"]["state"], "paused");
     assert_eq!(s["f::wrong"]["consecutive_failures"], 1);
+    assert_eq!(s["f::slow"]["reason"], "unreachable");
     assert_eq!(log_entries(&env.log()).len(), 4);
+}
+
+/// A loopback port nobody listens on: bind, note it, close it.
+fn closed_port() -> String {
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    format!("http://{addr}")
+}
+
+/// Remote providers without leaving the machine: every remote request goes
+/// through a proxy on 127.0.0.1 (the client honours HTTP(S)_PROXY for every
+/// non-loopback host), so a dead proxy is a machine that cannot reach
+/// anything, and a proxy that is a fake provider is a remote that answers.
+/// The `.example` names are never resolved.
+fn remote(name: &str, scheme: &str, models: &[&str]) -> String {
+    crate::support::provider_toml(
+        name,
+        "openai",
+        &format!("{scheme}://{name}.example/v1"),
+        models,
+        "",
+    )
+}
+
+#[test]
+fn an_offline_run_records_nothing_changes_nothing_and_exits_6() {
+    let mut env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let dead = closed_port();
+    env.env("HTTP_PROXY", &dead).env("HTTPS_PROXY", &dead);
+    let cfg = config(
+        &env,
+        &[
+            remote("alpha", "https", &["m1", "m2"]),
+            remote("beta", "http", &["m1"]),
+            // A local server is judged on its own: it answers, and is recorded.
+            fake.provider("local", "openai", &["ok"], ""),
+        ],
+    );
+    for run in 0..3 {
+        let r = check(&env, &cfg, &[]).code(6);
+        assert!(
+            r.stderr.contains(
+                "offline: none of 2 remote providers could be reached (connection refused); nothing recorded"
+            ),
+            "run {run}: {}",
+            r.stderr
+        );
+    }
+    let entries = log_entries(&env.log());
+    assert_eq!(entries.len(), 3, "only the local provider's probes");
+    assert!(
+        entries
+            .iter()
+            .all(|e| e["provider"] == "local" && e["ok"] == 1)
+    );
+    assert_eq!(states(&env), serde_json::json!({}), "no state changed");
+    // --json says so too, and --fail-on-down does not hide it.
+    let r = check(&env, &cfg, &["--json", "--fail-on-down"]).code(6);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["offline"]["providers"], 2);
+    assert_eq!(v["offline"]["probes"], 3);
+}
+
+#[test]
+fn one_unreachable_provider_among_answering_ones_is_recorded_and_only_paused() {
+    let mut env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    // http:// remotes reach the fake through the proxy; https:// ones hit a
+    // dead proxy.
+    env.env("HTTP_PROXY", &fake.url)
+        .env("HTTPS_PROXY", &closed_port());
+    let cfg = config(
+        &env,
+        &[
+            remote("alpha", "http", &["ok", "wrong"]),
+            remote("beta", "https", &["m"]),
+        ],
+    );
+    for _ in 0..4 {
+        check(&env, &cfg, &[]).ok();
+    }
+    let entries = log_entries(&env.log());
+    // alpha::wrong is disabled after three runs and not probed in the fourth.
+    assert_eq!(entries.len(), 11);
+    let beta: Vec<&Value> = entries.iter().filter(|e| e["provider"] == "beta").collect();
+    assert_eq!(beta.len(), 4);
+    for e in &beta {
+        // The log keeps the five classes; the cause is in `error`.
+        assert_eq!(e["failure_type"], "error");
+        assert_eq!(e["error"], "connection refused");
+    }
+    let s = states(&env);
+    assert_eq!(s["beta::m"]["state"], "paused");
+    assert_eq!(s["beta::m"]["reason"], "unreachable");
+    assert_eq!(s["beta::m"]["consecutive_failures"], 0);
+    // A wrong answer is still a hard failure: the model is disabled.
+    assert_eq!(s["alpha::wrong"]["state"], "disabled");
+    assert!(s.get("alpha::ok").is_none());
+}
+
+#[test]
+fn a_stopped_local_server_is_paused_never_disabled() {
+    let env = Env::new();
+    let cfg = config(
+        &env,
+        &[crate::support::provider_toml(
+            "ollama-ish",
+            "openai",
+            &format!("{}/v1", closed_port()),
+            &["llama"],
+            "",
+        )],
+    );
+    for _ in 0..4 {
+        check(&env, &cfg, &[]).ok();
+    }
+    let entries = log_entries(&env.log());
+    assert_eq!(entries.len(), 4, "a loopback refusal is data, not offline");
+    let s = states(&env);
+    assert_eq!(s["ollama-ish::llama"]["state"], "paused");
+    assert_eq!(s["ollama-ish::llama"]["consecutive_failures"], 0);
+}
+
+#[test]
+fn keyless_defaults_with_no_keys_and_no_network_record_nothing() {
+    // The embedded catalog, an empty environment, and no network (a dead
+    // proxy): three hourly runs later nothing is disabled and nothing was
+    // logged as a failure.
+    let mut env = Env::new();
+    let dead = closed_port();
+    env.env("HTTP_PROXY", &dead).env("HTTPS_PROXY", &dead);
+    for _ in 0..3 {
+        let r = env.run(&["check", "--spacing", "0"]).code(6);
+        assert!(
+            r.stderr
+                .contains("offline: none of 1 remote provider could be reached"),
+            "{}",
+            r.stderr
+        );
+    }
+    assert!(!env.log().exists(), "nothing recorded");
+    assert!(!env.state_file().exists(), "no state changed");
+    // Local servers are off by default, and the listing says how to turn
+    // them on.
+    let list = env.run(&["check", "--list"]).ok();
+    for (p, var) in [
+        ("ollama", "OLLAMA_HOST"),
+        ("llamacpp", "LLAMACPP_HOST"),
+        ("vllm", "VLLM_HOST"),
+    ] {
+        let line = list
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("| {p} ")))
+            .unwrap_or_else(|| panic!("{p} not listed:\n{}", list.stdout));
+        assert!(
+            line.contains(&format!(
+                "off: a local server; set {var}, or enabled = true"
+            )),
+            "{line}"
+        );
+    }
+    let dry = env.run(&["check", "--dry-run"]).ok();
+    assert!(dry.stdout.contains("pollinations"), "{}", dry.stdout);
+    assert!(!dry.stdout.contains("ollama"), "{}", dry.stdout);
+}
+
+#[test]
+fn a_host_variable_turns_a_local_server_on() {
+    let mut env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let hostport = fake.url.trim_start_matches("http://").to_string();
+    env.env("OLLAMA_HOST", &hostport);
+    env.run(&["check", "--provider", "ollama"]).ok();
+    let seen = fake.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].model(), "llama3.2:3b");
+    let entries = log_entries(&env.log());
+    assert_eq!(entries[0]["provider"], "ollama");
+    assert_eq!(entries[0]["ok"], 1);
+    // enabled = false in a config wins over the variable.
+    let cfg = env.write(
+        "off.toml",
+        "[[providers]]\nname = \"ollama\"\nenabled = false\n",
+    );
+    let r = env
+        .run(&[
+            "--config",
+            cfg.to_str().unwrap(),
+            "check",
+            "--provider",
+            "ollama",
+        ])
+        .code(2);
+    assert!(
+        r.stderr.contains("ollama: off (enabled = false in config)"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn nothing_to_probe_is_an_error_that_says_what_to_do() {
+    let env = Env::new();
+    // Keys lost: every keyed provider skipped.
+    let r = env.run(&["check", "--provider", "groq,openai"]).code(2);
+    assert!(r.stderr.contains("nothing to probe"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("2 skipped for a missing key"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("groq: skipped: set GROQ_API_KEY"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("llmprobe check --list"), "{}", r.stderr);
+    // Every selected model disabled.
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(&env, &[fake.provider("f", "openai", &["ok"], "")]);
+    env.run(&["--config", &cfg, "state", "disable", "f::ok"])
+        .ok();
+    let r = check(&env, &cfg, &[]).code(2);
+    assert!(r.stderr.contains("1 model(s) disabled"), "{}", r.stderr);
+    assert!(r.stderr.contains("llmprobe state enable"), "{}", r.stderr);
+    assert!(fake.seen().is_empty());
+}
+
+#[test]
+fn absurd_settings_are_usage_errors() {
+    let env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(&env, &[fake.provider("f", "openai", &["ok", "ok"], "")]);
+    for (args, needle) in [
+        (
+            vec!["--spacing", "1e19"],
+            "--spacing 10000000000000000000 is out of range",
+        ),
+        (vec!["--spacing", "1e19", "--dry-run"], "--spacing"),
+        (vec!["--spacing", "-1"], "--spacing -1 is out of range"),
+        (vec!["--spacing", "NaN"], "--spacing NaN is out of range"),
+        (vec!["--timeout", "0"], "--timeout 0 is out of range"),
+        (vec!["--timeout", "1e9"], "--timeout"),
+    ] {
+        let r = check(&env, &cfg, &args).code(2);
+        assert!(r.stderr.contains(needle), "{args:?}: {}", r.stderr);
+    }
+    for (table, needle) in [
+        ("[defaults]\nspacing_secs = 1e19\n", "defaults.spacing_secs"),
+        ("[defaults]\ntimeout_secs = 0\n", "defaults.timeout_secs"),
+        (
+            "[defaults]\nmax_tokens = 0\n",
+            "defaults.max_tokens 0 is out of range",
+        ),
+        ("[defaults]\nmax_tokens = 1000000\n", "defaults.max_tokens"),
+        ("[defaults]\ndisable_after = 0\n", "defaults.disable_after"),
+        (
+            "[[providers]]\nname = \"groq\"\nspacing_secs = 1e19\n",
+            "provider \"groq\": spacing_secs",
+        ),
+        (
+            "[[providers]]\nname = \"groq\"\nmax_tokens = 0\n",
+            "provider \"groq\": max_tokens",
+        ),
+    ] {
+        let bad = env.write("bad.toml", table);
+        let r = env
+            .run(&["--config", bad.to_str().unwrap(), "check", "--dry-run"])
+            .code(2);
+        assert!(r.stderr.contains(needle), "{table}: {}", r.stderr);
+        assert!(r.stderr.contains("bad.toml"), "{table}: {}", r.stderr);
+    }
+    assert!(fake.seen().is_empty(), "nothing was probed");
+}
+
+#[test]
+fn exit_codes_match_their_meaning() {
+    let env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(&env, &[fake.provider("f", "openai", &["ok"], "")]);
+    // A stats "directory" that is a file cannot be created: a system error
+    // (7), not "a data file is unreadable" (4).
+    let blocker = env.write("blocker", "not a directory");
+    let r = env
+        .run(&[
+            "--config",
+            &cfg,
+            "--stats-dir",
+            &blocker.join("stats").display().to_string(),
+            "check",
+        ])
+        .code(7);
+    assert!(
+        r.stderr.contains("cannot create stats directory"),
+        "{}",
+        r.stderr
+    );
+    // The first run says once that it created the stats directory.
+    let r = check(&env, &cfg, &[]).ok();
+    assert!(r.stderr.contains("created stats directory"), "{}", r.stderr);
+    let r = check(&env, &cfg, &[]).ok();
+    assert!(
+        !r.stderr.contains("created stats directory"),
+        "{}",
+        r.stderr
+    );
+    // A log that cannot be parsed is a data error (4), left as it was.
+    std::fs::write(env.log(), "{not an array").unwrap();
+    check(&env, &cfg, &[]).code(4);
+    assert_eq!(std::fs::read(env.log()).unwrap(), b"{not an array");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_closed_stdout_is_success_and_quiet() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.stats()).unwrap();
+    std::fs::copy(crate::support::compat_log(), env.log()).unwrap();
+    for args in [
+        &["rollup", "--window", "all", "--by", "model"][..],
+        &["state"][..],
+        &["check", "--list"][..],
+        &["brief"][..],
+    ] {
+        // The reading end is closed before the process starts, so its first
+        // write meets a broken pipe, every time.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = env
+            .command(args)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {out:?}");
+        assert!(
+            out.stderr.is_empty(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

@@ -7,6 +7,7 @@
 //! into a [`Secret`].
 
 use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
 use std::path::Path;
 use std::time::Duration;
 
@@ -16,6 +17,57 @@ use crate::error::{ConfigError, Error, Result};
 use crate::secret::Secret;
 
 const DEFAULT_CATALOG: &str = include_str!("default.toml");
+
+/// The accepted range of every user number that meets time or cost, on the
+/// command line and in config alike. Out of range is a usage error (exit 2),
+/// never an overflow in the middle of a run.
+pub mod bounds {
+    use std::ops::RangeInclusive;
+
+    /// Seconds between probe starts on one provider.
+    pub const SPACING_SECS: RangeInclusive<f64> = 0.0..=3600.0;
+    /// Seconds a probe may take; must also be more than 0.
+    pub const TIMEOUT_SECS: RangeInclusive<f64> = 0.0..=3600.0;
+    /// Tokens a probe may ask for.
+    pub const MAX_TOKENS: RangeInclusive<u32> = 1..=32_768;
+    /// Hard failures in a row that disable a model.
+    pub const DISABLE_AFTER: RangeInclusive<u32> = 1..=1000;
+}
+
+/// `v` seconds as a duration, if it lies in `range` (and, with `positive`,
+/// is more than 0). The error says what was expected, for the caller to
+/// prefix with the flag or field name.
+pub fn bounded_secs(
+    v: f64,
+    range: RangeInclusive<f64>,
+    positive: bool,
+) -> std::result::Result<Duration, String> {
+    let ok = range.contains(&v) && (!positive || v > 0.0);
+    match Duration::try_from_secs_f64(v) {
+        Ok(d) if ok => Ok(d),
+        _ if positive => Err(format!(
+            "{v} is out of range: expected more than 0 and at most {} seconds",
+            range.end()
+        )),
+        _ => Err(format!(
+            "{v} is out of range: expected {} to {} seconds",
+            range.start(),
+            range.end()
+        )),
+    }
+}
+
+fn bounded_u32(v: u32, range: RangeInclusive<u32>) -> std::result::Result<u32, String> {
+    if range.contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{v} is out of range: expected {} to {}",
+            range.start(),
+            range.end()
+        ))
+    }
+}
 
 /// The wire protocol a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -84,6 +136,7 @@ struct DefaultsToml {
 struct ProviderToml {
     name: String,
     enabled: Option<bool>,
+    host_env: Option<String>,
     dialect: Option<Dialect>,
     base_url: Option<String>,
     api_key_env: Option<KeyEnv>,
@@ -121,7 +174,13 @@ pub struct Defaults {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Provider {
     pub name: String,
-    pub enabled: bool,
+    /// `enabled` as configured; `None` means on, except for a provider with
+    /// a `host_env` (a local server), which is on only when that variable is
+    /// set.
+    pub enabled: Option<bool>,
+    /// A local server's conventional host variable (`OLLAMA_HOST`): when
+    /// set, it turns the provider on and supplies its scheme, host and port.
+    pub host_env: Option<String>,
     pub dialect: Dialect,
     /// May hold `{var}` placeholders, filled from `url_vars`.
     pub base_url: String,
@@ -151,17 +210,33 @@ pub struct Resolved {
 /// Why a configured provider cannot be used right now.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Unusable {
-    /// Disabled in the catalog or config.
-    Disabled,
-    /// A needed environment variable is unset; the message names it.
-    Missing(String),
+    /// Turned off: `enabled = false`, or a local server whose host variable
+    /// (named here) is unset.
+    Off { host_env: Option<String> },
+    /// Needed environment variables are unset, every one named; an entry
+    /// `A or B` means either will do.
+    Missing(Vec<String>),
+    /// A host variable holds something that is not a host or URL.
+    BadHost { var: String, value: String },
 }
 
 impl std::fmt::Display for Unusable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Unusable::Disabled => f.write_str("disabled in config"),
-            Unusable::Missing(var) => write!(f, "skipped: set {var}"),
+            Unusable::Off { host_env: None } => f.write_str("off (enabled = false in config)"),
+            Unusable::Off {
+                host_env: Some(var),
+            } => write!(
+                f,
+                "off: a local server; set {var}, or enabled = true in llmprobe.toml"
+            ),
+            Unusable::Missing(vars) => write!(f, "skipped: set {}", vars.join(" and ")),
+            Unusable::BadHost { var, value } => {
+                write!(
+                    f,
+                    "skipped: {var}={value:?} is not a host, host:port or URL"
+                )
+            }
         }
     }
 }
@@ -235,16 +310,30 @@ impl Catalog {
         let defaults = Defaults {
             spacing: secs(
                 defaults.spacing_secs.unwrap_or(90.0),
+                bounds::SPACING_SECS,
+                false,
                 "defaults.spacing_secs",
                 &origin,
             )?,
             timeout: secs(
                 defaults.timeout_secs.unwrap_or(30.0),
+                bounds::TIMEOUT_SECS,
+                true,
                 "defaults.timeout_secs",
                 &origin,
             )?,
-            max_tokens: defaults.max_tokens.unwrap_or(16),
-            disable_after: defaults.disable_after.unwrap_or(3).max(1),
+            max_tokens: count(
+                defaults.max_tokens.unwrap_or(16),
+                bounds::MAX_TOKENS,
+                "defaults.max_tokens",
+                &origin,
+            )?,
+            disable_after: count(
+                defaults.disable_after.unwrap_or(3),
+                bounds::DISABLE_AFTER,
+                "defaults.disable_after",
+                &origin,
+            )?,
         };
         let mut providers = Vec::with_capacity(tables.len());
         for t in tables {
@@ -268,6 +357,63 @@ impl Catalog {
     }
 }
 
+/// The base URL of a local server whose host variable holds `value`
+/// (`OLLAMA_HOST=0.0.0.0:11434`, `myhost`, `https://box:8443`): its scheme
+/// (http unless given), host and port (the default's unless given), and the
+/// default's path unless it names one. A bind-all address means this
+/// machine. `None` when `value` is not a host or URL.
+fn url_from_host(default_base: &str, value: &str) -> Option<String> {
+    let value = value.trim();
+    let with_scheme = if value.contains("://") {
+        value.to_string()
+    } else {
+        format!("http://{value}")
+    };
+    let mut url = reqwest::Url::parse(&with_scheme).ok()?;
+    let default = reqwest::Url::parse(default_base).ok()?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
+        return None;
+    }
+    let authority = with_scheme
+        .split_once("://")
+        .map_or("", |(_, rest)| rest.split('/').next().unwrap_or(""));
+    let explicit_port = authority
+        .rsplit_once(']')
+        .map_or(authority, |(_, after)| after)
+        .contains(':');
+    if !explicit_port {
+        url.set_port(default.port()).ok()?;
+    }
+    match url.host_str() {
+        Some("0.0.0.0") => url.set_host(Some("127.0.0.1")).ok()?,
+        Some("[::]") => url.set_host(Some("[::1]")).ok()?,
+        _ => {}
+    }
+    if url.path() == "/" {
+        url.set_path(default.path());
+    }
+    Some(url.as_str().trim_end_matches('/').to_string())
+}
+
+impl Resolved {
+    /// Whether the provider lives on this machine (localhost, 127.0.0.0/8,
+    /// ::1). Such a provider says nothing about the network: a refusal
+    /// means its server is not running.
+    pub fn is_loopback(&self) -> bool {
+        let Some(host) = reqwest::Url::parse(&self.base_url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+        else {
+            return false;
+        };
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        match bare.parse::<std::net::IpAddr>() {
+            Ok(ip) => ip.is_loopback(),
+            Err(_) => bare == "localhost" || bare.ends_with(".localhost"),
+        }
+    }
+}
+
 /// The key of a model in `model_state.json`.
 pub fn model_key(provider: &str, model: &str) -> String {
     format!("{provider}::{model}")
@@ -283,13 +429,35 @@ impl Provider {
         &self,
         env: impl Fn(&str) -> Option<String>,
     ) -> std::result::Result<Resolved, Unusable> {
-        if !self.enabled {
-            return Err(Unusable::Disabled);
+        let host = self
+            .host_env
+            .as_ref()
+            .and_then(|var| Some((var, env(var)?)));
+        let on = match (self.enabled, &host) {
+            (Some(explicit), _) => explicit,
+            (None, _) if self.host_env.is_some() => host.is_some(),
+            (None, _) => true,
+        };
+        if !on {
+            return Err(Unusable::Off {
+                host_env: self.host_env.clone().filter(|_| self.enabled.is_none()),
+            });
         }
-        let mut base_url = self.base_url.clone();
+        let mut base_url = match &host {
+            Some((var, value)) => {
+                url_from_host(&self.base_url, value).ok_or_else(|| Unusable::BadHost {
+                    var: (*var).clone(),
+                    value: value.clone(),
+                })?
+            }
+            None => self.base_url.clone(),
+        };
+        let mut missing = Vec::new();
         for (placeholder, var) in &self.url_vars {
-            let value = env(var).ok_or_else(|| Unusable::Missing(var.clone()))?;
-            base_url = base_url.replace(&format!("{{{placeholder}}}"), &value);
+            match env(var) {
+                Some(value) => base_url = base_url.replace(&format!("{{{placeholder}}}"), &value),
+                None => missing.push(var.clone()),
+            }
         }
         let found = self
             .api_key_env
@@ -298,8 +466,14 @@ impl Provider {
         let (key_source, key) = match found {
             Some((var, key)) => (Some(var), Some(key)),
             None if self.api_key_env.is_empty() || self.key_optional => (None, None),
-            None => return Err(Unusable::Missing(self.api_key_env.join(" or "))),
+            None => {
+                missing.push(self.api_key_env.join(" or "));
+                (None, None)
+            }
         };
+        if !missing.is_empty() {
+            return Err(Unusable::Missing(missing));
+        }
         Ok(Resolved {
             provider: self.clone(),
             base_url: base_url.trim_end_matches('/').to_string(),
@@ -330,6 +504,7 @@ fn merge_provider(into: &mut ProviderToml, from: ProviderToml) {
     }
     take!(
         enabled,
+        host_env,
         dialect,
         base_url,
         api_key_env,
@@ -345,15 +520,34 @@ fn merge_provider(into: &mut ProviderToml, from: ProviderToml) {
     );
 }
 
-fn secs(v: f64, field: &str, origin: &str) -> Result<Duration> {
-    Duration::try_from_secs_f64(v).map_err(|_| {
+fn origin_name(origin: &str) -> &str {
+    if origin.is_empty() {
+        "(embedded)"
+    } else {
+        origin
+    }
+}
+
+fn secs(
+    v: f64,
+    range: RangeInclusive<f64>,
+    positive: bool,
+    field: &str,
+    origin: &str,
+) -> Result<Duration> {
+    bounded_secs(v, range, positive).map_err(|why| {
         Error::config(format!(
-            "invalid config {}: {field} must be a non-negative number of seconds, got {v}",
-            if origin.is_empty() {
-                "(embedded)"
-            } else {
-                origin
-            }
+            "invalid config {}: {field} {why}",
+            origin_name(origin)
+        ))
+    })
+}
+
+fn count(v: u32, range: RangeInclusive<u32>, field: &str, origin: &str) -> Result<u32> {
+    bounded_u32(v, range).map_err(|why| {
+        Error::config(format!(
+            "invalid config {}: {field} {why}",
+            origin_name(origin)
         ))
     })
 }
@@ -362,11 +556,7 @@ fn validate_provider(t: ProviderToml, d: &Defaults, origin: &str) -> Result<Prov
     let bad = |msg: String| -> Error {
         ConfigError(format!(
             "invalid config {}: provider \"{}\": {msg}",
-            if origin.is_empty() {
-                "(embedded)"
-            } else {
-                origin
-            },
+            origin_name(origin),
             t.name
         ))
         .into()
@@ -397,26 +587,34 @@ fn validate_provider(t: ProviderToml, d: &Defaults, origin: &str) -> Result<Prov
         }
     }
     let models = t.models.clone().unwrap_or_default();
-    let enabled = t.enabled.unwrap_or(true);
-    if enabled && models.is_empty() {
+    if t.enabled != Some(false) && models.is_empty() {
         return Err(bad("`models` is empty".into()));
     }
     if let Some(m) = models.iter().find(|m| m.trim().is_empty()) {
         return Err(bad(format!("model id \"{m}\" is empty")));
     }
     let spacing = match t.spacing_secs {
-        Some(v) => secs(v, "spacing_secs", origin)?,
+        Some(v) => bounded_secs(v, bounds::SPACING_SECS, false)
+            .map_err(|why| bad(format!("spacing_secs {why}")))?,
         None => d.spacing,
     };
     let timeout = match t.timeout_secs {
-        Some(v) => secs(v, "timeout_secs", origin)?,
+        Some(v) => bounded_secs(v, bounds::TIMEOUT_SECS, true)
+            .map_err(|why| bad(format!("timeout_secs {why}")))?,
         None => d.timeout,
     };
-    if timeout.is_zero() {
-        return Err(bad("timeout_secs must be greater than 0".into()));
+    let max_tokens = match t.max_tokens {
+        Some(v) => {
+            bounded_u32(v, bounds::MAX_TOKENS).map_err(|why| bad(format!("max_tokens {why}")))?
+        }
+        None => d.max_tokens,
+    };
+    if let Some(var) = t.host_env.as_ref().filter(|v| v.trim().is_empty()) {
+        return Err(bad(format!("host_env {var:?} is empty")));
     }
     Ok(Provider {
-        enabled,
+        enabled: t.enabled,
+        host_env: t.host_env.clone(),
         dialect,
         base_url,
         api_key_env: t
@@ -429,7 +627,7 @@ fn validate_provider(t: ProviderToml, d: &Defaults, origin: &str) -> Result<Prov
         models,
         spacing,
         timeout,
-        max_tokens: t.max_tokens.unwrap_or(d.max_tokens),
+        max_tokens,
         headers: t.headers.clone().unwrap_or_default(),
         priority: t.priority.unwrap_or(100),
         limits: t.limits.clone().unwrap_or_default(),
@@ -494,7 +692,7 @@ mod tests {
         assert_eq!(groq.models, vec!["only-this"]);
         assert_eq!(groq.base_url, "https://api.groq.com/openai/v1");
         assert_eq!(groq.spacing, Duration::from_millis(200));
-        assert!(!c.provider("openai").unwrap().enabled);
+        assert_eq!(c.provider("openai").unwrap().enabled, Some(false));
         assert!(c.provider("local").unwrap().api_key_env.is_empty());
     }
 
@@ -522,8 +720,12 @@ mod tests {
             r.base_url,
             "https://api.cloudflare.com/client/v4/accounts/acc123/ai/v1"
         );
+        // Every missing variable is named, not only the first.
         let missing = cf.resolve_with(|_| None).unwrap_err();
-        assert_eq!(missing, Unusable::Missing("CLOUDFLARE_ACCOUNT_ID".into()));
+        assert_eq!(
+            missing.to_string(),
+            "skipped: set CLOUDFLARE_ACCOUNT_ID and CLOUDFLARE_API_TOKEN or CLOUDFLARE_API_KEY"
+        );
         let groq = c
             .provider("groq")
             .unwrap()

@@ -138,8 +138,7 @@ fn fast_insertion(path: &Path, file: &File, len: u64) -> Result<Option<Insertion
     }
     let read = |off: u64, n: u64| -> Result<Vec<u8>> {
         let mut buf = vec![0u8; n as usize];
-        read_exact_at(file, &mut buf, off)
-            .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+        read_exact_at(file, &mut buf, off).map_err(|e| Error::unreadable(path, e))?;
         Ok(buf)
     };
     let head = read(0, len.min(64))?;
@@ -245,11 +244,9 @@ fn slow_insertion(path: &Path) -> Result<Insertion> {
 
 /// Whether the byte before `off` is the array's `[` (no entries yet).
 fn is_after_open_bracket(path: &Path, off: u64) -> Result<bool> {
-    let f =
-        File::open(path).map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
+    let f = File::open(path).map_err(|e| Error::unreadable(path, e))?;
     let mut b = [0u8; 1];
-    read_exact_at(&f, &mut b, off - 1)
-        .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+    read_exact_at(&f, &mut b, off - 1).map_err(|e| Error::unreadable(path, e))?;
     Ok(b[0] == b'[')
 }
 
@@ -307,6 +304,7 @@ mod tests {
             latency_ms: i,
             status: None,
             error: None,
+            unreachable: false,
         };
         Entry::new(
             format!("2026-11-30T00:00:{:02}Z", i % 60),

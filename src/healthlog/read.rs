@@ -171,7 +171,7 @@ pub fn read_all_with<S: Sink>(
     };
     let len = file
         .metadata()
-        .map_err(|e| Error::io(format!("cannot stat {}", path.display()), e))?
+        .map_err(|e| Error::unreadable(path, e))?
         .len();
     let split = if parallel && len >= PARALLEL_MIN && threads() > 1 {
         find_split(path, &file, len)?
@@ -289,7 +289,7 @@ fn open(path: &Path) -> Result<Option<File>> {
     match File::open(path) {
         Ok(f) => Ok(Some(f)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(format!("cannot open {}", path.display()), e)),
+        Err(e) => Err(Error::unreadable(path, e)),
     }
 }
 
@@ -300,7 +300,7 @@ fn find_split(path: &Path, file: &File, len: u64) -> Result<Option<u64>> {
     let n = (len - from).min(1 << 20) as usize;
     let mut buf = vec![0u8; n];
     file.read_exact_at(&mut buf, from)
-        .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+        .map_err(|e| Error::unreadable(path, e))?;
     Ok(buf
         .windows(3)
         .position(|w| w == b",\n{")
@@ -730,7 +730,7 @@ fn walk(
                     return Ok(());
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(Error::io(format!("cannot read {}", path.display()), e)),
+                Err(e) => return Err(Error::unreadable(path, e)),
             }
         }
     };

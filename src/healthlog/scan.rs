@@ -58,7 +58,7 @@ pub fn scan_file(path: &Path, each: impl FnMut(u64, &[u8]) -> Result<()>) -> Res
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(End::Empty),
-        Err(e) => return Err(Error::io(format!("cannot open {}", path.display()), e)),
+        Err(e) => return Err(Error::unreadable(path, e)),
     };
     scan_reader(path, file, each)
 }
@@ -106,7 +106,7 @@ pub fn scan_reader(
             match r.read(&mut buf[old..]) {
                 Ok(n) => break n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(Error::io(format!("cannot read {}", path.display()), e)),
+                Err(e) => return Err(Error::unreadable(path, e)),
             }
         };
         buf.truncate(old + n);

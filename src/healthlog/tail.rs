@@ -52,9 +52,9 @@ pub fn read_backward(path: &Path, mut each: impl FnMut(&Record<'_>) -> bool) -> 
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(Tail::Done { skipped: 0 });
         }
-        Err(e) => return Err(Error::io(format!("cannot open {}", path.display()), e)),
+        Err(e) => return Err(Error::unreadable(path, e)),
     };
-    let io = |e| Error::io(format!("cannot read {}", path.display()), e);
+    let io = |e| Error::unreadable(path, e);
     let len = file.metadata().map_err(io)?.len();
     let mut end = len;
     let mut carry: Vec<u8> = Vec::new();
