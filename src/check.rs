@@ -524,7 +524,8 @@ pub fn list(s: &Settings, json: bool) -> Result<u8> {
         })
         .collect();
     if json {
-        output::print_json(&rows)?;
+        let out = serde_json::json!({ "config": s.config_json(), "providers": rows });
+        output::print_json(&out)?;
         return Ok(exit::SUCCESS);
     }
     let mut t = output::table(&["Provider", "Dialect", "Models", "Key", "Status"]);
@@ -552,9 +553,10 @@ pub fn list(s: &Settings, json: bool) -> Result<u8> {
     }
     let ready = rows.iter().filter(|r| r.status == "ready").count();
     output::print(&format!(
-        "{t}\n{} providers, {} models; {ready} providers ready to probe\n",
+        "{t}\n{} providers, {} models; {ready} providers ready to probe\n{}\n",
         rows.len(),
-        rows.iter().map(|r| r.models.len()).sum::<usize>()
+        rows.iter().map(|r| r.models.len()).sum::<usize>(),
+        s.config_line()
     ))?;
     Ok(exit::SUCCESS)
 }

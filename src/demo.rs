@@ -95,6 +95,7 @@ pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
         catalog,
         prompts,
         stats_dir: stats_dir.clone(),
+        config: None,
     };
     output::println(&format!(
         "llmprobe demo: fake providers on {url}, spacing {}s, timeout 2s\nstats directory: {}\n",
