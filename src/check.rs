@@ -85,7 +85,11 @@ pub fn run(s: &Settings, a: CheckArgs) -> Result<u8> {
     let states = States::load(&s.state_path())?;
     let plan = plan(s, &a, &states, spacing, timeout)?;
     if a.dry_run {
-        return dry_run(&plan);
+        return if a.json {
+            dry_run_json(&plan)
+        } else {
+            dry_run(&plan)
+        };
     }
     let _run_lock = RunLock::try_acquire(s.stats_dir())?;
     {
@@ -240,6 +244,38 @@ fn dry_run(plan: &Plan) -> Result<u8> {
     );
     out.push_str(&footer(&plan.skipped, &plan.not_probed));
     output::print(&out)?;
+    Ok(exit::SUCCESS)
+}
+
+/// `check --dry-run --json`: the plan of [`dry_run`] as JSON.
+fn dry_run_json(plan: &Plan) -> Result<u8> {
+    #[derive(Serialize)]
+    struct Probe<'a> {
+        provider: &'a str,
+        order: usize,
+        model: &'a str,
+        starts_at_secs: f64,
+        timeout_secs: f64,
+    }
+    let probes: Vec<Probe> = plan
+        .lanes
+        .iter()
+        .flat_map(|lane| {
+            lane.models.iter().enumerate().map(move |(i, m)| Probe {
+                provider: &lane.resolved.provider.name,
+                order: i + 1,
+                model: m,
+                starts_at_secs: (lane.spacing * i as u32).as_secs_f64(),
+                timeout_secs: lane.timeout.as_secs_f64(),
+            })
+        })
+        .collect();
+    output::print_json(&serde_json::json!({
+        "dry_run": true,
+        "probes": probes,
+        "skipped": plan.skipped,
+        "not_probed": plan.not_probed,
+    }))?;
     Ok(exit::SUCCESS)
 }
 
