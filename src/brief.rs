@@ -18,17 +18,15 @@ use serde::Serialize;
 
 use crate::cli::BriefArgs;
 use crate::error::Result;
+use crate::grade::{self, FAIR, GOOD, Grade, fmt_pct};
 use crate::healthlog::read::{self, Record, Sink};
 use crate::healthlog::tail::{self, Tail};
 use crate::output;
-use crate::rollup::{fmt_count, fmt_minute, fmt_pct, fmt_rfc3339};
+use crate::rollup::{fmt_count, fmt_minute, fmt_rfc3339};
 use crate::settings::Settings;
 use crate::state::{ModelState, States};
 use crate::window::Window;
 
-/// Icon thresholds of the brief (stricter than the README's).
-const OK: f64 = 0.95;
-const WARN: f64 = 0.75;
 /// With no probe for this long, the hourly job has probably stopped.
 const STALE_SECS: i64 = 2 * 3600;
 /// How far before the window start the backward read goes on, for clocks
@@ -42,7 +40,9 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
     let start = window.start(now);
     let log = s.log_path();
     let (col, skipped) = collect(&log, start)?;
-    let brief = Brief::build(&window, now, col, &states, skipped);
+    let mut brief = Brief::build(&window, now, col, &states, skipped);
+    brief.health_log = crate::settings::absolute(&log).display().to_string();
+    brief.log_missing = !log.exists();
     if args.json {
         output::print_json(&brief)?;
     } else {
@@ -190,6 +190,7 @@ struct ProviderLine {
     icon: &'static str,
     uptime: Option<f64>,
     avg_latency_ms: Option<f64>,
+    #[serde(serialize_with = "grade::serialize_count")]
     checks: f64,
     last_check: Option<String>,
     last_result: String,
@@ -222,6 +223,10 @@ struct Brief {
     out_of_rotation: Vec<OutOfRotation>,
     advisories: Vec<Advisory>,
     skipped_entries: u64,
+    /// The log read, as an absolute path.
+    health_log: String,
+    #[serde(skip)]
+    log_missing: bool,
     #[serde(skip)]
     now_ts: i64,
     #[serde(skip)]
@@ -242,14 +247,14 @@ impl Brief {
                 .max_by(|a, b| (a.ts, a.seq).cmp(&(b.ts, b.seq)))
                 .cloned();
             let all_down = !p.models.is_empty() && p.models.values().all(|l| l.error);
-            let (status, icon) = match uptime {
+            let (status, icon) = match uptime.map(grade::grade) {
                 _ if all_down => ("down", "[DOWN]"),
-                Some(u) if u >= OK => ("ok", "[ OK ]"),
-                Some(u) if u >= WARN => ("warn", "[WARN]"),
+                Some(Grade::Good) => ("ok", "[ OK ]"),
+                Some(Grade::Fair) => ("warn", "[WARN]"),
                 _ => ("poor", "[POOR]"),
             };
             let mut why = Vec::new();
-            if let Some(u) = uptime.filter(|&u| u < WARN) {
+            if let Some(u) = uptime.filter(|&u| grade::grade(u) == Grade::Poor) {
                 why.push(format!("uptime {} over {}", fmt_pct(u), window.label));
             }
             if let Some(l) = latest.as_ref().filter(|l| l.error) {
@@ -305,6 +310,8 @@ impl Brief {
             out_of_rotation,
             advisories,
             skipped_entries: skipped,
+            health_log: String::new(),
+            log_missing: false,
             now_ts: now,
             newest_ts: col.newest,
             title: window.title().to_lowercase(),
@@ -320,10 +327,20 @@ impl Brief {
             fmt_minute(self.now_ts)
         );
         match self.newest_ts {
-            None => out.push_str(
-                "\n!!! STALE: NO PROBES RECORDED. The health log is empty or missing.\n\
-                 !!! Run `llmprobe check`, and schedule it hourly (cron, systemd timer).\n",
-            ),
+            None => {
+                let _ = write!(
+                    out,
+                    "\n!!! STALE: NO PROBES RECORDED in {} ({}).\n\
+                     !!! Run `llmprobe check`, and schedule it hourly (cron, systemd timer); \
+                     or pass --stats-dir if the data is elsewhere.\n",
+                    self.health_log,
+                    if self.log_missing {
+                        "the file does not exist"
+                    } else {
+                        "it holds no probes"
+                    }
+                );
+            }
             Some(t) if self.stale => {
                 let _ = write!(
                     out,
@@ -344,7 +361,11 @@ impl Brief {
         }
         out.push('\n');
         if self.providers.is_empty() {
-            let _ = writeln!(out, "no samples in the {}", self.title);
+            let _ = writeln!(
+                out,
+                "no samples in the {} in {}",
+                self.title, self.health_log
+            );
         } else {
             let mut t = output::table(&[
                 "",
@@ -374,8 +395,8 @@ impl Brief {
             let _ = writeln!(
                 out,
                 "[ OK ] ≥{:.0}% · [WARN] ≥{:.0}% · [POOR] below · [DOWN] the last probe of every model failed with an error",
-                OK * 100.0,
-                WARN * 100.0
+                GOOD * 100.0,
+                FAIR * 100.0
             );
         }
         out.push('\n');

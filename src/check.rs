@@ -165,7 +165,11 @@ pub fn run(s: &Settings, a: CheckArgs) -> Result<u8> {
         return Err(nothing_to_probe(&plan));
     }
     if a.dry_run {
-        return dry_run(&plan);
+        return if a.json {
+            dry_run_json(&plan)
+        } else {
+            dry_run(&plan)
+        };
     }
     let created = !s.stats_dir().exists();
     let _run_lock = RunLock::try_acquire(s.stats_dir())?;
@@ -369,6 +373,38 @@ fn dry_run(plan: &Plan) -> Result<u8> {
     );
     out.push_str(&footer(&plan.skipped, &plan.not_probed));
     output::print(&out)?;
+    Ok(exit::SUCCESS)
+}
+
+/// `check --dry-run --json`: the plan of [`dry_run`] as JSON.
+fn dry_run_json(plan: &Plan) -> Result<u8> {
+    #[derive(Serialize)]
+    struct Probe<'a> {
+        provider: &'a str,
+        order: usize,
+        model: &'a str,
+        starts_at_secs: f64,
+        timeout_secs: f64,
+    }
+    let probes: Vec<Probe> = plan
+        .lanes
+        .iter()
+        .flat_map(|lane| {
+            lane.models.iter().enumerate().map(move |(i, m)| Probe {
+                provider: &lane.resolved.provider.name,
+                order: i + 1,
+                model: m,
+                starts_at_secs: (lane.spacing * i as u32).as_secs_f64(),
+                timeout_secs: lane.timeout.as_secs_f64(),
+            })
+        })
+        .collect();
+    output::print_json(&serde_json::json!({
+        "dry_run": true,
+        "probes": probes,
+        "skipped": plan.skipped,
+        "not_probed": plan.not_probed,
+    }))?;
     Ok(exit::SUCCESS)
 }
 
@@ -781,7 +817,8 @@ pub fn list(s: &Settings, json: bool) -> Result<u8> {
         })
         .collect();
     if json {
-        output::print_json(&rows)?;
+        let out = serde_json::json!({ "config": s.config_json(), "providers": rows });
+        output::print_json(&out)?;
         return Ok(exit::SUCCESS);
     }
     let mut t = output::table(&["Provider", "Dialect", "Models", "Key", "Status"]);
@@ -809,9 +846,10 @@ pub fn list(s: &Settings, json: bool) -> Result<u8> {
     }
     let ready = rows.iter().filter(|r| r.status == "ready").count();
     output::print(&format!(
-        "{t}\n{} providers, {} models; {ready} providers ready to probe\n",
+        "{t}\n{} providers, {} models; {ready} providers ready to probe\n{}\n",
         rows.len(),
-        rows.iter().map(|r| r.models.len()).sum::<usize>()
+        rows.iter().map(|r| r.models.len()).sum::<usize>(),
+        s.config_line()
     ))?;
     Ok(exit::SUCCESS)
 }

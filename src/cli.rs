@@ -32,7 +32,8 @@ pub struct Cli {
 /// Flags accepted both before and after the subcommand.
 #[derive(Debug, Args, Clone)]
 pub struct GlobalArgs {
-    /// User config file (TOML) layered over the embedded catalog.
+    /// User config file (TOML) layered over the embedded catalog [default:
+    /// ./llmprobe.toml, else llmprobe/llmprobe.toml in the user config directory].
     #[arg(long, global = true, env = "LLMPROBE_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// Directory holding health_log.json and model_state.json [default: ./stats].
@@ -46,7 +47,6 @@ pub struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Check(CheckArgs),
-    /// List every provider and model, with the source of its key (alias of `check --list`).
     Providers(ProvidersArgs),
     Rollup(RollupArgs),
     Brief(BriefArgs),
@@ -70,6 +70,7 @@ Examples:
   llmprobe check --list                       show providers, models, key variables
   llmprobe check --provider groq --spacing 5  only groq, 5 s apart
   llmprobe check --dry-run                    show what would be probed, in order
+  llmprobe check --dry-run --json             the same, as JSON
   llmprobe check --json --fail-on-down        JSON out; exit 1 if any probe failed
 
 crontab:  0 * * * *  cd ~/llmprobe && llmprobe check >> check.out 2>&1")]
@@ -100,7 +101,19 @@ pub struct CheckArgs {
     pub fail_on_down: bool,
 }
 
+/// List every provider and model, with the source of its key (alias of `check --list`).
+///
+/// Also names the config file that was read, found in this order: --config,
+/// LLMPROBE_CONFIG, ./llmprobe.toml, then the user config directory
+/// ($XDG_CONFIG_HOME/llmprobe/llmprobe.toml, else
+/// ~/.config/llmprobe/llmprobe.toml; %APPDATA%\llmprobe\llmprobe.toml on
+/// Windows).
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  llmprobe providers                         every provider, its models and key variables
+  llmprobe providers --json                  the same as JSON, with the config file used
+  llmprobe providers --json | jq .config     which config file was read")]
 pub struct ProvidersArgs {
     /// Print as JSON.
     #[arg(long)]
@@ -166,12 +179,12 @@ pub struct RollupArgs {
 
 /// A 24-hour summary with warnings, for the start of a working session.
 ///
-/// Per provider: [ OK ] ≥95% uptime, [WARN] ≥75%, [POOR] below, [DOWN] when
-/// the last probe of every model failed with an error; then the paused and
-/// disabled models, a ROUTING ADVISORY for every provider under 75% or whose
-/// last probe failed, and a STALE warning when nothing was probed in 2 hours.
-/// Reads the log backwards from its end, so it costs the same on a year of
-/// history as on a day.
+/// Per provider: [ OK ] ≥90% uptime, [WARN] ≥60%, [POOR] below (the same
+/// grades as rollup's ✅ ⚠️ ❌), [DOWN] when the last probe of every model
+/// failed with an error; then the paused and disabled models, a ROUTING
+/// ADVISORY for every provider under 60% or whose last probe failed, and a
+/// STALE warning when nothing was probed in 2 hours. Reads the log backwards
+/// from its end, so it costs the same on a year of history as on a day.
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
@@ -196,9 +209,9 @@ Examples:
   llmprobe state --provider groq --json          one provider, as JSON
   llmprobe state disable groq::llama-3.1-8b-instant --reason \"retired\"
   llmprobe state enable groq::llama-3.1-8b-instant
-  llmprobe state pause mistral::mistral-large-latest --reason \"quota\"
+  llmprobe state pause mistral::mistral-small-latest --reason \"quota\"
   llmprobe state reset groq::llama-3.1-8b-instant  forget one model's state
-  llmprobe state reset                           forget every state (all active)
+  llmprobe state reset --all                     forget every state (all active)
 
 Changes take the data lock and rewrite model_state.json atomically; an
 unknown name is refused with the closest known ones.")]
@@ -231,10 +244,18 @@ pub enum StateAction {
     Disable(StateChange),
     /// Take a model out of rotation until its next passing probe.
     Pause(StateChange),
-    /// Forget the state of one model, or of all models.
+    /// Forget the state of one model, or of all models (--all).
+    ///
+    /// `--all` also recovers from a model_state.json that cannot be parsed:
+    /// the file is moved aside to model_state.json.corrupt-<time>, never
+    /// deleted, and every model starts active.
     Reset {
-        /// provider::model; all models when absent.
+        /// provider::model
+        #[arg(conflicts_with = "all")]
         model: Option<String>,
+        /// Forget every model's state.
+        #[arg(long)]
+        all: bool,
     },
 }
 
@@ -248,15 +269,28 @@ pub struct StateChange {
 }
 
 /// Start local fake providers and run `check` against them: no keys, no network.
+///
+/// The demo keeps its files in llmprobe-demo/ under the system's temporary
+/// directory (e.g. /tmp/llmprobe-demo), not in ./stats, so that it never
+/// mixes with real data; --stats-dir or LLMPROBE_STATS_DIR puts them
+/// elsewhere. Each run continues the earlier ones, so models move between
+/// states from run to run; --fresh starts over.
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
   llmprobe demo                     fake providers, fast spacing, then summary, log and states
-  llmprobe demo --stats-dir /tmp/x  keep the demo's files somewhere else")]
+  llmprobe demo --fresh             forget earlier demo runs and start over
+  llmprobe demo --stats-dir demo    keep the demo's files in ./demo instead
+
+From a source checkout: cargo run --release -- demo")]
 pub struct DemoArgs {
     /// Seconds between probes on one provider.
     #[arg(long, default_value = "0.3")]
     pub spacing: f64,
+    /// Delete the files of earlier demo runs first (only demo probes are
+    /// ever deleted).
+    #[arg(long)]
+    pub fresh: bool,
 }
 
 #[derive(Debug, Args)]
@@ -286,6 +320,54 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    /// The help states the thresholds of [`crate::grade`].
+    #[test]
+    fn help_states_the_grade_thresholds() {
+        let good = format!("≥{:.0}%", crate::grade::GOOD * 100.0);
+        let fair = format!("{:.0}%", crate::grade::FAIR * 100.0);
+        for sub in ["brief", "rollup"] {
+            let mut cmd = Cli::command();
+            let help = cmd
+                .find_subcommand_mut(sub)
+                .unwrap()
+                .render_long_help()
+                .to_string();
+            assert!(
+                help.contains(&good) && help.contains(&fair),
+                "{sub}: {help}"
+            );
+        }
+    }
+
+    /// Every provider::model an example names is in the embedded catalog, so
+    /// that the example works as written (`state pause` refuses an unknown
+    /// model with exit 2).
+    #[test]
+    fn examples_name_models_of_the_embedded_catalog() {
+        let known: Vec<String> = crate::catalog::Catalog::embedded().model_keys().collect();
+        let mut cmd = Cli::command();
+        let mut helps = vec![cmd.render_long_help().to_string()];
+        for sub in cmd.get_subcommands_mut() {
+            helps.push(sub.render_long_help().to_string());
+        }
+        let mut checked = 0;
+        for word in helps.iter().flat_map(|h| h.split_whitespace()) {
+            if let Some((p, m)) = word.split_once("::")
+                && !p.is_empty()
+                && !m.is_empty()
+                && word != "provider::model"
+                && p.chars().all(|c| c.is_ascii_lowercase())
+            {
+                assert!(
+                    known.iter().any(|k| k == word),
+                    "{word} is not in the catalog"
+                );
+                checked += 1;
+            }
+        }
+        assert!(checked >= 3, "{checked}");
     }
 
     #[test]

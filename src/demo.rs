@@ -3,7 +3,7 @@
 //! network. It then shows what was written: the log's tail, the model states
 //! and the brief.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::catalog::Catalog;
 use crate::cli::{BriefArgs, CheckArgs, DemoArgs, GlobalArgs};
@@ -75,8 +75,23 @@ pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
     // Each demo starts a new fake server, so rotate the scripts by how many
     // demos this stats directory has seen: successive runs then show models
     // recovering and being disabled.
+    if a.fresh {
+        forget_earlier_runs(&stats_dir)?;
+    }
     let models: usize = PROVIDERS.iter().map(|p| p.3.len()).sum();
     let round = previous_entries(&stats_dir) / models;
+    output::println(&if round == 0 {
+        format!(
+            "llmprobe demo: a fresh start in {}",
+            crate::settings::absolute(&stats_dir).display()
+        )
+    } else {
+        format!(
+            "llmprobe demo: continuing {round} earlier demo run{} in {} (--fresh starts over)",
+            if round == 1 { "" } else { "s" },
+            crate::settings::absolute(&stats_dir).display()
+        )
+    })?;
     let mut cfg = FakeConfig::new(prompts.clone());
     for (_, _, _, models) in PROVIDERS {
         for (model, behaviours) in *models {
@@ -95,11 +110,11 @@ pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
         catalog,
         prompts,
         stats_dir: stats_dir.clone(),
+        config: None,
     };
     output::println(&format!(
-        "llmprobe demo: fake providers on {url}, spacing {}s, timeout 2s\nstats directory: {}\n",
+        "fake providers on {url}, spacing {}s, timeout 2s\n",
         a.spacing,
-        stats_dir.display()
     ))?;
     let result = crate::check::run(
         &settings,
@@ -126,10 +141,58 @@ pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
         },
     )?;
     output::println(
-        "\nRun `llmprobe demo` again to watch states move: a passing probe brings a paused model back, \
-         three hard failures in a row disable one.",
+        "\nRun the demo again to watch states move: a passing probe brings a paused model back, \
+         three hard failures in a row disable one; --fresh starts over.\n\
+         From a source checkout: cargo run --release -- demo\n\
+         Installed (cargo install --path .): llmprobe demo",
     )?;
     Ok(crate::exit::SUCCESS)
+}
+
+/// `demo --fresh`: delete the log and state file of earlier demo runs,
+/// under the data lock. A `--stats-dir` that holds anything but demo data
+/// is refused, so that a slip of the flag never deletes real history.
+fn forget_earlier_runs(stats_dir: &Path) -> Result<()> {
+    let names: Vec<&str> = PROVIDERS.iter().map(|p| p.0).collect();
+    let is_demo = |provider: &str| names.contains(&provider);
+    let _lock = crate::fsutil::DataLock::acquire(stats_dir)?;
+    let log = stats_dir.join(crate::settings::LOG_FILE);
+    let state = stats_dir.join(crate::settings::STATE_FILE);
+    let refuse = |path: &Path| {
+        Error::config(format!(
+            "demo --fresh: {} is not (only) demo data, or cannot be parsed; not deleting it \
+             (pick another --stats-dir, or move the file aside by hand)",
+            path.display()
+        ))
+    };
+    if let Ok(bytes) = std::fs::read(&log) {
+        let entries: Vec<serde_json::Value> =
+            serde_json::from_slice(&bytes).map_err(|_| refuse(&log))?;
+        if !entries
+            .iter()
+            .all(|e| e["provider"].as_str().is_some_and(is_demo))
+        {
+            return Err(refuse(&log));
+        }
+    }
+    if let Ok(bytes) = std::fs::read(&state) {
+        let states: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(&bytes).map_err(|_| refuse(&state))?;
+        if !states
+            .keys()
+            .all(|k| is_demo(k.split_once("::").map_or(k.as_str(), |(p, _)| p)))
+        {
+            return Err(refuse(&state));
+        }
+    }
+    for f in [&log, &state] {
+        match std::fs::remove_file(f) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(format!("cannot remove {}", f.display()), e)),
+        }
+    }
+    Ok(())
 }
 
 /// Entries already in the demo's log (one per line, as `check` writes them).

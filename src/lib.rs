@@ -22,6 +22,7 @@ pub mod error;
 pub mod exit;
 pub mod fake;
 pub mod fsutil;
+pub mod grade;
 pub mod healthlog;
 pub mod http;
 pub mod outcome;

@@ -25,6 +25,7 @@ use serde::Serialize;
 use crate::cli::{GroupBy, RollupArgs, RollupFormat};
 use crate::error::{Error, Result};
 use crate::fsutil;
+use crate::grade::{self, FAIR, GOOD, Grade};
 use crate::healthlog::read::{self, FastMap, Record, Sink};
 use crate::healthlog::scan::End;
 use crate::healthlog::tail;
@@ -35,9 +36,6 @@ use crate::window::Window;
 pub const DEFAULT_START: &str = "<!-- BRAIN_HEALTH_START -->";
 pub const DEFAULT_END: &str = "<!-- BRAIN_HEALTH_END -->";
 
-/// README status thresholds, as in the old tool's block.
-const GOOD: f64 = 0.90;
-const FAIR: f64 = 0.60;
 const TREND_BUCKETS: usize = 24;
 const SPARKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
@@ -132,6 +130,19 @@ impl Report {
     /// Say on stderr what was left out, so that figures are never silently
     /// based on less than the file.
     fn warn(&self, path: &Path) {
+        if self.newest().is_none() {
+            // On stderr: the output itself (a README block, JSON, CSV)
+            // must not carry a local path.
+            eprintln!(
+                "note: no probes recorded in {} ({}); run `llmprobe check`, or pass --stats-dir if the data is elsewhere",
+                crate::settings::absolute(path).display(),
+                if path.exists() {
+                    "it holds no probes"
+                } else {
+                    "the file does not exist"
+                }
+            );
+        }
         if self.torn_bytes > 0 {
             eprintln!(
                 "warning: {}: ignored a torn tail of {} bytes (an interrupted write; the next check repairs it)",
@@ -451,7 +462,9 @@ pub struct Row {
     pub provider: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    #[serde(serialize_with = "grade::serialize_count")]
     pub samples: f64,
+    #[serde(serialize_with = "grade::serialize_count")]
     pub passed: f64,
     pub uptime: Option<f64>,
     pub avg_latency_ms: Option<f64>,
@@ -472,11 +485,11 @@ impl Row {
             h.quantile(0.95, st.lat_weight)
                 .map(|v| v.clamp(st.lat_min, st.lat_max))
         });
-        let status = match uptime {
+        let status = match uptime.map(grade::grade) {
             None => "no_samples",
-            Some(u) if u >= GOOD => "ok",
-            Some(u) if u >= FAIR => "degraded",
-            Some(_) => "down",
+            Some(Grade::Good) => "ok",
+            Some(Grade::Fair) => "degraded",
+            Some(Grade::Poor) => "down",
         };
         Row {
             provider: provider.to_string(),
@@ -504,16 +517,7 @@ impl Row {
     }
 }
 
-/// An uptime fraction as a percentage that never rounds up to 100%: 100%
-/// only when every probe passed.
-pub fn fmt_pct(u: f64) -> String {
-    let pct = u * 100.0;
-    if (pct - pct.round()).abs() < 1e-9 {
-        format!("{}%", pct.round() as i64)
-    } else {
-        format!("{:.1}%", (pct * 10.0).floor() / 10.0)
-    }
-}
+pub use crate::grade::fmt_pct;
 
 /// A sample count: whole numbers print without a fraction.
 pub fn fmt_count(n: f64) -> String {
@@ -706,8 +710,7 @@ fn csv(rows: &[Row], by: GroupBy) -> String {
         out.push_str("model,");
     }
     out.push_str("samples,uptime_pct,avg_latency_ms,p95_latency_ms,status,last_probe\n");
-    let opt =
-        |v: Option<f64>, scale: f64| v.map(|v| format!("{:.1}", v * scale)).unwrap_or_default();
+    let opt = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_default();
     for r in rows {
         out.push_str(&csv_field(&r.provider));
         out.push(',');
@@ -719,9 +722,9 @@ fn csv(rows: &[Row], by: GroupBy) -> String {
             out,
             "{},{},{},{},{},{}",
             fmt_count(r.samples),
-            opt(r.uptime, 100.0),
-            opt(r.avg_latency_ms, 1.0),
-            opt(r.p95_latency_ms, 1.0),
+            opt(r.uptime.map(grade::pct)),
+            opt(r.avg_latency_ms),
+            opt(r.p95_latency_ms),
             r.status,
             r.last_probe.as_deref().unwrap_or("")
         );
@@ -883,15 +886,6 @@ mod tests {
         }
         let p95 = h.quantile(0.95, 100.0).unwrap();
         assert!((p95 - 95.0).abs() <= 95.0 * 0.016, "{p95}");
-    }
-
-    #[test]
-    fn percentages_never_round_up_to_100() {
-        assert_eq!(fmt_pct(1.0), "100%");
-        assert_eq!(fmt_pct(0.9999), "99.9%");
-        assert_eq!(fmt_pct(0.5), "50%");
-        assert_eq!(fmt_pct(12.0 / 13.0), "92.3%");
-        assert_eq!(fmt_pct(0.0), "0%");
     }
 
     #[test]

@@ -1,27 +1,59 @@
 //! Global flags validated into the settings every command starts from: the
 //! catalog, the prompt pool and the data-file paths.
+//!
+//! The user config is found the way users expect, first match wins:
+//!
+//! 1. `--config FILE`
+//! 2. `LLMPROBE_CONFIG`
+//! 3. `./llmprobe.toml`
+//! 4. the user's config directory: `$XDG_CONFIG_HOME/llmprobe/llmprobe.toml`
+//!    (else `$HOME/.config/llmprobe/llmprobe.toml`), or
+//!    `%APPDATA%\llmprobe\llmprobe.toml` on Windows.
+//!
+//! A file named explicitly (1, 2) must exist; a discovered location (3, 4)
+//! that does not exist is skipped. Which file was used is kept in
+//! [`Settings::config`], so that `check --list` can say so: a typo in a
+//! file the user did not know was read is then easy to spot.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+
+use serde::Serialize;
 
 use crate::catalog::Catalog;
 use crate::cli::GlobalArgs;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::prompts::Pool;
 
 pub const LOG_FILE: &str = "health_log.json";
 pub const STATE_FILE: &str = "model_state.json";
 pub const DEFAULT_STATS_DIR: &str = "stats";
+pub const CONFIG_FILE: &str = "llmprobe.toml";
+pub const CONFIG_ENV: &str = "LLMPROBE_CONFIG";
+
+/// The user config file that was read, and how it was found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConfigFile {
+    pub path: PathBuf,
+    /// `--config`, `LLMPROBE_CONFIG`, `working directory` or
+    /// `user config directory`.
+    pub found_by: &'static str,
+}
 
 #[derive(Debug)]
 pub struct Settings {
     pub catalog: Catalog,
     pub prompts: Pool,
     pub stats_dir: PathBuf,
+    /// The user config layered over the embedded catalog; `None` when there
+    /// was none.
+    pub config: Option<ConfigFile>,
 }
 
 impl Settings {
     pub fn load(g: &GlobalArgs) -> Result<Settings> {
-        let catalog = Catalog::load(g.config.as_deref())?;
+        let config = find_config(g.config.as_deref(), |k| std::env::var_os(k))?;
+        let catalog = Catalog::load(config.as_ref().map(|c| c.path.as_path()))?;
         let prompts = match &g.prompts {
             Some(p) => Pool::load(p)?,
             None => Pool::embedded(),
@@ -33,6 +65,7 @@ impl Settings {
                 .stats_dir
                 .clone()
                 .unwrap_or_else(|| PathBuf::from(DEFAULT_STATS_DIR)),
+            config,
         })
     }
 
@@ -46,5 +79,129 @@ impl Settings {
 
     pub fn stats_dir(&self) -> &Path {
         &self.stats_dir
+    }
+
+    /// `config: /home/me/.config/llmprobe/llmprobe.toml (user config
+    /// directory)`, or `config: none: embedded catalog only`.
+    pub fn config_line(&self) -> String {
+        match &self.config {
+            Some(c) => format!("config: {} ({})", c.path.display(), c.found_by),
+            None => "config: none: embedded catalog only".to_string(),
+        }
+    }
+
+    /// The same, for JSON output: `{"path", "found_by"}`, or
+    /// `{"path": null, "found_by": "none: embedded catalog only"}`.
+    pub fn config_json(&self) -> serde_json::Value {
+        match &self.config {
+            Some(c) => serde_json::json!({ "path": c.path, "found_by": c.found_by }),
+            None => serde_json::json!({ "path": null, "found_by": "none: embedded catalog only" }),
+        }
+    }
+}
+
+/// Find the user config. `explicit` is `--config` or `LLMPROBE_CONFIG`
+/// (clap merges the two; `env` tells them apart).
+pub fn find_config(
+    explicit: Option<&Path>,
+    env: impl Fn(&str) -> Option<OsString>,
+) -> Result<Option<ConfigFile>> {
+    if let Some(p) = explicit {
+        let found_by = if env(CONFIG_ENV).is_some_and(|v| Path::new(&v) == p) {
+            CONFIG_ENV
+        } else {
+            "--config"
+        };
+        if !p.exists() {
+            return Err(Error::config(format!(
+                "config file {} (from {found_by}) does not exist",
+                p.display()
+            )));
+        }
+        return Ok(Some(ConfigFile {
+            path: absolute(p),
+            found_by,
+        }));
+    }
+    let here = Path::new(CONFIG_FILE);
+    if here.exists() {
+        return Ok(Some(ConfigFile {
+            path: absolute(here),
+            found_by: "working directory",
+        }));
+    }
+    if let Some(p) = user_config_path(&env).filter(|p| p.exists()) {
+        return Ok(Some(ConfigFile {
+            path: p,
+            found_by: "user config directory",
+        }));
+    }
+    Ok(None)
+}
+
+/// `$XDG_CONFIG_HOME/llmprobe/llmprobe.toml`, else
+/// `$HOME/.config/llmprobe/llmprobe.toml`; `%APPDATA%\llmprobe\llmprobe.toml`
+/// on Windows. Relative or empty variables are ignored, as the XDG spec asks.
+fn user_config_path(env: &impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    let dir = |k: &str| env(k).map(PathBuf::from).filter(|p| p.is_absolute());
+    let base = if cfg!(windows) {
+        dir("APPDATA")?
+    } else {
+        dir("XDG_CONFIG_HOME").or_else(|| dir("HOME").map(|h| h.join(".config")))?
+    };
+    Some(base.join("llmprobe").join(CONFIG_FILE))
+}
+
+/// `p` made absolute against the working directory, for messages; `p` as it
+/// is when that fails.
+pub fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    fn env_of(vars: &[(&str, &Path)]) -> impl Fn(&str) -> Option<OsString> + use<> {
+        let vars: Vec<(String, OsString)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.as_os_str().to_owned()))
+            .collect();
+        move |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn xdg_wins_over_home_and_missing_files_are_skipped() {
+        let d = tempfile::tempdir().unwrap();
+        let (xdg, home) = (d.path().join("xdg"), d.path().join("home"));
+        let home_file = home.join(".config/llmprobe/llmprobe.toml");
+        std::fs::create_dir_all(home_file.parent().unwrap()).unwrap();
+        std::fs::write(&home_file, "").unwrap();
+        let env = env_of(&[("XDG_CONFIG_HOME", &xdg), ("HOME", &home)]);
+        // XDG_CONFIG_HOME is set, but has no file: nothing is found there,
+        // and HOME is only the fallback for an unset XDG_CONFIG_HOME.
+        assert_eq!(
+            user_config_path(&env),
+            Some(xdg.join("llmprobe/llmprobe.toml"))
+        );
+        let env = env_of(&[("HOME", &home)]);
+        assert_eq!(user_config_path(&env), Some(home_file));
+        assert_eq!(user_config_path(&env_of(&[])), None);
+        let rel = Path::new("relative");
+        assert_eq!(user_config_path(&env_of(&[("HOME", rel)])), None);
+    }
+
+    #[test]
+    fn an_explicit_file_must_exist_and_says_where_it_came_from() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("c.toml");
+        let err = find_config(Some(&f), env_of(&[])).unwrap_err();
+        assert!(err.to_string().contains("c.toml"), "{err}");
+        assert!(err.to_string().contains("--config"), "{err}");
+        std::fs::write(&f, "").unwrap();
+        let c = find_config(Some(&f), env_of(&[(CONFIG_ENV, &f)]))
+            .unwrap()
+            .unwrap();
+        assert_eq!((c.path.as_path(), c.found_by), (f.as_path(), CONFIG_ENV));
     }
 }

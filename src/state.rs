@@ -14,6 +14,9 @@ use crate::error::{DataError, Error, Result, json_error_offset};
 use crate::fsutil::{self, DataLock};
 use crate::outcome::Verdict;
 
+/// What to do about a state file that cannot be parsed.
+const RESET_HINT: &str = "fix it by hand, or run `llmprobe state reset --all` to move it aside (it is kept) and start with every model active";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ModelState {
@@ -104,13 +107,17 @@ impl States {
         }
         let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
             let offset = json_error_offset(&bytes, &e);
-            DataError::new(path, Some(offset), format!("not valid JSON: {e}"))
+            DataError::new(
+                path,
+                Some(offset),
+                format!("not valid JSON: {e}; {RESET_HINT}"),
+            )
         })?;
         let Value::Object(entries) = value else {
             return Err(DataError::new(
                 path,
                 Some(0),
-                "expected a JSON object keyed by \"provider::model\"",
+                format!("expected a JSON object keyed by \"provider::model\"; {RESET_HINT}"),
             )
             .into());
         };
@@ -120,7 +127,7 @@ impl States {
                 DataError::new(
                     path,
                     None,
-                    format!("entry \"{key}\" is not a valid model state: {e}"),
+                    format!("entry \"{key}\" is not a valid model state: {e}; {RESET_HINT}"),
                 )
             })?;
         }

@@ -17,6 +17,7 @@ use std::collections::HashSet;
 use chrono::Utc;
 use serde::Serialize;
 
+use crate::catalog::Unusable;
 use crate::cli::{StateAction, StateArgs, StateChange, StateFilter};
 use crate::error::{Error, Result};
 use crate::fsutil::DataLock;
@@ -41,7 +42,15 @@ pub fn run(s: &Settings, args: StateArgs) -> Result<u8> {
         Some(StateAction::Enable(c)) => change(s, &c, ModelState::Active),
         Some(StateAction::Disable(c)) => change(s, &c, ModelState::Disabled),
         Some(StateAction::Pause(c)) => change(s, &c, ModelState::Paused),
-        Some(StateAction::Reset { model }) => reset(s, model.as_deref()),
+        Some(StateAction::Reset { model, all }) => match (model.as_deref(), all) {
+            (Some(key), false) => reset(s, Some(key)),
+            (None, true) => reset(s, None),
+            // Both is refused by clap; neither is refused here, with a message
+            // that says what to pass.
+            _ => Err(Error::config(
+                "state reset: pass provider::model to reset one model, or --all to reset every model",
+            )),
+        },
     }
 }
 
@@ -57,6 +66,42 @@ struct Row {
     recovered_at: Option<String>,
     in_catalog: bool,
     last_probe: Option<LastProbe>,
+    /// What the state means now: `active` (routed), `never_probed`,
+    /// `no_key` (its provider's key variable is unset), `off` (its provider
+    /// is disabled in the config), `paused` or `disabled`.
+    status: &'static str,
+    #[serde(skip)]
+    status_text: String,
+    #[serde(skip)]
+    provider_unusable: Option<Unusable>,
+}
+
+impl Row {
+    /// `status` and `status_text`, once the last probe is known.
+    fn describe(&mut self) {
+        let (status, text) = match (&self.provider_unusable, self.state) {
+            (Some(Unusable::Disabled), ModelState::Active) => {
+                ("off", "off (disabled in config)".to_string())
+            }
+            (Some(Unusable::Missing(var)), ModelState::Active) => {
+                ("no_key", format!("skipped: no key (set {var})"))
+            }
+            (None, ModelState::Active) if self.last_probe.is_none() => {
+                ("never_probed", "active (never probed)".to_string())
+            }
+            (None, ModelState::Active) => ("active", "active".to_string()),
+            (why, st) => (
+                st.as_str(),
+                match why {
+                    Some(Unusable::Disabled) => format!("{st} (provider off)"),
+                    Some(Unusable::Missing(_)) => format!("{st} (no key)"),
+                    None => st.to_string(),
+                },
+            ),
+        };
+        self.status = status;
+        self.status_text = text;
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -90,7 +135,15 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
         .filter(|(k, _)| providers.is_empty() || providers.iter().any(|p| p == split_key(k).0))
         .map(|(k, in_catalog)| {
             let e = states.get(&k);
+            let provider_unusable = s
+                .catalog
+                .provider(split_key(&k).0)
+                .filter(|_| in_catalog)
+                .and_then(|p| p.resolve().err());
             Row {
+                status: "",
+                status_text: String::new(),
+                provider_unusable,
                 provider: split_key(&k).0.to_string(),
                 state: e.as_ref().map_or(ModelState::Active, |e| e.state),
                 reason: e.as_ref().and_then(|e| e.reason.clone()),
@@ -109,6 +162,7 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
     for r in &mut rows {
         let (p, m) = split_key(&r.model);
         r.last_probe = last.get(p).and_then(|ms| ms.get(m)).cloned().flatten();
+        r.describe();
     }
     if json {
         output::print_json(&rows)?;
@@ -133,7 +187,7 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
         }
         t.add_row(vec![
             name,
-            r.state.to_string(),
+            r.status_text.clone(),
             r.reason.clone().unwrap_or_default(),
             r.since.clone().unwrap_or_default(),
             r.consecutive_failures.to_string(),
@@ -152,7 +206,20 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
                 .unwrap_or_else(|| "—".into()),
         ]);
     }
-    output::println(&t.to_string())?;
+    let mut out = t.to_string();
+    if rows.iter().all(|r| r.last_probe.is_none()) {
+        let log = s.log_path();
+        out.push_str(&format!(
+            "\nno probes recorded in {} ({}); run `llmprobe check`, or pass --stats-dir if the data is elsewhere",
+            crate::settings::absolute(&log).display(),
+            if log.exists() {
+                "none for these models"
+            } else {
+                "the file does not exist"
+            }
+        ));
+    }
+    output::println(&out)?;
     Ok(0)
 }
 
@@ -352,10 +419,13 @@ fn change(s: &Settings, c: &StateChange, to: ModelState) -> Result<u8> {
     Ok(0)
 }
 
+/// Reset one model (`Some`), or all of them (`None`, `--all`).
 fn reset(s: &Settings, model: Option<&str>) -> Result<u8> {
     let path = s.state_path();
     if let Some(key) = model {
         known(s, &States::load(&path)?, key)?;
+    } else if let Err(Error::Data(bad)) = States::load(&path) {
+        return move_aside(s, &bad);
     }
     if States::load(&path)?.keys().next().is_none() {
         output::println(match model {
@@ -365,7 +435,14 @@ fn reset(s: &Settings, model: Option<&str>) -> Result<u8> {
         return Ok(0);
     }
     let lock = DataLock::acquire(s.stats_dir())?;
-    let mut states = States::load(&path)?;
+    let mut states = match States::load(&path) {
+        // It went bad since: someone is editing it by hand.
+        Err(Error::Data(bad)) if model.is_none() => {
+            drop(lock);
+            return move_aside(s, &bad);
+        }
+        r => r?,
+    };
     let mut lines = Vec::new();
     match model {
         Some(key) => {
@@ -387,6 +464,46 @@ fn reset(s: &Settings, model: Option<&str>) -> Result<u8> {
     }
     states.save(&path, &lock)?;
     output::println(&lines.join("\n"))?;
+    Ok(0)
+}
+
+/// `state reset --all` on a state file that cannot be parsed: move it aside
+/// to `model_state.json.corrupt-<UTC time>` (never delete it), say where it
+/// went, and start fresh: with no file, every model is active.
+fn move_aside(s: &Settings, bad: &crate::error::DataError) -> Result<u8> {
+    let path = s.state_path();
+    let lock = DataLock::acquire(s.stats_dir())?;
+    // Under the lock: if it was repaired meanwhile, this is a normal reset.
+    if !matches!(States::load(&path), Err(Error::Data(_))) {
+        drop(lock);
+        return reset(s, None);
+    }
+    let stamp = Utc::now().format("%Y%m%dT%H%M%SZ");
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let mut aside = path.with_file_name(format!("{name}.corrupt-{stamp}"));
+    let mut n = 1;
+    while aside.exists() {
+        n += 1;
+        aside = path.with_file_name(format!("{name}.corrupt-{stamp}-{n}"));
+    }
+    std::fs::rename(&path, &aside).map_err(|e| {
+        Error::io(
+            format!(
+                "cannot move {} aside to {}",
+                path.display(),
+                aside.display()
+            ),
+            e,
+        )
+    })?;
+    output::println(&format!(
+        "moved the unreadable {}{} aside to {} (kept, not deleted); every model is active again",
+        crate::settings::absolute(&path).display(),
+        bad.offset
+            .map(|o| format!(" (bad at byte offset {o})"))
+            .unwrap_or_default(),
+        crate::settings::absolute(&aside).display()
+    ))?;
     Ok(0)
 }
 

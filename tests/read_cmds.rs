@@ -502,15 +502,17 @@ fn the_real_old_log_with_window_all() {
     assert_eq!(trend[23], 1.0, "{g}");
     let md = env.run(&["rollup", "--window", "all"]).ok().stdout;
     assert!(md.contains("Last checked: 2026-05-02 05:07 UTC"), "{md}");
-    assert!(md.contains("| **ollama** | ⚠️ | 62.9% |"), "{md}");
-    // The brief of the old log is stale and advises against ollama.
+    // 17 of 27: 62.96%, rounded.
+    assert!(md.contains("| **ollama** | ⚠️ | 63.0% |"), "{md}");
+    // The brief of the old log is stale, and grades ollama as the README
+    // block does: fair (60–90%), not poor, so no uptime advisory.
     let b = env.run(&["brief", "--window", "all"]).ok().stdout;
     assert!(b.contains("!!! STALE"), "{b}");
     assert!(
-        b.contains("ROUTING ADVISORY: avoid ollama: uptime 62.9%"),
+        b.contains("[WARN] | ollama") && b.contains("| 63.0% "),
         "{b}"
     );
-    assert!(b.contains("[POOR] | ollama"), "{b}");
+    assert!(!b.contains("avoid ollama: uptime"), "{b}");
 }
 
 #[test]
@@ -695,11 +697,11 @@ fn brief_icons_advisories_and_rotation() {
         "{out}"
     );
     assert!(line("cohere").contains("[DOWN]"), "{out}");
-    assert!(line("cohere").contains("66.6%"), "{out}");
+    // 2 of 3: rounded, not truncated.
+    assert!(line("cohere").contains("66.7%"), "{out}");
+    // Not below 60%, so only the failed last probe is a reason to avoid it.
     assert!(
-        out.contains(
-            "ROUTING ADVISORY: avoid cohere: uptime 66.6% over 24h; last probe failed: error at "
-        ),
+        out.contains("ROUTING ADVISORY: avoid cohere: last probe failed: error at "),
         "{out}"
     );
     assert_eq!(out.matches("ROUTING ADVISORY").count(), 1, "{out}");
@@ -730,7 +732,15 @@ fn brief_icons_advisories_and_rotation() {
     assert_eq!(v["out_of_rotation"].as_array().unwrap().len(), 2);
     assert_eq!(v["advisories"][0]["provider"], "cohere");
 
-    // Below 75%: POOR and an advisory, even if the last probe passed.
+    // Below 60%: POOR and an advisory, even if the last probe passed.
+    lines.push(e(
+        1750,
+        "mistral",
+        "mistral-small-latest",
+        false,
+        0,
+        "timeout",
+    ));
     lines.push(e(
         1700,
         "mistral",
@@ -751,7 +761,7 @@ fn brief_icons_advisories_and_rotation() {
     env.write("stats/health_log.json", log_of(&lines));
     let out = env.run(&["brief"]).ok().stdout;
     assert!(
-        out.contains("ROUTING ADVISORY: avoid mistral: uptime 62.5% over 24h"),
+        out.contains("ROUTING ADVISORY: avoid mistral: uptime 55.6% over 24h"),
         "{out}"
     );
     assert!(
@@ -824,11 +834,13 @@ fn state_listing() {
     assert!(t.contains("| groq::llama-3.1-8b-instant "), "{t}");
     assert!(t.contains("| ok 300ms, "), "{t}");
     assert!(
-        t.contains("| gone::old-model (not in catalog) | disabled |"),
+        t.contains("| gone::old-model (not in catalog) | disabled "),
         "{t}"
     );
     let t = env.run(&["state", "--state", "paused"]).ok().stdout;
-    assert_eq!(t.lines().count(), 3, "{t}");
+    // A header, its rule, one row, and a note naming the log it searched.
+    assert_eq!(t.lines().count(), 4, "{t}");
+    assert!(t.contains("no probes recorded in "), "{t}");
     assert!(t.contains("mistral::mistral-large-latest"));
     let v = json(
         &env.run(&["state", "--provider", "groq", "--json"])
@@ -885,7 +897,7 @@ fn state_changes() {
     let r = env.run(&["state", "reset", "cohere::command-r"]).ok();
     assert_eq!(r.stdout, "cohere::command-r: paused → active (reset)\n");
     env.run(&["state", "disable", "cohere::command-r"]).ok();
-    let r = env.run(&["state", "reset"]).ok();
+    let r = env.run(&["state", "reset", "--all"]).ok();
     assert!(
         r.stdout
             .contains(&format!("{key}: active → active (reset)")),
@@ -962,7 +974,7 @@ fn bad_state_file_is_a_data_error_and_untouched() {
     for args in [
         &["state"][..],
         &["state", "enable", "groq::llama-3.1-8b-instant"],
-        &["state", "reset"],
+        &["state", "reset", "groq::llama-3.1-8b-instant"],
         &["brief"],
     ] {
         let r = env.run(args).code(4);
@@ -1010,5 +1022,238 @@ fn closed_stdout_pipe_is_not_an_error() {
         Some(0),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn nothing_found_names_the_resolved_path() {
+    let env = env();
+    // A relative --stats-dir is shown resolved, so that a wrong working
+    // directory is obvious.
+    let want = env.path().join("elsewhere").join("health_log.json");
+    let want = want.to_str().unwrap();
+    let b = env.run(&["--stats-dir", "elsewhere", "brief"]).ok().stdout;
+    assert!(
+        b.contains(&format!(
+            "NO PROBES RECORDED in {want} (the file does not exist)"
+        )),
+        "{b}"
+    );
+    let v = json(
+        &env.run(&["--stats-dir", "elsewhere", "brief", "--json"])
+            .ok()
+            .stdout,
+    );
+    assert_eq!(v["health_log"], want);
+    let r = env.run(&["--stats-dir", "elsewhere", "rollup"]).ok();
+    assert!(
+        r.stderr.contains(&format!(
+            "no probes recorded in {want} (the file does not exist)"
+        )),
+        "{}",
+        r.stderr
+    );
+    // The Markdown block itself never carries a local path.
+    assert!(!r.stdout.contains(want), "{}", r.stdout);
+    let s = env.run(&["--stats-dir", "elsewhere", "state"]).ok().stdout;
+    assert!(
+        s.contains(&format!(
+            "no probes recorded in {want} (the file does not exist)"
+        )),
+        "{s}"
+    );
+    // An empty log is not a missing one.
+    env.write("stats/health_log.json", "[\n]\n");
+    let b = env.run(&["brief"]).ok().stdout;
+    let log = env.log();
+    assert!(
+        b.contains(&format!(
+            "NO PROBES RECORDED in {} (it holds no probes)",
+            log.display()
+        )),
+        "{b}"
+    );
+}
+
+#[test]
+fn state_listing_tells_unprobed_keyless_and_off_models_apart() {
+    let mut env = Env::new();
+    let cfg = env.write(
+        "llmprobe.toml",
+        format!(
+            "{CONFIG}\n[[providers]]\nname = \"offp\"\nenabled = false\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodels = [\"m\"]\n"
+        ),
+    );
+    env.env("LLMPROBE_CONFIG", cfg.to_str().unwrap());
+    env.env("GROQ_API_KEY", "x").env("COHERE_API_KEY", "x");
+    env.write(
+        "stats/health_log.json",
+        log_of(&[e(H, "groq", "llama-3.1-8b-instant", true, 100, "")]),
+    );
+    env.write(
+        "stats/model_state.json",
+        r#"{"groq::llama-3.3-70b-versatile": {"state": "paused", "reason": "timeout"},
+            "mistral::mistral-large-latest": {"state": "disabled", "reason": "error"}}"#,
+    );
+    let t = env.run(&["state"]).ok().stdout;
+    let cell = |model: &str| {
+        let line = t
+            .lines()
+            .find(|l| l.starts_with(&format!("| {model} ")))
+            .unwrap_or_else(|| panic!("no {model} in\n{t}"));
+        line.split('|').nth(2).unwrap().trim().to_string()
+    };
+    assert_eq!(cell("groq::llama-3.1-8b-instant"), "active");
+    assert_eq!(cell("groq::llama-3.3-70b-versatile"), "paused");
+    assert_eq!(cell("cohere::command-r"), "active (never probed)");
+    assert_eq!(
+        cell("mistral::mistral-small-latest"),
+        "skipped: no key (set MISTRAL_API_KEY)"
+    );
+    assert_eq!(cell("mistral::mistral-large-latest"), "disabled (no key)");
+    assert_eq!(cell("offp::m"), "off (disabled in config)");
+
+    // JSON keeps `state` as it was and adds `status`.
+    let v = json(&env.run(&["state", "--json"]).ok().stdout);
+    let get = |model: &str| {
+        let r = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["model"] == model)
+            .unwrap();
+        (r["state"].as_str().unwrap(), r["status"].as_str().unwrap())
+    };
+    assert_eq!(get("groq::llama-3.1-8b-instant"), ("active", "active"));
+    assert_eq!(get("groq::llama-3.3-70b-versatile"), ("paused", "paused"));
+    assert_eq!(get("cohere::command-r"), ("active", "never_probed"));
+    assert_eq!(get("mistral::mistral-small-latest"), ("active", "no_key"));
+    assert_eq!(
+        get("mistral::mistral-large-latest"),
+        ("disabled", "disabled")
+    );
+    assert_eq!(get("offp::m"), ("active", "off"));
+}
+
+#[test]
+fn state_reset_needs_a_model_or_all() {
+    let env = env();
+    env.run(&["state", "pause", "cohere::command-r"]).ok();
+    let r = env.run(&["state", "reset"]).code(2);
+    assert!(
+        r.stderr.contains("provider::model") && r.stderr.contains("--all"),
+        "{}",
+        r.stderr
+    );
+    env.run(&["state", "reset", "cohere::command-r", "--all"])
+        .code(2);
+    // Nothing was reset by the refusals.
+    let v = json(&std::fs::read_to_string(env.state_file()).unwrap());
+    assert_eq!(v["cohere::command-r"]["state"], "paused");
+    let r = env.run(&["state", "reset", "--all"]).ok();
+    assert_eq!(r.stdout, "cohere::command-r: paused → active (reset)\n");
+}
+
+#[test]
+fn state_reset_all_moves_a_corrupt_state_file_aside() {
+    let env = env();
+    // Not JSON, not even UTF-8: kept byte for byte all the same.
+    let bad: &[u8] = b"{\"groq::llama-3.1-8b-instant\": {\"state\": \"paused\",\xff\n";
+    env.write("stats/model_state.json", bad);
+    let r = env.run(&["state"]).code(4);
+    assert!(
+        r.stderr.contains("model_state.json") && r.stderr.contains("llmprobe state reset --all"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(std::fs::read(env.state_file()).unwrap(), bad);
+    let r = env.run(&["state", "reset", "--all"]).ok();
+    let aside: Vec<_> = std::fs::read_dir(env.stats())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("model_state.json.corrupt-")
+        })
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(std::fs::read(&aside[0]).unwrap(), bad);
+    assert!(
+        r.stdout.contains(aside[0].to_str().unwrap()),
+        "{}",
+        r.stdout
+    );
+    // A fresh start: every model active, and the commands work again.
+    assert!(!env.state_file().exists());
+    let v = json(&env.run(&["state", "--json"]).ok().stdout);
+    assert!(v.as_array().unwrap().iter().all(|r| r["state"] == "active"));
+    // A second corrupt file in the same second does not overwrite the first.
+    env.write("stats/model_state.json", "[");
+    env.run(&["state", "reset", "--all"]).ok();
+    let n = std::fs::read_dir(env.stats())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_str()
+                .unwrap()
+                .contains(".corrupt-")
+        })
+        .count();
+    assert_eq!(n, 2);
+    assert_eq!(std::fs::read(&aside[0]).unwrap(), bad);
+}
+
+#[test]
+fn a_damaged_log_says_what_to_do_next() {
+    let env = env();
+    let bad = "[\n{\"ts\": 1, \"provider\": }\n,{}\n]\n";
+    env.write("stats/health_log.json", bad);
+    for args in [&["brief"][..], &["rollup"], &["state"]] {
+        let r = env.run(args).code(4);
+        assert!(
+            r.stderr.contains("health_log.json") && r.stderr.contains("move it aside"),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
+    assert_eq!(std::fs::read_to_string(env.log()).unwrap(), bad);
+}
+
+#[test]
+fn percentages_round_and_counts_are_integers() {
+    let env = env();
+    // cohere: 2 of 3 passed.
+    env.write(
+        "stats/health_log.json",
+        log_of(&[
+            e(3 * H, "cohere", "command-r", true, 100, ""),
+            e(2 * H, "cohere", "command-r", false, 0, "timeout"),
+            e(H, "cohere", "command-r", true, 100, ""),
+        ]),
+    );
+    let md = env.run(&["rollup"]).ok().stdout;
+    assert!(md.contains("| **cohere** | ⚠️ | 66.7% |"), "{md}");
+    let csv = env.run(&["rollup", "--format", "csv"]).ok().stdout;
+    assert!(csv.contains("cohere,3,66.7,"), "{csv}");
+    let b = env.run(&["brief"]).ok().stdout;
+    assert!(b.contains("| 66.7% "), "{b}");
+
+    let text = env.run(&["rollup", "--format", "json"]).ok().stdout;
+    assert!(text.contains("\"samples\": 3,"), "{text}");
+    let v = json(&text);
+    let r = row(&v, "cohere");
+    assert!(r["samples"].is_u64() && r["passed"].is_u64(), "{r}");
+    assert_eq!(r["passed"], 2);
+    let v = json(&env.run(&["brief", "--json"]).ok().stdout);
+    assert!(v["providers"][0]["checks"].is_u64(), "{v}");
+    let prom = env.run(&["rollup", "--format", "prom"]).ok().stdout;
+    assert!(
+        prom.contains("llmprobe_samples{provider=\"cohere\",window=\"24h\"} 3\n"),
+        "{prom}"
     );
 }

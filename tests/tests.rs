@@ -3,5 +3,6 @@
 //! 127.0.0.1.
 
 mod check;
+mod cli;
 mod read_cmds;
 mod support;

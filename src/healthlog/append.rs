@@ -9,14 +9,14 @@
 //! A crash mid-append can leave a torn tail. The next append notices, cuts
 //! the file back to the end of the last complete entry, says so on stderr,
 //! and appends. A file that is damaged in any other way is left
-//! byte-identical and reported as a [`DataError`].
+//! byte-identical and reported as a [`DataError`](crate::error::DataError).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
 
 use super::scan::{self, End, is_json_prefix, is_ws};
-use crate::error::{DataError, Error, Result};
+use crate::error::{Error, Result};
 use crate::fsutil::{DataLock, read_exact_at, write_all_at};
 use crate::outcome::Entry;
 
@@ -147,7 +147,7 @@ fn fast_insertion(path: &Path, file: &File, len: u64) -> Result<Option<Insertion
     };
     if head[first] != b'[' {
         return Err(
-            DataError::new(path, Some(first as u64), "not a JSON array (expected '[')").into(),
+            super::log_error(path, Some(first as u64), "not a JSON array (expected '[')").into(),
         );
     }
     let start = len.saturating_sub(TAIL_WINDOW);
@@ -211,7 +211,7 @@ fn slow_insertion(path: &Path) -> Result<Insertion> {
     let end = scan::scan_file(path, |off, bytes| {
         serde_json::from_slice::<serde::de::IgnoredAny>(bytes)
             .map(|_| ())
-            .map_err(|e| DataError::new(path, Some(off), format!("damaged entry: {e}")).into())
+            .map_err(|e| super::log_error(path, Some(off), format!("damaged entry: {e}")).into())
     })?;
     Ok(match end {
         End::Empty => Insertion {

@@ -14,3 +14,19 @@ pub mod scan;
 pub mod tail;
 
 pub use append::{AppendReport, append, preflight};
+
+/// A [`DataError`](crate::error::DataError) about the log at `path`, saying
+/// what the user can do next: llmprobe never rewrites a log it cannot read.
+pub(crate) fn log_error(
+    path: &std::path::Path,
+    offset: Option<u64>,
+    message: impl std::fmt::Display,
+) -> crate::error::DataError {
+    crate::error::DataError::new(
+        path,
+        offset,
+        format!(
+            "{message}; llmprobe never rewrites a log: fix it by hand, or move it aside (and keep it) so that the next check starts a new one"
+        ),
+    )
+}

@@ -14,7 +14,7 @@
 //!
 //! The walk follows the same grammar as [`super::scan`] and reports the end
 //! the same way ([`End`]): a torn tail is tolerated, any other damage is a
-//! [`DataError`] naming the byte offset. A large file is split in two at an
+//! [`DataError`](crate::error::DataError) naming the byte offset. A large file is split in two at an
 //! entry boundary and read on two threads; the first thread verifies that it
 //! reaches exactly that boundary in the expected state, and if it does not,
 //! the second half's work is thrown away and the first thread reads on.
@@ -30,7 +30,7 @@ use serde_json::Value;
 
 use super::scan::{End, is_json_prefix, is_ws};
 use crate::error::json_error_offset;
-use crate::error::{DataError, Error, Result};
+use crate::error::{Error, Result};
 use crate::time::parse_ts;
 
 /// What one entry says, whatever its format.
@@ -690,7 +690,7 @@ fn walk(
     limit: Option<u64>,
     mut each: impl FnMut(&Record<'_>) -> bool,
 ) -> Result<Walked> {
-    let bad = |off: u64, msg: &str| -> Error { DataError::new(path, Some(off), msg).into() };
+    let bad = |off: u64, msg: &str| -> Error { super::log_error(path, Some(off), msg).into() };
     let mut buf: Vec<u8> = vec![0u8; BUF];
     let mut len = 0usize;
     let mut base = from.off;

@@ -7,13 +7,13 @@
 //!
 //! A torn tail (a crash in the middle of an append) is not an error: the
 //! scan reports where the last complete element ended. Anything else that is
-//! not a JSON array is a [`DataError`] naming the byte offset.
+//! not a JSON array is a [`DataError`](crate::error::DataError) naming the byte offset.
 
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
 
-use crate::error::{DataError, Error, Result};
+use crate::error::{Error, Result};
 
 /// How the array ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,8 +82,9 @@ pub fn scan_reader(
     let mut last_end: u64 = 0;
     let mut close: u64 = 0;
     let mut pos = 0usize;
-    let bad =
-        |off: u64, msg: &str| -> Error { DataError::new(path, Some(off), msg.to_string()).into() };
+    let bad = |off: u64, msg: &str| -> Error {
+        super::log_error(path, Some(off), msg.to_string()).into()
+    };
     loop {
         // Keep only the element in progress, then refill.
         let keep_from = if state == State::InElement {
@@ -228,7 +229,7 @@ fn check_prefix(path: &Path, off: u64, bytes: &[u8]) -> Result<()> {
     if is_json_prefix(bytes) {
         Ok(())
     } else {
-        Err(DataError::new(
+        Err(super::log_error(
             path,
             Some(off),
             "damaged entry at the end of the file (not a cut-off write)",

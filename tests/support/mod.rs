@@ -72,6 +72,11 @@ impl Env {
         self.dir.path().join("stats")
     }
 
+    /// `HOME` for the binary: `home/` in the test directory (not created).
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
     pub fn log(&self) -> PathBuf {
         self.stats().join("health_log.json")
     }
@@ -101,11 +106,14 @@ impl Env {
         let mut c = Command::new(BIN);
         c.current_dir(self.dir.path());
         c.env_clear();
-        for k in ["PATH", "HOME", "TMPDIR", "LANG"] {
+        for k in ["PATH", "TMPDIR", "LANG"] {
             if let Ok(v) = std::env::var(k) {
                 c.env(k, v);
             }
         }
+        // The developer's own ~/.config/llmprobe/llmprobe.toml must not leak
+        // in: home is inside the test directory.
+        c.env("HOME", self.home());
         c.env("LLMPROBE_STATS_DIR", self.stats());
         c.env("NO_COLOR", "1");
         for (k, v) in &self.envs {

@@ -1,0 +1,304 @@
+//! The command line as a newcomer meets it: where the config comes from, and
+//! the examples in every `--help`.
+
+use serde_json::Value;
+
+use crate::support::Env;
+
+/// A config with one provider named `name`, so that `providers` shows which
+/// file was read.
+fn config_naming(name: &str) -> String {
+    format!(
+        "include_default_catalog = false\n\n[[providers]]\nname = \"{name}\"\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodels = [\"m\"]\n"
+    )
+}
+
+/// The one provider `providers --json` lists, and the config it names.
+fn used(env: &Env, args: &[&str]) -> (String, Value) {
+    let mut a = args.to_vec();
+    a.extend(["providers", "--json"]);
+    let out = env.run(&a).ok();
+    let v: Value =
+        serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stdout));
+    let providers = v["providers"].as_array().unwrap();
+    let name = if providers.len() == 1 {
+        providers[0]["provider"].as_str().unwrap().to_string()
+    } else {
+        format!("{} providers", providers.len())
+    };
+    (name, v["config"].clone())
+}
+
+#[test]
+fn config_discovery_order_and_the_file_used_is_named() {
+    let mut env = Env::new();
+    // Nothing anywhere: the embedded catalog, and `check --list` says so.
+    let (name, cfg) = used(&env, &[]);
+    assert!(
+        name.ends_with("providers") && name != "1 providers",
+        "{name}"
+    );
+    assert_eq!(cfg["path"], Value::Null);
+    assert_eq!(cfg["found_by"], "none: embedded catalog only");
+    let out = env.run(&["check", "--list"]).ok();
+    assert!(
+        out.stdout.contains("config: none: embedded catalog only"),
+        "{}",
+        out.stdout
+    );
+
+    // 4b. $HOME/.config/llmprobe/llmprobe.toml, XDG_CONFIG_HOME unset.
+    let home_file = env.write(
+        "home/.config/llmprobe/llmprobe.toml",
+        config_naming("from-home"),
+    );
+    let (name, cfg) = used(&env, &[]);
+    assert_eq!(name, "from-home");
+    assert_eq!(cfg["path"], home_file.to_str().unwrap());
+    assert_eq!(cfg["found_by"], "user config directory");
+
+    // 4a. $XDG_CONFIG_HOME wins over $HOME/.config; when it has no file,
+    // nothing there is read (and HOME is not consulted: it is the fallback
+    // for an unset XDG_CONFIG_HOME only).
+    let xdg = env.path().join("xdg");
+    env.env("XDG_CONFIG_HOME", xdg.to_str().unwrap());
+    let (name, cfg) = used(&env, &[]);
+    assert_eq!(cfg["path"], Value::Null, "{name}");
+    let xdg_file = env.write("xdg/llmprobe/llmprobe.toml", config_naming("from-xdg"));
+    let (name, cfg) = used(&env, &[]);
+    assert_eq!(name, "from-xdg");
+    assert_eq!(cfg["path"], xdg_file.to_str().unwrap());
+
+    // 3. ./llmprobe.toml wins over the user config directory, and the text
+    // listing names it under the table.
+    let here = env.write("llmprobe.toml", config_naming("from-cwd"));
+    let (name, cfg) = used(&env, &[]);
+    assert_eq!(name, "from-cwd");
+    assert_eq!(cfg["found_by"], "working directory");
+    let out = env.run(&["check", "--list"]).ok();
+    let line = format!("config: {} (working directory)", here.display());
+    assert!(out.stdout.contains(&line), "{}", out.stdout);
+
+    // 2. LLMPROBE_CONFIG wins over ./llmprobe.toml.
+    let env_file = env.write("env.toml", config_naming("from-env"));
+    env.env("LLMPROBE_CONFIG", env_file.to_str().unwrap());
+    let (name, cfg) = used(&env, &[]);
+    assert_eq!(name, "from-env");
+    assert_eq!(cfg["found_by"], "LLMPROBE_CONFIG");
+
+    // 1. --config wins over everything.
+    let flag_file = env.write("flag.toml", config_naming("from-flag"));
+    let (name, cfg) = used(&env, &["--config", flag_file.to_str().unwrap()]);
+    assert_eq!(name, "from-flag");
+    assert_eq!(cfg["found_by"], "--config");
+}
+
+#[test]
+fn a_named_config_must_exist_and_a_discovered_one_is_read() {
+    let mut env = Env::new();
+    let out = env.run(&["--config", "nope.toml", "providers"]).code(2);
+    assert!(
+        out.stderr.contains("nope.toml") && out.stderr.contains("--config"),
+        "{}",
+        out.stderr
+    );
+    env.env("LLMPROBE_CONFIG", "gone.toml");
+    let out = env.run(&["providers"]).code(2);
+    assert!(
+        out.stderr.contains("gone.toml") && out.stderr.contains("LLMPROBE_CONFIG"),
+        "{}",
+        out.stderr
+    );
+
+    // The newcomer's case: a typo in ./llmprobe.toml is no longer ignored.
+    let env = Env::new();
+    env.write("llmprobe.toml", "[defaults]\nspacing = 5\n");
+    let out = env.run(&["check", "--dry-run"]).code(2);
+    assert!(
+        out.stderr.contains("llmprobe.toml") && out.stderr.contains("spacing"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn demo_says_whether_it_continues_and_fresh_starts_over() {
+    let env = Env::new();
+    let first = env.run(&["demo", "--spacing", "0"]).ok().stdout;
+    let stats = env.stats();
+    assert_eq!(
+        first.lines().next().unwrap(),
+        format!("llmprobe demo: a fresh start in {}", stats.display()),
+        "{first}"
+    );
+    // The closing hint works for someone who ran `cargo run`.
+    assert!(first.contains("cargo run --release -- demo"), "{first}");
+    let entries = crate::support::log_entries(&env.log()).len();
+    assert!(entries > 0);
+    let second = env.run(&["demo", "--spacing", "0"]).ok().stdout;
+    assert_eq!(
+        second.lines().next().unwrap(),
+        format!(
+            "llmprobe demo: continuing 1 earlier demo run in {} (--fresh starts over)",
+            stats.display()
+        ),
+        "{second}"
+    );
+    assert_eq!(crate::support::log_entries(&env.log()).len(), 2 * entries);
+    let fresh = env.run(&["demo", "--fresh", "--spacing", "0"]).ok().stdout;
+    assert!(
+        fresh.starts_with("llmprobe demo: a fresh start in "),
+        "{fresh}"
+    );
+    assert_eq!(crate::support::log_entries(&env.log()).len(), entries);
+}
+
+#[test]
+fn demo_fresh_never_deletes_real_data() {
+    let env = Env::new();
+    let log = "[\n{\"ts\":\"2026-05-02T10:00:00Z\",\"provider\":\"groq\",\"model\":\"m\",\"ok\":1,\"latency_ms\":5,\"failure_type\":\"\"}\n]\n";
+    env.write("stats/health_log.json", log);
+    let r = env.run(&["demo", "--fresh", "--spacing", "0"]).code(2);
+    assert!(r.stderr.contains("health_log.json"), "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(env.log()).unwrap(), log);
+}
+
+/// Split an example line as a shell would: words, with '…' and "…" quoting.
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut quote: Option<char> = None;
+    for c in line.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => cur.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                in_word = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            (None, c) => {
+                cur.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    words
+}
+
+/// The commands in the `Examples:` section of a help text: lines that start
+/// with `llmprobe`, without the description after two spaces, and without a
+/// pipe or redirection into another program.
+fn examples(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Examples:"))
+        .map(str::trim)
+        .take_while(|l| !l.is_empty())
+        .filter(|l| l.starts_with("llmprobe "))
+        .map(|l| {
+            let cmd = l.split("  ").next().unwrap();
+            let cmd = cmd.split(" | ").next().unwrap();
+            cmd.split(" > ").next().unwrap().trim().to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn every_help_example_runs_as_written() {
+    let mut env = Env::new();
+    let fake = crate::support::Fake::start(&env, &[]);
+    // The providers the examples name, all on the loopback fake; no
+    // spacing, so that no example waits.
+    let cfg = format!(
+        "include_default_catalog = false\n[defaults]\nspacing_secs = 0\ntimeout_secs = 5\n\n{}\n{}",
+        fake.provider(
+            "groq",
+            "openai",
+            &["llama-3.1-8b-instant"],
+            "api_key_env = \"GROQ_API_KEY\""
+        ),
+        fake.provider(
+            "mistral",
+            "openai",
+            &["mistral-small-latest"],
+            "api_key_env = \"MISTRAL_API_KEY\""
+        ),
+    );
+    env.write("llmprobe.toml", cfg);
+    env.env("GROQ_API_KEY", "k").env("MISTRAL_API_KEY", "k");
+    // Data for the read commands, and a README with both marker pairs.
+    env.run(&["check"]).ok();
+    env.write(
+        "README.md",
+        "# x\n<!-- BRAIN_HEALTH_START -->\n<!-- BRAIN_HEALTH_END -->\n<!-- H -->\n<!-- /H -->\n",
+    );
+
+    let mut seen = 0;
+    for sub in ["", "check", "providers", "rollup", "brief", "state", "demo"] {
+        let args: Vec<&str> = if sub.is_empty() {
+            vec!["--help"]
+        } else {
+            vec![sub, "--help"]
+        };
+        let help = env.run(&args).ok().stdout;
+        let list = examples(&help);
+        assert!(!list.is_empty(), "`{sub} --help` has no example:\n{help}");
+        for ex in list {
+            let mut words = shell_words(&ex);
+            assert_eq!(words.remove(0), "llmprobe");
+            if let Some(i) = words.iter().position(|w| w == "--output") {
+                // Written where node_exporter reads it; here, in the test
+                // directory.
+                words[i + 1] = "llmprobe.prom".into();
+            }
+            let demo = words.first().map(String::as_str) == Some("demo");
+            if demo {
+                words.extend(["--spacing".into(), "0".into()]);
+            }
+            let w: Vec<&str> = words.iter().map(String::as_str).collect();
+            let mut cmd = env.command(&w);
+            if demo {
+                // The demo's own directory, as it has by default: never the
+                // stats directory of real data.
+                cmd.env("LLMPROBE_STATS_DIR", env.path().join("demo-stats"));
+            }
+            let r = cmd.output().unwrap();
+            let code = r.status.code().unwrap_or(-1);
+            assert!(
+                code != 2 && code >= 0,
+                "`{ex}` exited {code}:\n{}\n{}",
+                String::from_utf8_lossy(&r.stdout),
+                String::from_utf8_lossy(&r.stderr)
+            );
+            seen += 1;
+        }
+    }
+    assert!(seen >= 25, "{seen}");
+}
+
+#[test]
+fn check_dry_run_json_is_json() {
+    let mut env = Env::new();
+    env.write(
+        "llmprobe.toml",
+        config_naming("p") + "api_key_env = \"P_KEY\"\n",
+    );
+    let v: Value = serde_json::from_str(&env.run(&["check", "--dry-run", "--json"]).ok().stdout)
+        .expect("JSON");
+    assert_eq!(v["probes"].as_array().unwrap().len(), 0);
+    assert_eq!(v["skipped"][0]["provider"], "p");
+    env.env("P_KEY", "k");
+    let v: Value = serde_json::from_str(&env.run(&["check", "--dry-run", "--json"]).ok().stdout)
+        .expect("JSON");
+    assert_eq!(v["probes"][0]["model"], "m");
+    assert_eq!(v["probes"][0]["starts_at_secs"], 0.0);
+}
