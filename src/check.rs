@@ -165,11 +165,7 @@ pub fn run(s: &Settings, a: CheckArgs) -> Result<u8> {
         return Err(nothing_to_probe(&plan));
     }
     if a.dry_run {
-        return if a.json {
-            dry_run_json(&plan)
-        } else {
-            dry_run(&plan)
-        };
+        return dry_run(&plan, a.json);
     }
     let created = !s.stats_dir().exists();
     let _run_lock = RunLock::try_acquire(s.stats_dir())?;
@@ -349,62 +345,73 @@ fn start_offset(lane: &Lane, i: usize) -> Result<Duration> {
         })
 }
 
-fn dry_run(plan: &Plan) -> Result<u8> {
-    let mut t = output::table(&["Provider", "#", "Model", "Starts at", "Timeout"]);
-    let mut longest = Duration::ZERO;
+/// One planned probe, for `--dry-run`.
+#[derive(Debug, Serialize)]
+struct Planned<'a> {
+    provider: &'a str,
+    order: usize,
+    model: &'a str,
+    #[serde(serialize_with = "as_secs")]
+    starts_at_secs: Duration,
+    #[serde(serialize_with = "as_secs")]
+    timeout_secs: Duration,
+}
+
+fn as_secs<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+/// Every probe of the plan with its start offset, checked.
+fn schedule(plan: &Plan) -> Result<Vec<Planned<'_>>> {
+    let mut out = Vec::new();
     for lane in &plan.lanes {
         for (i, m) in lane.models.iter().enumerate() {
-            let at = start_offset(lane, i)?;
-            longest = longest.max(at);
-            t.add_row(vec![
-                lane.resolved.provider.name.clone(),
-                (i + 1).to_string(),
-                m.clone(),
-                format!("+{}", fmt_secs(at)),
-                fmt_secs(lane.timeout),
-            ]);
+            out.push(Planned {
+                provider: &lane.resolved.provider.name,
+                order: i + 1,
+                model: m,
+                starts_at_secs: start_offset(lane, i)?,
+                timeout_secs: lane.timeout,
+            });
         }
     }
+    Ok(out)
+}
+
+fn dry_run(plan: &Plan, json: bool) -> Result<u8> {
+    let probes = schedule(plan)?;
+    if json {
+        output::print_json(&serde_json::json!({
+            "dry_run": true,
+            "probes": probes,
+            "skipped": plan.skipped,
+            "not_probed": plan.not_probed,
+        }))?;
+        return Ok(exit::SUCCESS);
+    }
+    let mut t = output::table(&["Provider", "#", "Model", "Starts at", "Timeout"]);
+    for p in &probes {
+        t.add_row(vec![
+            p.provider.to_string(),
+            p.order.to_string(),
+            p.model.to_string(),
+            format!("+{}", fmt_secs(p.starts_at_secs)),
+            fmt_secs(p.timeout_secs),
+        ]);
+    }
+    let longest = probes
+        .iter()
+        .map(|p| p.starts_at_secs)
+        .max()
+        .unwrap_or_default();
     let mut out = format!(
         "dry run: {} probes on {} providers in parallel; the last starts at +{}\n{t}\n",
-        plan.lanes.iter().map(|l| l.models.len()).sum::<usize>(),
+        probes.len(),
         plan.lanes.len(),
         fmt_secs(longest)
     );
     out.push_str(&footer(&plan.skipped, &plan.not_probed));
     output::print(&out)?;
-    Ok(exit::SUCCESS)
-}
-
-/// `check --dry-run --json`: the plan of [`dry_run`] as JSON.
-fn dry_run_json(plan: &Plan) -> Result<u8> {
-    #[derive(Serialize)]
-    struct Probe<'a> {
-        provider: &'a str,
-        order: usize,
-        model: &'a str,
-        starts_at_secs: f64,
-        timeout_secs: f64,
-    }
-    let probes: Vec<Probe> = plan
-        .lanes
-        .iter()
-        .flat_map(|lane| {
-            lane.models.iter().enumerate().map(move |(i, m)| Probe {
-                provider: &lane.resolved.provider.name,
-                order: i + 1,
-                model: m,
-                starts_at_secs: (lane.spacing * i as u32).as_secs_f64(),
-                timeout_secs: lane.timeout.as_secs_f64(),
-            })
-        })
-        .collect();
-    output::print_json(&serde_json::json!({
-        "dry_run": true,
-        "probes": probes,
-        "skipped": plan.skipped,
-        "not_probed": plan.not_probed,
-    }))?;
     Ok(exit::SUCCESS)
 }
 

@@ -80,11 +80,19 @@ impl Row {
     /// `status` and `status_text`, once the last probe is known.
     fn describe(&mut self) {
         let (status, text) = match (&self.provider_unusable, self.state) {
-            (Some(Unusable::Disabled), ModelState::Active) => {
-                ("off", "off (disabled in config)".to_string())
-            }
-            (Some(Unusable::Missing(var)), ModelState::Active) => {
-                ("no_key", format!("skipped: no key (set {var})"))
+            (Some(Unusable::Off { host_env }), ModelState::Active) => (
+                "off",
+                match host_env {
+                    None => "off (disabled in config)".to_string(),
+                    Some(var) => format!("off (local server; set {var})"),
+                },
+            ),
+            (Some(Unusable::Missing(vars)), ModelState::Active) => (
+                "no_key",
+                format!("skipped: no key (set {})", vars.join(" and ")),
+            ),
+            (Some(Unusable::BadHost { var, .. }), ModelState::Active) => {
+                ("off", format!("off (bad {var})"))
             }
             (None, ModelState::Active) if self.last_probe.is_none() => {
                 ("never_probed", "active (never probed)".to_string())
@@ -93,7 +101,9 @@ impl Row {
             (why, st) => (
                 st.as_str(),
                 match why {
-                    Some(Unusable::Disabled) => format!("{st} (provider off)"),
+                    Some(Unusable::Off { .. } | Unusable::BadHost { .. }) => {
+                        format!("{st} (provider off)")
+                    }
                     Some(Unusable::Missing(_)) => format!("{st} (no key)"),
                     None => st.to_string(),
                 },

@@ -292,10 +292,9 @@ fn check_dry_run_json_is_json() {
         "llmprobe.toml",
         config_naming("p") + "api_key_env = \"P_KEY\"\n",
     );
-    let v: Value = serde_json::from_str(&env.run(&["check", "--dry-run", "--json"]).ok().stdout)
-        .expect("JSON");
-    assert_eq!(v["probes"].as_array().unwrap().len(), 0);
-    assert_eq!(v["skipped"][0]["provider"], "p");
+    // Nothing to probe is an error, with or without --json.
+    let r = env.run(&["check", "--dry-run", "--json"]).code(2);
+    assert!(r.stderr.contains("p: skipped: set P_KEY"), "{}", r.stderr);
     env.env("P_KEY", "k");
     let v: Value = serde_json::from_str(&env.run(&["check", "--dry-run", "--json"]).ok().stdout)
         .expect("JSON");
