@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use crate::cli::BriefArgs;
 use crate::error::Result;
+use crate::exit;
 use crate::grade::{self, FAIR, GOOD, Grade, fmt_pct};
 use crate::healthlog::read::{self, Record, Sink};
 use crate::healthlog::tail::{self, Tail};
@@ -48,7 +49,7 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
     } else {
         output::print(&brief.text())?;
     }
-    Ok(0)
+    Ok(exit::SUCCESS)
 }
 
 /// Read what the brief needs: backwards when the file allows, else forward.

@@ -19,8 +19,11 @@ Examples:
   llmprobe rollup --readme README.md  publish uptime in a README
   llmprobe state                      every model's state; `state enable P::M` to override
 
-Exit codes: 0 success, 1 a --fail-on-… condition, 2 usage or config error,
-3 another check holds the run lock, 4 a data file is unreadable (left untouched)."
+Exit codes: 0 success, 1 a --fail-on-… condition, 2 usage or config error
+(or nothing to probe), 3 another check holds the run lock, 4 a data file is
+unreadable (left untouched), 6 offline: check reached no remote provider and
+recorded nothing, 7 a system error (cannot create or write a file, start the
+runtime or the TLS client), 8 an internal error (a bug)."
 )]
 pub struct Cli {
     #[command(flatten)]

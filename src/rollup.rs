@@ -24,6 +24,7 @@ use serde::Serialize;
 
 use crate::cli::{GroupBy, RollupArgs, RollupFormat};
 use crate::error::{Error, Result};
+use crate::exit;
 use crate::fsutil;
 use crate::grade::{self, FAIR, GOOD, Grade};
 use crate::healthlog::read::{self, FastMap, Record, Sink};
@@ -75,7 +76,7 @@ pub fn run(s: &Settings, args: RollupArgs) -> Result<u8> {
     if args.readme.is_none() && args.output.is_none() {
         output::print(&text)?;
     }
-    Ok(0)
+    Ok(exit::SUCCESS)
 }
 
 /// Everything read from the log, before formatting.

@@ -20,6 +20,7 @@ use serde::Serialize;
 use crate::catalog::Unusable;
 use crate::cli::{StateAction, StateArgs, StateChange, StateFilter};
 use crate::error::{Error, Result};
+use crate::exit;
 use crate::fsutil::DataLock;
 use crate::healthlog::read::{self, FastMap, Record, Sink};
 use crate::healthlog::tail::{self, Tail};
@@ -176,11 +177,11 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
     }
     if json {
         output::print_json(&rows)?;
-        return Ok(0);
+        return Ok(exit::SUCCESS);
     }
     if rows.is_empty() {
         output::println("no models match")?;
-        return Ok(0);
+        return Ok(exit::SUCCESS);
     }
     let mut t = output::table(&[
         "MODEL",
@@ -230,7 +231,7 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
         ));
     }
     output::println(&out)?;
-    Ok(0)
+    Ok(exit::SUCCESS)
 }
 
 /// provider → model → last probe (in file order), for the wanted models.
@@ -394,7 +395,7 @@ fn change(s: &Settings, c: &StateChange, to: ModelState) -> Result<u8> {
             "{}: active → active (already active; nothing to change)",
             c.model
         ))?;
-        return Ok(0);
+        return Ok(exit::SUCCESS);
     }
     let now = crate::time::format_ts(Utc::now());
     let mut e = before.clone().unwrap_or(StateEntry {
@@ -426,7 +427,7 @@ fn change(s: &Settings, c: &StateChange, to: ModelState) -> Result<u8> {
         e.reason.as_deref().unwrap_or(""),
         e.consecutive_failures
     ))?;
-    Ok(0)
+    Ok(exit::SUCCESS)
 }
 
 /// Reset one model (`Some`), or all of them (`None`, `--all`).
@@ -442,7 +443,7 @@ fn reset(s: &Settings, model: Option<&str>) -> Result<u8> {
             Some(_) => "nothing to reset: the model is active and has no state entry",
             None => "nothing to reset: every model is active",
         })?;
-        return Ok(0);
+        return Ok(exit::SUCCESS);
     }
     let lock = DataLock::acquire(s.stats_dir())?;
     let mut states = match States::load(&path) {
@@ -461,7 +462,7 @@ fn reset(s: &Settings, model: Option<&str>) -> Result<u8> {
                 output::println(&format!(
                     "{key}: active → active (no state entry; nothing to reset)"
                 ))?;
-                return Ok(0);
+                return Ok(exit::SUCCESS);
             }
             lines.push(format!("{key}: {from} → active (reset)"));
         }
@@ -474,7 +475,7 @@ fn reset(s: &Settings, model: Option<&str>) -> Result<u8> {
     }
     states.save(&path, &lock)?;
     output::println(&lines.join("\n"))?;
-    Ok(0)
+    Ok(exit::SUCCESS)
 }
 
 /// `state reset --all` on a state file that cannot be parsed: move it aside
@@ -514,7 +515,7 @@ fn move_aside(s: &Settings, bad: &crate::error::DataError) -> Result<u8> {
             .unwrap_or_default(),
         crate::settings::absolute(&aside).display()
     ))?;
-    Ok(0)
+    Ok(exit::SUCCESS)
 }
 
 #[cfg(test)]
