@@ -35,22 +35,14 @@ use tokio::sync::watch;
 
 pub use self::behaviour::{Behaviour, NAMES as BEHAVIOUR_NAMES, parse_script};
 use crate::cli::{FakeArgs, GlobalArgs};
+pub use crate::dialect::Dialect;
 use crate::error::{Error, Result};
 use crate::prompts::Pool;
+use crate::server::{self, Server};
 
 /// How long a graceful shutdown may wait for open requests before they are
 /// cut off.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
-
-/// The wire dialect of a request, known from its path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Dialect {
-    #[serde(rename = "openai")]
-    OpenAi,
-    Anthropic,
-    Gemini,
-}
 
 /// Everything a fake server needs, validated.
 #[derive(Debug, Clone)]
@@ -140,16 +132,14 @@ struct Inner {
 
 /// A running fake provider. Dropping it stops the server without waiting.
 pub struct FakeServer {
-    addr: SocketAddr,
+    server: Server,
     inner: Arc<Inner>,
-    stop: watch::Sender<bool>,
-    task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for FakeServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FakeServer")
-            .field("addr", &self.addr)
+            .field("addr", &self.server.addr())
             .finish()
     }
 }
@@ -167,49 +157,36 @@ pub async fn start(cfg: FakeConfig) -> Result<FakeServer> {
         None => None,
     };
     let bind = SocketAddr::from((Ipv4Addr::LOCALHOST, cfg.port));
-    let listener = tokio::net::TcpListener::bind(bind)
-        .await
-        .map_err(|e| Error::io(format!("cannot listen on {bind}"), e))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| Error::io("cannot read the bound address", e))?;
-    let (stop, shutdown) = watch::channel(false);
+    // The handlers need the shutdown signal before the server exists, to
+    // cut sleeping behaviours short; they get it through a relay.
+    let (relay, shutdown) = watch::channel(false);
     let inner = Arc::new(Inner {
         cfg,
         counters: Mutex::new(HashMap::new()),
         requests: Mutex::new(Vec::new()),
         record,
-        shutdown: shutdown.clone(),
+        shutdown,
     });
     let app = Router::new()
         .route("/_fake/requests", get(list_requests))
         .fallback(handle)
         .with_state(inner.clone());
-    let mut signal = shutdown;
-    let task = tokio::spawn(async move {
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-            let _ = signal.wait_for(|stop| *stop).await;
-        });
-        if let Err(e) = serve.await {
-            eprintln!("fake provider: server error: {e}");
-        }
+    let (server, mut stopping) = server::start(bind, app, "fake provider").await?;
+    tokio::spawn(async move {
+        let _ = stopping.wait_for(|stop| *stop).await;
+        let _ = relay.send(true);
     });
-    Ok(FakeServer {
-        addr,
-        inner,
-        stop,
-        task: Some(task),
-    })
+    Ok(FakeServer { server, inner })
 }
 
 impl FakeServer {
     /// `http://127.0.0.1:PORT`, without a trailing slash.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        self.server.url()
     }
 
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     /// Every request so far, oldest first.
@@ -219,24 +196,8 @@ impl FakeServer {
 
     /// Stop accepting, cut short sleeping behaviours, and wait (briefly) for
     /// open responses to finish.
-    pub async fn shutdown(mut self) {
-        let _ = self.stop.send(true);
-        if let Some(mut task) = self.task.take()
-            && tokio::time::timeout(SHUTDOWN_GRACE, &mut task)
-                .await
-                .is_err()
-        {
-            task.abort();
-        }
-    }
-}
-
-impl Drop for FakeServer {
-    fn drop(&mut self) {
-        let _ = self.stop.send(true);
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
+    pub async fn shutdown(self) {
+        self.server.shutdown(SHUTDOWN_GRACE).await;
     }
 }
 
@@ -244,11 +205,7 @@ impl Drop for FakeServer {
 /// SIGINT.
 pub fn run(g: &GlobalArgs, args: FakeArgs) -> Result<u8> {
     let cfg = FakeConfig::from_args(g, &args)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("cannot start the async runtime", e))?;
+    let rt = server::runtime(2)?;
     rt.block_on(async {
         let server = start(cfg).await?;
         let url = server.url();
@@ -261,29 +218,10 @@ pub fn run(g: &GlobalArgs, args: FakeArgs) -> Result<u8> {
                 .and_then(|()| out.flush())
                 .map_err(Error::Stdout)?;
         }
-        wait_for_signal().await?;
+        server::wait_for_signal().await?;
         server.shutdown().await;
         Ok(crate::exit::SUCCESS)
     })
-}
-
-#[cfg(unix)]
-async fn wait_for_signal() -> Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term =
-        signal(SignalKind::terminate()).map_err(|e| Error::io("cannot listen for SIGTERM", e))?;
-    tokio::select! {
-        _ = term.recv() => {}
-        r = tokio::signal::ctrl_c() => r.map_err(|e| Error::io("cannot listen for SIGINT", e))?,
-    }
-    Ok(())
-}
-
-#[cfg(not(unix))]
-async fn wait_for_signal() -> Result<()> {
-    tokio::signal::ctrl_c()
-        .await
-        .map_err(|e| Error::io("cannot listen for ctrl-c", e))
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -308,7 +246,7 @@ struct Call {
 
 fn dialect_of(path: &str) -> Option<(Dialect, Option<String>)> {
     if path.ends_with("/chat/completions") {
-        return Some((Dialect::OpenAi, None));
+        return Some((Dialect::Openai, None));
     }
     if path.ends_with("/messages") {
         return Some((Dialect::Anthropic, None));
@@ -328,7 +266,7 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 fn api_key(dialect: Dialect, headers: &HeaderMap, uri: &Uri) -> Option<String> {
     match dialect {
-        Dialect::OpenAi => header(headers, "authorization")
+        Dialect::Openai => header(headers, "authorization")
             .and_then(|v| v.strip_prefix("Bearer ").or(v.strip_prefix("bearer ")))
             .map(str::trim)
             .filter(|k| !k.is_empty())
@@ -363,7 +301,7 @@ fn prompt_of(dialect: Dialect, body: &Value) -> Option<String> {
         }
     };
     match dialect {
-        Dialect::OpenAi | Dialect::Anthropic => body
+        Dialect::Openai | Dialect::Anthropic => body
             .get("messages")?
             .as_array()?
             .iter()

@@ -5,22 +5,24 @@
 //!
 //! - [`catalog`] and [`prompts`] are the inputs;
 //! - [`probe`] asks one model one question through a [`dialect`] and
-//!   [`classify`]s the result;
-//! - [`check`] schedules probes, appends to the [`healthlog`] and drives the
-//!   [`state`] machine;
-//! - [`rollup`], [`brief`] and [`statecmd`] read the history back;
+//!   [`classify`]s the result, over [`http`];
+//! - [`healthlog`] is the append-only record, [`state`] the state machine;
+//! - [`cmd`] holds one entry point per subcommand (`check`, `rollup`,
+//!   `brief`, `state`, `demo`), which only wire these libraries together;
+//! - [`format`] and [`grade`] show the record the same way everywhere;
+//! - [`server`] serves HTTP (the fake provider, and `route`) and builds the
+//!   runtime;
 //! - [`fake`] is a scriptable fake provider for tests, demos and benchmarks.
 
-pub mod brief;
 pub mod catalog;
-pub mod check;
 pub mod classify;
 pub mod cli;
-pub mod demo;
+pub mod cmd;
 pub mod dialect;
 pub mod error;
 pub mod exit;
 pub mod fake;
+pub mod format;
 pub mod fsutil;
 pub mod grade;
 pub mod healthlog;
@@ -29,11 +31,10 @@ pub mod outcome;
 pub mod output;
 pub mod probe;
 pub mod prompts;
-pub mod rollup;
 pub mod secret;
+pub mod server;
 pub mod settings;
 pub mod state;
-pub mod statecmd;
 pub mod time;
 pub mod window;
 
@@ -43,6 +44,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::cli::{Cli, Command};
+use crate::cmd::{brief, check, demo, rollup, state as statecmd};
 use crate::error::Error;
 
 /// The whole program: parse arguments, run the command, map the result to an

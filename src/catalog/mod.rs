@@ -69,28 +69,7 @@ fn bounded_u32(v: u32, range: RangeInclusive<u32>) -> std::result::Result<u32, S
     }
 }
 
-/// The wire protocol a provider speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Dialect {
-    /// OpenAI chat completions; also most other providers, Ollama, llama.cpp
-    /// and vLLM.
-    Openai,
-    /// Anthropic Messages.
-    Anthropic,
-    /// Gemini `generateContent`.
-    Gemini,
-}
-
-impl Dialect {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Dialect::Openai => "openai",
-            Dialect::Anthropic => "anthropic",
-            Dialect::Gemini => "gemini",
-        }
-    }
-}
+pub use crate::dialect::Dialect;
 
 /// `api_key_env`: a single name or a list of names.
 #[derive(Debug, Clone, Deserialize)]

@@ -4,8 +4,9 @@
 //!
 //! Probes use this for one-question requests; `route` reuses it for general
 //! chat requests, so nothing here is probe-specific. Each dialect is a unit
-//! type implementing [`Wire`]; [`wire`] maps the closed
-//! [`crate::catalog::Dialect`] enum to it. Error bodies are parsed by one
+//! type implementing [`Wire`]; [`wire`] maps the closed [`Dialect`] enum
+//! (defined here, once, for the catalog, the fake provider and `route`) to
+//! it. Error bodies are parsed by one
 //! dialect-independent function, [`parse_error`], because their shape
 //! depends on the provider (OpenRouter, Mistral, Cloudflare and NVIDIA all
 //! speak the OpenAI dialect but fail differently), not on the dialect.
@@ -17,11 +18,34 @@ mod openai;
 use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::catalog::{Dialect, Resolved};
+use crate::catalog::Resolved;
 
 pub use anthropic::Anthropic;
 pub use gemini::Gemini;
 pub use openai::OpenAi;
+
+/// The wire protocol a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dialect {
+    /// OpenAI chat completions; also most other providers, Ollama, llama.cpp
+    /// and vLLM.
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Gemini `generateContent`.
+    Gemini,
+}
+
+impl Dialect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::Openai => "openai",
+            Dialect::Anthropic => "anthropic",
+            Dialect::Gemini => "gemini",
+        }
+    }
+}
 
 /// One message of a conversation. `role` is `system`, `user` or
 /// `assistant`, as in the OpenAI API; dialects translate it.

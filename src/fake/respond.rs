@@ -35,7 +35,7 @@ pub fn success(dialect: Dialect, model: &str, text: &str, truncated: bool, promp
     let input_tokens = prompt.split_whitespace().count() + 8;
     let output_tokens = text.split_whitespace().count().max(1);
     match dialect {
-        Dialect::OpenAi => json!({
+        Dialect::Openai => json!({
             "id": "chatcmpl-fake",
             "object": "chat.completion",
             "created": chrono::Utc::now().timestamp(),
@@ -81,7 +81,7 @@ pub fn success(dialect: Dialect, model: &str, text: &str, truncated: bool, promp
 pub fn empty(dialect: Dialect, model: &str) -> Value {
     let mut v = success(dialect, model, "", false, "");
     match dialect {
-        Dialect::OpenAi => v["choices"] = json!([]),
+        Dialect::Openai => v["choices"] = json!([]),
         Dialect::Anthropic => v["content"] = json!([]),
         Dialect::Gemini => v["candidates"] = json!([]),
     }
@@ -99,7 +99,7 @@ fn error_body(
     message: &str,
 ) -> Value {
     match dialect {
-        Dialect::OpenAi => json!({
+        Dialect::Openai => json!({
             "error": {"message": message, "type": kind, "param": null, "code": code}
         }),
         Dialect::Anthropic => json!({
@@ -141,7 +141,7 @@ pub fn bad_request(dialect: Dialect, message: &str) -> Response {
 
 pub fn rate_limit(dialect: Dialect) -> Response {
     let mut resp = match dialect {
-        Dialect::OpenAi => error(
+        Dialect::Openai => error(
             dialect,
             429,
             "requests",
@@ -196,7 +196,7 @@ pub fn rate_limit(dialect: Dialect) -> Response {
 
 pub fn e500(dialect: Dialect) -> Response {
     let msg = match dialect {
-        Dialect::OpenAi => {
+        Dialect::Openai => {
             "The server had an error while processing your request. Sorry about that!"
         }
         Dialect::Anthropic => "Internal server error",
@@ -226,7 +226,7 @@ pub fn overloaded(dialect: Dialect) -> Response {
 
 pub fn e503(dialect: Dialect) -> Response {
     let (kind, msg) = match dialect {
-        Dialect::OpenAi => ("server_error", "The server is overloaded or not ready yet."),
+        Dialect::Openai => ("server_error", "The server is overloaded or not ready yet."),
         Dialect::Anthropic => ("api_error", "Service unavailable"),
         Dialect::Gemini => ("", "The model is overloaded. Please try again later."),
     };
@@ -235,7 +235,7 @@ pub fn e503(dialect: Dialect) -> Response {
 
 pub fn unauthorized(dialect: Dialect) -> Response {
     match dialect {
-        Dialect::OpenAi => error(
+        Dialect::Openai => error(
             dialect,
             401,
             "invalid_request_error",
@@ -272,7 +272,7 @@ pub fn unauthorized(dialect: Dialect) -> Response {
 
 pub fn forbidden(dialect: Dialect) -> Response {
     let (kind, msg) = match dialect {
-        Dialect::OpenAi => (
+        Dialect::Openai => (
             "invalid_request_error",
             "You are not allowed to sample from this model.",
         ),
@@ -287,7 +287,7 @@ pub fn forbidden(dialect: Dialect) -> Response {
 
 pub fn not_found(dialect: Dialect, model: &str) -> Response {
     match dialect {
-        Dialect::OpenAi => error(
+        Dialect::Openai => error(
             dialect,
             404,
             "invalid_request_error",
@@ -321,7 +321,7 @@ pub fn not_found(dialect: Dialect, model: &str) -> Response {
 /// catch this before it reaches a log.
 pub fn echo_key(dialect: Dialect, key: &str) -> Response {
     match dialect {
-        Dialect::OpenAi => error(
+        Dialect::Openai => error(
             dialect,
             401,
             "invalid_request_error",

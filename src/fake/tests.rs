@@ -37,7 +37,7 @@ impl Reply {
     fn content(&self, d: Dialect) -> String {
         let v = self.json();
         let s = match d {
-            Dialect::OpenAi => &v["choices"][0]["message"]["content"],
+            Dialect::Openai => &v["choices"][0]["message"]["content"],
             Dialect::Anthropic => &v["content"][0]["text"],
             Dialect::Gemini => &v["candidates"][0]["content"]["parts"][0]["text"],
         };
@@ -56,7 +56,7 @@ fn request(
     prompt: &str,
 ) -> reqwest::RequestBuilder {
     match d {
-        Dialect::OpenAi => c
+        Dialect::Openai => c
             .post(format!("{base}/v1/chat/completions"))
             .header("authorization", format!("Bearer {KEY}"))
             .header("content-type", "application/json")
@@ -114,7 +114,7 @@ async fn ask(base: &str, d: Dialect, model: &str, prompt: &str) -> Reply {
     send(request(&client(), base, d, model, prompt)).await
 }
 
-const DIALECTS: [Dialect; 3] = [Dialect::OpenAi, Dialect::Anthropic, Dialect::Gemini];
+const DIALECTS: [Dialect; 3] = [Dialect::Openai, Dialect::Anthropic, Dialect::Gemini];
 
 #[tokio::test]
 async fn every_dialect_answers_correctly() {
@@ -126,7 +126,7 @@ async fn every_dialect_answers_correctly() {
             assert_eq!(r.status, 200, "{d:?}: {}", r.text);
             let v = r.json();
             match d {
-                Dialect::OpenAi => {
+                Dialect::Openai => {
                     assert_eq!(v["object"], "chat.completion");
                     assert_eq!(v["model"], "llama-3.1-8b-instant");
                     assert_eq!(v["choices"][0]["finish_reason"], "stop");
@@ -168,7 +168,7 @@ async fn any_path_prefix_works() {
         ))
         .await;
         assert_eq!(r.status, 200, "{path}: {}", r.text);
-        assert_eq!(r.content(Dialect::OpenAi), q.expected.to_string());
+        assert_eq!(r.content(Dialect::Openai), q.expected.to_string());
     }
     // Content as a list of parts, as some clients send it.
     let r = send(
@@ -266,7 +266,7 @@ async fn every_behaviour_in_every_dialect() {
                     assert_eq!(r.content(d), "<think>Let me compute", "{ctx}");
                     let v = r.json();
                     let reason = match d {
-                        Dialect::OpenAi => &v["choices"][0]["finish_reason"],
+                        Dialect::Openai => &v["choices"][0]["finish_reason"],
                         Dialect::Anthropic => &v["stop_reason"],
                         Dialect::Gemini => &v["candidates"][0]["finishReason"],
                     };
@@ -277,7 +277,7 @@ async fn every_behaviour_in_every_dialect() {
                 Behaviour::EmptyChoices => {
                     let v = r.json();
                     let list = match d {
-                        Dialect::OpenAi => &v["choices"],
+                        Dialect::Openai => &v["choices"],
                         Dialect::Anthropic => &v["content"],
                         Dialect::Gemini => &v["candidates"],
                     };
@@ -308,7 +308,7 @@ async fn every_behaviour_in_every_dialect() {
                     let v = r.json();
                     let e = error_of(d, &v);
                     match d {
-                        Dialect::OpenAi => {
+                        Dialect::Openai => {
                             assert_eq!(e["code"], "rate_limit_exceeded");
                             assert!(e["message"].as_str().unwrap().contains("try again in 7s"));
                             assert_eq!(r.headers["retry-after"], "7");
@@ -405,7 +405,7 @@ async fn scripts_cycle_per_model() {
         ]
     );
     // An unscripted model is unaffected by another model's script.
-    let r = ask(&fake.url(), Dialect::OpenAi, "other", &q.text).await;
+    let r = ask(&fake.url(), Dialect::Openai, "other", &q.text).await;
     assert_eq!(r.status, 200);
     let recorded: Vec<_> = fake
         .requests()
@@ -433,7 +433,7 @@ async fn reset_is_a_transport_error_for_the_client() {
         assert!(body.is_err(), "{d:?}: body ended cleanly: {body:?}");
     }
     // The server survives it.
-    let r = ask(&fake.url(), Dialect::OpenAi, "ok", &q.text).await;
+    let r = ask(&fake.url(), Dialect::Openai, "ok", &q.text).await;
     assert_eq!(r.status, 200);
 }
 
@@ -446,13 +446,13 @@ async fn slow_and_latency_delay_the_answer() {
     let fake = start(cfg).await.unwrap();
     let q = question(7);
     let t = Instant::now();
-    let r = ask(&fake.url(), Dialect::OpenAi, "slow:200", &q.text).await;
+    let r = ask(&fake.url(), Dialect::Openai, "slow:200", &q.text).await;
     assert!(
         t.elapsed() >= Duration::from_millis(300),
         "{:?}",
         t.elapsed()
     );
-    assert_eq!(r.content(Dialect::OpenAi), q.expected.to_string());
+    assert_eq!(r.content(Dialect::Openai), q.expected.to_string());
     let t = Instant::now();
     ask(&fake.url(), Dialect::Gemini, "ok:150", &q.text).await;
     assert!(
@@ -466,7 +466,7 @@ async fn slow_and_latency_delay_the_answer() {
         .timeout(Duration::from_millis(100))
         .build()
         .unwrap();
-    let err = request(&c, &fake.url(), Dialect::OpenAi, "slow", &q.text)
+    let err = request(&c, &fake.url(), Dialect::Openai, "slow", &q.text)
         .send()
         .await
         .unwrap_err();
@@ -490,7 +490,7 @@ async fn errors_are_not_delayed_by_latency() {
         .unwrap();
     for (dialect, model, status) in [
         (Dialect::Anthropic, "e500", 500),
-        (Dialect::OpenAi, "rate-limit", 429),
+        (Dialect::Openai, "rate-limit", 429),
     ] {
         let r = request(&c, &fake.url(), dialect, model, &q.text)
             .send()
@@ -505,7 +505,7 @@ async fn shutdown_cuts_slow_requests_short() {
     let fake = start(FakeConfig::default()).await.unwrap();
     let url = fake.url();
     let q = question(8);
-    let pending = tokio::spawn(async move { ask(&url, Dialect::OpenAi, "slow", &q.text).await });
+    let pending = tokio::spawn(async move { ask(&url, Dialect::Openai, "slow", &q.text).await });
     // Let the request arrive before stopping.
     for _ in 0..100 {
         if !fake.requests().is_empty() {
@@ -537,7 +537,7 @@ async fn requests_are_recorded_without_keys() {
     let fake = start(cfg).await.unwrap();
     let q = question(9);
     let before = chrono::Utc::now().timestamp_millis();
-    ask(&fake.url(), Dialect::OpenAi, "ok", &q.text).await;
+    ask(&fake.url(), Dialect::Openai, "ok", &q.text).await;
     ask(&fake.url(), Dialect::Anthropic, "echo-key", &q.text).await;
     ask(&fake.url(), Dialect::Gemini, "e503", &q.text).await;
     // Gemini's key in the query string, and no key at all.
@@ -582,7 +582,7 @@ async fn requests_are_recorded_without_keys() {
     assert_eq!(
         summary,
         [
-            (Some(Dialect::OpenAi), Some("ok"), Some("ok"), true),
+            (Some(Dialect::Openai), Some("ok"), Some("ok"), true),
             (
                 Some(Dialect::Anthropic),
                 Some("echo-key"),
@@ -591,7 +591,7 @@ async fn requests_are_recorded_without_keys() {
             ),
             (Some(Dialect::Gemini), Some("e503"), Some("e503"), true),
             (Some(Dialect::Gemini), Some("gm"), Some("ok"), true),
-            (Some(Dialect::OpenAi), Some("local"), Some("ok"), false),
+            (Some(Dialect::Openai), Some("local"), Some("ok"), false),
             (None, None, None, false),
         ]
     );
@@ -605,7 +605,7 @@ async fn requests_are_recorded_without_keys() {
     assert!(!listed.text.contains(KEY));
     let listed: Vec<RecordedRequest> = serde_json::from_str(&listed.text).unwrap();
     assert_eq!(listed, from_file);
-    assert_eq!(listed[0].dialect, Some(Dialect::OpenAi));
+    assert_eq!(listed[0].dialect, Some(Dialect::Openai));
     assert!(text.contains("\"dialect\":\"openai\""), "{text}");
 }
 
@@ -684,13 +684,13 @@ async fn malformed_requests_are_rejected_like_the_real_thing() {
     // A question from elsewhere gets an answer with no number.
     let r = ask(
         &url,
-        Dialect::OpenAi,
+        Dialect::Openai,
         "ok",
         "What is the capital of France?",
     )
     .await;
     assert_eq!(r.status, 200);
-    assert!(!check_answer(&r.content(Dialect::OpenAi), 14));
+    assert!(!check_answer(&r.content(Dialect::Openai), 14));
     let r = send(c.get(format!("{url}/v1/chat/completions"))).await;
     assert_eq!(r.status, 404);
 }

@@ -81,7 +81,7 @@ impl Record<'_> {
         if self.failure == "averaged" {
             return format!(
                 "averaged {} of {}",
-                crate::rollup::fmt_pct(self.passed / self.samples),
+                crate::format::fmt_pct(self.passed / self.samples),
                 self.samples
             );
         }

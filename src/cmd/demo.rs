@@ -67,11 +67,7 @@ pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
         Some(p) => Pool::load(p)?,
         None => Pool::embedded(),
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("cannot start the async runtime", e))?;
+    let rt = crate::server::runtime(1)?;
     // Each demo starts a new fake server, so rotate the scripts by how many
     // demos this stats directory has seen: successive runs then show models
     // recovering and being disabled.
@@ -116,7 +112,7 @@ pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
         "fake providers on {url}, spacing {}s, timeout 2s\n",
         a.spacing,
     ))?;
-    let result = crate::check::run(
+    let result = crate::cmd::check::run(
         &settings,
         CheckArgs {
             provider: vec![],
@@ -133,7 +129,7 @@ pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
     result?;
     show_files(&settings)?;
     output::println("\n== llmprobe brief ==")?;
-    crate::brief::run(
+    crate::cmd::brief::run(
         &settings,
         BriefArgs {
             window: "24h".into(),

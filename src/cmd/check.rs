@@ -454,11 +454,7 @@ fn execute(s: &Settings, plan: Plan) -> Result<Report> {
         Ok(writer.finish())
     });
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("cannot start the async runtime", e))?;
+    let rt = crate::server::runtime(2)?;
     let prober = HttpProber {
         client: crate::http::client()?,
         pool: s.prompts.clone(),

@@ -19,11 +19,11 @@ use serde::Serialize;
 use crate::cli::BriefArgs;
 use crate::error::Result;
 use crate::exit;
-use crate::grade::{self, FAIR, GOOD, Grade, fmt_pct};
+use crate::format::{fmt_count, fmt_minute, fmt_pct, fmt_rfc3339};
+use crate::grade::{self, FAIR, GOOD, Grade};
 use crate::healthlog::read::{self, Record, Sink};
 use crate::healthlog::tail::{self, Tail};
 use crate::output;
-use crate::rollup::{fmt_count, fmt_minute, fmt_rfc3339};
 use crate::settings::Settings;
 use crate::state::{ModelState, States};
 use crate::window::Window;
@@ -191,7 +191,7 @@ struct ProviderLine {
     icon: &'static str,
     uptime: Option<f64>,
     avg_latency_ms: Option<f64>,
-    #[serde(serialize_with = "grade::serialize_count")]
+    #[serde(serialize_with = "crate::format::serialize_count")]
     checks: f64,
     last_check: Option<String>,
     last_result: String,

@@ -19,12 +19,13 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use serde::Serialize;
 
 use crate::cli::{GroupBy, RollupArgs, RollupFormat};
 use crate::error::{Error, Result};
 use crate::exit;
+use crate::format::{fmt_count, fmt_dur, fmt_minute, fmt_pct, fmt_rfc3339};
 use crate::fsutil;
 use crate::grade::{self, FAIR, GOOD, Grade};
 use crate::healthlog::read::{self, FastMap, Record, Sink};
@@ -463,9 +464,9 @@ pub struct Row {
     pub provider: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    #[serde(serialize_with = "grade::serialize_count")]
+    #[serde(serialize_with = "crate::format::serialize_count")]
     pub samples: f64,
-    #[serde(serialize_with = "grade::serialize_count")]
+    #[serde(serialize_with = "crate::format::serialize_count")]
     pub passed: f64,
     pub uptime: Option<f64>,
     pub avg_latency_ms: Option<f64>,
@@ -516,40 +517,6 @@ impl Row {
             None => self.provider.clone(),
         }
     }
-}
-
-pub use crate::grade::fmt_pct;
-
-/// A sample count: whole numbers print without a fraction.
-pub fn fmt_count(n: f64) -> String {
-    if (n - n.round()).abs() < 1e-9 {
-        format!("{}", n.round() as i64)
-    } else {
-        format!("{n:.1}")
-    }
-}
-
-pub fn fmt_rfc3339(ts: i64) -> String {
-    DateTime::<Utc>::from_timestamp(ts, 0)
-        .map(crate::time::format_ts)
-        .unwrap_or_else(|| ts.to_string())
-}
-
-/// `2026-05-02 19:57 UTC`, as the old block wrote it.
-pub fn fmt_minute(ts: i64) -> String {
-    DateTime::<Utc>::from_timestamp(ts, 0)
-        .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
-        .unwrap_or_else(|| ts.to_string())
-}
-
-/// A duration in the largest unit that divides it: `1h`, `7h`, `225s`.
-pub fn fmt_dur(secs: i64) -> String {
-    for (unit, n) in [("d", 86_400), ("h", 3600), ("m", 60)] {
-        if secs % n == 0 {
-            return format!("{}{unit}", secs / n);
-        }
-    }
-    format!("{secs}s")
 }
 
 fn icon(status: &str) -> &'static str {
@@ -723,7 +690,7 @@ fn csv(rows: &[Row], by: GroupBy) -> String {
             out,
             "{},{},{},{},{},{}",
             fmt_count(r.samples),
-            opt(r.uptime.map(grade::pct)),
+            opt(r.uptime.map(crate::format::pct)),
             opt(r.avg_latency_ms),
             opt(r.p95_latency_ms),
             r.status,

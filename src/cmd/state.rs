@@ -21,11 +21,11 @@ use crate::catalog::Unusable;
 use crate::cli::{StateAction, StateArgs, StateChange, StateFilter};
 use crate::error::{Error, Result};
 use crate::exit;
+use crate::format::{fmt_minute, fmt_rfc3339};
 use crate::fsutil::DataLock;
 use crate::healthlog::read::{self, FastMap, Record, Sink};
 use crate::healthlog::tail::{self, Tail};
 use crate::output;
-use crate::rollup::{fmt_minute, fmt_rfc3339};
 use crate::settings::Settings;
 use crate::state::{ModelState, StateEntry, States};
 

@@ -1,0 +1,10 @@
+//! The command entry points, one file per subcommand. Each takes validated
+//! settings and its own arguments and returns an exit code; the libraries
+//! beside `cmd/` (the log, the state machine, the catalog, the dialects)
+//! do the work.
+
+pub mod brief;
+pub mod check;
+pub mod demo;
+pub mod rollup;
+pub mod state;

@@ -1,0 +1,122 @@
+//! Serving HTTP, for every server llmprobe runs (the fake provider, and
+//! `route --serve`): bind, serve an axum router in the background with a
+//! graceful shutdown, wait for SIGTERM or Ctrl-C, and build the one tokio
+//! runtime a command uses.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::Router;
+use tokio::sync::watch;
+
+use crate::error::{Error, Result};
+
+/// The async runtime of a command. Every command that needs one builds it
+/// here, so the thread count and drivers are decided in one place.
+pub fn runtime(worker_threads: usize) -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(worker_threads.max(1))
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("cannot start the async runtime", e))
+}
+
+/// A server running in the background of the current runtime. Dropping it
+/// stops it without waiting.
+pub struct Server {
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("addr", &self.addr).finish()
+    }
+}
+
+/// Bind `addr` and serve `app` until [`Server::shutdown`]. `name` prefixes
+/// a server error on stderr. The returned receiver turns `true` when the
+/// shutdown starts, so handlers can cut long waits short.
+pub async fn start(
+    addr: SocketAddr,
+    app: Router,
+    name: &'static str,
+) -> Result<(Server, watch::Receiver<bool>)> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| Error::io(format!("cannot listen on {addr}"), e))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::io("cannot read the bound address", e))?;
+    let (stop, stopping) = watch::channel(false);
+    let mut signal = stopping.clone();
+    let task = tokio::spawn(async move {
+        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+            let _ = signal.wait_for(|stop| *stop).await;
+        });
+        if let Err(e) = serve.await {
+            eprintln!("{name}: server error: {e}");
+        }
+    });
+    Ok((
+        Server {
+            addr,
+            stop,
+            task: Some(task),
+        },
+        stopping,
+    ))
+}
+
+impl Server {
+    /// `http://ADDR`, without a trailing slash.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stop accepting, let open requests finish for up to `grace`, then cut
+    /// the rest off.
+    pub async fn shutdown(mut self, grace: Duration) {
+        let _ = self.stop.send(true);
+        if let Some(mut task) = self.task.take()
+            && tokio::time::timeout(grace, &mut task).await.is_err()
+        {
+            task.abort();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// Wait for SIGTERM or SIGINT (Ctrl-C; only Ctrl-C on Windows).
+#[cfg(unix)]
+pub async fn wait_for_signal() -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term =
+        signal(SignalKind::terminate()).map_err(|e| Error::io("cannot listen for SIGTERM", e))?;
+    tokio::select! {
+        _ = term.recv() => {}
+        r = tokio::signal::ctrl_c() => r.map_err(|e| Error::io("cannot listen for SIGINT", e))?,
+    }
+    Ok(())
+}
+
+/// Wait for SIGTERM or SIGINT (Ctrl-C; only Ctrl-C on Windows).
+#[cfg(not(unix))]
+pub async fn wait_for_signal() -> Result<()> {
+    tokio::signal::ctrl_c()
+        .await
+        .map_err(|e| Error::io("cannot listen for ctrl-c", e))
+}
