@@ -54,6 +54,7 @@ pub enum Command {
     Rollup(RollupArgs),
     Brief(BriefArgs),
     State(StateArgs),
+    Route(RouteArgs),
     Demo(DemoArgs),
     /// Run fake LLM providers on 127.0.0.1 for tests, demos and benchmarks.
     #[command(hide = true)]
@@ -269,6 +270,70 @@ pub struct StateChange {
     /// Why; shown by `state` and `brief`.
     #[arg(long)]
     pub reason: Option<String>,
+}
+
+/// Send a prompt to a model that works now, or serve an OpenAI-compatible
+/// endpoint that does so for every request.
+///
+/// Only `active` models are used (see `llmprobe state`). Candidates are
+/// tried in order, falling back on failure, at most --max-attempts within
+/// --budget; failing models and keys cool down, and the cooldowns persist
+/// in route_state.json in the stats directory.
+///
+/// Model choice: `auto` (or none) is every active model, by config
+/// `priority`, then 24 h uptime, then median latency; a plain id is every
+/// active provider serving it; `provider::model` pins one (fallback only
+/// across its keys); an alias from `[aliases]` is its list, in order.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  llmprobe route \"What is 2+2?\"                  one answer on stdout; the model used on stderr
+  echo \"Summarise: ...\" | llmprobe route          the prompt from stdin
+  llmprobe route --model groq::llama-3.1-8b-instant \"hi\"
+  llmprobe route --json --system \"Be terse.\" \"hi\"  the OpenAI-style response plus the attempt trail
+  llmprobe route --serve                           OpenAI-compatible server on 127.0.0.1:8080
+  llmprobe route --serve --listen 127.0.0.1:9000
+
+With --serve, point any OpenAI client at http://127.0.0.1:8080/v1 (any API
+key, or the token named by [route] auth_token_env / --auth-token-env).
+Exit codes: 0 answered, 2 usage, 4 route_state.json unreadable, 5 every
+candidate failed (the message lists each attempt and when to retry).")]
+pub struct RouteArgs {
+    /// The prompt; read from stdin when absent (and not --serve).
+    pub prompt: Option<String>,
+    /// Serve an OpenAI-compatible endpoint instead of answering one prompt.
+    #[arg(long)]
+    pub serve: bool,
+    /// Where --serve listens [default: 127.0.0.1:8080, or [route] listen].
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// auto, a model id, provider::model, or an alias [default: auto].
+    #[arg(long, short = 'm', value_name = "MODEL")]
+    pub model: Option<String>,
+    /// A system message.
+    #[arg(long, value_name = "TEXT")]
+    pub system: Option<String>,
+    /// Most tokens to generate.
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    #[arg(long, value_name = "T", allow_negative_numbers = true)]
+    pub temperature: Option<f64>,
+    /// Print the whole OpenAI-style response and the attempt trail as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// At most this many attempts per request [default: 20, or [route]].
+    #[arg(long, value_name = "N")]
+    pub max_attempts: Option<u32>,
+    /// Every attempt starts within this many seconds [default: 45, or [route]].
+    #[arg(long, value_name = "SECS")]
+    pub budget: Option<f64>,
+    /// The variable holding the bearer token --serve requires.
+    #[arg(long, value_name = "VAR")]
+    pub auth_token_env: Option<String>,
+    /// Print cooldowns, usage and routable models per provider, then stop.
+    #[arg(long)]
+    pub status: bool,
 }
 
 /// Start local fake providers and run `check` against them: no keys, no network.

@@ -214,6 +214,24 @@ pub async fn send(
     }
 }
 
+/// Send a request and wait for the response's head only, under `timeout`:
+/// for streams, whose body is read event by event by the caller. Errors
+/// while reading that body go through [`body_error`].
+pub async fn open(
+    builder: reqwest::RequestBuilder,
+    timeout: Duration,
+) -> Result<reqwest::Response, TransportError> {
+    match tokio::time::timeout(timeout, builder.send()).await {
+        Ok(r) => r.map_err(|e| from_reqwest(e, false)),
+        Err(_) => Err(TransportError::Timeout(timeout)),
+    }
+}
+
+/// A failure while reading a response body that is already under way.
+pub fn body_error(e: reqwest::Error) -> TransportError {
+    from_reqwest(e, true)
+}
+
 /// Sort a reqwest error by walking its `source()` chain. `in_body` says the
 /// headers had already arrived, so a broken connection is a reset mid-body.
 fn from_reqwest(e: reqwest::Error, in_body: bool) -> TransportError {

@@ -31,6 +31,7 @@ pub mod outcome;
 pub mod output;
 pub mod probe;
 pub mod prompts;
+pub mod route;
 pub mod secret;
 pub mod server;
 pub mod settings;
@@ -80,6 +81,9 @@ fn dispatch(cli: Cli) -> Result<u8, Error> {
         Command::Rollup(a) => rollup::run(&settings::Settings::load(&g)?, a),
         Command::Brief(a) => brief::run(&settings::Settings::load(&g)?, a),
         Command::State(a) => statecmd::run(&settings::Settings::load(&g)?, a),
+        Command::Route(_) => Err(error::Error::config(
+            "route is not finished yet in this build",
+        )),
         Command::Demo(a) => demo::run(&g, a),
         Command::FakeProvider(a) => fake::run(&g, a),
     }

@@ -70,6 +70,9 @@ fn bounded_u32(v: u32, range: RangeInclusive<u32>) -> std::result::Result<u32, S
 }
 
 pub use crate::dialect::Dialect;
+pub use route::RouteSettings;
+
+mod route;
 
 /// `api_key_env`: a single name or a list of names.
 #[derive(Debug, Clone, Deserialize)]
@@ -138,6 +141,10 @@ struct ConfigToml {
     defaults: DefaultsToml,
     #[serde(default)]
     providers: Vec<ProviderToml>,
+    #[serde(default)]
+    route: route::RouteToml,
+    #[serde(default)]
+    aliases: BTreeMap<String, Vec<String>>,
 }
 
 /// Settings that apply to every provider unless it says otherwise.
@@ -224,6 +231,10 @@ impl std::fmt::Display for Unusable {
 pub struct Catalog {
     pub defaults: Defaults,
     pub providers: Vec<Provider>,
+    /// `[route]`, validated.
+    pub route: RouteSettings,
+    /// `[aliases]`: a name for an ordered list of `provider::model`.
+    pub aliases: BTreeMap<String, Vec<String>>,
 }
 
 /// Where a config came from, for error messages.
@@ -318,9 +329,22 @@ impl Catalog {
         for t in tables {
             providers.push(validate_provider(t, &defaults, &origin)?);
         }
+        let invalid =
+            |why: String| Error::config(format!("invalid config {}: {why}", origin_name(&origin)));
+        let route = RouteSettings::from_toml(&user.route).map_err(invalid)?;
+        route::validate_aliases(&user.aliases, |key| {
+            key.split_once("::").is_some_and(|(p, m)| {
+                providers
+                    .iter()
+                    .any(|x| x.name == p && x.models.iter().any(|y| y == m))
+            })
+        })
+        .map_err(invalid)?;
         Ok(Catalog {
             defaults,
             providers,
+            route,
+            aliases: user.aliases,
         })
     }
 

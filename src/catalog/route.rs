@@ -1,0 +1,157 @@
+//! The `[route]` and `[aliases]` tables of `llmprobe.toml`: how `route`
+//! falls back, where it listens, and names for lists of models.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::bounded_secs;
+
+/// `[route]` as written. Every field is optional.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RouteToml {
+    max_attempts: Option<u32>,
+    budget_secs: Option<f64>,
+    listen: Option<String>,
+    auth_token_env: Option<String>,
+    idle_timeout_secs: Option<f64>,
+    request_timeout_secs: Option<f64>,
+    max_body_bytes: Option<u64>,
+    shared_state: Option<String>,
+}
+
+/// How `route` behaves, validated. Command-line flags override these.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteSettings {
+    /// At most this many upstream attempts per request (DESIGN.md: 20).
+    pub max_attempts: u32,
+    /// All attempts of one request start within this time (DESIGN.md: 45 s).
+    pub budget: Duration,
+    /// `--serve` binds here (loopback by default).
+    pub listen: SocketAddr,
+    /// The variable holding the inbound bearer token; `None`: no auth.
+    pub auth_token_env: Option<String>,
+    /// A stream that sends nothing for this long counts as failed.
+    pub idle_timeout: Duration,
+    /// A whole request, every attempt included, ends after this.
+    pub request_timeout: Duration,
+    /// Request bodies larger than this get a 413.
+    pub max_body_bytes: usize,
+    /// `redis://…` to share cooldowns and limits between instances.
+    pub shared_state: Option<String>,
+}
+
+pub const MAX_ATTEMPTS: std::ops::RangeInclusive<u32> = 1..=100;
+pub const BUDGET_SECS: std::ops::RangeInclusive<f64> = 0.0..=3600.0;
+pub const MAX_BODY: std::ops::RangeInclusive<u64> = 1024..=(256 << 20);
+
+impl Default for RouteSettings {
+    fn default() -> Self {
+        RouteSettings {
+            max_attempts: 20,
+            budget: Duration::from_secs(45),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            auth_token_env: None,
+            idle_timeout: Duration::from_secs(60),
+            request_timeout: Duration::from_secs(300),
+            max_body_bytes: 4 << 20,
+            shared_state: None,
+        }
+    }
+}
+
+impl RouteSettings {
+    /// Validate `[route]`; `bad` turns a message into the caller's error
+    /// (which names the file).
+    pub(super) fn from_toml(t: &RouteToml) -> Result<RouteSettings, String> {
+        let d = RouteSettings::default();
+        let secs = |v: Option<f64>, field: &str, default: Duration| -> Result<Duration, String> {
+            match v {
+                None => Ok(default),
+                Some(v) => {
+                    bounded_secs(v, BUDGET_SECS, true).map_err(|why| format!("route.{field} {why}"))
+                }
+            }
+        };
+        let max_attempts = match t.max_attempts {
+            None => d.max_attempts,
+            Some(n) if MAX_ATTEMPTS.contains(&n) => n,
+            Some(n) => {
+                return Err(format!(
+                    "route.max_attempts {n} is out of range: expected {} to {}",
+                    MAX_ATTEMPTS.start(),
+                    MAX_ATTEMPTS.end()
+                ));
+            }
+        };
+        let listen = match &t.listen {
+            None => d.listen,
+            Some(s) => s.parse().map_err(|_| {
+                format!("route.listen {s:?} is not an address such as 127.0.0.1:8080")
+            })?,
+        };
+        let max_body_bytes = match t.max_body_bytes {
+            None => d.max_body_bytes,
+            Some(n) if MAX_BODY.contains(&n) => n as usize,
+            Some(n) => {
+                return Err(format!(
+                    "route.max_body_bytes {n} is out of range: expected {} to {}",
+                    MAX_BODY.start(),
+                    MAX_BODY.end()
+                ));
+            }
+        };
+        if let Some(url) = &t.shared_state
+            && !url.starts_with("redis://")
+        {
+            return Err(format!(
+                "route.shared_state {url:?} must start with redis://"
+            ));
+        }
+        Ok(RouteSettings {
+            max_attempts,
+            budget: secs(t.budget_secs, "budget_secs", d.budget)?,
+            listen,
+            auth_token_env: t.auth_token_env.clone().filter(|v| !v.trim().is_empty()),
+            idle_timeout: secs(t.idle_timeout_secs, "idle_timeout_secs", d.idle_timeout)?,
+            request_timeout: secs(
+                t.request_timeout_secs,
+                "request_timeout_secs",
+                d.request_timeout,
+            )?,
+            max_body_bytes,
+            shared_state: t.shared_state.clone(),
+        })
+    }
+}
+
+/// Check `[aliases]`: every target is a `provider::model` of the catalog.
+pub(super) fn validate_aliases(
+    aliases: &BTreeMap<String, Vec<String>>,
+    exists: impl Fn(&str) -> bool,
+) -> Result<(), String> {
+    for (name, targets) in aliases {
+        if name.contains("::") || name == "auto" || name.trim().is_empty() {
+            return Err(format!(
+                "alias {name:?}: a name must be non-empty, not \"auto\", and without \"::\""
+            ));
+        }
+        if targets.is_empty() {
+            return Err(format!("alias {name:?} lists no models"));
+        }
+        for t in targets {
+            if !t.contains("::") {
+                return Err(format!("alias {name:?}: {t:?} is not provider::model"));
+            }
+            if !exists(t) {
+                return Err(format!(
+                    "alias {name:?}: {t:?} is not in the catalog (see `llmprobe check --list`)"
+                ));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,457 @@
+//! The router: try candidates in order within the attempt budget, fall
+//! back on failure, bench what fails (through [`crate::cooldown`], the only
+//! place that decides waits), and keep every attempt for the trail.
+//!
+//! One engine serves both modes. The one-shot command makes one request
+//! and saves the cooldowns; the server shares the engine between handlers
+//! and saves the cooldowns when they change (debounced) and at shutdown.
+
+use std::collections::{BTreeMap, HashSet};
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::catalog::{ApiKey, Catalog, RouteSettings, Resolved};
+use crate::classify::{ErrorClass, UpstreamError};
+use crate::cooldown::{Action, Cooldowns, Target};
+use crate::error::Result;
+use crate::secret::Redactor;
+use crate::state::{ModelState, StateWatcher};
+
+use super::api_error::ApiError;
+use super::choose::{self, Candidate, Choice, NoCandidate};
+use super::clock::Clock;
+use super::health::HealthCache;
+use super::persist::{self, RouteState};
+
+/// One attempt, for the trail, the headers and the exhausted message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Attempt {
+    /// `provider::model`.
+    pub model: String,
+    /// `#<index>:<fingerprint>` of the key used, never the key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// `ok`, an error class (`rate_limit`, `server_error`, …), or
+    /// `cooldown:<reason>` for a candidate skipped without sending.
+    pub class: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When this candidate can be tried again, if it is benched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<DateTime<Utc>>,
+}
+
+impl Attempt {
+    /// Sent and failed (not skipped, not served).
+    pub fn failed(&self) -> bool {
+        self.class != "ok" && !self.class.starts_with("cooldown:")
+    }
+}
+
+/// A request that was served.
+#[derive(Debug)]
+pub struct Served<T> {
+    /// `provider::model`.
+    pub via: String,
+    /// Every attempt before the one that served, skipped ones included.
+    pub attempts: Vec<Attempt>,
+    pub value: T,
+}
+
+impl<T> Served<T> {
+    /// Failed attempts before the one that served.
+    pub fn fallbacks(&self) -> usize {
+        self.attempts.iter().filter(|a| a.failed()).count()
+    }
+}
+
+/// A request that nothing could serve.
+#[derive(Debug)]
+pub struct Exhausted {
+    pub error: ApiError,
+    pub attempts: Vec<Attempt>,
+}
+
+/// Everything a request needs, shared by every handler.
+pub struct Engine {
+    pub settings: RouteSettings,
+    aliases: BTreeMap<String, Vec<String>>,
+    /// Usable providers in catalog order; keys resolved.
+    providers: Vec<Arc<Resolved>>,
+    /// Round-robin start per provider, for key rotation.
+    rotation: Vec<AtomicUsize>,
+    pub client: reqwest::Client,
+    pub states: Arc<StateWatcher>,
+    health: Mutex<HealthCache>,
+    cooldowns: Mutex<RouteState<Cooldowns>>,
+    dirty: AtomicBool,
+    pub changed: tokio::sync::Notify,
+    stats_dir: PathBuf,
+    pub clock: Clock,
+    pub redactor: Redactor,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Engine {
+    /// Build the engine: resolve providers, load the model states and the
+    /// saved cooldowns (a bad route_state.json is an error, left as is).
+    pub fn new(
+        catalog: &Catalog,
+        settings: RouteSettings,
+        stats_dir: PathBuf,
+        client: reqwest::Client,
+        clock: Clock,
+    ) -> Result<Engine> {
+        let providers: Vec<Arc<Resolved>> = catalog
+            .providers
+            .iter()
+            .filter_map(|p| p.resolve().ok())
+            .map(Arc::new)
+            .collect();
+        let redactor = Redactor::new(providers.iter().flat_map(|p| p.secrets().cloned()));
+        let states = Arc::new(StateWatcher::new(stats_dir.join(crate::settings::STATE_FILE))?);
+        let mut saved: RouteState<Cooldowns> = persist::load(&persist::path(&stats_dir))?;
+        saved.cooldowns.prune(clock.now());
+        Ok(Engine {
+            settings,
+            aliases: catalog.aliases.clone(),
+            rotation: providers.iter().map(|_| AtomicUsize::new(0)).collect(),
+            providers,
+            client,
+            states,
+            health: Mutex::new(HealthCache::new(stats_dir.join(crate::settings::LOG_FILE))),
+            cooldowns: Mutex::new(saved),
+            dirty: AtomicBool::new(false),
+            changed: tokio::sync::Notify::new(),
+            stats_dir,
+            clock,
+            redactor,
+        })
+    }
+
+    pub fn providers(&self) -> &[Arc<Resolved>] {
+        &self.providers
+    }
+
+    /// The candidates for a requested model, in order.
+    pub fn candidates(&self, model: Option<&str>) -> std::result::Result<Vec<Candidate>, ApiError> {
+        let choice = Choice::parse(model, &self.aliases);
+        let now = self.clock.now().timestamp();
+        let health = lock(&self.health)
+            .get(now)
+            .unwrap_or_else(|_| Arc::new(Default::default()));
+        let snapshot = self.states.current();
+        choose::candidates(
+            &choice,
+            &self.providers,
+            &self.aliases,
+            |k| snapshot.state_of(k),
+            &health,
+        )
+        .map_err(|e| match e {
+            NoCandidate::Unknown(m) => ApiError::new(
+                StatusCode::NOT_FOUND,
+                "invalid_request_error",
+                "model_not_found",
+                format!(
+                    "the model {m:?} is not served by any provider with a key set; use \"auto\", a model id, provider::model or an alias (GET /v1/models lists them)"
+                ),
+            ),
+            NoCandidate::NoneActive(m) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "api_error",
+                "no_active_models",
+                format!(
+                    "no active model for {m:?}: every one is paused or disabled (see `llmprobe state`)"
+                ),
+            ),
+        })
+    }
+
+    /// Every active `provider::model` that is not benched now.
+    pub fn routable(&self) -> Vec<String> {
+        let now = self.clock.now();
+        let cd = lock(&self.cooldowns);
+        self.candidates(None)
+            .map(|cs| {
+                cs.iter()
+                    .filter(|c| {
+                        targets(c)
+                            .iter()
+                            .any(|t| cd.cooldowns.blocked(t, now).is_none())
+                    })
+                    .map(Candidate::key)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Why the server is not ready, if it is not: `no_active_models` or
+    /// `all_cooling_down`.
+    pub fn not_ready(&self) -> Option<&'static str> {
+        if self.candidates(None).is_err() {
+            return Some("no_active_models");
+        }
+        if self.routable().is_empty() {
+            return Some("all_cooling_down");
+        }
+        None
+    }
+
+    /// Try the candidates for `model` in order with `send`, which makes one
+    /// attempt on one candidate with one key.
+    pub async fn route<T, F, Fut>(
+        &self,
+        model: Option<&str>,
+        mut send: F,
+    ) -> std::result::Result<Served<T>, Exhausted>
+    where
+        F: FnMut(Candidate, Option<ApiKey>) -> Fut,
+        Fut: Future<Output = std::result::Result<T, UpstreamError>>,
+    {
+        let candidates = self
+            .candidates(model)
+            .map_err(|error| Exhausted {
+                error,
+                attempts: Vec::new(),
+            })?;
+        let started = tokio::time::Instant::now();
+        let mut attempts: Vec<Attempt> = Vec::new();
+        let mut sent = 0u32;
+        let mut skip: HashSet<String> = HashSet::new();
+        let mut all_targets: Vec<Target> = Vec::new();
+        'candidates: for c in &candidates {
+            let provider = &c.provider.provider.name;
+            if skip.contains(provider) {
+                continue;
+            }
+            for (key, target) in self.rotated_keys(c) {
+                all_targets.push(target.clone());
+                let now = self.clock.now();
+                let benched = lock(&self.cooldowns)
+                    .cooldowns
+                    .blocked(&target, now)
+                    .cloned();
+                if let Some(b) = benched {
+                    attempts.push(Attempt {
+                        model: c.key(),
+                        key: key.as_ref().map(key_label),
+                        class: format!("cooldown:{}", b.reason),
+                        status: None,
+                        message: None,
+                        retry_at: Some(b.until),
+                    });
+                    continue;
+                }
+                // The first attempt and the first retry always run.
+                if sent >= self.settings.max_attempts
+                    || (sent >= 2 && started.elapsed() >= self.settings.budget)
+                {
+                    break 'candidates;
+                }
+                sent += 1;
+                match send(c.clone(), key.clone()).await {
+                    Ok(value) => {
+                        let mut cd = lock(&self.cooldowns);
+                        cd.cooldowns.record_success(&target, self.clock.now());
+                        drop(cd);
+                        self.mark_dirty();
+                        return Ok(Served {
+                            via: c.key(),
+                            attempts,
+                            value,
+                        });
+                    }
+                    Err(err) => {
+                        let now = self.clock.now();
+                        let decision = lock(&self.cooldowns)
+                            .cooldowns
+                            .record_failure(&target, &err, now);
+                        self.mark_dirty();
+                        attempts.push(Attempt {
+                            model: c.key(),
+                            key: key.as_ref().map(key_label),
+                            class: err.class.as_str().to_string(),
+                            status: err.status,
+                            message: Some(err.message.clone()),
+                            retry_at: decision.bench.as_ref().map(|b| b.until),
+                        });
+                        match decision.action {
+                            Action::ReturnToClient => {
+                                return Err(Exhausted {
+                                    error: client_error(&err),
+                                    attempts,
+                                });
+                            }
+                            Action::SkipProvider => {
+                                skip.insert(provider.clone());
+                                continue 'candidates;
+                            }
+                            Action::TryNext => {
+                                // A model-level failure: the other keys
+                                // would fail the same way.
+                                if matches!(err.class, ErrorClass::ModelNotFound) {
+                                    continue 'candidates;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let now = self.clock.now();
+        let retry_at = lock(&self.cooldowns)
+            .cooldowns
+            .earliest_retry(all_targets.iter(), now)
+            .filter(|t| *t > now);
+        let cooling = retry_at.is_some()
+            && all_targets.iter().all(|t| {
+                lock(&self.cooldowns).cooldowns.blocked(t, now).is_some()
+            });
+        let error = if cooling {
+            ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                "all_cooling_down",
+                format!(
+                    "every candidate is cooling down; the first is usable again at {}",
+                    retry_at.map(crate::time::format_ts).unwrap_or_default()
+                ),
+            )
+        } else {
+            ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "api_error",
+                "all_candidates_failed",
+                format!(
+                    "every candidate failed ({} attempt{}): {}",
+                    sent,
+                    if sent == 1 { "" } else { "s" },
+                    trail(&attempts, 400)
+                ),
+            )
+        }
+        .with_retry_at(retry_at);
+        Err(Exhausted { error, attempts })
+    }
+
+    /// A candidate's keys, starting at the next one in turn, each with the
+    /// cooldown target it is benched under. A keyless provider has one
+    /// "key": none.
+    fn rotated_keys(&self, c: &Candidate) -> Vec<(Option<ApiKey>, Target)> {
+        let p = &c.provider;
+        let base = Target::new(&p.provider.name, &c.model);
+        if p.keys.is_empty() {
+            return vec![(None, base)];
+        }
+        let i = self
+            .providers
+            .iter()
+            .position(|x| Arc::ptr_eq(x, p))
+            .unwrap_or(0);
+        let start = self.rotation[i].fetch_add(1, Ordering::Relaxed) % p.keys.len();
+        (0..p.keys.len())
+            .map(|k| {
+                let key = p.keys[(start + k) % p.keys.len()].clone();
+                let t = base.clone().with_key(key.index, &key.fingerprint);
+                (Some(key), t)
+            })
+            .collect()
+    }
+
+    fn mark_dirty(&self) {
+        self.dirty.store(true, Ordering::Release);
+        self.changed.notify_one();
+    }
+
+    /// Save the cooldowns if they changed since the last save.
+    pub fn save_if_dirty(&self) -> Result<()> {
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let snapshot = {
+            let mut cd = lock(&self.cooldowns);
+            cd.cooldowns.prune(self.clock.now());
+            cd.saved_at = Some(crate::time::format_ts(self.clock.now()));
+            cd.clone()
+        };
+        persist::save(&self.stats_dir, &snapshot)
+    }
+
+    /// Benches in force now, for status displays.
+    pub fn benches(&self) -> Vec<crate::cooldown::Bench> {
+        let now = self.clock.now();
+        lock(&self.cooldowns).cooldowns.active(now).cloned().collect()
+    }
+
+    /// The state of a model now (from the watched state file).
+    pub fn state_of(&self, key: &str) -> ModelState {
+        self.states.current().state_of(key)
+    }
+}
+
+fn targets(c: &Candidate) -> Vec<Target> {
+    let base = Target::new(&c.provider.provider.name, &c.model);
+    if c.provider.keys.is_empty() {
+        return vec![base];
+    }
+    c.provider
+        .keys
+        .iter()
+        .map(|k| base.clone().with_key(k.index, &k.fingerprint))
+        .collect()
+}
+
+/// `#1:3f9a1c2e`: which key, never the key.
+pub fn key_label(k: &ApiKey) -> String {
+    format!("#{}:{}", k.index, k.fingerprint)
+}
+
+/// An upstream's verdict on the client's own request, passed back as is.
+fn client_error(err: &UpstreamError) -> ApiError {
+    ApiError::new(
+        StatusCode::from_u16(err.status.unwrap_or(400))
+            .ok()
+            .filter(|s| s.is_client_error())
+            .unwrap_or(StatusCode::BAD_REQUEST),
+        "invalid_request_error",
+        if err.class == ErrorClass::ContextLength {
+            "context_length_exceeded"
+        } else {
+            "bad_request"
+        },
+        format!("the upstream rejected the request itself: {}", err.message),
+    )
+}
+
+/// `p::m=class, …`, cut to about `cap` characters.
+pub fn trail(attempts: &[Attempt], cap: usize) -> String {
+    let mut out = String::new();
+    for a in attempts {
+        let item = format!("{}={}", a.model, a.class);
+        if !out.is_empty() {
+            if out.len() + item.len() + 2 > cap {
+                out.push_str(", …");
+                break;
+            }
+            out.push_str(", ");
+        }
+        out.push_str(&item);
+    }
+    out
+}
+
+/// How long the debounced saver waits after a change before writing.
+pub const SAVE_DEBOUNCE: Duration = Duration::from_millis(500);

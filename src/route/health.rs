@@ -1,0 +1,197 @@
+//! Recent health per model, from the tail of the health log: 24 h uptime
+//! and median latency, which order `route`'s candidates. Read backwards as
+//! `brief` does, so the cost does not grow with the log's history, and
+//! cached until the log changes (its length or mtime).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use crate::catalog::model_key;
+use crate::error::Result;
+use crate::healthlog::read::{self, Record, Sink};
+use crate::healthlog::tail::{self, Tail};
+
+/// The window the order looks at.
+pub const WINDOW_SECS: i64 = 24 * 3600;
+
+/// One model's recent record.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelHealth {
+    pub samples: f64,
+    pub passed: f64,
+    /// Latencies of passing probes, in ms.
+    latencies: Vec<f64>,
+}
+
+impl ModelHealth {
+    pub fn new(samples: f64, passed: f64, latencies: Vec<f64>) -> ModelHealth {
+        ModelHealth {
+            samples,
+            passed,
+            latencies,
+        }
+    }
+
+    /// Passed ÷ probed; `None` without probes.
+    pub fn uptime(&self) -> Option<f64> {
+        (self.samples > 0.0).then(|| self.passed / self.samples)
+    }
+
+    /// The median latency of passing probes; `None` without any.
+    pub fn median_latency_ms(&self) -> Option<f64> {
+        if self.latencies.is_empty() {
+            return None;
+        }
+        let mut v = self.latencies.clone();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        Some(if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        })
+    }
+
+    fn add(&mut self, r: &Record<'_>) {
+        self.samples += r.samples;
+        self.passed += r.passed;
+        if r.passed > 0.0 && r.latency_ms > 0.0 {
+            self.latencies.push(r.latency_ms);
+        }
+    }
+}
+
+/// `provider::model` → its health in the window.
+pub type HealthMap = HashMap<String, ModelHealth>;
+
+struct Collect {
+    since: i64,
+    map: HealthMap,
+}
+
+impl Sink for Collect {
+    fn record(&mut self, r: &Record<'_>) {
+        if r.ts >= self.since && r.is_sample() {
+            self.map
+                .entry(model_key(r.provider, r.model))
+                .or_default()
+                .add(r);
+        }
+    }
+
+    fn merge(&mut self, later: Self) {
+        for (k, v) in later.map {
+            let e = self.map.entry(k).or_default();
+            e.samples += v.samples;
+            e.passed += v.passed;
+            e.latencies.extend(v.latencies);
+        }
+    }
+}
+
+/// Read the health of every model since `since` (Unix seconds).
+pub fn read(log: &Path, since: i64) -> Result<HealthMap> {
+    let mut col = Collect {
+        since,
+        map: HashMap::new(),
+    };
+    // Out-of-order clocks: read an hour past the window start.
+    let stop_before = since.saturating_sub(3600);
+    match tail::read_backward(log, |r| {
+        if r.ts < stop_before {
+            return false;
+        }
+        col.record(r);
+        true
+    })? {
+        Tail::Done { .. } => Ok(col.map),
+        Tail::NotLineForm => {
+            let (col, _) = read::read_all(log, || Collect {
+                since,
+                map: HashMap::new(),
+            })?;
+            Ok(col.map)
+        }
+    }
+}
+
+/// The health map, re-read only when the log changed.
+#[derive(Debug)]
+pub struct HealthCache {
+    log: PathBuf,
+    stamp: Option<(u64, Option<SystemTime>)>,
+    map: Arc<HealthMap>,
+}
+
+impl HealthCache {
+    pub fn new(log: PathBuf) -> HealthCache {
+        HealthCache {
+            log,
+            stamp: None,
+            map: Arc::new(HashMap::new()),
+        }
+    }
+
+    /// The current map, re-reading the log first if it changed since the
+    /// last call. `now` is Unix seconds.
+    pub fn get(&mut self, now: i64) -> Result<Arc<HealthMap>> {
+        let stamp = std::fs::metadata(&self.log)
+            .ok()
+            .map(|m| (m.len(), m.modified().ok()));
+        if stamp != self.stamp || self.stamp.is_none() {
+            self.map = Arc::new(read(&self.log, now - WINDOW_SECS)?);
+            self.stamp = stamp;
+        }
+        Ok(self.map.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(ts: &str, p: &str, m: &str, ok: bool, lat: u64) -> String {
+        format!(
+            r#"{{"ts":"{ts}","provider":"{p}","model":"{m}","ok":{},"latency_ms":{lat},"failure_type":"{}"}}"#,
+            ok as u8,
+            if ok { "" } else { "timeout" }
+        )
+    }
+
+    #[test]
+    fn uptime_and_median_over_the_window_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("health_log.json");
+        let lines = [
+            line("2026-11-29T00:00:00Z", "a", "m", false, 0), // outside
+            line("2026-11-30T12:00:00Z", "a", "m", true, 100),
+            line("2026-11-30T13:00:00Z", "a", "m", true, 300),
+            line("2026-11-30T14:00:00Z", "a", "m", false, 0),
+            line("2026-11-30T15:00:00Z", "a", "m", true, 200),
+            line("2026-11-30T15:00:00Z", "b", "x", true, 50),
+        ];
+        std::fs::write(&log, format!("[\n{}\n]\n", lines.join(",\n"))).unwrap();
+        let since = chrono::DateTime::parse_from_rfc3339("2026-11-30T00:00:00Z")
+            .unwrap()
+            .timestamp();
+        let h = read(&log, since).unwrap();
+        let a = &h["a::m"];
+        assert_eq!(a.uptime(), Some(0.75));
+        assert_eq!(a.median_latency_ms(), Some(200.0));
+        assert_eq!(h["b::x"].median_latency_ms(), Some(50.0));
+        // The same through the cache, which re-reads only on change.
+        let mut cache = HealthCache::new(log.clone());
+        let now = since + WINDOW_SECS;
+        let first = cache.get(now).unwrap();
+        assert!(Arc::ptr_eq(&first, &cache.get(now).unwrap()));
+        assert_eq!(first["a::m"].uptime(), Some(0.75));
+    }
+
+    #[test]
+    fn a_missing_log_is_no_data() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(read(&dir.path().join("nope.json"), 0).unwrap().is_empty());
+    }
+}

@@ -1,0 +1,13 @@
+//! `llmprobe route`: send each request to a model that works now.
+//!
+//! - [`choose`] turns the requested model into ordered candidates, from the
+//!   catalog, the model states and recent [`health`];
+//! - the engine tries them in turn within the attempt budget, and the
+//!   cooldown store benches what fails;
+//! - the server speaks the OpenAI API over axum.
+
+pub mod api_error;
+pub mod choose;
+pub mod clock;
+pub mod health;
+pub mod persist;

@@ -1,0 +1,297 @@
+//! One attempt on one candidate with one key: build the wire request
+//! through the candidate's dialect, send it, and read back either a reply
+//! in OpenAI JSON or an [`UpstreamError`] for the engine to act on.
+//! Streaming attempts return once the first event has arrived, so that a
+//! failure before the first byte to the client can still fall over.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use serde_json::Value;
+
+use crate::catalog::ApiKey;
+use crate::classify::{self, ErrorClass, UpstreamError};
+use crate::dialect::{self, ChatRequest, StreamItem, StreamMapper, Usage};
+use crate::http::{self, TransportError};
+use crate::secret::Redactor;
+
+use super::choose::Candidate;
+use super::clock::Clock;
+
+/// A complete reply, in OpenAI `chat.completion` form.
+#[derive(Debug)]
+pub struct Completion {
+    pub body: Value,
+    pub usage: Option<Usage>,
+}
+
+/// The request as this candidate needs it: its own model id.
+fn for_candidate(req: &ChatRequest, c: &Candidate) -> ChatRequest {
+    let mut r = req.clone();
+    r.model = c.model.clone();
+    r
+}
+
+fn build(
+    client: &reqwest::Client,
+    c: &Candidate,
+    key: Option<&ApiKey>,
+    req: &ChatRequest,
+    redactor: &Redactor,
+) -> Result<reqwest::RequestBuilder, UpstreamError> {
+    dialect::build_request(
+        client,
+        &c.provider.endpoint(),
+        key.map(|k| &k.secret),
+        &for_candidate(req, c),
+    )
+    .map_err(|e| UpstreamError {
+        status: None,
+        class: ErrorClass::BadRequest,
+        retry_after: None,
+        daily: false,
+        message: redactor.redact(&e.to_string()),
+    })
+}
+
+/// A non-streaming attempt.
+pub async fn complete(
+    client: &reqwest::Client,
+    c: &Candidate,
+    key: Option<&ApiKey>,
+    req: &ChatRequest,
+    redactor: &Redactor,
+    clock: &Clock,
+) -> Result<Completion, UpstreamError> {
+    let redactor = redactor.with(key.map(|k| &k.secret));
+    let builder = build(client, c, key, req, &redactor)?;
+    let dialect = c.provider.provider.dialect;
+    let resp = http::send(builder, c.provider.provider.timeout, http::DEFAULT_BODY_CAP)
+        .await
+        .map_err(|e| classify::transport_error(&e, &redactor))?;
+    let reply = classify::read_response(dialect, &resp, &redactor, clock.now())?;
+    let body = dialect::reply_to_openai(dialect, &resp.body, &c.model).map_err(|e| {
+        UpstreamError {
+            status: Some(resp.status),
+            class: ErrorClass::ServerError,
+            retry_after: None,
+            daily: false,
+            message: redactor.redact(&e.to_string()),
+        }
+    })?;
+    Ok(Completion {
+        body: redact_value(body, &redactor),
+        usage: reply.usage,
+    })
+}
+
+/// OpenAI chunks (or an in-stream failure) as they arrive.
+pub type ChunkStream = Pin<Box<dyn Stream<Item = StreamEvent> + Send>>;
+
+/// What the client's stream carries next.
+#[derive(Debug)]
+pub enum StreamEvent {
+    Chunk(Value),
+    /// The upstream failed after the first byte; the message is redacted.
+    Failed(String),
+    /// The upstream stopped sending for longer than the idle timeout.
+    Stalled,
+    Done,
+}
+
+/// A streaming attempt that has produced its first chunk.
+pub struct Opened {
+    pub first: Vec<Value>,
+    pub rest: ChunkStream,
+}
+
+/// A streaming attempt: returns once the first chunk has arrived, so any
+/// failure before it is an [`UpstreamError`] the engine can fall over on.
+pub async fn open_stream(
+    client: &reqwest::Client,
+    c: &Candidate,
+    key: Option<&ApiKey>,
+    req: &ChatRequest,
+    redactor: &Redactor,
+    clock: &Clock,
+    idle: Duration,
+) -> Result<Opened, UpstreamError> {
+    let redactor = redactor.with(key.map(|k| &k.secret));
+    let builder = build(client, c, key, req, &redactor)?;
+    let dialect = c.provider.provider.dialect;
+    let timeout = c.provider.provider.timeout;
+    let resp = http::open(builder, timeout)
+        .await
+        .map_err(|e| classify::transport_error(&e, &redactor))?;
+    let status = resp.status().as_u16();
+    if !(200..300).contains(&status) {
+        // An error answered before any stream: read it whole and classify
+        // it as a non-streaming response.
+        let headers = resp.headers().clone();
+        let body = tokio::time::timeout(timeout, resp.bytes())
+            .await
+            .ok()
+            .and_then(|r| r.ok())
+            .unwrap_or_default()
+            .to_vec();
+        let raw = http::RawResponse {
+            status,
+            headers,
+            body,
+            elapsed: Duration::ZERO,
+        };
+        return Err(classify::read_response(dialect, &raw, &redactor, clock.now())
+            .err()
+            .unwrap_or_else(|| UpstreamError {
+                status: Some(status),
+                class: ErrorClass::ServerError,
+                retry_after: None,
+                daily: false,
+                message: format!("HTTP {status}"),
+            }));
+    }
+    let mut mapper = StreamMapper::new(dialect, &c.model);
+    let events = eventsource_stream::Eventsource::eventsource(resp.bytes_stream());
+    let mut events = Box::pin(events);
+    let fail = |class: ErrorClass, message: String| UpstreamError {
+        status: Some(status),
+        class,
+        retry_after: None,
+        daily: false,
+        message: redactor.redact(&message),
+    };
+    // Wait for the first chunk.
+    let mut first = Vec::new();
+    while first.is_empty() {
+        let next = match tokio::time::timeout(idle.min(timeout), events.next()).await {
+            Err(_) => return Err(fail(ErrorClass::Timeout, format!("no first chunk within {}", http::human_duration(idle.min(timeout))))),
+            Ok(n) => n,
+        };
+        let items = match next {
+            None => mapper.finish(),
+            Some(Ok(ev)) => mapper.map(&ev),
+            Some(Err(e)) => {
+                return Err(fail(
+                    ErrorClass::Transport,
+                    format!("stream broke before the first chunk: {e}"),
+                ));
+            }
+        };
+        let ended = items.is_empty() && false;
+        let _ = ended;
+        let mut done = false;
+        for item in items {
+            match item {
+                StreamItem::Chunk(v) => first.push(redact_value(v, &redactor)),
+                StreamItem::Error(pe) => {
+                    return Err(fail(
+                        ErrorClass::ServerError,
+                        format!("error in the stream: {}", pe.message),
+                    ));
+                }
+                StreamItem::Done => done = true,
+            }
+        }
+        if done && first.is_empty() {
+            return Err(fail(
+                ErrorClass::ServerError,
+                "the stream ended without a chunk".into(),
+            ));
+        }
+    }
+    let redactor2 = redactor.clone();
+    let rest = async_stream(events, mapper, redactor2, idle);
+    Ok(Opened { first, rest })
+}
+
+/// The rest of an upstream stream as client events, with the idle timeout
+/// and redaction applied, always ending in `Done`, `Failed` or `Stalled`.
+fn async_stream<S>(
+    events: Pin<Box<S>>,
+    mapper: StreamMapper,
+    redactor: Redactor,
+    idle: Duration,
+) -> ChunkStream
+where
+    S: Stream<Item = Result<eventsource_stream::Event, eventsource_stream::EventStreamError<reqwest::Error>>>
+        + Send
+        + 'static
+        + ?Sized,
+{
+    struct St<S: ?Sized> {
+        events: Pin<Box<S>>,
+        mapper: StreamMapper,
+        queue: std::collections::VecDeque<StreamEvent>,
+        finished: bool,
+    }
+    let st = St {
+        events,
+        mapper,
+        queue: Default::default(),
+        finished: false,
+    };
+    Box::pin(futures_util::stream::unfold(st, move |mut st| {
+        let redactor = redactor.clone();
+        async move {
+            loop {
+                if let Some(ev) = st.queue.pop_front() {
+                    if matches!(ev, StreamEvent::Done | StreamEvent::Failed(_) | StreamEvent::Stalled) {
+                        st.finished = true;
+                        st.queue.clear();
+                    }
+                    return Some((ev, st));
+                }
+                if st.finished {
+                    return None;
+                }
+                let items = match tokio::time::timeout(idle, st.events.next()).await {
+                    Err(_) => {
+                        st.queue.push_back(StreamEvent::Stalled);
+                        continue;
+                    }
+                    Ok(None) => st.mapper.finish(),
+                    Ok(Some(Ok(ev))) => st.mapper.map(&ev),
+                    Ok(Some(Err(e))) => {
+                        let why = match e {
+                            eventsource_stream::EventStreamError::Transport(t) => {
+                                http::body_error(t).to_string()
+                            }
+                            other => other.to_string(),
+                        };
+                        st.queue.push_back(StreamEvent::Failed(redactor.redact(&why)));
+                        continue;
+                    }
+                };
+                if items.is_empty() && st.queue.is_empty() {
+                    continue;
+                }
+                for item in items {
+                    st.queue.push_back(match item {
+                        StreamItem::Chunk(v) => StreamEvent::Chunk(redact_value(v, &redactor)),
+                        StreamItem::Error(pe) => StreamEvent::Failed(redactor.redact(&pe.message)),
+                        StreamItem::Done => StreamEvent::Done,
+                    });
+                }
+            }
+        }
+    }))
+}
+
+/// Redact every string in a JSON value: an upstream may echo a key in any
+/// field of a reply.
+pub fn redact_value(v: Value, redactor: &Redactor) -> Value {
+    match v {
+        Value::String(s) => Value::String(redactor.redact(&s)),
+        Value::Array(a) => Value::Array(a.into_iter().map(|x| redact_value(x, redactor)).collect()),
+        Value::Object(o) => Value::Object(
+            o.into_iter()
+                .map(|(k, x)| (k, redact_value(x, redactor)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_transport(_: TransportError) {}
