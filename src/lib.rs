@@ -18,6 +18,7 @@ pub mod catalog;
 pub mod classify;
 pub mod cli;
 pub mod cmd;
+pub mod cooldown;
 pub mod dialect;
 pub mod error;
 pub mod exit;
