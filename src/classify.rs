@@ -1,37 +1,152 @@
-//! Turn whatever came back from an upstream — a transport failure, an HTTP
-//! error, a malformed body or a reply — into a DESIGN.md [`Outcome`], and
-//! read the wait an upstream asked for ([`retry_after`]).
+//! Turn whatever came back from an upstream into one of two things: an
+//! [`UpstreamError`] with a fine [`ErrorClass`] (used by both `check` and
+//! `route`), or a usable reply, which a probe then checks for the right
+//! answer ([`classify`]). The log's five-class `failure_type` is always
+//! [`ErrorClass::failure_type`], so the two commands can never disagree.
 //!
-//! | what happened | failure |
-//! |---|---|
-//! | deadline passed (body included), connect timeout, HTTP 408 | `timeout` |
-//! | HTTP 429; a 4xx (not 401/402/413) with quota or rate wording or Cloudflare code 3036/3040 | `rate_limit` |
-//! | HTTP 5xx (incl. Anthropic 529, Gemini 503) | `http_error` |
-//! | 2xx whose body is an error object: by its embedded code (429 → `rate_limit`, 5xx → `http_error`, wording as above, else `error`) | see left |
-//! | 2xx with a choice whose `finish_reason` is `error` | `http_error` (the upstream behind a gateway failed mid-generation: transient, not the model's fault) |
-//! | 401, 402, 403, 404, 400 (incl. Gemini `API_KEY_INVALID`), 413 (incl. Groq's "rate_limit_exceeded" size error), other 4xx, 3xx | `error` |
-//! | 2xx that is HTML, not JSON, empty, or has no choices/candidates/content | `error` |
-//! | connection refused, DNS, TLS, reset, body over the cap | `error` |
-//! | a reply: right answer | none |
-//! | a reply: wrong, empty, reasoning only, or cut off | `wrong_answer` |
+//! | what happened | class | `failure_type` |
+//! |---|---|---|
+//! | deadline passed (body included), connect timeout, HTTP 408 | `timeout` | `timeout` |
+//! | 429, or a 4xx (not 401/402/413) with rate or quota wording, or Cloudflare 3040 | `rate_limit` | `rate_limit` |
+//! | the same, but OpenAI's `insufficient_quota` (a spent balance) or a per-day allowance (Gemini `…PerDay…`, Groq TPD/RPD, Cloudflare 3036) | `quota_exhausted` | `rate_limit` |
+//! | 401; a 4xx whose code is `API_KEY_INVALID` (Gemini's bad key is a 400) or `invalid_api_key` | `auth` | `error` |
+//! | 402; a 4xx about the credit balance (Anthropic's 400 "credit balance is too low") | `payment` | `error` |
+//! | 403 (but Together's 403 context overflow is `context_length`, and OpenRouter's moderation 403 is `bad_request`) | `forbidden` | `error` |
+//! | 404, 410; a 4xx saying the model does not exist (Groq `model_decommissioned`, Cloudflare 5007, OpenRouter "not a valid model ID") | `model_not_found` | `error` |
+//! | 413 (incl. Groq's "rate_limit_exceeded" size error); a 4xx about the context (`context_length_exceeded`, llama.cpp `exceed_context_size_error`, Anthropic "prompt is too long") | `context_length` | `error` |
+//! | any other 4xx | `bad_request` | `error` |
+//! | 503, 529, a 5xx saying "overloaded" | `overloaded` | `http_error` |
+//! | any other 5xx; a 2xx with an error object and no other code; a 2xx whose `finish_reason` is `error` (the upstream behind a gateway failed mid-generation) | `server_error` | `http_error` |
+//! | a 2xx with an error object carrying a status or rate wording (OpenRouter) | as that status or wording | |
+//! | connection refused, DNS, TLS, reset, body over the cap; a 2xx that is HTML, not JSON, empty, or has no choices/candidates/content; a 3xx (redirects are never followed: the base URL is wrong) or 1xx | `transport` | `error` |
+//! | a reply: right answer | — | none |
+//! | a reply: wrong, empty, reasoning only, or cut off | — | `wrong_answer` |
+//!
+//! `transport` means "no usable exchange", not "unreachable": whether the
+//! host could be reached at all is [`TransportError::is_unreachable`], and
+//! only that sets [`Outcome::unreachable`].
 //!
 //! `latency_ms` is the time to the full response when one arrived, and 0
 //! otherwise (timeouts included), as DESIGN.md defines it: "0 if no
-//! response". Every `error` text passes through the [`Redactor`] before it
-//! is cut to 200 characters, so a truncation can never leave half a key.
+//! response". Every message passes through the [`Redactor`] before it is
+//! cut to 200 characters, so a truncation can never leave half a key. How
+//! long to wait after an error is [`crate::cooldown`]'s business; this
+//! module only reads what the upstream said.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use reqwest::header::HeaderMap;
-use serde_json::Value;
 
 use crate::catalog::Dialect;
+use crate::cooldown;
 use crate::dialect::{self, ChatReply, ProviderError, ReplyError};
 use crate::http::{RawResponse, TransportError};
 use crate::outcome::{FailureType, Outcome, truncate_reason};
 use crate::prompts::check_answer;
 use crate::secret::Redactor;
+
+/// What kind of upstream failure an attempt met. Fine enough for `route` to
+/// pick a cooldown; [`ErrorClass::failure_type`] folds it into the log's
+/// five classes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    RateLimit,
+    QuotaExhausted,
+    Auth,
+    Payment,
+    Forbidden,
+    ModelNotFound,
+    ContextLength,
+    BadRequest,
+    Overloaded,
+    ServerError,
+    Timeout,
+    Transport,
+}
+
+impl ErrorClass {
+    pub const ALL: [ErrorClass; 12] = [
+        ErrorClass::RateLimit,
+        ErrorClass::QuotaExhausted,
+        ErrorClass::Auth,
+        ErrorClass::Payment,
+        ErrorClass::Forbidden,
+        ErrorClass::ModelNotFound,
+        ErrorClass::ContextLength,
+        ErrorClass::BadRequest,
+        ErrorClass::Overloaded,
+        ErrorClass::ServerError,
+        ErrorClass::Timeout,
+        ErrorClass::Transport,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::RateLimit => "rate_limit",
+            ErrorClass::QuotaExhausted => "quota_exhausted",
+            ErrorClass::Auth => "auth",
+            ErrorClass::Payment => "payment",
+            ErrorClass::Forbidden => "forbidden",
+            ErrorClass::ModelNotFound => "model_not_found",
+            ErrorClass::ContextLength => "context_length",
+            ErrorClass::BadRequest => "bad_request",
+            ErrorClass::Overloaded => "overloaded",
+            ErrorClass::ServerError => "server_error",
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::Transport => "transport",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<ErrorClass> {
+        ErrorClass::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+
+    /// The health log's `failure_type` for this class.
+    pub fn failure_type(self) -> FailureType {
+        match self {
+            ErrorClass::RateLimit | ErrorClass::QuotaExhausted => FailureType::RateLimit,
+            ErrorClass::Overloaded | ErrorClass::ServerError => FailureType::HttpError,
+            ErrorClass::Timeout => FailureType::Timeout,
+            ErrorClass::Auth
+            | ErrorClass::Payment
+            | ErrorClass::Forbidden
+            | ErrorClass::ModelNotFound
+            | ErrorClass::ContextLength
+            | ErrorClass::BadRequest
+            | ErrorClass::Transport => FailureType::Error,
+        }
+    }
+
+    /// The client's own request is at fault: `route` returns the error at
+    /// once instead of trying another provider.
+    pub fn is_client_fault(self) -> bool {
+        matches!(self, ErrorClass::ContextLength | ErrorClass::BadRequest)
+    }
+}
+
+impl std::fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An attempt that produced no usable reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamError {
+    /// The HTTP status, when a response arrived (200 for an error inside a
+    /// success body).
+    pub status: Option<u16>,
+    pub class: ErrorClass,
+    /// The wait the upstream named, if any ([`cooldown::retry_after`]). For
+    /// a daily quota, only a reset named in a header
+    /// ([`cooldown::daily_reset`]).
+    pub retry_after: Option<Duration>,
+    /// A per-day allowance is spent (only with `quota_exhausted`).
+    pub daily: bool,
+    /// A short reason (≤ 200 chars), already redacted.
+    pub message: String,
+}
 
 /// Classify the result of [`crate::http::send`] for a probe that expects
 /// `expected`.
@@ -47,23 +162,15 @@ pub fn classify(
     }
 }
 
-/// A request that produced no response.
+/// A probe that produced no response.
 pub fn classify_transport(err: &TransportError, redactor: &Redactor) -> Outcome {
-    let failure = match err {
-        TransportError::Timeout(_) | TransportError::ConnectTimeout(_) => FailureType::Timeout,
-        TransportError::Connect(_)
-        | TransportError::Tls(_)
-        | TransportError::Reset(_)
-        | TransportError::TooLarge(_)
-        | TransportError::Other(_) => FailureType::Error,
-    };
     Outcome {
         unreachable: err.is_unreachable(),
-        ..failed(failure, 0, None, &err.to_string(), redactor)
+        ..failed(&transport_error(err, redactor), 0)
     }
 }
 
-/// A complete response, of any status.
+/// A probe's complete response, of any status.
 pub fn classify_response(
     dialect: Dialect,
     resp: &RawResponse,
@@ -75,49 +182,12 @@ pub fn classify_response(
     let latency_ms = u64::try_from(resp.elapsed.as_micros().div_ceil(1000))
         .unwrap_or(u64::MAX)
         .max(1);
-    let status = Some(resp.status);
-    if !(200..300).contains(&resp.status) {
-        let failure = failure_for_status(resp.status, &resp.body);
-        let reason = format!("HTTP {}: {}", resp.status, describe_error_body(&resp.body));
-        return failed(failure, latency_ms, status, &reason, redactor);
-    }
-    let reply = match dialect::parse_reply(dialect, &resp.body) {
+    // The clock only dates an HTTP-date Retry-After, which a probe ignores.
+    let reply = match read_response(dialect, resp, redactor, Utc::now()) {
         Ok(reply) => reply,
-        Err(e) => {
-            let (failure, reason) = match &e {
-                ReplyError::Embedded(pe) => {
-                    let failure = failure_for_embedded(pe, &resp.body);
-                    let code = pe
-                        .embedded_status
-                        .map(|s| format!(" {s}"))
-                        .unwrap_or_default();
-                    (
-                        failure,
-                        format!(
-                            "HTTP {} with an error{code} in the body: {}",
-                            resp.status,
-                            describe_provider_error(pe)
-                        ),
-                    )
-                }
-                ReplyError::NotJson => (
-                    FailureType::Error,
-                    format!("response is not JSON: {}", snippet(&resp.text())),
-                ),
-                _ => (FailureType::Error, e.to_string()),
-            };
-            return failed(failure, latency_ms, status, &reason, redactor);
-        }
+        Err(e) => return failed(&e, latency_ms),
     };
-    if reply.finish_reason.as_deref() == Some("error") {
-        return failed(
-            FailureType::HttpError,
-            latency_ms,
-            status,
-            "generation failed upstream (finish_reason \"error\")",
-            redactor,
-        );
-    }
+    let status = Some(resp.status);
     if check_answer(&reply.text, expected) {
         return Outcome {
             failure: None,
@@ -127,30 +197,114 @@ pub fn classify_response(
             unreachable: false,
         };
     }
-    let reason = wrong_answer_reason(&reply, expected);
-    failed(
-        FailureType::WrongAnswer,
-        latency_ms,
-        status,
-        &reason,
-        redactor,
-    )
-}
-
-fn failed(
-    failure: FailureType,
-    latency_ms: u64,
-    status: Option<u16>,
-    reason: &str,
-    redactor: &Redactor,
-) -> Outcome {
     Outcome {
-        failure: Some(failure),
+        failure: Some(FailureType::WrongAnswer),
         latency_ms,
         status,
-        error: Some(truncate_reason(&redactor.redact(reason))),
+        error: Some(truncate_reason(
+            &redactor.redact(&wrong_answer_reason(&reply, expected)),
+        )),
         unreachable: false,
     }
+}
+
+fn failed(e: &UpstreamError, latency_ms: u64) -> Outcome {
+    Outcome {
+        failure: Some(e.class.failure_type()),
+        latency_ms,
+        status: e.status,
+        error: Some(e.message.clone()),
+        unreachable: false,
+    }
+}
+
+/// The upstream error in a complete response: `None` when it is a usable
+/// 2xx reply.
+pub fn upstream_error(
+    dialect: Dialect,
+    resp: &RawResponse,
+    redactor: &Redactor,
+    now: DateTime<Utc>,
+) -> Option<UpstreamError> {
+    read_response(dialect, resp, redactor, now).err()
+}
+
+/// A complete response as a reply, or as the upstream error it is.
+pub fn read_response(
+    dialect: Dialect,
+    resp: &RawResponse,
+    redactor: &Redactor,
+    now: DateTime<Utc>,
+) -> Result<ChatReply, UpstreamError> {
+    let error = |class: ErrorClass, reason: &str| {
+        let (retry_after, daily) = waits(class, resp, now);
+        UpstreamError {
+            status: Some(resp.status),
+            class,
+            retry_after,
+            daily,
+            message: truncate_reason(&redactor.redact(reason)),
+        }
+    };
+    if !(200..300).contains(&resp.status) {
+        let class = class_for_status(resp.status, &resp.body);
+        let reason = format!("HTTP {}: {}", resp.status, describe_error_body(&resp.body));
+        return Err(error(class, &reason));
+    }
+    let reply = match dialect::parse_reply(dialect, &resp.body) {
+        Ok(reply) => reply,
+        Err(ReplyError::Embedded(pe)) => {
+            let code = pe
+                .embedded_status
+                .map(|s| format!(" {s}"))
+                .unwrap_or_default();
+            let reason = format!(
+                "HTTP {} with an error{code} in the body: {}",
+                resp.status,
+                describe_provider_error(&pe)
+            );
+            return Err(error(class_for_embedded(&pe, &resp.body), &reason));
+        }
+        Err(ReplyError::NotJson) => {
+            let reason = format!("response is not JSON: {}", snippet(&resp.text()));
+            return Err(error(ErrorClass::Transport, &reason));
+        }
+        Err(e) => return Err(error(ErrorClass::Transport, &e.to_string())),
+    };
+    if reply.finish_reason.as_deref() == Some("error") {
+        return Err(error(
+            ErrorClass::ServerError,
+            "generation failed upstream (finish_reason \"error\")",
+        ));
+    }
+    Ok(reply)
+}
+
+/// A request that produced no response.
+pub fn transport_error(err: &TransportError, redactor: &Redactor) -> UpstreamError {
+    let class = match err {
+        TransportError::Timeout(_) | TransportError::ConnectTimeout(_) => ErrorClass::Timeout,
+        TransportError::Connect(_)
+        | TransportError::Tls(_)
+        | TransportError::Reset(_)
+        | TransportError::TooLarge(_)
+        | TransportError::Other(_) => ErrorClass::Transport,
+    };
+    UpstreamError {
+        status: None,
+        class,
+        retry_after: None,
+        daily: false,
+        message: truncate_reason(&redactor.redact(&err.to_string())),
+    }
+}
+
+/// The wait the upstream named, and whether a daily allowance is spent.
+fn waits(class: ErrorClass, resp: &RawResponse, now: DateTime<Utc>) -> (Option<Duration>, bool) {
+    if class == ErrorClass::QuotaExhausted && cooldown::is_daily_quota(&resp.body) {
+        return (cooldown::daily_reset(&resp.headers, now), true);
+    }
+    (cooldown::retry_after(&resp.headers, &resp.body, now), false)
 }
 
 fn wrong_answer_reason(reply: &ChatReply, expected: i64) -> String {
@@ -169,32 +323,78 @@ fn wrong_answer_reason(reply: &ChatReply, expected: i64) -> String {
     format!("wrong answer: expected {expected}, got {why}")
 }
 
-/// The failure type of a non-2xx response (the router uses this too).
-pub fn failure_for_status(status: u16, body: &[u8]) -> FailureType {
+/// The class of a non-2xx response.
+pub fn class_for_status(status: u16, body: &[u8]) -> ErrorClass {
+    let said = Said::new(body);
     match status {
-        429 => FailureType::RateLimit,
-        500..=599 => FailureType::HttpError,
-        408 => FailureType::Timeout,
-        // Payment and size problems are not rate limits even when worded
-        // like one: Groq's 413 "Request too large … rate_limit_exceeded".
-        401 | 402 | 413 => FailureType::Error,
-        400..=499 if is_rate_limited(body) => FailureType::RateLimit,
-        _ => FailureType::Error,
+        408 => ErrorClass::Timeout,
+        401 => ErrorClass::Auth,
+        402 => ErrorClass::Payment,
+        // Groq's 413 "Request too large … rate_limit_exceeded" is about
+        // size, not rate, as is Anthropic's `request_too_large`.
+        413 => ErrorClass::ContextLength,
+        429 => limit_class(body),
+        503 | 529 => ErrorClass::Overloaded,
+        500..=599 if said.any(&["overloaded"]) => ErrorClass::Overloaded,
+        500..=599 => ErrorClass::ServerError,
+        400..=499 => {
+            if said.code_is(&["api_key_invalid", "invalid_api_key"]) {
+                ErrorClass::Auth
+            } else if said.code_is(&["billing_error", "insufficient_balance"])
+                || said.any(&[
+                    "credit balance",
+                    "insufficient balance",
+                    "insufficient credits",
+                ])
+            {
+                ErrorClass::Payment
+            } else if said.is_context_overflow() {
+                ErrorClass::ContextLength
+            } else if said.is_missing_model() {
+                ErrorClass::ModelNotFound
+            } else if is_rate_limited(body) {
+                limit_class(body)
+            } else if status == 403 && said.any(&["moderation", "flagged"]) {
+                // OpenRouter refuses flagged input with a 403: the
+                // request is at fault, not the key.
+                ErrorClass::BadRequest
+            } else {
+                match status {
+                    403 => ErrorClass::Forbidden,
+                    404 | 410 => ErrorClass::ModelNotFound,
+                    _ => ErrorClass::BadRequest,
+                }
+            }
+        }
+        // Redirects are never followed (see `http::client`), so a 3xx means
+        // a wrong base URL: no usable exchange with this provider.
+        _ => ErrorClass::Transport,
     }
 }
 
-/// The failure type of an error object that came with a 2xx status.
-fn failure_for_embedded(err: &ProviderError, body: &[u8]) -> FailureType {
+/// The class of an error object that came with a 2xx status.
+fn class_for_embedded(err: &ProviderError, body: &[u8]) -> ErrorClass {
     match err.embedded_status {
-        Some(s) if !(200..300).contains(&s) => failure_for_status(s, body),
-        _ if is_rate_limited(body) => FailureType::RateLimit,
-        _ => FailureType::Error,
+        Some(s) if !(200..300).contains(&s) => class_for_status(s, body),
+        _ if is_rate_limited(body) => limit_class(body),
+        _ if Said::new(body).any(&["overloaded"]) => ErrorClass::Overloaded,
+        // PROVIDERS.md: an error after a 200 is an upstream 5xx.
+        _ => ErrorClass::ServerError,
+    }
+}
+
+/// A rate limit, or a quota that will not come back within minutes.
+fn limit_class(body: &[u8]) -> ErrorClass {
+    // OpenAI's `insufficient_quota` is a spent balance, not a window.
+    if Said::new(body).any(&["insufficient_quota"]) || cooldown::is_daily_quota(body) {
+        ErrorClass::QuotaExhausted
+    } else {
+        ErrorClass::RateLimit
     }
 }
 
 /// Quota or rate-limit wording, or Cloudflare's capacity codes.
 fn is_rate_limited(body: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(body).to_lowercase();
     const WORDS: &[&str] = &[
         "quota",
         "rate limit",
@@ -203,33 +403,71 @@ fn is_rate_limited(body: &[u8]) -> bool {
         "resource_exhausted",
         "too many requests",
     ];
-    if WORDS.iter().any(|w| text.contains(w)) {
-        return true;
-    }
-    dialect::parse_error(body)
-        .and_then(|e| e.code)
-        .is_some_and(|c| c == "3036" || c == "3040")
+    let said = Said::new(body);
+    said.any(WORDS) || said.code_is(&["3036", "3040"])
 }
 
-/// Whether a rate-limit body says a *daily* allowance is spent, so the
-/// router can wait until the next UTC midnight: Gemini's `quotaId`
-/// `…PerDay…`, Groq's "tokens per day (TPD)", Cloudflare's 3036 (daily
-/// neurons).
-pub fn is_daily_quota(body: &[u8]) -> bool {
-    let text = String::from_utf8_lossy(body);
-    if text.contains("PerDay") {
-        return true;
+/// What an error body says, lowercased, with the provider's code.
+struct Said {
+    lower: String,
+    code: String,
+}
+
+impl Said {
+    fn new(body: &[u8]) -> Said {
+        Said {
+            lower: String::from_utf8_lossy(body).to_lowercase(),
+            code: dialect::parse_error(body)
+                .and_then(|e| e.code)
+                .unwrap_or_default()
+                .to_lowercase(),
+        }
     }
-    let lower = text.to_lowercase();
-    if ["per day", "daily", "(tpd)", "(rpd)"]
-        .iter()
-        .any(|w| lower.contains(w))
-    {
-        return true;
+
+    fn any(&self, words: &[&str]) -> bool {
+        words.iter().any(|w| self.lower.contains(w))
     }
-    dialect::parse_error(body)
-        .and_then(|e| e.code)
-        .is_some_and(|c| c == "3036")
+
+    fn code_is(&self, codes: &[&str]) -> bool {
+        codes.contains(&self.code.as_str())
+    }
+
+    /// OpenAI `context_length_exceeded`, llama.cpp
+    /// `exceed_context_size_error`, Anthropic "prompt is too long", Gemini
+    /// "exceeds the maximum number of tokens", Together's (and TGI's)
+    /// "`inputs` tokens + `max_new_tokens` must be <= N".
+    fn is_context_overflow(&self) -> bool {
+        self.code_is(&[
+            "context_length_exceeded",
+            "exceed_context_size_error",
+            "request_too_large",
+        ]) || self.any(&[
+            "context length",
+            "context_length",
+            "context window",
+            "context size",
+            "maximum context",
+            "prompt is too long",
+            "input is too long",
+            "maximum number of tokens",
+            "`inputs` tokens",
+        ])
+    }
+
+    /// The model does not exist (any more) at this provider: Groq
+    /// `model_decommissioned`, Cloudflare 5007, OpenRouter "not a valid
+    /// model ID", OpenAI `model_not_found`.
+    fn is_missing_model(&self) -> bool {
+        self.code_is(&["model_not_found", "model_decommissioned", "5007"])
+            || (self.lower.contains("model")
+                && self.any(&[
+                    "not a valid model",
+                    "no such model",
+                    "model not found",
+                    "does not exist",
+                    "decommissioned",
+                ]))
+    }
 }
 
 /// A one-line description of an error body: the provider's message (and
@@ -284,178 +522,13 @@ fn snippet(s: &str) -> String {
     }
 }
 
-/// How long an upstream asked us to wait, in PROVIDERS.md's order:
-/// `retry-after-ms`, `retry-after` (seconds or an HTTP date), Gemini's
-/// `retryDelay`, the message's wording ("try again in 1m0.36s", "retry in
-/// 7.81s", "Please wait 5 seconds"), then the reset header of a bucket whose
-/// remaining count is 0.
-pub fn retry_after(headers: &HeaderMap, body: &[u8]) -> Option<Duration> {
-    retry_after_at(headers, body, Utc::now())
-}
-
-/// [`retry_after`] against a given clock, for tests.
-pub fn retry_after_at(headers: &HeaderMap, body: &[u8], now: DateTime<Utc>) -> Option<Duration> {
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim)
-    };
-    if let Some(ms) = header("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
-        return Duration::try_from_secs_f64(ms / 1000.0).ok();
-    }
-    if let Some(v) = header("retry-after") {
-        if let Ok(secs) = v.parse::<f64>() {
-            return Duration::try_from_secs_f64(secs).ok();
-        }
-        if let Ok(date) = DateTime::parse_from_rfc2822(v) {
-            return Some(until(date.with_timezone(&Utc), now));
-        }
-    }
-    let text = String::from_utf8_lossy(body);
-    if let Some(delay) = dialect::parse_json(&text)
-        .as_ref()
-        .and_then(find_retry_delay)
-        .and_then(parse_go_duration)
-    {
-        return Some(delay);
-    }
-    if let Some(d) = wait_from_wording(&text) {
-        return Some(d);
-    }
-    exhausted_bucket_reset(headers, now)
-}
-
-fn until(t: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
-    (t - now).to_std().unwrap_or(Duration::ZERO)
-}
-
-/// Gemini's `RetryInfo.retryDelay`, wherever it sits in the details.
-fn find_retry_delay(v: &Value) -> Option<&str> {
-    match v {
-        Value::Object(m) => m
-            .get("retryDelay")
-            .and_then(Value::as_str)
-            .or_else(|| m.values().find_map(find_retry_delay)),
-        Value::Array(a) => a.iter().find_map(find_retry_delay),
-        _ => None,
-    }
-}
-
-/// A Go-style duration as OpenAI and Groq send them: `1s`, `6m0s`,
-/// `2m59.56s`, `7.66s`, `1m0.36s`, `20ms`. A bare number is not one.
-pub fn parse_go_duration(s: &str) -> Option<Duration> {
-    let mut rest = s.trim();
-    if rest.is_empty() {
-        return None;
-    }
-    let mut total = 0.0f64;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let value: f64 = rest[..num_len].parse().ok()?;
-        rest = &rest[num_len..];
-        // Longest units first, so "ms" is not read as minutes.
-        let (unit_secs, unit_len) = [
-            ("ms", 1e-3),
-            ("us", 1e-6),
-            ("µs", 1e-6),
-            ("ns", 1e-9),
-            ("h", 3600.0),
-            ("m", 60.0),
-            ("s", 1.0),
-        ]
-        .iter()
-        .find(|(u, _)| rest.starts_with(u))
-        .map(|(u, f)| (*f, u.len()))?;
-        total += value * unit_secs;
-        rest = &rest[unit_len..];
-    }
-    Duration::try_from_secs_f64(total).ok()
-}
-
-/// "try again in 1m0.36s", "Please retry in 7.81s.", "Please wait 5
-/// seconds before retrying", "retry after 30 seconds".
-fn wait_from_wording(text: &str) -> Option<Duration> {
-    let lower = text.to_lowercase();
-    for marker in ["try again in ", "retry in ", "retry after ", "please wait "] {
-        let Some(at) = lower.find(marker) else {
-            continue;
-        };
-        let mut words = lower[at + marker.len()..].split_whitespace();
-        let Some(first) = words.next() else {
-            continue;
-        };
-        let token = first.trim_end_matches(['.', ',', ';', ')', '"', '\'']);
-        if let Some(d) = parse_go_duration(token) {
-            return Some(d);
-        }
-        let Ok(value) = token.parse::<f64>() else {
-            continue;
-        };
-        let unit = words
-            .next()
-            .map(|w| w.trim_end_matches(|c: char| !c.is_alphabetic()))
-            .unwrap_or("");
-        let factor = match unit {
-            "ms" | "millisecond" | "milliseconds" => 1e-3,
-            "m" | "min" | "mins" | "minute" | "minutes" => 60.0,
-            "h" | "hour" | "hours" => 3600.0,
-            _ => 1.0,
-        };
-        if let Ok(d) = Duration::try_from_secs_f64(value * factor) {
-            return Some(d);
-        }
-    }
-    None
-}
-
-/// The longest reset among buckets whose `*remaining*` header is 0. Reset
-/// values come as Go durations (OpenAI, Groq), float seconds (Cerebras),
-/// RFC 3339 (Anthropic) or epoch milliseconds (OpenRouter).
-fn exhausted_bucket_reset(headers: &HeaderMap, now: DateTime<Utc>) -> Option<Duration> {
-    headers
-        .iter()
-        .filter(|(name, value)| {
-            name.as_str().contains("remaining")
-                && value
-                    .to_str()
-                    .ok()
-                    .and_then(|v| v.trim().parse::<f64>().ok())
-                    == Some(0.0)
-        })
-        .filter_map(|(name, _)| {
-            let reset = headers.get(name.as_str().replace("remaining", "reset"))?;
-            parse_reset(reset.to_str().ok()?.trim(), now)
-        })
-        .max()
-}
-
-fn parse_reset(v: &str, now: DateTime<Utc>) -> Option<Duration> {
-    if let Ok(n) = v.parse::<f64>() {
-        return if n > 1e12 {
-            let at = DateTime::from_timestamp_millis(n as i64)?;
-            Some(until(at, now))
-        } else if n > 1e9 {
-            let at = DateTime::from_timestamp(n as i64, 0)?;
-            Some(until(at, now))
-        } else {
-            Duration::try_from_secs_f64(n).ok()
-        };
-    }
-    if let Ok(at) = DateTime::parse_from_rfc3339(v) {
-        return Some(until(at.with_timezone(&Utc), now));
-    }
-    parse_go_duration(v)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cooldown::{is_daily_quota, retry_after};
     use crate::outcome::{UNREACHABLE, Verdict};
     use crate::secret::Secret;
-    use reqwest::header::{HeaderName, HeaderValue};
+    use reqwest::header::HeaderMap;
 
     fn resp(status: u16, body: &str) -> RawResponse {
         RawResponse {
@@ -582,7 +655,7 @@ mod tests {
         assert!(is_daily_quota(GEMINI_429_PER_DAY.as_bytes()));
         // retryDelay comes before the "retry in" wording.
         assert_eq!(
-            retry_after(&HeaderMap::new(), GEMINI_429_PER_DAY.as_bytes()),
+            retry_after(&HeaderMap::new(), GEMINI_429_PER_DAY.as_bytes(), Utc::now()),
             Some(Duration::from_secs(7))
         );
     }
@@ -814,98 +887,341 @@ mod tests {
         let o = classify_response(Dialect::Openai, &resp(200, &body), 14, &redactor);
         assert!(!o.error.unwrap().contains(key));
     }
+}
 
-    #[test]
-    fn go_durations() {
-        let ms = |n: u64| Some(Duration::from_millis(n));
-        assert_eq!(parse_go_duration("2m59.56s"), ms(179_560));
-        assert_eq!(parse_go_duration("7.66s"), ms(7_660));
-        assert_eq!(parse_go_duration("1m0.36s"), ms(60_360));
-        assert_eq!(parse_go_duration("6m0s"), ms(360_000));
-        assert_eq!(parse_go_duration("1s"), ms(1_000));
-        assert_eq!(parse_go_duration("260ms"), ms(260));
-        assert_eq!(parse_go_duration("1h2m"), ms(3_720_000));
-        assert_eq!(parse_go_duration("17"), None);
-        assert_eq!(parse_go_duration(""), None);
-        assert_eq!(parse_go_duration("5x"), None);
-    }
+/// The fine classes, from bodies as PROVIDERS.md records them.
+#[cfg(test)]
+mod class_tests {
+    use super::*;
+    use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        pairs
-            .iter()
-            .map(|(k, v)| {
-                (
-                    HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                    HeaderValue::from_str(v).unwrap(),
-                )
-            })
-            .collect()
-    }
-
-    #[test]
-    fn retry_after_follows_the_documented_order() {
-        let now = DateTime::parse_from_rfc3339("2026-05-02T15:00:00Z")
+    fn now() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-05-02T15:00:00Z")
             .unwrap()
-            .with_timezone(&Utc);
-        let at = |h: &[(&str, &str)], body: &str| retry_after_at(&headers(h), body.as_bytes(), now);
-        let ms = |n: u64| Some(Duration::from_millis(n));
+            .with_timezone(&Utc)
+    }
+
+    fn err_with(dialect: Dialect, status: u16, hs: &[(&str, &str)], body: &str) -> UpstreamError {
+        let resp = RawResponse {
+            status,
+            headers: hs
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                        HeaderValue::from_str(v).unwrap(),
+                    )
+                })
+                .collect::<HeaderMap>(),
+            body: body.as_bytes().to_vec(),
+            elapsed: Duration::from_millis(5),
+        };
+        upstream_error(dialect, &resp, &Redactor::default(), now()).expect("an error")
+    }
+
+    fn err(status: u16, body: &str) -> UpstreamError {
+        err_with(Dialect::Openai, status, &[], body)
+    }
+
+    fn class(status: u16, body: &str) -> ErrorClass {
+        err(status, body).class
+    }
+
+    #[test]
+    fn names_round_trip_and_fold_into_the_log_classes() {
+        for c in ErrorClass::ALL {
+            assert_eq!(ErrorClass::parse(c.as_str()), Some(c));
+            assert_eq!(
+                serde_json::to_string(&c).unwrap(),
+                format!("\"{}\"", c.as_str())
+            );
+        }
+        use ErrorClass::*;
+        use FailureType as F;
+        for (c, f, client) in [
+            (RateLimit, F::RateLimit, false),
+            (QuotaExhausted, F::RateLimit, false),
+            (Auth, F::Error, false),
+            (Payment, F::Error, false),
+            (Forbidden, F::Error, false),
+            (ModelNotFound, F::Error, false),
+            (ContextLength, F::Error, true),
+            (BadRequest, F::Error, true),
+            (Overloaded, F::HttpError, false),
+            (ServerError, F::HttpError, false),
+            (Timeout, F::Timeout, false),
+            (Transport, F::Error, false),
+        ] {
+            assert_eq!(c.failure_type(), f, "{c}");
+            assert_eq!(c.is_client_fault(), client, "{c}");
+        }
+    }
+
+    #[test]
+    fn a_usable_reply_is_no_error() {
+        let ok = r#"{"choices":[{"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}"#;
+        let resp = RawResponse {
+            status: 200,
+            headers: HeaderMap::new(),
+            body: ok.as_bytes().to_vec(),
+            elapsed: Duration::from_millis(5),
+        };
         assert_eq!(
-            at(&[("retry-after-ms", "1500"), ("retry-after", "9")], ""),
-            ms(1500)
+            upstream_error(Dialect::Openai, &resp, &Redactor::default(), now()),
+            None
         );
-        assert_eq!(at(&[("retry-after", "9")], GEMINI_429_PER_DAY), ms(9000));
-        assert_eq!(
-            at(&[("retry-after", "Sat, 02 May 2026 15:01:00 GMT")], ""),
-            ms(60_000)
+    }
+
+    #[test]
+    fn openai_insufficient_quota_is_not_a_rate_limit() {
+        let spent = err(
+            429,
+            r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#,
         );
-        assert_eq!(at(&[], GEMINI_429_PER_DAY), ms(7000));
+        assert_eq!(spent.class, ErrorClass::QuotaExhausted);
+        assert!(!spent.daily);
+        assert_eq!(spent.status, Some(429));
+        let limited = err_with(
+            Dialect::Openai,
+            429,
+            &[("retry-after", "20")],
+            r#"{"error":{"message":"Rate limit reached for gpt-4o-mini in organization org-x on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 20s.","type":"requests","param":null,"code":"rate_limit_exceeded"}}"#,
+        );
+        assert_eq!(limited.class, ErrorClass::RateLimit);
+        assert_eq!(limited.retry_after, Some(Duration::from_secs(20)));
+        assert!(!limited.daily);
+    }
+
+    const GEMINI_PER_DAY: &str = r#"{"error":{"code":429,"message":"You exceeded your current quota.\nPlease retry in 7.81s.","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaId":"GenerateRequestsPerDayPerProjectPerModel-FreeTier","quotaValue":"20"}]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"7s"}]}}"#;
+
+    #[test]
+    fn gemini_per_day_is_a_daily_quota_and_per_minute_a_rate_limit() {
+        let day = err_with(Dialect::Gemini, 429, &[], GEMINI_PER_DAY);
+        assert_eq!(day.class, ErrorClass::QuotaExhausted);
+        assert!(day.daily);
+        // The per-minute hint Gemini attaches is not a daily reset.
+        assert_eq!(day.retry_after, None);
+        let minute = GEMINI_PER_DAY.replace("PerDay", "PerMinute");
+        let minute = err_with(Dialect::Gemini, 429, &[], &minute);
+        assert_eq!(minute.class, ErrorClass::RateLimit);
+        assert_eq!(minute.retry_after, Some(Duration::from_secs(7)));
+    }
+
+    #[test]
+    fn daily_quotas_of_groq_and_cloudflare() {
+        let groq = err_with(
+            Dialect::Openai,
+            429,
+            &[("retry-after", "173")],
+            r#"{"error":{"message":"Rate limit reached for model `llama-3.3-70b-versatile` in organization `org_01` service tier `on_demand` on tokens per day (TPD): Limit 100000, Used 99500, Requested 900. Please try again in 2m52.8s.","type":"tokens","code":"rate_limit_exceeded"}}"#,
+        );
+        assert_eq!(groq.class, ErrorClass::QuotaExhausted);
+        assert!(groq.daily);
+        // A reset the upstream names in a header is kept.
+        assert_eq!(groq.retry_after, Some(Duration::from_secs(173)));
+        let cf = err(
+            429,
+            r#"{"success":false,"errors":[{"code":3036,"message":"Account limited: you have used up your daily free allocation of 10,000 neurons."}],"messages":[],"result":null}"#,
+        );
         assert_eq!(
-            at(
+            (cf.class, cf.daily, cf.retry_after),
+            (ErrorClass::QuotaExhausted, true, None)
+        );
+    }
+
+    #[test]
+    fn size_and_context_errors_are_the_clients() {
+        // Groq's 413 says rate_limit_exceeded but is about size.
+        assert_eq!(
+            class(
+                413,
+                r#"{"error":{"message":"Request too large for model `llama-3.1-8b-instant` on tokens per minute (TPM): Limit 6000, Requested 9000, please reduce your message size and try again.","type":"tokens","code":"rate_limit_exceeded"}}"#
+            ),
+            ErrorClass::ContextLength
+        );
+        // Together's context overflow is a 403.
+        assert_eq!(
+            class(
+                403,
+                r#"{"error":{"message":"Input validation error: `inputs` tokens + `max_new_tokens` must be <= 8193. Given: 9000 `inputs` tokens and 512 `max_new_tokens`","type":"invalid_request_error","param":null,"code":null}}"#
+            ),
+            ErrorClass::ContextLength
+        );
+        for body in [
+            r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+            r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}}"#,
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 215000 tokens > 200000 maximum"}}"#,
+        ] {
+            let e = err(400, body);
+            assert_eq!(e.class, ErrorClass::ContextLength, "{body}");
+            assert!(e.class.is_client_fault());
+        }
+        assert_eq!(
+            class(
+                400,
+                r#"{"error":{"message":"Invalid value for 'temperature': must be <= 2.","type":"invalid_request_error","param":"temperature","code":"invalid_value"}}"#
+            ),
+            ErrorClass::BadRequest
+        );
+        assert_eq!(
+            class(
+                403,
+                r#"{"error":{"code":403,"message":"Input was flagged by moderation","metadata":{"reasons":["harassment"]}}}"#
+            ),
+            ErrorClass::BadRequest
+        );
+    }
+
+    #[test]
+    fn key_problems() {
+        assert_eq!(
+            class(
+                401,
+                r#"{"error":{"message":"Incorrect API key provided","code":"invalid_api_key"}}"#
+            ),
+            ErrorClass::Auth
+        );
+        assert_eq!(
+            err_with(
+                Dialect::Gemini,
+                400,
                 &[],
-                r#"{"error":{"message":"Rate limit reached ... Please try again in 1m0.36s. Visit ..."}}"#
-            ),
-            ms(60_360)
+                r#"{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID"}]}}"#
+            )
+            .class,
+            ErrorClass::Auth
         );
-        assert_eq!(at(&[], "Please retry in 7.81s."), ms(7_810));
         assert_eq!(
-            at(
+            class(
+                402,
+                r#"{"error":{"message":"Insufficient Balance","type":"unknown_error"}}"#
+            ),
+            ErrorClass::Payment
+        );
+        assert_eq!(
+            err_with(
+                Dialect::Anthropic,
+                400,
                 &[],
-                "Rate limit of 15 per 60s exceeded. Please wait 42 seconds before retrying."
-            ),
-            ms(42_000)
+                r#"{"type":"error","error":{"type":"invalid_request_error","message":"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."}}"#
+            )
+            .class,
+            ErrorClass::Payment
         );
         assert_eq!(
-            at(
-                &[
-                    ("x-ratelimit-remaining-requests", "0"),
-                    ("x-ratelimit-reset-requests", "2m59.56s"),
-                    ("x-ratelimit-remaining-tokens", "5000"),
-                    ("x-ratelimit-reset-tokens", "7.66s"),
-                ],
-                ""
+            class(403, r#"{"error":{"message":"Forbidden"}}"#),
+            ErrorClass::Forbidden
+        );
+    }
+
+    #[test]
+    fn missing_models() {
+        for (status, body) in [
+            (
+                404,
+                r#"{"error":{"message":"The model `gpt-9` does not exist","type":"invalid_request_error","code":"model_not_found"}}"#,
             ),
-            ms(179_560)
+            (
+                400,
+                r#"{"error":{"message":"The model `mixtral-8x7b-32768` has been decommissioned and is no longer supported.","type":"invalid_request_error","code":"model_decommissioned"}}"#,
+            ),
+            (
+                400,
+                r#"{"success":false,"errors":[{"code":5007,"message":"No such model @cf/meta/llama-9 or task"}],"messages":[],"result":null}"#,
+            ),
+            (410, ""),
+        ] {
+            assert_eq!(class(status, body), ErrorClass::ModelNotFound, "{body}");
+        }
+    }
+
+    #[test]
+    fn overload_server_errors_and_timeouts() {
+        let anthropic = err_with(
+            Dialect::Anthropic,
+            529,
+            &[],
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        );
+        assert_eq!(anthropic.class, ErrorClass::Overloaded);
+        assert_eq!(
+            class(503, "<html><title>503</title></html>"),
+            ErrorClass::Overloaded
         );
         assert_eq!(
-            at(
-                &[
-                    ("anthropic-ratelimit-requests-remaining", "0"),
-                    ("anthropic-ratelimit-requests-reset", "2026-05-02T15:00:30Z"),
-                ],
-                ""
+            class(
+                500,
+                r#"{"type":"error","error":{"type":"api_error","message":"Internal server error"}}"#
             ),
-            ms(30_000)
+            ErrorClass::ServerError
+        );
+        assert_eq!(class(502, ""), ErrorClass::ServerError);
+        assert_eq!(class(408, ""), ErrorClass::Timeout);
+        assert_eq!(class(301, ""), ErrorClass::Transport);
+    }
+
+    #[test]
+    fn errors_inside_a_200() {
+        // OpenRouter: the embedded code decides.
+        let e = err(
+            200,
+            r#"{"error":{"message":"Provider returned error","code":429,"metadata":{"raw":"temporarily rate-limited upstream","provider_name":"Venice"}}}"#,
+        );
+        assert_eq!((e.class, e.status), (ErrorClass::RateLimit, Some(200)));
+        assert_eq!(
+            class(
+                200,
+                r#"{"error":{"message":"Provider returned error","code":502}}"#
+            ),
+            ErrorClass::ServerError
+        );
+        // No code at all: an upstream failure, as PROVIDERS.md says.
+        assert_eq!(
+            class(200, r#"{"error":{"message":"Internal error"}}"#),
+            ErrorClass::ServerError
         );
         assert_eq!(
-            at(
-                &[
-                    ("x-ratelimit-remaining", "0"),
-                    ("x-ratelimit-reset", "1777734005000"),
-                ],
-                ""
+            class(
+                200,
+                r#"{"choices":[{"message":{"role":"assistant","content":""},"finish_reason":"error"}]}"#
             ),
-            ms(5_000)
+            ErrorClass::ServerError
         );
-        assert_eq!(at(&[], r#"{"error":{"message":"nope"}}"#), None);
+        assert_eq!(
+            class(200, "<html><body>hi</body></html>"),
+            ErrorClass::Transport
+        );
+    }
+
+    #[test]
+    fn transport_classes() {
+        let r = Redactor::default();
+        for (e, c) in [
+            (
+                TransportError::Timeout(Duration::from_secs(30)),
+                ErrorClass::Timeout,
+            ),
+            (
+                TransportError::ConnectTimeout(Duration::from_secs(10)),
+                ErrorClass::Timeout,
+            ),
+            (
+                TransportError::Connect("connection refused".into()),
+                ErrorClass::Transport,
+            ),
+            (
+                TransportError::Tls("bad certificate".into()),
+                ErrorClass::Transport,
+            ),
+            (
+                TransportError::Reset("closed".into()),
+                ErrorClass::Transport,
+            ),
+            (TransportError::TooLarge(1 << 20), ErrorClass::Transport),
+        ] {
+            let u = transport_error(&e, &r);
+            assert_eq!((u.class, u.status, u.retry_after), (c, None, None), "{e}");
+            assert_eq!(u.message, e.to_string());
+        }
     }
 }

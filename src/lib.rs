@@ -6,6 +6,8 @@
 //! - [`catalog`] and [`prompts`] are the inputs;
 //! - [`probe`] asks one model one question through a [`dialect`] and
 //!   [`classify`]s the result, over [`http`];
+//! - [`cooldown`] decides every wait: what an upstream asked for, and how
+//!   long `route` benches a provider, key or model after a failure;
 //! - [`healthlog`] is the append-only record, [`state`] the state machine;
 //! - [`cmd`] holds one entry point per subcommand (`check`, `rollup`,
 //!   `brief`, `state`, `demo`), which only wire these libraries together;
@@ -18,6 +20,7 @@ pub mod catalog;
 pub mod classify;
 pub mod cli;
 pub mod cmd;
+pub mod cooldown;
 pub mod dialect;
 pub mod error;
 pub mod exit;

@@ -1,0 +1,1102 @@
+//! Every wait in llmprobe is decided here: how long an upstream asked us to
+//! wait ([`retry_after`]), and how long `route` keeps a provider, key or
+//! model out of rotation after a failure ([`Cooldowns`]). Other modules call
+//! in; none computes a wait of its own.
+//!
+//! The rules, DESIGN.md's cooldown table made precise:
+//!
+//! | class | what is benched | for how long | then |
+//! |---|---|---|---|
+//! | `rate_limit` | key + model | the upstream's wait ([`retry_after`]); else [`LADDER`] by hits in the last 24 h | next candidate |
+//! | `quota_exhausted`, daily | key + model | the reset the upstream names in a header; else until the next UTC midnight | next candidate |
+//! | `quota_exhausted`, not daily (OpenAI `insufficient_quota`) | key | [`KEY_PAYMENT`]: a billing state, not a window | next candidate |
+//! | `auth` (401) | key | [`KEY_AUTH`] | next candidate |
+//! | `payment` (402), `forbidden` (403) | key | [`KEY_PAYMENT`] | next candidate |
+//! | `server_error`, `overloaded`, `timeout` | nothing lasting (but see below) | — | skip the provider for the rest of the request |
+//! | `transport` | nothing lasting | — | skip the provider for the rest of the request |
+//! | `model_not_found` | nothing lasting (but see below) | — | next candidate |
+//! | `context_length`, `bad_request` | nothing | — | return the error to the client at once |
+//!
+//! A model whose own failures (`server_error`, `overloaded`, `timeout`,
+//! `model_not_found`) reach [`MODEL_FAILURES`] within [`MODEL_WINDOW`] is
+//! benched for [`MODEL_BENCH`]. A success resets the ladder of that key and
+//! model. A key-level bench on a provider without a key falls on the whole
+//! provider. No upstream can bench anything for longer than [`MAX_WAIT`].
+//!
+//! Time is always passed in as `now`; nothing here reads the clock, so the
+//! tests control it completely.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, NaiveTime, TimeDelta, Utc};
+use reqwest::header::HeaderMap;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::classify::{ErrorClass, UpstreamError};
+use crate::dialect;
+
+const HOUR: Duration = Duration::from_secs(3600);
+const DAY: Duration = Duration::from_secs(24 * 3600);
+
+/// The rate-limit ladder when the upstream names no wait: the n-th hit in
+/// the last [`LADDER_WINDOW`] waits `LADDER[n - 1]` (the last step repeats).
+pub const LADDER: [Duration; 4] = [
+    Duration::from_secs(2 * 60),
+    Duration::from_secs(10 * 60),
+    HOUR,
+    DAY,
+];
+/// How far back rate-limit hits count toward the ladder.
+pub const LADDER_WINDOW: Duration = DAY;
+/// A key the upstream rejected (401).
+pub const KEY_AUTH: Duration = Duration::from_secs(5 * 60);
+/// A key without credit (402), forbidden (403), or whose quota is spent for
+/// good (OpenAI `insufficient_quota`).
+pub const KEY_PAYMENT: Duration = DAY;
+/// How long a model that keeps failing is benched…
+pub const MODEL_BENCH: Duration = Duration::from_secs(10 * 60);
+/// …once it has failed this many times…
+pub const MODEL_FAILURES: usize = 3;
+/// …within this window.
+pub const MODEL_WINDOW: Duration = Duration::from_secs(15 * 60);
+/// The longest any upstream-named wait is honoured, so a bogus
+/// `Retry-After` cannot take a key out for a month.
+pub const MAX_WAIT: Duration = DAY;
+
+/// 00:00:00 UTC of the day after `now`: when daily quotas reset unless the
+/// upstream says otherwise.
+pub fn next_utc_midnight(now: DateTime<Utc>) -> DateTime<Utc> {
+    let tomorrow = now.date_naive() + TimeDelta::days(1);
+    tomorrow.and_time(NaiveTime::MIN).and_utc()
+}
+
+/// `now + d`, with `d` capped at [`MAX_WAIT`].
+fn after(now: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    now + TimeDelta::from_std(d.min(MAX_WAIT)).unwrap_or(TimeDelta::MAX)
+}
+
+fn until(t: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
+    (t - now).to_std().unwrap_or(Duration::ZERO)
+}
+
+/// How long an upstream asked us to wait, in PROVIDERS.md's order:
+/// `retry-after-ms`, `retry-after` (seconds or an HTTP date), Gemini's
+/// `retryDelay`, the message's wording ("try again in 1m0.36s", "retry in
+/// 7.81s", "Please wait 5 seconds"), then the reset header of a bucket whose
+/// remaining count is 0.
+pub fn retry_after(headers: &HeaderMap, body: &[u8], now: DateTime<Utc>) -> Option<Duration> {
+    if let Some(d) = explicit_header_wait(headers, now) {
+        return Some(d);
+    }
+    let text = String::from_utf8_lossy(body);
+    if let Some(delay) = dialect::parse_json(&text)
+        .as_ref()
+        .and_then(find_retry_delay)
+        .and_then(parse_go_duration)
+    {
+        return Some(delay);
+    }
+    if let Some(d) = wait_from_wording(&text) {
+        return Some(d);
+    }
+    exhausted_bucket_reset(headers, now)
+}
+
+/// The reset of a *daily* quota as the upstream names it: only from headers
+/// (`retry-after-ms`, `retry-after`, or an exhausted bucket's reset). Body
+/// hints are ignored here because Gemini attaches its per-minute
+/// `retryDelay` ("7s", "Please retry in 7.81s") to per-day violations too;
+/// waiting that long only earns another 429.
+pub fn daily_reset(headers: &HeaderMap, now: DateTime<Utc>) -> Option<Duration> {
+    explicit_header_wait(headers, now).or_else(|| exhausted_bucket_reset(headers, now))
+}
+
+/// `retry-after-ms`, then `retry-after` (seconds or an HTTP date).
+fn explicit_header_wait(headers: &HeaderMap, now: DateTime<Utc>) -> Option<Duration> {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
+        return Duration::try_from_secs_f64(ms / 1000.0).ok();
+    }
+    let v = header("retry-after")?;
+    if let Ok(secs) = v.parse::<f64>() {
+        return Duration::try_from_secs_f64(secs).ok();
+    }
+    let date = DateTime::parse_from_rfc2822(v).ok()?;
+    Some(until(date.with_timezone(&Utc), now))
+}
+
+/// Gemini's `RetryInfo.retryDelay`, wherever it sits in the details.
+fn find_retry_delay(v: &Value) -> Option<&str> {
+    match v {
+        Value::Object(m) => m
+            .get("retryDelay")
+            .and_then(Value::as_str)
+            .or_else(|| m.values().find_map(find_retry_delay)),
+        Value::Array(a) => a.iter().find_map(find_retry_delay),
+        _ => None,
+    }
+}
+
+/// A Go-style duration as OpenAI and Groq send them: `1s`, `6m0s`,
+/// `2m59.56s`, `7.66s`, `1m0.36s`, `20ms`. A bare number is not one.
+pub fn parse_go_duration(s: &str) -> Option<Duration> {
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total = 0.0f64;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let value: f64 = rest[..num_len].parse().ok()?;
+        rest = &rest[num_len..];
+        // Longest units first, so "ms" is not read as minutes.
+        let (unit_secs, unit_len) = [
+            ("ms", 1e-3),
+            ("us", 1e-6),
+            ("µs", 1e-6),
+            ("ns", 1e-9),
+            ("h", 3600.0),
+            ("m", 60.0),
+            ("s", 1.0),
+        ]
+        .iter()
+        .find(|(u, _)| rest.starts_with(u))
+        .map(|(u, f)| (*f, u.len()))?;
+        total += value * unit_secs;
+        rest = &rest[unit_len..];
+    }
+    Duration::try_from_secs_f64(total).ok()
+}
+
+/// "try again in 1m0.36s", "Please retry in 7.81s.", "Please wait 5
+/// seconds before retrying", "retry after 30 seconds".
+pub fn wait_from_wording(text: &str) -> Option<Duration> {
+    let lower = text.to_lowercase();
+    for marker in ["try again in ", "retry in ", "retry after ", "please wait "] {
+        let Some(at) = lower.find(marker) else {
+            continue;
+        };
+        let mut words = lower[at + marker.len()..].split_whitespace();
+        let Some(first) = words.next() else {
+            continue;
+        };
+        let token = first.trim_end_matches(['.', ',', ';', ')', '"', '\'']);
+        if let Some(d) = parse_go_duration(token) {
+            return Some(d);
+        }
+        let Ok(value) = token.parse::<f64>() else {
+            continue;
+        };
+        let unit = words
+            .next()
+            .map(|w| w.trim_end_matches(|c: char| !c.is_alphabetic()))
+            .unwrap_or("");
+        let factor = match unit {
+            "ms" | "millisecond" | "milliseconds" => 1e-3,
+            "m" | "min" | "mins" | "minute" | "minutes" => 60.0,
+            "h" | "hour" | "hours" => 3600.0,
+            _ => 1.0,
+        };
+        if let Ok(d) = Duration::try_from_secs_f64(value * factor) {
+            return Some(d);
+        }
+    }
+    None
+}
+
+/// Whether a rate-limit body says a *daily* allowance is spent, so the
+/// router waits until the next UTC midnight: Gemini's `quotaId`
+/// `…PerDay…`, Groq's "tokens per day (TPD)", Cloudflare's 3036 (daily
+/// neurons).
+pub fn is_daily_quota(body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(body);
+    if text.contains("PerDay") {
+        return true;
+    }
+    let lower = text.to_lowercase();
+    if ["per day", "daily", "(tpd)", "(rpd)"]
+        .iter()
+        .any(|w| lower.contains(w))
+    {
+        return true;
+    }
+    dialect::parse_error(body)
+        .and_then(|e| e.code)
+        .is_some_and(|c| c == "3036")
+}
+
+/// The longest reset among buckets whose `*remaining*` header is 0. Reset
+/// values come as Go durations (OpenAI, Groq), float seconds (Cerebras),
+/// RFC 3339 (Anthropic) or epoch milliseconds (OpenRouter).
+pub fn exhausted_bucket_reset(headers: &HeaderMap, now: DateTime<Utc>) -> Option<Duration> {
+    headers
+        .iter()
+        .filter(|(name, value)| {
+            name.as_str().contains("remaining")
+                && value
+                    .to_str()
+                    .ok()
+                    .and_then(|v| v.trim().parse::<f64>().ok())
+                    == Some(0.0)
+        })
+        .filter_map(|(name, _)| {
+            let reset = headers.get(name.as_str().replace("remaining", "reset"))?;
+            parse_reset(reset.to_str().ok()?.trim(), now)
+        })
+        .max()
+}
+
+/// One rate-limit reset value, in any of the formats above.
+pub fn parse_reset(v: &str, now: DateTime<Utc>) -> Option<Duration> {
+    if let Ok(n) = v.parse::<f64>() {
+        return if n > 1e12 {
+            let at = DateTime::from_timestamp_millis(n as i64)?;
+            Some(until(at, now))
+        } else if n > 1e9 {
+            let at = DateTime::from_timestamp(n as i64, 0)?;
+            Some(until(at, now))
+        } else {
+            Duration::try_from_secs_f64(n).ok()
+        };
+    }
+    if let Ok(at) = DateTime::parse_from_rfc3339(v) {
+        return Some(until(at.with_timezone(&Utc), now));
+    }
+    parse_go_duration(v)
+}
+
+/// What one routed attempt went to. Keys are named by index and
+/// fingerprint, never by value.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Target {
+    pub provider: String,
+    pub model: String,
+    /// Which of the provider's keys; `None` for a keyless provider.
+    pub key_index: Option<usize>,
+    /// A short, non-reversible fingerprint of the key, so a bench survives
+    /// reordering keys but not replacing one.
+    pub key_fingerprint: Option<String>,
+}
+
+impl Target {
+    pub fn new(provider: &str, model: &str) -> Target {
+        Target {
+            provider: provider.to_string(),
+            model: model.to_string(),
+            key_index: None,
+            key_fingerprint: None,
+        }
+    }
+
+    pub fn with_key(mut self, index: usize, fingerprint: &str) -> Target {
+        self.key_index = Some(index);
+        self.key_fingerprint = Some(fingerprint.to_string());
+        self
+    }
+
+    /// `provider`, or `provider#key<index>:<fingerprint>` when there is a
+    /// key: what a key-level bench is stored under.
+    pub fn key_id(&self) -> String {
+        match (self.key_index, &self.key_fingerprint) {
+            (Some(i), Some(fp)) => format!("{}#key{i}:{fp}", self.provider),
+            (Some(i), None) => format!("{}#key{i}", self.provider),
+            (None, _) => self.provider.clone(),
+        }
+    }
+
+    /// `provider::model`, as in model_state.json.
+    pub fn model_id(&self) -> String {
+        format!("{}::{}", self.provider, self.model)
+    }
+
+    /// `<key id>::model`: one key's allowance for one model, which is what
+    /// rate limits and most quotas count (Groq, Gemini, OpenRouter).
+    pub fn key_model_id(&self) -> String {
+        format!("{}::{}", self.key_id(), self.model)
+    }
+
+    fn id(&self, scope: Scope) -> String {
+        match scope {
+            Scope::Provider => self.provider.clone(),
+            Scope::Key if self.key_index.is_none() => self.provider.clone(),
+            Scope::Key => self.key_id(),
+            Scope::Model => self.model_id(),
+            Scope::KeyModel => self.key_model_id(),
+        }
+    }
+}
+
+/// What a bench covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Every model and key of a provider (a key-level failure of a keyless
+    /// provider).
+    Provider,
+    /// One key, every model.
+    Key,
+    /// One model, every key.
+    Model,
+    /// One key's use of one model.
+    KeyModel,
+}
+
+/// A cooldown in force.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bench {
+    /// The id it is stored under: see [`Target::key_id`],
+    /// [`Target::model_id`], [`Target::key_model_id`].
+    pub target: String,
+    pub scope: Scope,
+    pub until: DateTime<Utc>,
+    /// The [`ErrorClass`] name that caused it, or `repeated_failures` for a
+    /// model benched after [`MODEL_FAILURES`].
+    pub reason: String,
+    pub set_at: DateTime<Utc>,
+}
+
+/// The reason of a model bench set by [`MODEL_FAILURES`] failures.
+pub const REPEATED_FAILURES: &str = "repeated_failures";
+
+/// What the router does next after a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Try the next candidate.
+    TryNext,
+    /// Skip every remaining candidate on this provider for the rest of
+    /// this request (5xx, overload, timeout, transport).
+    SkipProvider,
+    /// Return the error to the client at once, trying nothing else: the
+    /// request itself is at fault.
+    ReturnToClient,
+}
+
+/// The result of [`Cooldowns::record_failure`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub action: Action,
+    /// The bench this failure put in force (or extended), if any.
+    pub bench: Option<Bench>,
+}
+
+/// Cooldowns and the counts behind them: the in-memory form of what `route`
+/// keeps in `route_state.json`. Ids are those of [`Target`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cooldowns {
+    /// Benches by target id; at most one per id, the one that ends last.
+    #[serde(default, with = "bench_list")]
+    benches: BTreeMap<String, Bench>,
+    /// Rate-limit hits in the last [`LADDER_WINDOW`], by key+model id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    ladder: BTreeMap<String, Vec<DateTime<Utc>>>,
+    /// A model's own failures in the last [`MODEL_WINDOW`], by model id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    failures: BTreeMap<String, Vec<DateTime<Utc>>>,
+}
+
+impl Cooldowns {
+    pub fn new() -> Cooldowns {
+        Cooldowns::default()
+    }
+
+    /// Apply the rules in the module docs to a failed attempt on `target`.
+    pub fn record_failure(
+        &mut self,
+        target: &Target,
+        err: &UpstreamError,
+        now: DateTime<Utc>,
+    ) -> Decision {
+        let (scope, until) = match err.class {
+            ErrorClass::ContextLength | ErrorClass::BadRequest => {
+                return Decision {
+                    action: Action::ReturnToClient,
+                    bench: None,
+                };
+            }
+            ErrorClass::Transport => {
+                return Decision {
+                    action: Action::SkipProvider,
+                    bench: None,
+                };
+            }
+            ErrorClass::ServerError | ErrorClass::Overloaded | ErrorClass::Timeout => {
+                return Decision {
+                    action: Action::SkipProvider,
+                    bench: self.model_failure(target, now),
+                };
+            }
+            ErrorClass::ModelNotFound => {
+                return Decision {
+                    action: Action::TryNext,
+                    bench: self.model_failure(target, now),
+                };
+            }
+            ErrorClass::Auth => (Scope::Key, after(now, KEY_AUTH)),
+            ErrorClass::Payment | ErrorClass::Forbidden => (Scope::Key, after(now, KEY_PAYMENT)),
+            ErrorClass::QuotaExhausted if err.daily => {
+                let until = match err.retry_after {
+                    Some(d) => after(now, d),
+                    None => next_utc_midnight(now),
+                };
+                (Scope::KeyModel, until)
+            }
+            ErrorClass::QuotaExhausted => (Scope::Key, after(now, KEY_PAYMENT)),
+            ErrorClass::RateLimit => {
+                let hits = self.ladder.entry(target.key_model_id()).or_default();
+                keep_within(hits, now, LADDER_WINDOW);
+                hits.push(now);
+                let step = LADDER[(hits.len() - 1).min(LADDER.len() - 1)];
+                (Scope::KeyModel, after(now, err.retry_after.unwrap_or(step)))
+            }
+        };
+        let bench = self.bench(target.id(scope), scope, until, err.class.as_str(), now);
+        Decision {
+            action: Action::TryNext,
+            bench: Some(bench),
+        }
+    }
+
+    /// A success on `target`: its rate-limit ladder starts again at 2 min.
+    pub fn record_success(&mut self, target: &Target, _now: DateTime<Utc>) {
+        self.ladder.remove(&target.key_model_id());
+    }
+
+    /// The bench that keeps `target` out now, if any: on its provider, key,
+    /// model or key+model. When several apply, the one that ends last.
+    pub fn blocked(&self, target: &Target, now: DateTime<Utc>) -> Option<&Bench> {
+        [Scope::Provider, Scope::Key, Scope::Model, Scope::KeyModel]
+            .into_iter()
+            .filter_map(|s| self.benches.get(&target.id(s)))
+            .filter(|b| b.until > now)
+            .max_by_key(|b| b.until)
+    }
+
+    /// When the first of `targets` becomes usable: `now` if one already
+    /// is, `None` if there are no targets.
+    pub fn earliest_retry<'a>(
+        &self,
+        targets: impl IntoIterator<Item = &'a Target>,
+        now: DateTime<Utc>,
+    ) -> Option<DateTime<Utc>> {
+        targets
+            .into_iter()
+            .map(|t| self.blocked(t, now).map_or(now, |b| b.until))
+            .min()
+    }
+
+    /// Drop expired benches and counts that no longer matter, so the state
+    /// file stays small.
+    pub fn prune(&mut self, now: DateTime<Utc>) {
+        self.benches.retain(|_, b| b.until > now);
+        for (map, window) in [
+            (&mut self.ladder, LADDER_WINDOW),
+            (&mut self.failures, MODEL_WINDOW),
+        ] {
+            map.retain(|_, hits| {
+                keep_within(hits, now, window);
+                !hits.is_empty()
+            });
+        }
+    }
+
+    /// The benches in force, by target id, for display.
+    pub fn active(&self, now: DateTime<Utc>) -> impl Iterator<Item = &Bench> {
+        self.benches.values().filter(move |b| b.until > now)
+    }
+
+    /// Put a bench on `id`, unless one that ends later is already there.
+    fn bench(
+        &mut self,
+        id: String,
+        scope: Scope,
+        until: DateTime<Utc>,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Bench {
+        let new = Bench {
+            target: id.clone(),
+            scope,
+            until,
+            reason: reason.to_string(),
+            set_at: now,
+        };
+        match self.benches.get(&id) {
+            Some(old) if old.until > now && old.until >= until => old.clone(),
+            _ => {
+                self.benches.insert(id, new.clone());
+                new
+            }
+        }
+    }
+
+    /// Count a failure that is the model's own; bench the model once it has
+    /// failed [`MODEL_FAILURES`] times within [`MODEL_WINDOW`].
+    fn model_failure(&mut self, target: &Target, now: DateTime<Utc>) -> Option<Bench> {
+        let id = target.model_id();
+        let times = self.failures.entry(id.clone()).or_default();
+        keep_within(times, now, MODEL_WINDOW);
+        times.push(now);
+        (times.len() >= MODEL_FAILURES).then(|| {
+            self.bench(
+                id,
+                Scope::Model,
+                after(now, MODEL_BENCH),
+                REPEATED_FAILURES,
+                now,
+            )
+        })
+    }
+}
+
+/// Keep only the times within `window` before `now`.
+fn keep_within(times: &mut Vec<DateTime<Utc>>, now: DateTime<Utc>, window: Duration) {
+    let since = now - TimeDelta::from_std(window).unwrap_or(TimeDelta::MAX);
+    times.retain(|t| *t > since);
+}
+
+/// Benches are written as a list (each names its target), and read back
+/// into the map.
+mod bench_list {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::Bench;
+
+    pub fn serialize<S: Serializer>(m: &BTreeMap<String, Bench>, s: S) -> Result<S::Ok, S::Error> {
+        m.values().collect::<Vec<_>>().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<String, Bench>, D::Error> {
+        let list = Vec::<Bench>::deserialize(d)?;
+        let mut m: BTreeMap<String, Bench> = BTreeMap::new();
+        for b in list {
+            match m.get(&b.target) {
+                Some(old) if old.until >= b.until => {}
+                _ => {
+                    m.insert(b.target.clone(), b);
+                }
+            }
+        }
+        Ok(m)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::{HeaderName, HeaderValue};
+
+    const GEMINI_429_PER_DAY: &str = r#"{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details. For more information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits.\n* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 20, model: gemini-2.5-flash-lite\nPlease retry in 7.81s.","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_requests","quotaId":"GenerateRequestsPerDayPerProjectPerModel-FreeTier","quotaDimensions":{"location":"global","model":"gemini-2.5-flash-lite"},"quotaValue":"20"}]},{"@type":"type.googleapis.com/google.rpc.Help","links":[{"description":"Learn more about Gemini API quotas","url":"https://ai.google.dev/gemini-api/docs/rate-limits"}]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"7s"}]}}"#;
+
+    #[test]
+    fn go_durations() {
+        let ms = |n: u64| Some(Duration::from_millis(n));
+        assert_eq!(parse_go_duration("2m59.56s"), ms(179_560));
+        assert_eq!(parse_go_duration("7.66s"), ms(7_660));
+        assert_eq!(parse_go_duration("1m0.36s"), ms(60_360));
+        assert_eq!(parse_go_duration("6m0s"), ms(360_000));
+        assert_eq!(parse_go_duration("1s"), ms(1_000));
+        assert_eq!(parse_go_duration("260ms"), ms(260));
+        assert_eq!(parse_go_duration("1h2m"), ms(3_720_000));
+        assert_eq!(parse_go_duration("17"), None);
+        assert_eq!(parse_go_duration(""), None);
+        assert_eq!(parse_go_duration("5x"), None);
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        pairs
+            .iter()
+            .map(|(k, v)| {
+                (
+                    HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                    HeaderValue::from_str(v).unwrap(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn retry_after_follows_the_documented_order() {
+        let now = DateTime::parse_from_rfc3339("2026-05-02T15:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let at = |h: &[(&str, &str)], body: &str| retry_after(&headers(h), body.as_bytes(), now);
+        let ms = |n: u64| Some(Duration::from_millis(n));
+        assert_eq!(
+            at(&[("retry-after-ms", "1500"), ("retry-after", "9")], ""),
+            ms(1500)
+        );
+        assert_eq!(at(&[("retry-after", "9")], GEMINI_429_PER_DAY), ms(9000));
+        assert_eq!(
+            at(&[("retry-after", "Sat, 02 May 2026 15:01:00 GMT")], ""),
+            ms(60_000)
+        );
+        assert_eq!(at(&[], GEMINI_429_PER_DAY), ms(7000));
+        assert_eq!(
+            at(
+                &[],
+                r#"{"error":{"message":"Rate limit reached ... Please try again in 1m0.36s. Visit ..."}}"#
+            ),
+            ms(60_360)
+        );
+        assert_eq!(at(&[], "Please retry in 7.81s."), ms(7_810));
+        assert_eq!(
+            at(
+                &[],
+                "Rate limit of 15 per 60s exceeded. Please wait 42 seconds before retrying."
+            ),
+            ms(42_000)
+        );
+        assert_eq!(
+            at(
+                &[
+                    ("x-ratelimit-remaining-requests", "0"),
+                    ("x-ratelimit-reset-requests", "2m59.56s"),
+                    ("x-ratelimit-remaining-tokens", "5000"),
+                    ("x-ratelimit-reset-tokens", "7.66s"),
+                ],
+                ""
+            ),
+            ms(179_560)
+        );
+        assert_eq!(
+            at(
+                &[
+                    ("anthropic-ratelimit-requests-remaining", "0"),
+                    ("anthropic-ratelimit-requests-reset", "2026-05-02T15:00:30Z"),
+                ],
+                ""
+            ),
+            ms(30_000)
+        );
+        assert_eq!(
+            at(
+                &[
+                    ("x-ratelimit-remaining", "0"),
+                    ("x-ratelimit-reset", "1777734005000"),
+                ],
+                ""
+            ),
+            ms(5_000)
+        );
+        assert_eq!(at(&[], r#"{"error":{"message":"nope"}}"#), None);
+    }
+}
+
+/// The cooldown rules, with the clock in the test's hands.
+#[cfg(test)]
+mod rule_tests {
+    use super::*;
+    use crate::classify::ErrorClass::*;
+
+    fn t0() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-05-02T15:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc)
+    }
+
+    fn at(d: Duration) -> DateTime<Utc> {
+        t0() + TimeDelta::from_std(d).unwrap()
+    }
+
+    fn mins(n: u64) -> Duration {
+        Duration::from_secs(n * 60)
+    }
+
+    fn err(class: ErrorClass) -> UpstreamError {
+        UpstreamError {
+            status: None,
+            class,
+            retry_after: None,
+            daily: false,
+            message: String::new(),
+        }
+    }
+
+    fn waiting(class: ErrorClass, d: Duration) -> UpstreamError {
+        UpstreamError {
+            retry_after: Some(d),
+            ..err(class)
+        }
+    }
+
+    fn groq(model: &str, key: usize) -> Target {
+        Target::new("groq", model).with_key(key, &format!("fp{key}"))
+    }
+
+    #[test]
+    fn target_ids() {
+        let t = groq("llama", 1);
+        assert_eq!(t.key_id(), "groq#key1:fp1");
+        assert_eq!(t.model_id(), "groq::llama");
+        assert_eq!(t.key_model_id(), "groq#key1:fp1::llama");
+        let local = Target::new("ollama", "qwen");
+        assert_eq!(local.key_id(), "ollama");
+        assert_eq!(local.key_model_id(), "ollama::qwen");
+    }
+
+    #[test]
+    fn next_midnight_is_utc() {
+        assert_eq!(
+            next_utc_midnight(t0()).to_rfc3339(),
+            "2026-05-03T00:00:00+00:00"
+        );
+        let midnight = next_utc_midnight(t0());
+        assert_eq!(
+            next_utc_midnight(midnight).to_rfc3339(),
+            "2026-05-04T00:00:00+00:00"
+        );
+    }
+
+    #[test]
+    fn a_named_wait_is_honoured_on_that_key_and_model() {
+        let mut c = Cooldowns::new();
+        let t = groq("llama", 0);
+        let d = c.record_failure(&t, &waiting(RateLimit, Duration::from_secs(20)), t0());
+        assert_eq!(d.action, Action::TryNext);
+        let b = d.bench.unwrap();
+        assert_eq!(
+            (b.scope, b.until),
+            (Scope::KeyModel, at(Duration::from_secs(20)))
+        );
+        assert_eq!(b.reason, "rate_limit");
+        assert!(c.blocked(&t, at(Duration::from_secs(19))).is_some());
+        assert!(c.blocked(&t, at(Duration::from_secs(20))).is_none());
+        // Another key, or another model on the same key, is not held back.
+        assert!(c.blocked(&groq("llama", 1), t0()).is_none());
+        assert!(c.blocked(&groq("mixtral", 0), t0()).is_none());
+    }
+
+    #[test]
+    fn waits_named_in_every_documented_form_reach_the_bench() {
+        let now = t0();
+        let h = |k: &str, v: &str| {
+            let mut m = HeaderMap::new();
+            m.insert(
+                reqwest::header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+            m
+        };
+        for (headers, body, want) in [
+            (h("retry-after", "Sat, 02 May 2026 15:02:00 GMT"), "", 120),
+            (h("retry-after", "30"), "", 30),
+            (
+                HeaderMap::new(),
+                r#"{"error":{"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"17s"}]}}"#,
+                17,
+            ),
+            (
+                HeaderMap::new(),
+                "Rate limit reached. Please try again in 20s.",
+                20,
+            ),
+        ] {
+            let wait = retry_after(&headers, body.as_bytes(), now);
+            assert_eq!(wait, Some(Duration::from_secs(want)), "{body}");
+            let mut c = Cooldowns::new();
+            let b = c
+                .record_failure(
+                    &groq("m", 0),
+                    &UpstreamError {
+                        retry_after: wait,
+                        ..err(RateLimit)
+                    },
+                    now,
+                )
+                .bench
+                .unwrap();
+            assert_eq!(b.until, at(Duration::from_secs(want)));
+        }
+        assert_eq!(
+            retry_after(&HeaderMap::new(), b"Please try again in 7.66s.", now),
+            Some(Duration::from_millis(7_660))
+        );
+    }
+
+    #[test]
+    fn the_ladder_climbs_by_hits_in_the_last_day_and_a_success_resets_it() {
+        let mut c = Cooldowns::new();
+        let t = groq("llama", 0);
+        let mut now = t0();
+        let mut waits = Vec::new();
+        for _ in 0..4 {
+            let b = c.record_failure(&t, &err(RateLimit), now).bench.unwrap();
+            waits.push(b.until - now);
+            now = b.until;
+        }
+        let want: Vec<TimeDelta> = [mins(2), mins(10), mins(60), DAY]
+            .iter()
+            .map(|d| TimeDelta::from_std(*d).unwrap())
+            .collect();
+        assert_eq!(waits, want);
+        // After the 24 h wait the earlier hits have left the window.
+        let b = c.record_failure(&t, &err(RateLimit), now).bench.unwrap();
+        assert_eq!(b.until - now, TimeDelta::minutes(2));
+        // The last step repeats (hits from another instance sharing the
+        // state can arrive while a bench is in force).
+        let mut c = Cooldowns::new();
+        let last = (0..6)
+            .map(|s| {
+                let now = at(Duration::from_secs(s));
+                c.record_failure(&t, &err(RateLimit), now)
+                    .bench
+                    .unwrap()
+                    .until
+                    - now
+            })
+            .last();
+        assert_eq!(last, Some(TimeDelta::days(1)));
+        // Hits older than 24 h no longer count.
+        let mut c = Cooldowns::new();
+        c.record_failure(&t, &err(RateLimit), t0());
+        c.record_failure(&t, &err(RateLimit), at(mins(5)));
+        let b = c
+            .record_failure(&t, &err(RateLimit), at(DAY + mins(1)))
+            .bench
+            .unwrap();
+        assert_eq!(b.until, at(DAY + mins(1) + mins(10)));
+        // A success starts again at 2 min.
+        c.record_success(&t, at(DAY + mins(20)));
+        let b = c
+            .record_failure(&t, &err(RateLimit), at(DAY + mins(30)))
+            .bench
+            .unwrap();
+        assert_eq!(b.until, at(DAY + mins(32)));
+    }
+
+    #[test]
+    fn a_daily_quota_waits_for_midnight_or_the_named_reset() {
+        let mut c = Cooldowns::new();
+        let t = Target::new("gemini", "flash-lite").with_key(0, "ab");
+        let daily = UpstreamError {
+            daily: true,
+            ..err(QuotaExhausted)
+        };
+        let b = c.record_failure(&t, &daily, t0()).bench.unwrap();
+        assert_eq!(b.until, next_utc_midnight(t0()));
+        assert_eq!(
+            (b.scope, b.reason.as_str()),
+            (Scope::KeyModel, "quota_exhausted")
+        );
+        assert!(c.blocked(&t, at(mins(8 * 60 + 59))).is_some());
+        assert!(c.blocked(&t, next_utc_midnight(t0())).is_none());
+        // Other Gemini models have their own daily quota.
+        assert!(
+            c.blocked(&Target::new("gemini", "flash").with_key(0, "ab"), t0())
+                .is_none()
+        );
+        let named = UpstreamError {
+            retry_after: Some(mins(173)),
+            ..daily
+        };
+        let b = Cooldowns::new()
+            .record_failure(&t, &named, t0())
+            .bench
+            .unwrap();
+        assert_eq!(b.until, at(mins(173)));
+    }
+
+    #[test]
+    fn a_spent_balance_benches_the_key_for_a_day() {
+        let mut c = Cooldowns::new();
+        let t = Target::new("openai", "gpt-4o-mini").with_key(0, "k0");
+        let b = c
+            .record_failure(&t, &err(QuotaExhausted), t0())
+            .bench
+            .unwrap();
+        assert_eq!((b.scope, b.until), (Scope::Key, at(DAY)));
+        assert!(
+            c.blocked(&Target::new("openai", "gpt-4o").with_key(0, "k0"), t0())
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn key_problems_bench_the_key() {
+        let mut c = Cooldowns::new();
+        let k0 = groq("llama", 0);
+        let b = c.record_failure(&k0, &err(Auth), t0()).bench.unwrap();
+        assert_eq!((b.scope, b.target.as_str()), (Scope::Key, "groq#key0:fp0"));
+        assert_eq!(b.until, at(KEY_AUTH));
+        assert_eq!(KEY_AUTH, mins(5));
+        // Every model on that key waits; the provider's other key does not.
+        assert!(c.blocked(&groq("mixtral", 0), at(mins(4))).is_some());
+        assert!(c.blocked(&groq("mixtral", 0), at(mins(5))).is_none());
+        assert!(c.blocked(&groq("llama", 1), t0()).is_none());
+        for class in [Payment, Forbidden] {
+            let mut c = Cooldowns::new();
+            let d = c.record_failure(&k0, &err(class), t0());
+            assert_eq!(d.action, Action::TryNext);
+            let b = d.bench.unwrap();
+            assert_eq!((b.scope, b.until), (Scope::Key, at(DAY)), "{class}");
+            assert!(c.blocked(&k0, at(DAY - mins(1))).is_some());
+            assert!(c.blocked(&k0, at(DAY)).is_none());
+        }
+        // A shorter bench never cuts a longer one short.
+        let mut c = Cooldowns::new();
+        c.record_failure(&k0, &err(Payment), t0());
+        let b = c
+            .record_failure(&k0, &err(Auth), at(mins(1)))
+            .bench
+            .unwrap();
+        assert_eq!(b.until, at(DAY));
+        assert_eq!(b.reason, "payment");
+    }
+
+    #[test]
+    fn a_keyless_provider_is_benched_whole() {
+        let mut c = Cooldowns::new();
+        let t = Target::new("ollama", "qwen");
+        let b = c.record_failure(&t, &err(Auth), t0()).bench.unwrap();
+        assert_eq!(b.target, "ollama");
+        assert!(c.blocked(&Target::new("ollama", "llama"), t0()).is_some());
+    }
+
+    #[test]
+    fn server_errors_and_timeouts_skip_the_provider_for_this_request_only() {
+        for class in [ServerError, Overloaded, Timeout, Transport] {
+            let mut c = Cooldowns::new();
+            let t = groq("llama", 0);
+            let d = c.record_failure(&t, &err(class), t0());
+            assert_eq!(
+                d,
+                Decision {
+                    action: Action::SkipProvider,
+                    bench: None
+                },
+                "{class}"
+            );
+            assert!(c.blocked(&t, t0()).is_none());
+        }
+    }
+
+    #[test]
+    fn a_model_failing_three_times_in_fifteen_minutes_is_benched_ten() {
+        let mut c = Cooldowns::new();
+        // Failures on different keys all count against the model.
+        assert_eq!(
+            c.record_failure(&groq("llama", 0), &err(ServerError), t0())
+                .bench,
+            None
+        );
+        assert_eq!(
+            c.record_failure(&groq("llama", 1), &err(Timeout), at(mins(7)))
+                .bench,
+            None
+        );
+        let d = c.record_failure(&groq("llama", 0), &err(ModelNotFound), at(mins(14)));
+        assert_eq!(d.action, Action::TryNext);
+        let b = d.bench.unwrap();
+        assert_eq!((b.scope, b.target.as_str()), (Scope::Model, "groq::llama"));
+        assert_eq!(
+            (b.until, b.reason.as_str()),
+            (at(mins(24)), REPEATED_FAILURES)
+        );
+        assert!(c.blocked(&groq("llama", 1), at(mins(23))).is_some());
+        assert!(c.blocked(&groq("mixtral", 0), at(mins(15))).is_none());
+        // Three failures spread over more than 15 minutes are not enough.
+        let mut c = Cooldowns::new();
+        for m in [0, 10, 16] {
+            assert_eq!(
+                c.record_failure(&groq("llama", 0), &err(Overloaded), at(mins(m)))
+                    .bench,
+                None
+            );
+        }
+        // Transport failures are the path's, not the model's.
+        let mut c = Cooldowns::new();
+        for m in [0, 1, 2] {
+            assert_eq!(
+                c.record_failure(&groq("llama", 0), &err(Transport), at(mins(m)))
+                    .bench,
+                None
+            );
+        }
+    }
+
+    #[test]
+    fn the_clients_own_errors_go_straight_back() {
+        for class in [ContextLength, BadRequest] {
+            let mut c = Cooldowns::new();
+            let d = c.record_failure(&groq("llama", 0), &err(class), t0());
+            assert_eq!(
+                d,
+                Decision {
+                    action: Action::ReturnToClient,
+                    bench: None
+                }
+            );
+            assert_eq!(c, Cooldowns::new());
+        }
+    }
+
+    #[test]
+    fn earliest_retry_prune_and_active() {
+        let mut c = Cooldowns::new();
+        let a = groq("a", 0);
+        let b = groq("b", 0);
+        c.record_failure(&a, &waiting(RateLimit, mins(3)), t0());
+        c.record_failure(&b, &waiting(RateLimit, mins(8)), t0());
+        assert_eq!(c.earliest_retry([&a, &b], t0()), Some(at(mins(3))));
+        assert_eq!(c.earliest_retry([&a, &b, &groq("c", 0)], t0()), Some(t0()));
+        assert_eq!(c.earliest_retry([], t0()), None);
+        assert_eq!(c.active(at(mins(5))).count(), 1);
+        c.prune(at(mins(5)));
+        assert_eq!(
+            c.active(t0())
+                .map(|b| b.target.as_str())
+                .collect::<Vec<_>>(),
+            ["groq#key0:fp0::b"]
+        );
+        // Ladder hits outlive the bench, until the day is over.
+        c.prune(at(mins(60)));
+        assert_eq!(c.active(t0()).count(), 0);
+        let hit = c
+            .record_failure(&a, &err(RateLimit), at(mins(61)))
+            .bench
+            .unwrap();
+        assert_eq!(hit.until, at(mins(71)));
+        c.prune(at(DAY + mins(62)));
+        assert_eq!(c, Cooldowns::new());
+    }
+
+    #[test]
+    fn a_store_survives_a_round_trip_through_json() {
+        let mut c = Cooldowns::new();
+        c.record_failure(&groq("a", 0), &err(RateLimit), t0());
+        c.record_failure(&groq("a", 1), &err(Auth), t0());
+        c.record_failure(&groq("b", 0), &err(ServerError), t0());
+        let json = serde_json::to_string_pretty(&c).unwrap();
+        assert!(
+            json.contains("\"until\": \"2026-05-02T15:02:00Z\""),
+            "{json}"
+        );
+        assert!(json.contains("\"scope\": \"key_model\""), "{json}");
+        let back: Cooldowns = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, c);
+        // The ladder is remembered: the next hit waits 10 min.
+        let mut back = back;
+        let b = back
+            .record_failure(&groq("a", 0), &err(RateLimit), at(mins(3)))
+            .bench
+            .unwrap();
+        assert_eq!(b.until, at(mins(13)));
+        assert_eq!(
+            serde_json::from_str::<Cooldowns>("{}").unwrap(),
+            Cooldowns::new()
+        );
+    }
+}
