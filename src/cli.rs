@@ -307,7 +307,7 @@ pub struct RouteArgs {
     /// Where --serve listens [default: 127.0.0.1:8080, or [route] listen].
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<std::net::SocketAddr>,
-    /// auto, a model id, provider::model, or an alias [default: auto].
+    /// auto, a model id, an alias, or a pinned provider::model [default: auto].
     #[arg(long, short = 'm', value_name = "MODEL")]
     pub model: Option<String>,
     /// A system message.

@@ -83,7 +83,10 @@ pub fn candidates(
             .enumerate()
             .map(move |(mi, m)| ((pi, mi), p, m))
     });
-    let (label, mut found): (String, Vec<((usize, usize), Candidate)>) = match choice {
+    // Each candidate with its place in the catalog (or the alias), for the
+    // final tie-break.
+    type Placed = ((usize, usize), Candidate);
+    let (label, mut found): (String, Vec<Placed>) = match choice {
         Choice::Auto => (
             "auto".into(),
             all.map(|(i, p, m)| (i, cand(p, m))).collect(),
