@@ -331,9 +331,6 @@ pub struct RouteArgs {
     /// The variable holding the bearer token --serve requires.
     #[arg(long, value_name = "VAR")]
     pub auth_token_env: Option<String>,
-    /// Print cooldowns, usage and routable models per provider, then stop.
-    #[arg(long)]
-    pub status: bool,
 }
 
 /// Start local fake providers and run `check` against them: no keys, no network.

@@ -84,9 +84,7 @@ fn dispatch(cli: Cli) -> Result<u8, Error> {
         Command::Rollup(a) => rollup::run(&settings::Settings::load(&g)?, a),
         Command::Brief(a) => brief::run(&settings::Settings::load(&g)?, a),
         Command::State(a) => statecmd::run(&settings::Settings::load(&g)?, a),
-        Command::Route(_) => Err(error::Error::config(
-            "route is not finished yet in this build",
-        )),
+        Command::Route(a) => cmd::route::run(&settings::Settings::load(&g)?, a),
         Command::Demo(a) => demo::run(&g, a),
         Command::FakeProvider(a) => fake::run(&g, a),
     }

@@ -74,6 +74,11 @@ pub use route::RouteSettings;
 
 mod route;
 
+/// The ranges of `[route]` numbers, for the flags that override them.
+pub mod route_bounds {
+    pub use super::route::{BUDGET_SECS, MAX_ATTEMPTS};
+}
+
 /// `api_key_env`: a single name or a list of names.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]

@@ -7,4 +7,5 @@ pub mod brief;
 pub mod check;
 pub mod demo;
 pub mod rollup;
+pub mod route;
 pub mod state;

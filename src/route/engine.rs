@@ -121,7 +121,7 @@ impl Engine {
             .map(Arc::new)
             .collect();
         let redactor = Redactor::new(providers.iter().flat_map(|p| p.secrets().cloned()));
-        let states = Arc::new(StateWatcher::new(stats_dir.join(crate::settings::STATE_FILE))?);
+        let states = Arc::new(StateWatcher::open(&stats_dir.join(crate::settings::STATE_FILE))?);
         let mut saved: RouteState<Cooldowns> = persist::load(&persist::path(&stats_dir))?;
         saved.cooldowns.prune(clock.now());
         Ok(Engine {

@@ -11,3 +11,6 @@ pub mod choose;
 pub mod clock;
 pub mod health;
 pub mod persist;
+pub mod engine;
+pub mod send;
+pub mod serve;

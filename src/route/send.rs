@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::catalog::ApiKey;
 use crate::classify::{self, ErrorClass, UpstreamError};
 use crate::dialect::{self, ChatRequest, StreamItem, StreamMapper, Usage};
-use crate::http::{self, TransportError};
+use crate::http;
 use crate::secret::Redactor;
 
 use super::choose::Candidate;
@@ -178,8 +178,6 @@ pub async fn open_stream(
                 ));
             }
         };
-        let ended = items.is_empty() && false;
-        let _ = ended;
         let mut done = false;
         for item in items {
             match item {
@@ -292,6 +290,3 @@ pub fn redact_value(v: Value, redactor: &Redactor) -> Value {
         other => other,
     }
 }
-
-#[allow(dead_code)]
-fn _assert_transport(_: TransportError) {}

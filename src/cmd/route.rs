@@ -1,0 +1,231 @@
+//! `llmprobe route`: one prompt from the command line, or `--serve` for an
+//! OpenAI-compatible endpoint. Both go through one [`Engine`].
+
+use std::io::{IsTerminal, Read};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::catalog::{RouteSettings, bounded_secs};
+use crate::cli::RouteArgs;
+use crate::dialect::{ChatRequest, ChatMessage};
+use crate::error::{Error, Result};
+use crate::exit;
+use crate::output;
+use crate::route::clock::Clock;
+use crate::route::engine::{Engine, Exhausted, trail};
+use crate::route::{send, serve};
+use crate::secret::Secret;
+use crate::server;
+use crate::settings::Settings;
+
+/// How long in-flight requests may take to finish after SIGTERM.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
+    let settings = settings(&s.catalog.route, &a)?;
+    if !a.serve && a.listen.is_some() {
+        return Err(Error::config("--listen goes with --serve"));
+    }
+    let rt = server::runtime(2)?;
+    let engine = Arc::new(Engine::new(
+        &s.catalog,
+        settings,
+        s.stats_dir.clone(),
+        crate::http::client()?,
+        Clock::from_env(),
+    )?);
+    if a.serve {
+        serve_until_signal(&rt, engine)
+    } else {
+        one_shot(&rt, engine, &a)
+    }
+}
+
+/// `[route]` with the command line's overrides, validated.
+fn settings(base: &RouteSettings, a: &RouteArgs) -> Result<RouteSettings> {
+    let mut s = base.clone();
+    if let Some(n) = a.max_attempts {
+        if !crate::catalog::route_bounds::MAX_ATTEMPTS.contains(&n) {
+            return Err(Error::config(format!(
+                "--max-attempts {n} is out of range: expected 1 to 100"
+            )));
+        }
+        s.max_attempts = n;
+    }
+    if let Some(b) = a.budget {
+        s.budget = bounded_secs(b, crate::catalog::route_bounds::BUDGET_SECS, true)
+            .map_err(|why| Error::config(format!("--budget {why}")))?;
+    }
+    if let Some(l) = a.listen {
+        s.listen = l;
+    }
+    if let Some(v) = &a.auth_token_env {
+        s.auth_token_env = Some(v.clone());
+    }
+    Ok(s)
+}
+
+fn request(a: &RouteArgs) -> Result<ChatRequest> {
+    let prompt = match &a.prompt {
+        Some(p) => p.clone(),
+        None if std::io::stdin().is_terminal() => {
+            return Err(Error::config(
+                "no prompt: give one as an argument (llmprobe route \"...\") or on stdin",
+            ));
+        }
+        None => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|e| Error::io("cannot read the prompt from stdin", e))?;
+            text
+        }
+    };
+    if prompt.trim().is_empty() {
+        return Err(Error::config("the prompt is empty"));
+    }
+    let mut messages = Vec::new();
+    if let Some(sys) = &a.system {
+        messages.push(ChatMessage::text("system", sys));
+    }
+    messages.push(ChatMessage::text("user", &prompt));
+    let mut req = ChatRequest::new(a.model.clone().unwrap_or_else(|| "auto".into()), messages);
+    req.max_tokens = a.max_tokens;
+    req.temperature = a.temperature;
+    Ok(req)
+}
+
+fn one_shot(rt: &tokio::runtime::Runtime, engine: Arc<Engine>, a: &RouteArgs) -> Result<u8> {
+    let req = request(a)?;
+    let e = engine.clone();
+    let result = rt.block_on(engine.route(a.model.as_deref(), |c, key| {
+        let (e, req) = (e.clone(), req.clone());
+        async move { send::complete(&e.client, &c, key.as_ref(), &req, &e.redactor, &e.clock).await }
+    }));
+    engine.save_if_dirty()?;
+    match result {
+        Ok(s) => {
+            if a.json {
+                output::print_json(&json!({
+                    "routed_via": s.via,
+                    "fallback_attempts": s.fallbacks(),
+                    "attempts": s.attempts,
+                    "response": s.value.body,
+                }))?;
+            } else {
+                output::println(&answer_text(&s.value.body))?;
+            }
+            let mut via = format!("via {}", s.via);
+            if s.fallbacks() > 0 {
+                via.push_str(&format!(
+                    " after {} failed attempt(s): {}",
+                    s.fallbacks(),
+                    trail(&s.attempts, 300)
+                ));
+            }
+            eprintln!("{via}");
+            Ok(exit::SUCCESS)
+        }
+        Err(x) => {
+            let code = exhausted_code(&x);
+            if a.json {
+                output::print_json(&json!({
+                    "error": x.error.body(engine.clock.now())["error"],
+                    "attempts": x.attempts,
+                }))?;
+            }
+            eprintln!("{}", exhausted_text(&x));
+            Ok(code)
+        }
+    }
+}
+
+/// The text of the first choice.
+fn answer_text(body: &Value) -> String {
+    body["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// 2 for a request that can never succeed as written (unknown model, or
+/// refused by the upstream as malformed); 5 when candidates were exhausted.
+fn exhausted_code(x: &Exhausted) -> u8 {
+    match x.error.status.as_u16() {
+        404 | 400 | 413 | 422 => exit::USAGE,
+        _ => exit::EXHAUSTED,
+    }
+}
+
+fn exhausted_text(x: &Exhausted) -> String {
+    let mut out = format!("error: {}", x.error.message);
+    for a in &x.attempts {
+        out.push_str(&format!("\n  {}", a.model));
+        if let Some(k) = &a.key {
+            out.push_str(&format!(" (key {k})"));
+        }
+        out.push_str(&format!(": {}", a.class));
+        if let Some(st) = a.status {
+            out.push_str(&format!(" ({st})"));
+        }
+        if let Some(m) = &a.message {
+            out.push_str(&format!(": {m}"));
+        }
+        if let Some(at) = a.retry_at {
+            out.push_str(&format!("; retry after {}", crate::time::format_ts(at)));
+        }
+    }
+    if let Some(at) = x.error.retry_at {
+        out.push_str(&format!(
+            "\nthe first candidate is usable again at {}",
+            crate::time::format_ts(at)
+        ));
+    }
+    out
+}
+
+fn serve_until_signal(rt: &tokio::runtime::Runtime, engine: Arc<Engine>) -> Result<u8> {
+    let token = match &engine.settings.auth_token_env {
+        None => None,
+        Some(var) => Some(Secret::new(
+            std::env::var(var)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| {
+                    Error::config(format!(
+                        "auth_token_env names {var}, which is not set: set it, or drop the setting to serve without auth"
+                    ))
+                })?,
+        )),
+    };
+    let listen = engine.settings.listen;
+    if !listen.ip().is_loopback() && token.is_none() {
+        eprintln!(
+            "warning: listening on {listen}, beyond this machine, without auth: anyone who can reach it spends your quotas. Set [route] auth_token_env or --auth-token-env."
+        );
+    }
+    let app = Arc::new(serve::App {
+        engine: engine.clone(),
+        token,
+    });
+    rt.block_on(async {
+        let poller = engine.states.clone().spawn_poller(serve::STATE_POLL);
+        let (srv, stopping) = server::start(listen, serve::router(app), "route").await?;
+        let saver = tokio::spawn(serve::saver(engine.clone(), stopping));
+        output::println(&format!(
+            "llmprobe route: listening on {}/v1 ({} routable models)",
+            srv.url(),
+            engine.routable().len()
+        ))?;
+        server::wait_for_signal().await?;
+        eprintln!("route: shutting down; letting requests in flight finish");
+        srv.shutdown(SHUTDOWN_GRACE).await;
+        poller.abort();
+        let _ = saver.await;
+        Ok::<(), Error>(())
+    })?;
+    engine.save_if_dirty()?;
+    Ok(exit::SUCCESS)
+}

@@ -1,0 +1,297 @@
+//! `route --serve`: the OpenAI-compatible endpoint.
+//!
+//! - `POST /v1/chat/completions`, streaming or not: routed by the engine;
+//!   failures before the first byte fall over invisibly, a failure after it
+//!   ends the stream with an OpenAI-style error event and `data: [DONE]`.
+//! - `GET /v1/models`: the routable models, plus `auto`.
+//! - `GET /livez`, `GET /readyz`.
+//!
+//! Every response carries `X-Routed-Via`, `X-Fallback-Attempts` and
+//! `X-Fallback-Trail` where a request was routed. Bad input gets an
+//! OpenAI-shaped 4xx and the server stays up.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures_util::StreamExt;
+use serde_json::json;
+
+use crate::dialect::ChatRequest;
+use crate::secret::Secret;
+
+use super::api_error::ApiError;
+use super::engine::{Attempt, Engine, Exhausted, trail};
+use super::send::{self, StreamEvent};
+
+/// Request heads larger than this get a 431.
+pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+/// `X-Fallback-Trail` is cut to about this many characters.
+pub const TRAIL_CAP: usize = 512;
+
+pub struct App {
+    pub engine: Arc<Engine>,
+    /// The inbound bearer token, if auth is on.
+    pub token: Option<Secret>,
+}
+
+/// The router, with its limits.
+pub fn router(app: Arc<App>) -> Router {
+    let limit = app.engine.settings.max_body_bytes;
+    let v1 = Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/models", get(models))
+        .route_layer(middleware::from_fn_with_state(app.clone(), auth));
+    Router::new()
+        .merge(v1)
+        .route("/livez", get(livez))
+        .route("/readyz", get(readyz))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn(header_limit))
+        .with_state(app)
+}
+
+async fn header_limit(req: Request, next: Next) -> Response {
+    let size: usize = req
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len() + 4)
+        .sum();
+    if size > MAX_HEADER_BYTES {
+        return ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "invalid_request_error",
+            "headers_too_large",
+            format!("request headers exceed {MAX_HEADER_BYTES} bytes"),
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
+
+/// Bearer auth, compared in constant time.
+async fn auth(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    if let Some(token) = &app.token {
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        let ok: bool = subtle::ConstantTimeEq::ct_eq(given.as_bytes(), token.expose().as_bytes()).into();
+        if !ok {
+            return ApiError::unauthorized().into_response_at(app.engine.clock.now());
+        }
+    }
+    next.run(req).await
+}
+
+async fn not_found() -> Response {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "invalid_request_error",
+        "unknown_url",
+        "unknown path: this server serves POST /v1/chat/completions, GET /v1/models, /livez and /readyz",
+    )
+    .into_response()
+}
+
+async fn livez() -> Response {
+    axum::Json(json!({"status": "ok"})).into_response()
+}
+
+async fn readyz(State(app): State<Arc<App>>) -> Response {
+    let engine = app.engine.clone();
+    let (not_ready, routable) = tokio::task::spawn_blocking(move || {
+        (engine.not_ready(), engine.routable().len())
+    })
+    .await
+    .unwrap_or((Some("internal_error"), 0));
+    match not_ready {
+        None => axum::Json(json!({"status": "ready", "routable_models": routable})).into_response(),
+        Some(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(json!({"status": "not_ready", "reason": reason, "routable_models": 0})),
+        )
+            .into_response(),
+    }
+}
+
+async fn models(State(app): State<Arc<App>>) -> Response {
+    let engine = app.engine.clone();
+    let routable = tokio::task::spawn_blocking(move || engine.routable())
+        .await
+        .unwrap_or_default();
+    let mut data = vec![json!({"id": "auto", "object": "model", "created": 0, "owned_by": "llmprobe"})];
+    for m in routable {
+        let owner = m.split_once("::").map(|(p, _)| p.to_string()).unwrap_or_default();
+        data.push(json!({"id": m, "object": "model", "created": 0, "owned_by": owner}));
+    }
+    axum::Json(json!({"object": "list", "data": data})).into_response()
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
+}
+
+async fn chat(State(app): State<Arc<App>>, headers: HeaderMap, body: Result<Bytes, axum::extract::rejection::BytesRejection>) -> Response {
+    let engine = app.engine.clone();
+    let now = || engine.clock.now();
+    let body = match body {
+        Ok(b) => b,
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_request_error",
+                "request_too_large",
+                format!("request body exceeds {} bytes", engine.settings.max_body_bytes),
+            )
+            .into_response_at(now());
+        }
+        Err(e) => {
+            return ApiError::invalid("invalid_body", format!("cannot read the request body: {e}"))
+                .into_response_at(now());
+        }
+    };
+    if !is_json(&headers) {
+        return ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid_request_error",
+            "unsupported_media_type",
+            "send the request as Content-Type: application/json",
+        )
+        .into_response_at(now());
+    }
+    let req = match ChatRequest::from_openai_json(&body) {
+        Ok(r) => r,
+        Err(e) => return ApiError::invalid("invalid_request", e.to_string()).into_response_at(now()),
+    };
+    let model = Some(req.model.clone()).filter(|m| !m.is_empty());
+    let timeout = engine.settings.request_timeout;
+    if req.stream {
+        stream(engine, req, model).await
+    } else {
+        match tokio::time::timeout(timeout, complete(engine.clone(), req, model)).await {
+            Ok(r) => r,
+            Err(_) => ApiError::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "api_error",
+                "request_timeout",
+                format!("no answer within {}", crate::http::human_duration(timeout)),
+            )
+            .into_response_at(engine.clock.now()),
+        }
+    }
+}
+
+async fn complete(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) -> Response {
+    let e2 = engine.clone();
+    let served = engine
+        .route(model.as_deref(), |c, key| {
+            let (e, req) = (e2.clone(), req.clone());
+            async move { send::complete(&e.client, &c, key.as_ref(), &req, &e.redactor, &e.clock).await }
+        })
+        .await;
+    match served {
+        Ok(s) => {
+            let mut resp = axum::Json(s.value.body).into_response();
+            routed_headers(resp.headers_mut(), Some(&s.via), &s.attempts);
+            resp
+        }
+        Err(x) => exhausted(&engine, x),
+    }
+}
+
+fn exhausted(engine: &Engine, x: Exhausted) -> Response {
+    let mut resp = x.error.into_response_at(engine.clock.now());
+    routed_headers(resp.headers_mut(), None, &x.attempts);
+    resp
+}
+
+fn routed_headers(h: &mut HeaderMap, via: Option<&str>, attempts: &[Attempt]) {
+    let mut set = |name: &'static str, value: String| {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            h.insert(name, v);
+        }
+    };
+    if let Some(via) = via {
+        set("x-routed-via", via.to_string());
+    }
+    set(
+        "x-fallback-attempts",
+        attempts.iter().filter(|a| a.failed()).count().to_string(),
+    );
+    if !attempts.is_empty() {
+        set("x-fallback-trail", trail(attempts, TRAIL_CAP));
+    }
+}
+
+async fn stream(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) -> Response {
+    let e2 = engine.clone();
+    let idle = engine.settings.idle_timeout;
+    let served = engine
+        .route(model.as_deref(), |c, key| {
+            let (e, req) = (e2.clone(), req.clone());
+            async move {
+                send::open_stream(&e.client, &c, key.as_ref(), &req, &e.redactor, &e.clock, idle).await
+            }
+        })
+        .await;
+    let s = match served {
+        Ok(s) => s,
+        Err(x) => return exhausted(&engine, x),
+    };
+    let first = futures_util::stream::iter(s.value.first.into_iter().map(StreamEvent::Chunk));
+    let events = first.chain(s.value.rest);
+    let idle_text = crate::http::human_duration(idle);
+    let body = events.map(move |ev| -> Result<Bytes, Infallible> {
+        Ok(Bytes::from(match ev {
+            StreamEvent::Chunk(v) => format!("data: {v}\n\n"),
+            StreamEvent::Done => "data: [DONE]\n\n".to_string(),
+            StreamEvent::Failed(msg) => stream_error(&format!("the upstream failed mid-stream: {msg}")),
+            StreamEvent::Stalled => stream_error(&format!("the upstream sent nothing for {idle_text}")),
+        }))
+    });
+    let mut resp = Response::new(Body::from_stream(body));
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    routed_headers(h, Some(&s.via), &s.attempts);
+    resp
+}
+
+/// An OpenAI-style error event, then the end of the stream.
+fn stream_error(message: &str) -> String {
+    let ev = json!({"error": {"message": message, "type": "api_error", "code": "upstream_stream_failed", "param": null}});
+    format!("data: {ev}\n\ndata: [DONE]\n\n")
+}
+
+/// Save the cooldowns shortly after they change, until `stop` fires.
+pub async fn saver(engine: Arc<Engine>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = engine.changed.notified() => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        tokio::time::sleep(super::engine::SAVE_DEBOUNCE).await;
+        let e = engine.clone();
+        if let Ok(Err(err)) = tokio::task::spawn_blocking(move || e.save_if_dirty()).await {
+            eprintln!("route: cannot save the route state: {err}");
+        }
+    }
+}
+
+/// How often the state file is checked for changes.
+pub const STATE_POLL: Duration = Duration::from_millis(500);
