@@ -18,7 +18,7 @@ mod stream;
 mod tests;
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -33,7 +33,7 @@ use axum::response::Response;
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 pub use self::behaviour::{
     Behaviour, NAMES as BEHAVIOUR_NAMES, STREAMING as BEHAVIOUR_STREAMING, parse_script,
@@ -134,7 +134,7 @@ struct Inner {
     /// Requests so far per scripted model, to pick the next behaviour.
     counters: Mutex<HashMap<String, usize>>,
     requests: Mutex<Vec<RecordedRequest>>,
-    record: Option<Mutex<File>>,
+    record: Option<Recorder>,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -154,14 +154,12 @@ impl std::fmt::Debug for FakeServer {
 
 /// Bind 127.0.0.1 and serve in the background of the current tokio runtime.
 pub async fn start(cfg: FakeConfig) -> Result<FakeServer> {
-    let record = match &cfg.record {
-        Some(p) => Some(Mutex::new(
-            OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| Error::io(format!("cannot open record file {}", p.display()), e))?,
-        )),
+    let record = match cfg.record.clone() {
+        Some(p) => Some(
+            tokio::task::spawn_blocking(move || Recorder::open(&p))
+                .await
+                .map_err(|e| Error::Internal(format!("opening the record file: {e}")))??,
+        ),
         None => None,
     };
     let bind = SocketAddr::from((Ipv4Addr::LOCALHOST, cfg.port));
@@ -427,21 +425,21 @@ impl Inner {
         }
     }
 
-    fn record(&self, r: RecordedRequest) {
-        // Holding the list's lock while writing keeps the file in the same
-        // order as `GET /_fake/requests`.
-        let mut list = lock(&self.requests);
-        if let Some(file) = &self.record {
-            let mut line = serde_json::to_string(&r).unwrap_or_default();
-            line.push('\n');
-            // One write per line keeps lines whole when several fakes share
-            // the file in append mode.
-            let mut f = lock(file);
-            if let Err(e) = f.write_all(line.as_bytes()).and_then(|()| f.flush()) {
-                eprintln!("fake provider: cannot append to the record file: {e}");
-            }
+    /// Keep `r`, and wait until it is in the record file, so that a client
+    /// that has its answer finds its request there.
+    async fn record(&self, r: RecordedRequest) {
+        let written = {
+            // Queueing the line under the list's lock keeps the file in the
+            // same order as `GET /_fake/requests`.
+            let mut list = lock(&self.requests);
+            let written = self.record.as_ref().map(|rec| rec.append(&r));
+            list.push(r);
+            written
+        };
+        if let Some(w) = written {
+            // An error means the writer is gone; it said why on stderr.
+            let _ = w.await;
         }
-        list.push(r);
     }
 
     /// Sleep, unless the server is shutting down.
@@ -454,6 +452,53 @@ impl Inner {
             _ = tokio::time::sleep(d) => {}
             _ = stop.wait_for(|s| *s) => {}
         }
+    }
+}
+
+/// Appends record lines on a thread of its own, so that request handlers
+/// never block a runtime thread on file I/O. Lines are written in the order
+/// they were queued; each is acknowledged once written.
+struct Recorder {
+    queue: std::sync::mpsc::Sender<(String, oneshot::Sender<()>)>,
+}
+
+impl Recorder {
+    fn open(path: &std::path::Path) -> Result<Recorder> {
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| Error::io(format!("cannot open record file {}", path.display()), e))?;
+        let (queue, lines) = std::sync::mpsc::channel::<(String, oneshot::Sender<()>)>();
+        std::thread::Builder::new()
+            .name("fake-record".into())
+            .spawn(move || {
+                // Ends when the server, and with it the queue, is dropped.
+                while let Ok(first) = lines.recv() {
+                    // Lines that queued up meanwhile go out in one write.
+                    // Whole lines per write keep them whole when several
+                    // fakes share the file in append mode.
+                    let batch: Vec<_> = std::iter::once(first).chain(lines.try_iter()).collect();
+                    let text: String = batch.iter().map(|(l, _)| l.as_str()).collect();
+                    if let Err(e) = file.write_all(text.as_bytes()).and_then(|()| file.flush()) {
+                        eprintln!("fake provider: cannot append to the record file: {e}");
+                    }
+                    for (_, done) in batch {
+                        let _ = done.send(());
+                    }
+                }
+            })
+            .map_err(|e| Error::io("cannot start the record file writer", e))?;
+        Ok(Recorder { queue })
+    }
+
+    /// Queue `r`; the receiver fires once it is written.
+    fn append(&self, r: &RecordedRequest) -> oneshot::Receiver<()> {
+        let mut line = serde_json::to_string(r).unwrap_or_default();
+        line.push('\n');
+        let (done, written) = oneshot::channel();
+        let _ = self.queue.send((line, done));
+        written
     }
 }
 
@@ -476,7 +521,7 @@ async fn handle(
     };
     let Some(ep) = endpoint(&uri).filter(|_| method == Method::POST) else {
         let msg = format!("no fake endpoint for {method} {}", uri.path());
-        inner.record(rec);
+        inner.record(rec).await;
         return respond::json_response(
             StatusCode::NOT_FOUND,
             &json!({"error": {"message": msg, "type": "invalid_request_error"}}),
@@ -490,7 +535,7 @@ async fn handle(
     let call = match parse_call(ep, &headers, &uri, &body) {
         Ok(c) => c,
         Err(msg) => {
-            inner.record(rec);
+            inner.record(rec).await;
             return respond::bad_request(dialect, &msg);
         }
     };
@@ -498,7 +543,7 @@ async fn handle(
     rec.model = Some(call.model.clone());
     rec.behaviour = Some(behaviour.to_string());
     rec.stream = call.stream.is_some();
-    inner.record(rec);
+    inner.record(rec).await;
     answer(&inner, &call, behaviour).await
 }
 
