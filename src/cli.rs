@@ -370,7 +370,11 @@ pub struct FakeArgs {
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
     /// Script a model's behaviour: MODEL=B1,B2,… cycled per request (repeatable).
-    #[arg(long = "script", value_name = "MODEL=BEHAVIOURS")]
+    #[arg(
+        long = "script",
+        value_name = "MODEL=BEHAVIOURS",
+        long_help = crate::fake::script_help()
+    )]
     pub scripts: Vec<String>,
     /// Artificial latency added to every answer, in ms.
     #[arg(long, default_value = "0")]

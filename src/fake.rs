@@ -3,7 +3,8 @@
 //!
 //! One server speaks all three dialects (OpenAI chat completions, Anthropic
 //! Messages, Gemini generateContent) under any path prefix, so a catalog can
-//! point every provider at it. Each request gets a [`Behaviour`]: scripted
+//! point every provider at it, streamed or not (`"stream": true`, Gemini's
+//! `:streamGenerateContent`). Each request gets a [`Behaviour`]: scripted
 //! per model with `--script MODEL=B1,B2,…` (cycled), or read from the model
 //! id itself, so a model named `e500` always fails with a 500. Correct
 //! answers come from [`Pool::solve`], so the fake needs no shared state with
@@ -12,11 +13,12 @@
 
 mod behaviour;
 mod respond;
+mod stream;
 #[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -27,13 +29,16 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
-pub use self::behaviour::{Behaviour, NAMES as BEHAVIOUR_NAMES, parse_script};
+pub use self::behaviour::{
+    Behaviour, NAMES as BEHAVIOUR_NAMES, STREAMING as BEHAVIOUR_STREAMING, parse_script,
+    script_help,
+};
 use crate::cli::{FakeArgs, GlobalArgs};
 pub use crate::dialect::Dialect;
 use crate::error::{Error, Result};
@@ -119,6 +124,9 @@ pub struct RecordedRequest {
     /// The behaviour chosen, or `None` when the request was rejected first.
     pub behaviour: Option<String>,
     pub auth: bool,
+    /// The client asked for a streamed answer.
+    #[serde(default)]
+    pub stream: bool,
 }
 
 struct Inner {
@@ -126,7 +134,7 @@ struct Inner {
     /// Requests so far per scripted model, to pick the next behaviour.
     counters: Mutex<HashMap<String, usize>>,
     requests: Mutex<Vec<RecordedRequest>>,
-    record: Option<Mutex<File>>,
+    record: Option<Recorder>,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -146,14 +154,12 @@ impl std::fmt::Debug for FakeServer {
 
 /// Bind 127.0.0.1 and serve in the background of the current tokio runtime.
 pub async fn start(cfg: FakeConfig) -> Result<FakeServer> {
-    let record = match &cfg.record {
-        Some(p) => Some(Mutex::new(
-            OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| Error::io(format!("cannot open record file {}", p.display()), e))?,
-        )),
+    let record = match cfg.record.clone() {
+        Some(p) => Some(
+            tokio::task::spawn_blocking(move || Recorder::open(&p))
+                .await
+                .map_err(|e| Error::Internal(format!("opening the record file: {e}")))??,
+        ),
         None => None,
     };
     let bind = SocketAddr::from((Ipv4Addr::LOCALHOST, cfg.port));
@@ -242,18 +248,54 @@ struct Call {
     prompt: String,
     /// The key sent, kept only for `echo-key`.
     key: Option<String>,
+    /// `None`: one JSON answer.
+    stream: Option<stream::Mode>,
+    /// OpenAI `stream_options.include_usage`.
+    include_usage: bool,
 }
 
-fn dialect_of(path: &str) -> Option<(Dialect, Option<String>)> {
+/// Which dialect's endpoint a path is.
+struct Endpoint {
+    dialect: Dialect,
+    /// Gemini's model, from the path.
+    model: Option<String>,
+    /// Gemini's `:streamGenerateContent`, and how it streams.
+    stream: Option<stream::Mode>,
+}
+
+fn endpoint(uri: &Uri) -> Option<Endpoint> {
+    let path = uri.path();
+    let plain = |dialect| Endpoint {
+        dialect,
+        model: None,
+        stream: None,
+    };
     if path.ends_with("/chat/completions") {
-        return Some((Dialect::Openai, None));
+        return Some(plain(Dialect::Openai));
     }
     if path.ends_with("/messages") {
-        return Some((Dialect::Anthropic, None));
+        return Some(plain(Dialect::Anthropic));
     }
-    let rest = path.strip_suffix(":generateContent")?;
+    let (rest, stream) = match path.strip_suffix(":generateContent") {
+        Some(rest) => (rest, None),
+        None => {
+            let sse = uri
+                .query()
+                .is_some_and(|q| q.split('&').any(|kv| kv == "alt=sse"));
+            let mode = if sse {
+                stream::Mode::Sse
+            } else {
+                stream::Mode::JsonArray
+            };
+            (path.strip_suffix(":streamGenerateContent")?, Some(mode))
+        }
+    };
     let model = &rest[rest.rfind("/models/")? + "/models/".len()..];
-    (!model.is_empty()).then(|| (Dialect::Gemini, Some(model.to_string())))
+    (!model.is_empty()).then(|| Endpoint {
+        dialect: Dialect::Gemini,
+        model: Some(model.to_string()),
+        stream,
+    })
 }
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -324,18 +366,18 @@ fn prompt_of(dialect: Dialect, body: &Value) -> Option<String> {
 
 /// Read the request, or say why the real provider would reject it.
 fn parse_call(
-    dialect: Dialect,
-    path_model: Option<String>,
+    ep: Endpoint,
     headers: &HeaderMap,
     uri: &Uri,
     body: &[u8],
 ) -> std::result::Result<Call, String> {
+    let dialect = ep.dialect;
     let json: Value =
         serde_json::from_slice(body).map_err(|e| format!("the body is not valid JSON: {e}"))?;
     if !json.is_object() {
         return Err("the body is not a JSON object".into());
     }
-    let model = match path_model {
+    let model = match ep.model {
         Some(m) => m,
         None => json
             .get("model")
@@ -351,11 +393,21 @@ fn parse_call(
         Dialect::Gemini => "contents: a user turn with text parts is required",
         _ => "messages: a user message is required",
     })?;
+    let stream = match dialect {
+        Dialect::Gemini => ep.stream,
+        _ => (json.get("stream") == Some(&Value::Bool(true))).then_some(stream::Mode::Sse),
+    };
+    let include_usage = json
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     Ok(Call {
         dialect,
         model,
         prompt,
         key: api_key(dialect, headers, uri),
+        stream,
+        include_usage,
     })
 }
 
@@ -373,21 +425,21 @@ impl Inner {
         }
     }
 
-    fn record(&self, r: RecordedRequest) {
-        // Holding the list's lock while writing keeps the file in the same
-        // order as `GET /_fake/requests`.
-        let mut list = lock(&self.requests);
-        if let Some(file) = &self.record {
-            let mut line = serde_json::to_string(&r).unwrap_or_default();
-            line.push('\n');
-            // One write per line keeps lines whole when several fakes share
-            // the file in append mode.
-            let mut f = lock(file);
-            if let Err(e) = f.write_all(line.as_bytes()).and_then(|()| f.flush()) {
-                eprintln!("fake provider: cannot append to the record file: {e}");
-            }
+    /// Keep `r`, and wait until it is in the record file, so that a client
+    /// that has its answer finds its request there.
+    async fn record(&self, r: RecordedRequest) {
+        let written = {
+            // Queueing the line under the list's lock keeps the file in the
+            // same order as `GET /_fake/requests`.
+            let mut list = lock(&self.requests);
+            let written = self.record.as_ref().map(|rec| rec.append(&r));
+            list.push(r);
+            written
+        };
+        if let Some(w) = written {
+            // An error means the writer is gone; it said why on stderr.
+            let _ = w.await;
         }
-        list.push(r);
     }
 
     /// Sleep, unless the server is shutting down.
@@ -400,6 +452,53 @@ impl Inner {
             _ = tokio::time::sleep(d) => {}
             _ = stop.wait_for(|s| *s) => {}
         }
+    }
+}
+
+/// Appends record lines on a thread of its own, so that request handlers
+/// never block a runtime thread on file I/O. Lines are written in the order
+/// they were queued; each is acknowledged once written.
+struct Recorder {
+    queue: std::sync::mpsc::Sender<(String, oneshot::Sender<()>)>,
+}
+
+impl Recorder {
+    fn open(path: &std::path::Path) -> Result<Recorder> {
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| Error::io(format!("cannot open record file {}", path.display()), e))?;
+        let (queue, lines) = std::sync::mpsc::channel::<(String, oneshot::Sender<()>)>();
+        std::thread::Builder::new()
+            .name("fake-record".into())
+            .spawn(move || {
+                // Ends when the server, and with it the queue, is dropped.
+                while let Ok(first) = lines.recv() {
+                    // Lines that queued up meanwhile go out in one write.
+                    // Whole lines per write keep them whole when several
+                    // fakes share the file in append mode.
+                    let batch: Vec<_> = std::iter::once(first).chain(lines.try_iter()).collect();
+                    let text: String = batch.iter().map(|(l, _)| l.as_str()).collect();
+                    if let Err(e) = file.write_all(text.as_bytes()).and_then(|()| file.flush()) {
+                        eprintln!("fake provider: cannot append to the record file: {e}");
+                    }
+                    for (_, done) in batch {
+                        let _ = done.send(());
+                    }
+                }
+            })
+            .map_err(|e| Error::io("cannot start the record file writer", e))?;
+        Ok(Recorder { queue })
+    }
+
+    /// Queue `r`; the receiver fires once it is written.
+    fn append(&self, r: &RecordedRequest) -> oneshot::Receiver<()> {
+        let mut line = serde_json::to_string(r).unwrap_or_default();
+        line.push('\n');
+        let (done, written) = oneshot::channel();
+        let _ = self.queue.send((line, done));
+        written
     }
 }
 
@@ -418,31 +517,45 @@ async fn handle(
         model: None,
         behaviour: None,
         auth: false,
+        stream: false,
     };
-    let Some((dialect, path_model)) = dialect_of(uri.path()).filter(|_| method == Method::POST)
-    else {
+    let Some(ep) = endpoint(&uri).filter(|_| method == Method::POST) else {
         let msg = format!("no fake endpoint for {method} {}", uri.path());
-        inner.record(rec);
+        inner.record(rec).await;
         return respond::json_response(
             StatusCode::NOT_FOUND,
             &json!({"error": {"message": msg, "type": "invalid_request_error"}}),
         );
     };
+    let dialect = ep.dialect;
     rec.dialect = Some(dialect);
-    rec.model = path_model.clone();
+    rec.model = ep.model.clone();
     rec.auth = api_key(dialect, &headers, &uri).is_some();
-    let call = match parse_call(dialect, path_model, &headers, &uri, &body) {
+    rec.stream = ep.stream.is_some();
+    let call = match parse_call(ep, &headers, &uri, &body) {
         Ok(c) => c,
         Err(msg) => {
-            inner.record(rec);
+            inner.record(rec).await;
             return respond::bad_request(dialect, &msg);
         }
     };
     let behaviour = inner.behaviour_for(&call.model);
     rec.model = Some(call.model.clone());
     rec.behaviour = Some(behaviour.to_string());
-    inner.record(rec);
+    rec.stream = call.stream.is_some();
+    inner.record(rec).await;
     answer(&inner, &call, behaviour).await
+}
+
+/// What a behaviour answers with.
+enum Reply {
+    /// Text, streamed when asked: the text, whether the token limit cut it,
+    /// and how a stream of it ends.
+    Text(String, bool, stream::Ending),
+    /// No choices, content blocks or candidates.
+    Empty,
+    /// The same whether streamed or not.
+    Fixed(Response),
 }
 
 async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
@@ -452,65 +565,96 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
         || "I cannot tell from that question.".to_string(),
         |n| n.to_string(),
     );
-    let says = |text: &str, truncated: bool| {
-        respond::json_response(
-            StatusCode::OK,
-            &respond::success(d, &call.model, text, truncated, &call.prompt),
-        )
-    };
     let latency = inner.cfg.latency;
-    match behaviour {
+    let finish = stream::Ending::Finish;
+    let reply = match behaviour {
         Behaviour::Ok(extra) => {
             inner.sleep(latency + extra).await;
-            says(&right, false)
+            Reply::Text(right, false, finish)
         }
         Behaviour::Slow(wait) => {
             inner.sleep(latency + wait).await;
-            says(&right, false)
+            Reply::Text(right, false, finish)
         }
         Behaviour::Wrong => {
             inner.sleep(latency).await;
             let wrong = expected.map_or(13, |n| n.saturating_add(1));
-            says(&wrong.to_string(), false)
+            Reply::Text(wrong.to_string(), false, finish)
         }
         Behaviour::Think => {
             inner.sleep(latency).await;
-            says(
-                &format!(
-                    "<think>Let me work this out. 12 + 30 = 42? No, that is another \
-                     question. Check twice: 3 steps, 2 carries.</think>\n\n{right}"
-                ),
-                false,
-            )
+            let text = format!(
+                "<think>Let me work this out. 12 + 30 = 42? No, that is another \
+                 question. Check twice: 3 steps, 2 carries.</think>\n\n{right}"
+            );
+            Reply::Text(text, false, finish)
         }
         Behaviour::Truncated => {
             inner.sleep(latency).await;
-            says("<think>Let me compute", true)
+            Reply::Text("<think>Let me compute".into(), true, finish)
+        }
+        // Unstreamed, these are `ok`.
+        Behaviour::StreamCut => {
+            inner.sleep(latency).await;
+            Reply::Text(right, false, stream::Ending::Cut)
+        }
+        Behaviour::StreamError => {
+            inner.sleep(latency).await;
+            Reply::Text(right, false, stream::Ending::Error)
+        }
+        Behaviour::StreamStall => {
+            inner.sleep(latency).await;
+            Reply::Text(right, false, stream::Ending::Stall)
         }
         Behaviour::EmptyChoices => {
             inner.sleep(latency).await;
-            respond::json_response(StatusCode::OK, &respond::empty(d, &call.model))
+            Reply::Empty
         }
-        Behaviour::Huge => respond::huge(respond::success(
+        Behaviour::Huge => Reply::Fixed(respond::huge(respond::success(
             d,
             &call.model,
             &right,
             false,
             &call.prompt,
-        )),
-        Behaviour::RateLimit => respond::rate_limit(d),
-        Behaviour::E500 => respond::e500(d),
-        Behaviour::Overloaded => respond::overloaded(d),
-        Behaviour::E503 => respond::e503(d),
-        Behaviour::Unauthorized => respond::unauthorized(d),
-        Behaviour::Forbidden => respond::forbidden(d),
-        Behaviour::NotFound => respond::not_found(d, &call.model),
-        Behaviour::EchoKey => respond::echo_key(d, call.key.as_deref().unwrap_or("")),
-        Behaviour::ErrorIn200 => respond::error_in_200(),
-        Behaviour::Garbage => respond::garbage(),
-        Behaviour::Html => respond::html(StatusCode::BAD_GATEWAY),
-        Behaviour::Html200 => respond::html(StatusCode::OK),
-        Behaviour::Reset => respond::reset(),
+        ))),
+        Behaviour::RateLimit => Reply::Fixed(respond::rate_limit(d)),
+        Behaviour::E500 => Reply::Fixed(respond::e500(d)),
+        Behaviour::Overloaded => Reply::Fixed(respond::overloaded(d)),
+        Behaviour::E503 => Reply::Fixed(respond::e503(d)),
+        Behaviour::Unauthorized => Reply::Fixed(respond::unauthorized(d)),
+        Behaviour::Forbidden => Reply::Fixed(respond::forbidden(d)),
+        Behaviour::NotFound => Reply::Fixed(respond::not_found(d, &call.model)),
+        Behaviour::EchoKey => Reply::Fixed(respond::echo_key(d, call.key.as_deref().unwrap_or(""))),
+        Behaviour::ErrorIn200 => Reply::Fixed(respond::error_in_200()),
+        Behaviour::Garbage => Reply::Fixed(respond::garbage()),
+        Behaviour::Html => Reply::Fixed(respond::html(StatusCode::BAD_GATEWAY)),
+        Behaviour::Html200 => Reply::Fixed(respond::html(StatusCode::OK)),
+        Behaviour::Reset => Reply::Fixed(respond::reset()),
+    };
+    let streamed = |text: &str, truncated, empty, ending, mode| {
+        let a = stream::Answer {
+            dialect: d,
+            model: &call.model,
+            prompt: &call.prompt,
+            text,
+            truncated,
+            empty,
+            include_usage: call.include_usage,
+        };
+        stream::respond(&a, mode, ending, inner.shutdown.clone())
+    };
+    match (reply, call.stream) {
+        (Reply::Fixed(resp), _) => resp,
+        (Reply::Text(text, truncated, ending), Some(mode)) => {
+            streamed(&text, truncated, false, ending, mode)
+        }
+        (Reply::Text(text, truncated, _), None) => respond::json_response(
+            StatusCode::OK,
+            &respond::success(d, &call.model, &text, truncated, &call.prompt),
+        ),
+        (Reply::Empty, Some(mode)) => streamed("", false, true, finish, mode),
+        (Reply::Empty, None) => {
+            respond::json_response(StatusCode::OK, &respond::empty(d, &call.model))
+        }
     }
-    .into_response()
 }

@@ -9,6 +9,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, LockedError, Result};
 
@@ -103,6 +104,12 @@ fn open_lock_file(path: &Path) -> Result<File> {
 /// directory, fsync it, rename it over `path`, then fsync the directory. A
 /// reader sees the old file or the new one, never a mix. The caller holds the
 /// data lock.
+///
+/// The temporary name is unique per process and call
+/// (`.{name}.tmp.{pid}.{counter}.{random}`) and created with `create_new`, so
+/// two writers (threads of one process, or processes that do not share the
+/// lock) never write into each other's temporary file; a stale one left by a
+/// crash is never reused.
 pub fn atomic_write(path: &Path, bytes: &[u8], _lock: &DataLock) -> Result<()> {
     atomic_write_unlocked(path, bytes)
 }
@@ -118,10 +125,16 @@ pub fn atomic_write_unlocked(path: &Path, bytes: &[u8]) -> Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "file".into());
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    let tmp = dir.join(temp_name(&name));
     let ctx = |what: &str| format!("cannot {what} {}", tmp.display());
+    let mut created = false;
     let result = (|| {
-        let mut f = File::create(&tmp).map_err(|e| Error::io(ctx("create"), e))?;
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| Error::io(ctx("create"), e))?;
+        created = true;
         f.write_all(bytes).map_err(|e| Error::io(ctx("write"), e))?;
         f.sync_all().map_err(|e| Error::io(ctx("fsync"), e))?;
         drop(f);
@@ -132,7 +145,9 @@ pub fn atomic_write_unlocked(path: &Path, bytes: &[u8]) -> Result<()> {
             )
         })
     })();
-    if result.is_err() {
+    // Only remove a file this call created: when `create_new` failed, the
+    // name belongs to someone else.
+    if result.is_err() && created {
         let _ = fs::remove_file(&tmp);
     }
     result?;
@@ -141,6 +156,16 @@ pub fn atomic_write_unlocked(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// `.{name}.tmp.{pid}.{counter}.{random}`: the pid and counter make it
+/// unique within this machine's live processes; the random part guards
+/// against a pid reused after a crash left a temporary file behind.
+fn temp_name(name: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let r: u32 = rand::random();
+    format!(".{name}.tmp.{}.{n}.{r:08x}", std::process::id())
 }
 
 /// Read exactly `buf.len()` bytes at `off`. Portable (Unix and Windows),
@@ -156,4 +181,72 @@ pub fn write_all_at(file: &File, bytes: &[u8], off: u64) -> std::io::Result<()> 
     let mut f = file;
     f.seek(SeekFrom::Start(off))?;
     f.write_all(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_files(dir: &Path) -> Vec<String> {
+        fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".tmp."))
+            .collect()
+    }
+
+    #[test]
+    fn temporary_names_are_unique_per_call() {
+        let a = temp_name("model_state.json");
+        let b = temp_name("model_state.json");
+        assert_ne!(a, b);
+        let pid = std::process::id().to_string();
+        assert!(
+            a.starts_with(&format!(".model_state.json.tmp.{pid}.")),
+            "{a}"
+        );
+    }
+
+    #[test]
+    fn concurrent_writers_never_collide() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model_state.json");
+        // Different sizes, so a mix of the two would show.
+        let payloads: [Vec<u8>; 2] = [vec![b'a'; 200_000], vec![b'b'; 70_000]];
+        fs::write(&path, &payloads[0]).unwrap();
+        std::thread::scope(|s| {
+            for p in &payloads {
+                let path = &path;
+                s.spawn(move || {
+                    for _ in 0..50 {
+                        atomic_write_unlocked(path, p).expect("no writer fails");
+                    }
+                });
+            }
+            // A reader sees one complete file or the other, never a mix.
+            let (path, payloads) = (&path, &payloads);
+            s.spawn(move || {
+                for _ in 0..200 {
+                    let got = fs::read(path).unwrap();
+                    assert!(payloads.contains(&got), "torn read of {} bytes", got.len());
+                }
+            });
+        });
+        let got = fs::read(&path).unwrap();
+        assert!(payloads.contains(&got));
+        assert_eq!(temp_files(dir.path()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_failed_write_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        // A rename over a non-empty directory fails.
+        let path = dir.path().join("taken");
+        fs::create_dir(&path).unwrap();
+        fs::write(path.join("inside"), "x").unwrap();
+        let err = atomic_write_unlocked(&path, b"new").unwrap_err();
+        assert!(err.to_string().contains("rename"), "{err}");
+        assert_eq!(temp_files(dir.path()), Vec::<String>::new());
+        assert_eq!(fs::read(path.join("inside")).unwrap(), b"x");
+    }
 }

@@ -4,7 +4,13 @@
 //! is `active`. It is read fresh every time (people edit it by hand), written
 //! atomically under the data lock, and fields llmprobe does not know are kept
 //! as they are. A file that cannot be parsed is never overwritten.
+//!
+//! `route --serve` reads it through [`StateWatcher`], which reloads it when
+//! it changes and hands request handlers a [`Snapshot`] without a lock.
 
+mod snapshot;
+
+use std::collections::HashMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -13,6 +19,8 @@ use serde_json::{Map, Value};
 use crate::error::{DataError, Error, Result, json_error_offset};
 use crate::fsutil::{self, DataLock};
 use crate::outcome::Verdict;
+
+pub use self::snapshot::{Snapshot, StateWatcher};
 
 /// What to do about a state file that cannot be parsed.
 const RESET_HINT: &str = "fix it by hand, or run `llmprobe state reset --all` to move it aside (it is kept) and start with every model active";
@@ -80,9 +88,14 @@ pub struct Transition {
 }
 
 /// The whole file, in its original key order.
+///
+/// Each entry is kept twice: as the JSON it was read as, so that entries
+/// llmprobe does not change are written back exactly as they were, and
+/// typed, so that reading one never deserialises.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct States {
     entries: Map<String, Value>,
+    typed: HashMap<String, StateEntry>,
 }
 
 impl States {
@@ -121,17 +134,20 @@ impl States {
             )
             .into());
         };
-        // Check every entry now, so that no later write can meet a bad one.
+        // Type every entry now, so that no later read or write can meet a
+        // bad one.
+        let mut typed = HashMap::with_capacity(entries.len());
         for (key, v) in &entries {
-            serde_json::from_value::<StateEntry>(v.clone()).map_err(|e| {
+            let entry = StateEntry::deserialize(v).map_err(|e| {
                 DataError::new(
                     path,
                     None,
                     format!("entry \"{key}\" is not a valid model state: {e}; {RESET_HINT}"),
                 )
             })?;
+            typed.insert(key.clone(), entry);
         }
-        Ok(States { entries })
+        Ok(States { entries, typed })
     }
 
     /// Write the file atomically. The caller holds the data lock.
@@ -142,37 +158,49 @@ impl States {
     }
 
     pub fn get(&self, key: &str) -> Option<StateEntry> {
-        self.entries
-            .get(key)
-            .and_then(|v| serde_json::from_value(v.clone()).ok())
+        self.entry(key).cloned()
+    }
+
+    /// A model's entry, borrowed.
+    pub fn entry(&self, key: &str) -> Option<&StateEntry> {
+        self.typed.get(key)
     }
 
     /// The state of a model; `active` when it has no entry.
     pub fn state_of(&self, key: &str) -> ModelState {
-        self.get(key).map(|e| e.state).unwrap_or(ModelState::Active)
+        self.entry(key).map_or(ModelState::Active, |e| e.state)
     }
 
     pub fn set(&mut self, key: &str, entry: StateEntry) {
-        let v = serde_json::to_value(entry).expect("entry serialises");
+        let v = serde_json::to_value(&entry).expect("entry serialises");
         self.entries.insert(key.to_string(), v);
+        self.typed.insert(key.to_string(), entry);
     }
 
     pub fn remove(&mut self, key: &str) -> bool {
+        self.typed.remove(key);
         self.entries.shift_remove(key).is_some()
     }
 
     pub fn clear(&mut self) {
         self.entries.clear();
+        self.typed.clear();
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &String> {
         self.entries.keys()
     }
 
+    /// Every entry, in file order.
     pub fn iter(&self) -> impl Iterator<Item = (String, StateEntry)> + '_ {
         self.entries
-            .iter()
-            .filter_map(|(k, v)| Some((k.clone(), serde_json::from_value(v.clone()).ok()?)))
+            .keys()
+            .filter_map(|k| Some((k.clone(), self.typed.get(k)?.clone())))
+    }
+
+    /// Every model's state, for lock-free reads by request handlers.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::new(self.typed.iter().map(|(k, e)| (k.clone(), e.state)))
     }
 
     /// Feed one probe result through the state machine. Returns the

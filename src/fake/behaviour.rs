@@ -52,12 +52,34 @@ pub enum Behaviour {
     Reset,
     /// Reasoning cut off by the token limit: `<think>Let me compute`.
     Truncated,
+    /// Streamed: the first content chunk, then the connection closes
+    /// without the stream's end. Not streamed: like `ok`.
+    StreamCut,
+    /// Streamed: the first content chunk, then an error inside the stream
+    /// (after HTTP 200). Not streamed: like `ok`.
+    StreamError,
+    /// Streamed: the first content chunk, then nothing until the server
+    /// shuts down. Not streamed: like `ok`.
+    StreamStall,
 }
 
 /// Names accepted by [`Behaviour::from_str`], for error messages and help.
 pub const NAMES: &str = "ok, ok:MS, wrong, think, rate-limit, e500, overloaded, e503, \
 unauthorized, forbidden, not-found, echo-key, error-in-200, empty-choices, slow, slow:MS, \
-garbage, html, html200, huge, reset, truncated";
+garbage, html, html200, huge, reset, truncated, stream-cut, stream-error, stream-stall";
+
+/// How behaviours meet a streamed request (`"stream": true`, Gemini's
+/// `:streamGenerateContent`), for help text.
+pub const STREAMING: &str = "A streamed request gets its answer as the dialect's stream (OpenAI chunks, Anthropic events, Gemini SSE or, without alt=sse, a JSON array) for ok, slow, wrong, think, truncated and empty-choices; every other behaviour answers as it does unstreamed, as real providers do before the first byte. stream-cut, stream-error and stream-stall break a stream after its first content chunk (connection closed, an in-stream error, silence until shutdown) and answer an unstreamed request like ok, so `check` keeps such a model active.";
+
+/// The long help of `fake-provider --script`.
+pub fn script_help() -> String {
+    format!(
+        "Script a model's behaviour: MODEL=B1,B2,… cycled per request (repeatable). \
+         An unscripted model whose id is a behaviour name behaves so.\n\n\
+         Behaviours: {NAMES}.\n\n{STREAMING}"
+    )
+}
 
 impl FromStr for Behaviour {
     type Err = String;
@@ -96,6 +118,9 @@ impl FromStr for Behaviour {
             "huge" => Behaviour::Huge,
             "reset" => Behaviour::Reset,
             "truncated" => Behaviour::Truncated,
+            "stream-cut" => Behaviour::StreamCut,
+            "stream-error" => Behaviour::StreamError,
+            "stream-stall" => Behaviour::StreamStall,
             _ => return Err(format!("unknown behaviour {s:?} (known: {NAMES})")),
         };
         Ok(b)
@@ -127,6 +152,9 @@ impl fmt::Display for Behaviour {
             Behaviour::Huge => "huge",
             Behaviour::Reset => "reset",
             Behaviour::Truncated => "truncated",
+            Behaviour::StreamCut => "stream-cut",
+            Behaviour::StreamError => "stream-error",
+            Behaviour::StreamStall => "stream-stall",
         };
         f.write_str(name)
     }

@@ -249,7 +249,12 @@ async fn every_behaviour_in_every_dialect() {
             );
             assert_eq!(r.status, expected_status(b, d), "{ctx}");
             match b {
-                Behaviour::Ok(_) | Behaviour::Slow(_) => {
+                // Unstreamed, the stream-breaking behaviours answer like ok.
+                Behaviour::Ok(_)
+                | Behaviour::Slow(_)
+                | Behaviour::StreamCut
+                | Behaviour::StreamError
+                | Behaviour::StreamStall => {
                     assert!(check_answer(&r.content(d), q.expected), "{ctx}")
                 }
                 Behaviour::Wrong => {
@@ -741,4 +746,499 @@ fn flags_are_validated() {
     };
     let e = FakeConfig::from_args(&bad_pool, &args(&[])).unwrap_err();
     assert_eq!(e.exit_code(), crate::exit::USAGE);
+}
+
+/// A streamed request, as each dialect's client sends it.
+fn stream_request(
+    c: &reqwest::Client,
+    base: &str,
+    d: Dialect,
+    model: &str,
+    prompt: &str,
+    include_usage: bool,
+) -> reqwest::RequestBuilder {
+    let user = json!([{"role": "user", "content": prompt}]);
+    match d {
+        Dialect::Openai => {
+            let mut body = json!({"model": model, "messages": user, "stream": true});
+            if include_usage {
+                body["stream_options"] = json!({"include_usage": true});
+            }
+            c.post(format!("{base}/v1/chat/completions"))
+                .header("authorization", format!("Bearer {KEY}"))
+                .body(body.to_string())
+        }
+        Dialect::Anthropic => c
+            .post(format!("{base}/v1/messages"))
+            .header("x-api-key", KEY)
+            .header("anthropic-version", "2023-06-01")
+            .body(
+                json!({"model": model, "messages": user, "max_tokens": 16, "stream": true})
+                    .to_string(),
+            ),
+        Dialect::Gemini => c
+            .post(format!(
+                "{base}/v1beta/models/{model}:streamGenerateContent?alt=sse"
+            ))
+            .header("x-goog-api-key", KEY)
+            .body(json!({"contents": [{"role": "user", "parts": [{"text": prompt}]}]}).to_string()),
+    }
+}
+
+/// One server-sent event: a comment, or an optional name and its data.
+#[derive(Debug, Clone, PartialEq)]
+enum Sse {
+    Comment(String),
+    Event(Option<String>, String),
+}
+
+impl Sse {
+    fn json(&self) -> Value {
+        match self {
+            Sse::Event(_, data) => {
+                serde_json::from_str(data).unwrap_or_else(|e| panic!("{e}: {data}"))
+            }
+            Sse::Comment(c) => panic!("a comment, not data: {c}"),
+        }
+    }
+
+    fn name(&self) -> Option<&str> {
+        match self {
+            Sse::Event(name, _) => name.as_deref(),
+            Sse::Comment(_) => None,
+        }
+    }
+}
+
+/// Parse whole events from an SSE body; a trailing partial event is left
+/// out.
+fn parse_sse(text: &str) -> Vec<Sse> {
+    let mut events = Vec::new();
+    let mut blocks: Vec<&str> = text.split("\n\n").collect();
+    blocks.pop(); // After the last blank line: empty, or an unfinished event.
+    for block in blocks {
+        let (mut name, mut data, mut comment) = (None, Vec::new(), None);
+        for line in block.lines() {
+            if let Some(c) = line.strip_prefix(':') {
+                comment = Some(c.trim().to_string());
+            } else if let Some(n) = line.strip_prefix("event:") {
+                name = Some(n.trim().to_string());
+            } else if let Some(d) = line.strip_prefix("data:") {
+                data.push(d.strip_prefix(' ').unwrap_or(d));
+            } else {
+                panic!("not an SSE line: {line:?} in {text:?}");
+            }
+        }
+        events.push(match comment {
+            Some(c) if data.is_empty() => Sse::Comment(c),
+            _ => Sse::Event(name, data.join("\n")),
+        });
+    }
+    events
+}
+
+/// The text pieces a stream carried, in order.
+fn stream_pieces(d: Dialect, events: &[Sse]) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in events {
+        let Sse::Event(name, data) = e else { continue };
+        if data == "[DONE]" || name.as_deref() == Some("error") {
+            continue;
+        }
+        let v = e.json();
+        match d {
+            Dialect::Openai => {
+                if let Some(t) = v["choices"][0]["delta"]["content"].as_str() {
+                    out.push(t.to_string());
+                }
+            }
+            Dialect::Anthropic => {
+                if name.as_deref() == Some("content_block_delta") {
+                    assert_eq!(v["delta"]["type"], "text_delta", "{v}");
+                    out.push(v["delta"]["text"].as_str().unwrap().to_string());
+                }
+            }
+            Dialect::Gemini => {
+                for p in v["candidates"][0]["content"]["parts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                {
+                    out.push(p["text"].as_str().unwrap().to_string());
+                }
+            }
+        }
+    }
+    out.retain(|p| !p.is_empty());
+    out
+}
+
+/// Read a body chunk by chunk until it ends or fails. The bound is only a
+/// safety net.
+async fn read_rest(resp: &mut reqwest::Response, text: &mut String) -> Result<(), reqwest::Error> {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            match resp.chunk().await {
+                Ok(Some(b)) => text.push_str(std::str::from_utf8(&b).unwrap()),
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+    })
+    .await
+    .expect("the body ends")
+}
+
+/// Read until the first piece of text has arrived.
+async fn read_first_piece(resp: &mut reqwest::Response, d: Dialect) -> String {
+    let mut text = String::new();
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while stream_pieces(d, &parse_sse(&text)).is_empty() {
+            let b = resp
+                .chunk()
+                .await
+                .expect("no error yet")
+                .expect("not ended yet");
+            text.push_str(std::str::from_utf8(&b).unwrap());
+        }
+    })
+    .await
+    .expect("the first piece arrives");
+    text
+}
+
+fn is_sse(resp: &reqwest::Response) -> bool {
+    resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream")
+}
+
+#[tokio::test]
+async fn openai_streams_chunks_then_done() {
+    let fake = start(FakeConfig::default()).await.unwrap();
+    let q = question(11);
+    for include_usage in [false, true] {
+        let resp = stream_request(
+            &client(),
+            &fake.url(),
+            Dialect::Openai,
+            "gpt-s",
+            &q.text,
+            include_usage,
+        )
+        .send()
+        .await
+        .unwrap();
+        assert_eq!(resp.status(), 200);
+        assert!(is_sse(&resp));
+        let events = parse_sse(&resp.text().await.unwrap());
+        assert_eq!(
+            events.last(),
+            Some(&Sse::Event(None, "[DONE]".into())),
+            "{events:?}"
+        );
+        assert!(
+            events.contains(&Sse::Comment("keep-alive".into())),
+            "{events:?}"
+        );
+        let chunks: Vec<Value> = events
+            .iter()
+            .filter(|e| matches!(e, Sse::Event(_, d) if d != "[DONE]"))
+            .map(Sse::json)
+            .collect();
+        for c in &chunks {
+            assert_eq!(c["object"], "chat.completion.chunk", "{c}");
+            assert_eq!(c["id"], chunks[0]["id"]);
+            assert_eq!(c["created"], chunks[0]["created"]);
+            assert_eq!(c["model"], "gpt-s");
+        }
+        assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+        let pieces = stream_pieces(Dialect::Openai, &events);
+        assert!(pieces.len() >= 2, "{pieces:?}");
+        assert_eq!(pieces.concat(), q.expected.to_string());
+        let finishes: Vec<&Value> = chunks
+            .iter()
+            .filter_map(|c| c["choices"][0]["finish_reason"].as_str().map(|_| c))
+            .collect();
+        assert_eq!(finishes.len(), 1);
+        assert_eq!(finishes[0]["choices"][0]["finish_reason"], "stop");
+        let usage: Vec<&Value> = chunks.iter().filter(|c| !c["usage"].is_null()).collect();
+        if include_usage {
+            // The last chunk, with no choices.
+            assert_eq!(usage.len(), 1);
+            assert_eq!(usage[0], chunks.last().unwrap());
+            assert_eq!(usage[0]["choices"], json!([]));
+            assert!(usage[0]["usage"]["total_tokens"].as_u64().unwrap() > 0);
+        } else {
+            assert!(usage.is_empty(), "{usage:?}");
+        }
+    }
+    // Truncated: finish_reason length.
+    let resp = stream_request(
+        &client(),
+        &fake.url(),
+        Dialect::Openai,
+        "truncated",
+        &q.text,
+        false,
+    )
+    .send()
+    .await
+    .unwrap();
+    let events = parse_sse(&resp.text().await.unwrap());
+    assert_eq!(
+        stream_pieces(Dialect::Openai, &events).concat(),
+        "<think>Let me compute"
+    );
+    assert!(events.iter().any(|e| matches!(e, Sse::Event(_, d)
+        if d != "[DONE]" && e.json()["choices"][0]["finish_reason"] == "length")));
+    assert!(fake.requests().iter().all(|r| r.stream));
+}
+
+#[tokio::test]
+async fn anthropic_streams_events_in_order() {
+    let fake = start(FakeConfig::default()).await.unwrap();
+    let q = question(12);
+    let resp = stream_request(
+        &client(),
+        &fake.url(),
+        Dialect::Anthropic,
+        "claude-s",
+        &q.text,
+        false,
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(is_sse(&resp));
+    let events = parse_sse(&resp.text().await.unwrap());
+    let names: Vec<&str> = events.iter().map(|e| e.name().unwrap()).collect();
+    let deltas = names
+        .iter()
+        .filter(|n| **n == "content_block_delta")
+        .count();
+    assert!(deltas >= 2, "{names:?}");
+    let mut want = vec!["message_start", "content_block_start", "ping"];
+    want.extend(std::iter::repeat_n("content_block_delta", deltas));
+    want.extend(["content_block_stop", "message_delta", "message_stop"]);
+    assert_eq!(names, want);
+    for e in &events {
+        assert_eq!(e.json()["type"], e.name().unwrap());
+    }
+    let start = events[0].json();
+    assert_eq!(start["message"]["model"], "claude-s");
+    assert!(start["message"]["usage"]["input_tokens"].as_u64().unwrap() > 0);
+    let delta = events[events.len() - 2].json();
+    assert_eq!(delta["delta"]["stop_reason"], "end_turn");
+    assert!(delta["usage"]["output_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(
+        stream_pieces(Dialect::Anthropic, &events).concat(),
+        q.expected.to_string()
+    );
+    assert!(fake.requests()[0].stream);
+}
+
+#[tokio::test]
+async fn gemini_streams_sse_or_a_json_array() {
+    let fake = start(FakeConfig::default()).await.unwrap();
+    let q = question(13);
+    let resp = stream_request(
+        &client(),
+        &fake.url(),
+        Dialect::Gemini,
+        "gemini-s",
+        &q.text,
+        false,
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(is_sse(&resp));
+    let events = parse_sse(&resp.text().await.unwrap());
+    assert!(events.len() >= 2, "{events:?}");
+    for (i, e) in events.iter().enumerate() {
+        let v = e.json();
+        assert!(v["candidates"][0]["content"]["parts"].is_array(), "{v}");
+        let last = i == events.len() - 1;
+        assert_eq!(v["candidates"][0]["finishReason"] == "STOP", last, "{v}");
+        assert_eq!(v["usageMetadata"]["totalTokenCount"].is_u64(), last, "{v}");
+    }
+    assert_eq!(
+        stream_pieces(Dialect::Gemini, &events).concat(),
+        q.expected.to_string()
+    );
+    // Without alt=sse: one JSON array of the same responses.
+    let r = send(
+        client()
+            .post(format!(
+                "{}/v1beta/models/gemini-s:streamGenerateContent",
+                fake.url()
+            ))
+            .body(json!({"contents": [{"parts": [{"text": q.text}]}]}).to_string()),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let list = r.json();
+    let list = list.as_array().unwrap();
+    assert!(list.len() >= 2);
+    let text: String = list
+        .iter()
+        .map(|v| {
+            v["candidates"][0]["content"]["parts"][0]["text"]
+                .as_str()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(text, q.expected.to_string());
+    assert_eq!(
+        list.last().unwrap()["candidates"][0]["finishReason"],
+        "STOP"
+    );
+    let recorded = fake.requests();
+    assert!(
+        recorded
+            .iter()
+            .all(|r| r.stream && r.model.as_deref() == Some("gemini-s"))
+    );
+    assert_eq!(
+        recorded[0].path,
+        "/v1beta/models/gemini-s:streamGenerateContent"
+    );
+}
+
+#[tokio::test]
+async fn errors_answer_before_any_stream() {
+    let fake = start(FakeConfig::default()).await.unwrap();
+    let q = question(14);
+    for d in DIALECTS {
+        for b in [Behaviour::E500, Behaviour::RateLimit, Behaviour::NotFound] {
+            let r = send(stream_request(
+                &client(),
+                &fake.url(),
+                d,
+                &b.to_string(),
+                &q.text,
+                true,
+            ))
+            .await;
+            assert_eq!(r.status, expected_status(b, d), "{d:?} {b}");
+            let ct = r.headers["content-type"].to_str().unwrap();
+            assert!(ct.starts_with("application/json"), "{d:?} {b}: {ct}");
+            assert!(error_of(d, &r.json())["message"].is_string());
+        }
+        // An empty answer streams with no text at all.
+        let r = send(stream_request(
+            &client(),
+            &fake.url(),
+            d,
+            "empty-choices",
+            &q.text,
+            false,
+        ))
+        .await;
+        assert_eq!(r.status, 200);
+        assert_eq!(stream_pieces(d, &parse_sse(&r.text)), Vec::<String>::new());
+    }
+}
+
+/// The marks of a stream that finished.
+fn finished(d: Dialect, events: &[Sse]) -> bool {
+    events.iter().any(|e| match d {
+        Dialect::Openai => e == &Sse::Event(None, "[DONE]".into()),
+        Dialect::Anthropic => e.name() == Some("message_stop"),
+        Dialect::Gemini => matches!(e, Sse::Event(_, data) if data.contains("finishReason")),
+    })
+}
+
+#[tokio::test]
+async fn stream_cut_drops_the_connection_after_the_first_piece() {
+    let fake = start(FakeConfig::default()).await.unwrap();
+    let q = question(15);
+    let right = q.expected.to_string();
+    for d in DIALECTS {
+        let mut resp = stream_request(&client(), &fake.url(), d, "stream-cut", &q.text, true)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let mut text = String::new();
+        let end = read_rest(&mut resp, &mut text).await;
+        assert!(end.is_err(), "{d:?}: the body ended cleanly: {text}");
+        let events = parse_sse(&text);
+        let pieces = stream_pieces(d, &events);
+        assert_eq!(pieces.len(), 1, "{d:?}: {text}");
+        assert!(
+            right.starts_with(&pieces[0]) && pieces[0] != right,
+            "{d:?}: {pieces:?}"
+        );
+        assert!(!finished(d, &events), "{d:?}: {text}");
+    }
+    // The server survives it.
+    assert_eq!(
+        ask(&fake.url(), Dialect::Openai, "ok", &q.text)
+            .await
+            .status,
+        200
+    );
+}
+
+#[tokio::test]
+async fn stream_error_sends_an_error_event_after_the_first_piece() {
+    let fake = start(FakeConfig::default()).await.unwrap();
+    let q = question(16);
+    for d in DIALECTS {
+        let r = send(stream_request(
+            &client(),
+            &fake.url(),
+            d,
+            "stream-error",
+            &q.text,
+            true,
+        ))
+        .await;
+        assert_eq!(r.status, 200);
+        let events = parse_sse(&r.text);
+        assert_eq!(stream_pieces(d, &events).len(), 1, "{d:?}: {}", r.text);
+        assert!(!finished(d, &events), "{d:?}: {}", r.text);
+        let last = events.last().unwrap();
+        let v = last.json();
+        match d {
+            Dialect::Openai => {
+                assert!(v["error"]["message"].is_string(), "{v}");
+                assert_eq!(v["choices"][0]["finish_reason"], "error");
+            }
+            Dialect::Anthropic => {
+                assert_eq!(last.name(), Some("error"));
+                assert_eq!(v["error"]["type"], "overloaded_error");
+            }
+            Dialect::Gemini => {
+                assert_eq!(v["error"]["status"], "UNAVAILABLE", "{v}");
+                assert!(v.get("candidates").is_none());
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_stall_holds_until_shutdown() {
+    let q = question(17);
+    for d in DIALECTS {
+        let fake = start(FakeConfig::default()).await.unwrap();
+        let mut resp = stream_request(&client(), &fake.url(), d, "stream-stall", &q.text, false)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let mut text = read_first_piece(&mut resp, d).await;
+        // Nothing more comes until the server stops; then the stream ends,
+        // unfinished.
+        let (_, end) = tokio::join!(fake.shutdown(), read_rest(&mut resp, &mut text));
+        let events = parse_sse(&text);
+        assert_eq!(stream_pieces(d, &events).len(), 1, "{d:?}: {text}");
+        assert!(!finished(d, &events), "{d:?}: {text}");
+        assert!(end.is_err(), "{d:?}: ended cleanly: {text}");
+    }
 }

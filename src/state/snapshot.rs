@@ -1,0 +1,335 @@
+//! The model states as `route --serve` sees them: a typed [`Snapshot`],
+//! reloaded by a [`StateWatcher`] when the file changes and published without
+//! a lock on the request path.
+//!
+//! People pause and enable models by hand while route runs, and `check`
+//! rewrites the file every cycle, so route polls it: a `stat` every half
+//! second is cheap, and a change lands well within two seconds. A file that
+//! stops parsing does not stop routing: the last good snapshot stays, and
+//! the error goes to the caller once per version of the file.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwap;
+use tokio::sync::watch;
+
+use super::{ModelState, States};
+use crate::error::{Error, Result};
+
+/// Every model's state at one moment. A model without an entry is active.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    states: HashMap<String, ModelState>,
+}
+
+impl Snapshot {
+    /// From `(provider::model, state)` pairs.
+    pub fn new(states: impl IntoIterator<Item = (String, ModelState)>) -> Snapshot {
+        Snapshot {
+            states: states.into_iter().collect(),
+        }
+    }
+
+    /// The state of `provider::model`; `active` when it has no entry. Does not
+    /// allocate.
+    pub fn state_of(&self, key: &str) -> ModelState {
+        self.states.get(key).copied().unwrap_or(ModelState::Active)
+    }
+
+    /// True when route may use the model.
+    pub fn is_active(&self, key: &str) -> bool {
+        self.state_of(key) == ModelState::Active
+    }
+
+    /// The models that have an entry, with their states, in no order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, ModelState)> {
+        self.states.iter().map(|(k, s)| (k.as_str(), *s))
+    }
+}
+
+/// What identifies one version of the file without reading it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stamp {
+    Missing,
+    Present {
+        modified: Option<SystemTime>,
+        len: u64,
+        /// llmprobe replaces the file by rename, which always makes a new
+        /// inode: this catches a rewrite within one mtime tick that kept
+        /// the size.
+        #[cfg(unix)]
+        inode: u64,
+    },
+}
+
+fn stamp(path: &Path) -> std::io::Result<Stamp> {
+    match std::fs::metadata(path) {
+        Ok(m) => Ok(Stamp::Present {
+            modified: m.modified().ok(),
+            len: m.len(),
+            #[cfg(unix)]
+            inode: std::os::unix::fs::MetadataExt::ino(&m),
+        }),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Ok(Stamp::Missing)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Keeps a [`Snapshot`] of one state file current.
+///
+/// Readers call [`current`](StateWatcher::current), which never blocks and
+/// never touches the file. One poller calls [`refresh`](StateWatcher::refresh)
+/// (see [`spawn_poller`](StateWatcher::spawn_poller)); nothing here writes
+/// the file.
+pub struct StateWatcher {
+    path: PathBuf,
+    current: Arc<ArcSwap<Snapshot>>,
+    /// The version of the file last read, good or bad. Held for the whole of
+    /// a refresh, so refreshes do not overlap.
+    seen: Mutex<Option<Stamp>>,
+    /// Counts published snapshots, for whoever wants to wait for one.
+    generation: watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for StateWatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateWatcher")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl StateWatcher {
+    /// Read `path` now. A missing file means every model is active; a file
+    /// that cannot be parsed is an error here, so that route refuses to
+    /// start on it rather than route to models that were paused.
+    pub fn open(path: &Path) -> Result<StateWatcher> {
+        let w = StateWatcher {
+            path: path.to_path_buf(),
+            current: Arc::new(ArcSwap::from_pointee(Snapshot::default())),
+            seen: Mutex::new(None),
+            generation: watch::Sender::new(0),
+        };
+        w.refresh()?;
+        Ok(w)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The latest good snapshot. Lock-free: an atomic load and a reference
+    /// count.
+    pub fn current(&self) -> Arc<Snapshot> {
+        self.current.load_full()
+    }
+
+    /// The cell the snapshot lives in, for handlers that keep it without the
+    /// watcher.
+    pub fn shared(&self) -> Arc<ArcSwap<Snapshot>> {
+        self.current.clone()
+    }
+
+    /// Changes each time a new snapshot is published.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    /// Reload the file if its modification time or size (or, on Unix, its
+    /// inode) changed since the last read. Returns whether a new snapshot
+    /// was published.
+    ///
+    /// A file that cannot be parsed keeps the last good snapshot and returns
+    /// the [`DataError`](crate::error::DataError), once per version of the
+    /// file: later calls return `Ok(false)` until it changes again. The file
+    /// is never written. Blocking: call it from `spawn_blocking` or a plain
+    /// thread.
+    pub fn refresh(&self) -> Result<bool> {
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = stamp(&self.path).map_err(|e| Error::unreadable(&self.path, e))?;
+        if *seen == Some(now) {
+            return Ok(false);
+        }
+        // Stamp first, then read: a write in between makes the next stamp
+        // differ, so that version is read again rather than missed.
+        let loaded = match now {
+            Stamp::Missing => Ok(States::default()),
+            Stamp::Present { .. } => States::load(&self.path),
+        };
+        match loaded {
+            Ok(states) => {
+                *seen = Some(now);
+                self.current.store(Arc::new(states.snapshot()));
+                self.generation.send_modify(|g| *g += 1);
+                Ok(true)
+            }
+            Err(e @ Error::Data(_)) if seen.is_some() => {
+                // Report a bad version once, not on every poll.
+                *seen = Some(now);
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Call [`refresh`](StateWatcher::refresh) every `every` on the current
+    /// tokio runtime, with the file I/O on the blocking pool, until the task
+    /// is aborted. Errors go to stderr as warnings: routing goes on with the
+    /// last good snapshot.
+    pub fn spawn_poller(self: Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let w = self.clone();
+                match tokio::task::spawn_blocking(move || w.refresh()).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => {
+                        eprintln!("warning: {e}; routing goes on with the states read before")
+                    }
+                    // The runtime is shutting down.
+                    Err(_) => return,
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs::{self, File};
+
+    use super::*;
+
+    const PAUSED: &str = r#"{"p::m": {"state": "paused", "reason": "timeout", "note": "kept"}}"#;
+
+    fn write(path: &Path, text: &str) {
+        fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn a_snapshot_is_typed_and_defaults_to_active() {
+        let s = Snapshot::new([
+            ("p::a".to_string(), ModelState::Paused),
+            ("p::b".to_string(), ModelState::Disabled),
+        ]);
+        assert_eq!(s.state_of("p::a"), ModelState::Paused);
+        assert_eq!(s.state_of("p::b"), ModelState::Disabled);
+        assert_eq!(s.state_of("p::c"), ModelState::Active);
+        assert!(s.is_active("p::c") && !s.is_active("p::a"));
+    }
+
+    #[test]
+    fn a_missing_file_is_every_model_active() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = StateWatcher::open(&dir.path().join("model_state.json")).unwrap();
+        assert_eq!(w.current().state_of("p::m"), ModelState::Active);
+        assert!(!w.refresh().unwrap());
+        // A missing stats directory too.
+        let w = StateWatcher::open(&dir.path().join("no/such/model_state.json")).unwrap();
+        assert_eq!(*w.current(), Snapshot::default());
+    }
+
+    #[test]
+    fn a_change_of_size_or_mtime_reloads_and_nothing_else_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model_state.json");
+        write(&path, PAUSED);
+        let w = StateWatcher::open(&path).unwrap();
+        let mut changes = w.subscribe();
+        let before = w.current();
+        assert_eq!(before.state_of("p::m"), ModelState::Paused);
+        assert!(!w.refresh().unwrap(), "unchanged file");
+        assert!(!changes.has_changed().unwrap());
+
+        // A new size.
+        write(
+            &path,
+            r#"{"p::m": {"state": "disabled"}, "q::n": {"state": "paused"}}"#,
+        );
+        assert!(w.refresh().unwrap());
+        assert!(changes.has_changed().unwrap());
+        changes.mark_unchanged();
+        assert_eq!(w.current().state_of("p::m"), ModelState::Disabled);
+        assert_eq!(w.current().state_of("q::n"), ModelState::Paused);
+        assert!(!w.refresh().unwrap());
+        // The old snapshot is still whole for whoever holds it.
+        assert_eq!(before.state_of("p::m"), ModelState::Paused);
+
+        // Same size, rewritten in place (same inode), only the mtime moved.
+        let same_size = r#"{"p::m": {"state": "active"  }, "q::n": {"state": "paused"}}"#;
+        let len = fs::metadata(&path).unwrap().len();
+        assert_eq!(same_size.len() as u64, len);
+        let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+        std::io::Write::write_all(&mut &f, same_size.as_bytes()).unwrap();
+        f.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000))
+            .unwrap();
+        drop(f);
+        assert!(w.refresh().unwrap());
+        assert_eq!(w.current().state_of("p::m"), ModelState::Active);
+        assert!(!w.refresh().unwrap());
+
+        // Removed: every model active again.
+        fs::remove_file(&path).unwrap();
+        assert!(w.refresh().unwrap());
+        assert_eq!(w.current().state_of("q::n"), ModelState::Active);
+    }
+
+    #[test]
+    fn a_corrupt_file_keeps_the_last_snapshot_and_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model_state.json");
+        write(&path, PAUSED);
+        let w = StateWatcher::open(&path).unwrap();
+        let bad = "{\"p::m\": {\"state\": \"sleeping\"}} and more";
+        write(&path, bad);
+        let err = w.refresh().unwrap_err();
+        assert!(matches!(err, Error::Data(_)), "{err}");
+        assert!(err.to_string().contains("model_state.json"), "{err}");
+        assert_eq!(w.current().state_of("p::m"), ModelState::Paused);
+        assert_eq!(fs::read_to_string(&path).unwrap(), bad);
+        // Reported once per version of the file.
+        assert!(!w.refresh().unwrap());
+        assert_eq!(w.current().state_of("p::m"), ModelState::Paused);
+        // Fixed by hand: picked up.
+        write(&path, r#"{"p::m": {"state": "disabled"}}"#);
+        assert!(w.refresh().unwrap());
+        assert_eq!(w.current().state_of("p::m"), ModelState::Disabled);
+        // A route that starts on a bad file refuses to.
+        write(&path, bad);
+        assert!(matches!(StateWatcher::open(&path), Err(Error::Data(_))));
+        assert_eq!(fs::read_to_string(&path).unwrap(), bad);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_poller_publishes_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model_state.json");
+        let w = Arc::new(StateWatcher::open(&path).unwrap());
+        let mut changes = w.subscribe();
+        let poller = w.clone().spawn_poller(Duration::from_millis(5));
+        // An atomic replace, as `check` and `state` do it.
+        let tmp = dir.path().join("tmp");
+        write(&tmp, PAUSED);
+        File::open(&tmp).unwrap().sync_all().unwrap();
+        fs::rename(&tmp, &path).unwrap();
+        // The bound is only a safety net for a loaded machine.
+        tokio::time::timeout(Duration::from_secs(60), changes.changed())
+            .await
+            .expect("the poller sees the change")
+            .unwrap();
+        assert_eq!(w.current().state_of("p::m"), ModelState::Paused);
+        poller.abort();
+    }
+}
