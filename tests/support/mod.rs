@@ -237,3 +237,126 @@ pub fn log_entries(path: &Path) -> Vec<serde_json::Value> {
     serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("{} is not a valid array: {e}\n{text}", path.display()))
 }
+
+/// `llmprobe route --serve` on 127.0.0.1:0, stopped when dropped.
+pub struct RouteServer {
+    pub child: std::process::Child,
+    /// `http://127.0.0.1:PORT`
+    pub url: String,
+}
+
+impl RouteServer {
+    /// Start with `args` after `route --serve --listen 127.0.0.1:0`.
+    pub fn start(env: &Env, cfg: &str, args: &[&str]) -> RouteServer {
+        use std::io::BufRead;
+        let mut all = vec!["--config", cfg, "route", "--serve", "--listen", "127.0.0.1:0"];
+        all.extend_from_slice(args);
+        let mut child = env
+            .command(&all)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("start route");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = std::io::BufReader::new(stdout).lines();
+            if let Some(Ok(l)) = lines.next() {
+                let _ = tx.send(l);
+            }
+            // Keep draining so the server never blocks on a full pipe.
+            for _ in lines {}
+        });
+        let line = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("route --serve printed its address");
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .trim_end_matches("/v1")
+            .to_string();
+        RouteServer { child, url }
+    }
+
+    /// Send SIGTERM and wait for the exit code.
+    #[cfg(unix)]
+    pub fn terminate(mut self) -> i32 {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let code = self.child.wait().unwrap().code().unwrap_or(-1);
+        code
+    }
+}
+
+impl Drop for RouteServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A response as a test sees it.
+#[derive(Debug)]
+pub struct Http {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: String,
+}
+
+impl Http {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+
+    pub fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+/// One HTTP request over loopback.
+pub fn http(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&str>) -> Http {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let client = reqwest::Client::builder().no_proxy().build().unwrap();
+        let mut req = client.request(method.parse().unwrap(), url);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        if let Some(b) = body {
+            req = req.body(b.to_string());
+        }
+        let resp = tokio::time::timeout(std::time::Duration::from_secs(120), req.send())
+            .await
+            .expect("answered in time")
+            .expect("request sent");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = tokio::time::timeout(std::time::Duration::from_secs(120), resp.text())
+            .await
+            .expect("body in time")
+            .unwrap_or_else(|e| format!("<body error: {e}>"));
+        Http {
+            status,
+            headers,
+            body,
+        }
+    })
+}
+
+/// A chat request body.
+pub fn chat_body(model: &str, stream: bool) -> String {
+    serde_json::json!({
+        "model": model,
+        "stream": stream,
+        "messages": [{"role": "user", "content": "What is 7 + 7? Reply with only the number."}],
+    })
+    .to_string()
+}

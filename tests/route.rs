@@ -1,0 +1,452 @@
+//! `llmprobe route` end to end: the real binary, one-shot and `--serve`,
+//! against fake providers on 127.0.0.1. Time is moved by the test through
+//! the clock-offset file, never waited for; every cooldown rule is observed
+//! through how many requests each fake model received.
+
+use serde_json::{Value, json};
+
+use crate::support::{Env, Fake, RouteServer, chat_body, http};
+
+const CANARY: &str = "sk-canary-5c1d9e7a3b2f4e6d8a";
+
+/// A config of fake providers; `tables` are `[[providers]]` tables.
+fn config(env: &Env, tables: &[String], extra: &str) -> String {
+    let text = format!(
+        "include_default_catalog = false\n{extra}\n[defaults]\ntimeout_secs = 10\n\n{}",
+        tables.join("\n")
+    );
+    env.write("llmprobe.toml", text).display().to_string()
+}
+
+/// A test environment whose clock the test moves.
+fn env() -> Env {
+    let mut env = Env::new();
+    let clock = env.path().join("clock");
+    std::fs::write(&clock, "0").unwrap();
+    env.env("LLMPROBE_TEST_CLOCK_FILE", clock.to_str().unwrap());
+    env
+}
+
+/// Move route's clock forward to `secs` after the start.
+fn advance(env: &Env, secs: u64) {
+    std::fs::write(env.path().join("clock"), secs.to_string()).unwrap();
+}
+
+/// How many requests the fake received for `model`.
+fn calls(fake: &Fake, model: &str) -> usize {
+    fake.seen().iter().filter(|s| s.model() == model).count()
+}
+
+fn route(env: &Env, cfg: &str, args: &[&str]) -> crate::support::Run {
+    let mut all = vec!["--config", cfg, "route"];
+    all.extend_from_slice(args);
+    env.run(&all)
+}
+
+const Q: &str = "What is 7 + 7? Reply with only the number.";
+
+#[test]
+fn one_shot_falls_back_and_remembers_cooldowns_between_calls() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("first", "openai", &["rate-limit"], "priority = 1"),
+            fake.provider("second", "anthropic", &["ok"], "priority = 2"),
+        ],
+        "",
+    );
+    let r = route(&env, &cfg, &[Q]).ok();
+    assert_eq!(r.stdout.trim(), "14");
+    assert!(
+        r.stderr
+            .contains("via second::ok after 1 failed attempt(s): first::rate-limit=rate_limit"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(calls(&fake, "rate-limit"), 1);
+    // The 429 benched first::rate-limit (no Retry-After: the 2 min ladder
+    // step). The next call does not send to it.
+    let r = route(&env, &cfg, &[Q]).ok();
+    assert!(
+        r.stderr.contains("first::rate-limit=cooldown:rate_limit"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(calls(&fake, "rate-limit"), 1, "a benched model is not sent to");
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.stats().join("route_state.json")).unwrap())
+            .unwrap();
+    assert!(state.to_string().contains("rate_limit"), "{state}");
+    // Two minutes later it is tried again.
+    advance(&env, 121);
+    route(&env, &cfg, &[Q]).ok();
+    assert_eq!(calls(&fake, "rate-limit"), 2);
+}
+
+#[test]
+fn one_shot_json_and_exit_codes() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[fake.provider("p", "gemini", &["ok", "e500"], "")],
+        "",
+    );
+    let r = route(&env, &cfg, &["--json", "--model", "p::ok", Q]).ok();
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["routed_via"], "p::ok");
+    assert_eq!(v["response"]["object"], "chat.completion");
+    assert_eq!(v["response"]["choices"][0]["message"]["content"], "14");
+    // Every candidate failed: exit 5, each attempt listed.
+    let r = route(&env, &cfg, &["--model", "p::e500", Q]).code(5);
+    assert!(r.stderr.contains("p::e500: server_error (500)"), "{}", r.stderr);
+    // An unknown model can never succeed: a usage error.
+    let r = route(&env, &cfg, &["--model", "nope", Q]).code(2);
+    assert!(r.stderr.contains("\"nope\""), "{}", r.stderr);
+    // The prompt from stdin.
+    let mut child = env
+        .command(&["--config", &cfg, "route", "--model", "p::ok"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(Q.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "14");
+    // A route_state.json that cannot be parsed: exit 4, left as it was.
+    std::fs::write(env.stats().join("route_state.json"), "{oops").unwrap();
+    let r = route(&env, &cfg, &[Q]).code(4);
+    assert!(r.stderr.contains("route_state.json"), "{}", r.stderr);
+    assert_eq!(
+        std::fs::read(env.stats().join("route_state.json")).unwrap(),
+        b"{oops"
+    );
+}
+
+#[test]
+fn cooldown_rules_by_class() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("a", "openai", &["unauthorized"], "priority = 1"),
+            fake.provider("b", "openai", &["e500", "ok"], "priority = 2"),
+            fake.provider("c", "openai", &["ok"], "priority = 3"),
+        ],
+        "",
+    );
+    // a: 401 benches the key (5 min); b: a 500 skips b for the rest of the
+    // request (b::ok is not tried), c serves.
+    let r = route(&env, &cfg, &[Q]).ok();
+    assert!(r.stderr.contains("via c::ok"), "{}", r.stderr);
+    assert_eq!(calls(&fake, "unauthorized"), 1);
+    assert_eq!(calls(&fake, "e500"), 1);
+    assert_eq!(
+        fake.seen().iter().filter(|s| s.model() == "ok").count(),
+        1,
+        "b::ok skipped after b's 500; only c::ok served"
+    );
+    // Within 5 min a is not tried; after 5 min it is.
+    advance(&env, 200);
+    route(&env, &cfg, &[Q]).ok();
+    assert_eq!(calls(&fake, "unauthorized"), 1);
+    advance(&env, 301);
+    route(&env, &cfg, &[Q]).ok();
+    assert_eq!(calls(&fake, "unauthorized"), 2);
+}
+
+#[test]
+fn a_model_failing_three_times_in_15_minutes_is_benched_for_10() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("a", "openai", &["e500"], "priority = 1"),
+            fake.provider("z", "openai", &["ok"], "priority = 2"),
+        ],
+        "",
+    );
+    for i in 0..3 {
+        advance(&env, i * 60);
+        route(&env, &cfg, &[Q]).ok();
+    }
+    assert_eq!(calls(&fake, "e500"), 3);
+    advance(&env, 180);
+    route(&env, &cfg, &[Q]).ok();
+    assert_eq!(calls(&fake, "e500"), 3, "benched after the third failure");
+    advance(&env, 120 + 601);
+    route(&env, &cfg, &[Q]).ok();
+    assert_eq!(calls(&fake, "e500"), 4);
+}
+
+#[test]
+fn a_client_fault_goes_back_at_once() {
+    let env = env();
+    let fake = Fake::start(&env, &["bad=bad-request"]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("a", "openai", &["bad"], "priority = 1"),
+            fake.provider("b", "openai", &["ok"], "priority = 2"),
+        ],
+        "",
+    );
+    let r = route(&env, &cfg, &[Q]);
+    if r.code == 2 {
+        assert_eq!(calls(&fake, "ok"), 0, "no fallback for the client's own error");
+    }
+}
+
+#[test]
+fn server_routes_streams_and_reports() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("a", "openai", &["e503"], "priority = 1"),
+            fake.provider("b", "anthropic", &["ok"], "priority = 2"),
+            fake.provider("g", "gemini", &["stream-error", "stream-stall"], "priority = 3"),
+        ],
+        "[route]\nidle_timeout_secs = 2\n",
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let json_ct = [("content-type", "application/json")];
+    // Not streamed: falls over a's 503 to b.
+    let r = http("POST", &format!("{}/v1/chat/completions", srv.url), &json_ct, Some(&chat_body("auto", false)));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("x-routed-via"), "b::ok");
+    assert_eq!(r.header("x-fallback-attempts"), "1");
+    assert_eq!(r.header("x-fallback-trail"), "a::e503=overloaded");
+    assert_eq!(r.json()["choices"][0]["message"]["content"], "14");
+    // Streamed: failover before the first byte is invisible; the answer
+    // arrives as OpenAI chunks and ends with [DONE].
+    let r = http("POST", &format!("{}/v1/chat/completions", srv.url), &json_ct, Some(&chat_body("auto", true)));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.header("content-type").starts_with("text/event-stream"));
+    let text: String = r
+        .body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|v| v["choices"][0]["delta"]["content"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(text, "14", "{}", r.body);
+    assert!(r.body.trim_end().ends_with("data: [DONE]"), "{}", r.body);
+    // A failure after the first byte: an error event, then [DONE].
+    let r = http("POST", &format!("{}/v1/chat/completions", srv.url), &json_ct, Some(&chat_body("g::stream-error", true)));
+    assert_eq!(r.status, 200);
+    assert!(r.body.contains("\"code\":\"upstream_stream_failed\""), "{}", r.body);
+    assert!(r.body.trim_end().ends_with("data: [DONE]"), "{}", r.body);
+    // A stall past the idle timeout counts as a failure the same way.
+    let r = http("POST", &format!("{}/v1/chat/completions", srv.url), &json_ct, Some(&chat_body("g::stream-stall", true)));
+    assert!(r.body.contains("sent nothing for 2s"), "{}", r.body);
+    assert!(r.body.trim_end().ends_with("data: [DONE]"), "{}", r.body);
+    // Models, liveness, readiness.
+    let m = http("GET", &format!("{}/v1/models", srv.url), &[], None).json();
+    let ids: Vec<&str> = m["data"].as_array().unwrap().iter().map(|d| d["id"].as_str().unwrap()).collect();
+    assert!(ids.contains(&"auto") && ids.contains(&"b::ok"), "{ids:?}");
+    assert_eq!(http("GET", &format!("{}/livez", srv.url), &[], None).status, 200);
+    let ready = http("GET", &format!("{}/readyz", srv.url), &[], None);
+    assert_eq!(ready.status, 200, "{}", ready.body);
+    assert!(fake.seen().iter().any(|s| s.model() == "e503"));
+}
+
+#[test]
+fn bad_input_gets_openai_shaped_4xx_and_the_server_stays_up() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(&env, &[fake.provider("b", "openai", &["ok"], "")], "[route]\nmax_body_bytes = 2048\n");
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let url = format!("{}/v1/chat/completions", srv.url);
+    let json_ct = [("content-type", "application/json")];
+    let big = chat_body(&"x".repeat(4096), false);
+    for (headers, body, status, code) in [
+        (&json_ct[..], "{not json", 400, "invalid_request"),
+        (&json_ct[..], "{\"model\":\"auto\"}", 400, "invalid_request"),
+        (&[("content-type", "text/plain")][..], "{}", 415, "unsupported_media_type"),
+        (&json_ct[..], big.as_str(), 413, "request_too_large"),
+    ] {
+        let r = http("POST", &url, headers, Some(body));
+        assert_eq!(r.status, status, "{body:.40}: {}", r.body);
+        let v = r.json();
+        assert_eq!(v["error"]["code"], code, "{}", r.body);
+        assert!(v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+    let r = http("POST", &url, &json_ct, Some(&chat_body("gpt-9", false)));
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert_eq!(r.json()["error"]["code"], "model_not_found");
+    // Still serving.
+    let r = http("POST", &url, &json_ct, Some(&chat_body("auto", false)));
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
+#[test]
+fn inbound_auth_when_configured() {
+    let mut env = env();
+    env.env("ROUTE_TOKEN", "s3cret-token");
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(&env, &[fake.provider("b", "openai", &["ok"], "")], "[route]\nauth_token_env = \"ROUTE_TOKEN\"\n");
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let url = format!("{}/v1/chat/completions", srv.url);
+    for auth in [None, Some("Bearer wrong"), Some("s3cret-token")] {
+        let mut h = vec![("content-type", "application/json")];
+        if let Some(a) = auth {
+            h.push(("authorization", a));
+        }
+        let r = http("POST", &url, &h, Some(&chat_body("auto", false)));
+        assert_eq!(r.status, 401, "{auth:?}: {}", r.body);
+        assert_eq!(r.json()["error"]["type"], "authentication_error");
+    }
+    let r = http(
+        "POST",
+        &url,
+        &[("content-type", "application/json"), ("authorization", "Bearer s3cret-token")],
+        Some(&chat_body("auto", false)),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Liveness needs no token.
+    assert_eq!(http("GET", &format!("{}/livez", srv.url), &[], None).status, 200);
+}
+
+#[test]
+fn a_paused_model_stops_getting_traffic_without_a_restart() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("a", "openai", &["ok"], "priority = 1"),
+            fake.provider("b", "openai", &["ok"], "priority = 2"),
+        ],
+        "",
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let url = format!("{}/v1/chat/completions", srv.url);
+    let json_ct = [("content-type", "application/json")];
+    let r = http("POST", &url, &json_ct, Some(&chat_body("auto", false)));
+    assert_eq!(r.header("x-routed-via"), "a::ok");
+    env.run(&["--config", &cfg, "state", "pause", "a::ok"]).ok();
+    // The server polls the state file; wait (bounded) for the change.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let r = http("POST", &url, &json_ct, Some(&chat_body("auto", false)));
+        if r.header("x-routed-via") == "b::ok" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still routed to a paused model");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn an_echoed_key_never_reaches_the_client() {
+    let mut env = env();
+    env.env("CANARY_KEY", CANARY);
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[fake.provider("a", "openai", &["echo-key"], "api_key_env = \"CANARY_KEY\"")],
+        "",
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let r = http(
+        "POST",
+        &format!("{}/v1/chat/completions", srv.url),
+        &[("content-type", "application/json")],
+        Some(&chat_body("auto", false)),
+    );
+    let all = format!("{:?}{}", r.headers, r.body);
+    assert!(!all.contains(CANARY), "{all}");
+    assert!(!all.contains("8a"), "not even its tail: {all}");
+    let r = route(&env, &cfg, &["--json", Q]);
+    assert!(!r.stdout.contains(CANARY) && !r.stderr.contains(CANARY), "{} {}", r.stdout, r.stderr);
+    let state = std::fs::read_to_string(env.stats().join("route_state.json")).unwrap_or_default();
+    assert!(!state.contains(CANARY), "{state}");
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_saves_the_route_state() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("a", "openai", &["rate-limit"], "priority = 1"),
+            fake.provider("b", "openai", &["ok"], "priority = 2"),
+        ],
+        "",
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let r = http(
+        "POST",
+        &format!("{}/v1/chat/completions", srv.url),
+        &[("content-type", "application/json")],
+        Some(&chat_body("auto", false)),
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(srv.terminate(), 0);
+    let state = std::fs::read_to_string(env.stats().join("route_state.json")).unwrap();
+    assert!(state.contains("rate_limit"), "{state}");
+}
+
+/// The official OpenAI Python SDK against `route --serve`. `.ci/run` makes
+/// the venv (`.ci/venv`) and sets LLMPROBE_REQUIRE_SDK=1, so there this test
+/// cannot be skipped; elsewhere it runs when the SDK is installed.
+#[test]
+fn the_openai_python_sdk_as_a_client() {
+    let python = std::env::var("LLMPROBE_TEST_PYTHON").unwrap_or_else(|_| {
+        format!("{}/.ci/venv/bin/python", env!("CARGO_MANIFEST_DIR"))
+    });
+    let has_sdk = std::process::Command::new(&python)
+        .args(["-c", "import openai"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_sdk {
+        assert!(
+            std::env::var("LLMPROBE_REQUIRE_SDK").is_err(),
+            "the OpenAI SDK is required here but {python} cannot import openai"
+        );
+        eprintln!("SKIPPED: the OpenAI Python SDK is not installed ({python}); .ci/run installs it");
+        return;
+    }
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("a", "openai", &["e500"], "priority = 1"),
+            fake.provider("b", "anthropic", &["ok"], "priority = 2"),
+        ],
+        "",
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let script = format!("{}/tests/sdk/openai_client.py", env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(&python)
+        .args([script.as_str(), &format!("{}/v1", srv.url), "any-key"])
+        .env("NO_PROXY", "*")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["plain"]["content"], "14", "{v}");
+    assert_eq!(v["raw"]["routed_via"], "b::ok", "{v}");
+    assert_eq!(v["stream"]["content"], "14", "{v}");
+    assert_eq!(v["stream"]["finish_reason"], "stop", "{v}");
+    let models: Vec<&str> = v["models"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(models.contains(&"auto") && models.contains(&"b::ok"), "{v}");
+    assert_eq!(v["unknown_model"], json!({"status": 404, "code": "model_not_found"}), "{v}");
+}
