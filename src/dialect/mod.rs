@@ -18,7 +18,9 @@ mod openai;
 use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::catalog::Resolved;
+use std::collections::BTreeMap;
+
+use crate::secret::Secret;
 
 pub use anthropic::Anthropic;
 pub use gemini::Gemini;
@@ -196,28 +198,44 @@ pub fn wire(d: Dialect) -> &'static dyn Wire {
     }
 }
 
-/// A POST for `req` to `provider`, with auth and the provider's extra
-/// headers. The key only ever goes into a sensitive header, never the URL.
+/// Where and how to reach one provider, without its keys: `route` picks a
+/// key per attempt and passes it to [`build_request`] separately. Built by
+/// [`crate::catalog::Resolved::endpoint`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The provider's name in the catalog, for messages.
+    pub provider: String,
+    pub dialect: Dialect,
+    /// With placeholders filled and no trailing slash.
+    pub base_url: String,
+    /// Extra headers from the config, sent on every request.
+    pub headers: BTreeMap<String, String>,
+}
+
+/// A POST for `req` to `ep`, authenticated with `key` (none for keyless
+/// providers), with the provider's extra headers. The key only ever goes
+/// into a sensitive header, never the URL.
 pub fn build_request(
     client: &reqwest::Client,
-    provider: &Resolved,
+    ep: &Endpoint,
+    key: Option<&Secret>,
     req: &ChatRequest,
 ) -> Result<reqwest::RequestBuilder, BuildError> {
-    let w = wire(provider.provider.dialect);
+    let w = wire(ep.dialect);
     let mut builder = client
-        .post(w.url(&provider.base_url, &req.model))
+        .post(w.url(&ep.base_url, &req.model))
         // reqwest's `json` feature is not enabled; a Value always serialises.
         .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
         .body(w.body(req).to_string());
     for (name, value) in w.fixed_headers() {
         builder = builder.header(name, value);
     }
-    if let Some(key) = &provider.key {
+    if let Some(key) = key {
         for (name, value) in w.auth_headers(key.expose())? {
             builder = builder.header(name, value);
         }
     }
-    for (name, value) in &provider.provider.headers {
+    for (name, value) in &ep.headers {
         let n = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| BuildError::BadHeader(name.clone()))?;
         let v = HeaderValue::from_str(value).map_err(|_| BuildError::BadHeader(name.clone()))?;
@@ -474,7 +492,7 @@ mod tests {
     use crate::catalog::Catalog;
     use crate::secret::Secret;
 
-    fn resolved(dialect: &str, key: Option<&str>) -> Resolved {
+    fn endpoint(dialect: &str) -> Endpoint {
         let c = Catalog::from_toml_str(
             &format!(
                 r#"
@@ -490,16 +508,15 @@ mod tests {
             "t.toml",
         )
         .unwrap();
-        let mut r = c.providers[0].resolve_with(|_| None).unwrap();
-        r.key = key.map(|k| Secret::new(k.into()));
-        r
+        c.providers[0].resolve_with(|_| None).unwrap().endpoint()
     }
 
     fn built(dialect: &str, key: Option<&str>, model: &str) -> reqwest::Request {
-        let r = resolved(dialect, key);
+        let key = key.map(|k| Secret::new(k.into()));
         build_request(
             &reqwest::Client::new(),
-            &r,
+            &endpoint(dialect),
+            key.as_ref(),
             &ChatRequest::probe(model, "What is 7 + 7?", 16),
         )
         .unwrap()
@@ -563,10 +580,10 @@ mod tests {
 
     #[test]
     fn a_key_with_a_newline_is_refused_without_echoing_it() {
-        let r = resolved("openai", Some("sk-abc\ndef"));
         let err = build_request(
             &reqwest::Client::new(),
-            &r,
+            &endpoint("openai"),
+            Some(&Secret::new("sk-abc\ndef".into())),
             &ChatRequest::probe("m", "q", 1),
         )
         .unwrap_err();
