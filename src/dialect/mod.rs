@@ -14,6 +14,7 @@
 mod anthropic;
 mod gemini;
 mod openai;
+mod request;
 
 use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use serde_json::Value;
@@ -25,6 +26,9 @@ use crate::secret::Secret;
 pub use anthropic::Anthropic;
 pub use gemini::Gemini;
 pub use openai::OpenAi;
+pub use request::{
+    ChatMessage, ChatRequest, Content, DEFAULT_ESTIMATED_COMPLETION_TOKENS, ROLES, RequestError,
+};
 
 /// The wire protocol a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -45,46 +49,6 @@ impl Dialect {
             Dialect::Openai => "openai",
             Dialect::Anthropic => "anthropic",
             Dialect::Gemini => "gemini",
-        }
-    }
-}
-
-/// One message of a conversation. `role` is `system`, `user` or
-/// `assistant`, as in the OpenAI API; dialects translate it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChatMessage {
-    pub role: String,
-    pub content: String,
-}
-
-impl ChatMessage {
-    pub fn user(content: impl Into<String>) -> ChatMessage {
-        ChatMessage {
-            role: "user".into(),
-            content: content.into(),
-        }
-    }
-}
-
-/// A non-streaming chat request, independent of dialect.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChatRequest {
-    pub model: String,
-    pub messages: Vec<ChatMessage>,
-    /// `None` leaves the provider default, except for Anthropic, which
-    /// requires a value and gets [`ANTHROPIC_DEFAULT_MAX_TOKENS`].
-    pub max_tokens: Option<u32>,
-    pub temperature: Option<f64>,
-}
-
-impl ChatRequest {
-    /// The request a probe sends: one user message, temperature 0.
-    pub fn probe(model: &str, prompt: &str, max_tokens: u32) -> ChatRequest {
-        ChatRequest {
-            model: model.to_string(),
-            messages: vec![ChatMessage::user(prompt)],
-            max_tokens: Some(max_tokens),
-            temperature: Some(0.0),
         }
     }
 }
@@ -169,21 +133,26 @@ pub enum BuildError {
     BadKey,
     #[error("header {0:?} from the config is not a valid http header")]
     BadHeader(String),
+    /// The request uses something the provider's dialect cannot carry (a
+    /// tool message for Anthropic, an image URL for Gemini, …). The
+    /// client's request is fine; another provider may take it.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 /// What each dialect knows: where to send, how to authenticate, how to
 /// shape the body, and how to read a success body.
 pub trait Wire: Sync {
-    /// The full endpoint URL for `model`.
-    fn url(&self, base_url: &str, model: &str) -> String;
+    /// The full endpoint URL for `model`; `stream` for a streamed reply.
+    fn url(&self, base_url: &str, model: &str, stream: bool) -> String;
     /// The authentication headers for `key` (marked sensitive).
     fn auth_headers(&self, key: &str) -> Result<Vec<(HeaderName, HeaderValue)>, BuildError>;
     /// Headers the dialect needs on every request, with or without a key.
     fn fixed_headers(&self) -> Vec<(HeaderName, HeaderValue)> {
         Vec::new()
     }
-    /// The JSON body.
-    fn body(&self, req: &ChatRequest) -> Value;
+    /// The JSON body, or why `req` cannot be expressed in this dialect.
+    fn body(&self, req: &ChatRequest) -> Result<Value, BuildError>;
     /// Read a success body that has already been parsed as JSON and is not
     /// an error object.
     fn parse_reply(&self, json: &Value) -> Result<ChatReply, ReplyError>;
@@ -223,10 +192,10 @@ pub fn build_request(
 ) -> Result<reqwest::RequestBuilder, BuildError> {
     let w = wire(ep.dialect);
     let mut builder = client
-        .post(w.url(&ep.base_url, &req.model))
+        .post(w.url(&ep.base_url, &req.model, req.stream))
         // reqwest's `json` feature is not enabled; a Value always serialises.
         .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-        .body(w.body(req).to_string());
+        .body(w.body(req)?.to_string());
     for (name, value) in w.fixed_headers() {
         builder = builder.header(name, value);
     }
@@ -592,34 +561,197 @@ mod tests {
 
     #[test]
     fn system_and_assistant_roles_are_translated() {
-        let req = ChatRequest {
-            model: "m".into(),
-            messages: vec![
-                ChatMessage {
-                    role: "system".into(),
-                    content: "be brief".into(),
-                },
-                ChatMessage::user("hi"),
-                ChatMessage {
-                    role: "assistant".into(),
-                    content: "hello".into(),
-                },
-                ChatMessage::user("2+2?"),
-            ],
-            max_tokens: None,
-            temperature: None,
-        };
-        let a = Anthropic.body(&req);
-        assert_eq!(a["system"], "be brief");
+        let mut req = ChatRequest::probe("m", "hi", 1);
+        req.max_tokens = None;
+        req.temperature = None;
+        req.messages = vec![
+            ChatMessage::new("system", "be brief"),
+            ChatMessage::user("hi"),
+            ChatMessage::new("assistant", "hello"),
+            ChatMessage::new("developer", "in English"),
+            ChatMessage::user("2+2?"),
+        ];
+        let a = Anthropic.body(&req).unwrap();
+        assert_eq!(a["system"], "be brief\n\nin English");
         assert_eq!(a["messages"].as_array().unwrap().len(), 3);
         assert_eq!(a["max_tokens"], ANTHROPIC_DEFAULT_MAX_TOKENS);
         assert!(a.get("temperature").is_none());
-        let g = Gemini.body(&req);
+        let g = Gemini.body(&req).unwrap();
         assert_eq!(g["systemInstruction"]["parts"][0]["text"], "be brief");
+        assert_eq!(g["systemInstruction"]["parts"][1]["text"], "in English");
         assert_eq!(g["contents"][1]["role"], "model");
-        let o = OpenAi.body(&req);
-        assert_eq!(o["messages"].as_array().unwrap().len(), 4);
+        let o = OpenAi.body(&req).unwrap();
+        assert_eq!(o["messages"].as_array().unwrap().len(), 5);
         assert!(o.get("max_tokens").is_none());
+        // A separate system prompt comes first everywhere.
+        req.system = Some("top".into());
+        assert_eq!(
+            Anthropic.body(&req).unwrap()["system"],
+            "top\n\nbe brief\n\nin English"
+        );
+        assert_eq!(
+            Gemini.body(&req).unwrap()["systemInstruction"]["parts"][0]["text"],
+            "top"
+        );
+        let o = OpenAi.body(&req).unwrap();
+        assert_eq!(
+            o["messages"][0],
+            serde_json::json!({"role":"system","content":"top"})
+        );
+        assert_eq!(o["messages"].as_array().unwrap().len(), 6);
+    }
+
+    /// Probes must send exactly what they sent before route existed.
+    #[test]
+    fn probe_bodies_are_byte_identical() {
+        let body = |d: &str| {
+            let req = built(d, Some("k"), "m");
+            let bytes = req.body().unwrap().as_bytes().unwrap().to_vec();
+            (req.url().to_string(), String::from_utf8(bytes).unwrap())
+        };
+        assert_eq!(
+            body("openai"),
+            (
+                "http://127.0.0.1:9/v1/chat/completions".into(),
+                r#"{"model":"m","messages":[{"role":"user","content":"What is 7 + 7?"}],"temperature":0.0,"max_tokens":16}"#.into()
+            )
+        );
+        assert_eq!(
+            body("anthropic"),
+            (
+                "http://127.0.0.1:9/v1/messages".into(),
+                r#"{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"What is 7 + 7?"}],"temperature":0.0}"#.into()
+            )
+        );
+        assert_eq!(
+            body("gemini"),
+            (
+                "http://127.0.0.1:9/v1/models/m:generateContent".into(),
+                r#"{"contents":[{"role":"user","parts":[{"text":"What is 7 + 7?"}]}],"generationConfig":{"temperature":0.0,"maxOutputTokens":16}}"#.into()
+            )
+        );
+    }
+
+    fn client_request(json: &str) -> ChatRequest {
+        ChatRequest::from_openai_json(json.as_bytes()).unwrap()
+    }
+
+    fn build(dialect: &str, req: &ChatRequest) -> Result<reqwest::Request, BuildError> {
+        build_request(&reqwest::Client::new(), &endpoint(dialect), None, req)
+            .map(|b| b.build().unwrap())
+    }
+
+    #[test]
+    fn openai_passes_the_client_request_through() {
+        let req = client_request(
+            r#"{"model":"gpt","messages":[{"role":"user","name":"ann","content":[{"type":"text","text":"hi"}]},{"role":"assistant","content":null,"tool_calls":[{"id":"c"}]},{"role":"tool","tool_call_id":"c","content":"42"}],
+               "max_completion_tokens":5,"top_p":0.9,"stop":["a","b"],"tools":[{"type":"function"}],"seed":1}"#,
+        );
+        let body = body_of(&build("openai", &req).unwrap());
+        assert_eq!(body["messages"][0]["name"], "ann");
+        assert_eq!(body["messages"][0]["content"][0]["text"], "hi");
+        assert_eq!(body["messages"][1]["content"], Value::Null);
+        assert_eq!(body["messages"][1]["tool_calls"][0]["id"], "c");
+        assert_eq!(body["messages"][2]["tool_call_id"], "c");
+        assert_eq!(body["max_completion_tokens"], 5);
+        assert!(body.get("max_tokens").is_none());
+        assert_eq!(body["top_p"], 0.9);
+        assert_eq!(body["stop"], serde_json::json!(["a", "b"]));
+        assert_eq!(body["tools"][0]["type"], "function");
+        assert_eq!(body["seed"], 1);
+        assert!(body.get("stream").is_none());
+        // The others cannot carry tools, so they refuse rather than drop them.
+        for d in ["anthropic", "gemini"] {
+            let e = build(d, &req).unwrap_err();
+            assert!(matches!(e, BuildError::Unsupported(_)), "{e:?}");
+            assert!(e.to_string().contains(d), "{e}");
+        }
+    }
+
+    #[test]
+    fn streaming_urls_and_flags() {
+        let mut req = client_request(
+            r#"{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true,"stop":"END","top_p":0.5}"#,
+        );
+        let o = build("openai", &req).unwrap();
+        let body = body_of(&o);
+        assert_eq!(body["stream"], true);
+        assert_eq!(
+            body["stream_options"],
+            serde_json::json!({"include_usage": true})
+        );
+        assert_eq!(body["stop"], "END");
+        let a = build("anthropic", &req).unwrap();
+        let body = body_of(&a);
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["stop_sequences"], serde_json::json!(["END"]));
+        assert_eq!(body["top_p"], 0.5);
+        let g = build("gemini", &req).unwrap();
+        assert_eq!(
+            g.url().as_str(),
+            "http://127.0.0.1:9/v1/models/m:streamGenerateContent?alt=sse"
+        );
+        let body = body_of(&g);
+        assert!(body.get("stream").is_none());
+        assert_eq!(
+            body["generationConfig"]["stopSequences"],
+            serde_json::json!(["END"])
+        );
+        assert_eq!(body["generationConfig"]["topP"], 0.5);
+        // The client's own stream_options win.
+        req.extra.insert(
+            "stream_options".into(),
+            serde_json::json!({"include_usage": false}),
+        );
+        let body = body_of(&build("openai", &req).unwrap());
+        assert_eq!(
+            body["stream_options"],
+            serde_json::json!({"include_usage": false})
+        );
+    }
+
+    #[test]
+    fn content_parts_are_mapped_or_refused() {
+        let req = client_request(
+            r#"{"messages":[{"role":"user","content":[{"type":"text","text":"what is this?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}}]}]}"#,
+        );
+        let a = Anthropic.body(&req).unwrap();
+        assert_eq!(
+            a["messages"][0]["content"],
+            serde_json::json!([
+                {"type":"text","text":"what is this?"},
+                {"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}
+            ])
+        );
+        let g = Gemini.body(&req).unwrap();
+        assert_eq!(
+            g["contents"][0]["parts"],
+            serde_json::json!([
+                {"text":"what is this?"},
+                {"inlineData":{"mimeType":"image/png","data":"iVBORw0KGgo="}}
+            ])
+        );
+        let remote = client_request(
+            r#"{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://example.com/cat.png"}}]}]}"#,
+        );
+        assert_eq!(
+            Anthropic.body(&remote).unwrap()["messages"][0]["content"][0]["source"],
+            serde_json::json!({"type":"url","url":"https://example.com/cat.png"})
+        );
+        let e = Gemini.body(&remote).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "messages[0].content[0]: gemini takes images only as base64 data: URLs"
+        );
+        let audio = client_request(
+            r#"{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{}}]}]}"#,
+        );
+        for e in [
+            Anthropic.body(&audio).unwrap_err(),
+            Gemini.body(&audio).unwrap_err(),
+        ] {
+            assert!(e.to_string().contains("\"input_audio\""), "{e}");
+        }
     }
 
     #[test]
