@@ -14,6 +14,7 @@
 mod anthropic;
 mod gemini;
 mod openai;
+mod reply;
 mod request;
 
 use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
@@ -26,6 +27,7 @@ use crate::secret::Secret;
 pub use anthropic::Anthropic;
 pub use gemini::Gemini;
 pub use openai::OpenAi;
+pub use reply::{openai_finish_reason, reply_to_openai};
 pub use request::{
     ChatMessage, ChatRequest, Content, DEFAULT_ESTIMATED_COMPLETION_TOKENS, ROLES, RequestError,
 };
@@ -223,6 +225,12 @@ fn secret_header(value: &str) -> Result<HeaderValue, BuildError> {
 
 /// Parse a 2xx body into a reply for `dialect`.
 pub fn parse_reply(dialect: Dialect, body: &[u8]) -> Result<ChatReply, ReplyError> {
+    wire(dialect).parse_reply(&success_json(body)?)
+}
+
+/// A 2xx body as JSON, if it is a reply rather than an error object, an
+/// HTML page or nothing.
+fn success_json(body: &[u8]) -> Result<Value, ReplyError> {
     let text = String::from_utf8_lossy(body);
     let json = match parse_json(&text) {
         Some(v) => v,
@@ -238,7 +246,7 @@ pub fn parse_reply(dialect: Dialect, body: &[u8]) -> Result<ChatReply, ReplyErro
     if !has_reply && let Some(err) = error_from_json(&json) {
         return Err(ReplyError::Embedded(err));
     }
-    wire(dialect).parse_reply(&json)
+    Ok(json)
 }
 
 /// Parse an error body (any status) into what the provider said, if it has
