@@ -214,6 +214,12 @@ pub async fn send(
     }
 }
 
+/// A failure while reading a response body that is being streamed (the
+/// headers have arrived), sorted like [`send`]'s.
+pub fn body_error(e: reqwest::Error) -> TransportError {
+    from_reqwest(e, true)
+}
+
 /// Sort a reqwest error by walking its `source()` chain. `in_body` says the
 /// headers had already arrived, so a broken connection is a reset mid-body.
 fn from_reqwest(e: reqwest::Error, in_body: bool) -> TransportError {

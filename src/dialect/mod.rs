@@ -16,6 +16,7 @@ mod gemini;
 mod openai;
 mod reply;
 mod request;
+mod stream;
 
 use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use serde_json::Value;
@@ -31,6 +32,7 @@ pub use reply::{openai_finish_reason, reply_to_openai};
 pub use request::{
     ChatMessage, ChatRequest, Content, DEFAULT_ESTIMATED_COMPLETION_TOKENS, ROLES, RequestError,
 };
+pub use stream::{StreamItem, StreamMapper, chunk_stream, map_byte_stream};
 
 /// The wire protocol a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
