@@ -3,7 +3,10 @@
 //! [`ProviderError`].
 //!
 //! Probes use this for one-question requests; `route` reuses it for general
-//! chat requests, so nothing here is probe-specific. Each dialect is a unit
+//! chat requests, so nothing here is probe-specific: [`ChatRequest`] is the
+//! whole OpenAI request (`request.rs`), [`reply_to_openai`] turns any
+//! dialect's reply back into OpenAI JSON (`reply.rs`), and
+//! [`StreamMapper`] does the same for streamed replies (`stream.rs`). Each dialect is a unit
 //! type implementing [`Wire`]; [`wire`] maps the closed [`Dialect`] enum
 //! (defined here, once, for the catalog, the fake provider and `route`) to
 //! it. Error bodies are parsed by one
