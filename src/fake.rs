@@ -624,6 +624,7 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
         Behaviour::Unauthorized => Reply::Fixed(respond::unauthorized(d)),
         Behaviour::Forbidden => Reply::Fixed(respond::forbidden(d)),
         Behaviour::NotFound => Reply::Fixed(respond::not_found(d, &call.model)),
+        Behaviour::ContextLength => Reply::Fixed(respond::context_length(d)),
         Behaviour::EchoKey => Reply::Fixed(respond::echo_key(d, call.key.as_deref().unwrap_or(""))),
         Behaviour::ErrorIn200 => Reply::Fixed(respond::error_in_200()),
         Behaviour::Garbage => Reply::Fixed(respond::garbage()),

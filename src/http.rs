@@ -227,7 +227,8 @@ pub async fn open(
     }
 }
 
-/// A failure while reading a response body that is already under way.
+/// A failure while reading a response body that is being streamed (the
+/// headers have arrived), sorted like [`send`]'s.
 pub fn body_error(e: reqwest::Error) -> TransportError {
     from_reqwest(e, true)
 }

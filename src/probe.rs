@@ -27,9 +27,10 @@ pub async fn probe(
     redactor: &Redactor,
 ) -> Outcome {
     // The provider's own key is always masked, whatever the caller passed.
-    let redactor = redactor.with(provider.key.as_ref());
+    let key = provider.first_key().map(|k| &k.secret);
+    let redactor = redactor.with(key);
     let request = ChatRequest::probe(model, &question.text, provider.provider.max_tokens);
-    let builder = match dialect::build_request(client, provider, &request) {
+    let builder = match dialect::build_request(client, &provider.endpoint(), key, &request) {
         Ok(b) => b,
         Err(e) => {
             return Outcome {
@@ -53,7 +54,7 @@ pub async fn probe(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Catalog;
+    use crate::catalog::{ApiKey, Catalog};
     use crate::secret::Secret;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
@@ -77,7 +78,7 @@ mod tests {
         )
         .unwrap();
         let mut r = c.providers[0].resolve_with(|_| None).unwrap();
-        r.key = Some(Secret::new(KEY.into()));
+        r.keys = vec![ApiKey::new(0, "KEY", Secret::new(KEY.into()))];
         r
     }
 

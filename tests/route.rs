@@ -74,10 +74,15 @@ fn one_shot_falls_back_and_remembers_cooldowns_between_calls() {
         "{}",
         r.stderr
     );
-    assert_eq!(calls(&fake, "rate-limit"), 1, "a benched model is not sent to");
-    let state: Value =
-        serde_json::from_str(&std::fs::read_to_string(env.stats().join("route_state.json")).unwrap())
-            .unwrap();
+    assert_eq!(
+        calls(&fake, "rate-limit"),
+        1,
+        "a benched model is not sent to"
+    );
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(env.stats().join("route_state.json")).unwrap(),
+    )
+    .unwrap();
     assert!(state.to_string().contains("rate_limit"), "{state}");
     // Two minutes later it is tried again.
     advance(&env, 121);
@@ -101,7 +106,11 @@ fn one_shot_json_and_exit_codes() {
     assert_eq!(v["response"]["choices"][0]["message"]["content"], "14");
     // Every candidate failed: exit 5, each attempt listed.
     let r = route(&env, &cfg, &["--model", "p::e500", Q]).code(5);
-    assert!(r.stderr.contains("p::e500: server_error (500)"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("p::e500: server_error (500)"),
+        "{}",
+        r.stderr
+    );
     // An unknown model can never succeed: a usage error.
     let r = route(&env, &cfg, &["--model", "nope", Q]).code(2);
     assert!(r.stderr.contains("\"nope\""), "{}", r.stderr);
@@ -188,19 +197,45 @@ fn a_model_failing_three_times_in_15_minutes_is_benched_for_10() {
 #[test]
 fn a_client_fault_goes_back_at_once() {
     let env = env();
-    let fake = Fake::start(&env, &["bad=bad-request"]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("a", "openai", &["bad"], "priority = 1"),
-            fake.provider("b", "openai", &["ok"], "priority = 2"),
-        ],
-        "",
-    );
-    let r = route(&env, &cfg, &[Q]);
-    if r.code == 2 {
-        assert_eq!(calls(&fake, "ok"), 0, "no fallback for the client's own error");
+    let fake = Fake::start(&env, &[]);
+    for dialect in ["openai", "anthropic", "gemini"] {
+        let cfg = config(
+            &env,
+            &[
+                fake.provider("a", dialect, &["context-length"], "priority = 1"),
+                fake.provider("b", "openai", &["ok"], "priority = 2"),
+            ],
+            "",
+        );
+        let r = route(&env, &cfg, &[Q]).code(2);
+        assert!(
+            r.stderr.contains("context_length"),
+            "{dialect}: {}",
+            r.stderr
+        );
+        assert_eq!(
+            calls(&fake, "ok"),
+            0,
+            "{dialect}: no fallback for the client's own error"
+        );
+        // Not a cooldown either: the next request tries it again.
+        let srv = RouteServer::start(&env, &cfg, &[]);
+        let r = http(
+            "POST",
+            &format!("{}/v1/chat/completions", srv.url),
+            &[("content-type", "application/json")],
+            Some(&chat_body("auto", false)),
+        );
+        assert_eq!(r.status, 400, "{dialect}: {}", r.body);
+        assert_eq!(
+            r.json()["error"]["code"],
+            "context_length_exceeded",
+            "{}",
+            r.body
+        );
+        assert_eq!(calls(&fake, "ok"), 0);
     }
+    assert_eq!(calls(&fake, "context-length"), 6);
 }
 
 #[test]
@@ -212,14 +247,24 @@ fn server_routes_streams_and_reports() {
         &[
             fake.provider("a", "openai", &["e503"], "priority = 1"),
             fake.provider("b", "anthropic", &["ok"], "priority = 2"),
-            fake.provider("g", "gemini", &["stream-error", "stream-stall"], "priority = 3"),
+            fake.provider(
+                "g",
+                "gemini",
+                &["stream-error", "stream-stall"],
+                "priority = 3",
+            ),
         ],
         "[route]\nidle_timeout_secs = 2\n",
     );
     let srv = RouteServer::start(&env, &cfg, &[]);
     let json_ct = [("content-type", "application/json")];
     // Not streamed: falls over a's 503 to b.
-    let r = http("POST", &format!("{}/v1/chat/completions", srv.url), &json_ct, Some(&chat_body("auto", false)));
+    let r = http(
+        "POST",
+        &format!("{}/v1/chat/completions", srv.url),
+        &json_ct,
+        Some(&chat_body("auto", false)),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.header("x-routed-via"), "b::ok");
     assert_eq!(r.header("x-fallback-attempts"), "1");
@@ -227,7 +272,12 @@ fn server_routes_streams_and_reports() {
     assert_eq!(r.json()["choices"][0]["message"]["content"], "14");
     // Streamed: failover before the first byte is invisible; the answer
     // arrives as OpenAI chunks and ends with [DONE].
-    let r = http("POST", &format!("{}/v1/chat/completions", srv.url), &json_ct, Some(&chat_body("auto", true)));
+    let r = http(
+        "POST",
+        &format!("{}/v1/chat/completions", srv.url),
+        &json_ct,
+        Some(&chat_body("auto", true)),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.header("content-type").starts_with("text/event-stream"));
     let text: String = r
@@ -236,24 +286,50 @@ fn server_routes_streams_and_reports() {
         .filter_map(|l| l.strip_prefix("data: "))
         .filter(|d| *d != "[DONE]")
         .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-        .filter_map(|v| v["choices"][0]["delta"]["content"].as_str().map(str::to_string))
+        .filter_map(|v| {
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
         .collect();
     assert_eq!(text, "14", "{}", r.body);
     assert!(r.body.trim_end().ends_with("data: [DONE]"), "{}", r.body);
     // A failure after the first byte: an error event, then [DONE].
-    let r = http("POST", &format!("{}/v1/chat/completions", srv.url), &json_ct, Some(&chat_body("g::stream-error", true)));
+    let r = http(
+        "POST",
+        &format!("{}/v1/chat/completions", srv.url),
+        &json_ct,
+        Some(&chat_body("g::stream-error", true)),
+    );
     assert_eq!(r.status, 200);
-    assert!(r.body.contains("\"code\":\"upstream_stream_failed\""), "{}", r.body);
+    assert!(
+        r.body.contains("\"code\":\"upstream_stream_failed\""),
+        "{}",
+        r.body
+    );
     assert!(r.body.trim_end().ends_with("data: [DONE]"), "{}", r.body);
     // A stall past the idle timeout counts as a failure the same way.
-    let r = http("POST", &format!("{}/v1/chat/completions", srv.url), &json_ct, Some(&chat_body("g::stream-stall", true)));
+    let r = http(
+        "POST",
+        &format!("{}/v1/chat/completions", srv.url),
+        &json_ct,
+        Some(&chat_body("g::stream-stall", true)),
+    );
     assert!(r.body.contains("sent nothing for 2s"), "{}", r.body);
     assert!(r.body.trim_end().ends_with("data: [DONE]"), "{}", r.body);
     // Models, liveness, readiness.
     let m = http("GET", &format!("{}/v1/models", srv.url), &[], None).json();
-    let ids: Vec<&str> = m["data"].as_array().unwrap().iter().map(|d| d["id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = m["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
     assert!(ids.contains(&"auto") && ids.contains(&"b::ok"), "{ids:?}");
-    assert_eq!(http("GET", &format!("{}/livez", srv.url), &[], None).status, 200);
+    assert_eq!(
+        http("GET", &format!("{}/livez", srv.url), &[], None).status,
+        200
+    );
     let ready = http("GET", &format!("{}/readyz", srv.url), &[], None);
     assert_eq!(ready.status, 200, "{}", ready.body);
     assert!(fake.seen().iter().any(|s| s.model() == "e503"));
@@ -263,7 +339,11 @@ fn server_routes_streams_and_reports() {
 fn bad_input_gets_openai_shaped_4xx_and_the_server_stays_up() {
     let env = env();
     let fake = Fake::start(&env, &[]);
-    let cfg = config(&env, &[fake.provider("b", "openai", &["ok"], "")], "[route]\nmax_body_bytes = 2048\n");
+    let cfg = config(
+        &env,
+        &[fake.provider("b", "openai", &["ok"], "")],
+        "[route]\nmax_body_bytes = 2048\n",
+    );
     let srv = RouteServer::start(&env, &cfg, &[]);
     let url = format!("{}/v1/chat/completions", srv.url);
     let json_ct = [("content-type", "application/json")];
@@ -271,14 +351,23 @@ fn bad_input_gets_openai_shaped_4xx_and_the_server_stays_up() {
     for (headers, body, status, code) in [
         (&json_ct[..], "{not json", 400, "invalid_request"),
         (&json_ct[..], "{\"model\":\"auto\"}", 400, "invalid_request"),
-        (&[("content-type", "text/plain")][..], "{}", 415, "unsupported_media_type"),
+        (
+            &[("content-type", "text/plain")][..],
+            "{}",
+            415,
+            "unsupported_media_type",
+        ),
         (&json_ct[..], big.as_str(), 413, "request_too_large"),
     ] {
         let r = http("POST", &url, headers, Some(body));
         assert_eq!(r.status, status, "{body:.40}: {}", r.body);
         let v = r.json();
         assert_eq!(v["error"]["code"], code, "{}", r.body);
-        assert!(v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty())
+        );
     }
     let r = http("POST", &url, &json_ct, Some(&chat_body("gpt-9", false)));
     assert_eq!(r.status, 404, "{}", r.body);
@@ -293,7 +382,11 @@ fn inbound_auth_when_configured() {
     let mut env = env();
     env.env("ROUTE_TOKEN", "s3cret-token");
     let fake = Fake::start(&env, &[]);
-    let cfg = config(&env, &[fake.provider("b", "openai", &["ok"], "")], "[route]\nauth_token_env = \"ROUTE_TOKEN\"\n");
+    let cfg = config(
+        &env,
+        &[fake.provider("b", "openai", &["ok"], "")],
+        "[route]\nauth_token_env = \"ROUTE_TOKEN\"\n",
+    );
     let srv = RouteServer::start(&env, &cfg, &[]);
     let url = format!("{}/v1/chat/completions", srv.url);
     for auth in [None, Some("Bearer wrong"), Some("s3cret-token")] {
@@ -308,12 +401,18 @@ fn inbound_auth_when_configured() {
     let r = http(
         "POST",
         &url,
-        &[("content-type", "application/json"), ("authorization", "Bearer s3cret-token")],
+        &[
+            ("content-type", "application/json"),
+            ("authorization", "Bearer s3cret-token"),
+        ],
         Some(&chat_body("auto", false)),
     );
     assert_eq!(r.status, 200, "{}", r.body);
     // Liveness needs no token.
-    assert_eq!(http("GET", &format!("{}/livez", srv.url), &[], None).status, 200);
+    assert_eq!(
+        http("GET", &format!("{}/livez", srv.url), &[], None).status,
+        200
+    );
 }
 
 #[test]
@@ -341,7 +440,10 @@ fn a_paused_model_stops_getting_traffic_without_a_restart() {
         if r.header("x-routed-via") == "b::ok" {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "still routed to a paused model");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still routed to a paused model"
+        );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
@@ -367,7 +469,12 @@ fn an_echoed_key_never_reaches_the_client() {
     assert!(!all.contains(CANARY), "{all}");
     assert!(!all.contains("8a"), "not even its tail: {all}");
     let r = route(&env, &cfg, &["--json", Q]);
-    assert!(!r.stdout.contains(CANARY) && !r.stderr.contains(CANARY), "{} {}", r.stdout, r.stderr);
+    assert!(
+        !r.stdout.contains(CANARY) && !r.stderr.contains(CANARY),
+        "{} {}",
+        r.stdout,
+        r.stderr
+    );
     let state = std::fs::read_to_string(env.stats().join("route_state.json")).unwrap_or_default();
     assert!(!state.contains(CANARY), "{state}");
 }
@@ -403,9 +510,8 @@ fn sigterm_saves_the_route_state() {
 /// cannot be skipped; elsewhere it runs when the SDK is installed.
 #[test]
 fn the_openai_python_sdk_as_a_client() {
-    let python = std::env::var("LLMPROBE_TEST_PYTHON").unwrap_or_else(|_| {
-        format!("{}/.ci/venv/bin/python", env!("CARGO_MANIFEST_DIR"))
-    });
+    let python = std::env::var("LLMPROBE_TEST_PYTHON")
+        .unwrap_or_else(|_| format!("{}/.ci/venv/bin/python", env!("CARGO_MANIFEST_DIR")));
     let has_sdk = std::process::Command::new(&python)
         .args(["-c", "import openai"])
         .output()
@@ -415,7 +521,9 @@ fn the_openai_python_sdk_as_a_client() {
             std::env::var("LLMPROBE_REQUIRE_SDK").is_err(),
             "the OpenAI SDK is required here but {python} cannot import openai"
         );
-        eprintln!("SKIPPED: the OpenAI Python SDK is not installed ({python}); .ci/run installs it");
+        eprintln!(
+            "SKIPPED: the OpenAI Python SDK is not installed ({python}); .ci/run installs it"
+        );
         return;
     }
     let env = env();
@@ -446,7 +554,16 @@ fn the_openai_python_sdk_as_a_client() {
     assert_eq!(v["raw"]["routed_via"], "b::ok", "{v}");
     assert_eq!(v["stream"]["content"], "14", "{v}");
     assert_eq!(v["stream"]["finish_reason"], "stop", "{v}");
-    let models: Vec<&str> = v["models"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    let models: Vec<&str> = v["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
     assert!(models.contains(&"auto") && models.contains(&"b::ok"), "{v}");
-    assert_eq!(v["unknown_model"], json!({"status": 404, "code": "model_not_found"}), "{v}");
+    assert_eq!(
+        v["unknown_model"],
+        json!({"status": 404, "code": "model_not_found"}),
+        "{v}"
+    );
 }

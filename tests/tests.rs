@@ -5,4 +5,5 @@
 mod check;
 mod cli;
 mod read_cmds;
+mod route;
 mod support;

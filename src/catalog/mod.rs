@@ -69,7 +69,7 @@ fn bounded_u32(v: u32, range: RangeInclusive<u32>) -> std::result::Result<u32, S
     }
 }
 
-pub use crate::dialect::Dialect;
+pub use crate::dialect::{Dialect, Endpoint};
 pub use route::RouteSettings;
 
 mod route;
@@ -187,15 +187,58 @@ pub struct Provider {
     pub limits: Limits,
 }
 
-/// A provider ready to be called: URL filled in, key read.
+/// A provider ready to be called: URL filled in, keys read.
 #[derive(Debug, Clone)]
 pub struct Resolved {
     pub provider: Provider,
     pub base_url: String,
-    /// `None` for keyless providers.
-    pub key: Option<Secret>,
-    /// Which variable the key came from.
-    pub key_source: Option<String>,
+    /// Every variable of `api_key_env` that is set, in the order listed.
+    /// Empty for keyless providers (and optional keys left unset).
+    pub keys: Vec<ApiKey>,
+}
+
+/// One API key read from the environment.
+///
+/// `route` cools down per key, so it needs a name for each that is safe to
+/// print and persist: the [`fingerprint`](ApiKey::fingerprint). The value
+/// itself stays in `secret`, whose Debug prints `*****`, so deriving Debug
+/// here is safe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiKey {
+    /// Position of `var` in the provider's `api_key_env`, from 0.
+    pub index: usize,
+    /// The environment variable the key was read from.
+    pub var: String,
+    /// `k1:` and the first 8 hex digits of the SHA-256 of the value, such
+    /// as `k1:3f9a1c2e`. `k1` names the fingerprint scheme, not a position
+    /// (that is `index`): the fingerprint depends only on the value, so it
+    /// survives reordering `api_key_env`, and a rotated key gets a new one.
+    /// 32 bits of a hash of a high-entropy key reveal nothing usable.
+    pub fingerprint: String,
+    pub secret: Secret,
+}
+
+impl ApiKey {
+    pub fn new(index: usize, var: impl Into<String>, secret: Secret) -> ApiKey {
+        ApiKey {
+            index,
+            var: var.into(),
+            fingerprint: fingerprint(&secret),
+            secret,
+        }
+    }
+}
+
+/// See [`ApiKey::fingerprint`].
+pub fn fingerprint(secret: &Secret) -> String {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write;
+    let digest = Sha256::digest(secret.expose().as_bytes());
+    let mut out = String::from("k1:");
+    for b in &digest[..4] {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
 }
 
 /// Why a configured provider cannot be used right now.
@@ -404,6 +447,31 @@ fn url_from_host(default_base: &str, value: &str) -> Option<String> {
 }
 
 impl Resolved {
+    /// The key probes use: the first variable that is set.
+    pub fn first_key(&self) -> Option<&ApiKey> {
+        self.keys.first()
+    }
+
+    /// The variable the first key came from (`check --list` shows it).
+    pub fn key_source(&self) -> Option<&str> {
+        self.first_key().map(|k| k.var.as_str())
+    }
+
+    /// Every key's value, for a [`crate::secret::Redactor`].
+    pub fn secrets(&self) -> impl Iterator<Item = &Secret> {
+        self.keys.iter().map(|k| &k.secret)
+    }
+
+    /// Where and how to send requests, without the keys.
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint {
+            provider: self.provider.name.clone(),
+            dialect: self.provider.dialect,
+            base_url: self.base_url.clone(),
+            headers: self.provider.headers.clone(),
+        }
+    }
+
     /// Whether the provider lives on this machine (localhost, 127.0.0.0/8,
     /// ::1). Such a provider says nothing about the network: a refusal
     /// means its server is not running.
@@ -467,26 +535,22 @@ impl Provider {
                 None => missing.push(var.clone()),
             }
         }
-        let found = self
+        let keys: Vec<ApiKey> = self
             .api_key_env
             .iter()
-            .find_map(|var| env(var).map(|v| (var.clone(), Secret::new(v))));
-        let (key_source, key) = match found {
-            Some((var, key)) => (Some(var), Some(key)),
-            None if self.api_key_env.is_empty() || self.key_optional => (None, None),
-            None => {
-                missing.push(self.api_key_env.join(" or "));
-                (None, None)
-            }
-        };
+            .enumerate()
+            .filter_map(|(i, var)| Some(ApiKey::new(i, var.clone(), Secret::new(env(var)?))))
+            .collect();
+        if keys.is_empty() && !self.api_key_env.is_empty() && !self.key_optional {
+            missing.push(self.api_key_env.join(" or "));
+        }
         if !missing.is_empty() {
             return Err(Unusable::Missing(missing));
         }
         Ok(Resolved {
             provider: self.clone(),
             base_url: base_url.trim_end_matches('/').to_string(),
-            key,
-            key_source,
+            keys,
         })
     }
 }
@@ -740,5 +804,48 @@ mod tests {
             .resolve_with(|_| None)
             .unwrap_err();
         assert_eq!(groq.to_string(), "skipped: set GROQ_API_KEY");
+    }
+
+    #[test]
+    fn every_set_key_is_kept_with_a_fingerprint() {
+        let c = Catalog::from_toml_str(
+            r#"
+            include_default_catalog = false
+            [[providers]]
+            name = "p"
+            dialect = "openai"
+            base_url = "https://example.com/v1"
+            api_key_env = ["A_KEY", "B_KEY", "C_KEY"]
+            models = ["m"]
+            "#,
+            "t.toml",
+        )
+        .unwrap();
+        let (a, b) = ("sk-first-0123456789abcdef", "sk-second-0123456789abcdef");
+        let env = |k: &str| match k {
+            "A_KEY" => Some(a.to_string()),
+            "C_KEY" => Some(b.to_string()),
+            _ => None,
+        };
+        let r = c.providers[0].resolve_with(env).unwrap();
+        assert_eq!(r.keys.len(), 2);
+        assert_eq!((r.keys[0].index, r.keys[0].var.as_str()), (0, "A_KEY"));
+        assert_eq!((r.keys[1].index, r.keys[1].var.as_str()), (2, "C_KEY"));
+        assert_eq!(r.first_key().unwrap().secret.expose(), a);
+        assert_eq!(r.key_source(), Some("A_KEY"));
+        let (fa, fb) = (&r.keys[0].fingerprint, &r.keys[1].fingerprint);
+        assert_ne!(fa, fb);
+        // Stable across runs and builds: SHA-256 of the value starts 50fb52a6.
+        assert_eq!(fa, "k1:50fb52a6");
+        for (k, value) in r.keys.iter().zip([a, b]) {
+            let debug = format!("{k:?}");
+            assert!(!debug.contains(value), "{debug}");
+            assert!(!debug.contains("0123456789"), "{debug}");
+            assert!(debug.contains(&k.fingerprint), "{debug}");
+            assert!(!k.fingerprint.contains(value));
+        }
+        // None set: the provider is skipped, naming every alternative.
+        let none = c.providers[0].resolve_with(|_| None).unwrap_err();
+        assert_eq!(none.to_string(), "skipped: set A_KEY or B_KEY or C_KEY");
     }
 }

@@ -458,7 +458,11 @@ fn execute(s: &Settings, plan: Plan) -> Result<Report> {
     let prober = HttpProber {
         client: crate::http::client()?,
         pool: s.prompts.clone(),
-        redactor: Redactor::new(plan.lanes.iter().filter_map(|l| l.resolved.key.clone())),
+        redactor: Redactor::new(
+            plan.lanes
+                .iter()
+                .flat_map(|l| l.resolved.secrets().cloned()),
+        ),
     };
     let bars: Vec<ProgressBar> = (0..plan.lanes.len()).map(|i| progress.bar(i)).collect();
     let lanes_result = rt.block_on(run_lanes(plan.lanes, Arc::new(prober), tx, bars));
@@ -814,7 +818,9 @@ pub fn list(s: &Settings, json: bool) -> Result<u8> {
                 base_url: p.base_url.clone(),
                 models: p.models.clone(),
                 key_env: p.api_key_env.clone(),
-                key_set: resolved.ok().and_then(|r| r.key_source),
+                key_set: resolved
+                    .ok()
+                    .and_then(|r| r.key_source().map(str::to_string)),
                 status,
             }
         })

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::catalog::{RouteSettings, bounded_secs};
 use crate::cli::RouteArgs;
-use crate::dialect::{ChatRequest, ChatMessage};
+use crate::dialect::{ChatMessage, ChatRequest};
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::output;
@@ -86,12 +86,11 @@ fn request(a: &RouteArgs) -> Result<ChatRequest> {
     if prompt.trim().is_empty() {
         return Err(Error::config("the prompt is empty"));
     }
-    let mut messages = Vec::new();
-    if let Some(sys) = &a.system {
-        messages.push(ChatMessage::text("system", sys));
-    }
-    messages.push(ChatMessage::text("user", &prompt));
-    let mut req = ChatRequest::new(a.model.clone().unwrap_or_else(|| "auto".into()), messages);
+    let mut req = ChatRequest::new(
+        a.model.as_deref().unwrap_or("auto"),
+        vec![ChatMessage::user(prompt)],
+    );
+    req.system = a.system.clone();
     req.max_tokens = a.max_tokens;
     req.temperature = a.temperature;
     Ok(req)
@@ -100,10 +99,15 @@ fn request(a: &RouteArgs) -> Result<ChatRequest> {
 fn one_shot(rt: &tokio::runtime::Runtime, engine: Arc<Engine>, a: &RouteArgs) -> Result<u8> {
     let req = request(a)?;
     let e = engine.clone();
-    let result = rt.block_on(engine.route(a.model.as_deref(), |c, key| {
-        let (e, req) = (e.clone(), req.clone());
-        async move { send::complete(&e.client, &c, key.as_ref(), &req, &e.redactor, &e.clock).await }
-    }));
+    let result =
+        rt.block_on(
+            engine.route(a.model.as_deref(), |c, key| {
+                let (e, req) = (e.clone(), req.clone());
+                async move {
+                    send::complete(&e.client, &c, key.as_ref(), &req, &e.redactor, &e.clock).await
+                }
+            }),
+        );
     engine.save_if_dirty()?;
     match result {
         Ok(s) => {
@@ -119,11 +123,10 @@ fn one_shot(rt: &tokio::runtime::Runtime, engine: Arc<Engine>, a: &RouteArgs) ->
             }
             let mut via = format!("via {}", s.via);
             if s.fallbacks() > 0 {
-                via.push_str(&format!(
-                    " after {} failed attempt(s): {}",
-                    s.fallbacks(),
-                    trail(&s.attempts, 300)
-                ));
+                via.push_str(&format!(" after {} failed attempt(s)", s.fallbacks()));
+            }
+            if !s.attempts.is_empty() {
+                via.push_str(&format!(": {}", trail(&s.attempts, 300)));
             }
             eprintln!("{via}");
             Ok(exit::SUCCESS)

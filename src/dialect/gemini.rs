@@ -6,19 +6,25 @@
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
-use super::{BuildError, ChatReply, ChatRequest, ReplyError, Usage, Wire, secret_header, u64_at};
+use super::request::{data_url_image, part_type};
+use super::{
+    BuildError, ChatReply, ChatRequest, Content, ReplyError, Usage, Wire, secret_header, u64_at,
+};
 
 pub struct Gemini;
 
 impl Wire for Gemini {
-    fn url(&self, base_url: &str, model: &str) -> String {
+    fn url(&self, base_url: &str, model: &str, stream: bool) -> String {
         // Model ids are sometimes written as the API names them,
         // "models/gemini-2.5-flash".
         let model = model.strip_prefix("models/").unwrap_or(model);
-        format!(
-            "{}/models/{model}:generateContent",
-            base_url.trim_end_matches('/')
-        )
+        let base = base_url.trim_end_matches('/');
+        if stream {
+            // Without alt=sse the streamed reply is one JSON array.
+            format!("{base}/models/{model}:streamGenerateContent?alt=sse")
+        } else {
+            format!("{base}/models/{model}:generateContent")
+        }
     }
 
     fn auth_headers(&self, key: &str) -> Result<Vec<(HeaderName, HeaderValue)>, BuildError> {
@@ -28,26 +34,40 @@ impl Wire for Gemini {
         )])
     }
 
-    fn body(&self, req: &ChatRequest) -> Value {
+    fn body(&self, req: &ChatRequest) -> Result<Value, BuildError> {
+        req.check_translatable("gemini")?;
         let system: Vec<Value> = req
-            .messages
-            .iter()
-            .filter(|m| m.role == "system")
-            .map(|m| json!({"text": m.content}))
+            .lifted_system()
+            .into_iter()
+            .map(|t| json!({"text": t}))
             .collect();
-        let contents: Vec<Value> = req
+        let contents = req
             .messages
             .iter()
-            .filter(|m| m.role != "system")
-            .map(|m| {
+            .enumerate()
+            .filter(|(_, m)| !m.is_system())
+            .map(|(i, m)| {
                 let role = if m.role == "assistant" {
                     "model"
                 } else {
                     "user"
                 };
-                json!({"role": role, "parts": [{"text": m.content}]})
+                let parts: Vec<Value> = match &m.content {
+                    Some(Content::Text(t)) => vec![json!({"text": t})],
+                    Some(Content::Parts(parts)) => parts
+                        .iter()
+                        .enumerate()
+                        .map(|(j, p)| part(p, i, j))
+                        .collect::<Result<_, _>>()?,
+                    None => {
+                        return Err(BuildError::Unsupported(format!(
+                            "messages[{i}] has no content, which gemini does not accept"
+                        )));
+                    }
+                };
+                Ok(json!({"role": role, "parts": parts}))
             })
-            .collect();
+            .collect::<Result<Vec<Value>, BuildError>>()?;
         let mut config = serde_json::Map::new();
         if let Some(t) = req.temperature {
             config.insert("temperature".into(), json!(t));
@@ -55,11 +75,17 @@ impl Wire for Gemini {
         if let Some(n) = req.max_tokens {
             config.insert("maxOutputTokens".into(), json!(n));
         }
+        if let Some(p) = req.top_p {
+            config.insert("topP".into(), json!(p));
+        }
+        if !req.stop.is_empty() {
+            config.insert("stopSequences".into(), json!(req.stop));
+        }
         let mut body = json!({"contents": contents, "generationConfig": config});
         if !system.is_empty() {
             body["systemInstruction"] = json!({"parts": system});
         }
-        body
+        Ok(body)
     }
 
     fn parse_reply(&self, json: &Value) -> Result<ChatReply, ReplyError> {
@@ -104,5 +130,23 @@ impl Wire for Gemini {
                 output_tokens: u64_at(u, "candidatesTokenCount"),
             }),
         })
+    }
+}
+
+/// An OpenAI content part as a Gemini part.
+fn part(p: &Value, i: usize, j: usize) -> Result<Value, BuildError> {
+    match part_type(p) {
+        "text" => Ok(json!({"text": p.get("text").cloned().unwrap_or_default()})),
+        "image_url" => match data_url_image(p) {
+            Some((mime_type, data)) => {
+                Ok(json!({"inlineData": {"mimeType": mime_type, "data": data}}))
+            }
+            None => Err(BuildError::Unsupported(format!(
+                "messages[{i}].content[{j}]: gemini takes images only as base64 data: URLs"
+            ))),
+        },
+        other => Err(BuildError::Unsupported(format!(
+            "messages[{i}].content[{j}]: content parts of type {other:?} cannot be sent to gemini"
+        ))),
     }
 }

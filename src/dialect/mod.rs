@@ -3,7 +3,10 @@
 //! [`ProviderError`].
 //!
 //! Probes use this for one-question requests; `route` reuses it for general
-//! chat requests, so nothing here is probe-specific. Each dialect is a unit
+//! chat requests, so nothing here is probe-specific: [`ChatRequest`] is the
+//! whole OpenAI request (`request.rs`), [`reply_to_openai`] turns any
+//! dialect's reply back into OpenAI JSON (`reply.rs`), and
+//! [`StreamMapper`] does the same for streamed replies (`stream.rs`). Each dialect is a unit
 //! type implementing [`Wire`]; [`wire`] maps the closed [`Dialect`] enum
 //! (defined here, once, for the catalog, the fake provider and `route`) to
 //! it. Error bodies are parsed by one
@@ -14,15 +17,25 @@
 mod anthropic;
 mod gemini;
 mod openai;
+mod reply;
+mod request;
+mod stream;
 
 use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
 use serde_json::Value;
 
-use crate::catalog::Resolved;
+use std::collections::BTreeMap;
+
+use crate::secret::Secret;
 
 pub use anthropic::Anthropic;
 pub use gemini::Gemini;
 pub use openai::OpenAi;
+pub use reply::{openai_finish_reason, reply_to_openai};
+pub use request::{
+    ChatMessage, ChatRequest, Content, DEFAULT_ESTIMATED_COMPLETION_TOKENS, ROLES, RequestError,
+};
+pub use stream::{StreamItem, StreamMapper, chunk_stream, map_byte_stream};
 
 /// The wire protocol a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -43,46 +56,6 @@ impl Dialect {
             Dialect::Openai => "openai",
             Dialect::Anthropic => "anthropic",
             Dialect::Gemini => "gemini",
-        }
-    }
-}
-
-/// One message of a conversation. `role` is `system`, `user` or
-/// `assistant`, as in the OpenAI API; dialects translate it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChatMessage {
-    pub role: String,
-    pub content: String,
-}
-
-impl ChatMessage {
-    pub fn user(content: impl Into<String>) -> ChatMessage {
-        ChatMessage {
-            role: "user".into(),
-            content: content.into(),
-        }
-    }
-}
-
-/// A non-streaming chat request, independent of dialect.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ChatRequest {
-    pub model: String,
-    pub messages: Vec<ChatMessage>,
-    /// `None` leaves the provider default, except for Anthropic, which
-    /// requires a value and gets [`ANTHROPIC_DEFAULT_MAX_TOKENS`].
-    pub max_tokens: Option<u32>,
-    pub temperature: Option<f64>,
-}
-
-impl ChatRequest {
-    /// The request a probe sends: one user message, temperature 0.
-    pub fn probe(model: &str, prompt: &str, max_tokens: u32) -> ChatRequest {
-        ChatRequest {
-            model: model.to_string(),
-            messages: vec![ChatMessage::user(prompt)],
-            max_tokens: Some(max_tokens),
-            temperature: Some(0.0),
         }
     }
 }
@@ -167,21 +140,26 @@ pub enum BuildError {
     BadKey,
     #[error("header {0:?} from the config is not a valid http header")]
     BadHeader(String),
+    /// The request uses something the provider's dialect cannot carry (a
+    /// tool message for Anthropic, an image URL for Gemini, …). The
+    /// client's request is fine; another provider may take it.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 /// What each dialect knows: where to send, how to authenticate, how to
 /// shape the body, and how to read a success body.
 pub trait Wire: Sync {
-    /// The full endpoint URL for `model`.
-    fn url(&self, base_url: &str, model: &str) -> String;
+    /// The full endpoint URL for `model`; `stream` for a streamed reply.
+    fn url(&self, base_url: &str, model: &str, stream: bool) -> String;
     /// The authentication headers for `key` (marked sensitive).
     fn auth_headers(&self, key: &str) -> Result<Vec<(HeaderName, HeaderValue)>, BuildError>;
     /// Headers the dialect needs on every request, with or without a key.
     fn fixed_headers(&self) -> Vec<(HeaderName, HeaderValue)> {
         Vec::new()
     }
-    /// The JSON body.
-    fn body(&self, req: &ChatRequest) -> Value;
+    /// The JSON body, or why `req` cannot be expressed in this dialect.
+    fn body(&self, req: &ChatRequest) -> Result<Value, BuildError>;
     /// Read a success body that has already been parsed as JSON and is not
     /// an error object.
     fn parse_reply(&self, json: &Value) -> Result<ChatReply, ReplyError>;
@@ -196,28 +174,44 @@ pub fn wire(d: Dialect) -> &'static dyn Wire {
     }
 }
 
-/// A POST for `req` to `provider`, with auth and the provider's extra
-/// headers. The key only ever goes into a sensitive header, never the URL.
+/// Where and how to reach one provider, without its keys: `route` picks a
+/// key per attempt and passes it to [`build_request`] separately. Built by
+/// [`crate::catalog::Resolved::endpoint`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The provider's name in the catalog, for messages.
+    pub provider: String,
+    pub dialect: Dialect,
+    /// With placeholders filled and no trailing slash.
+    pub base_url: String,
+    /// Extra headers from the config, sent on every request.
+    pub headers: BTreeMap<String, String>,
+}
+
+/// A POST for `req` to `ep`, authenticated with `key` (none for keyless
+/// providers), with the provider's extra headers. The key only ever goes
+/// into a sensitive header, never the URL.
 pub fn build_request(
     client: &reqwest::Client,
-    provider: &Resolved,
+    ep: &Endpoint,
+    key: Option<&Secret>,
     req: &ChatRequest,
 ) -> Result<reqwest::RequestBuilder, BuildError> {
-    let w = wire(provider.provider.dialect);
+    let w = wire(ep.dialect);
     let mut builder = client
-        .post(w.url(&provider.base_url, &req.model))
+        .post(w.url(&ep.base_url, &req.model, req.stream))
         // reqwest's `json` feature is not enabled; a Value always serialises.
         .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-        .body(w.body(req).to_string());
+        .body(w.body(req)?.to_string());
     for (name, value) in w.fixed_headers() {
         builder = builder.header(name, value);
     }
-    if let Some(key) = &provider.key {
+    if let Some(key) = key {
         for (name, value) in w.auth_headers(key.expose())? {
             builder = builder.header(name, value);
         }
     }
-    for (name, value) in &provider.provider.headers {
+    for (name, value) in &ep.headers {
         let n = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| BuildError::BadHeader(name.clone()))?;
         let v = HeaderValue::from_str(value).map_err(|_| BuildError::BadHeader(name.clone()))?;
@@ -236,6 +230,12 @@ fn secret_header(value: &str) -> Result<HeaderValue, BuildError> {
 
 /// Parse a 2xx body into a reply for `dialect`.
 pub fn parse_reply(dialect: Dialect, body: &[u8]) -> Result<ChatReply, ReplyError> {
+    wire(dialect).parse_reply(&success_json(body)?)
+}
+
+/// A 2xx body as JSON, if it is a reply rather than an error object, an
+/// HTML page or nothing.
+fn success_json(body: &[u8]) -> Result<Value, ReplyError> {
     let text = String::from_utf8_lossy(body);
     let json = match parse_json(&text) {
         Some(v) => v,
@@ -251,7 +251,7 @@ pub fn parse_reply(dialect: Dialect, body: &[u8]) -> Result<ChatReply, ReplyErro
     if !has_reply && let Some(err) = error_from_json(&json) {
         return Err(ReplyError::Embedded(err));
     }
-    wire(dialect).parse_reply(&json)
+    Ok(json)
 }
 
 /// Parse an error body (any status) into what the provider said, if it has
@@ -474,7 +474,7 @@ mod tests {
     use crate::catalog::Catalog;
     use crate::secret::Secret;
 
-    fn resolved(dialect: &str, key: Option<&str>) -> Resolved {
+    fn endpoint(dialect: &str) -> Endpoint {
         let c = Catalog::from_toml_str(
             &format!(
                 r#"
@@ -490,16 +490,15 @@ mod tests {
             "t.toml",
         )
         .unwrap();
-        let mut r = c.providers[0].resolve_with(|_| None).unwrap();
-        r.key = key.map(|k| Secret::new(k.into()));
-        r
+        c.providers[0].resolve_with(|_| None).unwrap().endpoint()
     }
 
     fn built(dialect: &str, key: Option<&str>, model: &str) -> reqwest::Request {
-        let r = resolved(dialect, key);
+        let key = key.map(|k| Secret::new(k.into()));
         build_request(
             &reqwest::Client::new(),
-            &r,
+            &endpoint(dialect),
+            key.as_ref(),
             &ChatRequest::probe(model, "What is 7 + 7?", 16),
         )
         .unwrap()
@@ -563,10 +562,10 @@ mod tests {
 
     #[test]
     fn a_key_with_a_newline_is_refused_without_echoing_it() {
-        let r = resolved("openai", Some("sk-abc\ndef"));
         let err = build_request(
             &reqwest::Client::new(),
-            &r,
+            &endpoint("openai"),
+            Some(&Secret::new("sk-abc\ndef".into())),
             &ChatRequest::probe("m", "q", 1),
         )
         .unwrap_err();
@@ -575,34 +574,197 @@ mod tests {
 
     #[test]
     fn system_and_assistant_roles_are_translated() {
-        let req = ChatRequest {
-            model: "m".into(),
-            messages: vec![
-                ChatMessage {
-                    role: "system".into(),
-                    content: "be brief".into(),
-                },
-                ChatMessage::user("hi"),
-                ChatMessage {
-                    role: "assistant".into(),
-                    content: "hello".into(),
-                },
-                ChatMessage::user("2+2?"),
-            ],
-            max_tokens: None,
-            temperature: None,
-        };
-        let a = Anthropic.body(&req);
-        assert_eq!(a["system"], "be brief");
+        let mut req = ChatRequest::probe("m", "hi", 1);
+        req.max_tokens = None;
+        req.temperature = None;
+        req.messages = vec![
+            ChatMessage::new("system", "be brief"),
+            ChatMessage::user("hi"),
+            ChatMessage::new("assistant", "hello"),
+            ChatMessage::new("developer", "in English"),
+            ChatMessage::user("2+2?"),
+        ];
+        let a = Anthropic.body(&req).unwrap();
+        assert_eq!(a["system"], "be brief\n\nin English");
         assert_eq!(a["messages"].as_array().unwrap().len(), 3);
         assert_eq!(a["max_tokens"], ANTHROPIC_DEFAULT_MAX_TOKENS);
         assert!(a.get("temperature").is_none());
-        let g = Gemini.body(&req);
+        let g = Gemini.body(&req).unwrap();
         assert_eq!(g["systemInstruction"]["parts"][0]["text"], "be brief");
+        assert_eq!(g["systemInstruction"]["parts"][1]["text"], "in English");
         assert_eq!(g["contents"][1]["role"], "model");
-        let o = OpenAi.body(&req);
-        assert_eq!(o["messages"].as_array().unwrap().len(), 4);
+        let o = OpenAi.body(&req).unwrap();
+        assert_eq!(o["messages"].as_array().unwrap().len(), 5);
         assert!(o.get("max_tokens").is_none());
+        // A separate system prompt comes first everywhere.
+        req.system = Some("top".into());
+        assert_eq!(
+            Anthropic.body(&req).unwrap()["system"],
+            "top\n\nbe brief\n\nin English"
+        );
+        assert_eq!(
+            Gemini.body(&req).unwrap()["systemInstruction"]["parts"][0]["text"],
+            "top"
+        );
+        let o = OpenAi.body(&req).unwrap();
+        assert_eq!(
+            o["messages"][0],
+            serde_json::json!({"role":"system","content":"top"})
+        );
+        assert_eq!(o["messages"].as_array().unwrap().len(), 6);
+    }
+
+    /// Probes must send exactly what they sent before route existed.
+    #[test]
+    fn probe_bodies_are_byte_identical() {
+        let body = |d: &str| {
+            let req = built(d, Some("k"), "m");
+            let bytes = req.body().unwrap().as_bytes().unwrap().to_vec();
+            (req.url().to_string(), String::from_utf8(bytes).unwrap())
+        };
+        assert_eq!(
+            body("openai"),
+            (
+                "http://127.0.0.1:9/v1/chat/completions".into(),
+                r#"{"model":"m","messages":[{"role":"user","content":"What is 7 + 7?"}],"temperature":0.0,"max_tokens":16}"#.into()
+            )
+        );
+        assert_eq!(
+            body("anthropic"),
+            (
+                "http://127.0.0.1:9/v1/messages".into(),
+                r#"{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"What is 7 + 7?"}],"temperature":0.0}"#.into()
+            )
+        );
+        assert_eq!(
+            body("gemini"),
+            (
+                "http://127.0.0.1:9/v1/models/m:generateContent".into(),
+                r#"{"contents":[{"role":"user","parts":[{"text":"What is 7 + 7?"}]}],"generationConfig":{"temperature":0.0,"maxOutputTokens":16}}"#.into()
+            )
+        );
+    }
+
+    fn client_request(json: &str) -> ChatRequest {
+        ChatRequest::from_openai_json(json.as_bytes()).unwrap()
+    }
+
+    fn build(dialect: &str, req: &ChatRequest) -> Result<reqwest::Request, BuildError> {
+        build_request(&reqwest::Client::new(), &endpoint(dialect), None, req)
+            .map(|b| b.build().unwrap())
+    }
+
+    #[test]
+    fn openai_passes_the_client_request_through() {
+        let req = client_request(
+            r#"{"model":"gpt","messages":[{"role":"user","name":"ann","content":[{"type":"text","text":"hi"}]},{"role":"assistant","content":null,"tool_calls":[{"id":"c"}]},{"role":"tool","tool_call_id":"c","content":"42"}],
+               "max_completion_tokens":5,"top_p":0.9,"stop":["a","b"],"tools":[{"type":"function"}],"seed":1}"#,
+        );
+        let body = body_of(&build("openai", &req).unwrap());
+        assert_eq!(body["messages"][0]["name"], "ann");
+        assert_eq!(body["messages"][0]["content"][0]["text"], "hi");
+        assert_eq!(body["messages"][1]["content"], Value::Null);
+        assert_eq!(body["messages"][1]["tool_calls"][0]["id"], "c");
+        assert_eq!(body["messages"][2]["tool_call_id"], "c");
+        assert_eq!(body["max_completion_tokens"], 5);
+        assert!(body.get("max_tokens").is_none());
+        assert_eq!(body["top_p"], 0.9);
+        assert_eq!(body["stop"], serde_json::json!(["a", "b"]));
+        assert_eq!(body["tools"][0]["type"], "function");
+        assert_eq!(body["seed"], 1);
+        assert!(body.get("stream").is_none());
+        // The others cannot carry tools, so they refuse rather than drop them.
+        for d in ["anthropic", "gemini"] {
+            let e = build(d, &req).unwrap_err();
+            assert!(matches!(e, BuildError::Unsupported(_)), "{e:?}");
+            assert!(e.to_string().contains(d), "{e}");
+        }
+    }
+
+    #[test]
+    fn streaming_urls_and_flags() {
+        let mut req = client_request(
+            r#"{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true,"stop":"END","top_p":0.5}"#,
+        );
+        let o = build("openai", &req).unwrap();
+        let body = body_of(&o);
+        assert_eq!(body["stream"], true);
+        assert_eq!(
+            body["stream_options"],
+            serde_json::json!({"include_usage": true})
+        );
+        assert_eq!(body["stop"], "END");
+        let a = build("anthropic", &req).unwrap();
+        let body = body_of(&a);
+        assert_eq!(body["stream"], true);
+        assert_eq!(body["stop_sequences"], serde_json::json!(["END"]));
+        assert_eq!(body["top_p"], 0.5);
+        let g = build("gemini", &req).unwrap();
+        assert_eq!(
+            g.url().as_str(),
+            "http://127.0.0.1:9/v1/models/m:streamGenerateContent?alt=sse"
+        );
+        let body = body_of(&g);
+        assert!(body.get("stream").is_none());
+        assert_eq!(
+            body["generationConfig"]["stopSequences"],
+            serde_json::json!(["END"])
+        );
+        assert_eq!(body["generationConfig"]["topP"], 0.5);
+        // The client's own stream_options win.
+        req.extra.insert(
+            "stream_options".into(),
+            serde_json::json!({"include_usage": false}),
+        );
+        let body = body_of(&build("openai", &req).unwrap());
+        assert_eq!(
+            body["stream_options"],
+            serde_json::json!({"include_usage": false})
+        );
+    }
+
+    #[test]
+    fn content_parts_are_mapped_or_refused() {
+        let req = client_request(
+            r#"{"messages":[{"role":"user","content":[{"type":"text","text":"what is this?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}}]}]}"#,
+        );
+        let a = Anthropic.body(&req).unwrap();
+        assert_eq!(
+            a["messages"][0]["content"],
+            serde_json::json!([
+                {"type":"text","text":"what is this?"},
+                {"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}
+            ])
+        );
+        let g = Gemini.body(&req).unwrap();
+        assert_eq!(
+            g["contents"][0]["parts"],
+            serde_json::json!([
+                {"text":"what is this?"},
+                {"inlineData":{"mimeType":"image/png","data":"iVBORw0KGgo="}}
+            ])
+        );
+        let remote = client_request(
+            r#"{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://example.com/cat.png"}}]}]}"#,
+        );
+        assert_eq!(
+            Anthropic.body(&remote).unwrap()["messages"][0]["content"][0]["source"],
+            serde_json::json!({"type":"url","url":"https://example.com/cat.png"})
+        );
+        let e = Gemini.body(&remote).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "messages[0].content[0]: gemini takes images only as base64 data: URLs"
+        );
+        let audio = client_request(
+            r#"{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{}}]}]}"#,
+        );
+        for e in [
+            Anthropic.body(&audio).unwrap_err(),
+            Gemini.body(&audio).unwrap_err(),
+        ] {
+            assert!(e.to_string().contains("\"input_audio\""), "{e}");
+        }
     }
 
     #[test]

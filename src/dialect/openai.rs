@@ -11,7 +11,7 @@ use super::{
 pub struct OpenAi;
 
 impl Wire for OpenAi {
-    fn url(&self, base_url: &str, _model: &str) -> String {
+    fn url(&self, base_url: &str, _model: &str, _stream: bool) -> String {
         format!("{}/chat/completions", base_url.trim_end_matches('/'))
     }
 
@@ -22,20 +22,50 @@ impl Wire for OpenAi {
         )])
     }
 
-    fn body(&self, req: &ChatRequest) -> Value {
-        let messages: Vec<Value> = req
-            .messages
-            .iter()
-            .map(|m| json!({"role": m.role, "content": m.content}))
+    /// The client's request as it came, in this key order: model, messages,
+    /// the modelled fields, then every unknown field verbatim. A probe's
+    /// body is `{"model","messages","temperature","max_tokens"}`.
+    fn body(&self, req: &ChatRequest) -> Result<Value, BuildError> {
+        let system = req
+            .system
+            .as_ref()
+            .map(|s| json!({"role": "system", "content": s}));
+        let messages: Vec<Value> = system
+            .into_iter()
+            .chain(req.messages.iter().map(|m| m.to_openai()))
             .collect();
         let mut body = json!({"model": req.model, "messages": messages});
         if let Some(t) = req.temperature {
             body["temperature"] = json!(t);
         }
         if let Some(n) = req.max_tokens {
-            body["max_tokens"] = json!(n);
+            let field = if req.max_completion_tokens {
+                "max_completion_tokens"
+            } else {
+                "max_tokens"
+            };
+            body[field] = json!(n);
         }
-        body
+        if let Some(p) = req.top_p {
+            body["top_p"] = json!(p);
+        }
+        match req.stop.as_slice() {
+            [] => {}
+            [one] => body["stop"] = json!(one),
+            many => body["stop"] = json!(many),
+        }
+        if req.stream {
+            body["stream"] = json!(true);
+            // Usage arrives only when asked for; route needs it for token
+            // budgets, and drops the extra chunk if the client did not ask.
+            if !req.extra.contains_key("stream_options") {
+                body["stream_options"] = json!({"include_usage": true});
+            }
+        }
+        for (k, v) in &req.extra {
+            body[k.as_str()] = v.clone();
+        }
+        Ok(body)
     }
 
     fn parse_reply(&self, json: &Value) -> Result<ChatReply, ReplyError> {

@@ -32,6 +32,9 @@ pub enum Behaviour {
     Unauthorized,
     Forbidden,
     NotFound,
+    /// 400: the prompt is longer than the model's context, as each
+    /// provider words it. The client's own fault: `route` returns it.
+    ContextLength,
     /// 401 whose message contains the API key received, for redaction tests.
     EchoKey,
     /// 200 carrying an OpenRouter-style error body.
@@ -65,7 +68,7 @@ pub enum Behaviour {
 
 /// Names accepted by [`Behaviour::from_str`], for error messages and help.
 pub const NAMES: &str = "ok, ok:MS, wrong, think, rate-limit, e500, overloaded, e503, \
-unauthorized, forbidden, not-found, echo-key, error-in-200, empty-choices, slow, slow:MS, \
+unauthorized, forbidden, not-found, context-length, echo-key, error-in-200, empty-choices, slow, slow:MS, \
 garbage, html, html200, huge, reset, truncated, stream-cut, stream-error, stream-stall";
 
 /// How behaviours meet a streamed request (`"stream": true`, Gemini's
@@ -109,6 +112,7 @@ impl FromStr for Behaviour {
             "unauthorized" => Behaviour::Unauthorized,
             "forbidden" => Behaviour::Forbidden,
             "not-found" => Behaviour::NotFound,
+            "context-length" => Behaviour::ContextLength,
             "echo-key" => Behaviour::EchoKey,
             "error-in-200" => Behaviour::ErrorIn200,
             "empty-choices" => Behaviour::EmptyChoices,
@@ -143,6 +147,7 @@ impl fmt::Display for Behaviour {
             Behaviour::Unauthorized => "unauthorized",
             Behaviour::Forbidden => "forbidden",
             Behaviour::NotFound => "not-found",
+            Behaviour::ContextLength => "context-length",
             Behaviour::EchoKey => "echo-key",
             Behaviour::ErrorIn200 => "error-in-200",
             Behaviour::EmptyChoices => "empty-choices",

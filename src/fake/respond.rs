@@ -285,6 +285,35 @@ pub fn forbidden(dialect: Dialect) -> Response {
     error(dialect, 403, kind, None, "PERMISSION_DENIED", msg)
 }
 
+pub fn context_length(dialect: Dialect) -> Response {
+    match dialect {
+        Dialect::Openai => error(
+            dialect,
+            400,
+            "invalid_request_error",
+            Some("context_length_exceeded"),
+            "",
+            "This model's maximum context length is 8192 tokens. However, your messages resulted in 9120 tokens. Please reduce the length of the messages.",
+        ),
+        Dialect::Anthropic => error(
+            dialect,
+            400,
+            "invalid_request_error",
+            None,
+            "",
+            "prompt is too long: 210000 tokens > 200000 maximum",
+        ),
+        Dialect::Gemini => error(
+            dialect,
+            400,
+            "",
+            None,
+            "INVALID_ARGUMENT",
+            "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+        ),
+    }
+}
+
 pub fn not_found(dialect: Dialect, model: &str) -> Response {
     match dialect {
         Dialect::Openai => error(

@@ -210,6 +210,7 @@ fn expected_status(b: Behaviour, d: Dialect) -> u16 {
         Behaviour::Unauthorized | Behaviour::EchoKey => 401,
         Behaviour::Forbidden => 403,
         Behaviour::NotFound => 404,
+        Behaviour::ContextLength => 400,
         Behaviour::Html => 502,
         _ => 200,
     }

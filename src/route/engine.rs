@@ -17,7 +17,7 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::catalog::{ApiKey, Catalog, RouteSettings, Resolved};
+use crate::catalog::{ApiKey, Catalog, Resolved, RouteSettings};
 use crate::classify::{ErrorClass, UpstreamError};
 use crate::cooldown::{Action, Cooldowns, Target};
 use crate::error::Result;
@@ -121,7 +121,9 @@ impl Engine {
             .map(Arc::new)
             .collect();
         let redactor = Redactor::new(providers.iter().flat_map(|p| p.secrets().cloned()));
-        let states = Arc::new(StateWatcher::open(&stats_dir.join(crate::settings::STATE_FILE))?);
+        let states = Arc::new(StateWatcher::open(
+            &stats_dir.join(crate::settings::STATE_FILE),
+        )?);
         let mut saved: RouteState<Cooldowns> = persist::load(&persist::path(&stats_dir))?;
         saved.cooldowns.prune(clock.now());
         Ok(Engine {
@@ -221,12 +223,10 @@ impl Engine {
         F: FnMut(Candidate, Option<ApiKey>) -> Fut,
         Fut: Future<Output = std::result::Result<T, UpstreamError>>,
     {
-        let candidates = self
-            .candidates(model)
-            .map_err(|error| Exhausted {
-                error,
-                attempts: Vec::new(),
-            })?;
+        let candidates = self.candidates(model).map_err(|error| Exhausted {
+            error,
+            attempts: Vec::new(),
+        })?;
         let started = tokio::time::Instant::now();
         let mut attempts: Vec<Attempt> = Vec::new();
         let mut sent = 0u32;
@@ -317,9 +317,9 @@ impl Engine {
             .earliest_retry(all_targets.iter(), now)
             .filter(|t| *t > now);
         let cooling = retry_at.is_some()
-            && all_targets.iter().all(|t| {
-                lock(&self.cooldowns).cooldowns.blocked(t, now).is_some()
-            });
+            && all_targets
+                .iter()
+                .all(|t| lock(&self.cooldowns).cooldowns.blocked(t, now).is_some());
         let error = if cooling {
             ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
@@ -393,7 +393,11 @@ impl Engine {
     /// Benches in force now, for status displays.
     pub fn benches(&self) -> Vec<crate::cooldown::Bench> {
         let now = self.clock.now();
-        lock(&self.cooldowns).cooldowns.active(now).cloned().collect()
+        lock(&self.cooldowns)
+            .cooldowns
+            .active(now)
+            .cloned()
+            .collect()
     }
 
     /// The state of a model now (from the watched state file).

@@ -9,8 +9,8 @@
 pub mod api_error;
 pub mod choose;
 pub mod clock;
+pub mod engine;
 pub mod health;
 pub mod persist;
-pub mod engine;
 pub mod send;
 pub mod serve;

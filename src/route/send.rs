@@ -71,15 +71,14 @@ pub async fn complete(
         .await
         .map_err(|e| classify::transport_error(&e, &redactor))?;
     let reply = classify::read_response(dialect, &resp, &redactor, clock.now())?;
-    let body = dialect::reply_to_openai(dialect, &resp.body, &c.model).map_err(|e| {
-        UpstreamError {
+    let body =
+        dialect::reply_to_openai(dialect, &resp.body, &c.model).map_err(|e| UpstreamError {
             status: Some(resp.status),
             class: ErrorClass::ServerError,
             retry_after: None,
             daily: false,
             message: redactor.redact(&e.to_string()),
-        }
-    })?;
+        })?;
     Ok(Completion {
         body: redact_value(body, &redactor),
         usage: reply.usage,
@@ -141,19 +140,20 @@ pub async fn open_stream(
             body,
             elapsed: Duration::ZERO,
         };
-        return Err(classify::read_response(dialect, &raw, &redactor, clock.now())
-            .err()
-            .unwrap_or_else(|| UpstreamError {
-                status: Some(status),
-                class: ErrorClass::ServerError,
-                retry_after: None,
-                daily: false,
-                message: format!("HTTP {status}"),
-            }));
+        return Err(
+            classify::read_response(dialect, &raw, &redactor, clock.now())
+                .err()
+                .unwrap_or_else(|| UpstreamError {
+                    status: Some(status),
+                    class: ErrorClass::ServerError,
+                    retry_after: None,
+                    daily: false,
+                    message: format!("HTTP {status}"),
+                }),
+        );
     }
-    let mut mapper = StreamMapper::new(dialect, &c.model);
-    let events = eventsource_stream::Eventsource::eventsource(resp.bytes_stream());
-    let mut events = Box::pin(events);
+    let mapper = StreamMapper::new(dialect, &c.model).include_usage(req.wants_stream_usage());
+    let mut items: ItemStream = Box::pin(dialect::chunk_stream(resp, mapper));
     let fail = |class: ErrorClass, message: String| UpstreamError {
         status: Some(status),
         class,
@@ -161,117 +161,64 @@ pub async fn open_stream(
         daily: false,
         message: redactor.redact(&message),
     };
-    // Wait for the first chunk.
-    let mut first = Vec::new();
-    while first.is_empty() {
-        let next = match tokio::time::timeout(idle.min(timeout), events.next()).await {
-            Err(_) => return Err(fail(ErrorClass::Timeout, format!("no first chunk within {}", http::human_duration(idle.min(timeout))))),
-            Ok(n) => n,
-        };
-        let items = match next {
-            None => mapper.finish(),
-            Some(Ok(ev)) => mapper.map(&ev),
-            Some(Err(e)) => {
-                return Err(fail(
-                    ErrorClass::Transport,
-                    format!("stream broke before the first chunk: {e}"),
-                ));
-            }
-        };
-        let mut done = false;
-        for item in items {
-            match item {
-                StreamItem::Chunk(v) => first.push(redact_value(v, &redactor)),
-                StreamItem::Error(pe) => {
-                    return Err(fail(
-                        ErrorClass::ServerError,
-                        format!("error in the stream: {}", pe.message),
-                    ));
-                }
-                StreamItem::Done => done = true,
-            }
-        }
-        if done && first.is_empty() {
+    // Wait for the first chunk: until then, any failure can fall over.
+    let first_wait = idle.min(timeout);
+    let first = match tokio::time::timeout(first_wait, items.next()).await {
+        Err(_) => {
             return Err(fail(
-                ErrorClass::ServerError,
-                "the stream ended without a chunk".into(),
+                ErrorClass::Timeout,
+                format!("no first chunk within {}", http::human_duration(first_wait)),
             ));
         }
-    }
-    let redactor2 = redactor.clone();
-    let rest = async_stream(events, mapper, redactor2, idle);
-    Ok(Opened { first, rest })
+        Ok(None) | Ok(Some(Ok(StreamItem::Done))) => {
+            return Err(fail(
+                ErrorClass::ServerError,
+                "the stream ended before its first chunk".into(),
+            ));
+        }
+        Ok(Some(Err(t))) => {
+            return Err(fail(
+                ErrorClass::Transport,
+                format!("the stream broke before its first chunk: {t}"),
+            ));
+        }
+        Ok(Some(Ok(StreamItem::Error(pe)))) => {
+            return Err(fail(
+                ErrorClass::ServerError,
+                format!("error in the stream: {}", pe.message),
+            ));
+        }
+        Ok(Some(Ok(StreamItem::Chunk(v)))) => redact_value(v, &redactor),
+    };
+    Ok(Opened {
+        first: vec![first],
+        rest: client_events(items, redactor, idle),
+    })
 }
+
+type ItemStream = Pin<Box<dyn Stream<Item = Result<StreamItem, http::TransportError>> + Send>>;
 
 /// The rest of an upstream stream as client events, with the idle timeout
 /// and redaction applied, always ending in `Done`, `Failed` or `Stalled`.
-fn async_stream<S>(
-    events: Pin<Box<S>>,
-    mapper: StreamMapper,
-    redactor: Redactor,
-    idle: Duration,
-) -> ChunkStream
-where
-    S: Stream<Item = Result<eventsource_stream::Event, eventsource_stream::EventStreamError<reqwest::Error>>>
-        + Send
-        + 'static
-        + ?Sized,
-{
-    struct St<S: ?Sized> {
-        events: Pin<Box<S>>,
-        mapper: StreamMapper,
-        queue: std::collections::VecDeque<StreamEvent>,
-        finished: bool,
-    }
-    let st = St {
-        events,
-        mapper,
-        queue: Default::default(),
-        finished: false,
-    };
-    Box::pin(futures_util::stream::unfold(st, move |mut st| {
+fn client_events(items: ItemStream, redactor: Redactor, idle: Duration) -> ChunkStream {
+    Box::pin(futures_util::stream::unfold(Some(items), move |items| {
         let redactor = redactor.clone();
         async move {
-            loop {
-                if let Some(ev) = st.queue.pop_front() {
-                    if matches!(ev, StreamEvent::Done | StreamEvent::Failed(_) | StreamEvent::Stalled) {
-                        st.finished = true;
-                        st.queue.clear();
-                    }
-                    return Some((ev, st));
+            let mut items = items?;
+            let ev = match tokio::time::timeout(idle, items.next()).await {
+                Err(_) => StreamEvent::Stalled,
+                Ok(None) => StreamEvent::Done,
+                Ok(Some(Ok(StreamItem::Chunk(v)))) => {
+                    return Some((StreamEvent::Chunk(redact_value(v, &redactor)), Some(items)));
                 }
-                if st.finished {
-                    return None;
+                Ok(Some(Ok(StreamItem::Done))) => StreamEvent::Done,
+                Ok(Some(Ok(StreamItem::Error(pe)))) => {
+                    StreamEvent::Failed(redactor.redact(&pe.message))
                 }
-                let items = match tokio::time::timeout(idle, st.events.next()).await {
-                    Err(_) => {
-                        st.queue.push_back(StreamEvent::Stalled);
-                        continue;
-                    }
-                    Ok(None) => st.mapper.finish(),
-                    Ok(Some(Ok(ev))) => st.mapper.map(&ev),
-                    Ok(Some(Err(e))) => {
-                        let why = match e {
-                            eventsource_stream::EventStreamError::Transport(t) => {
-                                http::body_error(t).to_string()
-                            }
-                            other => other.to_string(),
-                        };
-                        st.queue.push_back(StreamEvent::Failed(redactor.redact(&why)));
-                        continue;
-                    }
-                };
-                if items.is_empty() && st.queue.is_empty() {
-                    continue;
-                }
-                for item in items {
-                    st.queue.push_back(match item {
-                        StreamItem::Chunk(v) => StreamEvent::Chunk(redact_value(v, &redactor)),
-                        StreamItem::Error(pe) => StreamEvent::Failed(redactor.redact(&pe.message)),
-                        StreamItem::Done => StreamEvent::Done,
-                    });
-                }
-            }
+                Ok(Some(Err(t))) => StreamEvent::Failed(redactor.redact(&t.to_string())),
+            };
+            // The last event: nothing is read after it.
+            Some((ev, None))
         }
     }))
 }

@@ -86,7 +86,8 @@ async fn auth(State(app): State<Arc<App>>, req: Request, next: Next) -> Response
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .unwrap_or("");
-        let ok: bool = subtle::ConstantTimeEq::ct_eq(given.as_bytes(), token.expose().as_bytes()).into();
+        let ok: bool =
+            subtle::ConstantTimeEq::ct_eq(given.as_bytes(), token.expose().as_bytes()).into();
         if !ok {
             return ApiError::unauthorized().into_response_at(app.engine.clock.now());
         }
@@ -110,11 +111,10 @@ async fn livez() -> Response {
 
 async fn readyz(State(app): State<Arc<App>>) -> Response {
     let engine = app.engine.clone();
-    let (not_ready, routable) = tokio::task::spawn_blocking(move || {
-        (engine.not_ready(), engine.routable().len())
-    })
-    .await
-    .unwrap_or((Some("internal_error"), 0));
+    let (not_ready, routable) =
+        tokio::task::spawn_blocking(move || (engine.not_ready(), engine.routable().len()))
+            .await
+            .unwrap_or((Some("internal_error"), 0));
     match not_ready {
         None => axum::Json(json!({"status": "ready", "routable_models": routable})).into_response(),
         Some(reason) => (
@@ -130,9 +130,13 @@ async fn models(State(app): State<Arc<App>>) -> Response {
     let routable = tokio::task::spawn_blocking(move || engine.routable())
         .await
         .unwrap_or_default();
-    let mut data = vec![json!({"id": "auto", "object": "model", "created": 0, "owned_by": "llmprobe"})];
+    let mut data =
+        vec![json!({"id": "auto", "object": "model", "created": 0, "owned_by": "llmprobe"})];
     for m in routable {
-        let owner = m.split_once("::").map(|(p, _)| p.to_string()).unwrap_or_default();
+        let owner = m
+            .split_once("::")
+            .map(|(p, _)| p.to_string())
+            .unwrap_or_default();
         data.push(json!({"id": m, "object": "model", "created": 0, "owned_by": owner}));
     }
     axum::Json(json!({"object": "list", "data": data})).into_response()
@@ -146,7 +150,11 @@ fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
 }
 
-async fn chat(State(app): State<Arc<App>>, headers: HeaderMap, body: Result<Bytes, axum::extract::rejection::BytesRejection>) -> Response {
+async fn chat(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
     let engine = app.engine.clone();
     let now = || engine.clock.now();
     let body = match body {
@@ -156,7 +164,10 @@ async fn chat(State(app): State<Arc<App>>, headers: HeaderMap, body: Result<Byte
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "invalid_request_error",
                 "request_too_large",
-                format!("request body exceeds {} bytes", engine.settings.max_body_bytes),
+                format!(
+                    "request body exceeds {} bytes",
+                    engine.settings.max_body_bytes
+                ),
             )
             .into_response_at(now());
         }
@@ -176,7 +187,9 @@ async fn chat(State(app): State<Arc<App>>, headers: HeaderMap, body: Result<Byte
     }
     let req = match ChatRequest::from_openai_json(&body) {
         Ok(r) => r,
-        Err(e) => return ApiError::invalid("invalid_request", e.to_string()).into_response_at(now()),
+        Err(e) => {
+            return ApiError::invalid("invalid_request", e.to_string()).into_response_at(now());
+        }
     };
     let model = Some(req.model.clone()).filter(|m| !m.is_empty());
     let timeout = engine.settings.request_timeout;
@@ -198,12 +211,15 @@ async fn chat(State(app): State<Arc<App>>, headers: HeaderMap, body: Result<Byte
 
 async fn complete(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) -> Response {
     let e2 = engine.clone();
-    let served = engine
-        .route(model.as_deref(), |c, key| {
-            let (e, req) = (e2.clone(), req.clone());
-            async move { send::complete(&e.client, &c, key.as_ref(), &req, &e.redactor, &e.clock).await }
-        })
-        .await;
+    let served =
+        engine
+            .route(model.as_deref(), |c, key| {
+                let (e, req) = (e2.clone(), req.clone());
+                async move {
+                    send::complete(&e.client, &c, key.as_ref(), &req, &e.redactor, &e.clock).await
+                }
+            })
+            .await;
     match served {
         Ok(s) => {
             let mut resp = axum::Json(s.value.body).into_response();
@@ -245,7 +261,16 @@ async fn stream(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) ->
         .route(model.as_deref(), |c, key| {
             let (e, req) = (e2.clone(), req.clone());
             async move {
-                send::open_stream(&e.client, &c, key.as_ref(), &req, &e.redactor, &e.clock, idle).await
+                send::open_stream(
+                    &e.client,
+                    &c,
+                    key.as_ref(),
+                    &req,
+                    &e.redactor,
+                    &e.clock,
+                    idle,
+                )
+                .await
             }
         })
         .await;
@@ -260,13 +285,20 @@ async fn stream(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) ->
         Ok(Bytes::from(match ev {
             StreamEvent::Chunk(v) => format!("data: {v}\n\n"),
             StreamEvent::Done => "data: [DONE]\n\n".to_string(),
-            StreamEvent::Failed(msg) => stream_error(&format!("the upstream failed mid-stream: {msg}")),
-            StreamEvent::Stalled => stream_error(&format!("the upstream sent nothing for {idle_text}")),
+            StreamEvent::Failed(msg) => {
+                stream_error(&format!("the upstream failed mid-stream: {msg}"))
+            }
+            StreamEvent::Stalled => {
+                stream_error(&format!("the upstream sent nothing for {idle_text}"))
+            }
         }))
     });
     let mut resp = Response::new(Body::from_stream(body));
     let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     routed_headers(h, Some(&s.via), &s.attempts);
     resp

@@ -170,13 +170,16 @@ impl Fake {
         for s in scripts {
             cmd.arg("--script").arg(s);
         }
-        let child = cmd.spawn().expect("start fake provider");
+        let mut child = cmd.spawn().expect("start fake provider");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         let url = loop {
             if let Ok(s) = std::fs::read_to_string(&addr_file)
                 && !s.trim().is_empty()
             {
                 break s.trim().to_string();
+            }
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("fake provider exited at start ({status}); see its error above");
             }
             assert!(
                 std::time::Instant::now() < deadline,
@@ -249,7 +252,14 @@ impl RouteServer {
     /// Start with `args` after `route --serve --listen 127.0.0.1:0`.
     pub fn start(env: &Env, cfg: &str, args: &[&str]) -> RouteServer {
         use std::io::BufRead;
-        let mut all = vec!["--config", cfg, "route", "--serve", "--listen", "127.0.0.1:0"];
+        let mut all = vec![
+            "--config",
+            cfg,
+            "route",
+            "--serve",
+            "--listen",
+            "127.0.0.1:0",
+        ];
         all.extend_from_slice(args);
         let mut child = env
             .command(&all)
@@ -285,8 +295,7 @@ impl RouteServer {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
-        let code = self.child.wait().unwrap().code().unwrap_or(-1);
-        code
+        self.child.wait().unwrap().code().unwrap_or(-1)
     }
 }
 

@@ -1,0 +1,668 @@
+//! The chat request every dialect starts from: the whole OpenAI chat
+//! request, as a client sends it to `route`, or as a probe builds it.
+//!
+//! Parsing checks only what the three dialects need to translate the
+//! request, and answers in OpenAI's words (`Invalid type for 'top_p'…`) so
+//! that a client sees the error it would get from OpenAI. Anything it does
+//! not know stays in `extra` and reaches OpenAI-dialect upstreams verbatim.
+
+use serde_json::{Map, Value};
+
+use super::BuildError;
+
+/// The roles OpenAI accepts. `developer` is the newer name for `system`.
+pub const ROLES: &[&str] = &[
+    "system",
+    "developer",
+    "user",
+    "assistant",
+    "tool",
+    "function",
+];
+
+/// A message's content: a plain string, or OpenAI content parts
+/// (`{"type":"text","text"}`, `{"type":"image_url","image_url":{"url"}}`,
+/// …), kept as JSON because each dialect maps them differently.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    Text(String),
+    Parts(Vec<Value>),
+}
+
+impl Content {
+    /// The text of the content: the string, or its text parts joined.
+    pub fn text(&self) -> String {
+        match self {
+            Content::Text(s) => s.clone(),
+            Content::Parts(parts) => parts.iter().filter_map(part_text).collect(),
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        match self {
+            Content::Text(s) => Value::String(s.clone()),
+            Content::Parts(p) => Value::Array(p.clone()),
+        }
+    }
+}
+
+/// The text of a `{"type":"text","text"}` part.
+fn part_text(p: &Value) -> Option<&str> {
+    (p.get("type").and_then(Value::as_str) == Some("text"))
+        .then(|| p.get("text").and_then(Value::as_str))
+        .flatten()
+}
+
+/// One message of a conversation, with OpenAI roles (`system`,
+/// `developer`, `user`, `assistant`, `tool`, `function`); dialects
+/// translate them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatMessage {
+    pub role: String,
+    /// `None` when the client sent `null` or left it out, which OpenAI
+    /// allows for an assistant message that only calls tools.
+    pub content: Option<Content>,
+    /// Every other field (`name`, `tool_calls`, `tool_call_id`, …), passed
+    /// to OpenAI-dialect upstreams as it came.
+    pub extra: Map<String, Value>,
+}
+
+impl ChatMessage {
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> ChatMessage {
+        ChatMessage {
+            role: role.into(),
+            content: Some(Content::Text(content.into())),
+            extra: Map::new(),
+        }
+    }
+
+    pub fn user(content: impl Into<String>) -> ChatMessage {
+        ChatMessage::new("user", content)
+    }
+
+    /// `system` and `developer` messages: Anthropic and Gemini take them
+    /// out of the conversation into a separate field.
+    pub fn is_system(&self) -> bool {
+        matches!(self.role.as_str(), "system" | "developer")
+    }
+
+    /// The message as OpenAI JSON: role, content, then the extra fields.
+    pub(super) fn to_openai(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("role".into(), Value::String(self.role.clone()));
+        m.insert(
+            "content".into(),
+            self.content.as_ref().map_or(Value::Null, Content::to_json),
+        );
+        for (k, v) in &self.extra {
+            m.insert(k.clone(), v.clone());
+        }
+        Value::Object(m)
+    }
+
+    /// Refuse what only the OpenAI dialect can carry: tool calls and tool
+    /// results. Dropping them would change the conversation's meaning.
+    pub(super) fn check_translatable(&self, dialect: &str) -> Result<(), BuildError> {
+        if matches!(self.role.as_str(), "tool" | "function") {
+            return Err(BuildError::Unsupported(format!(
+                "{} messages can only be sent to openai-dialect providers, not {dialect}",
+                self.role
+            )));
+        }
+        if let Some(field) = ["tool_calls", "function_call"]
+            .iter()
+            .find(|f| self.extra.get(**f).is_some_and(|v| !v.is_null()))
+        {
+            return Err(BuildError::Unsupported(format!(
+                "messages with {field} can only be sent to openai-dialect providers, not {dialect}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The whole OpenAI chat request, independent of dialect.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    /// As the client named it; empty when it named none. The router
+    /// replaces it with the upstream model before building a request.
+    pub model: String,
+    pub messages: Vec<ChatMessage>,
+    /// A system prompt given apart from the messages (by `route`'s command
+    /// line, say). OpenAI upstreams get it as a first system message;
+    /// Anthropic and Gemini get it ahead of the system messages lifted out
+    /// of `messages`. Parsing a client's request leaves it `None`: system
+    /// messages stay where the client put them.
+    pub system: Option<String>,
+    /// `None` leaves the provider default, except for Anthropic, which
+    /// requires a value and gets [`super::ANTHROPIC_DEFAULT_MAX_TOKENS`].
+    pub max_tokens: Option<u32>,
+    /// The client spelled it `max_completion_tokens` (which OpenAI's
+    /// reasoning models require); OpenAI-dialect bodies keep that spelling.
+    pub max_completion_tokens: bool,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    /// Stop sequences; a single string from the client becomes one entry.
+    pub stop: Vec<String>,
+    pub stream: bool,
+    /// Fields this type does not model (`n`, `tools`, `response_format`,
+    /// `stream_options`, `seed`, `user`, …): passed verbatim to
+    /// OpenAI-dialect upstreams only.
+    pub extra: Map<String, Value>,
+}
+
+/// Tokens assumed for the answer when the client sets no `max_tokens`.
+pub const DEFAULT_ESTIMATED_COMPLETION_TOKENS: u64 = 1024;
+
+impl ChatRequest {
+    /// A request with these messages and every option at its default.
+    pub fn new(model: &str, messages: Vec<ChatMessage>) -> ChatRequest {
+        ChatRequest {
+            model: model.to_string(),
+            messages,
+            system: None,
+            max_tokens: None,
+            max_completion_tokens: false,
+            temperature: None,
+            top_p: None,
+            stop: Vec::new(),
+            stream: false,
+            extra: Map::new(),
+        }
+    }
+
+    /// The request a probe sends: one user message, temperature 0.
+    pub fn probe(model: &str, prompt: &str, max_tokens: u32) -> ChatRequest {
+        ChatRequest {
+            max_tokens: Some(max_tokens),
+            temperature: Some(0.0),
+            ..ChatRequest::new(model, vec![ChatMessage::user(prompt)])
+        }
+    }
+
+    /// A rough token count for budgets (`tpm`, `tpd`) before the request is
+    /// sent: every character of text (system prompt, message text and text
+    /// parts; not images or tool calls) divided by 4, rounded up, plus the
+    /// tokens the answer may use: `max_tokens`, or
+    /// [`DEFAULT_ESTIMATED_COMPLETION_TOKENS`] when unset. Four characters a
+    /// token is the usual rule of thumb for English; the provider's own
+    /// count, when it reports one, replaces this afterwards.
+    pub fn estimated_tokens(&self) -> u64 {
+        let count = |s: &str| s.chars().count() as u64;
+        let chars: u64 = self.system.as_deref().map_or(0, count)
+            + self
+                .messages
+                .iter()
+                .filter_map(|m| m.content.as_ref())
+                .map(|c| count(&c.text()))
+                .sum::<u64>();
+        chars.div_ceil(4)
+            + self
+                .max_tokens
+                .map_or(DEFAULT_ESTIMATED_COMPLETION_TOKENS, u64::from)
+    }
+
+    /// Whether the client asked for a final usage chunk when streaming
+    /// (`stream_options.include_usage`).
+    pub fn wants_stream_usage(&self) -> bool {
+        self.extra
+            .get("stream_options")
+            .and_then(|o| o.get("include_usage"))
+            .and_then(Value::as_bool)
+            == Some(true)
+    }
+
+    /// The system prompt for dialects that keep it apart from the
+    /// conversation: `system`, then every system message's text, joined by
+    /// blank lines.
+    pub(super) fn lifted_system(&self) -> Vec<String> {
+        self.system
+            .iter()
+            .cloned()
+            .chain(
+                self.messages
+                    .iter()
+                    .filter(|m| m.is_system())
+                    .filter_map(|m| m.content.as_ref().map(Content::text)),
+            )
+            .collect()
+    }
+
+    /// Refuse fields a non-OpenAI dialect cannot honour and whose loss
+    /// would change the answer (tools, several choices).
+    pub(super) fn check_translatable(&self, dialect: &str) -> Result<(), BuildError> {
+        for field in ["tools", "functions"] {
+            if self
+                .extra
+                .get(field)
+                .is_some_and(|v| v.as_array().is_none_or(|a| !a.is_empty()))
+            {
+                return Err(BuildError::Unsupported(format!(
+                    "`{field}` can only be sent to openai-dialect providers, not {dialect}"
+                )));
+            }
+        }
+        if self
+            .extra
+            .get("n")
+            .and_then(Value::as_u64)
+            .is_some_and(|n| n > 1)
+        {
+            return Err(BuildError::Unsupported(format!(
+                "`n` above 1 can only be sent to openai-dialect providers, not {dialect}"
+            )));
+        }
+        for m in &self.messages {
+            m.check_translatable(dialect)?;
+        }
+        Ok(())
+    }
+
+    /// Parse a client's request body. Errors read like OpenAI's own, naming
+    /// the field at fault.
+    pub fn from_openai_json(body: &[u8]) -> Result<ChatRequest, RequestError> {
+        let value: Value = serde_json::from_slice(body).map_err(|e| {
+            RequestError::new(
+                format!(
+                    "We could not parse the JSON body of your request: {e}. \
+                     The OpenAI API expects a JSON payload."
+                ),
+                None,
+            )
+        })?;
+        let Value::Object(mut obj) = value else {
+            return Err(RequestError::new(
+                format!(
+                    "Invalid request body: expected a JSON object, but got {} instead.",
+                    type_name(&value)
+                ),
+                None,
+            ));
+        };
+        let model = match obj.shift_remove("model") {
+            None | Some(Value::Null) => String::new(),
+            Some(Value::String(s)) => s,
+            Some(other) => return Err(invalid_type("model", "a string", &other)),
+        };
+        let messages = match obj.shift_remove("messages") {
+            None | Some(Value::Null) => {
+                return Err(RequestError::new(
+                    "Missing required parameter: 'messages'.".into(),
+                    Some("messages"),
+                ));
+            }
+            Some(Value::Array(a)) if a.is_empty() => {
+                return Err(RequestError::new(
+                    "Invalid 'messages': empty array. Expected an array with minimum length 1, \
+                     but got an empty array instead."
+                        .into(),
+                    Some("messages"),
+                ));
+            }
+            Some(Value::Array(a)) => a
+                .into_iter()
+                .enumerate()
+                .map(|(i, m)| parse_message(i, m))
+                .collect::<Result<Vec<_>, _>>()?,
+            Some(other) => return Err(invalid_type("messages", "an array", &other)),
+        };
+        let (max_tokens, max_completion_tokens) = match take_u32(&mut obj, "max_completion_tokens")?
+        {
+            Some(n) => {
+                // Both given: the newer name wins, as at OpenAI.
+                take_u32(&mut obj, "max_tokens")?;
+                (Some(n), true)
+            }
+            None => (take_u32(&mut obj, "max_tokens")?, false),
+        };
+        let temperature = take_f64(&mut obj, "temperature")?;
+        let top_p = take_f64(&mut obj, "top_p")?;
+        let stop = match obj.shift_remove("stop") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(s)) => vec![s],
+            Some(Value::Array(a)) => a
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| match v {
+                    Value::String(s) => Ok(s),
+                    other => Err(invalid_type(&format!("stop[{i}]"), "a string", &other)),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(other) => {
+                return Err(invalid_type(
+                    "stop",
+                    "a string or an array of strings",
+                    &other,
+                ));
+            }
+        };
+        let stream = match obj.shift_remove("stream") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => b,
+            Some(other) => return Err(invalid_type("stream", "a boolean", &other)),
+        };
+        Ok(ChatRequest {
+            model,
+            messages,
+            system: None,
+            max_tokens,
+            max_completion_tokens,
+            temperature,
+            top_p,
+            stop,
+            stream,
+            extra: obj,
+        })
+    }
+}
+
+fn parse_message(i: usize, m: Value) -> Result<ChatMessage, RequestError> {
+    let at = |field: &str| format!("messages[{i}].{field}");
+    let Value::Object(mut obj) = m else {
+        return Err(invalid_type(&format!("messages[{i}]"), "an object", &m));
+    };
+    let role = match obj.shift_remove("role") {
+        Some(Value::String(r)) if ROLES.contains(&r.as_str()) => r,
+        Some(Value::String(r)) => {
+            return Err(RequestError::new(
+                format!(
+                    "Invalid value: '{r}'. Supported values are: 'system', 'developer', \
+                     'user', 'assistant', 'tool', and 'function'."
+                ),
+                Some(&at("role")),
+            ));
+        }
+        None | Some(Value::Null) => return Err(missing(&at("role"))),
+        Some(other) => return Err(invalid_type(&at("role"), "a string", &other)),
+    };
+    let content = match obj.shift_remove("content") {
+        Some(Value::String(s)) => Some(Content::Text(s)),
+        Some(Value::Array(parts)) => {
+            for (j, p) in parts.iter().enumerate() {
+                let field = format!("messages[{i}].content[{j}]");
+                match p.get("type") {
+                    Some(Value::String(_)) => {}
+                    None if p.is_object() => return Err(missing(&format!("{field}.type"))),
+                    None => return Err(invalid_type(&field, "an object", p)),
+                    Some(other) => {
+                        return Err(invalid_type(&format!("{field}.type"), "a string", other));
+                    }
+                }
+                if p.get("type").and_then(Value::as_str) == Some("text")
+                    && !p.get("text").is_some_and(Value::is_string)
+                {
+                    return Err(invalid_type(
+                        &format!("{field}.text"),
+                        "a string",
+                        p.get("text").unwrap_or(&Value::Null),
+                    ));
+                }
+            }
+            Some(Content::Parts(parts))
+        }
+        // Only a message that calls tools (or a function) may go without.
+        None | Some(Value::Null) if role == "assistant" => None,
+        None | Some(Value::Null) => return Err(missing(&at("content"))),
+        Some(other) => {
+            return Err(invalid_type(
+                &at("content"),
+                "one of a string or array of objects",
+                &other,
+            ));
+        }
+    };
+    Ok(ChatMessage {
+        role,
+        content,
+        extra: obj,
+    })
+}
+
+fn take_u32(obj: &mut Map<String, Value>, field: &str) -> Result<Option<u32>, RequestError> {
+    match obj.shift_remove(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => match n.as_u64().and_then(|v| u32::try_from(v).ok()) {
+            Some(v) => Ok(Some(v)),
+            None => Err(RequestError::new(
+                format!(
+                    "Invalid '{field}': expected a non-negative integer below 2^32, \
+                     but got {n} instead."
+                ),
+                Some(field),
+            )),
+        },
+        Some(other) => Err(invalid_type(field, "an integer", &other)),
+    }
+}
+
+fn take_f64(obj: &mut Map<String, Value>, field: &str) -> Result<Option<f64>, RequestError> {
+    match obj.shift_remove(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => Ok(n.as_f64()),
+        Some(other) => Err(invalid_type(field, "a number", &other)),
+    }
+}
+
+fn missing(field: &str) -> RequestError {
+    RequestError::new(
+        format!("Missing required parameter: '{field}'."),
+        Some(field),
+    )
+}
+
+fn invalid_type(field: &str, expected: &str, got: &Value) -> RequestError {
+    RequestError::new(
+        format!(
+            "Invalid type for '{field}': expected {expected}, but got {} instead.",
+            type_name(got)
+        ),
+        Some(field),
+    )
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_f64() => "a decimal",
+        Value::Number(_) => "an integer",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A client's request that cannot be read. Its message is what OpenAI
+/// would say; [`RequestError::to_openai_json`] is the body to send back
+/// with HTTP 400.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct RequestError {
+    pub message: String,
+    /// The field at fault, as OpenAI's `param` names it (`messages[0].role`).
+    pub param: Option<String>,
+}
+
+impl RequestError {
+    fn new(message: String, param: Option<&str>) -> RequestError {
+        RequestError {
+            message,
+            param: param.map(str::to_string),
+        }
+    }
+
+    /// `{"error":{"message","type":"invalid_request_error","param","code":null}}`
+    pub fn to_openai_json(&self) -> Value {
+        serde_json::json!({
+            "error": {
+                "message": self.message,
+                "type": "invalid_request_error",
+                "param": self.param,
+                "code": null,
+            }
+        })
+    }
+}
+
+/// An `image_url` part's image as (media type, base64 data), when its URL
+/// is a base64 `data:` URL.
+pub(super) fn data_url_image(part: &Value) -> Option<(String, String)> {
+    let url = image_url_of(part)?;
+    let rest = url.strip_prefix("data:")?;
+    let (meta, data) = rest.split_once(',')?;
+    let media_type = meta.strip_suffix(";base64")?;
+    (!media_type.is_empty()).then(|| (media_type.to_string(), data.to_string()))
+}
+
+/// The URL of an `image_url` part: `{"image_url":{"url"}}`, or the older
+/// `{"image_url":"…"}`.
+pub(super) fn image_url_of(part: &Value) -> Option<&str> {
+    let iu = part.get("image_url")?;
+    iu.as_str().or_else(|| iu.get("url")?.as_str())
+}
+
+/// A part's type, for messages about parts a dialect cannot carry.
+pub(super) fn part_type(part: &Value) -> &str {
+    part.get("type").and_then(Value::as_str).unwrap_or("?")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(body: &str) -> RequestError {
+        ChatRequest::from_openai_json(body.as_bytes()).unwrap_err()
+    }
+
+    #[test]
+    fn a_full_request_is_read_and_unknown_fields_kept() {
+        let r = ChatRequest::from_openai_json(
+            br#"{"model":"auto","messages":[
+                {"role":"system","content":"be brief"},
+                {"role":"user","name":"ann","content":[{"type":"text","text":"hi "},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]},
+                {"role":"assistant","content":null,"tool_calls":[{"id":"c1"}]}
+            ],"max_completion_tokens":50,"max_tokens":9,"temperature":0.5,"top_p":1,
+            "stop":"END","stream":true,"stream_options":{"include_usage":true},"seed":7}"#,
+        )
+        .unwrap();
+        assert_eq!(r.model, "auto");
+        assert_eq!(r.messages.len(), 3);
+        assert_eq!(r.messages[1].extra["name"], "ann");
+        assert_eq!(r.messages[1].content.as_ref().unwrap().text(), "hi ");
+        assert_eq!(r.messages[2].content, None);
+        assert!(r.messages[2].extra.contains_key("tool_calls"));
+        assert_eq!((r.max_tokens, r.max_completion_tokens), (Some(50), true));
+        assert_eq!((r.temperature, r.top_p), (Some(0.5), Some(1.0)));
+        assert_eq!(r.stop, vec!["END"]);
+        assert!(r.stream && r.wants_stream_usage());
+        assert_eq!(
+            r.extra.keys().collect::<Vec<_>>(),
+            ["stream_options", "seed"]
+        );
+    }
+
+    #[test]
+    fn errors_name_the_field_like_openai() {
+        let cases = [
+            ("not json", "We could not parse the JSON body", None),
+            ("[1]", "expected a JSON object, but got an array", None),
+            (
+                r#"{"model":"m"}"#,
+                "Missing required parameter: 'messages'.",
+                Some("messages"),
+            ),
+            (r#"{"messages":[]}"#, "empty array", Some("messages")),
+            (
+                r#"{"messages":"hi"}"#,
+                "Invalid type for 'messages': expected an array, but got a string instead.",
+                Some("messages"),
+            ),
+            (
+                r#"{"messages":[{"role":"bob","content":"x"}]}"#,
+                "Invalid value: 'bob'.",
+                Some("messages[0].role"),
+            ),
+            (
+                r#"{"messages":[{"content":"x"}]}"#,
+                "Missing required parameter: 'messages[0].role'.",
+                Some("messages[0].role"),
+            ),
+            (
+                r#"{"messages":[{"role":"user"}]}"#,
+                "Missing required parameter: 'messages[0].content'.",
+                Some("messages[0].content"),
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":5}]}"#,
+                "Invalid type for 'messages[0].content'",
+                Some("messages[0].content"),
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":[{"type":"text","text":1}]}]}"#,
+                "Invalid type for 'messages[0].content[0].text'",
+                Some("messages[0].content[0].text"),
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}"#,
+                "Invalid type for 'temperature': expected a number, but got a string instead.",
+                Some("temperature"),
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":"x"}],"max_tokens":-1}"#,
+                "Invalid 'max_tokens'",
+                Some("max_tokens"),
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":"x"}],"max_tokens":1.5}"#,
+                "Invalid 'max_tokens'",
+                Some("max_tokens"),
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":"x"}],"stop":[1]}"#,
+                "Invalid type for 'stop[0]'",
+                Some("stop[0]"),
+            ),
+            (
+                r#"{"messages":[{"role":"user","content":"x"}],"stream":"yes"}"#,
+                "Invalid type for 'stream'",
+                Some("stream"),
+            ),
+            (
+                r#"{"model":3,"messages":[{"role":"user","content":"x"}]}"#,
+                "Invalid type for 'model'",
+                Some("model"),
+            ),
+        ];
+        for (body, message, param) in cases {
+            let e = err(body);
+            assert!(e.message.contains(message), "{body}: {}", e.message);
+            assert_eq!(e.param.as_deref(), param, "{body}");
+            let json = e.to_openai_json();
+            assert_eq!(json["error"]["type"], "invalid_request_error");
+            assert_eq!(json["error"]["message"], e.message);
+        }
+    }
+
+    #[test]
+    fn estimated_tokens_counts_text_and_the_answer() {
+        let mut r = ChatRequest::probe("m", "12345", 16);
+        // 5 characters → 2 tokens, plus 16 for the answer.
+        assert_eq!(r.estimated_tokens(), 18);
+        r.system = Some("abc".into());
+        assert_eq!(r.estimated_tokens(), 16 + 2);
+        r.max_tokens = None;
+        assert_eq!(
+            r.estimated_tokens(),
+            2 + DEFAULT_ESTIMATED_COMPLETION_TOKENS
+        );
+        r.messages[0].content = Some(Content::Parts(vec![
+            serde_json::json!({"type":"text","text":"abcd"}),
+            serde_json::json!({"type":"image_url","image_url":{"url":"data:image/png;base64,QUJD"}}),
+        ]));
+        // 3 + 4 characters → 2 tokens; the image is not counted.
+        assert_eq!(
+            r.estimated_tokens(),
+            2 + DEFAULT_ESTIMATED_COMPLETION_TOKENS
+        );
+    }
+}
