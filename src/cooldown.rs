@@ -466,8 +466,9 @@ impl Cooldowns {
     }
 
     /// A success on `target`: its rate-limit ladder starts again at 2 min.
-    pub fn record_success(&mut self, target: &Target, _now: DateTime<Utc>) {
-        self.ladder.remove(&target.key_model_id());
+    /// Returns whether anything changed (so a caller saves only then).
+    pub fn record_success(&mut self, target: &Target, _now: DateTime<Utc>) -> bool {
+        self.ladder.remove(&target.key_model_id()).is_some()
     }
 
     /// The bench that keeps `target` out now, if any: on its provider, key,

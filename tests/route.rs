@@ -369,6 +369,21 @@ fn bad_input_gets_openai_shaped_4xx_and_the_server_stays_up() {
                 .is_some_and(|m| !m.is_empty())
         );
     }
+    let huge = "x".repeat(40 * 1024);
+    let r = http(
+        "POST",
+        &url,
+        &[
+            ("content-type", "application/json"),
+            ("x-pad", huge.as_str()),
+        ],
+        Some(&chat_body("auto", false)),
+    );
+    assert_eq!(r.status, 431, "{}", r.body);
+    assert_eq!(r.json()["error"]["code"], "headers_too_large");
+    let r = http("GET", &format!("{}/v2/nothing", srv.url), &[], None);
+    assert_eq!(r.status, 404);
+    assert_eq!(r.json()["error"]["code"], "unknown_url");
     let r = http("POST", &url, &json_ct, Some(&chat_body("gpt-9", false)));
     assert_eq!(r.status, 404, "{}", r.body);
     assert_eq!(r.json()["error"]["code"], "model_not_found");
@@ -566,4 +581,48 @@ fn the_openai_python_sdk_as_a_client() {
         json!({"status": 404, "code": "model_not_found"}),
         "{v}"
     );
+}
+
+#[test]
+fn auto_prefers_the_healthier_model_from_the_log() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("flaky", "openai", &["ok"], ""),
+            fake.provider("steady", "openai", &["ok"], ""),
+        ],
+        "",
+    );
+    // The last 24 h: flaky passed 1 of 2 probes, steady 2 of 2. Same
+    // priority, so uptime decides, whatever the catalog order.
+    let now = chrono::Utc::now();
+    let ts = |h: i64| {
+        (now - chrono::Duration::hours(h))
+            .format("%Y-%m-%dT%H:%M:%SZ")
+            .to_string()
+    };
+    let e = |h: i64, p: &str, ok: u8| {
+        format!(
+            r#"{{"ts":"{}","provider":"{p}","model":"ok","ok":{ok},"latency_ms":100,"failure_type":"{}"}}"#,
+            ts(h),
+            if ok == 1 { "" } else { "timeout" }
+        )
+    };
+    env.write(
+        "stats/health_log.json",
+        format!(
+            "[\n{}\n]\n",
+            [
+                e(3, "flaky", 1),
+                e(3, "steady", 1),
+                e(2, "flaky", 0),
+                e(2, "steady", 1)
+            ]
+            .join(",\n")
+        ),
+    );
+    let r = route(&env, &cfg, &[Q]).ok();
+    assert!(r.stderr.starts_with("via steady::ok"), "{}", r.stderr);
 }

@@ -98,6 +98,7 @@ fn request(a: &RouteArgs) -> Result<ChatRequest> {
 
 fn one_shot(rt: &tokio::runtime::Runtime, engine: Arc<Engine>, a: &RouteArgs) -> Result<u8> {
     let req = request(a)?;
+    engine.refresh_health()?;
     let e = engine.clone();
     let result =
         rt.block_on(
@@ -215,6 +216,7 @@ fn serve_until_signal(rt: &tokio::runtime::Runtime, engine: Arc<Engine>) -> Resu
     });
     rt.block_on(async {
         let poller = engine.states.clone().spawn_poller(serve::STATE_POLL);
+        let health = tokio::spawn(serve::health_poller(engine.clone()));
         let (srv, stopping) = server::start(listen, serve::router(app), "route").await?;
         let saver = tokio::spawn(serve::saver(engine.clone(), stopping));
         output::println(&format!(
@@ -226,6 +228,7 @@ fn serve_until_signal(rt: &tokio::runtime::Runtime, engine: Arc<Engine>) -> Resu
         eprintln!("route: shutting down; letting requests in flight finish");
         srv.shutdown(SHUTDOWN_GRACE).await;
         poller.abort();
+        health.abort();
         let _ = saver.await;
         Ok::<(), Error>(())
     })?;

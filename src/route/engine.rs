@@ -91,7 +91,10 @@ pub struct Engine {
     rotation: Vec<AtomicUsize>,
     pub client: reqwest::Client,
     pub states: Arc<StateWatcher>,
-    health: Mutex<HealthCache>,
+    /// Recent health, re-read from the log off the request path
+    /// ([`Engine::refresh_health`]) and read lock-free by requests.
+    health: arc_swap::ArcSwap<super::health::HealthMap>,
+    health_cache: Mutex<HealthCache>,
     cooldowns: Mutex<RouteState<Cooldowns>>,
     dirty: AtomicBool,
     pub changed: tokio::sync::Notify,
@@ -133,7 +136,8 @@ impl Engine {
             providers,
             client,
             states,
-            health: Mutex::new(HealthCache::new(stats_dir.join(crate::settings::LOG_FILE))),
+            health: arc_swap::ArcSwap::from_pointee(Default::default()),
+            health_cache: Mutex::new(HealthCache::new(stats_dir.join(crate::settings::LOG_FILE))),
             cooldowns: Mutex::new(saved),
             dirty: AtomicBool::new(false),
             changed: tokio::sync::Notify::new(),
@@ -143,6 +147,15 @@ impl Engine {
         })
     }
 
+    /// Re-read recent health from the log if it changed. Blocking: the
+    /// server calls it from a background task, the one-shot command once.
+    pub fn refresh_health(&self) -> Result<()> {
+        let now = self.clock.now().timestamp();
+        let map = lock(&self.health_cache).get(now)?;
+        self.health.store(map);
+        Ok(())
+    }
+
     pub fn providers(&self) -> &[Arc<Resolved>] {
         &self.providers
     }
@@ -150,10 +163,7 @@ impl Engine {
     /// The candidates for a requested model, in order.
     pub fn candidates(&self, model: Option<&str>) -> std::result::Result<Vec<Candidate>, ApiError> {
         let choice = Choice::parse(model, &self.aliases);
-        let now = self.clock.now().timestamp();
-        let health = lock(&self.health)
-            .get(now)
-            .unwrap_or_else(|_| Arc::new(Default::default()));
+        let health = self.health.load();
         let snapshot = self.states.current();
         choose::candidates(
             &choice,
@@ -264,10 +274,12 @@ impl Engine {
                 sent += 1;
                 match send(c.clone(), key.clone()).await {
                     Ok(value) => {
-                        let mut cd = lock(&self.cooldowns);
-                        cd.cooldowns.record_success(&target, self.clock.now());
-                        drop(cd);
-                        self.mark_dirty();
+                        let changed = lock(&self.cooldowns)
+                            .cooldowns
+                            .record_success(&target, self.clock.now());
+                        if changed {
+                            self.mark_dirty();
+                        }
                         return Ok(Served {
                             via: c.key(),
                             attempts,

@@ -327,3 +327,18 @@ pub async fn saver(engine: Arc<Engine>, mut stop: tokio::sync::watch::Receiver<b
 
 /// How often the state file is checked for changes.
 pub const STATE_POLL: Duration = Duration::from_millis(500);
+/// How often the health log is checked for new probes.
+pub const HEALTH_POLL: Duration = Duration::from_secs(5);
+
+/// Keep the candidate order's health data current, off the request path.
+pub async fn health_poller(engine: Arc<Engine>) {
+    let mut tick = tokio::time::interval(HEALTH_POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let e = engine.clone();
+        if let Ok(Err(err)) = tokio::task::spawn_blocking(move || e.refresh_health()).await {
+            eprintln!("warning: {err}; the candidate order keeps the health read before");
+        }
+    }
+}
