@@ -474,7 +474,7 @@ mod tests {
     fn built(dialect: &str, key: Option<&str>, model: &str) -> reqwest::Request {
         let r = resolved(dialect, key);
         build_request(
-            &reqwest::Client::new(),
+            &crate::http::client(),
             &r,
             &ChatRequest::probe(model, "What is 7 + 7?", 16),
         )
@@ -540,12 +540,8 @@ mod tests {
     #[test]
     fn a_key_with_a_newline_is_refused_without_echoing_it() {
         let r = resolved("openai", Some("sk-abc\ndef"));
-        let err = build_request(
-            &reqwest::Client::new(),
-            &r,
-            &ChatRequest::probe("m", "q", 1),
-        )
-        .unwrap_err();
+        let err = build_request(&crate::http::client(), &r, &ChatRequest::probe("m", "q", 1))
+            .unwrap_err();
         assert!(!err.to_string().contains("abc"));
     }
 
