@@ -461,9 +461,13 @@ async fn slow_and_latency_delay_the_answer() {
         "{:?}",
         t.elapsed()
     );
-    // Errors are not delayed by --latency-ms.
+    // Errors are not delayed by --latency-ms. The client is built outside
+    // the timed span: building one loads the system's root certificates,
+    // tens of ms in a debug build on a busy machine.
+    let c = client();
     let t = Instant::now();
-    let r = ask(&fake.url(), Dialect::Anthropic, "e500", &q.text).await;
+    let url = fake.url();
+    let r = send(request(&c, &url, Dialect::Anthropic, "e500", &q.text)).await;
     assert_eq!(r.status, 500);
     assert!(
         t.elapsed() < Duration::from_millis(100),
