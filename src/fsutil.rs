@@ -1,5 +1,6 @@
-//! File-system primitives shared by every command that writes: the data lock,
-//! the run lock, and atomic whole-file replacement.
+//! File-system primitives shared by every command: the data lock, the run
+//! lock, atomic whole-file replacement, and positioned reads and writes that
+//! work the same on Unix and Windows.
 //!
 //! Locks are advisory `flock`-style locks from `std::fs::File::lock`. The
 //! kernel drops them when the holding process dies, so a lock left by a killed
@@ -7,7 +8,7 @@
 //! only there to tell a person who holds it.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -168,24 +169,129 @@ fn temp_name(name: &str) -> String {
     format!(".{name}.tmp.{}.{n}.{r:08x}", std::process::id())
 }
 
-/// Read exactly `buf.len()` bytes at `off`. Portable (Unix and Windows),
-/// unlike the platform `FileExt` traits.
-pub fn read_exact_at(file: &File, buf: &mut [u8], off: u64) -> std::io::Result<()> {
-    let mut f = file;
-    f.seek(SeekFrom::Start(off))?;
-    f.read_exact(buf)
+// Positioned I/O. Every reader and writer of the health log addresses the
+// file by offset and never by its cursor, so one `File` can be read by two
+// threads at once (see `healthlog::read`). Unix has `pread`/`pwrite`, which
+// leave the cursor alone. Windows has `seek_read`/`seek_write`, which pass
+// the offset with the call (so each call is still positioned, whatever other
+// threads do) but leave the cursor after the bytes transferred; that is why
+// nothing here, nor any caller, may rely on the cursor of a file it uses
+// these helpers on.
+
+/// Read up to `buf.len()` bytes at `off`; 0 means end of file.
+#[cfg(unix)]
+pub fn read_at(file: &File, buf: &mut [u8], off: u64) -> io::Result<usize> {
+    std::os::unix::fs::FileExt::read_at(file, buf, off)
+}
+
+/// Read up to `buf.len()` bytes at `off`; 0 means end of file.
+#[cfg(windows)]
+pub fn read_at(file: &File, buf: &mut [u8], off: u64) -> io::Result<usize> {
+    std::os::windows::fs::FileExt::seek_read(file, buf, off)
+}
+
+/// Write up to `bytes.len()` bytes at `off`.
+#[cfg(unix)]
+fn write_at(file: &File, bytes: &[u8], off: u64) -> io::Result<usize> {
+    std::os::unix::fs::FileExt::write_at(file, bytes, off)
+}
+
+/// Write up to `bytes.len()` bytes at `off`.
+#[cfg(windows)]
+fn write_at(file: &File, bytes: &[u8], off: u64) -> io::Result<usize> {
+    std::os::windows::fs::FileExt::seek_write(file, bytes, off)
+}
+
+/// Read exactly `buf.len()` bytes at `off`, or fail with `UnexpectedEof`.
+pub fn read_exact_at(file: &File, mut buf: &mut [u8], mut off: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        match read_at(file, buf, off) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file ended before the bytes expected",
+                ));
+            }
+            Ok(n) => {
+                buf = &mut buf[n..];
+                off += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Write all of `bytes` at `off`.
-pub fn write_all_at(file: &File, bytes: &[u8], off: u64) -> std::io::Result<()> {
-    let mut f = file;
-    f.seek(SeekFrom::Start(off))?;
-    f.write_all(bytes)
+pub fn write_all_at(file: &File, mut bytes: &[u8], mut off: u64) -> io::Result<()> {
+    while !bytes.is_empty() {
+        match write_at(file, bytes, off) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                bytes = &bytes[n..];
+                off += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::{Seek, SeekFrom};
+
     use super::*;
+
+    #[test]
+    fn positioned_io_ignores_and_survives_the_cursor() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        write_all_at(&file, b"hello, world", 0).unwrap();
+        write_all_at(&file, b"W", 7).unwrap();
+        // Wherever the cursor is, positioned reads see the offset asked for.
+        file.seek(SeekFrom::Start(3)).unwrap();
+        let mut buf = [0u8; 5];
+        read_exact_at(&file, &mut buf, 7).unwrap();
+        assert_eq!(&buf, b"World");
+        read_exact_at(&file, &mut buf, 0).unwrap();
+        assert_eq!(&buf, b"hello");
+        assert_eq!(read_at(&file, &mut buf, 12).unwrap(), 0);
+        let err = read_exact_at(&file, &mut buf, 10).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+    }
+
+    #[test]
+    fn two_threads_read_one_file_at_their_own_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let data: Vec<u8> = (0..1u32 << 16).map(|i| (i % 251) as u8).collect();
+        fs::write(&path, &data).unwrap();
+        let file = File::open(&path).unwrap();
+        let half = data.len() / 2;
+        std::thread::scope(|s| {
+            for part in [0..half, half..data.len()] {
+                let (file, data) = (&file, &data);
+                s.spawn(move || {
+                    for at in part.clone().step_by(509) {
+                        let mut b = [0u8; 7];
+                        let n = b.len().min(part.end - at);
+                        read_exact_at(file, &mut b[..n], at as u64).unwrap();
+                        assert_eq!(&b[..n], &data[at..at + n]);
+                    }
+                });
+            }
+        });
+    }
 
     fn temp_files(dir: &Path) -> Vec<String> {
         fs::read_dir(dir)

@@ -116,7 +116,8 @@ fn human_bytes(n: usize) -> String {
 /// The client every probe and routed request shares, so connections are
 /// pooled per upstream.
 ///
-/// - rustls is the only TLS backend compiled in.
+/// - rustls is the only TLS backend compiled in, on *ring* (see
+///   [`install_tls_provider`]).
 /// - Redirects are not followed: a redirect would resend `x-api-key` or
 ///   `x-goog-api-key` (reqwest strips only `Authorization` across hosts) to
 ///   wherever the upstream points, and an API that redirects a POST is
@@ -130,6 +131,7 @@ fn human_bytes(n: usize) -> String {
 /// Building fails only when the TLS backend cannot start; that stops the
 /// command, because a default client would follow redirects with the key.
 pub fn client() -> Result<reqwest::Client, ClientError> {
+    install_tls_provider();
     let builder = reqwest::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
@@ -145,6 +147,18 @@ pub fn client() -> Result<reqwest::Client, ClientError> {
 #[derive(Debug, thiserror::Error)]
 #[error("cannot start the HTTP client (TLS backend): {0}")]
 pub struct ClientError(String);
+
+/// Make *ring* the process's rustls crypto provider, once. reqwest is built
+/// with `rustls-no-provider` because its default provider, aws-lc-rs, more
+/// than doubles a cold build; without a provider, building a
+/// `reqwest::Client` panics. [`client`] calls this, and so must anything
+/// else that builds one (tests).
+pub fn install_tls_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // An error means another thread installed one first: fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
 
 /// Proxies from the usual environment variables, each excluding loopback
 /// hosts as well as whatever `NO_PROXY` lists. An unparseable proxy URL is
@@ -453,6 +467,71 @@ mod tests {
         assert!(debug.contains("127.0.0.0/8"), "{debug}");
         assert!(debug.contains("internal.example"), "{debug}");
         assert!(env_proxies(|_| Err(std::env::VarError::NotPresent)).is_empty());
+    }
+
+    /// A TLS server on loopback with a certificate from a test CA
+    /// (tests/fixtures/tls: P-256, valid for 100 years, made with openssl).
+    /// Serves one connection with a fixed answer.
+    fn tls_one_shot() -> String {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        use std::io::{Read, Write};
+        let chain = vec![
+            CertificateDer::from_pem_slice(include_bytes!("../tests/fixtures/tls/server.pem"))
+                .unwrap(),
+        ];
+        let key = PrivateKeyDer::from_pem_slice(include_bytes!("../tests/fixtures/tls/server.key"))
+            .unwrap();
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .unwrap();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (sock, _) = listener.accept().unwrap();
+            let conn = rustls::ServerConnection::new(std::sync::Arc::new(config)).unwrap();
+            let mut tls = rustls::StreamOwned::new(conn, sock);
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match tls.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = tls
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+            tls.conn.send_close_notify();
+            let _ = tls.flush();
+        });
+        format!("https://{addr}/")
+    }
+
+    #[tokio::test]
+    async fn https_handshakes_with_the_ring_provider() {
+        install_tls_provider();
+        let ca =
+            reqwest::Certificate::from_pem(include_bytes!("../tests/fixtures/tls/ca.pem")).unwrap();
+        // The same verifier as `client()` (the platform's roots), plus the
+        // test CA.
+        let c = reqwest::Client::builder()
+            .no_proxy()
+            .tls_certs_merge([ca])
+            .build()
+            .unwrap();
+        let r = send(
+            c.get(tls_one_shot()),
+            Duration::from_secs(10),
+            DEFAULT_BODY_CAP,
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, b"ok");
     }
 
     #[test]

@@ -496,7 +496,7 @@ mod tests {
     fn built(dialect: &str, key: Option<&str>, model: &str) -> reqwest::Request {
         let key = key.map(|k| Secret::new(k.into()));
         build_request(
-            &reqwest::Client::new(),
+            &crate::http::client().unwrap(),
             &endpoint(dialect),
             key.as_ref(),
             &ChatRequest::probe(model, "What is 7 + 7?", 16),
@@ -563,7 +563,7 @@ mod tests {
     #[test]
     fn a_key_with_a_newline_is_refused_without_echoing_it() {
         let err = build_request(
-            &reqwest::Client::new(),
+            &crate::http::client().unwrap(),
             &endpoint("openai"),
             Some(&Secret::new("sk-abc\ndef".into())),
             &ChatRequest::probe("m", "q", 1),

@@ -18,11 +18,12 @@
 //! entry boundary and read on two threads; the first thread verifies that it
 //! reaches exactly that boundary in the expected state, and if it does not,
 //! the second half's work is thrown away and the first thread reads on.
+//! Both threads read the one `File` by offset ([`crate::fsutil::read_at`]),
+//! never through its shared cursor.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use serde::Deserialize;
@@ -31,6 +32,7 @@ use serde_json::Value;
 use super::scan::{End, is_json_prefix, is_ws};
 use crate::error::json_error_offset;
 use crate::error::{Error, Result};
+use crate::fsutil::{read_at, read_exact_at};
 use crate::time::parse_ts;
 
 /// What one entry says, whatever its format.
@@ -299,8 +301,7 @@ fn find_split(path: &Path, file: &File, len: u64) -> Result<Option<u64>> {
     let from = len / 2;
     let n = (len - from).min(1 << 20) as usize;
     let mut buf = vec![0u8; n];
-    file.read_exact_at(&mut buf, from)
-        .map_err(|e| Error::unreadable(path, e))?;
+    read_exact_at(file, &mut buf, from).map_err(|e| Error::unreadable(path, e))?;
     Ok(buf
         .windows(3)
         .position(|w| w == b",\n{")
@@ -720,7 +721,7 @@ fn walk(
             buf.resize(grown, 0);
         }
         loop {
-            match file.read_at(&mut buf[*len..], *base + *len as u64) {
+            match read_at(file, &mut buf[*len..], *base + *len as u64) {
                 Ok(0) => {
                     *eof = true;
                     return Ok(());

@@ -13,11 +13,11 @@
 //! read, which is authoritative about torn tails and damage.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use super::read::{Parsed, Record, fast, slow_element};
 use crate::error::{Error, Result};
+use crate::fsutil::read_exact_at;
 
 /// How a backward read ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,7 +113,7 @@ pub fn read_backward(path: &Path, mut each: impl FnMut(&Record<'_>) -> bool) -> 
         let start = end.saturating_sub(CHUNK);
         buf.clear();
         buf.resize((end - start) as usize, 0);
-        file.read_exact_at(&mut buf, start).map_err(io)?;
+        read_exact_at(&file, &mut buf, start).map_err(io)?;
         buf.extend_from_slice(&carry);
         let mut hi = buf.len();
         while let Some(nl) = buf[..hi].iter().rposition(|&c| c == b'\n') {
