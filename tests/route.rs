@@ -626,3 +626,116 @@ fn auto_prefers_the_healthier_model_from_the_log() {
     let r = route(&env, &cfg, &[Q]).ok();
     assert!(r.stderr.starts_with("via steady::ok"), "{}", r.stderr);
 }
+
+#[test]
+fn keys_rotate_and_a_bad_key_is_benched_alone() {
+    let mut env = env();
+    env.env("K1", "key-one-aaaaaaaa")
+        .env("K2", "key-two-bbbbbbbb");
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider(
+                "a",
+                "openai",
+                &["unauthorized"],
+                "api_key_env = [\"K1\", \"K2\"]\npriority = 1",
+            ),
+            fake.provider("z", "openai", &["ok"], "priority = 2"),
+        ],
+        "",
+    );
+    // Both keys of a are tried (each gets a 401 and a 5 min bench), then z.
+    let r = route(&env, &cfg, &[Q]).ok();
+    assert_eq!(calls(&fake, "unauthorized"), 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("after 2 failed attempt(s)"),
+        "{}",
+        r.stderr
+    );
+    let state = std::fs::read_to_string(env.stats().join("route_state.json")).unwrap();
+    assert!(
+        state.contains("a#key0:") && state.contains("a#key1:"),
+        "{state}"
+    );
+    assert!(
+        !state.contains("key-one") && !state.contains("key-two"),
+        "{state}"
+    );
+    // Both benched: no call until the 5 minutes have passed.
+    route(&env, &cfg, &[Q]).ok();
+    assert_eq!(calls(&fake, "unauthorized"), 2);
+    advance(&env, 301);
+    route(&env, &cfg, &[Q]).ok();
+    assert_eq!(calls(&fake, "unauthorized"), 4);
+}
+
+#[test]
+fn the_attempt_budget_and_exhausted_statuses() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("a", "openai", &["e500"], "priority = 1"),
+            fake.provider("b", "openai", &["e500"], "priority = 2"),
+            fake.provider("c", "openai", &["e500"], "priority = 3"),
+        ],
+        "",
+    );
+    // At most --max-attempts sends.
+    let r = route(&env, &cfg, &["--max-attempts", "2", Q]).code(5);
+    assert_eq!(calls(&fake, "e500"), 2, "{}", r.stderr);
+    // Through the server: 502 when every candidate failed.
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let url = format!("{}/v1/chat/completions", srv.url);
+    let json_ct = [("content-type", "application/json")];
+    let r = http("POST", &url, &json_ct, Some(&chat_body("auto", false)));
+    assert_eq!(r.status, 502, "{}", r.body);
+    assert_eq!(r.json()["error"]["code"], "all_candidates_failed");
+    assert_eq!(r.header("x-fallback-attempts"), "3");
+    drop(srv);
+    // 503 when nothing is active, and /readyz says why.
+    for m in ["a::e500", "b::e500", "c::e500"] {
+        env.run(&["--config", &cfg, "state", "pause", m]).ok();
+    }
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let r = http(
+        "POST",
+        &format!("{}/v1/chat/completions", srv.url),
+        &json_ct,
+        Some(&chat_body("auto", false)),
+    );
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(r.json()["error"]["code"], "no_active_models");
+    let ready = http("GET", &format!("{}/readyz", srv.url), &[], None);
+    assert_eq!(ready.status, 503);
+    assert_eq!(ready.json()["reason"], "no_active_models");
+}
+
+#[test]
+fn everything_cooling_down_is_a_429_with_retry_after() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[fake.provider("a", "openai", &["rate-limit"], "")],
+        "",
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let url = format!("{}/v1/chat/completions", srv.url);
+    let json_ct = [("content-type", "application/json")];
+    http("POST", &url, &json_ct, Some(&chat_body("auto", false)));
+    let r = http("POST", &url, &json_ct, Some(&chat_body("auto", false)));
+    assert_eq!(r.status, 429, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["error"]["code"], "all_cooling_down");
+    assert!(v["error"]["retryAtMs"].as_i64().is_some(), "{v}");
+    let wait: u64 = r.header("retry-after").parse().unwrap();
+    assert!((1..=120).contains(&wait), "{wait}");
+    assert_eq!(calls(&fake, "rate-limit"), 1);
+    let ready = http("GET", &format!("{}/readyz", srv.url), &[], None);
+    assert_eq!(ready.status, 503);
+    assert_eq!(ready.json()["reason"], "all_cooling_down");
+}
