@@ -317,6 +317,24 @@ fn server_routes_streams_and_reports() {
     );
     assert!(r.body.contains("sent nothing for 2s"), "{}", r.body);
     assert!(r.body.trim_end().ends_with("data: [DONE]"), "{}", r.body);
+    // Failures after the first byte count against the model: the third in
+    // 15 minutes benches it for 10.
+    for _ in 0..2 {
+        http(
+            "POST",
+            &format!("{}/v1/chat/completions", srv.url),
+            &json_ct,
+            Some(&chat_body("g::stream-error", true)),
+        );
+    }
+    let r = http(
+        "POST",
+        &format!("{}/v1/chat/completions", srv.url),
+        &json_ct,
+        Some(&chat_body("g::stream-error", true)),
+    );
+    assert_eq!(r.status, 429, "{}", r.body);
+    assert_eq!(calls(&fake, "stream-error"), 3);
     // Models, liveness, readiness.
     let m = http("GET", &format!("{}/v1/models", srv.url), &[], None).json();
     let ids: Vec<&str> = m["data"]

@@ -62,6 +62,8 @@ impl Attempt {
 pub struct Served<T> {
     /// `provider::model`.
     pub via: String,
+    /// What served, for a failure that comes later (mid-stream).
+    pub target: Target,
     /// Every attempt before the one that served, skipped ones included.
     pub attempts: Vec<Attempt>,
     pub value: T,
@@ -282,6 +284,7 @@ impl Engine {
                         }
                         return Ok(Served {
                             via: c.key(),
+                            target,
                             attempts,
                             value,
                         });
@@ -381,6 +384,22 @@ impl Engine {
                 (Some(key), t)
             })
             .collect()
+    }
+
+    /// A stream that failed after its first byte: too late to fall over,
+    /// but it counts against the model like any other failure.
+    pub fn record_late_failure(&self, target: &Target, class: ErrorClass, message: String) {
+        let err = UpstreamError {
+            status: None,
+            class,
+            retry_after: None,
+            daily: false,
+            message,
+        };
+        lock(&self.cooldowns)
+            .cooldowns
+            .record_failure(target, &err, self.clock.now());
+        self.mark_dirty();
     }
 
     fn mark_dirty(&self) {

@@ -24,6 +24,7 @@ use axum::routing::{get, post};
 use futures_util::StreamExt;
 use serde_json::json;
 
+use crate::classify::ErrorClass;
 use crate::dialect::ChatRequest;
 use crate::secret::Secret;
 
@@ -281,15 +282,21 @@ async fn stream(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) ->
     let first = futures_util::stream::iter(s.value.first.into_iter().map(StreamEvent::Chunk));
     let events = first.chain(s.value.rest);
     let idle_text = crate::http::human_duration(idle);
+    let target = s.target.clone();
+    let late = engine.clone();
     let body = events.map(move |ev| -> Result<Bytes, Infallible> {
         Ok(Bytes::from(match ev {
             StreamEvent::Chunk(v) => format!("data: {v}\n\n"),
             StreamEvent::Done => "data: [DONE]\n\n".to_string(),
             StreamEvent::Failed(msg) => {
-                stream_error(&format!("the upstream failed mid-stream: {msg}"))
+                let msg = format!("the upstream failed mid-stream: {msg}");
+                late.record_late_failure(&target, ErrorClass::ServerError, msg.clone());
+                stream_error(&msg)
             }
             StreamEvent::Stalled => {
-                stream_error(&format!("the upstream sent nothing for {idle_text}"))
+                let msg = format!("the upstream sent nothing for {idle_text}");
+                late.record_late_failure(&target, ErrorClass::Timeout, msg.clone());
+                stream_error(&msg)
             }
         }))
     });
