@@ -293,6 +293,7 @@ Examples:
   llmprobe route --json --system \"Be terse.\" \"hi\"  the OpenAI-style response plus the attempt trail
   llmprobe route --serve                           OpenAI-compatible server on 127.0.0.1:8080
   llmprobe route --serve --listen 127.0.0.1:9000
+  llmprobe route --status                          providers, keys, cooldowns and uptime, without a server
 
 With --serve, point any OpenAI client at http://127.0.0.1:8080/v1 (any API
 key, or the token named by [route] auth_token_env / --auth-token-env).
@@ -331,6 +332,10 @@ pub struct RouteArgs {
     /// The variable holding the bearer token --serve requires.
     #[arg(long, value_name = "VAR")]
     pub auth_token_env: Option<String>,
+    /// Print what GET /v1/providers shows (states, keys, cooldowns, uptime)
+    /// as a table, or JSON with --json, without a server; then stop.
+    #[arg(long, conflicts_with = "serve")]
+    pub status: bool,
 }
 
 /// Start local fake providers and run `check` against them: no keys, no network.

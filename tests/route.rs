@@ -543,22 +543,9 @@ fn sigterm_saves_the_route_state() {
 /// cannot be skipped; elsewhere it runs when the SDK is installed.
 #[test]
 fn the_openai_python_sdk_as_a_client() {
-    let python = std::env::var("LLMPROBE_TEST_PYTHON")
-        .unwrap_or_else(|_| format!("{}/.ci/venv/bin/python", env!("CARGO_MANIFEST_DIR")));
-    let has_sdk = std::process::Command::new(&python)
-        .args(["-c", "import openai"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_sdk {
-        assert!(
-            std::env::var("LLMPROBE_REQUIRE_SDK").is_err(),
-            "the OpenAI SDK is required here but {python} cannot import openai"
-        );
-        eprintln!(
-            "SKIPPED: the OpenAI Python SDK is not installed ({python}); .ci/run installs it"
-        );
+    let Some(python) = ci_python("openai") else {
         return;
-    }
+    };
     let env = env();
     let fake = Fake::start(&env, &[]);
     let cfg = config(
@@ -756,4 +743,126 @@ fn everything_cooling_down_is_a_429_with_retry_after() {
     let ready = http("GET", &format!("{}/readyz", srv.url), &[], None);
     assert_eq!(ready.status, 503);
     assert_eq!(ready.json()["reason"], "all_cooling_down");
+}
+
+/// The Python that .ci/run prepares (with openai and prometheus_client),
+/// or `None` (and a visible skip) where it is not installed and not required.
+fn ci_python(module: &str) -> Option<String> {
+    let python = std::env::var("LLMPROBE_TEST_PYTHON")
+        .unwrap_or_else(|_| format!("{}/.ci/venv/bin/python", env!("CARGO_MANIFEST_DIR")));
+    let ok = std::process::Command::new(&python)
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        return Some(python);
+    }
+    assert!(
+        std::env::var("LLMPROBE_REQUIRE_SDK").is_err(),
+        "{python} cannot import {module}, which .ci/run installs"
+    );
+    eprintln!("SKIPPED: {python} cannot import {module}; .ci/run installs it");
+    None
+}
+
+#[test]
+fn providers_metrics_status_and_brief_show_what_route_knows() {
+    let mut env = env();
+    env.env("K1", "key-one-aaaaaaaa");
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider(
+                "a",
+                "openai",
+                &["rate-limit"],
+                "api_key_env = \"K1\"\npriority = 1",
+            ),
+            fake.provider("b", "openai", &["ok", "other"], "priority = 2"),
+        ],
+        "",
+    );
+    env.run(&["--config", &cfg, "state", "disable", "b::other"])
+        .ok();
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let url = format!("{}/v1/chat/completions", srv.url);
+    let json_ct = [("content-type", "application/json")];
+    for _ in 0..2 {
+        let r = http("POST", &url, &json_ct, Some(&chat_body("auto", false)));
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let v = http("GET", &format!("{}/v1/providers", srv.url), &[], None).json();
+    let a = v["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["platform"] == "a")
+        .unwrap();
+    assert_eq!(a["status"], "cooling_down", "{v}");
+    assert_eq!(a["keys"]["total"], 1);
+    assert!(a["resume_at"].is_string(), "{v}");
+    assert_eq!(a["cooldowns"][0]["reason"], "rate_limit", "{v}");
+    let b = v["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["platform"] == "b")
+        .unwrap();
+    assert_eq!(b["status"], "active");
+    assert_eq!(b["models"]["disabled"], json!(["other"]));
+    assert_eq!(v["counts"]["routable_models"], 1);
+    assert!(!v.to_string().contains("key-one"), "{v}");
+    // Metrics: requests, attempts by class, fallbacks, skips, latency.
+    let m = http("GET", &format!("{}/metrics", srv.url), &[], None);
+    assert_eq!(m.status, 200);
+    for needle in [
+        "llmprobe_route_requests_total{outcome=\"served\"} 2",
+        "llmprobe_route_attempts_total{provider=\"a\",model=\"rate-limit\",class=\"rate_limit\"} 1",
+        "llmprobe_route_attempts_total{provider=\"b\",model=\"ok\",class=\"ok\"} 2",
+        "llmprobe_route_fallbacks_total{provider=\"a\",model=\"rate-limit\",class=\"rate_limit\"} 1",
+        "llmprobe_route_skips_total{provider=\"a\",model=\"rate-limit\",reason=\"cooldown\"} 1",
+        "llmprobe_route_cooldowns_active 1",
+        "llmprobe_route_routable_models 1",
+        "llmprobe_route_upstream_latency_seconds_bucket",
+    ] {
+        assert!(m.body.contains(needle), "{needle}\n{}", m.body);
+    }
+    if let Some(python) = ci_python("prometheus_client") {
+        let out = std::process::Command::new(python)
+            .args([
+                "-c",
+                "import sys; from prometheus_client.parser import text_string_to_metric_families as p; \
+                 print(len([s for f in p(sys.stdin.read()) for s in f.samples]))",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().unwrap().write_all(m.body.as_bytes())?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let samples: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        assert!(samples > 10, "{samples}");
+    }
+    drop(srv);
+    // The same without a server, from route_state.json.
+    let st = route(&env, &cfg, &["--status"]).ok();
+    assert!(st.stdout.contains("cooling_down"), "{}", st.stdout);
+    assert!(st.stdout.contains("rate_limit until"), "{}", st.stdout);
+    let st = route(&env, &cfg, &["--status", "--json"]).ok();
+    let v: Value = serde_json::from_str(&st.stdout).unwrap();
+    assert_eq!(v["counts"]["cooling_down"], 1);
+    // brief reads only route_state.json for its route section.
+    let b = env.run(&["--config", &cfg, "brief"]).ok();
+    assert!(b.stdout.contains("route: cooling down"), "{}", b.stdout);
+    assert!(b.stdout.contains("rate_limit until"), "{}", b.stdout);
 }

@@ -44,6 +44,17 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
     let mut brief = Brief::build(&window, now, col, &states, skipped);
     brief.health_log = crate::settings::absolute(&log).display().to_string();
     brief.log_missing = !log.exists();
+    // A bad route state is route's problem: say so, and brief the rest.
+    match crate::route::persist::load::<crate::cooldown::Cooldowns>(&crate::route::persist::path(
+        s.stats_dir(),
+    )) {
+        Ok(state) => {
+            let now = Utc::now();
+            brief.route_cooldowns = state.cooldowns.active(now).cloned().collect();
+            brief.route_cooldowns.sort_by_key(|b| b.until);
+        }
+        Err(e) => brief.route_state_error = Some(e.to_string()),
+    }
     if args.json {
         output::print_json(&brief)?;
     } else {
@@ -224,6 +235,12 @@ struct Brief {
     out_of_rotation: Vec<OutOfRotation>,
     advisories: Vec<Advisory>,
     skipped_entries: u64,
+    /// What `route` has benched, from route_state.json (only that small
+    /// file is read).
+    route_cooldowns: Vec<crate::cooldown::Bench>,
+    /// Why route_state.json could not be read, if it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    route_state_error: Option<String>,
     /// The log read, as an absolute path.
     health_log: String,
     #[serde(skip)]
@@ -311,6 +328,8 @@ impl Brief {
             out_of_rotation,
             advisories,
             skipped_entries: skipped,
+            route_cooldowns: Vec::new(),
+            route_state_error: None,
             health_log: String::new(),
             log_missing: false,
             now_ts: now,
@@ -416,6 +435,23 @@ impl Brief {
                 ]);
             }
             let _ = writeln!(out, "{t}");
+        }
+        if !self.route_cooldowns.is_empty() {
+            out.push_str("\nroute: cooling down\n");
+            for b in &self.route_cooldowns {
+                let left = (b.until.timestamp() - self.now_ts).max(0);
+                let _ = writeln!(
+                    out,
+                    "  {}: {} until {} (in {})",
+                    b.target,
+                    b.reason,
+                    fmt_minute(b.until.timestamp()),
+                    crate::format::fmt_dur(left.max(60) / 60 * 60)
+                );
+            }
+        }
+        if let Some(e) = &self.route_state_error {
+            let _ = writeln!(out, "\nroute: {e}");
         }
         if !self.advisories.is_empty() {
             out.push('\n');

@@ -36,6 +36,16 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
         crate::http::client()?,
         Clock::from_env(),
     )?);
+    if a.status {
+        engine.refresh_health()?;
+        let v = crate::route::status::view(&engine);
+        if a.json {
+            output::print_json(&v)?;
+        } else {
+            output::print(&crate::route::status::table(&v))?;
+        }
+        return Ok(exit::SUCCESS);
+    }
     if a.serve {
         serve_until_signal(&rt, engine)
     } else {

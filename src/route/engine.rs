@@ -103,6 +103,7 @@ pub struct Engine {
     stats_dir: PathBuf,
     pub clock: Clock,
     pub redactor: Redactor,
+    pub metrics: super::metrics::Metrics,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -146,6 +147,7 @@ impl Engine {
             stats_dir,
             clock,
             redactor,
+            metrics: super::metrics::Metrics::new(),
         })
     }
 
@@ -156,6 +158,11 @@ impl Engine {
         let map = lock(&self.health_cache).get(now)?;
         self.health.store(map);
         Ok(())
+    }
+
+    /// The recent health the candidate order uses.
+    pub fn health(&self) -> Arc<super::health::HealthMap> {
+        self.health.load_full()
     }
 
     pub fn providers(&self) -> &[Arc<Resolved>] {
@@ -244,6 +251,7 @@ impl Engine {
         let mut sent = 0u32;
         let mut skip: HashSet<String> = HashSet::new();
         let mut all_targets: Vec<Target> = Vec::new();
+        let mut pending_fallback = None;
         'candidates: for c in &candidates {
             let provider = &c.provider.provider.name;
             if skip.contains(provider) {
@@ -257,6 +265,7 @@ impl Engine {
                     .blocked(&target, now)
                     .cloned();
                 if let Some(b) = benched {
+                    self.count_skip(c, "cooldown");
                     attempts.push(Attempt {
                         model: c.key(),
                         key: key.as_ref().map(key_label),
@@ -274,8 +283,15 @@ impl Engine {
                     break 'candidates;
                 }
                 sent += 1;
-                match send(c.clone(), key.clone()).await {
+                if let Some(prev) = pending_fallback.take() {
+                    self.metrics.fallbacks.get_or_create(&prev).inc();
+                }
+                let t0 = std::time::Instant::now();
+                let result = send(c.clone(), key.clone()).await;
+                self.count_attempt(c, &result, t0.elapsed());
+                match result {
                     Ok(value) => {
+                        self.count_request("served");
                         let changed = lock(&self.cooldowns)
                             .cooldowns
                             .record_success(&target, self.clock.now());
@@ -303,8 +319,10 @@ impl Engine {
                             message: Some(err.message.clone()),
                             retry_at: decision.bench.as_ref().map(|b| b.until),
                         });
+                        pending_fallback = Some(attempt_labels(c, err.class.as_str()));
                         match decision.action {
                             Action::ReturnToClient => {
+                                self.count_request("rejected");
                                 return Err(Exhausted {
                                     error: client_error(&err),
                                     attempts,
@@ -359,7 +377,63 @@ impl Engine {
             )
         }
         .with_retry_at(retry_at);
+        self.count_request("exhausted");
         Err(Exhausted { error, attempts })
+    }
+
+    fn count_request(&self, outcome: &str) {
+        self.metrics
+            .requests
+            .get_or_create(&super::metrics::Outcome {
+                outcome: outcome.to_string(),
+            })
+            .inc();
+    }
+
+    fn count_attempt<T>(
+        &self,
+        c: &Candidate,
+        result: &std::result::Result<T, UpstreamError>,
+        took: Duration,
+    ) {
+        let class = match result {
+            Ok(_) => "ok",
+            Err(e) => e.class.as_str(),
+        };
+        self.metrics
+            .attempts
+            .get_or_create(&attempt_labels(c, class))
+            .inc();
+        self.metrics
+            .latency
+            .get_or_create(&super::metrics::Model {
+                provider: c.provider.provider.name.clone(),
+                model: c.model.clone(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    /// A candidate passed over without sending (`cooldown`, or a limit).
+    pub fn count_skip(&self, c: &Candidate, reason: &str) {
+        self.metrics
+            .skips
+            .get_or_create(&super::metrics::Skip {
+                provider: c.provider.provider.name.clone(),
+                model: c.model.clone(),
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// The metrics text, with the gauges brought up to date.
+    pub fn metrics_text(&self) -> String {
+        self.metrics
+            .cooldowns_active
+            .set(self.benches().len() as i64);
+        self.metrics
+            .routable_models
+            .set(self.routable().len() as i64);
+        self.metrics.encode()
     }
 
     /// A candidate's keys, starting at the next one in turn, each with the
@@ -434,6 +508,14 @@ impl Engine {
     /// The state of a model now (from the watched state file).
     pub fn state_of(&self, key: &str) -> ModelState {
         self.states.current().state_of(key)
+    }
+}
+
+fn attempt_labels(c: &Candidate, class: &str) -> super::metrics::Attempt {
+    super::metrics::Attempt {
+        provider: c.provider.provider.name.clone(),
+        model: c.model.clone(),
+        class: class.to_string(),
     }
 }
 

@@ -11,6 +11,8 @@ pub mod choose;
 pub mod clock;
 pub mod engine;
 pub mod health;
+pub mod metrics;
 pub mod persist;
 pub mod send;
 pub mod serve;
+pub mod status;

@@ -49,11 +49,13 @@ pub fn router(app: Arc<App>) -> Router {
     let v1 = Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/models", get(models))
+        .route("/v1/providers", get(providers))
         .route_layer(middleware::from_fn_with_state(app.clone(), auth));
     Router::new()
         .merge(v1)
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn(header_limit))
@@ -101,7 +103,7 @@ async fn not_found() -> Response {
         StatusCode::NOT_FOUND,
         "invalid_request_error",
         "unknown_url",
-        "unknown path: this server serves POST /v1/chat/completions, GET /v1/models, /livez and /readyz",
+        "unknown path: this server serves POST /v1/chat/completions, GET /v1/models, /v1/providers, /metrics, /livez and /readyz",
     )
     .into_response()
 }
@@ -123,6 +125,29 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
             axum::Json(json!({"status": "not_ready", "reason": reason, "routable_models": 0})),
         )
             .into_response(),
+    }
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> Response {
+    let engine = app.engine.clone();
+    let text = tokio::task::spawn_blocking(move || engine.metrics_text())
+        .await
+        .unwrap_or_default();
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+async fn providers(State(app): State<Arc<App>>) -> Response {
+    let engine = app.engine.clone();
+    match tokio::task::spawn_blocking(move || super::status::view(&engine)).await {
+        Ok(v) => axum::Json(v).into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
 }
 

@@ -1,0 +1,141 @@
+//! Route's metrics, served as Prometheus text at `GET /metrics`, through
+//! the official client library (prometheus-client).
+//!
+//! Counters and the latency histogram are updated as requests run; the
+//! gauges (cooldowns active, routable models) are set when scraped.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Outcome {
+    /// `served`, `exhausted` or `rejected` (the client's own error).
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Attempt {
+    pub provider: String,
+    pub model: String,
+    /// `ok` or an error class.
+    pub class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Model {
+    pub provider: String,
+    pub model: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct Skip {
+    pub provider: String,
+    pub model: String,
+    /// `rpm`, `rpd`, `tpm`, `tpd`, `daily_cap`, or `cooldown`.
+    pub reason: String,
+}
+
+/// Latency buckets in seconds: 5 ms to about 82 s.
+fn latency_histogram() -> Histogram {
+    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+        0.005, 2.0, 15,
+    ))
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<Outcome, Counter>,
+    pub attempts: Family<Attempt, Counter>,
+    pub fallbacks: Family<Attempt, Counter>,
+    pub latency: Family<Model, Histogram, fn() -> Histogram>,
+    pub skips: Family<Skip, Counter>,
+    pub cooldowns_active: Gauge,
+    pub routable_models: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("llmprobe_route");
+        let requests = Family::<Outcome, Counter>::default();
+        registry.register(
+            "requests",
+            "Chat requests handled, by outcome",
+            requests.clone(),
+        );
+        let attempts = Family::<Attempt, Counter>::default();
+        registry.register(
+            "attempts",
+            "Upstream attempts sent, by provider, model and result class",
+            attempts.clone(),
+        );
+        let fallbacks = Family::<Attempt, Counter>::default();
+        registry.register(
+            "fallbacks",
+            "Failed attempts that were followed by a fallback, by provider, model and class",
+            fallbacks.clone(),
+        );
+        let latency = Family::<Model, Histogram, fn() -> Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
+        registry.register_with_unit(
+            "upstream_latency",
+            "Time of each upstream attempt: to the complete answer, the first chunk of a stream, or the failure",
+            Unit::Seconds,
+            latency.clone(),
+        );
+        let skips = Family::<Skip, Counter>::default();
+        registry.register(
+            "skips",
+            "Candidates passed over without sending, by reason (a limit or a cooldown)",
+            skips.clone(),
+        );
+        let cooldowns_active = Gauge::default();
+        registry.register(
+            "cooldowns_active",
+            "Cooldowns (benched keys, models, providers) in force",
+            cooldowns_active.clone(),
+        );
+        let routable_models = Gauge::default();
+        registry.register(
+            "routable_models",
+            "Active models that are not cooling down",
+            routable_models.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            attempts,
+            fallbacks,
+            latency,
+            skips,
+            cooldowns_active,
+            routable_models,
+        }
+    }
+
+    /// The exposition text.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}
+
+/// `provider::model` split in two.
+pub fn split(key: &str) -> (String, String) {
+    match key.split_once("::") {
+        Some((p, m)) => (p.to_string(), m.to_string()),
+        None => (key.to_string(), String::new()),
+    }
+}
