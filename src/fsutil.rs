@@ -17,6 +17,25 @@ use crate::error::{Error, LockedError, Result};
 const DATA_LOCK: &str = ".llmprobe.lock";
 const RUN_LOCK: &str = ".check.lock";
 
+/// Read a small data file whole (the state files). `None` when there is
+/// nothing to read: no file, no stats directory yet, or only white space.
+/// Any other failure is the data error "cannot read" (exit 4).
+pub fn read_data_file(path: &Path) -> Result<Option<Vec<u8>>> {
+    match fs::read(path) {
+        Ok(b) if b.iter().all(u8::is_ascii_whitespace) => Ok(None),
+        Ok(b) => Ok(Some(b)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(Error::unreadable(path, e)),
+    }
+}
+
 /// Make sure the stats directory exists.
 pub fn ensure_dir(dir: &Path) -> Result<()> {
     fs::create_dir_all(dir).map_err(|e| {

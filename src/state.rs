@@ -16,7 +16,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::error::{DataError, Error, Result, json_error_offset};
+use crate::error::{DataError, Result, json_error_offset};
 use crate::fsutil::{self, DataLock};
 use crate::outcome::Verdict;
 
@@ -102,22 +102,9 @@ impl States {
     /// Read the state file. A missing or blank file means every model is
     /// active.
     pub fn load(path: &Path) -> Result<States> {
-        let bytes = match std::fs::read(path) {
-            Ok(b) => b,
-            // No file, or no stats directory yet: every model is active.
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-                ) =>
-            {
-                return Ok(States::default());
-            }
-            Err(e) => return Err(Error::unreadable(path, e)),
-        };
-        if bytes.iter().all(|c| c.is_ascii_whitespace()) {
+        let Some(bytes) = fsutil::read_data_file(path)? else {
             return Ok(States::default());
-        }
+        };
         let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
             let offset = json_error_offset(&bytes, &e);
             DataError::new(

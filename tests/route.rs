@@ -45,6 +45,16 @@ fn route(env: &Env, cfg: &str, args: &[&str]) -> crate::support::Run {
 
 const Q: &str = "What is 7 + 7? Reply with only the number.";
 
+/// A chat completion through the server, as JSON.
+fn chat(srv: &RouteServer, model: &str, stream: bool) -> crate::support::Http {
+    http(
+        "POST",
+        &format!("{}/v1/chat/completions", srv.url),
+        &[("content-type", "application/json")],
+        Some(&chat_body(model, stream)),
+    )
+}
+
 #[test]
 fn one_shot_falls_back_and_remembers_cooldowns_between_calls() {
     let env = env();
@@ -220,12 +230,7 @@ fn a_client_fault_goes_back_at_once() {
         );
         // Not a cooldown either: the next request tries it again.
         let srv = RouteServer::start(&env, &cfg, &[]);
-        let r = http(
-            "POST",
-            &format!("{}/v1/chat/completions", srv.url),
-            &[("content-type", "application/json")],
-            Some(&chat_body("auto", false)),
-        );
+        let r = chat(&srv, "auto", false);
         assert_eq!(r.status, 400, "{dialect}: {}", r.body);
         assert_eq!(
             r.json()["error"]["code"],
@@ -257,14 +262,8 @@ fn server_routes_streams_and_reports() {
         "[route]\nidle_timeout_secs = 2\n",
     );
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let json_ct = [("content-type", "application/json")];
     // Not streamed: falls over a's 503 to b.
-    let r = http(
-        "POST",
-        &format!("{}/v1/chat/completions", srv.url),
-        &json_ct,
-        Some(&chat_body("auto", false)),
-    );
+    let r = chat(&srv, "auto", false);
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.header("x-routed-via"), "b::ok");
     assert_eq!(r.header("x-fallback-attempts"), "1");
@@ -272,12 +271,7 @@ fn server_routes_streams_and_reports() {
     assert_eq!(r.json()["choices"][0]["message"]["content"], "14");
     // Streamed: failover before the first byte is invisible; the answer
     // arrives as OpenAI chunks and ends with [DONE].
-    let r = http(
-        "POST",
-        &format!("{}/v1/chat/completions", srv.url),
-        &json_ct,
-        Some(&chat_body("auto", true)),
-    );
+    let r = chat(&srv, "auto", true);
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.header("content-type").starts_with("text/event-stream"));
     let text: String = r
@@ -295,12 +289,7 @@ fn server_routes_streams_and_reports() {
     assert_eq!(text, "14", "{}", r.body);
     assert!(r.body.trim_end().ends_with("data: [DONE]"), "{}", r.body);
     // A failure after the first byte: an error event, then [DONE].
-    let r = http(
-        "POST",
-        &format!("{}/v1/chat/completions", srv.url),
-        &json_ct,
-        Some(&chat_body("g::stream-error", true)),
-    );
+    let r = chat(&srv, "g::stream-error", true);
     assert_eq!(r.status, 200);
     assert!(
         r.body.contains("\"code\":\"upstream_stream_failed\""),
@@ -309,30 +298,15 @@ fn server_routes_streams_and_reports() {
     );
     assert!(r.body.trim_end().ends_with("data: [DONE]"), "{}", r.body);
     // A stall past the idle timeout counts as a failure the same way.
-    let r = http(
-        "POST",
-        &format!("{}/v1/chat/completions", srv.url),
-        &json_ct,
-        Some(&chat_body("g::stream-stall", true)),
-    );
+    let r = chat(&srv, "g::stream-stall", true);
     assert!(r.body.contains("sent nothing for 2s"), "{}", r.body);
     assert!(r.body.trim_end().ends_with("data: [DONE]"), "{}", r.body);
     // Failures after the first byte count against the model: the third in
     // 15 minutes benches it for 10.
     for _ in 0..2 {
-        http(
-            "POST",
-            &format!("{}/v1/chat/completions", srv.url),
-            &json_ct,
-            Some(&chat_body("g::stream-error", true)),
-        );
+        chat(&srv, "g::stream-error", true);
     }
-    let r = http(
-        "POST",
-        &format!("{}/v1/chat/completions", srv.url),
-        &json_ct,
-        Some(&chat_body("g::stream-error", true)),
-    );
+    let r = chat(&srv, "g::stream-error", true);
     assert_eq!(r.status, 429, "{}", r.body);
     assert_eq!(calls(&fake, "stream-error"), 3);
     // Models, liveness, readiness.
@@ -402,11 +376,11 @@ fn bad_input_gets_openai_shaped_4xx_and_the_server_stays_up() {
     let r = http("GET", &format!("{}/v2/nothing", srv.url), &[], None);
     assert_eq!(r.status, 404);
     assert_eq!(r.json()["error"]["code"], "unknown_url");
-    let r = http("POST", &url, &json_ct, Some(&chat_body("gpt-9", false)));
+    let r = chat(&srv, "gpt-9", false);
     assert_eq!(r.status, 404, "{}", r.body);
     assert_eq!(r.json()["error"]["code"], "model_not_found");
     // Still serving.
-    let r = http("POST", &url, &json_ct, Some(&chat_body("auto", false)));
+    let r = chat(&srv, "auto", false);
     assert_eq!(r.status, 200, "{}", r.body);
 }
 
@@ -461,15 +435,13 @@ fn a_paused_model_stops_getting_traffic_without_a_restart() {
         "",
     );
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let url = format!("{}/v1/chat/completions", srv.url);
-    let json_ct = [("content-type", "application/json")];
-    let r = http("POST", &url, &json_ct, Some(&chat_body("auto", false)));
+    let r = chat(&srv, "auto", false);
     assert_eq!(r.header("x-routed-via"), "a::ok");
     env.run(&["--config", &cfg, "state", "pause", "a::ok"]).ok();
     // The server polls the state file; wait (bounded) for the change.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        let r = http("POST", &url, &json_ct, Some(&chat_body("auto", false)));
+        let r = chat(&srv, "auto", false);
         if r.header("x-routed-via") == "b::ok" {
             break;
         }
@@ -492,12 +464,7 @@ fn an_echoed_key_never_reaches_the_client() {
         "",
     );
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let r = http(
-        "POST",
-        &format!("{}/v1/chat/completions", srv.url),
-        &[("content-type", "application/json")],
-        Some(&chat_body("auto", false)),
-    );
+    let r = chat(&srv, "auto", false);
     let all = format!("{:?}{}", r.headers, r.body);
     assert!(!all.contains(CANARY), "{all}");
     assert!(!all.contains("8a"), "not even its tail: {all}");
@@ -526,12 +493,7 @@ fn sigterm_saves_the_route_state() {
         "",
     );
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let r = http(
-        "POST",
-        &format!("{}/v1/chat/completions", srv.url),
-        &[("content-type", "application/json")],
-        Some(&chat_body("auto", false)),
-    );
+    let r = chat(&srv, "auto", false);
     assert_eq!(r.status, 200);
     assert_eq!(srv.terminate(), 0);
     let state = std::fs::read_to_string(env.stats().join("route_state.json")).unwrap();
@@ -694,9 +656,7 @@ fn the_attempt_budget_and_exhausted_statuses() {
     assert_eq!(calls(&fake, "e500"), 2, "{}", r.stderr);
     // Through the server: 502 when every candidate failed.
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let url = format!("{}/v1/chat/completions", srv.url);
-    let json_ct = [("content-type", "application/json")];
-    let r = http("POST", &url, &json_ct, Some(&chat_body("auto", false)));
+    let r = chat(&srv, "auto", false);
     assert_eq!(r.status, 502, "{}", r.body);
     assert_eq!(r.json()["error"]["code"], "all_candidates_failed");
     assert_eq!(r.header("x-fallback-attempts"), "3");
@@ -706,12 +666,7 @@ fn the_attempt_budget_and_exhausted_statuses() {
         env.run(&["--config", &cfg, "state", "pause", m]).ok();
     }
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let r = http(
-        "POST",
-        &format!("{}/v1/chat/completions", srv.url),
-        &json_ct,
-        Some(&chat_body("auto", false)),
-    );
+    let r = chat(&srv, "auto", false);
     assert_eq!(r.status, 503, "{}", r.body);
     assert_eq!(r.json()["error"]["code"], "no_active_models");
     let ready = http("GET", &format!("{}/readyz", srv.url), &[], None);
@@ -729,10 +684,8 @@ fn everything_cooling_down_is_a_429_with_retry_after() {
         "",
     );
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let url = format!("{}/v1/chat/completions", srv.url);
-    let json_ct = [("content-type", "application/json")];
-    http("POST", &url, &json_ct, Some(&chat_body("auto", false)));
-    let r = http("POST", &url, &json_ct, Some(&chat_body("auto", false)));
+    chat(&srv, "auto", false);
+    let r = chat(&srv, "auto", false);
     assert_eq!(r.status, 429, "{}", r.body);
     let v = r.json();
     assert_eq!(v["error"]["code"], "all_cooling_down");
@@ -786,10 +739,8 @@ fn providers_metrics_status_and_brief_show_what_route_knows() {
     env.run(&["--config", &cfg, "state", "disable", "b::other"])
         .ok();
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let url = format!("{}/v1/chat/completions", srv.url);
-    let json_ct = [("content-type", "application/json")];
     for _ in 0..2 {
-        let r = http("POST", &url, &json_ct, Some(&chat_body("auto", false)));
+        let r = chat(&srv, "auto", false);
         assert_eq!(r.status, 200, "{}", r.body);
     }
     let v = http("GET", &format!("{}/v1/providers", srv.url), &[], None).json();

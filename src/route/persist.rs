@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::error::{DataError, Error, Result, json_error_offset};
+use crate::error::{DataError, Result, json_error_offset};
 use crate::fsutil::{self, DataLock};
 
 pub const FILE: &str = "route_state.json";
@@ -52,21 +52,9 @@ pub fn path(stats_dir: &Path) -> PathBuf {
 
 /// Read the file; missing or blank is the default.
 pub fn load<T: DeserializeOwned + Default>(path: &Path) -> Result<RouteState<T>> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-            ) =>
-        {
-            return Ok(RouteState::empty());
-        }
-        Err(e) => return Err(Error::unreadable(path, e)),
-    };
-    if bytes.iter().all(u8::is_ascii_whitespace) {
+    let Some(bytes) = fsutil::read_data_file(path)? else {
         return Ok(RouteState::empty());
-    }
+    };
     serde_json::from_slice(&bytes).map_err(|e| {
         DataError::new(
             path,
