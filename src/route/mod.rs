@@ -11,6 +11,7 @@ pub mod choose;
 pub mod clock;
 pub mod engine;
 pub mod health;
+pub mod limits;
 pub mod persist;
 pub mod send;
 pub mod serve;
