@@ -11,6 +11,7 @@ use std::ops::RangeInclusive;
 use std::path::Path;
 use std::time::Duration;
 
+use chrono::NaiveTime;
 use serde::Deserialize;
 
 use crate::error::{ConfigError, Error, Result};
@@ -97,14 +98,77 @@ impl KeyEnv {
     }
 }
 
-/// Request limits of a provider's free tier, used by `route`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+/// Request and token limits, used by `route` (see `route::limits`):
+/// requests and tokens per minute (a sliding 60 s window) and per day (reset
+/// at the provider's `day_reset`). `None` means no limit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
     pub rpm: Option<u64>,
     pub rpd: Option<u64>,
     pub tpm: Option<u64>,
     pub tpd: Option<u64>,
+}
+
+impl Limits {
+    /// `self`, with every field `over` sets replacing it.
+    pub fn overlaid(self, over: &Limits) -> Limits {
+        Limits {
+            rpm: over.rpm.or(self.rpm),
+            rpd: over.rpd.or(self.rpd),
+            tpm: over.tpm.or(self.tpm),
+            tpd: over.tpd.or(self.tpd),
+        }
+    }
+
+    /// Field by field, the tighter of the two; a limit beats no limit.
+    pub fn tightest(self, other: &Limits) -> Limits {
+        fn min(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        }
+        Limits {
+            rpm: min(self.rpm, other.rpm),
+            rpd: min(self.rpd, other.rpd),
+            tpm: min(self.tpm, other.tpm),
+            tpd: min(self.tpd, other.tpd),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == Limits::default()
+    }
+
+    /// The name of the first field set to 0, which limits nothing useful and
+    /// is almost certainly a mistake.
+    fn zero_field(&self) -> Option<&'static str> {
+        [
+            ("rpm", self.rpm),
+            ("rpd", self.rpd),
+            ("tpm", self.tpm),
+            ("tpd", self.tpd),
+        ]
+        .into_iter()
+        .find(|(_, v)| *v == Some(0))
+        .map(|(name, _)| name)
+    }
+}
+
+/// `day_reset = "HH:MM"`: the UTC time of day a provider's daily windows
+/// reset. A fixed UTC time, never a time zone, so a reset that follows
+/// daylight saving (Gemini: midnight Pacific) is written as the later of
+/// its two UTC times, which never resets early.
+pub fn parse_day_reset(s: &str) -> std::result::Result<NaiveTime, String> {
+    let bad =
+        || format!("day_reset {s:?} is not a UTC time of day written HH:MM, such as \"07:00\"");
+    let (h, m) = s.split_once(':').ok_or_else(bad)?;
+    if h.len() != 2 || m.len() != 2 {
+        return Err(bad());
+    }
+    let (h, m): (u32, u32) = (h.parse().map_err(|_| bad())?, m.parse().map_err(|_| bad())?);
+    NaiveTime::from_hms_opt(h, m, 0).ok_or_else(bad)
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -136,6 +200,10 @@ struct ProviderToml {
     headers: Option<BTreeMap<String, String>>,
     priority: Option<i64>,
     limits: Option<Limits>,
+    model_limits: Option<BTreeMap<String, Limits>>,
+    key_limits: Option<Limits>,
+    daily_cap: Option<u64>,
+    day_reset: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -184,7 +252,18 @@ pub struct Provider {
     pub max_tokens: u32,
     pub headers: BTreeMap<String, String>,
     pub priority: i64,
+    /// Limits of each model of the provider, for each key: free tiers are
+    /// documented per model and per account, and each key is an account.
     pub limits: Limits,
+    /// Per-model overrides of `limits`, field by field. Every key names a
+    /// model in `models`.
+    pub model_limits: BTreeMap<String, Limits>,
+    /// Limits of each key across all models of the provider.
+    pub key_limits: Limits,
+    /// Requests per day across the whole provider, every key and model.
+    pub daily_cap: Option<u64>,
+    /// When daily windows reset, as a UTC time of day; midnight by default.
+    pub day_reset: NaiveTime,
 }
 
 /// A provider ready to be called: URL filled in, keys read.
@@ -571,6 +650,13 @@ fn merge_defaults(into: &mut DefaultsToml, from: &DefaultsToml) {
 }
 
 fn merge_provider(into: &mut ProviderToml, from: ProviderToml) {
+    // A user who replaces the models but not their limits keeps the limits
+    // of the models that stay, so trimming a list is never an error.
+    if let (Some(models), None, Some(limits)) =
+        (&from.models, &from.model_limits, &mut into.model_limits)
+    {
+        limits.retain(|m, _| models.contains(m));
+    }
     macro_rules! take {
         ($($f:ident),*) => { $( if from.$f.is_some() { into.$f = from.$f; } )* };
     }
@@ -588,7 +674,11 @@ fn merge_provider(into: &mut ProviderToml, from: ProviderToml) {
         max_tokens,
         headers,
         priority,
-        limits
+        limits,
+        model_limits,
+        key_limits,
+        daily_cap,
+        day_reset
     );
 }
 
@@ -684,6 +774,33 @@ fn validate_provider(t: ProviderToml, d: &Defaults, origin: &str) -> Result<Prov
     if let Some(var) = t.host_env.as_ref().filter(|v| v.trim().is_empty()) {
         return Err(bad(format!("host_env {var:?} is empty")));
     }
+    let limits = t.limits.unwrap_or_default();
+    let model_limits = t.model_limits.clone().unwrap_or_default();
+    let key_limits = t.key_limits.unwrap_or_default();
+    let zero = |field: String| bad(format!("{field} is 0: remove it for no limit"));
+    if let Some(f) = limits.zero_field() {
+        return Err(zero(format!("limits.{f}")));
+    }
+    if let Some(f) = key_limits.zero_field() {
+        return Err(zero(format!("key_limits.{f}")));
+    }
+    if t.daily_cap == Some(0) {
+        return Err(zero("daily_cap".into()));
+    }
+    for (model, l) in &model_limits {
+        if !models.contains(model) {
+            return Err(bad(format!(
+                "model_limits names {model:?}, which is not in `models`"
+            )));
+        }
+        if let Some(f) = l.zero_field() {
+            return Err(zero(format!("model_limits.{model:?}.{f}")));
+        }
+    }
+    let day_reset = match &t.day_reset {
+        Some(s) => parse_day_reset(s).map_err(bad)?,
+        None => NaiveTime::MIN,
+    };
     Ok(Provider {
         enabled: t.enabled,
         host_env: t.host_env.clone(),
@@ -702,7 +819,11 @@ fn validate_provider(t: ProviderToml, d: &Defaults, origin: &str) -> Result<Prov
         max_tokens,
         headers: t.headers.clone().unwrap_or_default(),
         priority: t.priority.unwrap_or(100),
-        limits: t.limits.clone().unwrap_or_default(),
+        limits,
+        model_limits,
+        key_limits,
+        daily_cap: t.daily_cap,
+        day_reset,
         name: t.name,
     })
 }
@@ -847,5 +968,120 @@ mod tests {
         // None set: the provider is skipped, naming every alternative.
         let none = c.providers[0].resolve_with(|_| None).unwrap_err();
         assert_eq!(none.to_string(), "skipped: set A_KEY or B_KEY or C_KEY");
+    }
+
+    #[test]
+    fn limits_layer_per_model_per_key_and_per_provider() {
+        let c = Catalog::from_toml_str(
+            r#"
+            [[providers]]
+            name = "groq"
+            key_limits = { rpm = 100 }
+            daily_cap = 5000
+            day_reset = "07:30"
+            [providers.model_limits]
+            "llama-3.1-8b-instant" = { rpm = 5 }
+            "#,
+            "t.toml",
+        )
+        .unwrap();
+        let groq = c.provider("groq").unwrap();
+        assert_eq!(groq.limits.rpm, Some(30));
+        // The user's model_limits replace the embedded map as a whole.
+        assert_eq!(
+            groq.model_limits["llama-3.1-8b-instant"],
+            Limits {
+                rpm: Some(5),
+                ..Limits::default()
+            }
+        );
+        assert_eq!(groq.key_limits.rpm, Some(100));
+        assert_eq!(groq.daily_cap, Some(5000));
+        assert_eq!(groq.day_reset, NaiveTime::from_hms_opt(7, 30, 0).unwrap());
+        assert_eq!(c.provider("openai").unwrap().day_reset, NaiveTime::MIN);
+        assert_eq!(
+            c.provider("gemini").unwrap().day_reset,
+            NaiveTime::from_hms_opt(8, 0, 0).unwrap()
+        );
+    }
+
+    #[test]
+    fn trimming_models_keeps_the_limits_of_those_left() {
+        let c = Catalog::from_toml_str(
+            "[[providers]]\nname = \"groq\"\nmodels = [\"llama-3.3-70b-versatile\", \"new\"]\n",
+            "t.toml",
+        )
+        .unwrap();
+        let groq = c.provider("groq").unwrap();
+        assert_eq!(
+            groq.model_limits.keys().collect::<Vec<_>>(),
+            ["llama-3.3-70b-versatile"]
+        );
+    }
+
+    #[test]
+    fn bad_limits_are_named() {
+        let err = |extra: &str| {
+            Catalog::from_toml_str(
+                &format!("[[providers]]\nname = \"groq\"\n{extra}\n"),
+                "t.toml",
+            )
+            .unwrap_err()
+            .to_string()
+        };
+        let e = err("model_limits = { \"no-such-model\" = { rpm = 1 } }");
+        assert!(e.contains("\"no-such-model\"") && e.contains("groq"), "{e}");
+        let e = err("limits = { rpm = 0 }");
+        assert!(e.contains("limits.rpm is 0"), "{e}");
+        let e = err("key_limits = { tpd = 0 }");
+        assert!(e.contains("key_limits.tpd is 0"), "{e}");
+        let e = err("daily_cap = 0");
+        assert!(e.contains("daily_cap is 0"), "{e}");
+        let e = err("model_limits = { \"openai/gpt-oss-20b\" = { tpm = 0 } }");
+        assert!(
+            e.contains("model_limits.\"openai/gpt-oss-20b\".tpm is 0"),
+            "{e}"
+        );
+        let e = err("limits = { rpmm = 1 }");
+        assert!(e.contains("rpmm"), "{e}");
+        for bad in [
+            "\"7:00\"",
+            "\"24:00\"",
+            "\"07:60\"",
+            "\"0700\"",
+            "\"07:00Z\"",
+        ] {
+            let e = err(&format!("day_reset = {bad}"));
+            assert!(e.contains("day_reset") && e.contains("HH:MM"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn limits_overlay_and_tighten_field_by_field() {
+        let a = Limits {
+            rpm: Some(30),
+            rpd: Some(1000),
+            ..Limits::default()
+        };
+        let b = Limits {
+            rpm: Some(10),
+            tpm: Some(6000),
+            ..Limits::default()
+        };
+        assert_eq!(
+            a.overlaid(&b),
+            Limits {
+                rpm: Some(10),
+                rpd: Some(1000),
+                tpm: Some(6000),
+                tpd: None
+            }
+        );
+        let loose = Limits {
+            rpm: Some(60),
+            ..Limits::default()
+        };
+        assert_eq!(a.tightest(&loose).rpm, Some(30));
+        assert_eq!(loose.tightest(&b).tpm, Some(6000));
     }
 }

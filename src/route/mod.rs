@@ -2,8 +2,9 @@
 //!
 //! - [`choose`] turns the requested model into ordered candidates, from the
 //!   catalog, the model states and recent [`health`];
-//! - the engine tries them in turn within the attempt budget, and the
-//!   cooldown store benches what fails;
+//! - the [`engine`] tries them in turn within the attempt budget, skips what
+//!   would exceed a [`limits`] budget, and benches what fails through
+//!   [`crate::cooldown`];
 //! - the server speaks the OpenAI API over axum.
 
 pub mod api_error;
@@ -11,6 +12,7 @@ pub mod choose;
 pub mod clock;
 pub mod engine;
 pub mod health;
+pub mod limits;
 pub mod metrics;
 pub mod persist;
 pub mod send;

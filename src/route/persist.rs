@@ -1,6 +1,6 @@
 //! `stats/route_state.json`: what `route` must remember between one-shot
-//! calls and across restarts (cooldowns and ladder hits). Keys appear only
-//! as index and fingerprint.
+//! calls and across restarts (cooldowns and ladder hits, usage windows and
+//! learned limits). Keys appear only as index and fingerprint.
 //!
 //! Read like the other data files: missing means empty; a file that cannot
 //! be parsed stops the command with exit 4 and is left byte-identical.
@@ -16,6 +16,8 @@ use serde_json::{Map, Value};
 use crate::error::{DataError, Result, json_error_offset};
 use crate::fsutil::{self, DataLock};
 
+use super::limits::Budget;
+
 pub const FILE: &str = "route_state.json";
 
 /// The file: a version, the payload, and whatever else it held.
@@ -27,6 +29,10 @@ pub struct RouteState<T> {
     pub saved_at: Option<String>,
     #[serde(default)]
     pub cooldowns: T,
+    /// Usage windows and learned limits ([`Budget`]); absent from files
+    /// written before limits were enforced, and while it is empty.
+    #[serde(default, skip_serializing_if = "Budget::is_empty")]
+    pub budget: Budget,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -41,6 +47,7 @@ impl<T: Default> RouteState<T> {
             version: version(),
             saved_at: None,
             cooldowns: T::default(),
+            budget: Budget::default(),
             extra: Map::new(),
         }
     }
@@ -73,4 +80,55 @@ pub fn save<T: Serialize>(stats_dir: &Path, state: &RouteState<T>) -> Result<()>
     let mut text = serde_json::to_string_pretty(state).expect("route state serialises");
     text.push('\n');
     fsutil::atomic_write(&path(stats_dir), text.as_bytes(), &lock)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Limits;
+    use crate::cooldown::{Cooldowns, Target};
+    use crate::route::limits::{EffectiveLimits, LimitRequest};
+
+    #[test]
+    fn budget_is_saved_next_to_the_cooldowns_and_old_files_still_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = path(dir.path());
+        // A file from before limits: no budget, and a field kept as is.
+        std::fs::write(
+            &file,
+            r#"{"version":1,"saved_at":null,"cooldowns":{},"later":{"x":1}}"#,
+        )
+        .unwrap();
+        let mut state: RouteState<Cooldowns> = load(&file).unwrap();
+        assert!(state.budget.is_empty());
+        let now = "2026-05-04T12:00:00Z".parse().unwrap();
+        let eff = EffectiveLimits {
+            model: Limits {
+                rpm: Some(1),
+                ..Limits::default()
+            },
+            ..EffectiveLimits::default()
+        };
+        let t = Target::new("p", "m");
+        let req = LimitRequest {
+            target: &t,
+            limits: &eff,
+            tokens: 5,
+        };
+        state.budget.check_and_count(&req, now).unwrap();
+        save(dir.path(), &state).unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            text.contains("\"budget\"") && text.contains("\"later\""),
+            "{text}"
+        );
+        // A restart respects the window.
+        let mut back: RouteState<Cooldowns> = load(&file).unwrap();
+        assert_eq!(back.budget, state.budget);
+        assert!(back.budget.check_and_count(&req, now).is_err());
+        // An empty budget is not written at all.
+        save(dir.path(), &RouteState::<Cooldowns>::empty()).unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(!text.contains("budget"), "{text}");
+    }
 }
