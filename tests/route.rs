@@ -718,6 +718,7 @@ fn ci_python(module: &str) -> Option<String> {
     None
 }
 
+#[cfg(unix)]
 #[test]
 fn providers_metrics_status_and_brief_show_what_route_knows() {
     let mut env = env();
@@ -804,7 +805,9 @@ fn providers_metrics_status_and_brief_show_what_route_knows() {
         let samples: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
         assert!(samples > 10, "{samples}");
     }
-    drop(srv);
+    // A graceful stop saves the route state (a kill might beat the
+    // debounced save).
+    assert_eq!(srv.terminate(), 0);
     // The same without a server, from route_state.json.
     let st = route(&env, &cfg, &["--status"]).ok();
     assert!(st.stdout.contains("cooling_down"), "{}", st.stdout);
@@ -816,4 +819,53 @@ fn providers_metrics_status_and_brief_show_what_route_knows() {
     let b = env.run(&["--config", &cfg, "brief"]).ok();
     assert!(b.stdout.contains("route: cooling down"), "{}", b.stdout);
     assert!(b.stdout.contains("rate_limit until"), "{}", b.stdout);
+}
+
+#[test]
+fn limits_are_checked_before_sending() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("a", "openai", &["ok"], "priority = 1\nlimits = { rpm = 2 }"),
+            fake.provider(
+                "b",
+                "anthropic",
+                &["ok"],
+                "priority = 2\nlimits = { tpm = 5000 }\ndaily_cap = 3",
+            ),
+        ],
+        "",
+    );
+    let via = |r: &crate::support::Run| r.stderr.lines().next().unwrap_or("").to_string();
+    // Two requests a minute go to a; the third is not sent there.
+    for _ in 0..2 {
+        let r = route(&env, &cfg, &["--max-tokens", "100", Q]).ok();
+        assert!(via(&r).starts_with("via a::ok"), "{}", r.stderr);
+    }
+    let r = route(&env, &cfg, &["--max-tokens", "100", Q]).ok();
+    assert!(
+        r.stderr.contains("via b::ok: a::ok=limit:rpm"),
+        "{}",
+        r.stderr
+    );
+    let seen_a = fake.seen().iter().filter(|s| s.model() == "ok").count();
+    assert_eq!(seen_a, 3, "two to a, one to b");
+    // Usage persists between one-shot calls; after a minute a passes again.
+    advance(&env, 61);
+    let r = route(&env, &cfg, &["--max-tokens", "100", Q]).ok();
+    assert!(via(&r).starts_with("via a::ok"), "{}", r.stderr);
+    // Pinned to b: a request estimated over b's whole tpm is never sent.
+    let r = route(&env, &cfg, &["--model", "b::ok", "--max-tokens", "9000", Q]).code(5);
+    assert!(r.stderr.contains("limit:tpm"), "{}", r.stderr);
+    // b's provider-wide daily cap: 3 requests a day (one already used).
+    for _ in 0..2 {
+        route(&env, &cfg, &["--model", "b::ok", Q]).ok();
+    }
+    let r = route(&env, &cfg, &["--model", "b::ok", Q]).code(5);
+    assert!(r.stderr.contains("limit:daily_cap"), "{}", r.stderr);
+    assert!(r.stderr.contains("usable again at"), "{}", r.stderr);
+    let state = std::fs::read_to_string(env.stats().join("route_state.json")).unwrap();
+    assert!(state.contains("\"budget\""), "{state}");
 }

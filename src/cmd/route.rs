@@ -112,7 +112,7 @@ fn one_shot(rt: &tokio::runtime::Runtime, engine: Arc<Engine>, a: &RouteArgs) ->
     let e = engine.clone();
     let result =
         rt.block_on(
-            engine.route(a.model.as_deref(), |c, key| {
+            engine.route(a.model.as_deref(), req.estimated_tokens(), |c, key| {
                 let (e, req) = (e.clone(), req.clone());
                 async move {
                     send::complete(&e.client, &c, key.as_ref(), &req, &e.redactor, &e.clock).await

@@ -28,6 +28,7 @@ use super::api_error::ApiError;
 use super::choose::{self, Candidate, Choice, NoCandidate};
 use super::clock::Clock;
 use super::health::HealthCache;
+use super::limits::{self, LimitRequest, Reservation};
 use super::persist::{self, RouteState};
 
 /// One attempt, for the trail, the headers and the exhausted message.
@@ -38,8 +39,9 @@ pub struct Attempt {
     /// `#<index>:<fingerprint>` of the key used, never the key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
-    /// `ok`, an error class (`rate_limit`, `server_error`, …), or
-    /// `cooldown:<reason>` for a candidate skipped without sending.
+    /// `ok`, an error class (`rate_limit`, `server_error`, …), or, for a
+    /// candidate skipped without sending, `cooldown:<reason>` or
+    /// `limit:<rpm|rpd|tpm|tpd|daily_cap>`.
     pub class: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
@@ -51,9 +53,11 @@ pub struct Attempt {
 }
 
 impl Attempt {
-    /// Sent and failed (not skipped, not served).
+    /// Sent and failed (not skipped for a cooldown or a limit, not served).
     pub fn failed(&self) -> bool {
-        self.class != "ok" && !self.class.starts_with("cooldown:")
+        self.class != "ok"
+            && !self.class.starts_with("cooldown:")
+            && !self.class.starts_with("limit:")
     }
 }
 
@@ -66,6 +70,9 @@ pub struct Served<T> {
     pub target: Target,
     /// Every attempt before the one that served, skipped ones included.
     pub attempts: Vec<Attempt>,
+    /// The request as counted against limits, for a later correction from
+    /// a stream's usage.
+    pub reservation: Option<Reservation>,
     pub value: T,
 }
 
@@ -73,6 +80,27 @@ impl<T> Served<T> {
     /// Failed attempts before the one that served.
     pub fn fallbacks(&self) -> usize {
         self.attempts.iter().filter(|a| a.failed()).count()
+    }
+}
+
+/// What one attempt produced, besides its result: what the engine learns
+/// limits and real token counts from.
+#[derive(Debug)]
+pub struct Sent<T> {
+    pub result: std::result::Result<T, UpstreamError>,
+    /// The response's headers, when a response arrived.
+    pub headers: Option<reqwest::header::HeaderMap>,
+    /// Tokens the upstream reported using (prompt + completion).
+    pub tokens: Option<u64>,
+}
+
+impl<T> Sent<T> {
+    pub fn failed(err: UpstreamError) -> Sent<T> {
+        Sent {
+            result: Err(err),
+            headers: None,
+            tokens: None,
+        }
     }
 }
 
@@ -233,14 +261,17 @@ impl Engine {
 
     /// Try the candidates for `model` in order with `send`, which makes one
     /// attempt on one candidate with one key.
+    /// `tokens` is the request's estimate, counted against token limits
+    /// until the upstream reports its usage.
     pub async fn route<T, F, Fut>(
         &self,
         model: Option<&str>,
+        tokens: u64,
         mut send: F,
     ) -> std::result::Result<Served<T>, Exhausted>
     where
         F: FnMut(Candidate, Option<ApiKey>) -> Fut,
-        Fut: Future<Output = std::result::Result<T, UpstreamError>>,
+        Fut: Future<Output = Sent<T>>,
     {
         let candidates = self.candidates(model).map_err(|error| Exhausted {
             error,
@@ -282,14 +313,63 @@ impl Engine {
                 {
                     break 'candidates;
                 }
+                // Stay inside every limit: skip, don't send.
+                let limits = limits::effective(&c.provider.provider, &c.model);
+                let checked = lock(&self.cooldowns).budget.check_and_count(
+                    &LimitRequest {
+                        target: &target,
+                        limits: &limits,
+                        tokens,
+                    },
+                    now,
+                );
+                let mut reservation = match checked {
+                    Ok(r) => r,
+                    Err(hit) => {
+                        self.count_skip(c, hit.kind.as_str());
+                        attempts.push(Attempt {
+                            model: c.key(),
+                            key: key.as_ref().map(key_label),
+                            class: hit.trail(),
+                            status: None,
+                            message: Some(format!(
+                                "{} full until {}",
+                                hit.scope,
+                                crate::time::format_ts(hit.until)
+                            )),
+                            retry_at: Some(hit.until),
+                        });
+                        continue;
+                    }
+                };
+                if reservation.counted() {
+                    self.mark_dirty();
+                }
                 sent += 1;
                 if let Some(prev) = pending_fallback.take() {
                     self.metrics.fallbacks.get_or_create(&prev).inc();
                 }
                 let t0 = std::time::Instant::now();
-                let result = send(c.clone(), key.clone()).await;
-                self.count_attempt(c, &result, t0.elapsed());
-                match result {
+                let sent_now = send(c.clone(), key.clone()).await;
+                self.count_attempt(c, &sent_now.result, t0.elapsed());
+                {
+                    let mut st = lock(&self.cooldowns);
+                    if let Some(h) = &sent_now.headers {
+                        st.budget.learn(&target, h, self.clock.now());
+                    }
+                    // A failed request used no tokens; a served one, what
+                    // the upstream says (streams: corrected at their end).
+                    let used = match &sent_now.result {
+                        Err(_) => Some(0),
+                        Ok(_) => sent_now.tokens,
+                    };
+                    if let Some(used) = used
+                        && reservation.counted()
+                    {
+                        st.budget.correct(&mut reservation, used);
+                    }
+                }
+                match sent_now.result {
                     Ok(value) => {
                         self.count_request("served");
                         let changed = lock(&self.cooldowns)
@@ -302,6 +382,7 @@ impl Engine {
                             via: c.key(),
                             target,
                             attempts,
+                            reservation: reservation.counted().then_some(reservation),
                             value,
                         });
                     }
@@ -349,17 +430,30 @@ impl Engine {
             .cooldowns
             .earliest_retry(all_targets.iter(), now)
             .filter(|t| *t > now);
+        // Everything is cooling down or at a limit: nothing was sent and
+        // something names a time, or every candidate is benched now.
+        let limit_wait = attempts
+            .iter()
+            .filter(|a| a.class.starts_with("limit:"))
+            .filter_map(|a| a.retry_at)
+            .filter(|t| *t > now)
+            .min();
+        let retry_at = match (retry_at, limit_wait) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let cooling = retry_at.is_some()
-            && all_targets
-                .iter()
-                .all(|t| lock(&self.cooldowns).cooldowns.blocked(t, now).is_some());
+            && (sent == 0
+                || all_targets
+                    .iter()
+                    .all(|t| lock(&self.cooldowns).cooldowns.blocked(t, now).is_some()));
         let error = if cooling {
             ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 "rate_limit_error",
                 "all_cooling_down",
                 format!(
-                    "every candidate is cooling down; the first is usable again at {}",
+                    "every candidate is cooling down or at a limit; the first is usable again at {}",
                     retry_at.map(crate::time::format_ts).unwrap_or_default()
                 ),
             )
@@ -493,6 +587,12 @@ impl Engine {
             cd.clone()
         };
         persist::save(&self.stats_dir, &snapshot)
+    }
+
+    /// Replace a stream's estimated tokens with what it reported using.
+    pub fn correct_tokens(&self, reservation: &mut Reservation, used: u64) {
+        lock(&self.cooldowns).budget.correct(reservation, used);
+        self.mark_dirty();
     }
 
     /// Benches in force now, for status displays.

@@ -167,6 +167,11 @@ impl Reservation {
     pub fn tokens(&self) -> u64 {
         self.tokens
     }
+
+    /// Whether any window counted it (no limit applies: nothing to save).
+    pub fn counted(&self) -> bool {
+        !self.scopes.is_empty()
+    }
 }
 
 /// One request in a minute window.

@@ -18,6 +18,7 @@ use crate::secret::Redactor;
 
 use super::choose::Candidate;
 use super::clock::Clock;
+use super::engine::Sent;
 
 /// A complete reply, in OpenAI `chat.completion` form.
 #[derive(Debug)]
@@ -63,26 +64,49 @@ pub async fn complete(
     req: &ChatRequest,
     redactor: &Redactor,
     clock: &Clock,
-) -> Result<Completion, UpstreamError> {
+) -> Sent<Completion> {
     let redactor = redactor.with(key.map(|k| &k.secret));
-    let builder = build(client, c, key, req, &redactor)?;
+    let builder = match build(client, c, key, req, &redactor) {
+        Ok(b) => b,
+        Err(e) => return Sent::failed(e),
+    };
     let dialect = c.provider.provider.dialect;
-    let resp = http::send(builder, c.provider.provider.timeout, http::DEFAULT_BODY_CAP)
-        .await
-        .map_err(|e| classify::transport_error(&e, &redactor))?;
-    let reply = classify::read_response(dialect, &resp, &redactor, clock.now())?;
-    let body =
-        dialect::reply_to_openai(dialect, &resp.body, &c.model).map_err(|e| UpstreamError {
-            status: Some(resp.status),
-            class: ErrorClass::ServerError,
-            retry_after: None,
-            daily: false,
-            message: redactor.redact(&e.to_string()),
-        })?;
-    Ok(Completion {
-        body: redact_value(body, &redactor),
-        usage: reply.usage,
-    })
+    let resp = match http::send(builder, c.provider.provider.timeout, http::DEFAULT_BODY_CAP).await
+    {
+        Ok(r) => r,
+        Err(e) => return Sent::failed(classify::transport_error(&e, &redactor)),
+    };
+    let result =
+        classify::read_response(dialect, &resp, &redactor, clock.now()).and_then(|reply| {
+            let body = dialect::reply_to_openai(dialect, &resp.body, &c.model).map_err(|e| {
+                UpstreamError {
+                    status: Some(resp.status),
+                    class: ErrorClass::ServerError,
+                    retry_after: None,
+                    daily: false,
+                    message: redactor.redact(&e.to_string()),
+                }
+            })?;
+            Ok(Completion {
+                body: redact_value(body, &redactor),
+                usage: reply.usage,
+            })
+        });
+    let tokens = result.as_ref().ok().and_then(|c| total_tokens(c.usage));
+    Sent {
+        result,
+        headers: Some(resp.headers),
+        tokens,
+    }
+}
+
+/// Input plus output tokens, when the upstream reported both (or either).
+pub fn total_tokens(u: Option<Usage>) -> Option<u64> {
+    let u = u?;
+    match (u.input_tokens, u.output_tokens) {
+        (None, None) => None,
+        (i, o) => Some(i.unwrap_or(0) + o.unwrap_or(0)),
+    }
 }
 
 /// OpenAI chunks (or an in-stream failure) as they arrive.
@@ -115,6 +139,26 @@ pub async fn open_stream(
     redactor: &Redactor,
     clock: &Clock,
     idle: Duration,
+) -> Sent<Opened> {
+    let mut headers = None;
+    let result = open_stream_inner(client, c, key, req, redactor, clock, idle, &mut headers).await;
+    Sent {
+        result,
+        headers,
+        tokens: None,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn open_stream_inner(
+    client: &reqwest::Client,
+    c: &Candidate,
+    key: Option<&ApiKey>,
+    req: &ChatRequest,
+    redactor: &Redactor,
+    clock: &Clock,
+    idle: Duration,
+    headers_out: &mut Option<reqwest::header::HeaderMap>,
 ) -> Result<Opened, UpstreamError> {
     let redactor = redactor.with(key.map(|k| &k.secret));
     let builder = build(client, c, key, req, &redactor)?;
@@ -124,6 +168,7 @@ pub async fn open_stream(
         .await
         .map_err(|e| classify::transport_error(&e, &redactor))?;
     let status = resp.status().as_u16();
+    *headers_out = Some(resp.headers().clone());
     if !(200..300).contains(&status) {
         // An error answered before any stream: read it whole and classify
         // it as a non-streaming response.
@@ -152,7 +197,9 @@ pub async fn open_stream(
                 }),
         );
     }
-    let mapper = StreamMapper::new(dialect, &c.model).include_usage(req.wants_stream_usage());
+    // Always ask the mapper for usage, to correct the token estimate; the
+    // server forwards the usage chunk only to a client that asked for it.
+    let mapper = StreamMapper::new(dialect, &c.model).include_usage(true);
     let mut items: ItemStream = Box::pin(dialect::chunk_stream(resp, mapper));
     let fail = |class: ErrorClass, message: String| UpstreamError {
         status: Some(status),

@@ -239,7 +239,7 @@ async fn complete(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) 
     let e2 = engine.clone();
     let served =
         engine
-            .route(model.as_deref(), |c, key| {
+            .route(model.as_deref(), req.estimated_tokens(), |c, key| {
                 let (e, req) = (e2.clone(), req.clone());
                 async move {
                     send::complete(&e.client, &c, key.as_ref(), &req, &e.redactor, &e.clock).await
@@ -281,10 +281,11 @@ fn routed_headers(h: &mut HeaderMap, via: Option<&str>, attempts: &[Attempt]) {
 }
 
 async fn stream(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) -> Response {
+    let wants_usage = req.wants_stream_usage();
     let e2 = engine.clone();
     let idle = engine.settings.idle_timeout;
     let served = engine
-        .route(model.as_deref(), |c, key| {
+        .route(model.as_deref(), req.estimated_tokens(), |c, key| {
             let (e, req) = (e2.clone(), req.clone());
             async move {
                 send::open_stream(
@@ -309,21 +310,38 @@ async fn stream(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) ->
     let idle_text = crate::http::human_duration(idle);
     let target = s.target.clone();
     let late = engine.clone();
-    let body = events.map(move |ev| -> Result<Bytes, Infallible> {
-        Ok(Bytes::from(match ev {
-            StreamEvent::Chunk(v) => format!("data: {v}\n\n"),
-            StreamEvent::Done => "data: [DONE]\n\n".to_string(),
+    let mut reservation = s.reservation;
+    let body = events.filter_map(move |ev| {
+        let out = match ev {
+            StreamEvent::Chunk(v) => {
+                // The usage chunk (no choices): it corrects the token
+                // estimate, and reaches only a client that asked for it.
+                let usage_only = v["choices"].as_array().is_none_or(|c| c.is_empty())
+                    && v.get("usage").is_some_and(|u| !u.is_null());
+                if usage_only {
+                    if let (Some(r), Some(t)) =
+                        (reservation.as_mut(), v["usage"]["total_tokens"].as_u64())
+                    {
+                        late.correct_tokens(r, t);
+                    }
+                    wants_usage.then(|| format!("data: {v}\n\n"))
+                } else {
+                    Some(format!("data: {v}\n\n"))
+                }
+            }
+            StreamEvent::Done => Some("data: [DONE]\n\n".to_string()),
             StreamEvent::Failed(msg) => {
                 let msg = format!("the upstream failed mid-stream: {msg}");
                 late.record_late_failure(&target, ErrorClass::ServerError, msg.clone());
-                stream_error(&msg)
+                Some(stream_error(&msg))
             }
             StreamEvent::Stalled => {
                 let msg = format!("the upstream sent nothing for {idle_text}");
                 late.record_late_failure(&target, ErrorClass::Timeout, msg.clone());
-                stream_error(&msg)
+                Some(stream_error(&msg))
             }
-        }))
+        };
+        std::future::ready(out.map(|text| Ok::<Bytes, Infallible>(Bytes::from(text))))
     });
     let mut resp = Response::new(Body::from_stream(body));
     let h = resp.headers_mut();
