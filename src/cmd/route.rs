@@ -28,7 +28,10 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
     if !a.serve && a.listen.is_some() {
         return Err(Error::config("--listen goes with --serve"));
     }
-    let rt = server::runtime(2)?;
+    // One worker per core this process may run on (taskset and cgroups
+    // included): more threads than cores only adds context switches.
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let rt = server::runtime(cores)?;
     let engine = Arc::new(Engine::new(
         &s.catalog,
         settings,

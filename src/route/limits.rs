@@ -9,7 +9,7 @@
 //!   Scopes are named with [`Target`]'s ids: `key_model_id`, `key_id` and
 //!   the provider name. For a keyless provider the key scope *is* the
 //!   provider, as with cooldowns, and a request is counted there once.
-//! - **Windows.** Per minute: a sliding 60 s window of timestamped entries.
+//! - **Windows.** Per minute: a sliding 60 s window of per-second counts.
 //!   Per day: counters that reset at the provider's `day_reset` (UTC
 //!   midnight unless configured).
 //! - **Tokens.** Before sending, a request counts as
@@ -157,6 +157,8 @@ impl LimitHit {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reservation {
     id: u64,
+    /// The minute-window second it was counted in.
+    second: DateTime<Utc>,
     day_resets_at: DateTime<Utc>,
     scopes: Vec<String>,
     tokens: u64,
@@ -174,12 +176,30 @@ impl Reservation {
     }
 }
 
-/// One request in a minute window.
+/// The requests of one second in a minute window. Requests are counted
+/// in the second they fall in, rounded up, so a window never lets one
+/// slide out early; a window holds at most 61 entries however many
+/// requests pass, so checking a limit and saving the budget stay cheap.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
-    pub id: u64,
     pub at: DateTime<Utc>,
+    #[serde(default = "one")]
+    pub requests: u64,
     pub tokens: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// `t` rounded up to the whole second.
+fn second_of(t: DateTime<Utc>) -> DateTime<Utc> {
+    let floor = DateTime::<Utc>::from_timestamp(t.timestamp(), 0).unwrap_or(t);
+    if floor == t {
+        t
+    } else {
+        floor + chrono::TimeDelta::seconds(1)
+    }
 }
 
 /// A day window's counts, for the day ending at `resets_at`.
@@ -204,7 +224,8 @@ impl Window {
     fn in_minute(&self, now: DateTime<Utc>) -> impl Iterator<Item = &Entry> {
         self.minute
             .iter()
-            .filter(move |e| e.at + MINUTE > now && e.at <= now)
+            // A second rounded up can lie just ahead of `now`: it counts.
+            .filter(move |e| e.at + MINUTE > now)
     }
 
     fn day_counts(&self, resets_at: DateTime<Utc>) -> (u64, u64) {
@@ -214,8 +235,15 @@ impl Window {
         }
     }
 
+    /// Drop minute entries that have slid out (they are oldest first).
+    fn slide(&mut self, now: DateTime<Utc>) {
+        while self.minute.front().is_some_and(|e| e.at + MINUTE <= now) {
+            self.minute.pop_front();
+        }
+    }
+
     fn prune(&mut self, now: DateTime<Utc>) {
-        self.minute.retain(|e| e.at + MINUTE > now);
+        self.slide(now);
         if self.day.as_ref().is_some_and(|d| d.resets_at <= now) {
             self.day = None;
         }
@@ -349,7 +377,7 @@ impl Budget {
             return 0;
         };
         match (c.kind.per_minute(), c.kind.counts_tokens()) {
-            (true, false) => w.in_minute(now).count() as u64,
+            (true, false) => w.in_minute(now).map(|e| e.requests).sum(),
             (true, true) => w.in_minute(now).map(|e| e.tokens).sum(),
             (false, false) => w.day_counts(resets_at).0,
             (false, true) => w.day_counts(resets_at).1,
@@ -378,7 +406,13 @@ impl Budget {
             .map(|w| w.in_minute(now).collect())
             .unwrap_or_default();
         entries.sort_by_key(|e| e.at);
-        let weight = |e: &Entry| if c.kind.counts_tokens() { e.tokens } else { 1 };
+        let weight = |e: &Entry| {
+            if c.kind.counts_tokens() {
+                e.tokens
+            } else {
+                e.requests
+            }
+        };
         let mut left: u64 = entries.iter().map(|e| weight(e)).sum();
         for e in &entries {
             left -= weight(e);
@@ -438,14 +472,22 @@ impl Budget {
         scopes.dedup();
         let id = self.next_id;
         self.next_id += 1;
+        let second = second_of(now);
         for scope in &scopes {
             let w = self.windows.entry(scope.clone()).or_default();
-            w.minute.retain(|e| e.at + MINUTE > now);
-            w.minute.push_back(Entry {
-                id,
-                at: now,
-                tokens: req.tokens,
-            });
+            w.slide(now);
+            match w.minute.back_mut() {
+                // A clock that stepped back counts in the newest second.
+                Some(e) if e.at >= second => {
+                    e.requests += 1;
+                    e.tokens = e.tokens.saturating_add(req.tokens);
+                }
+                _ => w.minute.push_back(Entry {
+                    at: second,
+                    requests: 1,
+                    tokens: req.tokens,
+                }),
+            }
             let day = match &mut w.day {
                 Some(d) if d.resets_at == resets_at => d,
                 slot => slot.insert(DayCount {
@@ -459,6 +501,7 @@ impl Budget {
         }
         Ok(Reservation {
             id,
+            second,
             day_resets_at: resets_at,
             scopes,
             tokens: req.tokens,
@@ -473,8 +516,11 @@ impl Budget {
             let Some(w) = self.windows.get_mut(scope) else {
                 continue;
             };
-            if let Some(e) = w.minute.iter_mut().find(|e| e.id == r.id) {
-                e.tokens = actual_tokens;
+            if let Some(e) = w.minute.iter_mut().rev().find(|e| e.at <= r.second) {
+                e.tokens = e
+                    .tokens
+                    .saturating_sub(r.tokens)
+                    .saturating_add(actual_tokens);
             }
             if let Some(d) = w.day.as_mut().filter(|d| d.resets_at == r.day_resets_at) {
                 d.tokens = d
