@@ -18,12 +18,14 @@ Examples:
   llmprobe brief                      the last 24 h at a glance
   llmprobe rollup --readme README.md  publish uptime in a README
   llmprobe state                      every model's state; `state enable P::M` to override
+  llmprobe route \"What is 2+2?\"       ask whichever model works now; --serve for an OpenAI endpoint
 
 Exit codes: 0 success, 1 a --fail-on-… condition, 2 usage or config error
 (or nothing to probe), 3 another check holds the run lock, 4 a data file is
-unreadable (left untouched), 6 offline: check reached no remote provider and
-recorded nothing, 7 a system error (cannot create or write a file, start the
-runtime or the TLS client), 8 an internal error (a bug)."
+unreadable (left untouched), 5 route exhausted every candidate, 6 offline:
+check reached no remote provider and recorded nothing, 7 a system error
+(cannot create or write a file, start the runtime or the TLS client), 8 an
+internal error (a bug)."
 )]
 pub struct Cli {
     #[command(flatten)]
