@@ -49,6 +49,10 @@ pub async fn start(
     let addr = listener
         .local_addr()
         .map_err(|e| Error::io("cannot read the bound address", e))?;
+    // Answers go out at once: no Nagle delay behind a client's delayed ACK.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let (stop, stopping) = watch::channel(false);
     let mut signal = stopping.clone();
     let task = tokio::spawn(async move {
