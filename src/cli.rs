@@ -334,6 +334,10 @@ pub struct RouteArgs {
     /// The variable holding the bearer token --serve requires.
     #[arg(long, value_name = "VAR")]
     pub auth_token_env: Option<String>,
+    /// Share cooldowns, limits and usage with other --serve instances
+    /// through Redis (redis://host:port/db) [default: [route] shared_state].
+    #[arg(long, value_name = "URL", requires = "serve")]
+    pub shared_state: Option<String>,
     /// Print what GET /v1/providers shows (states, keys, cooldowns, uptime)
     /// as a table, or JSON with --json, without a server; then stop.
     #[arg(long, conflicts_with = "serve")]

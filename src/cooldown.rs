@@ -367,6 +367,13 @@ pub struct Bench {
 /// The reason of a model bench set by [`MODEL_FAILURES`] failures.
 pub const REPEATED_FAILURES: &str = "repeated_failures";
 
+/// Which count a failure climbs ([`Cooldowns::counter`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counter {
+    Ladder,
+    Failures,
+}
+
 /// What the router does next after a failed attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Action {
@@ -415,6 +422,35 @@ impl Cooldowns {
         err: &UpstreamError,
         now: DateTime<Utc>,
     ) -> Decision {
+        self.record_failure_counted(target, err, now, None)
+    }
+
+    /// What a failure counts in, if anything: the rate-limit ladder of the
+    /// key+model ([`LADDER_WINDOW`]) or the model's own failures
+    /// ([`MODEL_WINDOW`]). The shared store counts there itself.
+    pub fn counter(target: &Target, err: &UpstreamError) -> Option<(Counter, String, Duration)> {
+        match err.class {
+            ErrorClass::RateLimit => Some((Counter::Ladder, target.key_model_id(), LADDER_WINDOW)),
+            ErrorClass::ServerError
+            | ErrorClass::Overloaded
+            | ErrorClass::Timeout
+            | ErrorClass::ModelNotFound => {
+                Some((Counter::Failures, target.model_id(), MODEL_WINDOW))
+            }
+            _ => None,
+        }
+    }
+
+    /// [`Cooldowns::record_failure`], with the count of [`Cooldowns::counter`]
+    /// (this failure included) taken from `shared` when given, so instances
+    /// that share their counts climb one ladder.
+    pub fn record_failure_counted(
+        &mut self,
+        target: &Target,
+        err: &UpstreamError,
+        now: DateTime<Utc>,
+        shared: Option<usize>,
+    ) -> Decision {
         let (scope, until) = match err.class {
             ErrorClass::ContextLength | ErrorClass::BadRequest => {
                 return Decision {
@@ -431,13 +467,13 @@ impl Cooldowns {
             ErrorClass::ServerError | ErrorClass::Overloaded | ErrorClass::Timeout => {
                 return Decision {
                     action: Action::SkipProvider,
-                    bench: self.model_failure(target, now),
+                    bench: self.model_failure(target, now, shared),
                 };
             }
             ErrorClass::ModelNotFound => {
                 return Decision {
                     action: Action::TryNext,
-                    bench: self.model_failure(target, now),
+                    bench: self.model_failure(target, now, shared),
                 };
             }
             ErrorClass::Auth => (Scope::Key, after(now, KEY_AUTH)),
@@ -454,7 +490,8 @@ impl Cooldowns {
                 let hits = self.ladder.entry(target.key_model_id()).or_default();
                 keep_within(hits, now, LADDER_WINDOW);
                 hits.push(now);
-                let step = LADDER[(hits.len() - 1).min(LADDER.len() - 1)];
+                let n = shared.unwrap_or(hits.len()).max(1);
+                let step = LADDER[(n - 1).min(LADDER.len() - 1)];
                 (Scope::KeyModel, after(now, err.retry_after.unwrap_or(step)))
             }
         };
@@ -509,6 +546,13 @@ impl Cooldowns {
         }
     }
 
+    /// Keep a bench another instance set (from the shared store), unless
+    /// one that ends later is already here.
+    pub fn insert(&mut self, b: Bench, now: DateTime<Utc>) {
+        let reason = b.reason.clone();
+        self.bench(b.target, b.scope, b.until, &reason, now);
+    }
+
     /// The benches in force, by target id, for display.
     pub fn active(&self, now: DateTime<Utc>) -> impl Iterator<Item = &Bench> {
         self.benches.values().filter(move |b| b.until > now)
@@ -541,12 +585,17 @@ impl Cooldowns {
 
     /// Count a failure that is the model's own; bench the model once it has
     /// failed [`MODEL_FAILURES`] times within [`MODEL_WINDOW`].
-    fn model_failure(&mut self, target: &Target, now: DateTime<Utc>) -> Option<Bench> {
+    fn model_failure(
+        &mut self,
+        target: &Target,
+        now: DateTime<Utc>,
+        shared: Option<usize>,
+    ) -> Option<Bench> {
         let id = target.model_id();
         let times = self.failures.entry(id.clone()).or_default();
         keep_within(times, now, MODEL_WINDOW);
         times.push(now);
-        (times.len() >= MODEL_FAILURES).then(|| {
+        (shared.unwrap_or(times.len()) >= MODEL_FAILURES).then(|| {
             self.bench(
                 id,
                 Scope::Model,

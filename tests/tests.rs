@@ -6,4 +6,5 @@ mod check;
 mod cli;
 mod read_cmds;
 mod route;
+mod shared;
 mod support;

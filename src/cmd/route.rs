@@ -15,6 +15,7 @@ use crate::exit;
 use crate::output;
 use crate::route::clock::Clock;
 use crate::route::engine::{Engine, Exhausted, trail};
+use crate::route::shared::SharedState;
 use crate::route::{send, serve};
 use crate::secret::Secret;
 use crate::server;
@@ -32,13 +33,21 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
     // included): more threads than cores only adds context switches.
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let rt = server::runtime(cores)?;
-    let engine = Arc::new(Engine::new(
+    let shared = match (&settings.shared_state, a.serve) {
+        (Some(url), true) => Some(rt.block_on(SharedState::connect(url))?),
+        _ => None,
+    };
+    let mut engine = Engine::new(
         &s.catalog,
         settings,
         s.stats_dir.clone(),
         crate::http::client()?,
         Clock::from_env(),
-    )?);
+    )?;
+    if let Some(sh) = shared {
+        engine = engine.with_shared(sh);
+    }
+    let engine = Arc::new(engine);
     if a.status {
         engine.refresh_health()?;
         let v = crate::route::status::view(&engine);
@@ -76,6 +85,14 @@ fn settings(base: &RouteSettings, a: &RouteArgs) -> Result<RouteSettings> {
     }
     if let Some(v) = &a.auth_token_env {
         s.auth_token_env = Some(v.clone());
+    }
+    if let Some(url) = &a.shared_state {
+        if !url.starts_with("redis://") {
+            return Err(Error::config(format!(
+                "--shared-state {url:?}: expected a redis:// URL"
+            )));
+        }
+        s.shared_state = Some(url.clone());
     }
     Ok(s)
 }
@@ -230,18 +247,27 @@ fn serve_until_signal(rt: &tokio::runtime::Runtime, engine: Arc<Engine>) -> Resu
     rt.block_on(async {
         let poller = engine.states.clone().spawn_poller(serve::STATE_POLL);
         let health = tokio::spawn(serve::health_poller(engine.clone()));
+        let watch = engine.shared().cloned().map(|s| tokio::spawn(s.watch()));
         let (srv, stopping) = server::start(listen, serve::router(app), "route").await?;
         let saver = tokio::spawn(serve::saver(engine.clone(), stopping));
         output::println(&format!(
-            "llmprobe route: listening on {}/v1 ({} routable models)",
+            "llmprobe route: listening on {}/v1 ({} routable models{})",
             srv.url(),
-            engine.routable().len()
+            engine.routable().len(),
+            if engine.shared().is_some() {
+                ", state shared through Redis"
+            } else {
+                ""
+            }
         ))?;
         server::wait_for_signal().await?;
         eprintln!("route: shutting down; letting requests in flight finish");
         srv.shutdown(SHUTDOWN_GRACE).await;
         poller.abort();
         health.abort();
+        if let Some(w) = watch {
+            w.abort();
+        }
         let _ = saver.await;
         Ok::<(), Error>(())
     })?;

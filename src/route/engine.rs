@@ -30,6 +30,7 @@ use super::clock::Clock;
 use super::health::HealthCache;
 use super::limits::{self, LimitRequest, Reservation};
 use super::persist::{self, RouteState};
+use super::shared::{Admit, SharedState};
 
 /// One attempt, for the trail, the headers and the exhausted message.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -125,13 +126,16 @@ pub struct Engine {
     /// ([`Engine::refresh_health`]) and read lock-free by requests.
     health: arc_swap::ArcSwap<super::health::HealthMap>,
     health_cache: Mutex<HealthCache>,
-    cooldowns: Mutex<RouteState<Cooldowns>>,
+    cooldowns: Arc<Mutex<RouteState<Cooldowns>>>,
     dirty: AtomicBool,
     pub changed: tokio::sync::Notify,
     stats_dir: PathBuf,
     pub clock: Clock,
     pub redactor: Redactor,
     pub metrics: super::metrics::Metrics,
+    /// Redis, when instances share their state (`--shared-state`). The
+    /// in-process state is kept too, as the fallback while Redis is away.
+    shared: Option<Arc<SharedState>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -169,14 +173,29 @@ impl Engine {
             states,
             health: arc_swap::ArcSwap::from_pointee(Default::default()),
             health_cache: Mutex::new(HealthCache::new(stats_dir.join(crate::settings::LOG_FILE))),
-            cooldowns: Mutex::new(saved),
+            cooldowns: Arc::new(Mutex::new(saved)),
             dirty: AtomicBool::new(false),
             changed: tokio::sync::Notify::new(),
             stats_dir,
             clock,
             redactor,
             metrics: super::metrics::Metrics::new(),
+            shared: None,
         })
+    }
+
+    /// Share cooldowns, counts and limits through Redis. A shared instance
+    /// neither reads nor writes `route_state.json`: its in-process state
+    /// starts empty and is only the fallback while Redis is away.
+    pub fn with_shared(mut self, shared: Arc<SharedState>) -> Engine {
+        self.cooldowns = Arc::new(Mutex::new(RouteState::default()));
+        self.shared = Some(shared);
+        self
+    }
+
+    /// The shared store, if any.
+    pub fn shared(&self) -> Option<&Arc<SharedState>> {
+        self.shared.as_ref()
     }
 
     /// Re-read recent health from the log if it changed. Blocking: the
@@ -291,10 +310,31 @@ impl Engine {
             for (key, target) in self.rotated_keys(c) {
                 all_targets.push(target.clone());
                 let now = self.clock.now();
-                let benched = lock(&self.cooldowns)
-                    .cooldowns
-                    .blocked(&target, now)
-                    .cloned();
+                // The first attempt and the first retry always run.
+                let out_of_attempts = sent >= self.settings.max_attempts
+                    || (sent >= 2 && started.elapsed() >= self.settings.budget);
+                let limits = limits::effective(&c.provider.provider, &c.model);
+                let req = LimitRequest {
+                    target: &target,
+                    limits: &limits,
+                    tokens,
+                };
+                // Shared: benches and limits in one round trip to Redis.
+                let admitted = match &self.shared {
+                    Some(s) if !out_of_attempts => s.admit(&req, now).await.ok(),
+                    _ => None,
+                };
+                let benched = match &admitted {
+                    Some(Admit::Benched(b)) => {
+                        lock(&self.cooldowns).cooldowns.insert(b.clone(), now);
+                        Some(b.clone())
+                    }
+                    Some(_) => None,
+                    None => lock(&self.cooldowns)
+                        .cooldowns
+                        .blocked(&target, now)
+                        .cloned(),
+                };
                 if let Some(b) = benched {
                     self.count_skip(c, "cooldown");
                     attempts.push(Attempt {
@@ -307,22 +347,20 @@ impl Engine {
                     });
                     continue;
                 }
-                // The first attempt and the first retry always run.
-                if sent >= self.settings.max_attempts
-                    || (sent >= 2 && started.elapsed() >= self.settings.budget)
-                {
+                if out_of_attempts {
                     break 'candidates;
                 }
                 // Stay inside every limit: skip, don't send.
-                let limits = limits::effective(&c.provider.provider, &c.model);
-                let checked = lock(&self.cooldowns).budget.check_and_count(
-                    &LimitRequest {
-                        target: &target,
-                        limits: &limits,
-                        tokens,
-                    },
-                    now,
-                );
+                let checked = match admitted {
+                    Some(Admit::Limited(hit)) => Err(hit),
+                    Some(Admit::Counted(r)) => {
+                        // Mirrored, for the fallback: this instance's own
+                        // requests.
+                        let _ = lock(&self.cooldowns).budget.check_and_count(&req, now);
+                        Ok(r)
+                    }
+                    _ => lock(&self.cooldowns).budget.check_and_count(&req, now),
+                };
                 let mut reservation = match checked {
                     Ok(r) => r,
                     Err(hit) => {
@@ -352,21 +390,33 @@ impl Engine {
                 let t0 = std::time::Instant::now();
                 let sent_now = send(c.clone(), key.clone()).await;
                 self.count_attempt(c, &sent_now.result, t0.elapsed());
-                {
+                // A failed request used no tokens; a served one, what the
+                // upstream says (streams: corrected at their end).
+                let used = match &sent_now.result {
+                    Err(_) => Some(0),
+                    Ok(_) => sent_now.tokens,
+                };
+                let learned = {
                     let mut st = lock(&self.cooldowns);
-                    if let Some(h) = &sent_now.headers {
-                        st.budget.learn(&target, h, self.clock.now());
-                    }
-                    // A failed request used no tokens; a served one, what
-                    // the upstream says (streams: corrected at their end).
-                    let used = match &sent_now.result {
-                        Err(_) => Some(0),
-                        Ok(_) => sent_now.tokens,
-                    };
+                    let learned = sent_now
+                        .headers
+                        .as_ref()
+                        .map(|h| st.budget.learn(&target, h, self.clock.now()))
+                        .unwrap_or_default();
                     if let Some(used) = used
                         && reservation.counted()
+                        && !reservation.is_shared()
                     {
                         st.budget.correct(&mut reservation, used);
+                    }
+                    learned
+                };
+                if let Some(s) = &self.shared {
+                    let _ = s.learn(&target, &learned).await;
+                    if let Some(used) = used
+                        && reservation.is_shared()
+                    {
+                        let _ = s.correct(&mut reservation, used).await;
                     }
                 }
                 match sent_now.result {
@@ -378,6 +428,11 @@ impl Engine {
                         if changed {
                             self.mark_dirty();
                         }
+                        if let Some(s) = self.shared.clone() {
+                            // Off the request path: a ladder to reset is rare.
+                            let t = target.clone();
+                            tokio::spawn(async move { s.success(&t).await });
+                        }
                         return Ok(Served {
                             via: c.key(),
                             target,
@@ -388,9 +443,7 @@ impl Engine {
                     }
                     Err(err) => {
                         let now = self.clock.now();
-                        let decision = lock(&self.cooldowns)
-                            .cooldowns
-                            .record_failure(&target, &err, now);
+                        let decision = self.record_failure(&target, &err, now).await;
                         self.mark_dirty();
                         attempts.push(Attempt {
                             model: c.key(),
@@ -564,10 +617,29 @@ impl Engine {
             daily: false,
             message,
         };
-        lock(&self.cooldowns)
-            .cooldowns
-            .record_failure(target, &err, self.clock.now());
+        match self.shared.clone() {
+            Some(s) if s.is_healthy() => {
+                let (t, now, local) = (target.clone(), self.clock.now(), self.cooldowns.clone());
+                tokio::spawn(async move { record_failure(Some(&s), &local, &t, &err, now).await });
+            }
+            _ => {
+                lock(&self.cooldowns)
+                    .cooldowns
+                    .record_failure(target, &err, self.clock.now());
+            }
+        }
         self.mark_dirty();
+    }
+
+    /// A failed attempt: counted and benched in the shared store when
+    /// there is one (so every instance climbs one ladder), else locally.
+    async fn record_failure(
+        &self,
+        target: &Target,
+        err: &UpstreamError,
+        now: DateTime<Utc>,
+    ) -> crate::cooldown::Decision {
+        record_failure(self.shared.as_ref(), &self.cooldowns, target, err, now).await
     }
 
     fn mark_dirty(&self) {
@@ -575,9 +647,10 @@ impl Engine {
         self.changed.notify_one();
     }
 
-    /// Save the cooldowns if they changed since the last save.
+    /// Save the cooldowns if they changed since the last save (never for a
+    /// shared instance: its state is in Redis).
     pub fn save_if_dirty(&self) -> Result<()> {
-        if !self.dirty.swap(false, Ordering::AcqRel) {
+        if !self.dirty.swap(false, Ordering::AcqRel) || self.shared.is_some() {
             return Ok(());
         }
         let snapshot = {
@@ -591,6 +664,14 @@ impl Engine {
 
     /// Replace a stream's estimated tokens with what it reported using.
     pub fn correct_tokens(&self, reservation: &mut Reservation, used: u64) {
+        if reservation.is_shared() {
+            if let Some(s) = self.shared.clone() {
+                let mut r = reservation.clone();
+                tokio::spawn(async move { s.correct(&mut r, used).await });
+            }
+            reservation.set_tokens(used);
+            return;
+        }
         lock(&self.cooldowns).budget.correct(reservation, used);
         self.mark_dirty();
     }
@@ -609,6 +690,30 @@ impl Engine {
     pub fn state_of(&self, key: &str) -> ModelState {
         self.states.current().state_of(key)
     }
+}
+
+/// Count a failure (in Redis when shared and reachable), decide with the
+/// rules of [`crate::cooldown`], and put the bench in force everywhere.
+async fn record_failure(
+    shared: Option<&Arc<SharedState>>,
+    local: &Mutex<RouteState<Cooldowns>>,
+    target: &Target,
+    err: &UpstreamError,
+    now: DateTime<Utc>,
+) -> crate::cooldown::Decision {
+    let count = match (shared, Cooldowns::counter(target, err)) {
+        (Some(s), Some((counter, id, window))) => s.count(counter, &id, window, now).await.ok(),
+        _ => None,
+    };
+    let mut decision = lock(local)
+        .cooldowns
+        .record_failure_counted(target, err, now, count);
+    if let (Some(s), Some(b)) = (shared, &decision.bench)
+        && let Ok(kept) = s.bench(b, now).await
+    {
+        decision.bench = Some(kept);
+    }
+    decision
 }
 
 fn attempt_labels(c: &Candidate, class: &str) -> super::metrics::Attempt {

@@ -162,6 +162,8 @@ pub struct Reservation {
     day_resets_at: DateTime<Utc>,
     scopes: Vec<String>,
     tokens: u64,
+    /// Counted in the shared store, not in this process's [`Budget`].
+    shared: bool,
 }
 
 impl Reservation {
@@ -173,6 +175,48 @@ impl Reservation {
     /// Whether any window counted it (no limit applies: nothing to save).
     pub fn counted(&self) -> bool {
         !self.scopes.is_empty()
+    }
+
+    /// A reservation counted by the shared store.
+    pub fn shared(
+        second: DateTime<Utc>,
+        day_resets_at: DateTime<Utc>,
+        scopes: Vec<String>,
+        tokens: u64,
+    ) -> Reservation {
+        Reservation {
+            id: 0,
+            second,
+            day_resets_at,
+            scopes,
+            tokens,
+            shared: true,
+        }
+    }
+
+    /// Whether the shared store counted it.
+    pub fn is_shared(&self) -> bool {
+        self.shared
+    }
+
+    /// The minute-window second it was counted in.
+    pub fn second(&self) -> DateTime<Utc> {
+        self.second
+    }
+
+    /// The end of the day window it was counted in.
+    pub fn day_resets_at(&self) -> DateTime<Utc> {
+        self.day_resets_at
+    }
+
+    /// The scopes that counted it.
+    pub fn scopes(&self) -> &[String] {
+        &self.scopes
+    }
+
+    /// Set the tokens it counts (the shared store corrected its windows).
+    pub fn set_tokens(&mut self, tokens: u64) {
+        self.tokens = tokens;
     }
 }
 
@@ -193,7 +237,7 @@ fn one() -> u64 {
 }
 
 /// `t` rounded up to the whole second.
-fn second_of(t: DateTime<Utc>) -> DateTime<Utc> {
+pub fn second_of(t: DateTime<Utc>) -> DateTime<Utc> {
     let floor = DateTime::<Utc>::from_timestamp(t.timestamp(), 0).unwrap_or(t);
     if floor == t {
         t
@@ -340,35 +384,7 @@ impl Budget {
 
     /// Every limit on `target`, configured and learned, the tighter winning.
     fn checks(&self, target: &Target, eff: &EffectiveLimits) -> Vec<Check> {
-        let key_model = target.key_model_id();
-        let model = eff.model.tightest(&self.learned_limits(&key_model));
-        let mut checks = Vec::new();
-        let mut push = |scope: &str, limits: &Limits| {
-            for (kind, limit) in [
-                (LimitKind::Rpm, limits.rpm),
-                (LimitKind::Rpd, limits.rpd),
-                (LimitKind::Tpm, limits.tpm),
-                (LimitKind::Tpd, limits.tpd),
-            ] {
-                if let Some(limit) = limit {
-                    checks.push(Check {
-                        scope: scope.to_string(),
-                        kind,
-                        limit,
-                    });
-                }
-            }
-        };
-        push(&key_model, &model);
-        push(&target.key_id(), &eff.key);
-        if let Some(cap) = eff.daily_cap {
-            checks.push(Check {
-                scope: target.provider.clone(),
-                kind: LimitKind::DailyCap,
-                limit: cap,
-            });
-        }
-        checks
+        checks_with(target, eff, &self.learned_limits(&target.key_model_id()))
     }
 
     /// How much of `c` is used now.
@@ -505,6 +521,7 @@ impl Budget {
             day_resets_at: resets_at,
             scopes,
             tokens: req.tokens,
+            shared: false,
         })
     }
 
@@ -536,15 +553,22 @@ impl Budget {
     /// status). The provider name decides what the ambiguous
     /// `x-ratelimit-*-requests` counts: per day on Groq, per minute
     /// elsewhere (OpenAI's meaning).
-    pub fn learn(&mut self, target: &Target, headers: &HeaderMap, now: DateTime<Utc>) {
+    /// Returns what it learned, by bucket name.
+    pub fn learn(
+        &mut self,
+        target: &Target,
+        headers: &HeaderMap,
+        now: DateTime<Utc>,
+    ) -> Vec<(String, Learned)> {
         let found = learned_buckets(&target.provider, headers, now);
         if found.is_empty() {
-            return;
+            return found;
         }
         let scope = self.learned.entry(target.key_model_id()).or_default();
-        for (name, l) in found {
-            scope.insert(name, l);
+        for (name, l) in &found {
+            scope.insert(name.clone(), l.clone());
         }
+        found
     }
 
     /// Every limit on `target` with how much of it is used, for display.
@@ -577,6 +601,49 @@ impl Budget {
             !buckets.is_empty()
         });
     }
+}
+
+/// Every configured limit on `target`, tightened by `learned` on the
+/// key-and-model scope.
+fn checks_with(target: &Target, eff: &EffectiveLimits, learned: &Limits) -> Vec<Check> {
+    let key_model = target.key_model_id();
+    let model = eff.model.tightest(learned);
+    let mut checks = Vec::new();
+    let mut push = |scope: &str, limits: &Limits| {
+        for (kind, limit) in [
+            (LimitKind::Rpm, limits.rpm),
+            (LimitKind::Rpd, limits.rpd),
+            (LimitKind::Tpm, limits.tpm),
+            (LimitKind::Tpd, limits.tpd),
+        ] {
+            if let Some(limit) = limit {
+                checks.push(Check {
+                    scope: scope.to_string(),
+                    kind,
+                    limit,
+                });
+            }
+        }
+    };
+    push(&key_model, &model);
+    push(&target.key_id(), &eff.key);
+    if let Some(cap) = eff.daily_cap {
+        checks.push(Check {
+            scope: target.provider.clone(),
+            kind: LimitKind::DailyCap,
+            limit: cap,
+        });
+    }
+    checks
+}
+
+/// The configured limits on `target` as (scope, kind, limit), for the
+/// shared store, which applies learned limits itself.
+pub fn configured_checks(target: &Target, eff: &EffectiveLimits) -> Vec<(String, LimitKind, u64)> {
+    checks_with(target, eff, &Limits::default())
+        .into_iter()
+        .map(|c| (c.scope, c.kind, c.limit))
+        .collect()
 }
 
 /// One family of rate-limit headers: where each value is, what it counts,

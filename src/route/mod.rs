@@ -4,7 +4,8 @@
 //!   catalog, the model states and recent [`health`];
 //! - the [`engine`] tries them in turn within the attempt budget, skips what
 //!   would exceed a [`limits`] budget, and benches what fails through
-//!   [`crate::cooldown`];
+//!   [`crate::cooldown`], in [`shared`] state (Redis) when several
+//!   instances run as one;
 //! - the server speaks the OpenAI API over axum.
 
 pub mod api_error;
@@ -17,4 +18,5 @@ pub mod metrics;
 pub mod persist;
 pub mod send;
 pub mod serve;
+pub mod shared;
 pub mod status;

@@ -118,14 +118,21 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
         tokio::task::spawn_blocking(move || (engine.not_ready(), engine.routable().len()))
             .await
             .unwrap_or((Some("internal_error"), 0));
-    match not_ready {
-        None => axum::Json(json!({"status": "ready", "routable_models": routable})).into_response(),
+    let (status, mut body) = match not_ready {
+        None => (
+            StatusCode::OK,
+            json!({"status": "ready", "routable_models": routable}),
+        ),
         Some(reason) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(json!({"status": "not_ready", "reason": reason, "routable_models": 0})),
-        )
-            .into_response(),
+            json!({"status": "not_ready", "reason": reason, "routable_models": 0}),
+        ),
+    };
+    // Serving from local state while Redis is away is still ready.
+    if let Some(s) = app.engine.shared() {
+        body["shared_state"] = json!(s.describe());
     }
+    (status, axum::Json(body)).into_response()
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {

@@ -1,0 +1,603 @@
+//! State shared between `route --serve` instances through Redis
+//! (`--shared-state redis://…`): cooldowns, ladder hits, model failure
+//! counts, usage windows and learned limits.
+//!
+//! - **One round trip per decision.** [`SharedState::admit`] is one Lua
+//!   script that looks up the benches on a target's provider, key, model
+//!   and key+model, then checks every limit (configured, tightened by what
+//!   was learned) and, only if all pass, counts the request in every
+//!   window. Two instances can never both take the last request of a
+//!   window.
+//! - **Keys expire by themselves.** Minute windows are per-second counters
+//!   in a hash that lives 61 s after its last write; day windows are named
+//!   by their reset and live until it; a bench lives until it ends; ladder
+//!   hits 24 h, model failures 15 min, learned limits 7 days.
+//! - **Time is the engine's.** Every script is given `now` from the
+//!   engine's [`Clock`](super::clock::Clock), and every TTL is relative, so
+//!   the tests can move the clock.
+//! - **Redis goes away.** Every call has a short timeout. A failure marks
+//!   the store unavailable (one warning on stderr) and the engine serves
+//!   from its in-process state, which it keeps up to date in both modes;
+//!   [`SharedState::watch`] pings every 500 ms and switches back when
+//!   Redis answers.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use redis::aio::ConnectionManager;
+
+use crate::cooldown::{Bench, Counter, Target};
+use crate::error::{Error, Result};
+
+use super::limits::{self, Learned, LimitHit, LimitKind, LimitRequest, Reservation};
+
+/// Every call to Redis gives up after this long.
+pub const CALL_TIMEOUT: Duration = Duration::from_millis(250);
+/// How often an unavailable store checks whether Redis is back.
+pub const RETRY_EVERY: Duration = Duration::from_millis(500);
+const PREFIX: &str = "llmprobe:";
+const MINUTE_TTL_MS: i64 = 61_000;
+
+/// Check benches, then limits; count only if everything passes.
+/// Returns `{0, second_ms, counted scope indexes…}`, `{1, kind, scope
+/// index, until_ms}` or `{2, bench}`.
+const ADMIT: &str = r#"
+local now = tonumber(ARGV[1])
+local tokens = tonumber(ARGV[2])
+local nb = tonumber(ARGV[3])
+local ns = tonumber(ARGV[4])
+local resets = tonumber(ARGV[5])
+local km = tonumber(ARGV[6])
+local nc = tonumber(ARGV[7])
+if nb > 0 then
+  local vals = redis.call('MGET', unpack(KEYS, 1, nb))
+  local best, best_until = nil, -1
+  for i = 1, nb do
+    local v = vals[i]
+    if v then
+      local sep = string.find(v, '|', 1, true)
+      local u = tonumber(string.sub(v, 1, sep - 1))
+      if u > now and u > best_until then
+        best_until = u
+        best = string.sub(v, sep + 1)
+      end
+    end
+  end
+  if best then return {2, best} end
+end
+local checks = {}
+for i = 0, nc - 1 do
+  local b = 8 + 3 * i
+  checks[#checks + 1] = {s = tonumber(ARGV[b]), kind = ARGV[b + 1], limit = tonumber(ARGV[b + 2])}
+end
+local worst = nil
+local function consider(kind, s, u)
+  if worst == nil or u > worst[3] then worst = {kind, s, u} end
+end
+local learned = redis.call('HGETALL', KEYS[nb + 1])
+for i = 1, #learned, 2 do
+  local v = learned[i + 1]
+  local kind, lim, rem, reset = string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  if kind and lim ~= '' and kind ~= 'daily_cap' then
+    local l = tonumber(lim)
+    local found = false
+    for _, c in ipairs(checks) do
+      if c.s == km and c.kind == kind then
+        found = true
+        if l < c.limit then c.limit = l end
+      end
+    end
+    if not found then checks[#checks + 1] = {s = km, kind = kind, limit = l} end
+  end
+  if kind and rem == '0' and reset ~= '' and tonumber(reset) > now then
+    consider(kind, km, tonumber(reset))
+  end
+end
+local minute = {}
+local function entries(s)
+  if minute[s] then return minute[s] end
+  local key = KEYS[nb + 1 + 2 * (s - 1) + 1]
+  local raw = redis.call('HGETALL', key)
+  local by = {}
+  local stale = {}
+  for i = 1, #raw, 2 do
+    local f, v = raw[i], tonumber(raw[i + 1])
+    local at = tonumber(string.sub(f, 3))
+    if at + 60000 > now then
+      by[at] = by[at] or {at = at, r = 0, t = 0}
+      by[at][string.sub(f, 1, 1)] = v
+    else
+      stale[#stale + 1] = f
+    end
+  end
+  if #stale > 0 then redis.call('HDEL', key, unpack(stale)) end
+  local list = {}
+  for _, e in pairs(by) do list[#list + 1] = e end
+  table.sort(list, function(a, b) return a.at < b.at end)
+  minute[s] = list
+  return list
+end
+for _, c in ipairs(checks) do
+  local tok = (c.kind == 'tpm' or c.kind == 'tpd')
+  local cost = tok and tokens or 1
+  local field = tok and 't' or 'r'
+  if c.kind == 'rpm' or c.kind == 'tpm' then
+    local list = entries(c.s)
+    local used = 0
+    for _, e in ipairs(list) do used = used + e[field] end
+    if used + cost > c.limit then
+      local left, until_ = used, nil
+      for _, e in ipairs(list) do
+        left = left - e[field]
+        if left + cost <= c.limit then until_ = e.at + 60000 break end
+      end
+      if until_ == nil then
+        until_ = (#list > 0) and (list[#list].at + 60000) or (now + 60000)
+      end
+      consider(c.kind, c.s, until_)
+    end
+  else
+    local used = tonumber(redis.call('HGET', KEYS[nb + 1 + 2 * (c.s - 1) + 2], field) or '0')
+    if used + cost > c.limit then consider(c.kind, c.s, resets) end
+  end
+end
+if worst then return {1, worst[1], worst[2], worst[3]} end
+local second = math.ceil(now / 1000) * 1000
+local counted = {}
+local out = {0, second}
+for _, c in ipairs(checks) do counted[c.s] = true end
+for s = 1, ns do
+  if counted[s] then
+    local mk = KEYS[nb + 1 + 2 * (s - 1) + 1]
+    local dk = KEYS[nb + 1 + 2 * (s - 1) + 2]
+    redis.call('HINCRBY', mk, 'r:' .. second, 1)
+    redis.call('HINCRBY', mk, 't:' .. second, tokens)
+    redis.call('PEXPIRE', mk, tonumber(ARGV[8 + 3 * nc]))
+    redis.call('HINCRBY', dk, 'r', 1)
+    redis.call('HINCRBY', dk, 't', tokens)
+    redis.call('PEXPIRE', dk, math.max(resets - now, 1000))
+    out[#out + 1] = s
+  end
+end
+return out
+"#;
+
+/// Add `ARGV[1]` tokens (signed) to counts that still exist: `KEYS` are
+/// pairs of (minute hash, day hash), `ARGV[2]` the minute field.
+const CORRECT: &str = r#"
+local delta = tonumber(ARGV[1])
+for i = 1, #KEYS, 2 do
+  if redis.call('HEXISTS', KEYS[i], ARGV[2]) == 1 then
+    local v = redis.call('HINCRBY', KEYS[i], ARGV[2], delta)
+    if v < 0 then redis.call('HSET', KEYS[i], ARGV[2], 0) end
+  end
+  if redis.call('HEXISTS', KEYS[i + 1], 't') == 1 then
+    local v = redis.call('HINCRBY', KEYS[i + 1], 't', delta)
+    if v < 0 then redis.call('HSET', KEYS[i + 1], 't', 0) end
+  end
+end
+return 1
+"#;
+
+/// Add a hit at `ARGV[1]` (ms) to a sorted set, forget those older than
+/// `ARGV[2]` ms, and return how many are left.
+const COUNT: &str = r#"
+local now = tonumber(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - tonumber(ARGV[2]))
+redis.call('ZADD', KEYS[1], now, ARGV[3])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+return redis.call('ZCARD', KEYS[1])
+"#;
+
+/// Set a bench (`ARGV[3]`, `until_ms|json`) until `ARGV[1]` unless one
+/// that ends later is there; return the one in force.
+const BENCH: &str = r#"
+local now, until_ = tonumber(ARGV[1]), tonumber(ARGV[2])
+local old = redis.call('GET', KEYS[1])
+if old then
+  local u = tonumber(string.sub(old, 1, string.find(old, '|', 1, true) - 1))
+  if u > now and u >= until_ then return old end
+end
+redis.call('SET', KEYS[1], ARGV[3], 'PX', math.max(until_ - now, 1))
+return ARGV[3]
+"#;
+
+/// What [`SharedState::admit`] decided.
+#[derive(Debug)]
+pub enum Admit {
+    Benched(Bench),
+    Limited(LimitHit),
+    Counted(Reservation),
+}
+
+/// The connection to Redis and whether it is usable now.
+pub struct SharedState {
+    manager: ConnectionManager,
+    url: String,
+    healthy: AtomicBool,
+    last_error: Mutex<Option<String>>,
+    admit: redis::Script,
+    correct: redis::Script,
+    count: redis::Script,
+    bench: redis::Script,
+}
+
+/// Redis was not usable for this call: serve from local state.
+#[derive(Debug)]
+pub struct Unavailable;
+
+type Shared<T> = std::result::Result<T, Unavailable>;
+
+fn ms(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+fn from_ms(v: i64) -> DateTime<Utc> {
+    DateTime::<Utc>::from_timestamp_millis(v).unwrap_or_default()
+}
+
+fn kind_of(s: &str) -> LimitKind {
+    match s {
+        "rpd" => LimitKind::Rpd,
+        "tpm" => LimitKind::Tpm,
+        "tpd" => LimitKind::Tpd,
+        "daily_cap" => LimitKind::DailyCap,
+        _ => LimitKind::Rpm,
+    }
+}
+
+fn minute_key(scope: &str) -> String {
+    format!("{PREFIX}min:{scope}")
+}
+
+fn day_key(scope: &str, resets_at: DateTime<Utc>) -> String {
+    format!("{PREFIX}day:{scope}:{}", ms(resets_at))
+}
+
+fn bench_key(id: &str) -> String {
+    format!("{PREFIX}bench:{id}")
+}
+
+fn ladder_key(id: &str) -> String {
+    format!("{PREFIX}ladder:{id}")
+}
+
+/// A URL without its password, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
+        _ => url.to_string(),
+    }
+}
+
+impl SharedState {
+    /// Connect, or fail: a bad URL is a usage error, an unreachable Redis
+    /// an I/O error (exit 7), since nothing would be shared.
+    pub async fn connect(url: &str) -> Result<Arc<SharedState>> {
+        let shown = redact(url);
+        let client = redis::Client::open(url)
+            .map_err(|e| Error::config(format!("--shared-state {shown}: {e}")))?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(CALL_TIMEOUT))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let manager = client
+            .get_connection_manager_with_config(config)
+            .await
+            .map_err(|e| {
+                Error::io(
+                    format!("cannot connect to Redis at {shown} (--shared-state)"),
+                    std::io::Error::other(e.to_string()),
+                )
+            })?;
+        let s = SharedState {
+            manager,
+            url: shown,
+            healthy: AtomicBool::new(true),
+            last_error: Mutex::new(None),
+            admit: redis::Script::new(ADMIT),
+            correct: redis::Script::new(CORRECT),
+            count: redis::Script::new(COUNT),
+            bench: redis::Script::new(BENCH),
+        };
+        s.ping().await.map_err(|e| {
+            Error::io(
+                format!("Redis at {} does not answer (--shared-state)", s.url),
+                std::io::Error::other(e),
+            )
+        })?;
+        Ok(Arc::new(s))
+    }
+
+    async fn ping(&self) -> std::result::Result<(), String> {
+        let mut c = self.manager.clone();
+        let r = tokio::time::timeout(
+            CALL_TIMEOUT,
+            redis::cmd("PING").query_async::<String>(&mut c),
+        )
+        .await;
+        match r {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer within {} ms", CALL_TIMEOUT.as_millis())),
+        }
+    }
+
+    pub fn is_healthy(&self) -> bool {
+        self.healthy.load(Ordering::Acquire)
+    }
+
+    /// `ok`, or why the instance serves from local state, for `/readyz`.
+    pub fn describe(&self) -> String {
+        if self.is_healthy() {
+            return "ok".to_string();
+        }
+        let why = self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .unwrap_or_default();
+        format!("redis: unavailable ({why}), serving from local state")
+    }
+
+    fn fail(&self, why: String) {
+        *self
+            .last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(why.clone());
+        if self.healthy.swap(false, Ordering::AcqRel) {
+            eprintln!(
+                "warning: shared state: Redis at {} is unavailable ({why}); serving from local state until it is back",
+                self.url
+            );
+        }
+    }
+
+    /// Run one call with the timeout; a failure marks the store unavailable.
+    async fn call<T>(
+        &self,
+        f: impl std::future::Future<Output = redis::RedisResult<T>>,
+    ) -> Shared<T> {
+        if !self.is_healthy() {
+            return Err(Unavailable);
+        }
+        match tokio::time::timeout(CALL_TIMEOUT, f).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                self.fail(e.to_string());
+                Err(Unavailable)
+            }
+            Err(_) => {
+                self.fail(format!("no answer within {} ms", CALL_TIMEOUT.as_millis()));
+                Err(Unavailable)
+            }
+        }
+    }
+
+    /// While the process runs: when unavailable, ping every
+    /// [`RETRY_EVERY`] and switch back once Redis answers.
+    pub async fn watch(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(RETRY_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if self.is_healthy() {
+                continue;
+            }
+            match self.ping().await {
+                Ok(()) => {
+                    self.healthy.store(true, Ordering::Release);
+                    eprintln!(
+                        "shared state: Redis at {} is back; sharing state again",
+                        self.url
+                    );
+                }
+                Err(e) => {
+                    *self
+                        .last_error
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = Some(e);
+                }
+            }
+        }
+    }
+
+    /// Benches on `target`, then every limit: one atomic step.
+    pub async fn admit(&self, req: &LimitRequest<'_>, now: DateTime<Utc>) -> Shared<Admit> {
+        let t = req.target;
+        let mut ids = vec![
+            t.provider.clone(),
+            t.key_id(),
+            t.model_id(),
+            t.key_model_id(),
+        ];
+        ids.dedup();
+        let resets_at = limits::next_day_reset(now, req.limits.day_reset);
+        let key_model = t.key_model_id();
+        let checks = limits::configured_checks(t, req.limits);
+        let mut scopes: Vec<String> = vec![key_model.clone()];
+        for (s, _, _) in &checks {
+            if !scopes.contains(s) {
+                scopes.push(s.clone());
+            }
+        }
+        let mut inv = self.admit.prepare_invoke();
+        for id in &ids {
+            inv.key(bench_key(id));
+        }
+        inv.key(format!("{PREFIX}learned:{key_model}"));
+        for s in &scopes {
+            inv.key(minute_key(s)).key(day_key(s, resets_at));
+        }
+        inv.arg(ms(now))
+            .arg(req.tokens)
+            .arg(ids.len())
+            .arg(scopes.len())
+            .arg(ms(resets_at))
+            .arg(1)
+            .arg(checks.len());
+        for (s, kind, limit) in &checks {
+            let i = scopes.iter().position(|x| x == s).unwrap_or(0) + 1;
+            inv.arg(i).arg(kind.as_str()).arg(*limit);
+        }
+        inv.arg(MINUTE_TTL_MS);
+        let mut c = self.manager.clone();
+        let v: redis::Value = self.call(inv.invoke_async(&mut c)).await?;
+        Ok(parse_admit(v, &scopes, resets_at, req.tokens))
+    }
+
+    /// Replace a reservation's tokens with what the upstream reported.
+    pub async fn correct(&self, r: &mut Reservation, used: u64) -> Shared<()> {
+        let delta = used as i64 - r.tokens() as i64;
+        if delta != 0 && !r.scopes().is_empty() {
+            let mut inv = self.correct.prepare_invoke();
+            for s in r.scopes() {
+                inv.key(minute_key(s)).key(day_key(s, r.day_resets_at()));
+            }
+            inv.arg(delta).arg(format!("t:{}", ms(r.second())));
+            let mut c = self.manager.clone();
+            let _: i64 = self.call(inv.invoke_async(&mut c)).await?;
+        }
+        r.set_tokens(used);
+        Ok(())
+    }
+
+    /// Count a failure in the shared ladder or failure window; how many
+    /// are in it now, this one included.
+    pub async fn count(
+        &self,
+        counter: Counter,
+        id: &str,
+        window: Duration,
+        now: DateTime<Utc>,
+    ) -> Shared<usize> {
+        let key = match counter {
+            Counter::Ladder => ladder_key(id),
+            Counter::Failures => format!("{PREFIX}failures:{id}"),
+        };
+        let member = format!("{}:{}", ms(now), rand::random::<u32>());
+        let mut inv = self.count.prepare_invoke();
+        inv.key(key)
+            .arg(ms(now))
+            .arg(window.as_millis() as i64)
+            .arg(member);
+        let mut c = self.manager.clone();
+        self.call(inv.invoke_async::<usize>(&mut c)).await
+    }
+
+    /// Put a bench in force for every instance; the one in force returned.
+    pub async fn bench(&self, b: &Bench, now: DateTime<Utc>) -> Shared<Bench> {
+        let json = serde_json::to_string(b).unwrap_or_default();
+        let value = format!("{}|{json}", ms(b.until));
+        let mut inv = self.bench.prepare_invoke();
+        inv.key(bench_key(&b.target))
+            .arg(ms(now))
+            .arg(ms(b.until))
+            .arg(value);
+        let mut c = self.manager.clone();
+        let kept: String = self.call(inv.invoke_async(&mut c)).await?;
+        Ok(parse_bench(&kept).unwrap_or_else(|| b.clone()))
+    }
+
+    /// A success: the key+model's ladder starts again.
+    pub async fn success(&self, target: &Target) -> Shared<()> {
+        let mut c = self.manager.clone();
+        let key = ladder_key(&target.key_model_id());
+        self.call(redis::cmd("DEL").arg(key).query_async::<i64>(&mut c))
+            .await
+            .map(|_| ())
+    }
+
+    /// Share limits learned from an upstream's headers.
+    pub async fn learn(&self, target: &Target, found: &[(String, Learned)]) -> Shared<()> {
+        if found.is_empty() {
+            return Ok(());
+        }
+        let key = format!("{PREFIX}learned:{}", target.key_model_id());
+        let opt = |v: Option<String>| v.unwrap_or_default();
+        let mut p = redis::pipe();
+        p.atomic();
+        for (name, l) in found {
+            let v = format!(
+                "{}|{}|{}|{}",
+                l.kind.as_str(),
+                opt(l.limit.map(|n| n.to_string())),
+                opt(l.remaining.map(|n| n.to_string())),
+                opt(l.reset_at.map(|t| ms(t).to_string())),
+            );
+            p.hset(&key, name, v).ignore();
+        }
+        p.pexpire(&key, limits::LEARNED_TTL.num_milliseconds())
+            .ignore();
+        let mut c = self.manager.clone();
+        self.call(p.query_async::<()>(&mut c)).await
+    }
+}
+
+fn parse_bench(v: &str) -> Option<Bench> {
+    let (_, json) = v.split_once('|')?;
+    serde_json::from_str(json).ok()
+}
+
+fn int(v: &redis::Value) -> i64 {
+    match v {
+        redis::Value::Int(n) => *n,
+        redis::Value::BulkString(b) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn text(v: &redis::Value) -> String {
+    match v {
+        redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        redis::Value::SimpleString(s) => s.clone(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn parse_admit(v: redis::Value, scopes: &[String], resets_at: DateTime<Utc>, tokens: u64) -> Admit {
+    let items = match v {
+        redis::Value::Array(items) => items,
+        _ => Vec::new(),
+    };
+    let scope = |i: i64| {
+        scopes
+            .get((i.max(1) - 1) as usize)
+            .cloned()
+            .unwrap_or_default()
+    };
+    match items.first().map(int) {
+        Some(2) => {
+            if let Some(b) = items
+                .get(1)
+                .map(text)
+                .and_then(|s| serde_json::from_str::<Bench>(&s).ok())
+            {
+                return Admit::Benched(b);
+            }
+            Admit::Counted(Reservation::shared(
+                Utc::now(),
+                resets_at,
+                Vec::new(),
+                tokens,
+            ))
+        }
+        Some(1) => Admit::Limited(LimitHit {
+            kind: kind_of(&items.get(1).map(text).unwrap_or_default()),
+            scope: scope(items.get(2).map(int).unwrap_or(1)),
+            until: from_ms(items.get(3).map(int).unwrap_or(0)),
+        }),
+        _ => {
+            let second = from_ms(items.get(1).map(int).unwrap_or(0));
+            let counted = items.iter().skip(2).map(|v| scope(int(v))).collect();
+            Admit::Counted(Reservation::shared(second, resets_at, counted, tokens))
+        }
+    }
+}
