@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Env, Fake, RouteServer, chat_body, http};
+use crate::support::{Env, Fake, RouteServer, advance, chat_body, clock_env as env, http};
 
 const CANARY: &str = "sk-canary-5c1d9e7a3b2f4e6d8a";
 
@@ -16,20 +16,6 @@ fn config(env: &Env, tables: &[String], extra: &str) -> String {
         tables.join("\n")
     );
     env.write("llmprobe.toml", text).display().to_string()
-}
-
-/// A test environment whose clock the test moves.
-fn env() -> Env {
-    let mut env = Env::new();
-    let clock = env.path().join("clock");
-    std::fs::write(&clock, "0").unwrap();
-    env.env("LLMPROBE_TEST_CLOCK_FILE", clock.to_str().unwrap());
-    env
-}
-
-/// Move route's clock forward to `secs` after the start.
-fn advance(env: &Env, secs: u64) {
-    std::fs::write(env.path().join("clock"), secs.to_string()).unwrap();
 }
 
 /// How many requests the fake received for `model`.

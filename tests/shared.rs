@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{Env, Fake, RouteServer, chat_body, http};
+use crate::support::{Fake, RouteServer, advance, chat_body, clock_env as env, http};
 
 fn redis_server() -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -91,18 +91,6 @@ impl Drop for Redis {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-fn env() -> Env {
-    let mut env = Env::new();
-    let clock = env.path().join("clock");
-    std::fs::write(&clock, "0").unwrap();
-    env.env("LLMPROBE_TEST_CLOCK_FILE", clock.to_str().unwrap());
-    env
-}
-
-fn advance(env: &Env, secs: u64) {
-    std::fs::write(env.path().join("clock"), secs.to_string()).unwrap();
 }
 
 fn chat(srv: &RouteServer, model: &str) -> crate::support::Http {

@@ -370,3 +370,18 @@ pub fn chat_body(model: &str, stream: bool) -> String {
     })
     .to_string()
 }
+
+/// A test environment whose clock (route's) the test moves: route reads
+/// the offset in seconds from the file named by LLMPROBE_TEST_CLOCK_FILE.
+pub fn clock_env() -> Env {
+    let mut env = Env::new();
+    let clock = env.path().join("clock");
+    std::fs::write(&clock, "0").unwrap();
+    env.env("LLMPROBE_TEST_CLOCK_FILE", clock.to_str().unwrap());
+    env
+}
+
+/// Move route's clock forward to `secs` after the start.
+pub fn advance(env: &Env, secs: u64) {
+    std::fs::write(env.path().join("clock"), secs.to_string()).unwrap();
+}
