@@ -717,6 +717,11 @@ fn learned_buckets(
     headers: &HeaderMap,
     now: DateTime<Utc>,
 ) -> Vec<(String, Learned)> {
+    // Every family below has "ratelimit" in its names; most responses have
+    // none, and this runs on every one of them.
+    if !headers.keys().any(|k| k.as_str().contains("ratelimit")) {
+        return Vec::new();
+    }
     let text = |name: &str| {
         headers
             .get(name)
