@@ -130,15 +130,12 @@ fn one_shot(rt: &tokio::runtime::Runtime, engine: Arc<Engine>, a: &RouteArgs) ->
     let req = request(a)?;
     engine.refresh_health()?;
     let e = engine.clone();
-    let result =
-        rt.block_on(
-            engine.route(a.model.as_deref(), req.estimated_tokens(), |c, key| {
-                let (e, req) = (e.clone(), req.clone());
-                async move {
-                    send::complete(&e.client, &c, key.as_ref(), &req, &e.redactor, &e.clock).await
-                }
-            }),
-        );
+    let result = rt.block_on(
+        engine.route(a.model.as_deref(), req.estimated_tokens(), |c, key| {
+            let (e, req) = (e.clone(), req.clone());
+            async move { send::complete(&e, &c, key.as_ref(), &req).await }
+        }),
+    );
     engine.save_if_dirty()?;
     match result {
         Ok(s) => {

@@ -18,7 +18,7 @@ use crate::secret::Redactor;
 
 use super::choose::Candidate;
 use super::clock::Clock;
-use super::engine::Sent;
+use super::engine::{Engine, Sent};
 
 /// A complete reply, in OpenAI `chat.completion` form.
 #[derive(Debug)]
@@ -58,14 +58,13 @@ fn build(
 
 /// A non-streaming attempt.
 pub async fn complete(
-    client: &reqwest::Client,
+    engine: &Engine,
     c: &Candidate,
     key: Option<&ApiKey>,
     req: &ChatRequest,
-    redactor: &Redactor,
-    clock: &Clock,
 ) -> Sent<Completion> {
-    let redactor = redactor.with(key.map(|k| &k.secret));
+    let (client, clock) = (&engine.client, &engine.clock);
+    let redactor = engine.redactor.with(key.map(|k| &k.secret));
     let builder = match build(client, c, key, req, &redactor) {
         Ok(b) => b,
         Err(e) => return Sent::failed(e),
@@ -131,17 +130,25 @@ pub struct Opened {
 
 /// A streaming attempt: returns once the first chunk has arrived, so any
 /// failure before it is an [`UpstreamError`] the engine can fall over on.
+/// The stream fails when no chunk arrives within the engine's idle timeout.
 pub async fn open_stream(
-    client: &reqwest::Client,
+    engine: &Engine,
     c: &Candidate,
     key: Option<&ApiKey>,
     req: &ChatRequest,
-    redactor: &Redactor,
-    clock: &Clock,
-    idle: Duration,
 ) -> Sent<Opened> {
     let mut headers = None;
-    let result = open_stream_inner(client, c, key, req, redactor, clock, idle, &mut headers).await;
+    let result = open_stream_inner(
+        &engine.client,
+        c,
+        key,
+        req,
+        &engine.redactor,
+        &engine.clock,
+        engine.settings.idle_timeout,
+        &mut headers,
+    )
+    .await;
     Sent {
         result,
         headers,

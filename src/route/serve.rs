@@ -244,15 +244,12 @@ async fn chat(
 
 async fn complete(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) -> Response {
     let e2 = engine.clone();
-    let served =
-        engine
-            .route(model.as_deref(), req.estimated_tokens(), |c, key| {
-                let (e, req) = (e2.clone(), req.clone());
-                async move {
-                    send::complete(&e.client, &c, key.as_ref(), &req, &e.redactor, &e.clock).await
-                }
-            })
-            .await;
+    let served = engine
+        .route(model.as_deref(), req.estimated_tokens(), |c, key| {
+            let (e, req) = (e2.clone(), req.clone());
+            async move { send::complete(&e, &c, key.as_ref(), &req).await }
+        })
+        .await;
     match served {
         Ok(s) => {
             let mut resp = axum::Json(s.value.body).into_response();
@@ -294,18 +291,7 @@ async fn stream(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) ->
     let served = engine
         .route(model.as_deref(), req.estimated_tokens(), |c, key| {
             let (e, req) = (e2.clone(), req.clone());
-            async move {
-                send::open_stream(
-                    &e.client,
-                    &c,
-                    key.as_ref(),
-                    &req,
-                    &e.redactor,
-                    &e.clock,
-                    idle,
-                )
-                .await
-            }
+            async move { send::open_stream(&e, &c, key.as_ref(), &req).await }
         })
         .await;
     let s = match served {
