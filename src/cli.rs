@@ -5,6 +5,17 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// A clap value parser for durations written like `1h`, `90m`, `5m30s`,
+/// `45s` or `0` (the same Go-style spelling providers use), for flags such as
+/// `--every` and `--jitter`.
+pub fn duration(s: &str) -> Result<std::time::Duration, String> {
+    if s.trim() == "0" {
+        return Ok(std::time::Duration::ZERO);
+    }
+    crate::cooldown::parse_go_duration(s)
+        .ok_or_else(|| format!("{s:?} is not a duration; write it like 1h, 90m, 5m30s or 45s"))
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "llmprobe",

@@ -19,6 +19,7 @@
 pub mod catalog;
 pub mod classify;
 pub mod cli;
+pub mod clock;
 pub mod cmd;
 pub mod cooldown;
 pub mod dialect;
@@ -30,6 +31,7 @@ pub mod fsutil;
 pub mod grade;
 pub mod healthlog;
 pub mod http;
+pub mod lastrun;
 pub mod outcome;
 pub mod output;
 pub mod probe;

@@ -177,7 +177,28 @@ pub fn run(s: &Settings, a: CheckArgs) -> Result<u8> {
         let lock = DataLock::acquire(s.stats_dir())?;
         healthlog::preflight(&s.log_path(), &lock)?;
     }
+    let clock = crate::clock::Clock::from_env();
+    let started_at = clock.now();
     let report = execute(s, plan)?;
+    let code = if report.offline.is_some() {
+        exit::OFFLINE
+    } else if a.fail_on_down && report.entries.iter().any(|e| e.ok == 0) {
+        exit::CONDITION
+    } else {
+        exit::SUCCESS
+    };
+    crate::lastrun::write(
+        s.stats_dir(),
+        &crate::lastrun::LastRun {
+            version: crate::lastrun::LastRun::VERSION,
+            started_at,
+            finished_at: clock.now(),
+            exit_code: code,
+            offline: report.offline.is_some(),
+            probes: report.entries.len() as u64,
+            ok: report.entries.iter().filter(|e| e.ok != 0).count() as u64,
+        },
+    )?;
     if a.json {
         output::print_json(&report)?;
     } else {
@@ -185,14 +206,8 @@ pub fn run(s: &Settings, a: CheckArgs) -> Result<u8> {
     }
     if let Some(offline) = &report.offline {
         eprintln!("{offline}");
-        return Ok(exit::OFFLINE);
     }
-    let any_failed = report.entries.iter().any(|e| e.ok == 0);
-    Ok(if a.fail_on_down && any_failed {
-        exit::CONDITION
-    } else {
-        exit::SUCCESS
-    })
+    Ok(code)
 }
 
 fn secs_flag(

@@ -9,11 +9,11 @@ use serde_json::{Value, json};
 
 use crate::catalog::{RouteSettings, bounded_secs};
 use crate::cli::RouteArgs;
+use crate::clock::Clock;
 use crate::dialect::{ChatMessage, ChatRequest};
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::output;
-use crate::route::clock::Clock;
 use crate::route::engine::{Engine, Exhausted, trail};
 use crate::route::shared::SharedState;
 use crate::route::{send, serve};

@@ -26,11 +26,11 @@ use crate::state::{ModelState, StateWatcher};
 
 use super::api_error::ApiError;
 use super::choose::{self, Candidate, Choice, NoCandidate};
-use super::clock::Clock;
 use super::health::HealthCache;
 use super::limits::{self, LimitRequest, Reservation};
 use super::persist::{self, RouteState};
 use super::shared::{Admit, SharedState};
+use crate::clock::Clock;
 
 /// One attempt, for the trail, the headers and the exhausted message.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -10,7 +10,6 @@
 
 pub mod api_error;
 pub mod choose;
-pub mod clock;
 pub mod engine;
 pub mod health;
 pub mod limits;

@@ -17,8 +17,8 @@ use crate::http;
 use crate::secret::Redactor;
 
 use super::choose::Candidate;
-use super::clock::Clock;
 use super::engine::{Engine, Sent};
+use crate::clock::Clock;
 
 /// A complete reply, in OpenAI `chat.completion` form.
 #[derive(Debug)]

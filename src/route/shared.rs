@@ -13,7 +13,7 @@
 //!   by their reset and live until it; a bench lives until it ends; ladder
 //!   hits 24 h, model failures 15 min, learned limits 7 days.
 //! - **Time is the engine's.** Every script is given `now` from the
-//!   engine's [`Clock`](super::clock::Clock), and every TTL is relative, so
+//!   engine's [`Clock`](crate::clock::Clock), and every TTL is relative, so
 //!   the tests can move the clock.
 //! - **Redis goes away.** Every call has a short timeout. A failure marks
 //!   the store unavailable (one warning on stderr) and the engine serves

@@ -1,5 +1,6 @@
-//! The time `route` decides by. In production it is the system clock; a
-//! test moves it forward by writing seconds into the file named by
+//! The time llmprobe decides by: route's cooldowns and limits, check's
+//! `--if-due` and `--jitter`, brief's staleness warnings. In production it is
+//! the system clock; a test moves it forward by writing seconds into the file named by
 //! `LLMPROBE_TEST_CLOCK_FILE`, so that cooldown expiry is tested without
 //! waiting, through the real binary.
 

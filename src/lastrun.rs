@@ -1,0 +1,114 @@
+//! `stats/last_run.json`: when the last `check` run finished, and how it
+//! went. It is tiny and rewritten whole (atomically) at the end of every
+//! completed run, so `check --if-due`, `brief`'s staleness warning and
+//! `schedule show` can answer "when did check last run?" without reading the
+//! health log.
+//!
+//! A run that records nothing because another run holds the lock, or a
+//! `--dry-run`, does not count as a run. An offline run (exit 6) does: it
+//! ran, and `offline` says so.
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{DataError, Result};
+use crate::fsutil;
+
+pub const FILE: &str = "last_run.json";
+
+/// One completed `check` run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LastRun {
+    pub version: u32,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    /// The run's exit code (0, 1 with --fail-on-down, 6 offline).
+    pub exit_code: u8,
+    /// No remote provider answered, and nothing was recorded.
+    pub offline: bool,
+    /// Probes sent, and how many of them passed.
+    pub probes: u64,
+    pub ok: u64,
+}
+
+impl LastRun {
+    pub const VERSION: u32 = 1;
+
+    /// How long ago the run finished, as seen at `now` (never negative).
+    pub fn age(&self, now: DateTime<Utc>) -> chrono::TimeDelta {
+        (now - self.finished_at).max(chrono::TimeDelta::zero())
+    }
+}
+
+pub fn path(stats_dir: &Path) -> PathBuf {
+    stats_dir.join(FILE)
+}
+
+/// The last run, or `None` when no run has completed in this stats
+/// directory. A file that does not parse is a data error (exit 4) and is
+/// left as it is.
+pub fn read(stats_dir: &Path) -> Result<Option<LastRun>> {
+    let p = path(stats_dir);
+    let Some(bytes) = fsutil::read_data_file(&p)? else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| DataError::new(&p, None, format!("not a last-run record: {e}")).into())
+}
+
+/// Replace the record atomically (temporary file, then rename), so a reader
+/// sees the old run or the new one.
+pub fn write(stats_dir: &Path, run: &LastRun) -> Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(run).expect("a LastRun always serialises");
+    bytes.push(b'\n');
+    fsutil::atomic_write_unlocked(&path(stats_dir), &bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_at(ts: &str) -> LastRun {
+        let t: DateTime<Utc> = ts.parse().unwrap();
+        LastRun {
+            version: LastRun::VERSION,
+            started_at: t - chrono::TimeDelta::seconds(30),
+            finished_at: t,
+            exit_code: 0,
+            offline: false,
+            probes: 3,
+            ok: 2,
+        }
+    }
+
+    #[test]
+    fn round_trips_and_a_missing_file_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(read(dir.path()).unwrap(), None);
+        let r = run_at("2026-12-01T10:00:00Z");
+        write(dir.path(), &r).unwrap();
+        assert_eq!(read(dir.path()).unwrap(), Some(r));
+    }
+
+    #[test]
+    fn a_bad_file_is_a_data_error_and_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(path(dir.path()), b"{oops").unwrap();
+        let err = read(dir.path()).unwrap_err();
+        assert_eq!(err.exit_code(), crate::exit::DATA);
+        assert!(err.to_string().contains(FILE), "{err}");
+        assert_eq!(std::fs::read(path(dir.path())).unwrap(), b"{oops");
+    }
+
+    #[test]
+    fn age_is_never_negative() {
+        let r = run_at("2026-12-01T10:00:00Z");
+        let earlier: DateTime<Utc> = "2026-12-01T09:00:00Z".parse().unwrap();
+        let later: DateTime<Utc> = "2026-12-01T11:00:00Z".parse().unwrap();
+        assert_eq!(r.age(earlier), chrono::TimeDelta::zero());
+        assert_eq!(r.age(later), chrono::TimeDelta::hours(1));
+    }
+}
