@@ -589,6 +589,11 @@ fn readme_block_round_trip() {
     env.run(&["rollup", "--readme", "MISSING.md"]).code(2);
     env.run(&["rollup", "--readme", "README.md", "--format", "json"])
         .code(2);
+    let r = env
+        .run(&["rollup", "--readme", "README.md", "--json"])
+        .code(2);
+    assert!(r.stderr.contains("drop --json"), "{}", r.stderr);
+    env.run(&["rollup", "--json", "--format", "csv"]).code(2);
 }
 
 #[test]
