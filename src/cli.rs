@@ -162,7 +162,7 @@ pub enum RollupFormat {
 Examples:
   llmprobe rollup                          Markdown table of the last 24 h
   llmprobe rollup --window 7d --by model   one row per provider::model
-  llmprobe rollup --window all --format json
+  llmprobe rollup --window all --json      the whole log as JSON (--format json)
   llmprobe rollup --format csv > uptime.csv
   llmprobe rollup --readme README.md       replace the block between the markers
   llmprobe rollup --readme README.md --markers '<!-- H -->' '<!-- /H -->'
@@ -180,6 +180,9 @@ pub struct RollupArgs {
     pub window: String,
     #[arg(long, value_enum, default_value = "md")]
     pub format: RollupFormat,
+    /// The same as --format json.
+    #[arg(long, conflicts_with = "format")]
+    pub json: bool,
     /// Write to this file atomically instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,

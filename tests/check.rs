@@ -911,6 +911,62 @@ fn keyless_defaults_with_no_keys_and_no_network_record_nothing() {
 }
 
 #[test]
+fn xai_is_keyed_like_the_others_and_logs_under_its_name() {
+    let mut env = Env::new();
+    let xai_line = |stdout: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with("| xai "))
+            .unwrap_or_else(|| panic!("xai not listed:\n{stdout}"))
+            .to_string()
+    };
+    let line = xai_line(&env.run(&["check", "--list"]).ok().stdout);
+    assert!(line.contains("| openai "), "{line}");
+    assert!(line.contains("XAI_API_KEY (unset)"), "{line}");
+    assert!(line.contains("skipped: set XAI_API_KEY"), "{line}");
+
+    // A user file moves only xai's base URL, to a fake on 127.0.0.1: the
+    // dialect, key variable and models stay the embedded catalog's.
+    let fake = Fake::start(&env, &[]);
+    env.env("XAI_API_KEY", "xai-fake-test-key-0000");
+    let cfg = env.write(
+        "llmprobe.toml",
+        format!(
+            "[[providers]]\nname = \"xai\"\nbase_url = \"{}/v1\"\n",
+            fake.url
+        ),
+    );
+    let cfg = cfg.to_str().unwrap();
+    let line = xai_line(&env.run(&["--config", cfg, "check", "--list"]).ok().stdout);
+    assert!(line.contains("| ready "), "{line}");
+    let catalog = llmprobe::catalog::Catalog::embedded();
+    let mut models: Vec<&str> = catalog
+        .provider("xai")
+        .unwrap()
+        .models
+        .iter()
+        .map(String::as_str)
+        .collect();
+    models.sort();
+    check(&env, cfg, &["--provider", "xai", "--spacing", "0"]).ok();
+    let mut seen: Vec<String> = fake.seen().iter().map(|s| s.model().to_string()).collect();
+    seen.sort();
+    assert_eq!(seen, models);
+    assert!(fake.seen().iter().all(|s| s.auth), "the key was sent");
+    let entries = log_entries(&env.log());
+    let mut logged: Vec<&str> = entries
+        .iter()
+        .map(|e| {
+            assert_eq!(e["provider"], "xai", "{e}");
+            assert_eq!(e["ok"], 1, "{e}");
+            e["model"].as_str().unwrap()
+        })
+        .collect();
+    logged.sort();
+    assert_eq!(logged, models);
+}
+
+#[test]
 fn a_host_variable_turns_a_local_server_on() {
     let mut env = Env::new();
     let fake = Fake::start(&env, &[]);

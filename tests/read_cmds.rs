@@ -515,6 +515,71 @@ fn the_real_old_log_with_window_all() {
     assert!(!b.contains("avoid ollama: uptime"), "{b}");
 }
 
+/// A user who moves from the old tool sees its history under the embedded
+/// catalog's provider names, whatever models it named: xAI's entries carry
+/// the model `n/a`, and many old model ids are gone from the catalog.
+#[test]
+fn the_old_tools_history_is_grouped_under_our_provider_names() {
+    use std::collections::{BTreeMap, BTreeSet};
+    let env = Env::new();
+    std::fs::create_dir_all(env.stats()).unwrap();
+    std::fs::copy(compat_log(), env.log()).unwrap();
+    let old: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(compat_log()).unwrap()).unwrap();
+    // Probes per provider, read independently from the old file.
+    let mut samples: BTreeMap<String, f64> = BTreeMap::new();
+    for e in &old {
+        let n = e["sample_count"].as_f64().unwrap_or(1.0);
+        *samples
+            .entry(e["provider"].as_str().unwrap().to_string())
+            .or_default() += n;
+    }
+    let ours: BTreeSet<String> = json(&env.run(&["providers", "--json"]).ok().stdout)["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["provider"].as_str().unwrap().to_string())
+        .collect();
+    let names = |rows: &Value, count: &str| -> BTreeMap<String, f64> {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let p = r["provider"].as_str().unwrap().to_string();
+                assert!(ours.contains(&p), "{p} is not a catalog provider");
+                (p, r[count].as_f64().unwrap())
+            })
+            .collect()
+    };
+    let rollup = json(
+        &env.run(&["rollup", "--window", "all", "--json"])
+            .ok()
+            .stdout,
+    );
+    assert_eq!(names(&rollup["rows"], "samples"), samples);
+    let brief = json(&env.run(&["brief", "--window", "all", "--json"]).ok().stdout);
+    assert_eq!(names(&brief["providers"], "checks"), samples);
+    // xAI's rows, model `n/a` and no latency (the old tool logged 0), are
+    // xai's history.
+    let x = row(&rollup, "xai");
+    assert!(x["samples"].as_f64().unwrap() > 0.0, "{x}");
+    assert_eq!(x["uptime"], 1.0, "{x}");
+    assert!(x["avg_latency_ms"].is_null(), "{x}");
+    let by_model = json(
+        &env.run(&["rollup", "--window", "all", "--by", "model", "--json"])
+            .ok()
+            .stdout,
+    );
+    let xai_models: Vec<&str> = by_model["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["provider"] == "xai")
+        .map(|r| r["model"].as_str().unwrap())
+        .collect();
+    assert_eq!(xai_models, ["n/a"]);
+}
+
 #[test]
 fn readme_block_round_trip() {
     let env = env();
@@ -589,6 +654,11 @@ fn readme_block_round_trip() {
     env.run(&["rollup", "--readme", "MISSING.md"]).code(2);
     env.run(&["rollup", "--readme", "README.md", "--format", "json"])
         .code(2);
+    let r = env
+        .run(&["rollup", "--readme", "README.md", "--json"])
+        .code(2);
+    assert!(r.stderr.contains("drop --json"), "{}", r.stderr);
+    env.run(&["rollup", "--json", "--format", "csv"]).code(2);
 }
 
 #[test]

@@ -899,6 +899,51 @@ mod tests {
         assert!(err.contains("my.toml"), "{err}");
     }
 
+    /// Every provider the old tool logged, read from its real log the way
+    /// `rollup` reads it, so a migrating user's history never names a
+    /// provider that `check` no longer probes.
+    #[test]
+    fn embedded_catalog_has_every_provider_of_the_compat_log() {
+        use crate::healthlog::read::{Record, Sink, read_all};
+        use std::collections::BTreeSet;
+
+        struct Names(BTreeSet<String>);
+        impl Sink for Names {
+            fn record(&mut self, r: &Record<'_>) {
+                self.0.insert(r.provider.to_string());
+            }
+            fn merge(&mut self, later: Self) {
+                self.0.extend(later.0);
+            }
+        }
+        let log = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/compat/the-brain-health_log.json");
+        let (names, summary) = read_all(&log, || Names(BTreeSet::new())).unwrap();
+        assert_eq!(summary.skipped, 0, "every entry names its provider");
+        assert!(!names.0.is_empty(), "no providers read from {log:?}");
+        let c = Catalog::embedded();
+        let missing: Vec<&String> = names.0.iter().filter(|n| c.provider(n).is_none()).collect();
+        assert!(
+            missing.is_empty(),
+            "not in the embedded catalog: {missing:?}"
+        );
+    }
+
+    #[test]
+    fn xai_is_keyed_like_the_others() {
+        let c = Catalog::embedded();
+        let xai = c.provider("xai").unwrap();
+        assert_eq!(xai.dialect, Dialect::Openai);
+        assert_eq!(xai.base_url, "https://api.x.ai/v1");
+        assert!(xai.limits.is_empty(), "no source gives xAI limits");
+        let unset = xai.resolve_with(|_| None).unwrap_err();
+        assert_eq!(unset.to_string(), "skipped: set XAI_API_KEY");
+        let r = xai
+            .resolve_with(|k| (k == "XAI_API_KEY").then(|| "xai-test-not-a-key".to_string()))
+            .unwrap();
+        assert_eq!(r.key_source(), Some("XAI_API_KEY"));
+    }
+
     #[test]
     fn cloudflare_account_placeholder_is_filled_from_env() {
         let c = Catalog::embedded();

@@ -43,8 +43,16 @@ const SPARKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█
 
 pub fn run(s: &Settings, args: RollupArgs) -> Result<u8> {
     let window = Window::parse(&args.window)?;
-    if args.readme.is_some() && args.format != RollupFormat::Md {
-        return Err(Error::config("--readme writes Markdown; drop --format"));
+    let format = if args.json {
+        RollupFormat::Json
+    } else {
+        args.format
+    };
+    if args.readme.is_some() && format != RollupFormat::Md {
+        let flag = if args.json { "--json" } else { "--format" };
+        return Err(Error::config(format!(
+            "--readme writes Markdown; drop {flag}"
+        )));
     }
     if args.markers.is_some() && args.readme.is_none() {
         return Err(Error::config("--markers only applies with --readme FILE"));
@@ -62,7 +70,7 @@ pub fn run(s: &Settings, args: RollupArgs) -> Result<u8> {
     let report = compute(&s.log_path(), &window, now, !args.no_trend)?;
     report.warn(&s.log_path());
     let rows = report.rows(args.by);
-    let text = match args.format {
+    let text = match format {
         RollupFormat::Md => markdown(&report, &rows, args.by),
         RollupFormat::Json => json(&report, &rows),
         RollupFormat::Csv => csv(&rows, args.by),
