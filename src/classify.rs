@@ -236,6 +236,17 @@ pub fn read_response(
     redactor: &Redactor,
     now: DateTime<Utc>,
 ) -> Result<ChatReply, UpstreamError> {
+    read_reply(dialect, resp, redactor, now).map(|(reply, _)| reply)
+}
+
+/// [`read_response`], also keeping the body's parsed JSON (for `route`,
+/// which passes it on to its client, so the body is parsed once).
+pub fn read_reply(
+    dialect: Dialect,
+    resp: &RawResponse,
+    redactor: &Redactor,
+    now: DateTime<Utc>,
+) -> Result<(ChatReply, serde_json::Value), UpstreamError> {
     let error = |class: ErrorClass, reason: &str| {
         let (retry_after, daily) = waits(class, resp, now);
         UpstreamError {
@@ -251,8 +262,8 @@ pub fn read_response(
         let reason = format!("HTTP {}: {}", resp.status, describe_error_body(&resp.body));
         return Err(error(class, &reason));
     }
-    let reply = match dialect::parse_reply(dialect, &resp.body) {
-        Ok(reply) => reply,
+    let (reply, json) = match dialect::parse_success(dialect, &resp.body) {
+        Ok(parsed) => parsed,
         Err(ReplyError::Embedded(pe)) => {
             let code = pe
                 .embedded_status
@@ -277,7 +288,7 @@ pub fn read_response(
             "generation failed upstream (finish_reason \"error\")",
         ));
     }
-    Ok(reply)
+    Ok((reply, json))
 }
 
 /// A request that produced no response.

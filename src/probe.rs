@@ -30,7 +30,7 @@ pub async fn probe(
     let key = provider.first_key().map(|k| &k.secret);
     let redactor = redactor.with(key);
     let request = ChatRequest::probe(model, &question.text, provider.provider.max_tokens);
-    let builder = match dialect::build_request(client, &provider.endpoint(), key, &request) {
+    let builder = match dialect::build_request(client, provider.endpoint(), key, &request) {
         Ok(b) => b,
         Err(e) => {
             return Outcome {

@@ -7,6 +7,7 @@
 //! passes through a [`Redactor`] before it is logged, printed or returned,
 //! because upstreams do echo keys back.
 
+use std::borrow::Cow;
 use std::fmt;
 
 #[derive(Clone, PartialEq, Eq)]
@@ -44,6 +45,7 @@ pub struct Redactor {
 
 /// Prefixes of well-known key formats. A token that starts with one of these
 /// and is long enough is redacted even when it is not a key we hold.
+/// All but "AIza" contain '-' or '_' ([`Redactor::might_mask`] relies on it).
 const KEY_PREFIXES: &[&str] = &[
     "sk-",
     "sk_",
@@ -74,15 +76,53 @@ impl Redactor {
         Redactor { secrets }
     }
 
-    /// A copy that also masks `secret` (a probe adds its own provider's
-    /// key, so redaction never depends on the caller's list being complete).
-    pub fn with(&self, secret: Option<&Secret>) -> Redactor {
-        let mut all = self.secrets.clone();
-        all.extend(secret.cloned());
-        Redactor::new(all)
+    /// One that also masks `secret` (a probe adds its own provider's key, so
+    /// redaction never depends on the caller's list being complete). When
+    /// this one already masks it, as it usually does, it is this one.
+    pub fn with(&self, secret: Option<&Secret>) -> Cow<'_, Redactor> {
+        match secret {
+            Some(s) if s.expose().len() >= 4 && !self.secrets.contains(s) => {
+                let mut all = self.secrets.clone();
+                all.push(s.clone());
+                Cow::Owned(Redactor::new(all))
+            }
+            _ => Cow::Borrowed(self),
+        }
     }
 
     pub fn redact(&self, text: &str) -> String {
+        self.redact_cow(text).into_owned()
+    }
+
+    /// [`redact`](Redactor::redact) that does not copy text with nothing to
+    /// mask. It first asks cheaply whether any rule could apply: each rule
+    /// needs a key, a piece of one at least 3 characters long at each end,
+    /// or a known key prefix to be present.
+    pub fn redact_cow<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        if self.might_mask(text) {
+            Cow::Owned(self.mask(text))
+        } else {
+            Cow::Borrowed(text)
+        }
+    }
+
+    fn might_mask(&self, text: &str) -> bool {
+        // Every prefix but "AIza" has a '-' or '_' in it: one pass over the
+        // bytes rules them all out for most text.
+        let has_separator = text.bytes().any(|b| b == b'-' || b == b'_');
+        (has_separator && KEY_PREFIXES.iter().any(|p| text.contains(p)))
+            || text.contains("AIza")
+            || self.secrets.iter().any(|s| {
+                let k = s.expose();
+                // The whole key, or (for the abbreviation rules, which need
+                // 3+ characters of the key at each end) its first and last
+                // three characters.
+                text.contains(k)
+                    || (text.contains(char_prefix(k, 3)) && text.contains(char_suffix(k, 3)))
+            })
+    }
+
+    fn mask(&self, text: &str) -> String {
         let mut out = text.to_string();
         for s in &self.secrets {
             let k = s.expose();
@@ -190,6 +230,41 @@ fn mask_key_shaped(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fast_path_rules_out_only_text_with_nothing_to_mask() {
+        // might_mask's shortcut holds only if this does.
+        for p in KEY_PREFIXES {
+            assert!(*p == "AIza" || p.contains(['-', '_']), "{p}");
+        }
+        let key = "canary-0123456789abcdefXYZ";
+        let r = Redactor::new([Secret::new(key.into())]);
+        for clean in ["14", "chatcmpl-123", "The answer is 14.", ""] {
+            assert!(matches!(r.redact_cow(clean), Cow::Borrowed(_)), "{clean}");
+        }
+        for dirty in [
+            key.to_string(),
+            "can...XYZ".to_string(),
+            "AIzaSyA1234567890abcdefghij".to_string(),
+            "token sk-proj-abcdefghijklmnop".to_string(),
+        ] {
+            let out = r.redact_cow(&dirty);
+            assert!(matches!(out, Cow::Owned(_)), "{dirty}");
+            assert!(out.contains(MASK), "{dirty} -> {out}");
+        }
+    }
+
+    #[test]
+    fn with_a_key_already_masked_is_the_same_redactor() {
+        let known = Secret::new("canary-0123456789abcdefXYZ".into());
+        let r = Redactor::new([known.clone()]);
+        assert!(matches!(r.with(Some(&known)), Cow::Borrowed(_)));
+        assert!(matches!(r.with(None), Cow::Borrowed(_)));
+        let other = Secret::new("other-key-9876543210".into());
+        let both = r.with(Some(&other));
+        assert!(matches!(both, Cow::Owned(_)));
+        assert!(both.redact("x other-key-9876543210 y").contains(MASK));
+    }
 
     #[test]
     fn known_key_and_its_abbreviation_are_masked() {

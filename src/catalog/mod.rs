@@ -274,6 +274,7 @@ pub struct Resolved {
     /// Every variable of `api_key_env` that is set, in the order listed.
     /// Empty for keyless providers (and optional keys left unset).
     pub keys: Vec<ApiKey>,
+    endpoint: std::sync::OnceLock<Endpoint>,
 }
 
 /// One API key read from the environment.
@@ -541,14 +542,16 @@ impl Resolved {
         self.keys.iter().map(|k| &k.secret)
     }
 
-    /// Where and how to send requests, without the keys.
-    pub fn endpoint(&self) -> Endpoint {
-        Endpoint {
-            provider: self.provider.name.clone(),
-            dialect: self.provider.dialect,
-            base_url: self.base_url.clone(),
-            headers: self.provider.headers.clone(),
-        }
+    /// Where and how to send requests, without the keys. Built once.
+    pub fn endpoint(&self) -> &Endpoint {
+        self.endpoint.get_or_init(|| {
+            Endpoint::new(
+                self.provider.name.clone(),
+                self.provider.dialect,
+                self.base_url.clone(),
+                self.provider.headers.clone(),
+            )
+        })
     }
 
     /// Whether the provider lives on this machine (localhost, 127.0.0.0/8,
@@ -630,6 +633,7 @@ impl Provider {
             provider: self.clone(),
             base_url: base_url.trim_end_matches('/').to_string(),
             keys,
+            endpoint: std::sync::OnceLock::new(),
         })
     }
 }

@@ -14,6 +14,10 @@ use super::{
 pub struct Gemini;
 
 impl Wire for Gemini {
+    fn url_names_model(&self) -> bool {
+        true
+    }
+
     fn url(&self, base_url: &str, model: &str, stream: bool) -> String {
         // Model ids are sometimes written as the API names them,
         // "models/gemini-2.5-flash".

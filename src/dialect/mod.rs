@@ -21,17 +21,18 @@ mod reply;
 mod request;
 mod stream;
 
-use reqwest::header::{CONTENT_TYPE, HeaderName, HeaderValue};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use crate::secret::Secret;
 
 pub use anthropic::Anthropic;
 pub use gemini::Gemini;
 pub use openai::OpenAi;
-pub use reply::{openai_finish_reason, reply_to_openai};
+pub use reply::{openai_finish_reason, openai_reply, reply_to_openai};
 pub use request::{
     ChatMessage, ChatRequest, Content, DEFAULT_ESTIMATED_COMPLETION_TOKENS, ROLES, RequestError,
 };
@@ -152,6 +153,10 @@ pub enum BuildError {
 pub trait Wire: Sync {
     /// The full endpoint URL for `model`; `stream` for a streamed reply.
     fn url(&self, base_url: &str, model: &str, stream: bool) -> String;
+    /// Whether [`url`](Wire::url) depends on the model or on streaming.
+    fn url_names_model(&self) -> bool {
+        false
+    }
     /// The authentication headers for `key` (marked sensitive).
     fn auth_headers(&self, key: &str) -> Result<Vec<(HeaderName, HeaderValue)>, BuildError>;
     /// Headers the dialect needs on every request, with or without a key.
@@ -177,7 +182,7 @@ pub fn wire(d: Dialect) -> &'static dyn Wire {
 /// Where and how to reach one provider, without its keys: `route` picks a
 /// key per attempt and passes it to [`build_request`] separately. Built by
 /// [`crate::catalog::Resolved::endpoint`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Endpoint {
     /// The provider's name in the catalog, for messages.
     pub provider: String,
@@ -186,6 +191,74 @@ pub struct Endpoint {
     pub base_url: String,
     /// Extra headers from the config, sent on every request.
     pub headers: BTreeMap<String, String>,
+    /// What every request to this endpoint shares, worked out on first use
+    /// (`route` sends thousands a second to one endpoint).
+    prepared: OnceLock<Prepared>,
+}
+
+#[derive(Debug, Clone)]
+struct Prepared {
+    /// The chat URL, parsed, for dialects whose URL does not name the model.
+    url: Option<reqwest::Url>,
+    /// The dialect's fixed headers and the config's extra ones, or the name
+    /// of an extra header that is not a valid header.
+    headers: Result<HeaderMap, String>,
+}
+
+impl PartialEq for Endpoint {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.provider, self.dialect, &self.base_url, &self.headers)
+            == (
+                &other.provider,
+                other.dialect,
+                &other.base_url,
+                &other.headers,
+            )
+    }
+}
+
+impl Eq for Endpoint {}
+
+impl Endpoint {
+    pub fn new(
+        provider: String,
+        dialect: Dialect,
+        base_url: String,
+        headers: BTreeMap<String, String>,
+    ) -> Endpoint {
+        Endpoint {
+            provider,
+            dialect,
+            base_url,
+            headers,
+            prepared: OnceLock::new(),
+        }
+    }
+
+    fn prepared(&self) -> &Prepared {
+        self.prepared.get_or_init(|| {
+            let w = wire(self.dialect);
+            let url = (!w.url_names_model())
+                .then(|| reqwest::Url::parse(&w.url(&self.base_url, "", false)).ok())
+                .flatten();
+            let mut map = HeaderMap::new();
+            map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            for (name, value) in w.fixed_headers() {
+                map.append(name, value);
+            }
+            let headers = self
+                .headers
+                .iter()
+                .try_for_each(|(name, value)| {
+                    let n = HeaderName::from_bytes(name.as_bytes()).map_err(|_| name.clone())?;
+                    let v = HeaderValue::from_str(value).map_err(|_| name.clone())?;
+                    map.append(n, v);
+                    Ok(())
+                })
+                .map(|()| map);
+            Prepared { url, headers }
+        })
+    }
 }
 
 /// A POST for `req` to `ep`, authenticated with `key` (none for keyless
@@ -198,24 +271,18 @@ pub fn build_request(
     req: &ChatRequest,
 ) -> Result<reqwest::RequestBuilder, BuildError> {
     let w = wire(ep.dialect);
-    let mut builder = client
-        .post(w.url(&ep.base_url, &req.model, req.stream))
-        // reqwest's `json` feature is not enabled; a Value always serialises.
-        .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-        .body(w.body(req)?.to_string());
-    for (name, value) in w.fixed_headers() {
-        builder = builder.header(name, value);
-    }
+    let prepared = ep.prepared();
+    let headers = prepared.headers.clone().map_err(BuildError::BadHeader)?;
+    let builder = match &prepared.url {
+        Some(url) => client.post(url.clone()),
+        None => client.post(w.url(&ep.base_url, &req.model, req.stream)),
+    };
+    // reqwest's `json` feature is not enabled; a Value always serialises.
+    let mut builder = builder.headers(headers).body(w.body(req)?.to_string());
     if let Some(key) = key {
         for (name, value) in w.auth_headers(key.expose())? {
             builder = builder.header(name, value);
         }
-    }
-    for (name, value) in &ep.headers {
-        let n = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| BuildError::BadHeader(name.clone()))?;
-        let v = HeaderValue::from_str(value).map_err(|_| BuildError::BadHeader(name.clone()))?;
-        builder = builder.header(n, v);
     }
     Ok(builder)
 }
@@ -230,7 +297,16 @@ fn secret_header(value: &str) -> Result<HeaderValue, BuildError> {
 
 /// Parse a 2xx body into a reply for `dialect`.
 pub fn parse_reply(dialect: Dialect, body: &[u8]) -> Result<ChatReply, ReplyError> {
-    wire(dialect).parse_reply(&success_json(body)?)
+    parse_success(dialect, body).map(|(reply, _)| reply)
+}
+
+/// Parse a 2xx body into a reply for `dialect`, keeping the parsed JSON so
+/// that `route` can turn it into the client's reply without parsing the
+/// body a second time ([`reply_to_openai`]).
+pub fn parse_success(dialect: Dialect, body: &[u8]) -> Result<(ChatReply, Value), ReplyError> {
+    let json = success_json(body)?;
+    let reply = wire(dialect).parse_reply(&json)?;
+    Ok((reply, json))
 }
 
 /// A 2xx body as JSON, if it is a reply rather than an error object, an
@@ -490,7 +566,11 @@ mod tests {
             "t.toml",
         )
         .unwrap();
-        c.providers[0].resolve_with(|_| None).unwrap().endpoint()
+        c.providers[0]
+            .resolve_with(|_| None)
+            .unwrap()
+            .endpoint()
+            .clone()
     }
 
     fn built(dialect: &str, key: Option<&str>, model: &str) -> reqwest::Request {

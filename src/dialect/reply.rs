@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::{ChatReply, Dialect, ReplyError, Usage, success_json, wire};
+use super::{ChatReply, Dialect, ReplyError, Usage, parse_success};
 
 /// A 2xx body from a `dialect` upstream as an OpenAI `chat.completion`.
 ///
@@ -19,17 +19,22 @@ use super::{ChatReply, Dialect, ReplyError, Usage, success_json, wire};
 /// Every body is checked by the same parser as probes use, so an error
 /// object in a 2xx body is [`ReplyError::Embedded`] for every dialect.
 pub fn reply_to_openai(dialect: Dialect, body: &[u8], model: &str) -> Result<Value, ReplyError> {
-    let json = success_json(body)?;
-    let reply = wire(dialect).parse_reply(&json)?;
+    let (reply, json) = parse_success(dialect, body)?;
+    Ok(openai_reply(dialect, &reply, json, model))
+}
+
+/// [`reply_to_openai`] for a body already parsed by
+/// [`parse_success`](super::parse_success).
+pub fn openai_reply(dialect: Dialect, reply: &ChatReply, json: Value, model: &str) -> Value {
     if dialect == Dialect::Openai {
-        return Ok(json);
+        return json;
     }
     let upstream_id = match dialect {
         Dialect::Anthropic => json.get("id"),
         _ => json.get("responseId"),
     }
     .and_then(Value::as_str);
-    Ok(completion(&reply, &completion_id(upstream_id), model))
+    completion(reply, &completion_id(upstream_id), model)
 }
 
 fn completion(reply: &ChatReply, id: &str, model: &str) -> Value {

@@ -43,7 +43,7 @@ fn build(
 ) -> Result<reqwest::RequestBuilder, UpstreamError> {
     dialect::build_request(
         client,
-        &c.provider.endpoint(),
+        c.provider.endpoint(),
         key.map(|k| &k.secret),
         &for_candidate(req, c),
     )
@@ -76,20 +76,13 @@ pub async fn complete(
         Err(e) => return Sent::failed(classify::transport_error(&e, &redactor)),
     };
     let result =
-        classify::read_response(dialect, &resp, &redactor, clock.now()).and_then(|reply| {
-            let body = dialect::reply_to_openai(dialect, &resp.body, &c.model).map_err(|e| {
-                UpstreamError {
-                    status: Some(resp.status),
-                    class: ErrorClass::ServerError,
-                    retry_after: None,
-                    daily: false,
-                    message: redactor.redact(&e.to_string()),
-                }
-            })?;
-            Ok(Completion {
-                body: redact_value(body, &redactor),
+        classify::read_reply(dialect, &resp, &redactor, clock.now()).map(|(reply, json)| {
+            let mut body = dialect::openai_reply(dialect, &reply, json, &c.model);
+            redact_value(&mut body, &redactor);
+            Completion {
+                body,
                 usage: reply.usage,
-            })
+            }
         });
     let tokens = result.as_ref().ok().and_then(|c| total_tokens(c.usage));
     Sent {
@@ -242,11 +235,11 @@ async fn open_stream_inner(
                 format!("error in the stream: {}", pe.message),
             ));
         }
-        Ok(Some(Ok(StreamItem::Chunk(v)))) => redact_value(v, &redactor),
+        Ok(Some(Ok(StreamItem::Chunk(v)))) => redacted(v, &redactor),
     };
     Ok(Opened {
         first: vec![first],
-        rest: client_events(items, redactor, idle),
+        rest: client_events(items, std::sync::Arc::new(redactor.into_owned()), idle),
     })
 }
 
@@ -254,7 +247,11 @@ type ItemStream = Pin<Box<dyn Stream<Item = Result<StreamItem, http::TransportEr
 
 /// The rest of an upstream stream as client events, with the idle timeout
 /// and redaction applied, always ending in `Done`, `Failed` or `Stalled`.
-fn client_events(items: ItemStream, redactor: Redactor, idle: Duration) -> ChunkStream {
+fn client_events(
+    items: ItemStream,
+    redactor: std::sync::Arc<Redactor>,
+    idle: Duration,
+) -> ChunkStream {
     Box::pin(futures_util::stream::unfold(Some(items), move |items| {
         let redactor = redactor.clone();
         async move {
@@ -263,7 +260,7 @@ fn client_events(items: ItemStream, redactor: Redactor, idle: Duration) -> Chunk
                 Err(_) => StreamEvent::Stalled,
                 Ok(None) => StreamEvent::Done,
                 Ok(Some(Ok(StreamItem::Chunk(v)))) => {
-                    return Some((StreamEvent::Chunk(redact_value(v, &redactor)), Some(items)));
+                    return Some((StreamEvent::Chunk(redacted(v, &redactor)), Some(items)));
                 }
                 Ok(Some(Ok(StreamItem::Done))) => StreamEvent::Done,
                 Ok(Some(Ok(StreamItem::Error(pe)))) => {
@@ -279,15 +276,23 @@ fn client_events(items: ItemStream, redactor: Redactor, idle: Duration) -> Chunk
 
 /// Redact every string in a JSON value: an upstream may echo a key in any
 /// field of a reply.
-pub fn redact_value(v: Value, redactor: &Redactor) -> Value {
+/// `v` with [`redact_value`] applied.
+fn redacted(mut v: Value, redactor: &Redactor) -> Value {
+    redact_value(&mut v, redactor);
+    v
+}
+
+/// Mask keys in every string of `v`, in place. Strings with nothing to mask
+/// (nearly all of them) are neither copied nor rebuilt.
+pub fn redact_value(v: &mut Value, redactor: &Redactor) {
     match v {
-        Value::String(s) => Value::String(redactor.redact(&s)),
-        Value::Array(a) => Value::Array(a.into_iter().map(|x| redact_value(x, redactor)).collect()),
-        Value::Object(o) => Value::Object(
-            o.into_iter()
-                .map(|(k, x)| (k, redact_value(x, redactor)))
-                .collect(),
-        ),
-        other => other,
+        Value::String(s) => {
+            if let std::borrow::Cow::Owned(masked) = redactor.redact_cow(s) {
+                *s = masked;
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| redact_value(x, redactor)),
+        Value::Object(o) => o.values_mut().for_each(|x| redact_value(x, redactor)),
+        _ => {}
     }
 }
