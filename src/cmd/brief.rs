@@ -19,7 +19,7 @@ use serde::Serialize;
 use crate::cli::BriefArgs;
 use crate::error::Result;
 use crate::exit;
-use crate::format::{fmt_count, fmt_minute, fmt_pct, fmt_rfc3339};
+use crate::format::{fmt_ago, fmt_count, fmt_minute, fmt_pct, fmt_rfc3339};
 use crate::grade::{self, FAIR, GOOD, Grade};
 use crate::healthlog::read::{self, Record, Sink};
 use crate::healthlog::tail::{self, Tail};
@@ -351,7 +351,7 @@ impl Brief {
                 let _ = write!(
                     out,
                     "\n!!! STALE: NO PROBES RECORDED in {} ({}).\n\
-                     !!! Run `llmprobe check`, and schedule it hourly (cron, systemd timer); \
+                     !!! Run `llmprobe check`, and schedule it (`llmprobe schedule install`); \
                      or pass --stats-dir if the data is elsewhere.\n",
                     self.health_log,
                     if self.log_missing {
@@ -367,7 +367,7 @@ impl Brief {
                     "\n!!! STALE: NO PROBE IN THE LAST 2 HOURS. The newest is from {} ({}).\n\
                      !!! The hourly check has probably stopped: the figures below are old, not healthy.\n",
                     fmt_minute(t),
-                    ago(self.now_ts - t)
+                    fmt_ago(self.now_ts - t)
                 );
             }
             Some(t) => {
@@ -375,7 +375,7 @@ impl Brief {
                     out,
                     "newest probe: {} ({})",
                     fmt_minute(t),
-                    ago(self.now_ts - t)
+                    fmt_ago(self.now_ts - t)
                 );
             }
         }
@@ -406,7 +406,7 @@ impl Brief {
                         .unwrap_or_else(|| "—".into()),
                     fmt_count(p.checks),
                     p.last_ts
-                        .map(|t| format!("{} ({})", fmt_minute(t), ago(self.now_ts - t)))
+                        .map(|t| format!("{} ({})", fmt_minute(t), fmt_ago(self.now_ts - t)))
                         .unwrap_or_default(),
                     p.last_result.clone(),
                 ]);
@@ -467,18 +467,5 @@ impl Brief {
             );
         }
         out
-    }
-}
-
-/// `14m ago`, `3h ago`, `2d ago`.
-fn ago(secs: i64) -> String {
-    if secs < 0 {
-        return "in the future: check the clock".into();
-    }
-    match secs {
-        0..60 => "just now".into(),
-        60..7200 => format!("{}m ago", secs / 60),
-        7200..172_800 => format!("{}h ago", secs / 3600),
-        _ => format!("{}d ago", secs / 86_400),
     }
 }
