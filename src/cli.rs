@@ -209,7 +209,13 @@ pub struct RollupArgs {
 Examples:
   llmprobe brief
   llmprobe brief --window 6h
-  llmprobe brief --json | jq '.advisories'")]
+  llmprobe brief --json | jq '.advisories'
+  llmprobe brief --quiet-if-healthy      nothing at all when all is well (for a shell profile)
+
+It also warns when no schedule is installed and check has not run for
+twice the interval (1h unless `schedule install --every` said otherwise),
+or when the installed schedule has not run for that long; --json has
+`healthy` and `warnings`.")]
 pub struct BriefArgs {
     /// 24h, 7d, all, or any duration such as 6h or 90m.
     #[arg(long, default_value = "24h")]
@@ -217,6 +223,10 @@ pub struct BriefArgs {
     /// Print the same information as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Print nothing when all is well: data fresh, no routing advisory, no
+    /// warning about the schedule.
+    #[arg(long)]
+    pub quiet_if_healthy: bool,
 }
 
 /// Show model states, or change one by hand.

@@ -1,15 +1,16 @@
 //! `schedule install | uninstall | show` through the real binary, against
 //! fake `crontab`, `systemctl` and `schtasks` first on `PATH` (never the
 //! machine's own); the systemd units through `systemd-analyze verify`; the
-//! Task Scheduler XML through an XML parser; and the files under
-//! `scripts/` against the generator.
+//! Task Scheduler XML through an XML parser; the files under `scripts/`
+//! against the generator; and `brief`'s schedule warnings and its
+//! `--quiet-if-healthy`, with the test clock (never a sleep).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::{BIN, Env, clock_env, fake_tools};
+use crate::support::{BIN, Env, Fake, advance, clock_env, fake_tools};
 
 const SECRET: &str = "sk-test-schedule-0123456789abcdef";
 const BEGIN: &str = "# >>> llmprobe schedule >>>";
@@ -704,4 +705,122 @@ fn show_computes_the_next_cron_trigger_in_local_time() {
     assert_eq!(minute("UTC"), 0);
     // India is 5 h 30 min ahead of UTC: its minute 0 is UTC's minute 30.
     assert_eq!(minute("Asia/Kolkata"), 30);
+}
+
+/// A config with one keyless fake provider serving `models`.
+fn one_provider(env: &Env, fake: &Fake, models: &[&str]) {
+    env.write(
+        "llmprobe.toml",
+        format!(
+            "include_default_catalog = false\n[defaults]\nspacing_secs = 0\ntimeout_secs = 5\n\n{}",
+            fake.provider("local", "openai", models, "")
+        ),
+    );
+}
+
+fn brief_json(env: &Env) -> Value {
+    json(&env.run(&["brief", "--json"]).ok().stdout)
+}
+
+fn warning_kinds(v: &Value) -> Vec<String> {
+    v["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn brief_is_quiet_when_healthy_and_warns_when_scheduled_runs_stop() {
+    let mut env = clock_env();
+    let _tools = fake_tools(&mut env);
+    let fake = Fake::start(&env, &[]);
+    one_provider(&env, &fake, &["m1"]);
+
+    // Never run, nothing installed.
+    let b = env.run(&["brief", "--quiet-if-healthy"]).ok();
+    assert!(
+        b.stdout
+            .contains("WARNING: no schedule is installed and no check run is recorded"),
+        "{}",
+        b.stdout
+    );
+
+    // Run by hand (or by a schedule made by hand): fresh, so healthy, and
+    // --quiet-if-healthy prints nothing at all.
+    env.run(&["check"]).ok();
+    let quiet = env.run(&["brief", "--quiet-if-healthy"]).ok();
+    assert_eq!((quiet.stdout.as_str(), quiet.stderr.as_str()), ("", ""));
+    assert_eq!(
+        env.run(&["brief", "--quiet-if-healthy", "--json"])
+            .ok()
+            .stdout,
+        ""
+    );
+    let v = brief_json(&env);
+    assert_eq!(v["healthy"], true);
+    assert_eq!(v["warnings"], serde_json::json!([]));
+    assert_eq!(v["schedule"]["installed"], false);
+    assert_eq!(v["schedule"]["last_run"]["probes"], 1);
+    assert!(env.run(&["brief"]).ok().stdout.contains("newest probe: "));
+
+    // Installed: still healthy.
+    env.run(&["schedule", "install"]).ok();
+    assert_eq!(env.run(&["brief", "--quiet-if-healthy"]).ok().stdout, "");
+    assert_eq!(brief_json(&env)["schedule"]["backend"], "cron");
+
+    // Three hours on, no run since: the installed job has stopped.
+    advance(&env, 3 * 3600);
+    let b = env.run(&["brief", "--quiet-if-healthy"]).ok();
+    assert!(b.stdout.contains("!!! STALE"), "{}", b.stdout);
+    assert!(
+        b.stdout.contains(
+            "WARNING: the last check run was 3h ago, more than 2 × 1h: the scheduled job (cron, installed"
+        ) && b.stdout.contains("`llmprobe schedule show`"),
+        "{}",
+        b.stdout
+    );
+    let v = brief_json(&env);
+    assert_eq!(
+        (v["healthy"].as_bool(), warning_kinds(&v)),
+        (Some(false), vec!["last_run_stale".to_string()])
+    );
+
+    // Uninstalled, still no run: nothing is installed to run check.
+    env.run(&["schedule", "uninstall"]).ok();
+    let v = brief_json(&env);
+    assert_eq!(warning_kinds(&v), ["schedule_not_installed"]);
+    assert!(
+        v["warnings"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the last check run was 3h ago: run `llmprobe schedule install`"),
+        "{v}"
+    );
+
+    // Installed again now: its first run is still to come, so no warning
+    // about the schedule (the data is still stale, and says so).
+    env.run(&["schedule", "install"]).ok();
+    let v = brief_json(&env);
+    assert_eq!(warning_kinds(&v), Vec::<String>::new());
+    assert_eq!(
+        (v["stale"].as_bool(), v["healthy"].as_bool()),
+        (Some(true), Some(false))
+    );
+}
+
+#[test]
+fn quiet_if_healthy_still_prints_a_routing_advisory() {
+    let env = clock_env();
+    let fake = Fake::start(&env, &["bad=unauthorized"]);
+    one_provider(&env, &fake, &["bad"]);
+    env.run(&["check"]).ok();
+    let b = env.run(&["brief", "--quiet-if-healthy"]).ok();
+    assert!(
+        b.stdout.contains("ROUTING ADVISORY: avoid local"),
+        "{}",
+        b.stdout
+    );
+    assert_eq!(brief_json(&env)["healthy"], false);
 }
