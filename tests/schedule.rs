@@ -2,8 +2,9 @@
 //! fake `crontab`, `systemctl` and `schtasks` first on `PATH` (never the
 //! machine's own); the systemd units through `systemd-analyze verify`; the
 //! Task Scheduler XML through an XML parser; the files under `scripts/`
-//! against the generator; and `brief`'s schedule warnings and its
-//! `--quiet-if-healthy`, with the test clock (never a sleep).
+//! against the generator; and `brief`'s schedule warnings, its
+//! `--quiet-if-healthy`, and the README's shell-profile and agent lines,
+//! with the test clock (never a sleep).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -823,4 +824,101 @@ fn quiet_if_healthy_still_prints_a_routing_advisory() {
         b.stdout
     );
     assert_eq!(brief_json(&env)["healthy"], false);
+}
+
+/// The fenced block of the README that contains `needle`.
+fn readme_block(needle: &str) -> String {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    readme
+        .split("```")
+        .skip(1)
+        .step_by(2)
+        .find(|b| b.contains(needle))
+        .map(|b| {
+            b.split_once('\n')
+                .map(|(_, body)| body)
+                .unwrap_or(b)
+                .to_string()
+        })
+        .unwrap_or_else(|| panic!("no README block with {needle}"))
+}
+
+/// Healthy data for the README's example stats directory,
+/// `~/llmprobe/stats`.
+fn home_stats(env: &mut Env, fake: &Fake) {
+    let stats = env.home().join("llmprobe/stats");
+    env.env("LLMPROBE_STATS_DIR", stats.to_str().unwrap());
+    one_provider(env, fake, &["m1"]);
+    env.run(&["check"]).ok();
+}
+
+#[test]
+fn the_readme_shell_profile_line_is_silent_until_something_needs_you() {
+    let mut env = clock_env();
+    let fake = Fake::start(&env, &[]);
+    home_stats(&mut env, &fake);
+    let rc = env.write("rc.sh", readme_block("# ~/.bashrc"));
+    let bin_dir = Path::new(BIN).parent().unwrap().display().to_string();
+    // An interactive bash reading the snippet as its rc file, with the
+    // real binary on PATH.
+    let shell = |path: &str| {
+        let o = Command::new("bash")
+            .args(["--rcfile", rc.to_str().unwrap(), "-i", "-c", "true"])
+            .current_dir(env.home())
+            .env_clear()
+            .env("PATH", path)
+            .env("HOME", env.home())
+            .env("NO_COLOR", "1")
+            .env("LLMPROBE_TEST_CLOCK_FILE", env.path().join("clock"))
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        (
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let with_bin = format!("{bin_dir}:/usr/bin:/bin");
+    let (out, err) = shell(&with_bin);
+    assert_eq!(out, "", "healthy: a new shell shows nothing\n{err}");
+    advance(&env, 3 * 3600);
+    let (out, _) = shell(&with_bin);
+    assert!(
+        out.contains("!!! STALE") && out.contains("WARNING: no schedule is installed"),
+        "{out}"
+    );
+    // Without llmprobe on PATH the line stays silent, never an error.
+    let (out, err) = shell("/usr/bin:/bin");
+    assert_eq!(out, "");
+    assert!(!err.contains("not found"), "{err}");
+}
+
+#[test]
+fn the_readme_agent_instruction_names_real_fields() {
+    let mut env = clock_env();
+    let fake = Fake::start(&env, &[]);
+    home_stats(&mut env, &fake);
+    let block = readme_block("At the start of each session, run");
+    let line = block.lines().find(|l| l.contains("run `")).unwrap();
+    let cmd = line.split('`').nth(1).unwrap();
+    let home = env.home().display().to_string();
+    let words: Vec<String> = cmd
+        .split_whitespace()
+        .map(|w| w.replace('~', &home))
+        .collect();
+    assert_eq!(words[0], "llmprobe", "{cmd}");
+    let w: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+    let run = |env: &Env| json(&env.run(&w).ok().stdout);
+    let v = run(&env);
+    assert_eq!(v["healthy"], true, "{v}");
+    advance(&env, 3 * 3600);
+    let v = run(&env);
+    assert_eq!(v["healthy"], false);
+    // Every field the instruction tells the agent to read is there.
+    for field in ["healthy", "warnings", "advisories"] {
+        assert!(line.contains(&format!("`{field}`")), "{line}");
+        assert!(!v[field].is_null(), "{field}: {v}");
+    }
+    assert!(!v["warnings"].as_array().unwrap().is_empty());
 }
