@@ -48,24 +48,32 @@ pub fn read(path: &Path) -> Result<EnvFile> {
         }
         names.push(name.to_string());
     }
-    let mut warnings = Vec::new();
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        if let Ok(meta) = std::fs::metadata(&abs) {
-            let mode = meta.permissions().mode() & 0o777;
-            if mode & 0o077 != 0 {
-                warnings.push(format!(
-                    "{shown} holds keys and other users can read it (mode {mode:o}): chmod 600 {shown}"
-                ));
-            }
-        }
-    }
+    let warnings = open_to_others(&abs)
+        .map(|mode| {
+            vec![format!(
+                "{shown} holds keys and other users can read it (mode {mode:o}): chmod 600 {shown}"
+            )]
+        })
+        .unwrap_or_default();
     Ok(EnvFile {
         path: abs,
         names,
         warnings,
     })
+}
+
+/// The file's permission bits when users other than its owner may read
+/// or write it (Unix; elsewhere there are no such bits).
+#[cfg(unix)]
+fn open_to_others(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    (mode & 0o077 != 0).then_some(mode)
+}
+
+#[cfg(not(unix))]
+fn open_to_others(_: &Path) -> Option<u32> {
+    None
 }
 
 #[cfg(test)]
