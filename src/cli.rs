@@ -30,6 +30,7 @@ Examples:
   llmprobe rollup --readme README.md  publish uptime in a README
   llmprobe state                      every model's state; `state enable P::M` to override
   llmprobe route \"What is 2+2?\"       ask whichever model works now; --serve for an OpenAI endpoint
+  llmprobe schedule install           run check every hour from cron (systemd, Task Scheduler)
 
 Exit codes: 0 success, 1 a --fail-on-… condition, 2 usage or config error
 (or nothing to probe), 3 another check holds the run lock, 4 a data file is
@@ -68,6 +69,7 @@ pub enum Command {
     Brief(BriefArgs),
     State(StateArgs),
     Route(RouteArgs),
+    Schedule(ScheduleArgs),
     Demo(DemoArgs),
     /// Run fake LLM providers on 127.0.0.1 for tests, demos and benchmarks.
     #[command(hide = true)]
@@ -210,7 +212,13 @@ pub struct RollupArgs {
 Examples:
   llmprobe brief
   llmprobe brief --window 6h
-  llmprobe brief --json | jq '.advisories'")]
+  llmprobe brief --json | jq '.advisories'
+  llmprobe brief --quiet-if-healthy      nothing at all when all is well (for a shell profile)
+
+It also warns when no schedule is installed and check has not run for
+twice the interval (1h unless `schedule install --every` said otherwise),
+or when the installed schedule has not run for that long; --json has
+`healthy` and `warnings`.")]
 pub struct BriefArgs {
     /// 24h, 7d, all, or any duration such as 6h or 90m.
     #[arg(long, default_value = "24h")]
@@ -218,6 +226,10 @@ pub struct BriefArgs {
     /// Print the same information as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Print nothing when all is well: data fresh, no routing advisory, no
+    /// warning about the schedule.
+    #[arg(long)]
+    pub quiet_if_healthy: bool,
 }
 
 /// Show model states, or change one by hand.
@@ -356,6 +368,120 @@ pub struct RouteArgs {
     /// as a table, or JSON with --json, without a server; then stop.
     #[arg(long, conflicts_with = "serve")]
     pub status: bool,
+}
+
+/// Run `check` on a schedule: install, remove or show the job (cron,
+/// systemd user timer, or Windows Task Scheduler).
+///
+/// The job runs this very binary with absolute paths (stats directory,
+/// config, prompts) from the stats directory, and takes its keys from
+/// --env-file, never from its own text. Installing again replaces the job;
+/// it is never duplicated. `schedule.json` in the stats directory records
+/// what was installed, so that `brief` can tell.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  llmprobe schedule install --dry-run             print the cron entry; change nothing
+  llmprobe schedule install                       install it: every hour, from cron
+  llmprobe schedule show                          what is installed, the next run, the last run
+  llmprobe schedule uninstall                     remove the entry, and only that
+
+The backend is cron, except on Windows (Task Scheduler); --with systemd
+writes user units instead. See `llmprobe schedule install --help`.")]
+pub struct ScheduleArgs {
+    #[command(subcommand)]
+    pub action: ScheduleAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ScheduleAction {
+    Install(ScheduleInstallArgs),
+    Uninstall(ScheduleUninstallArgs),
+    Show(ScheduleShowArgs),
+    /// Write the example files of scripts/ (crontab.example, the systemd
+    /// units, the Task Scheduler XML, install-task.ps1) into DIR.
+    #[command(hide = true)]
+    Templates {
+        dir: PathBuf,
+    },
+}
+
+/// Install the scheduled `check` run, or replace the one installed.
+///
+/// cron: an entry in your crontab, between `# >>> llmprobe schedule >>>`
+/// markers, that fires every quarter of the interval (15 min for 1h) and
+/// runs `check --if-due`, so that a machine that slept catches up; output
+/// goes to check.log in the stats directory (1 MiB, then check.log.1).
+/// systemd: llmprobe-check.service and .timer in ~/.config/systemd/user
+/// (Persistent=true catches up). Task Scheduler: an XML task, installed
+/// with schtasks (StartWhenAvailable catches up).
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  llmprobe schedule install --dry-run                  show the cron entry, change nothing
+  llmprobe schedule install --env-file keys.env        keys from keys.env (NAME=value lines)
+  llmprobe schedule install --every 30m
+  llmprobe schedule install --with systemd --dry-run   the two systemd units
+  llmprobe schedule install --with systemd --enable    write them and start the timer
+  llmprobe schedule install --with task-scheduler --dry-run   the Task Scheduler XML and command
+
+The job never holds a key: cron sources --env-file, systemd reads it
+(EnvironmentFile=), and Task Scheduler runs inherit your user environment
+variables (setx NAME value).")]
+pub struct ScheduleInstallArgs {
+    /// How often check runs: 5m to 168h, in whole minutes.
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "1h")]
+    pub every: std::time::Duration,
+    /// cron, systemd or task-scheduler [default: task-scheduler on Windows, cron elsewhere].
+    #[arg(long = "with", value_enum, value_name = "BACKEND")]
+    pub backend: Option<crate::schedule::Backend>,
+    /// The file the job takes its keys from: NAME=value lines (cron, systemd).
+    #[arg(long, value_name = "FILE")]
+    pub env_file: Option<PathBuf>,
+    /// Print what would be installed, and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// systemd: also run `systemctl --user enable --now llmprobe-check.timer`.
+    #[arg(long)]
+    pub enable: bool,
+}
+
+/// Remove the scheduled `check` run, and nothing else.
+///
+/// cron: only the lines between our markers go; every other line of your
+/// crontab stays byte for byte. systemd: the timer is stopped and both
+/// units are removed, if llmprobe wrote them. Task Scheduler: the
+/// llmprobe-check task is deleted.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  llmprobe schedule uninstall --dry-run      what would be removed
+  llmprobe schedule uninstall                remove it, wherever it is installed
+  llmprobe schedule uninstall --with cron    only from the crontab")]
+pub struct ScheduleUninstallArgs {
+    /// Only this backend [default: every one where llmprobe's job is found].
+    #[arg(long = "with", value_enum, value_name = "BACKEND")]
+    pub backend: Option<crate::schedule::Backend>,
+    /// Print what would be removed, and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// What is installed, where, when it runs next, and whether the last run
+/// is stale (older than twice the interval).
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  llmprobe schedule show
+  llmprobe schedule show --json
+  llmprobe schedule show --with systemd      ask systemctl for the next run")]
+pub struct ScheduleShowArgs {
+    /// Only this backend [default: every one llmprobe's job could be in].
+    #[arg(long = "with", value_enum, value_name = "BACKEND")]
+    pub backend: Option<crate::schedule::Backend>,
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Start local fake providers and run `check` against them: no keys, no network.

@@ -63,6 +63,20 @@ pub fn fmt_minute(ts: i64) -> String {
         .unwrap_or_else(|| ts.to_string())
 }
 
+/// `14m ago`, `3h ago`, `2d ago`: how long ago something happened, `secs`
+/// before now.
+pub fn fmt_ago(secs: i64) -> String {
+    if secs < 0 {
+        return "in the future: check the clock".into();
+    }
+    match secs {
+        0..60 => "just now".into(),
+        60..7200 => format!("{}m ago", secs / 60),
+        7200..172_800 => format!("{}h ago", secs / 3600),
+        _ => format!("{}d ago", secs / 86_400),
+    }
+}
+
 /// A duration in the largest unit that divides it: `1h`, `7h`, `225s`.
 pub fn fmt_dur(secs: i64) -> String {
     for (unit, n) in [("d", 86_400), ("h", 3600), ("m", 60)] {

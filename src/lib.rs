@@ -9,8 +9,11 @@
 //! - [`cooldown`] decides every wait: what an upstream asked for, and how
 //!   long `route` benches a provider, key or model after a failure;
 //! - [`healthlog`] is the append-only record, [`state`] the state machine;
+//! - [`schedule`] writes the scheduled `check` job for cron, systemd and
+//!   Task Scheduler, and judges whether scheduled runs are happening;
 //! - [`cmd`] holds one entry point per subcommand (`check`, `rollup`,
-//!   `brief`, `state`, `demo`), which only wire these libraries together;
+//!   `brief`, `state`, `schedule`, `demo`), which only wire these libraries
+//!   together;
 //! - [`format`] and [`grade`] show the record the same way everywhere;
 //! - [`server`] serves HTTP (the fake provider, and `route`) and builds the
 //!   runtime;
@@ -37,6 +40,7 @@ pub mod output;
 pub mod probe;
 pub mod prompts;
 pub mod route;
+pub mod schedule;
 pub mod secret;
 pub mod server;
 pub mod settings;
@@ -87,6 +91,7 @@ fn dispatch(cli: Cli) -> Result<u8, Error> {
         Command::Brief(a) => brief::run(&settings::Settings::load(&g)?, a),
         Command::State(a) => statecmd::run(&settings::Settings::load(&g)?, a),
         Command::Route(a) => cmd::route::run(&settings::Settings::load(&g)?, a),
+        Command::Schedule(a) => cmd::schedule::run(&g, a),
         Command::Demo(a) => demo::run(&g, a),
         Command::FakeProvider(a) => fake::run(&g, a),
     }

@@ -6,5 +6,7 @@ mod check;
 mod cli;
 mod read_cmds;
 mod route;
+#[cfg(unix)]
+mod schedule;
 mod shared;
 mod support;

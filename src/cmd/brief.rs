@@ -13,17 +13,18 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use chrono::Utc;
 use serde::Serialize;
 
 use crate::cli::BriefArgs;
+use crate::clock::Clock;
 use crate::error::Result;
 use crate::exit;
-use crate::format::{fmt_count, fmt_minute, fmt_pct, fmt_rfc3339};
+use crate::format::{fmt_ago, fmt_count, fmt_minute, fmt_pct, fmt_rfc3339};
 use crate::grade::{self, FAIR, GOOD, Grade};
 use crate::healthlog::read::{self, Record, Sink};
 use crate::healthlog::tail::{self, Tail};
 use crate::output;
+use crate::schedule::{Health, Warning};
 use crate::settings::Settings;
 use crate::state::{ModelState, States};
 use crate::window::Window;
@@ -37,10 +38,13 @@ const SLACK_SECS: i64 = 3600;
 pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
     let window = Window::parse(&args.window)?;
     let states = States::load(&s.state_path())?;
-    let now = Utc::now().timestamp();
+    let now_at = Clock::from_env().now();
+    let now = now_at.timestamp();
     let start = window.start(now);
     let log = s.log_path();
     let (col, skipped) = collect(&log, start)?;
+    // Two small files, schedule.json and last_run.json: nothing is spawned.
+    let schedule = Health::assess(s.stats_dir(), now_at, col.newest);
     let mut brief = Brief::build(&window, now, col, &states, skipped);
     brief.health_log = crate::settings::absolute(&log).display().to_string();
     brief.log_missing = !log.exists();
@@ -49,11 +53,19 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
         s.stats_dir(),
     )) {
         Ok(state) => {
-            let now = Utc::now();
-            brief.route_cooldowns = state.cooldowns.active(now).cloned().collect();
+            brief.route_cooldowns = state.cooldowns.active(now_at).cloned().collect();
             brief.route_cooldowns.sort_by_key(|b| b.until);
         }
         Err(e) => brief.route_state_error = Some(e.to_string()),
+    }
+    brief.warnings = schedule.warnings.clone();
+    brief.schedule = Some(schedule);
+    brief.healthy = !brief.stale
+        && brief.advisories.is_empty()
+        && brief.warnings.is_empty()
+        && brief.route_state_error.is_none();
+    if args.quiet_if_healthy && brief.healthy {
+        return Ok(exit::SUCCESS);
     }
     if args.json {
         output::print_json(&brief)?;
@@ -229,11 +241,20 @@ struct Advisory {
 struct Brief {
     now: String,
     window: String,
+    /// Nothing to act on: not stale, no advisory, no warning, route state
+    /// readable. `--quiet-if-healthy` prints nothing then.
+    healthy: bool,
     stale: bool,
     newest_probe: Option<String>,
     providers: Vec<ProviderLine>,
     out_of_rotation: Vec<OutOfRotation>,
     advisories: Vec<Advisory>,
+    /// About the schedule: none installed while check does not run, or an
+    /// installed one that stopped.
+    warnings: Vec<Warning>,
+    /// Whether a schedule is installed, and the last run
+    /// (`schedule.json`, `last_run.json`).
+    schedule: Option<Health>,
     skipped_entries: u64,
     /// What `route` has benched, from route_state.json (only that small
     /// file is read).
@@ -327,6 +348,9 @@ impl Brief {
             providers,
             out_of_rotation,
             advisories,
+            healthy: false,
+            warnings: Vec::new(),
+            schedule: None,
             skipped_entries: skipped,
             route_cooldowns: Vec::new(),
             route_state_error: None,
@@ -351,7 +375,7 @@ impl Brief {
                 let _ = write!(
                     out,
                     "\n!!! STALE: NO PROBES RECORDED in {} ({}).\n\
-                     !!! Run `llmprobe check`, and schedule it hourly (cron, systemd timer); \
+                     !!! Run `llmprobe check`, and schedule it (`llmprobe schedule install`); \
                      or pass --stats-dir if the data is elsewhere.\n",
                     self.health_log,
                     if self.log_missing {
@@ -367,7 +391,7 @@ impl Brief {
                     "\n!!! STALE: NO PROBE IN THE LAST 2 HOURS. The newest is from {} ({}).\n\
                      !!! The hourly check has probably stopped: the figures below are old, not healthy.\n",
                     fmt_minute(t),
-                    ago(self.now_ts - t)
+                    fmt_ago(self.now_ts - t)
                 );
             }
             Some(t) => {
@@ -375,9 +399,25 @@ impl Brief {
                     out,
                     "newest probe: {} ({})",
                     fmt_minute(t),
-                    ago(self.now_ts - t)
+                    fmt_ago(self.now_ts - t)
                 );
             }
+        }
+        if let Some(run) = self
+            .schedule
+            .as_ref()
+            .and_then(|h| h.last_run.as_ref())
+            .filter(|r| r.offline && self.stale)
+        {
+            let t = run.finished_at.timestamp();
+            let _ = writeln!(
+                out,
+                "!!! The last check run, {}, was offline: it reached no remote provider and recorded nothing.",
+                fmt_ago(self.now_ts - t)
+            );
+        }
+        for w in &self.warnings {
+            let _ = writeln!(out, "WARNING: {}", w.message);
         }
         out.push('\n');
         if self.providers.is_empty() {
@@ -406,7 +446,7 @@ impl Brief {
                         .unwrap_or_else(|| "—".into()),
                     fmt_count(p.checks),
                     p.last_ts
-                        .map(|t| format!("{} ({})", fmt_minute(t), ago(self.now_ts - t)))
+                        .map(|t| format!("{} ({})", fmt_minute(t), fmt_ago(self.now_ts - t)))
                         .unwrap_or_default(),
                     p.last_result.clone(),
                 ]);
@@ -467,18 +507,5 @@ impl Brief {
             );
         }
         out
-    }
-}
-
-/// `14m ago`, `3h ago`, `2d ago`.
-fn ago(secs: i64) -> String {
-    if secs < 0 {
-        return "in the future: check the clock".into();
-    }
-    match secs {
-        0..60 => "just now".into(),
-        60..7200 => format!("{}m ago", secs / 60),
-        7200..172_800 => format!("{}h ago", secs / 3600),
-        _ => format!("{}d ago", secs / 86_400),
     }
 }

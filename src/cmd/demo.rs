@@ -134,6 +134,7 @@ pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
         BriefArgs {
             window: "24h".into(),
             json: false,
+            quiet_if_healthy: false,
         },
     )?;
     output::println(

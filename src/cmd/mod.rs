@@ -8,4 +8,5 @@ pub mod check;
 pub mod demo;
 pub mod rollup;
 pub mod route;
+pub mod schedule;
 pub mod state;

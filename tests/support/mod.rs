@@ -385,3 +385,87 @@ pub fn clock_env() -> Env {
 pub fn advance(env: &Env, secs: u64) {
     std::fs::write(env.path().join("clock"), secs.to_string()).unwrap();
 }
+
+/// Fake `crontab`, `systemctl` and `schtasks`, first on `PATH` for every
+/// run of `env`, so that no test reaches the machine's own: `crontab`
+/// keeps the table in [`FakeTools::crontab`] (`-l` fails with "no crontab
+/// for …" when it is absent, `-r` deletes it); `systemctl` and `schtasks`
+/// append their arguments, one call a line, to their logs, and `schtasks`
+/// keeps the task's XML in the test directory.
+#[cfg(unix)]
+pub struct FakeTools {
+    pub crontab: PathBuf,
+    pub systemctl_log: PathBuf,
+    pub schtasks_log: PathBuf,
+    pub bin: PathBuf,
+}
+
+#[cfg(unix)]
+pub fn fake_tools(env: &mut Env) -> FakeTools {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = env.path().join("fake-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let tools = FakeTools {
+        crontab: env.path().join("crontab.txt"),
+        systemctl_log: env.path().join("systemctl.log"),
+        schtasks_log: env.path().join("schtasks.log"),
+        bin: bin.clone(),
+    };
+    let scripts = [
+        (
+            "crontab",
+            r#"#!/bin/sh
+f="$FAKE_CRONTAB"
+case "$1" in
+  -l) [ -f "$f" ] || { echo "no crontab for tester" >&2; exit 1; }; cat "$f" ;;
+  -) cat > "$f" ;;
+  -r) [ -f "$f" ] || { echo "no crontab for tester" >&2; exit 1; }; rm -f "$f" ;;
+  *) echo "fake crontab: unexpected arguments: $*" >&2; exit 2 ;;
+esac
+"#,
+        ),
+        (
+            "systemctl",
+            r#"#!/bin/sh
+echo "$*" >> "$FAKE_SYSTEMCTL_LOG"
+if [ "$2" = show ]; then
+  printf 'ActiveState=active\nUnitFileState=enabled\nNextElapseUSecRealtime=Mon 2026-06-01 11:00:00 UTC\nLastTriggerUSec=n/a\n'
+fi
+"#,
+        ),
+        (
+            "schtasks",
+            r#"#!/bin/sh
+echo "$*" >> "$FAKE_SCHTASKS_LOG"
+task="$FAKE_SCHTASKS_DIR/task.xml"
+case "$1" in
+  /Create) cp "$5" "$task" ;;
+  /Query)
+    [ -f "$task" ] || { echo "ERROR: The system cannot find the file specified." >&2; exit 1; }
+    case "$*" in
+      *" /XML"*) cat "$task" ;;
+      *) printf 'TaskName:      \\llmprobe-check\nNext Run Time: 6/1/2026 11:00:00 AM\nStatus:        Ready\n' ;;
+    esac ;;
+  /Delete) rm -f "$task" ;;
+esac
+"#,
+        ),
+    ];
+    for (name, text) in scripts {
+        let p = bin.join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let dir = env.path().display().to_string();
+    env.env("PATH", &path)
+        .env("FAKE_CRONTAB", tools.crontab.to_str().unwrap())
+        .env("FAKE_SYSTEMCTL_LOG", tools.systemctl_log.to_str().unwrap())
+        .env("FAKE_SCHTASKS_LOG", tools.schtasks_log.to_str().unwrap())
+        .env("FAKE_SCHTASKS_DIR", &dir);
+    tools
+}
