@@ -412,11 +412,22 @@ impl Engine {
                     learned
                 };
                 if let Some(s) = &self.shared {
-                    let _ = s.learn(&target, &learned).await;
-                    if let Some(used) = used
-                        && reservation.is_shared()
-                    {
-                        let _ = s.correct(&mut reservation, used).await;
+                    // Off the request path: the reply does not wait for
+                    // Redis to store learned limits or a corrected token
+                    // count. They land one round trip after it, in order.
+                    let correction = used.filter(|_| reservation.is_shared()).map(|u| {
+                        let estimated = reservation.clone();
+                        reservation.set_tokens(u);
+                        (estimated, u)
+                    });
+                    if !learned.is_empty() || correction.is_some() {
+                        let (s, t) = (s.clone(), target.clone());
+                        tokio::spawn(async move {
+                            let _ = s.learn(&t, &learned).await;
+                            if let Some((mut r, u)) = correction {
+                                let _ = s.correct(&mut r, u).await;
+                            }
+                        });
                     }
                 }
                 match sent_now.result {
