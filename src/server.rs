@@ -21,6 +21,19 @@ pub fn runtime(worker_threads: usize) -> Result<tokio::runtime::Runtime> {
         .map_err(|e| Error::io("cannot start the async runtime", e))
 }
 
+/// The runtime of a server that runs everything on the thread that calls
+/// `block_on` when it has one core (taskset, a container's CPU limit): a
+/// multi-thread runtime's cross-thread wake-ups only cost time there.
+pub fn server_runtime(cores: usize) -> Result<tokio::runtime::Runtime> {
+    if cores > 1 {
+        return runtime(cores);
+    }
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::io("cannot start the async runtime", e))
+}
+
 /// A server running in the background of the current runtime. Dropping it
 /// stops it without waiting.
 pub struct Server {

@@ -32,7 +32,7 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
     // One worker per core this process may run on (taskset and cgroups
     // included): more threads than cores only adds context switches.
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let rt = server::runtime(cores)?;
+    let rt = server::server_runtime(cores)?;
     let shared = match (&settings.shared_state, a.serve) {
         (Some(url), true) => Some(rt.block_on(SharedState::connect(url))?),
         _ => None,
