@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{Env, Fake, log_entries};
+use crate::support::{Env, Fake, closed_port, log_entries};
 
 /// A config with only the given provider tables and a fast default spacing.
 fn config(env: &Env, tables: &[String]) -> String {
@@ -740,15 +740,6 @@ fn state_changes_made_during_a_run_are_kept() {
     assert_eq!(s["f::wrong"]["consecutive_failures"], 1);
     assert_eq!(s["f::slow"]["reason"], "unreachable");
     assert_eq!(log_entries(&env.log()).len(), 4);
-}
-
-/// A loopback port nobody listens on: bind, note it, close it.
-fn closed_port() -> String {
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    format!("http://{addr}")
 }
 
 /// Remote providers without leaving the machine: every remote request goes
