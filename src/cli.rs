@@ -5,6 +5,15 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// What `--version` prints after the name: the version, and the commit the
+/// binary was built from (see build.rs), e.g. `0.1.0 (commit 4ec0c11ab2f1)`.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("LLMPROBE_COMMIT"),
+    ")"
+);
+
 /// A clap value parser for durations written like `1h`, `90m`, `5m30s`,
 /// `45s` or `0` (the same Go-style spelling providers use), for flags such as
 /// `--every` and `--jitter`.
@@ -19,7 +28,7 @@ pub fn duration(s: &str) -> Result<std::time::Duration, String> {
 #[derive(Debug, Parser)]
 #[command(
     name = "llmprobe",
-    version,
+    version = VERSION,
     about = "Keep an honest record of which LLM provider/model pairs really work.",
     after_help = "\
 Examples:

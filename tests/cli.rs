@@ -314,3 +314,31 @@ fn check_dry_run_json_is_json() {
     assert_eq!(v["probes"][0]["model"], "m");
     assert_eq!(v["probes"][0]["starts_at_secs"], 0.0);
 }
+
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let env = Env::new();
+    for flag in ["--version", "-V"] {
+        let out = env.run(&[flag]).ok().stdout;
+        let rest = out
+            .strip_prefix(&format!("llmprobe {} (commit ", env!("CARGO_PKG_VERSION")))
+            .and_then(|r| r.strip_suffix(")\n"))
+            .unwrap_or_else(|| panic!("{out:?}"));
+        let sha = rest.strip_suffix("-dirty").unwrap_or(rest);
+        assert!(
+            sha == "unknown" || (sha.len() == 12 && sha.chars().all(|c| c.is_ascii_hexdigit())),
+            "{out}"
+        );
+        // Built from a git checkout: its HEAD.
+        let head = std::process::Command::new("git")
+            .args(["rev-parse", "--short=12", "HEAD"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output();
+        if let Ok(h) = head
+            && h.status.success()
+            && std::env::var_os("LLMPROBE_COMMIT").is_none()
+        {
+            assert_eq!(sha, String::from_utf8_lossy(&h.stdout).trim(), "{out}");
+        }
+    }
+}
