@@ -78,6 +78,8 @@ pub enum Command {
     State(StateArgs),
     Route(RouteArgs),
     Demo(DemoArgs),
+    Completions(CompletionsArgs),
+    Man(ManArgs),
     /// Run fake LLM providers on 127.0.0.1 for tests, demos and benchmarks.
     #[command(hide = true)]
     FakeProvider(FakeArgs),
@@ -388,6 +390,38 @@ pub struct DemoArgs {
     #[arg(long)]
     pub fresh: bool,
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+    Powershell,
+    Elvish,
+}
+
+/// Print a shell completion script for llmprobe on stdout.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  llmprobe completions bash > ~/.local/share/bash-completion/completions/llmprobe
+  llmprobe completions zsh > ~/.zfunc/_llmprobe       with fpath+=~/.zfunc in ~/.zshrc
+  llmprobe completions fish > ~/.config/fish/completions/llmprobe.fish
+  llmprobe completions powershell | Out-String | Invoke-Expression   in $PROFILE")]
+pub struct CompletionsArgs {
+    /// The shell to complete in.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+/// Print llmprobe's manual page (roff, every subcommand included) on stdout.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  llmprobe man > llmprobe.1            then: man ./llmprobe.1
+  llmprobe man | man -l -              read it at once
+  llmprobe man > ~/.local/share/man/man1/llmprobe.1")]
+pub struct ManArgs {}
 
 #[derive(Debug, Args)]
 pub struct FakeArgs {

@@ -88,6 +88,8 @@ fn dispatch(cli: Cli) -> Result<u8, Error> {
         Command::State(a) => statecmd::run(&settings::Settings::load(&g)?, a),
         Command::Route(a) => cmd::route::run(&settings::Settings::load(&g)?, a),
         Command::Demo(a) => demo::run(&g, a),
+        Command::Completions(a) => cmd::docs::completions(a),
+        Command::Man(_) => cmd::docs::man(),
         Command::FakeProvider(a) => fake::run(&g, a),
     }
 }

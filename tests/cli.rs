@@ -252,6 +252,8 @@ fn every_help_example_runs_as_written() {
         "state",
         "route",
         "demo",
+        "completions",
+        "man",
     ] {
         let args: Vec<&str> = if sub.is_empty() {
             vec!["--help"]
@@ -340,5 +342,84 @@ fn version_names_the_commit_it_was_built_from() {
         {
             assert_eq!(sha, String::from_utf8_lossy(&h.stdout).trim(), "{out}");
         }
+    }
+}
+
+#[test]
+fn completions_for_every_shell_name_the_subcommands() {
+    let env = Env::new();
+    for shell in ["bash", "zsh", "fish", "powershell", "elvish"] {
+        let out = env.run(&["completions", shell]).ok().stdout;
+        for word in ["check", "rollup", "route", "dry-run", "stats-dir"] {
+            assert!(out.contains(word), "{shell}: no {word}");
+        }
+        assert!(!out.contains("fake-provider"), "{shell}: a hidden command");
+        let file = env.write(&format!("llmprobe.{shell}"), &out);
+        // Where the shell is installed, it reads the script: bash and zsh
+        // check its syntax, and bash loads it and knows the completion.
+        let checks: &[&[&str]] = match shell {
+            "bash" => &[&["-n"], &["-c", "source \"$0\" && complete -p llmprobe"]],
+            "zsh" => &[&["-n"]],
+            _ => &[],
+        };
+        for args in checks {
+            let Ok(o) = std::process::Command::new(shell)
+                .args(*args)
+                .arg(&file)
+                .output()
+            else {
+                eprintln!("SKIPPED: {shell} is not installed");
+                continue;
+            };
+            assert!(
+                o.status.success(),
+                "{shell} {args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            if args.len() == 2 {
+                let said = String::from_utf8_lossy(&o.stdout);
+                assert!(
+                    said.contains("_llmprobe") && said.trim_end().ends_with(" llmprobe"),
+                    "{said}"
+                );
+            }
+        }
+    }
+    let r = env.run(&["completions", "tcsh"]).code(2);
+    assert!(r.stderr.contains("tcsh"), "{}", r.stderr);
+}
+
+#[test]
+fn the_man_page_is_roff_and_renders() {
+    let env = Env::new();
+    let page = env.run(&["man"]).ok().stdout;
+    let first = page
+        .lines()
+        .find(|l| l.starts_with(".TH ") || l.starts_with(".SH "))
+        .unwrap();
+    assert!(first.starts_with(".TH LLMPROBE 1 "), "{first}");
+    let file = env.write("llmprobe.1", &page);
+    // groff, where installed: no warning, and every command in the text.
+    let Ok(o) = std::process::Command::new("groff")
+        .args(["-k", "-man", "-Tutf8", "-ww", "-P-cbou"])
+        .arg(&file)
+        .output()
+    else {
+        eprintln!("SKIPPED: groff is not installed");
+        return;
+    };
+    assert!(
+        o.status.success() && o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    for heading in [
+        "LLMPROBE CHECK",
+        "LLMPROBE STATE RESET",
+        "LLMPROBE ROUTE",
+        "EXAMPLES",
+    ] {
+        assert!(text.contains(heading), "{heading}");
     }
 }
