@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 /// What `--version` prints after the name: the version, and the commit the
 /// binary was built from (see build.rs), e.g. `0.1.0 (commit 4ec0c11ab2f1)`.
@@ -50,8 +50,31 @@ internal error (a bug)."
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
+    #[command(flatten)]
+    pub log: LogArgs,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How much llmprobe says on stderr about what it does (through `tracing`),
+/// before or after the subcommand. Routine output (tables, JSON, the usual
+/// stderr notes) never changes with these.
+#[derive(Debug, Args, Clone, Copy, Default)]
+pub struct LogArgs {
+    /// More diagnostics on stderr: -v what happens, -vv each probe, state
+    /// change and route attempt, -vvv everything llmprobe traces. RUST_LOG
+    /// (e.g. RUST_LOG=llmprobe=debug) gives finer control.
+    #[arg(short = 'v', long = "verbose", global = true, action = ArgAction::Count)]
+    pub verbose: u8,
+    /// Fewer diagnostics: -q errors only, -qq none. Routine output is unchanged.
+    #[arg(
+        short = 'q',
+        long = "quiet",
+        global = true,
+        action = ArgAction::Count,
+        conflicts_with = "verbose"
+    )]
+    pub quiet: u8,
 }
 
 /// Flags accepted both before and after the subcommand.

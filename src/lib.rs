@@ -14,7 +14,8 @@
 //! - [`format`] and [`grade`] show the record the same way everywhere;
 //! - [`server`] serves HTTP (the fake provider, and `route`) and builds the
 //!   runtime;
-//! - [`fake`] is a scriptable fake provider for tests, demos and benchmarks.
+//! - [`fake`] is a scriptable fake provider for tests, demos and benchmarks;
+//! - [`logging`] sends diagnostics to stderr (`-v`, `-q`, `RUST_LOG`).
 
 pub mod catalog;
 pub mod classify;
@@ -32,6 +33,7 @@ pub mod grade;
 pub mod healthlog;
 pub mod http;
 pub mod lastrun;
+pub mod logging;
 pub mod outcome;
 pub mod output;
 pub mod probe;
@@ -68,6 +70,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return exit::code(code);
         }
     };
+    logging::init(cli.log);
     match dispatch(cli) {
         Ok(code) => exit::code(code),
         Err(e) if e.is_broken_pipe() => exit::code(exit::SUCCESS),

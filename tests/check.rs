@@ -511,6 +511,8 @@ fn a_canary_key_never_leaks() {
         check(&env, &cfg, &["--json"]),
         env.run(&["--config", &cfg, "check", "--list"]),
         env.run(&["--config", &cfg, "providers", "--json"]),
+        // Every diagnostic there is.
+        check(&env, &cfg, &["-vvv"]),
     ];
     for r in &runs {
         assert!(

@@ -423,3 +423,52 @@ fn the_man_page_is_roff_and_renders() {
         assert!(text.contains(heading), "{heading}");
     }
 }
+
+#[test]
+fn verbose_adds_diagnostics_and_routine_output_stays_as_it_was() {
+    let mut env = Env::new();
+    let fake = crate::support::Fake::start(&env, &[]);
+    let cfg = env.write(
+        "llmprobe.toml",
+        format!(
+            "include_default_catalog = false\n[defaults]\nspacing_secs = 0\n\n{}",
+            fake.provider("f", "openai", &["ok", "wrong", "rate-limit"], "")
+        ),
+    );
+    let cfg = cfg.to_str().unwrap();
+    let quiet = env.run(&["--config", cfg, "check", "--dry-run"]).ok();
+    let loud = env
+        .run(&["-vv", "--config", cfg, "check", "--dry-run"])
+        .ok();
+    assert_eq!(quiet.stdout, loud.stdout);
+    assert_eq!(quiet.stderr, "");
+    assert!(loud.stderr.contains("config file"), "{}", loud.stderr);
+    assert!(loud.stderr.contains("llmprobe.toml"), "{}", loud.stderr);
+
+    // Each probe and state change at debug level; the table as ever.
+    let r = env.run(&["--config", cfg, "check", "-vv"]).ok();
+    assert!(r.stdout.contains("1/3 probes passed"), "{}", r.stdout);
+    for needle in [
+        "probe sent",
+        "probe answered",
+        "wrong_answer",
+        "state change",
+    ] {
+        assert!(r.stderr.contains(needle), "{needle}:\n{}", r.stderr);
+    }
+    // -v alone: what happens, not each probe.
+    let r = env.run(&["-v", "--config", cfg, "check"]).ok();
+    assert!(r.stderr.contains("config file"), "{}", r.stderr);
+    assert!(!r.stderr.contains("probe sent"), "{}", r.stderr);
+    // -q, and no flag at all: nothing on stderr for a good run.
+    let r = env.run(&["--config", cfg, "check", "-q"]).ok();
+    assert_eq!(r.stderr, "");
+    let r = env.run(&["--config", cfg, "check"]).ok();
+    assert_eq!(r.stderr, "");
+    env.run(&["-v", "-q", "providers"]).code(2);
+    // RUST_LOG, when set, decides.
+    env.env("RUST_LOG", "llmprobe::cmd::check=debug");
+    let r = env.run(&["--config", cfg, "check"]).ok();
+    assert!(r.stderr.contains("probe answered"), "{}", r.stderr);
+    assert!(!r.stderr.contains("config file"), "{}", r.stderr);
+}

@@ -454,7 +454,9 @@ fn an_echoed_key_never_reaches_the_client() {
     let all = format!("{:?}{}", r.headers, r.body);
     assert!(!all.contains(CANARY), "{all}");
     assert!(!all.contains("8a"), "not even its tail: {all}");
-    let r = route(&env, &cfg, &["--json", Q]);
+    // Nor in diagnostics: -vvv shows each attempt and its (redacted) error.
+    let r = route(&env, &cfg, &["-vvv", "--json", Q]);
+    assert!(r.stderr.contains("route: attempt failed"), "{}", r.stderr);
     assert!(
         !r.stdout.contains(CANARY) && !r.stderr.contains(CANARY),
         "{} {}",

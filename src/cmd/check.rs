@@ -580,7 +580,19 @@ async fn run_lane<P: Prober>(
         }
         let ts = crate::time::now_rfc3339();
         bar.set_message(format!("probing {model}  ({}/{n})", i + 1));
+        tracing::debug!(provider = %name, model = %model, "probe sent");
         let outcome = prober.probe(&lane, model).await;
+        // The error is redacted where the outcome was made.
+        tracing::debug!(
+            provider = %name,
+            model = %model,
+            class = outcome.failure.map(|f| f.as_str()).unwrap_or("ok"),
+            latency_ms = outcome.latency_ms,
+            status = outcome.status,
+            unreachable = outcome.unreachable,
+            error = outcome.error.as_deref(),
+            "probe answered"
+        );
         let probed = Probed {
             entry: Entry::new(ts, &name, model, &outcome),
             verdict: outcome.verdict(),
@@ -649,6 +661,7 @@ impl Writer {
         for p in &ready {
             let key = model_key(&p.entry.provider, &p.entry.model);
             if let Some(t) = states.apply_probe(&key, p.verdict, &p.entry.ts, self.disable_after) {
+                tracing::debug!(model = %t.model, from = %t.from, to = %t.to, reason = %t.reason, "state change");
                 self.changes.push(t);
             }
         }
@@ -698,7 +711,9 @@ struct Progress {
 
 impl Progress {
     fn new(lanes: &[Lane]) -> Progress {
-        let target = if std::io::stderr().is_terminal() {
+        // Not under -v: its lines would tear the bars.
+        let target = if std::io::stderr().is_terminal() && !tracing::enabled!(tracing::Level::INFO)
+        {
             ProgressDrawTarget::stderr()
         } else {
             ProgressDrawTarget::hidden()
