@@ -114,7 +114,7 @@ pub enum Command {
 /// with starts at least `spacing` apart. Every result is appended to
 /// health_log.json as soon as it is known, and model_state.json is updated.
 /// Paused models are probed; disabled models are skipped.
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 #[command(after_help = "\
 Examples:
   llmprobe check                              probe everything (hourly from cron)
@@ -123,8 +123,18 @@ Examples:
   llmprobe check --dry-run                    show what would be probed, in order
   llmprobe check --dry-run --json             the same, as JSON
   llmprobe check --json --fail-on-down        JSON out; exit 1 if any probe failed
+  llmprobe check --if-due 30m --jitter 5m     at most one run per 30 min, after a random wait
+  llmprobe check --dry-run --jitter 5m        show the plan and the wait, without waiting
 
-crontab:  0 * * * *  cd ~/llmprobe && llmprobe check >> check.out 2>&1")]
+crontab:  0 * * * *  cd ~/llmprobe && llmprobe check >> check.out 2>&1
+every 10 min on a laptop that sleeps, monitored by healthchecks.io and node_exporter:
+  */10 * * * *  llmprobe check --if-due 1h --jitter 5m --ping-url https://hc-ping.com/UUID
+                  --prom-file /var/lib/node_exporter/textfile/llmprobe.prom
+
+Order: --if-due is decided first (a run that is not due exits 0 at once,
+without waiting, pinging or taking the lock); then the --jitter wait; then
+the run lock, --if-due once more (another run may have finished meanwhile),
+the start ping and the probes.")]
 pub struct CheckArgs {
     /// Only these providers (repeatable, or comma-separated).
     #[arg(long, short = 'p', value_delimiter = ',', value_name = "NAME")]
@@ -150,6 +160,36 @@ pub struct CheckArgs {
     /// Exit 1 if any probed model failed.
     #[arg(long)]
     pub fail_on_down: bool,
+    /// First wait a random delay from 0 up to DURATION (e.g. 5m, at most
+    /// 24h), so that many machines do not probe in lock-step.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub jitter: Option<std::time::Duration>,
+    /// Exit 0 at once, probing nothing, when the last completed run finished
+    /// less than INTERVAL ago [1h when given without a value]. An offline
+    /// run (exit 6) recorded nothing, so it does not count.
+    #[arg(
+        long,
+        value_name = "INTERVAL",
+        value_parser = duration,
+        num_args = 0..=1,
+        default_missing_value = "1h"
+    )]
+    pub if_due: Option<std::time::Duration>,
+    /// Ping a healthchecks.io-style URL: URL/start before probing, then URL
+    /// on exit 0 or URL/fail on anything else (offline included), with the
+    /// run's summary as the body. An unreachable URL only warns.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "LLMPROBE_PING_URL",
+        hide_env_values = true
+    )]
+    pub ping_url: Option<String>,
+    /// Write the run's metrics to this file for node_exporter's textfile
+    /// collector, atomically (a temporary file in the same directory, then
+    /// a rename).
+    #[arg(long, value_name = "PATH")]
+    pub prom_file: Option<PathBuf>,
 }
 
 /// List every provider and model, with the source of its key (alias of `check --list`).

@@ -15,6 +15,8 @@
 //! - [`server`] serves HTTP (the fake provider, and `route`) and builds the
 //!   runtime;
 //! - [`fake`] is a scriptable fake provider for tests, demos and benchmarks;
+//! - [`due`], [`ping`] and [`textfile`] make scheduled `check` runs safe and
+//!   watched (`--if-due`, `--jitter`, `--ping-url`, `--prom-file`);
 //! - [`logging`] sends diagnostics to stderr (`-v`, `-q`, `RUST_LOG`).
 
 pub mod catalog;
@@ -24,6 +26,7 @@ pub mod clock;
 pub mod cmd;
 pub mod cooldown;
 pub mod dialect;
+pub mod due;
 pub mod error;
 pub mod exit;
 pub mod fake;
@@ -36,6 +39,7 @@ pub mod lastrun;
 pub mod logging;
 pub mod outcome;
 pub mod output;
+pub mod ping;
 pub mod probe;
 pub mod prompts;
 pub mod route;
@@ -43,6 +47,7 @@ pub mod secret;
 pub mod server;
 pub mod settings;
 pub mod state;
+pub mod textfile;
 pub mod time;
 pub mod window;
 
@@ -84,7 +89,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 fn dispatch(cli: Cli) -> Result<u8, Error> {
     let g = cli.global;
     match cli.command {
-        Command::Check(a) => check::run(&settings::Settings::load(&g)?, a),
+        Command::Check(a) => check::main(&g, a),
         Command::Providers(a) => check::list(&settings::Settings::load(&g)?, a.json),
         Command::Rollup(a) => rollup::run(&settings::Settings::load(&g)?, a),
         Command::Brief(a) => brief::run(&settings::Settings::load(&g)?, a),

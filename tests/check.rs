@@ -506,14 +506,41 @@ fn a_canary_key_never_leaks() {
             ),
         ],
     );
+    let ping = crate::support::PingServer::start();
+    let prom = env.path().join("llmprobe.prom");
     let runs = [
         check(&env, &cfg, &[]),
         check(&env, &cfg, &["--json"]),
         env.run(&["--config", &cfg, "check", "--list"]),
         env.run(&["--config", &cfg, "providers", "--json"]),
-        // Every diagnostic there is.
-        check(&env, &cfg, &["-vvv"]),
+        // Every diagnostic there is, the monitor's pings and the metrics.
+        check(
+            &env,
+            &cfg,
+            &[
+                "-vvv",
+                "--ping-url",
+                &ping.url,
+                "--prom-file",
+                prom.to_str().unwrap(),
+            ],
+        ),
     ];
+    let pinged: String = ping
+        .seen()
+        .iter()
+        .map(|p| format!("{} {}\n", p.path, p.body))
+        .collect();
+    assert!(pinged.contains("failed oa::echo-key: error"), "{pinged}");
+    assert!(
+        !pinged.contains(CANARY) && !pinged.contains("7f3a9c2e"),
+        "{pinged}"
+    );
+    let metrics = std::fs::read_to_string(&prom).unwrap();
+    assert!(
+        !metrics.contains(CANARY) && !metrics.contains("7f3a9c2e"),
+        "{metrics}"
+    );
     for r in &runs {
         assert!(
             !r.stdout.contains(CANARY) && !r.stderr.contains(CANARY),
