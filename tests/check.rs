@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::support::{Env, Fake, closed_port, log_entries};
 
 /// A config with only the given provider tables and a fast default spacing.
-fn config(env: &Env, tables: &[String]) -> String {
+pub fn config(env: &Env, tables: &[String]) -> String {
     let text = format!(
         "include_default_catalog = false\n[defaults]\nspacing_secs = 0\ntimeout_secs = 2\n\n{}",
         tables.join("\n")
@@ -17,7 +17,7 @@ fn config(env: &Env, tables: &[String]) -> String {
     env.write("llmprobe.toml", text).display().to_string()
 }
 
-fn check(env: &Env, cfg: &str, extra: &[&str]) -> crate::support::Run {
+pub fn check(env: &Env, cfg: &str, extra: &[&str]) -> crate::support::Run {
     let mut args = vec!["--config", cfg, "check"];
     args.extend_from_slice(extra);
     env.run(&args)

@@ -7,20 +7,22 @@ use std::io::BufRead;
 
 use serde_json::Value;
 
+use crate::check::{check, config};
 use crate::support::{Env, Fake, PingServer, advance, clock_env, closed_port, provider_toml};
 
-fn config(env: &Env, tables: &[String]) -> String {
-    let text = format!(
-        "include_default_catalog = false\n[defaults]\nspacing_secs = 0\ntimeout_secs = 5\n\n{}",
-        tables.join("\n")
-    );
-    env.write("llmprobe.toml", text).display().to_string()
+/// `text` contains `needle`; else the text is shown.
+#[track_caller]
+fn has(text: &str, needle: &str) {
+    assert!(text.contains(needle), "no {needle:?} in:\n{text}");
 }
 
-fn check(env: &Env, cfg: &str, extra: &[&str]) -> crate::support::Run {
-    let mut args = vec!["--config", cfg, "check"];
-    args.extend_from_slice(extra);
-    env.run(&args)
+/// `text` starts with `prefix`; else the text is shown.
+#[track_caller]
+fn starts(text: &str, prefix: &str) {
+    assert!(
+        text.starts_with(prefix),
+        "not {prefix:?} at the start of:\n{text}"
+    );
 }
 
 fn last_run(env: &Env) -> Vec<u8> {
@@ -67,11 +69,7 @@ fn if_due_skips_a_recent_run_without_the_lock_and_runs_an_old_one() {
         "{}",
         r.stderr
     );
-    assert!(
-        r.stderr.contains("--if-due 1h runs again in 1h"),
-        "{}",
-        r.stderr
-    );
+    has(&r.stderr, "--if-due 1h runs again in 1h");
     assert_eq!(r.stdout, "");
     assert_eq!(fake.seen().len(), 1, "nothing probed");
     assert_eq!(last_run(&env), before, "last_run.json untouched");
@@ -81,21 +79,12 @@ fn if_due_skips_a_recent_run_without_the_lock_and_runs_an_old_one() {
     // Half an hour later, the default interval (1h) is not over.
     advance(&env, 1800);
     let r = check(&env, &cfg, &["--if-due"]).ok();
-    assert!(r.stderr.contains("finished 30m ago"), "{}", r.stderr);
-    assert!(r.stderr.contains("runs again in 30m"), "{}", r.stderr);
+    has(&r.stderr, "finished 30m ago");
+    has(&r.stderr, "runs again in 30m");
     // A dry run says what a run would do, and stops either way.
     let r = check(&env, &cfg, &["--dry-run", "--if-due"]).ok();
-    assert!(
-        r.stdout
-            .starts_with("not due: the last check finished 30m ago"),
-        "{}",
-        r.stdout
-    );
-    assert!(
-        r.stdout.contains("(a run now would stop here)"),
-        "{}",
-        r.stdout
-    );
+    starts(&r.stdout, "not due: the last check finished 30m ago");
+    has(&r.stdout, "(a run now would stop here)");
     let r = check(&env, &cfg, &["--dry-run", "--json", "--if-due", "10m"]).ok();
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["if_due"]["due"], true);
@@ -105,11 +94,11 @@ fn if_due_skips_a_recent_run_without_the_lock_and_runs_an_old_one() {
     // An hour after the last run: due, and it runs.
     advance(&env, 3600);
     let r = check(&env, &cfg, &["--if-due"]).ok();
-    assert!(r.stdout.contains("1/1 probes passed"), "{}", r.stdout);
+    has(&r.stdout, "1/1 probes passed");
     assert_eq!(fake.seen().len(), 2);
     assert_ne!(last_run(&env), before);
     let r = check(&env, &cfg, &["--if-due", "5m"]).ok();
-    assert!(r.stderr.starts_with("not due"), "{}", r.stderr);
+    starts(&r.stderr, "not due");
     assert_eq!(fake.seen().len(), 2);
 }
 
@@ -120,18 +109,14 @@ fn an_offline_run_is_no_reason_to_wait_and_a_bad_record_stops_the_run() {
     check(&env, &cfg, &[]).code(6);
     // It recorded nothing, so the next trigger tries again at once.
     let r = check(&env, &cfg, &["--if-due", "1h"]).code(6);
-    assert!(
-        r.stderr.contains("offline: none of 1 remote provider"),
-        "{}",
-        r.stderr
-    );
+    has(&r.stderr, "offline: none of 1 remote provider");
 
     // A last_run.json that cannot be parsed is a data error, left as it is.
     let bad = "{\"version\": 1, \"finished_at\": tru";
     let path = env.write("stats/last_run.json", bad);
     let r = check(&env, &cfg, &["--if-due"]).code(4);
-    assert!(r.stderr.contains("last_run.json"), "{}", r.stderr);
-    assert!(r.stderr.contains("check --if-due reads it"), "{}", r.stderr);
+    has(&r.stderr, "last_run.json");
+    has(&r.stderr, "check --if-due reads it");
     assert_eq!(std::fs::read_to_string(path).unwrap(), bad);
 }
 
@@ -175,12 +160,9 @@ fn jitter_waits_before_probing_and_the_clock_ends_the_wait() {
 
     // A dry run reports the jitter instead of waiting.
     let r = check(&env, &cfg, &["--dry-run", "--jitter", "5m"]).ok();
-    assert!(
-        r.stdout.starts_with(
-            "--jitter 5m: a random wait of up to 5m before the first probe (a dry run does not wait)\n"
-        ),
-        "{}",
-        r.stdout
+    starts(
+        &r.stdout,
+        "--jitter 5m: a random wait of up to 5m before the first probe (a dry run does not wait)\n",
     );
     assert!(!r.stderr.contains("waiting"), "{}", r.stderr);
     let r = check(&env, &cfg, &["--dry-run", "--json", "--jitter", "90s"]).ok();
@@ -193,7 +175,7 @@ fn jitter_waits_before_probing_and_the_clock_ends_the_wait() {
         ["--if-due", "9000h"],
     ] {
         let r = check(&env, &cfg, &bad).code(2);
-        assert!(r.stderr.contains(bad[0]), "{}", r.stderr);
+        has(&r.stderr, bad[0]);
     }
     assert_eq!(fake.seen().len(), 1);
 }
@@ -213,15 +195,9 @@ fn ping_url_reports_start_then_success_or_fail_with_the_summary() {
         ["GET /ping/abc-123/start", "POST /ping/abc-123"]
     );
     let body = &ping.seen()[1].body;
-    assert!(
-        body.starts_with("llmprobe check: exit 0 (success)\n"),
-        "{body}"
-    );
-    assert!(body.contains("1/2 probes passed"), "{body}");
-    assert!(
-        body.contains("failed f::wrong: wrong_answer (200)"),
-        "{body}"
-    );
+    starts(body, "llmprobe check: exit 0 (success)\n");
+    has(body, "1/2 probes passed");
+    has(body, "failed f::wrong: wrong_answer (200)");
 
     // --fail-on-down makes a failed probe a failure.
     check(&env, &cfg, &["--ping-url", &url, "--fail-on-down"]).code(1);
@@ -245,8 +221,8 @@ fn ping_url_reports_start_then_success_or_fail_with_the_summary() {
         ["GET /ping/abc-123/start", "POST /ping/abc-123/fail"]
     );
     let body = &ping.seen()[5].body;
-    assert!(body.starts_with("llmprobe check: exit 4"), "{body}");
-    assert!(body.contains("health_log.json"), "{body}");
+    starts(body, "llmprobe check: exit 4");
+    has(body, "health_log.json");
     std::fs::remove_file(log).unwrap();
 
     // A config that cannot be read fails it before it starts; the URL may
@@ -276,9 +252,9 @@ fn an_offline_run_pings_fail_and_the_monitor_is_reached_past_the_proxy() {
         body.starts_with("llmprobe check: exit 6 (offline"),
         "{body}"
     );
-    assert!(
-        body.contains("offline: none of 1 remote provider could be reached (connection refused); nothing recorded"),
-        "{body}"
+    has(
+        body,
+        "offline: none of 1 remote provider could be reached (connection refused); nothing recorded",
     );
 }
 
@@ -289,19 +265,19 @@ fn a_monitor_that_is_down_never_changes_the_exit_code() {
     let cfg = config(&env, &[fake.provider("f", "openai", &["ok"], "")]);
     let down = format!("{}/secret-uuid", closed_port());
     let r = check(&env, &cfg, &["--ping-url", &down]).ok();
-    assert!(r.stdout.contains("1/1 probes passed"), "{}", r.stdout);
+    has(&r.stdout, "1/1 probes passed");
     let host = down.trim_end_matches("/secret-uuid");
     for what in ["start", "success"] {
         let warning = format!(
             "warning: --ping-url: the {what} ping to {host} failed (connection refused); the run's result is unchanged"
         );
-        assert!(r.stderr.contains(&warning), "{}", r.stderr);
+        has(&r.stderr, &warning);
     }
     // The path is the monitor's secret: never printed.
     assert!(!r.stderr.contains("secret-uuid"), "{}", r.stderr);
     check(&env, &cfg, &["--ping-url", &down, "--fail-on-down"]).ok();
     let r = check(&env, &cfg, &["--ping-url", "hc-ping.com/uuid"]).code(2);
-    assert!(r.stderr.contains("--ping-url"), "{}", r.stderr);
+    has(&r.stderr, "--ping-url");
 }
 
 /// The value of the sample `series` (name and labels) in Prometheus text.
@@ -394,11 +370,7 @@ fn prom_file_is_prometheus_text_with_every_family() {
     // A directory that does not exist is refused before any probe.
     let before = fake.seen().len();
     let r = check(&env, &cfg, &["--prom-file", "nowhere/llmprobe.prom"]).code(2);
-    assert!(
-        r.stderr.contains("--prom-file nowhere/llmprobe.prom"),
-        "{}",
-        r.stderr
-    );
+    has(&r.stderr, "--prom-file nowhere/llmprobe.prom");
     assert_eq!(fake.seen().len(), before);
 }
 
