@@ -127,9 +127,10 @@ Examples:
   llmprobe check --dry-run --jitter 5m        show the plan and the wait, without waiting
 
 crontab:  0 * * * *  cd ~/llmprobe && llmprobe check >> check.out 2>&1
-every 10 min on a laptop that sleeps, monitored by healthchecks.io and node_exporter:
+every 10 min on a laptop that sleeps (still at most one run an hour), watched by
+healthchecks.io; add --prom-file /var/lib/node_exporter/textfile/llmprobe.prom
+for node_exporter:
   */10 * * * *  llmprobe check --if-due 1h --jitter 5m --ping-url https://hc-ping.com/UUID
-                  --prom-file /var/lib/node_exporter/textfile/llmprobe.prom
 
 Order: --if-due is decided first (a run that is not due exits 0 at once,
 without waiting, pinging or taking the lock); then the --jitter wait; then
