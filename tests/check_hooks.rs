@@ -235,6 +235,18 @@ fn ping_url_reports_start_then_success_or_fail_with_the_summary() {
     assert_eq!(r.status.code(), Some(2));
     assert_eq!(ping.calls()[6..], ["POST /ping/abc-123/fail"]);
     assert!(ping.seen()[6].body.contains("missing.toml"));
+    // So is a --prom-file that cannot be written; a dry run pings nothing,
+    // even when it fails.
+    check(
+        &env,
+        &cfg,
+        &["--ping-url", &url, "--prom-file", "no/such/dir.prom"],
+    )
+    .code(2);
+    assert_eq!(ping.calls()[7..], ["POST /ping/abc-123/fail"]);
+    has(&ping.seen()[7].body, "--prom-file no/such/dir.prom");
+    check(&env, &cfg, &["--ping-url", &url, "--dry-run", "-p", "nope"]).code(2);
+    assert_eq!(ping.calls().len(), 8);
 }
 
 #[test]

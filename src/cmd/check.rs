@@ -182,12 +182,12 @@ struct Hooks {
 }
 
 impl Hooks {
+    /// A bad `--ping-url` is an error at once (exit 2): there is nowhere to
+    /// report anything. `--list` and `--dry-run` are not runs: no pings.
     fn new(a: &CheckArgs) -> Result<Hooks> {
-        if let Some(p) = &a.prom_file {
-            crate::textfile::check_path(p)?;
-        }
+        let ping = a.ping_url.as_deref().map(Pinger::new).transpose()?;
         Ok(Hooks {
-            ping: a.ping_url.as_deref().map(Pinger::new).transpose()?,
+            ping: ping.filter(|_| !a.list && !a.dry_run),
             prom_file: a.prom_file.clone(),
             summary: None,
         })
@@ -221,7 +221,12 @@ impl Hooks {
 /// `--ping-url` too.
 pub fn main(g: &GlobalArgs, a: CheckArgs) -> Result<u8> {
     let mut hooks = Hooks::new(&a)?;
-    let result = Settings::load(g).and_then(|s| run_with(&s, a, &mut hooks));
+    let result = a
+        .prom_file
+        .as_deref()
+        .map_or(Ok(()), crate::textfile::check_path)
+        .and_then(|()| Settings::load(g))
+        .and_then(|s| run_with(&s, a, &mut hooks));
     hooks.finish(&result);
     result.map(Ran::code)
 }
