@@ -3,7 +3,16 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+
+/// What `--version` prints after the name: the version, and the commit the
+/// binary was built from (see build.rs), e.g. `0.1.0 (commit 4ec0c11ab2f1)`.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("LLMPROBE_COMMIT"),
+    ")"
+);
 
 /// A clap value parser for durations written like `1h`, `90m`, `5m30s`,
 /// `45s` or `0` (the same Go-style spelling providers use), for flags such as
@@ -19,7 +28,7 @@ pub fn duration(s: &str) -> Result<std::time::Duration, String> {
 #[derive(Debug, Parser)]
 #[command(
     name = "llmprobe",
-    version,
+    version = VERSION,
     about = "Keep an honest record of which LLM provider/model pairs really work.",
     after_help = "\
 Examples:
@@ -42,8 +51,31 @@ internal error (a bug)."
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
+    #[command(flatten)]
+    pub log: LogArgs,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How much llmprobe says on stderr about what it does (through `tracing`),
+/// before or after the subcommand. Routine output (tables, JSON, the usual
+/// stderr notes) never changes with these.
+#[derive(Debug, Args, Clone, Copy, Default)]
+pub struct LogArgs {
+    /// More diagnostics on stderr: -v what happens, -vv each probe, state
+    /// change and route attempt, -vvv everything llmprobe traces. RUST_LOG
+    /// (e.g. RUST_LOG=llmprobe=debug) gives finer control.
+    #[arg(short = 'v', long = "verbose", global = true, action = ArgAction::Count)]
+    pub verbose: u8,
+    /// Fewer diagnostics: -q errors only, -qq none. Routine output is unchanged.
+    #[arg(
+        short = 'q',
+        long = "quiet",
+        global = true,
+        action = ArgAction::Count,
+        conflicts_with = "verbose"
+    )]
+    pub quiet: u8,
 }
 
 /// Flags accepted both before and after the subcommand.
@@ -71,6 +103,8 @@ pub enum Command {
     Route(RouteArgs),
     Schedule(ScheduleArgs),
     Demo(DemoArgs),
+    Completions(CompletionsArgs),
+    Man(ManArgs),
     /// Run fake LLM providers on 127.0.0.1 for tests, demos and benchmarks.
     #[command(hide = true)]
     FakeProvider(FakeArgs),
@@ -82,7 +116,7 @@ pub enum Command {
 /// with starts at least `spacing` apart. Every result is appended to
 /// health_log.json as soon as it is known, and model_state.json is updated.
 /// Paused models are probed; disabled models are skipped.
-#[derive(Debug, Args)]
+#[derive(Debug, Default, Args)]
 #[command(after_help = "\
 Examples:
   llmprobe check                              probe everything (hourly from cron)
@@ -91,8 +125,19 @@ Examples:
   llmprobe check --dry-run                    show what would be probed, in order
   llmprobe check --dry-run --json             the same, as JSON
   llmprobe check --json --fail-on-down        JSON out; exit 1 if any probe failed
+  llmprobe check --if-due 30m --jitter 5m     at most one run per 30 min, after a random wait
+  llmprobe check --dry-run --jitter 5m        show the plan and the wait, without waiting
 
-crontab:  0 * * * *  cd ~/llmprobe && llmprobe check >> check.out 2>&1")]
+crontab:  0 * * * *  cd ~/llmprobe && llmprobe check >> check.out 2>&1
+every 10 min on a laptop that sleeps (still at most one run an hour), watched by
+healthchecks.io; add --prom-file /var/lib/node_exporter/textfile/llmprobe.prom
+for node_exporter:
+  */10 * * * *  llmprobe check --if-due 1h --jitter 5m --ping-url https://hc-ping.com/UUID
+
+Order: --if-due is decided first (a run that is not due exits 0 at once,
+without waiting, pinging or taking the lock); then the --jitter wait; then
+the run lock, --if-due once more (another run may have finished meanwhile),
+the start ping and the probes.")]
 pub struct CheckArgs {
     /// Only these providers (repeatable, or comma-separated).
     #[arg(long, short = 'p', value_delimiter = ',', value_name = "NAME")]
@@ -118,6 +163,36 @@ pub struct CheckArgs {
     /// Exit 1 if any probed model failed.
     #[arg(long)]
     pub fail_on_down: bool,
+    /// First wait a random delay from 0 up to DURATION (e.g. 5m, at most
+    /// 24h), so that many machines do not probe in lock-step.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub jitter: Option<std::time::Duration>,
+    /// Exit 0 at once, probing nothing, when the last completed run finished
+    /// less than INTERVAL ago [1h when given without a value]. An offline
+    /// run (exit 6) recorded nothing, so it does not count.
+    #[arg(
+        long,
+        value_name = "INTERVAL",
+        value_parser = duration,
+        num_args = 0..=1,
+        default_missing_value = "1h"
+    )]
+    pub if_due: Option<std::time::Duration>,
+    /// Ping a healthchecks.io-style URL: URL/start before probing, then URL
+    /// on exit 0 or URL/fail on anything else (offline included), with the
+    /// run's summary as the body. An unreachable URL only warns.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "LLMPROBE_PING_URL",
+        hide_env_values = true
+    )]
+    pub ping_url: Option<String>,
+    /// Write the run's metrics to this file for node_exporter's textfile
+    /// collector, atomically (a temporary file in the same directory, then
+    /// a rename).
+    #[arg(long, value_name = "PATH")]
+    pub prom_file: Option<PathBuf>,
 }
 
 /// List every provider and model, with the source of its key (alias of `check --list`).
@@ -508,6 +583,38 @@ pub struct DemoArgs {
     #[arg(long)]
     pub fresh: bool,
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+    Powershell,
+    Elvish,
+}
+
+/// Print a shell completion script for llmprobe on stdout.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  llmprobe completions bash > ~/.local/share/bash-completion/completions/llmprobe
+  llmprobe completions zsh > ~/.zfunc/_llmprobe       with fpath+=~/.zfunc in ~/.zshrc
+  llmprobe completions fish > ~/.config/fish/completions/llmprobe.fish
+  llmprobe completions powershell | Out-String | Invoke-Expression   in $PROFILE")]
+pub struct CompletionsArgs {
+    /// The shell to complete in.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+/// Print llmprobe's manual page (roff, every subcommand included) on stdout.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  llmprobe man > llmprobe.1            then: man ./llmprobe.1
+  llmprobe man | man -l -              read it at once
+  llmprobe man > ~/.local/share/man/man1/llmprobe.1")]
+pub struct ManArgs {}
 
 #[derive(Debug, Args)]
 pub struct FakeArgs {

@@ -22,6 +22,14 @@ impl Clock {
         }
     }
 
+    /// A clock shifted by the seconds in `file`, as the variable would make
+    /// it (for unit tests).
+    pub fn with_offset_file(file: PathBuf) -> Clock {
+        Clock {
+            offset_file: Some(file),
+        }
+    }
+
     pub fn now(&self) -> DateTime<Utc> {
         let now = Utc::now();
         match &self.offset_file {

@@ -24,6 +24,22 @@ pub const IO: u8 = 7;
 /// A bug: a part of the run panicked. The message says where.
 pub const INTERNAL: u8 = 8;
 
+/// What an exit code means, in a few words (for a monitor's ping body).
+pub fn meaning(c: u8) -> &'static str {
+    match c {
+        SUCCESS => "success",
+        CONDITION => "a --fail-on-… condition holds",
+        USAGE => "usage or configuration error",
+        LOCKED => "another check holds the run lock",
+        DATA => "a data file is unreadable (left untouched)",
+        EXHAUSTED => "every candidate failed",
+        OFFLINE => "offline: no remote provider reached, nothing recorded",
+        IO => "system error",
+        INTERNAL => "internal error",
+        _ => "unknown",
+    }
+}
+
 pub fn code(c: u8) -> ExitCode {
     ExitCode::from(c)
 }

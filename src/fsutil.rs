@@ -81,8 +81,18 @@ impl RunLock {
         match file.try_lock() {
             Ok(()) => {}
             Err(fs::TryLockError::WouldBlock) => {
+                // The holder writes its note just after taking the lock: a
+                // run that lost the race by a hair may find it still empty,
+                // so look again a few times before saying "unknown".
                 let mut holder = String::new();
-                let _ = File::open(&path).and_then(|mut f| f.read_to_string(&mut holder));
+                for _ in 0..20 {
+                    holder.clear();
+                    let _ = File::open(&path).and_then(|mut f| f.read_to_string(&mut holder));
+                    if !holder.trim().is_empty() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
                 let holder = holder.trim();
                 let holder = if holder.is_empty() {
                     "holder unknown".to_string()

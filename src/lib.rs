@@ -17,7 +17,10 @@
 //! - [`format`] and [`grade`] show the record the same way everywhere;
 //! - [`server`] serves HTTP (the fake provider, and `route`) and builds the
 //!   runtime;
-//! - [`fake`] is a scriptable fake provider for tests, demos and benchmarks.
+//! - [`fake`] is a scriptable fake provider for tests, demos and benchmarks;
+//! - [`due`], [`ping`] and [`textfile`] make scheduled `check` runs safe and
+//!   watched (`--if-due`, `--jitter`, `--ping-url`, `--prom-file`);
+//! - [`logging`] sends diagnostics to stderr (`-v`, `-q`, `RUST_LOG`).
 
 pub mod catalog;
 pub mod classify;
@@ -26,6 +29,7 @@ pub mod clock;
 pub mod cmd;
 pub mod cooldown;
 pub mod dialect;
+pub mod due;
 pub mod error;
 pub mod exit;
 pub mod fake;
@@ -35,8 +39,10 @@ pub mod grade;
 pub mod healthlog;
 pub mod http;
 pub mod lastrun;
+pub mod logging;
 pub mod outcome;
 pub mod output;
+pub mod ping;
 pub mod probe;
 pub mod prompts;
 pub mod route;
@@ -45,6 +51,7 @@ pub mod secret;
 pub mod server;
 pub mod settings;
 pub mod state;
+pub mod textfile;
 pub mod time;
 pub mod window;
 
@@ -72,6 +79,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return exit::code(code);
         }
     };
+    logging::init(cli.log);
     match dispatch(cli) {
         Ok(code) => exit::code(code),
         Err(e) if e.is_broken_pipe() => exit::code(exit::SUCCESS),
@@ -85,7 +93,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 fn dispatch(cli: Cli) -> Result<u8, Error> {
     let g = cli.global;
     match cli.command {
-        Command::Check(a) => check::run(&settings::Settings::load(&g)?, a),
+        Command::Check(a) => check::main(&g, a),
         Command::Providers(a) => check::list(&settings::Settings::load(&g)?, a.json),
         Command::Rollup(a) => rollup::run(&settings::Settings::load(&g)?, a),
         Command::Brief(a) => brief::run(&settings::Settings::load(&g)?, a),
@@ -93,6 +101,8 @@ fn dispatch(cli: Cli) -> Result<u8, Error> {
         Command::Route(a) => cmd::route::run(&settings::Settings::load(&g)?, a),
         Command::Schedule(a) => cmd::schedule::run(&g, a),
         Command::Demo(a) => demo::run(&g, a),
+        Command::Completions(a) => cmd::docs::completions(a),
+        Command::Man(_) => cmd::docs::man(),
         Command::FakeProvider(a) => fake::run(&g, a),
     }
 }

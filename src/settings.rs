@@ -53,6 +53,12 @@ pub struct Settings {
 impl Settings {
     pub fn load(g: &GlobalArgs) -> Result<Settings> {
         let config = find_config(g.config.as_deref(), |k| std::env::var_os(k))?;
+        match &config {
+            Some(c) => {
+                tracing::info!(path = %c.path.display(), found_by = c.found_by, "config file")
+            }
+            None => tracing::info!("no config file: the embedded catalog only"),
+        }
         let catalog = Catalog::load(config.as_ref().map(|c| c.path.as_path()))?;
         let prompts = match &g.prompts {
             Some(p) => Pool::load(p)?,

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{Env, Fake, log_entries};
+use crate::support::{Env, Fake, closed_port, log_entries};
 
 /// A config with only the given provider tables and a fast default spacing.
-fn config(env: &Env, tables: &[String]) -> String {
+pub fn config(env: &Env, tables: &[String]) -> String {
     let text = format!(
         "include_default_catalog = false\n[defaults]\nspacing_secs = 0\ntimeout_secs = 2\n\n{}",
         tables.join("\n")
@@ -17,7 +17,7 @@ fn config(env: &Env, tables: &[String]) -> String {
     env.write("llmprobe.toml", text).display().to_string()
 }
 
-fn check(env: &Env, cfg: &str, extra: &[&str]) -> crate::support::Run {
+pub fn check(env: &Env, cfg: &str, extra: &[&str]) -> crate::support::Run {
     let mut args = vec!["--config", cfg, "check"];
     args.extend_from_slice(extra);
     env.run(&args)
@@ -506,12 +506,41 @@ fn a_canary_key_never_leaks() {
             ),
         ],
     );
+    let ping = crate::support::PingServer::start();
+    let prom = env.path().join("llmprobe.prom");
     let runs = [
         check(&env, &cfg, &[]),
         check(&env, &cfg, &["--json"]),
         env.run(&["--config", &cfg, "check", "--list"]),
         env.run(&["--config", &cfg, "providers", "--json"]),
+        // Every diagnostic there is, the monitor's pings and the metrics.
+        check(
+            &env,
+            &cfg,
+            &[
+                "-vvv",
+                "--ping-url",
+                &ping.url,
+                "--prom-file",
+                prom.to_str().unwrap(),
+            ],
+        ),
     ];
+    let pinged: String = ping
+        .seen()
+        .iter()
+        .map(|p| format!("{} {}\n", p.path, p.body))
+        .collect();
+    assert!(pinged.contains("failed oa::echo-key: error"), "{pinged}");
+    assert!(
+        !pinged.contains(CANARY) && !pinged.contains("7f3a9c2e"),
+        "{pinged}"
+    );
+    let metrics = std::fs::read_to_string(&prom).unwrap();
+    assert!(
+        !metrics.contains(CANARY) && !metrics.contains("7f3a9c2e"),
+        "{metrics}"
+    );
     for r in &runs {
         assert!(
             !r.stdout.contains(CANARY) && !r.stderr.contains(CANARY),
@@ -740,15 +769,6 @@ fn state_changes_made_during_a_run_are_kept() {
     assert_eq!(s["f::wrong"]["consecutive_failures"], 1);
     assert_eq!(s["f::slow"]["reason"], "unreachable");
     assert_eq!(log_entries(&env.log()).len(), 4);
-}
-
-/// A loopback port nobody listens on: bind, note it, close it.
-fn closed_port() -> String {
-    let addr = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    format!("http://{addr}")
 }
 
 /// Remote providers without leaving the machine: every remote request goes

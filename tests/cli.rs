@@ -262,6 +262,8 @@ fn every_help_example_runs_as_written() {
         "schedule show",
         "schedule uninstall",
         "demo",
+        "completions",
+        "man",
     ] {
         #[cfg(not(unix))]
         if sub.starts_with("schedule") {
@@ -324,4 +326,160 @@ fn check_dry_run_json_is_json() {
         .expect("JSON");
     assert_eq!(v["probes"][0]["model"], "m");
     assert_eq!(v["probes"][0]["starts_at_secs"], 0.0);
+}
+
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let env = Env::new();
+    for flag in ["--version", "-V"] {
+        let out = env.run(&[flag]).ok().stdout;
+        let rest = out
+            .strip_prefix(&format!("llmprobe {} (commit ", env!("CARGO_PKG_VERSION")))
+            .and_then(|r| r.strip_suffix(")\n"))
+            .unwrap_or_else(|| panic!("{out:?}"));
+        let sha = rest.strip_suffix("-dirty").unwrap_or(rest);
+        assert!(
+            sha == "unknown" || (sha.len() == 12 && sha.chars().all(|c| c.is_ascii_hexdigit())),
+            "{out}"
+        );
+        // Built from a git checkout: its HEAD.
+        let head = std::process::Command::new("git")
+            .args(["rev-parse", "--short=12", "HEAD"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output();
+        if let Ok(h) = head
+            && h.status.success()
+            && std::env::var_os("LLMPROBE_COMMIT").is_none()
+        {
+            assert_eq!(sha, String::from_utf8_lossy(&h.stdout).trim(), "{out}");
+        }
+    }
+}
+
+#[test]
+fn completions_for_every_shell_name_the_subcommands() {
+    let env = Env::new();
+    for shell in ["bash", "zsh", "fish", "powershell", "elvish"] {
+        let out = env.run(&["completions", shell]).ok().stdout;
+        for word in ["check", "rollup", "route", "dry-run", "stats-dir"] {
+            assert!(out.contains(word), "{shell}: no {word}");
+        }
+        assert!(!out.contains("fake-provider"), "{shell}: a hidden command");
+        let file = env.write(&format!("llmprobe.{shell}"), &out);
+        // Where the shell is installed, it reads the script: bash and zsh
+        // check its syntax, and bash loads it and knows the completion.
+        let checks: &[&[&str]] = match shell {
+            "bash" => &[&["-n"], &["-c", "source \"$0\" && complete -p llmprobe"]],
+            "zsh" => &[&["-n"]],
+            _ => &[],
+        };
+        for args in checks {
+            let Ok(o) = std::process::Command::new(shell)
+                .args(*args)
+                .arg(&file)
+                .output()
+            else {
+                eprintln!("SKIPPED: {shell} is not installed");
+                continue;
+            };
+            assert!(
+                o.status.success(),
+                "{shell} {args:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            if args.len() == 2 {
+                let said = String::from_utf8_lossy(&o.stdout);
+                assert!(
+                    said.contains("_llmprobe") && said.trim_end().ends_with(" llmprobe"),
+                    "{said}"
+                );
+            }
+        }
+    }
+    let r = env.run(&["completions", "tcsh"]).code(2);
+    assert!(r.stderr.contains("tcsh"), "{}", r.stderr);
+}
+
+#[test]
+fn the_man_page_is_roff_and_renders() {
+    let env = Env::new();
+    let page = env.run(&["man"]).ok().stdout;
+    let first = page
+        .lines()
+        .find(|l| l.starts_with(".TH ") || l.starts_with(".SH "))
+        .unwrap();
+    assert!(first.starts_with(".TH LLMPROBE 1 "), "{first}");
+    let file = env.write("llmprobe.1", &page);
+    // groff, where installed: no warning, and every command in the text.
+    let Ok(o) = std::process::Command::new("groff")
+        .args(["-k", "-man", "-Tutf8", "-ww", "-P-cbou"])
+        .arg(&file)
+        .output()
+    else {
+        eprintln!("SKIPPED: groff is not installed");
+        return;
+    };
+    assert!(
+        o.status.success() && o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    for heading in [
+        "LLMPROBE CHECK",
+        "LLMPROBE STATE RESET",
+        "LLMPROBE ROUTE",
+        "EXAMPLES",
+    ] {
+        assert!(text.contains(heading), "{heading}");
+    }
+}
+
+#[test]
+fn verbose_adds_diagnostics_and_routine_output_stays_as_it_was() {
+    let mut env = Env::new();
+    let fake = crate::support::Fake::start(&env, &[]);
+    let cfg = env.write(
+        "llmprobe.toml",
+        format!(
+            "include_default_catalog = false\n[defaults]\nspacing_secs = 0\n\n{}",
+            fake.provider("f", "openai", &["ok", "wrong", "rate-limit"], "")
+        ),
+    );
+    let cfg = cfg.to_str().unwrap();
+    let quiet = env.run(&["--config", cfg, "check", "--dry-run"]).ok();
+    let loud = env
+        .run(&["-vv", "--config", cfg, "check", "--dry-run"])
+        .ok();
+    assert_eq!(quiet.stdout, loud.stdout);
+    assert_eq!(quiet.stderr, "");
+    assert!(loud.stderr.contains("config file"), "{}", loud.stderr);
+    assert!(loud.stderr.contains("llmprobe.toml"), "{}", loud.stderr);
+
+    // Each probe and state change at debug level; the table as ever.
+    let r = env.run(&["--config", cfg, "check", "-vv"]).ok();
+    assert!(r.stdout.contains("1/3 probes passed"), "{}", r.stdout);
+    for needle in [
+        "probe sent",
+        "probe answered",
+        "wrong_answer",
+        "state change",
+    ] {
+        assert!(r.stderr.contains(needle), "{needle}:\n{}", r.stderr);
+    }
+    // -v alone: what happens, not each probe.
+    let r = env.run(&["-v", "--config", cfg, "check"]).ok();
+    assert!(r.stderr.contains("config file"), "{}", r.stderr);
+    assert!(!r.stderr.contains("probe sent"), "{}", r.stderr);
+    // -q, and no flag at all: nothing on stderr for a good run.
+    let r = env.run(&["--config", cfg, "check", "-q"]).ok();
+    assert_eq!(r.stderr, "");
+    let r = env.run(&["--config", cfg, "check"]).ok();
+    assert_eq!(r.stderr, "");
+    env.run(&["-v", "-q", "providers"]).code(2);
+    // RUST_LOG, when set, decides.
+    env.env("RUST_LOG", "llmprobe::cmd::check=debug");
+    let r = env.run(&["--config", cfg, "check"]).ok();
+    assert!(r.stderr.contains("probe answered"), "{}", r.stderr);
+    assert!(!r.stderr.contains("config file"), "{}", r.stderr);
 }

@@ -454,7 +454,9 @@ fn an_echoed_key_never_reaches_the_client() {
     let all = format!("{:?}{}", r.headers, r.body);
     assert!(!all.contains(CANARY), "{all}");
     assert!(!all.contains("8a"), "not even its tail: {all}");
-    let r = route(&env, &cfg, &["--json", Q]);
+    // Nor in diagnostics: -vvv shows each attempt and its (redacted) error.
+    let r = route(&env, &cfg, &["-vvv", "--json", Q]);
+    assert!(r.stderr.contains("route: attempt failed"), "{}", r.stderr);
     assert!(
         !r.stdout.contains(CANARY) && !r.stderr.contains(CANARY),
         "{} {}",
@@ -491,7 +493,7 @@ fn sigterm_saves_the_route_state() {
 /// cannot be skipped; elsewhere it runs when the SDK is installed.
 #[test]
 fn the_openai_python_sdk_as_a_client() {
-    let Some(python) = ci_python("openai") else {
+    let Some(python) = crate::support::ci_python("openai") else {
         return;
     };
     let env = env();
@@ -684,26 +686,6 @@ fn everything_cooling_down_is_a_429_with_retry_after() {
     assert_eq!(ready.json()["reason"], "all_cooling_down");
 }
 
-/// The Python that .ci/run prepares (with openai and prometheus_client),
-/// or `None` (and a visible skip) where it is not installed and not required.
-fn ci_python(module: &str) -> Option<String> {
-    let python = std::env::var("LLMPROBE_TEST_PYTHON")
-        .unwrap_or_else(|_| format!("{}/.ci/venv/bin/python", env!("CARGO_MANIFEST_DIR")));
-    let ok = std::process::Command::new(&python)
-        .args(["-c", &format!("import {module}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if ok {
-        return Some(python);
-    }
-    assert!(
-        std::env::var("LLMPROBE_REQUIRE_SDK").is_err(),
-        "{python} cannot import {module}, which .ci/run installs"
-    );
-    eprintln!("SKIPPED: {python} cannot import {module}; .ci/run installs it");
-    None
-}
-
 #[cfg(unix)]
 #[test]
 fn providers_metrics_status_and_brief_show_what_route_knows() {
@@ -766,30 +748,8 @@ fn providers_metrics_status_and_brief_show_what_route_knows() {
     ] {
         assert!(m.body.contains(needle), "{needle}\n{}", m.body);
     }
-    if let Some(python) = ci_python("prometheus_client") {
-        let out = std::process::Command::new(python)
-            .args([
-                "-c",
-                "import sys; from prometheus_client.parser import text_string_to_metric_families as p; \
-                 print(len([s for f in p(sys.stdin.read()) for s in f.samples]))",
-            ])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .and_then(|mut c| {
-                use std::io::Write;
-                c.stdin.take().unwrap().write_all(m.body.as_bytes())?;
-                c.wait_with_output()
-            })
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let samples: usize = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-        assert!(samples > 10, "{samples}");
+    if let Some(samples) = crate::support::prometheus_samples(&m.body) {
+        assert!(samples.len() > 10, "{samples:?}");
     }
     // A graceful stop saves the route state (a kill might beat the
     // debounced save).

@@ -3,6 +3,7 @@
 //! 127.0.0.1.
 
 mod check;
+mod check_hooks;
 mod cli;
 mod read_cmds;
 mod route;

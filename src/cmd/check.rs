@@ -20,6 +20,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -28,13 +29,15 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
 use crate::catalog::{Resolved, Unusable, bounded_secs, bounds, model_key};
-use crate::cli::CheckArgs;
+use crate::cli::{CheckArgs, GlobalArgs};
+use crate::due;
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::fsutil::{DataLock, RunLock};
 use crate::healthlog;
 use crate::outcome::{Entry, Outcome, Verdict};
 use crate::output;
+use crate::ping::Pinger;
 use crate::prompts::Pool;
 use crate::secret::Redactor;
 use crate::settings::Settings;
@@ -147,9 +150,101 @@ impl std::fmt::Display for Offline {
     }
 }
 
+/// How a `check` invocation ended, for the monitoring hooks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ran {
+    /// `--list` or `--dry-run`: not a run, nothing to ping.
+    NotARun(u8),
+    /// `--if-due`: the last run is recent; nothing was done (exit 0). A
+    /// skip sends no ping: the monitor expects one ping per real run, and
+    /// its period and grace are those of the runs, not of the triggers.
+    NotDue,
+    /// A run that completed: exit 0, 1 (`--fail-on-down`) or 6 (offline).
+    Completed(u8),
+}
+
+impl Ran {
+    fn code(self) -> u8 {
+        match self {
+            Ran::NotARun(c) | Ran::Completed(c) => c,
+            Ran::NotDue => exit::SUCCESS,
+        }
+    }
+}
+
+/// `--ping-url` and `--prom-file`, checked before anything runs.
+#[derive(Debug, Default)]
+struct Hooks {
+    ping: Option<Pinger>,
+    prom_file: Option<PathBuf>,
+    /// The run's summary, for the end ping, once the run has one.
+    summary: Option<String>,
+}
+
+impl Hooks {
+    /// A bad `--ping-url` is an error at once (exit 2): there is nowhere to
+    /// report anything. `--list` and `--dry-run` are not runs: no pings.
+    fn new(a: &CheckArgs) -> Result<Hooks> {
+        let ping = a.ping_url.as_deref().map(Pinger::new).transpose()?;
+        Ok(Hooks {
+            ping: ping.filter(|_| !a.list && !a.dry_run),
+            prom_file: a.prom_file.clone(),
+            summary: None,
+        })
+    }
+
+    /// The end ping: success for exit 0, fail for anything else.
+    fn finish(&mut self, result: &Result<Ran>) {
+        let Some(ping) = &mut self.ping else {
+            return;
+        };
+        let (code, error) = match result {
+            Ok(Ran::NotARun(_) | Ran::NotDue) => return,
+            Ok(Ran::Completed(code)) => (*code, None),
+            // A closed stdout is not a failure (see `crate::run`).
+            Err(e) if e.is_broken_pipe() => (exit::SUCCESS, None),
+            Err(e) => (e.exit_code(), Some(e)),
+        };
+        let mut body = format!("llmprobe check: exit {code} ({})\n", exit::meaning(code));
+        if let Some(summary) = &self.summary {
+            body.push_str(summary);
+        }
+        if let Some(e) = error {
+            body.push_str(&format!("error: {e}\n"));
+        }
+        ping.finish(code == exit::SUCCESS, &body);
+    }
+}
+
+/// `llmprobe check` from the command line. The settings are loaded here,
+/// inside the hooks, so that a broken config file is reported to
+/// `--ping-url` too.
+pub fn main(g: &GlobalArgs, a: CheckArgs) -> Result<u8> {
+    let mut hooks = Hooks::new(&a)?;
+    let result = a
+        .prom_file
+        .as_deref()
+        .map_or(Ok(()), crate::textfile::check_path)
+        .and_then(|()| Settings::load(g))
+        .and_then(|s| run_with(&s, a, &mut hooks));
+    hooks.finish(&result);
+    result.map(Ran::code)
+}
+
+/// A run with settings made elsewhere (`demo`), without hooks.
 pub fn run(s: &Settings, a: CheckArgs) -> Result<u8> {
+    run_with(s, a, &mut Hooks::default()).map(Ran::code)
+}
+
+/// The order of a run: `--if-due` first (a skip takes no lock, waits for
+/// nothing and changes no file), then the plan (so that a bad flag or
+/// nothing to probe fails before any wait), the `--jitter` wait, the run
+/// lock, `--if-due` again (another run may have finished during the wait),
+/// the start ping, the probes, then `last_run.json`, `--prom-file` and the
+/// summary.
+fn run_with(s: &Settings, a: CheckArgs, hooks: &mut Hooks) -> Result<Ran> {
     if a.list {
-        return list(s, a.json);
+        return list(s, a.json).map(Ran::NotARun);
     }
     let spacing = a
         .spacing
@@ -159,16 +254,44 @@ pub fn run(s: &Settings, a: CheckArgs) -> Result<u8> {
         .timeout
         .map(|v| secs_flag(v, "--timeout", bounds::TIMEOUT_SECS, true))
         .transpose()?;
+    due::check_bounds(a.jitter, a.if_due)?;
+    let clock = crate::clock::Clock::from_env();
+    let not_due = |clock: &crate::clock::Clock| -> Result<bool> {
+        let Some(interval) = a.if_due else {
+            return Ok(false);
+        };
+        let decision = due::if_due(s.stats_dir(), interval, clock.now())?;
+        if !decision.is_due() {
+            eprintln!("{decision}");
+        }
+        Ok(!decision.is_due())
+    };
+    if !a.dry_run && not_due(&clock)? {
+        return Ok(Ran::NotDue);
+    }
     let states = States::load(&s.state_path())?;
     let plan = plan(s, &a, &states, spacing, timeout)?;
     if plan.lanes.is_empty() {
         return Err(nothing_to_probe(&plan));
     }
     if a.dry_run {
-        return dry_run(&plan, a.json);
+        let due = a
+            .if_due
+            .map(|i| due::if_due(s.stats_dir(), i, clock.now()).map(|d| (i, d)))
+            .transpose()?;
+        return dry_run(&plan, a.json, a.jitter, due).map(Ran::NotARun);
+    }
+    if let Some(max) = a.jitter {
+        due::wait(due::jitter_delay(max), max, &clock);
     }
     let created = !s.stats_dir().exists();
     let _run_lock = RunLock::try_acquire(s.stats_dir())?;
+    if not_due(&clock)? {
+        return Ok(Ran::NotDue);
+    }
+    if let Some(p) = &mut hooks.ping {
+        p.start();
+    }
     if created {
         eprintln!("created stats directory {}", s.stats_dir().display());
     }
@@ -177,8 +300,13 @@ pub fn run(s: &Settings, a: CheckArgs) -> Result<u8> {
         let lock = DataLock::acquire(s.stats_dir())?;
         healthlog::preflight(&s.log_path(), &lock)?;
     }
-    let clock = crate::clock::Clock::from_env();
     let started_at = clock.now();
+    let scope = plan_scope(&plan);
+    tracing::info!(
+        providers = plan.lanes.len(),
+        probes = plan.lanes.iter().map(|l| l.models.len()).sum::<usize>(),
+        "check: run starts"
+    );
     let report = execute(s, plan)?;
     let code = if report.offline.is_some() {
         exit::OFFLINE
@@ -187,18 +315,36 @@ pub fn run(s: &Settings, a: CheckArgs) -> Result<u8> {
     } else {
         exit::SUCCESS
     };
+    let finished_at = clock.now();
     crate::lastrun::write(
         s.stats_dir(),
         &crate::lastrun::LastRun {
             version: crate::lastrun::LastRun::VERSION,
             started_at,
-            finished_at: clock.now(),
+            finished_at,
             exit_code: code,
             offline: report.offline.is_some(),
             probes: report.entries.len() as u64,
             ok: report.entries.iter().filter(|e| e.ok != 0).count() as u64,
         },
     )?;
+    tracing::info!(
+        exit_code = code,
+        probes = report.entries.len(),
+        passed = report.entries.iter().filter(|e| e.ok != 0).count(),
+        state_changes = report.state_changes.len(),
+        offline = report.offline.is_some(),
+        "check: run finished"
+    );
+    if hooks.ping.is_some() {
+        hooks.summary = Some(plain_summary(&report));
+    }
+    // Written before the summary is printed, so that a closed stdout does
+    // not leave it stale; an error is reported after the summary.
+    let prom = match &hooks.prom_file {
+        Some(path) => write_prom(s, path, &report, scope, finished_at),
+        None => Ok(()),
+    };
     if a.json {
         output::print_json(&report)?;
     } else {
@@ -207,7 +353,89 @@ pub fn run(s: &Settings, a: CheckArgs) -> Result<u8> {
     if let Some(offline) = &report.offline {
         eprintln!("{offline}");
     }
-    Ok(code)
+    prom?;
+    Ok(Ran::Completed(code))
+}
+
+/// Every model the run covers, probed or skipped as disabled, as
+/// (provider, model).
+fn plan_scope(plan: &Plan) -> Vec<(String, String)> {
+    let mut scope: Vec<(String, String)> = plan
+        .lanes
+        .iter()
+        .flat_map(|l| {
+            l.models
+                .iter()
+                .map(|m| (l.resolved.provider.name.clone(), m.clone()))
+        })
+        .collect();
+    scope.extend(plan.not_probed.iter().filter_map(|n| {
+        n.model
+            .split_once("::")
+            .map(|(p, m)| (p.to_string(), m.to_string()))
+    }));
+    scope
+}
+
+/// `--prom-file`: the run's probes, and each model's state after it.
+fn write_prom(
+    s: &Settings,
+    path: &std::path::Path,
+    report: &Report,
+    scope: Vec<(String, String)>,
+    finished_at: chrono::DateTime<chrono::Utc>,
+) -> Result<()> {
+    let states = States::load(&s.state_path())?;
+    let metrics = crate::textfile::RunMetrics {
+        probes: &report.entries,
+        states: scope
+            .into_iter()
+            .map(|(p, m)| {
+                let state = states.state_of(&model_key(&p, &m));
+                (p, m, state)
+            })
+            .collect(),
+        finished_at,
+        offline: report.offline.is_some(),
+    };
+    crate::textfile::write(path, &metrics.render())?;
+    tracing::info!(path = %path.display(), "--prom-file written");
+    Ok(())
+}
+
+/// The run in a few plain lines, for the end ping's body: counts, each
+/// failure (its error is already redacted), each state change, the
+/// skipped providers, and the offline note.
+fn plain_summary(r: &Report) -> String {
+    let ok = r.entries.iter().filter(|e| e.ok == 1).count();
+    let mut out = format!(
+        "{ok}/{} probes passed, {} state change(s)\n",
+        r.entries.len(),
+        r.state_changes.len()
+    );
+    for e in r.entries.iter().filter(|e| e.ok == 0) {
+        let status = e.status.map(|s| format!(" ({s})")).unwrap_or_default();
+        let error = e
+            .error
+            .as_ref()
+            .map(|x| format!(": {x}"))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "failed {}::{}: {}{status}{error}\n",
+            e.provider, e.model, e.failure_type
+        ));
+    }
+    for t in &r.state_changes {
+        out.push_str(&format!(
+            "state {}: {} → {} ({})\n",
+            t.model, t.from, t.to, t.reason
+        ));
+    }
+    out.push_str(&footer(&r.skipped, &r.not_probed));
+    if let Some(offline) = &r.offline {
+        out.push_str(&format!("{offline}\n"));
+    }
+    out
 }
 
 fn secs_flag(
@@ -393,15 +621,31 @@ fn schedule(plan: &Plan) -> Result<Vec<Planned<'_>>> {
     Ok(out)
 }
 
-fn dry_run(plan: &Plan, json: bool) -> Result<u8> {
+fn dry_run(
+    plan: &Plan,
+    json: bool,
+    jitter: Option<Duration>,
+    due: Option<(Duration, due::Decision)>,
+) -> Result<u8> {
     let probes = schedule(plan)?;
     if json {
-        output::print_json(&serde_json::json!({
+        let mut v = serde_json::json!({
             "dry_run": true,
             "probes": probes,
             "skipped": plan.skipped,
             "not_probed": plan.not_probed,
-        }))?;
+        });
+        if let Some(j) = jitter {
+            v["jitter_secs"] = j.as_secs_f64().into();
+        }
+        if let Some((interval, d)) = &due {
+            v["if_due"] = serde_json::json!({
+                "interval_secs": interval.as_secs_f64(),
+                "due": d.is_due(),
+                "note": d.to_string(),
+            });
+        }
+        output::print_json(&v)?;
         return Ok(exit::SUCCESS);
     }
     let mut t = output::table(&["Provider", "#", "Model", "Starts at", "Timeout"]);
@@ -419,12 +663,27 @@ fn dry_run(plan: &Plan, json: bool) -> Result<u8> {
         .map(|p| p.starts_at_secs)
         .max()
         .unwrap_or_default();
-    let mut out = format!(
+    let mut out = String::new();
+    if let Some((_, d)) = &due {
+        let stop = if d.is_due() {
+            ""
+        } else {
+            " (a run now would stop here)"
+        };
+        out.push_str(&format!("{d}{stop}\n"));
+    }
+    if let Some(j) = jitter.filter(|j| !j.is_zero()) {
+        let j = crate::format::fmt_span(j.as_secs());
+        out.push_str(&format!(
+            "--jitter {j}: a random wait of up to {j} before the first probe (a dry run does not wait)\n"
+        ));
+    }
+    out.push_str(&format!(
         "dry run: {} probes on {} providers in parallel; the last starts at +{}\n{t}\n",
         probes.len(),
         plan.lanes.len(),
         fmt_secs(longest)
-    );
+    ));
     out.push_str(&footer(&plan.skipped, &plan.not_probed));
     output::print(&out)?;
     Ok(exit::SUCCESS)
@@ -580,7 +839,19 @@ async fn run_lane<P: Prober>(
         }
         let ts = crate::time::now_rfc3339();
         bar.set_message(format!("probing {model}  ({}/{n})", i + 1));
+        tracing::debug!(provider = %name, model = %model, "probe sent");
         let outcome = prober.probe(&lane, model).await;
+        // The error is redacted where the outcome was made.
+        tracing::debug!(
+            provider = %name,
+            model = %model,
+            class = outcome.failure.map(|f| f.as_str()).unwrap_or("ok"),
+            latency_ms = outcome.latency_ms,
+            status = outcome.status,
+            unreachable = outcome.unreachable,
+            error = outcome.error.as_deref(),
+            "probe answered"
+        );
         let probed = Probed {
             entry: Entry::new(ts, &name, model, &outcome),
             verdict: outcome.verdict(),
@@ -649,6 +920,7 @@ impl Writer {
         for p in &ready {
             let key = model_key(&p.entry.provider, &p.entry.model);
             if let Some(t) = states.apply_probe(&key, p.verdict, &p.entry.ts, self.disable_after) {
+                tracing::debug!(model = %t.model, from = %t.from, to = %t.to, reason = %t.reason, "state change");
                 self.changes.push(t);
             }
         }
@@ -698,7 +970,9 @@ struct Progress {
 
 impl Progress {
     fn new(lanes: &[Lane]) -> Progress {
-        let target = if std::io::stderr().is_terminal() {
+        // Not under -v: its lines would tear the bars.
+        let target = if std::io::stderr().is_terminal() && !tracing::enabled!(tracing::Level::INFO)
+        {
             ProgressDrawTarget::stderr()
         } else {
             ProgressDrawTarget::hidden()

@@ -115,14 +115,9 @@ pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
     let result = crate::cmd::check::run(
         &settings,
         CheckArgs {
-            provider: vec![],
-            model: vec![],
             spacing: Some(a.spacing),
             timeout: Some(2.0),
-            dry_run: false,
-            list: false,
-            json: false,
-            fail_on_down: false,
+            ..CheckArgs::default()
         },
     );
     rt.block_on(server.shutdown());

@@ -6,6 +6,7 @@
 pub mod brief;
 pub mod check;
 pub mod demo;
+pub mod docs;
 pub mod rollup;
 pub mod route;
 pub mod schedule;

@@ -708,24 +708,22 @@ fn csv(rows: &[Row], by: GroupBy) -> String {
     out
 }
 
-fn prom_label(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
 /// Prometheus text exposition format, for node_exporter's textfile
 /// collector. Groups without samples export only `llmprobe_samples 0`, never
 /// a made-up ratio.
 fn prom(rep: &Report, rows: &[Row], by: GroupBy) -> String {
     let labels = |r: &Row| {
-        let mut l = format!("provider=\"{}\"", prom_label(&r.provider));
+        let mut l = format!("provider=\"{}\"", crate::textfile::label(&r.provider));
         if by == GroupBy::Model
             && let Some(m) = &r.model
         {
-            let _ = write!(l, ",model=\"{}\"", prom_label(m));
+            let _ = write!(l, ",model=\"{}\"", crate::textfile::label(m));
         }
-        let _ = write!(l, ",window=\"{}\"", prom_label(&rep.window.label));
+        let _ = write!(
+            l,
+            ",window=\"{}\"",
+            crate::textfile::label(&rep.window.label)
+        );
         l
     };
     type Metric = (&'static str, &'static str, fn(&Row) -> Option<f64>);
@@ -763,8 +761,7 @@ fn prom(rep: &Report, rows: &[Row], by: GroupBy) -> String {
     ];
     let mut out = String::new();
     for (name, help, get) in metrics {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} gauge");
+        crate::textfile::gauge_header(&mut out, name, help);
         for r in rows {
             if let Some(v) = get(r) {
                 let _ = writeln!(out, "{name}{{{}}} {v}", labels(r));

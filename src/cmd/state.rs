@@ -421,6 +421,7 @@ fn change(s: &Settings, c: &StateChange, to: ModelState) -> Result<u8> {
     }
     states.set(&c.model, e.clone());
     states.save(&path, &lock)?;
+    tracing::info!(model = %c.model, %from, %to, path = %path.display(), "state changed by hand");
     output::println(&format!(
         "{}: {from} → {to} (reason: {}; failures: {})",
         c.model,

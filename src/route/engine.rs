@@ -336,6 +336,13 @@ impl Engine {
                         .cloned(),
                 };
                 if let Some(b) = benched {
+                    tracing::debug!(
+                        model = %c.key(),
+                        key = key.as_ref().map(key_label).as_deref(),
+                        reason = %b.reason,
+                        until = %crate::time::format_ts(b.until),
+                        "route: skipped, cooling down"
+                    );
                     self.count_skip(c, "cooldown");
                     attempts.push(Attempt {
                         model: c.key(),
@@ -364,6 +371,13 @@ impl Engine {
                 let mut reservation = match checked {
                     Ok(r) => r,
                     Err(hit) => {
+                        tracing::debug!(
+                            model = %c.key(),
+                            limit = %hit.trail(),
+                            scope = %hit.scope,
+                            until = %crate::time::format_ts(hit.until),
+                            "route: skipped, at a limit"
+                        );
                         self.count_skip(c, hit.kind.as_str());
                         attempts.push(Attempt {
                             model: c.key(),
@@ -387,6 +401,12 @@ impl Engine {
                 if let Some(prev) = pending_fallback.take() {
                     self.metrics.fallbacks.get_or_create(&prev).inc();
                 }
+                tracing::debug!(
+                    model = %c.key(),
+                    key = key.as_ref().map(key_label).as_deref(),
+                    attempt = sent,
+                    "route: attempt"
+                );
                 let t0 = std::time::Instant::now();
                 let sent_now = send(c.clone(), key.clone()).await;
                 self.count_attempt(c, &sent_now.result, t0.elapsed());
@@ -432,6 +452,7 @@ impl Engine {
                 }
                 match sent_now.result {
                     Ok(value) => {
+                        tracing::debug!(model = %c.key(), ms = t0.elapsed().as_millis() as u64, "route: served");
                         self.count_request("served");
                         let changed = lock(&self.cooldowns)
                             .cooldowns
@@ -455,6 +476,20 @@ impl Engine {
                     Err(err) => {
                         let now = self.clock.now();
                         let decision = self.record_failure(&target, &err, now).await;
+                        // The message is redacted where the error was made.
+                        tracing::debug!(
+                            model = %c.key(),
+                            class = err.class.as_str(),
+                            status = err.status,
+                            message = %err.message,
+                            action = ?decision.action,
+                            bench = decision.bench.as_ref().map(|b| format!(
+                                "{} until {}",
+                                b.reason,
+                                crate::time::format_ts(b.until)
+                            )),
+                            "route: attempt failed"
+                        );
                         self.mark_dirty();
                         attempts.push(Attempt {
                             model: c.key(),

@@ -469,3 +469,143 @@ esac
         .env("FAKE_SCHTASKS_DIR", &dir);
     tools
 }
+
+/// A loopback port nobody listens on: bind, note it, close it.
+pub fn closed_port() -> String {
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    format!("http://{addr}")
+}
+
+/// The Python that .ci/run prepares (with openai and prometheus_client),
+/// or `None` (and a visible skip) where it is not installed and not required.
+pub fn ci_python(module: &str) -> Option<String> {
+    let python = std::env::var("LLMPROBE_TEST_PYTHON")
+        .unwrap_or_else(|_| format!("{}/.ci/venv/bin/python", env!("CARGO_MANIFEST_DIR")));
+    let ok = std::process::Command::new(&python)
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ok {
+        return Some(python);
+    }
+    assert!(
+        std::env::var("LLMPROBE_REQUIRE_SDK").is_err(),
+        "{python} cannot import {module}, which .ci/run installs"
+    );
+    eprintln!("SKIPPED: {python} cannot import {module}; .ci/run installs it");
+    None
+}
+
+/// One sample of Prometheus text as the official Python client parses it.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+pub struct Sample {
+    pub name: String,
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub value: f64,
+}
+
+/// Parse Prometheus text with `prometheus_client`'s parser (it fails on
+/// anything that is not valid text exposition format); `None` where that
+/// Python is not available (see [`ci_python`]).
+pub fn prometheus_samples(text: &str) -> Option<Vec<Sample>> {
+    use std::io::Write;
+    let python = ci_python("prometheus_client")?;
+    let script = "import sys, json\n\
+        from prometheus_client.parser import text_string_to_metric_families as parse\n\
+        for f in parse(sys.stdin.read()):\n\
+        \x20   for s in f.samples:\n\
+        \x20       print(json.dumps({'name': s.name, 'labels': s.labels, 'value': s.value}))\n";
+    let mut child = Command::new(python)
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "not Prometheus text: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect(),
+    )
+}
+
+/// A request a [`PingServer`] saw.
+#[derive(Debug, Clone)]
+pub struct Ping {
+    pub method: String,
+    pub path: String,
+    pub body: String,
+}
+
+/// A healthchecks.io stand-in on 127.0.0.1:0 that answers every request
+/// `200 OK` and records it.
+pub struct PingServer {
+    pub url: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Ping>>>,
+    // Dropped before the runtime it runs on.
+    _server: llmprobe::server::Server,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl PingServer {
+    pub fn start() -> PingServer {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = seen.clone();
+        let app = axum::Router::new().fallback(
+            move |method: axum::http::Method, uri: axum::http::Uri, body: String| {
+                record.lock().unwrap().push(Ping {
+                    method: method.to_string(),
+                    path: uri.to_string(),
+                    body,
+                });
+                async { "OK" }
+            },
+        );
+        let (server, _) = rt
+            .block_on(llmprobe::server::start(
+                "127.0.0.1:0".parse().unwrap(),
+                app,
+                "ping server",
+            ))
+            .unwrap();
+        PingServer {
+            url: server.url(),
+            seen,
+            _server: server,
+            _rt: rt,
+        }
+    }
+
+    /// Every request so far, as "METHOD PATH".
+    pub fn calls(&self) -> Vec<String> {
+        self.seen()
+            .iter()
+            .map(|p| format!("{} {}", p.method, p.path))
+            .collect()
+    }
+
+    pub fn seen(&self) -> Vec<Ping> {
+        self.seen.lock().unwrap().clone()
+    }
+}
