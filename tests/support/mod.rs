@@ -361,6 +361,29 @@ pub fn http(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&str
     })
 }
 
+/// One provider of a `/v1/providers` view (or `route --status --json`).
+pub fn provider_view<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    v["providers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a providers view: {v}"))
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no provider {name} in {v}"))
+}
+
+/// The first usage line of `kind` (`rpm`, `daily_cap`, …) in provider
+/// `name`'s view.
+pub fn usage_line<'a>(
+    v: &'a serde_json::Value,
+    name: &str,
+    kind: &str,
+) -> Option<&'a serde_json::Value> {
+    provider_view(v, name)["usage"]
+        .as_array()?
+        .iter()
+        .find(|u| u["kind"] == kind)
+}
+
 /// A chat request body.
 pub fn chat_body(model: &str, stream: bool) -> String {
     serde_json::json!({
