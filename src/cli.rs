@@ -396,12 +396,14 @@ Examples:
   llmprobe route --json --system \"Be terse.\" \"hi\"  the OpenAI-style response plus the attempt trail
   llmprobe route --serve                           OpenAI-compatible server on 127.0.0.1:8080
   llmprobe route --serve --listen 127.0.0.1:9000
-  llmprobe route --status                          providers, keys, cooldowns and uptime, without a server
+  llmprobe route --status                          providers, keys, cooldowns, usage and uptime, without a server
+  llmprobe route --status --shared-state redis://127.0.0.1:6379/0   the same, as every --serve instance shares it
 
 With --serve, point any OpenAI client at http://127.0.0.1:8080/v1 (any API
 key, or the token named by [route] auth_token_env / --auth-token-env).
 Exit codes: 0 answered, 2 usage, 4 route_state.json unreadable, 5 every
 candidate failed (the message lists each attempt and when to retry).")]
+#[command(group(clap::ArgGroup::new("shares").args(["serve", "status"])))]
 pub struct RouteArgs {
     /// The prompt; read from stdin when absent (and not --serve).
     pub prompt: Option<String>,
@@ -436,11 +438,13 @@ pub struct RouteArgs {
     #[arg(long, value_name = "VAR")]
     pub auth_token_env: Option<String>,
     /// Share cooldowns, limits and usage with other --serve instances
-    /// through Redis (redis://host:port/db) [default: [route] shared_state].
-    #[arg(long, value_name = "URL", requires = "serve")]
+    /// through Redis (redis://host:port/db); with --status, show that
+    /// shared state [default: [route] shared_state].
+    #[arg(long, value_name = "URL", requires = "shares")]
     pub shared_state: Option<String>,
-    /// Print what GET /v1/providers shows (states, keys, cooldowns, uptime)
-    /// as a table, or JSON with --json, without a server; then stop.
+    /// Print what GET /v1/providers shows (states, keys, cooldowns, usage,
+    /// uptime) as a table, or JSON with --json, without a server; then
+    /// stop. Reads Redis when the state is shared.
     #[arg(long, conflicts_with = "serve")]
     pub status: bool,
 }

@@ -324,6 +324,20 @@ impl Target {
         format!("{}::{}", self.key_id(), self.model)
     }
 
+    /// Every id a bench that keeps this target out may be stored under:
+    /// its provider, key, model and key+model (once each).
+    pub fn bench_ids(&self) -> Vec<String> {
+        let mut ids = vec![
+            self.provider.clone(),
+            self.key_id(),
+            self.model_id(),
+            self.key_model_id(),
+        ];
+        // A keyless provider's key is the provider.
+        ids.dedup();
+        ids
+    }
+
     fn id(&self, scope: Scope) -> String {
         match scope {
             Scope::Provider => self.provider.clone(),

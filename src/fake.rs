@@ -606,6 +606,10 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
             inner.sleep(latency).await;
             Reply::Text(right, false, stream::Ending::Stall)
         }
+        Behaviour::RpmHeaders(_) => {
+            inner.sleep(latency).await;
+            Reply::Text(right, false, finish)
+        }
         Behaviour::EmptyChoices => {
             inner.sleep(latency).await;
             Reply::Empty
@@ -644,7 +648,7 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
         };
         stream::respond(&a, mode, ending, inner.shutdown.clone())
     };
-    match (reply, call.stream) {
+    let mut resp = match (reply, call.stream) {
         (Reply::Fixed(resp), _) => resp,
         (Reply::Text(text, truncated, ending), Some(mode)) => {
             streamed(&text, truncated, false, ending, mode)
@@ -657,5 +661,9 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
         (Reply::Empty, None) => {
             respond::json_response(StatusCode::OK, &respond::empty(d, &call.model))
         }
+    };
+    if let Behaviour::RpmHeaders(n) = behaviour {
+        respond::rpm_headers(resp.headers_mut(), n);
     }
+    resp
 }

@@ -5,7 +5,9 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Env, Fake, RouteServer, advance, chat_body, clock_env as env, http};
+use crate::support::{
+    Env, Fake, RouteServer, advance, chat_body, clock_env as env, http, provider_view, usage_line,
+};
 
 const CANARY: &str = "sk-canary-5c1d9e7a3b2f4e6d8a";
 
@@ -713,22 +715,12 @@ fn providers_metrics_status_and_brief_show_what_route_knows() {
         assert_eq!(r.status, 200, "{}", r.body);
     }
     let v = http("GET", &format!("{}/v1/providers", srv.url), &[], None).json();
-    let a = v["providers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["platform"] == "a")
-        .unwrap();
+    let a = provider_view(&v, "a");
     assert_eq!(a["status"], "cooling_down", "{v}");
     assert_eq!(a["keys"]["total"], 1);
     assert!(a["resume_at"].is_string(), "{v}");
     assert_eq!(a["cooldowns"][0]["reason"], "rate_limit", "{v}");
-    let b = v["providers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["platform"] == "b")
-        .unwrap();
+    let b = provider_view(&v, "b");
     assert_eq!(b["status"], "active");
     assert_eq!(b["models"]["disabled"], json!(["other"]));
     assert_eq!(v["counts"]["routable_models"], 1);
@@ -814,4 +806,17 @@ fn limits_are_checked_before_sending() {
     assert!(r.stderr.contains("usable again at"), "{}", r.stderr);
     let state = std::fs::read_to_string(env.stats().join("route_state.json")).unwrap();
     assert!(state.contains("\"budget\""), "{state}");
+    // The status shows the usage against each limit, from that file.
+    let st = route(&env, &cfg, &["--status", "--json"]).ok();
+    let v: Value = serde_json::from_str(&st.stdout).unwrap();
+    assert_eq!(v["state"], "local", "{v}");
+    let line = |kind: &str| usage_line(&v, "b", kind).unwrap_or_else(|| panic!("{kind}: {v}"));
+    let cap = line("daily_cap");
+    assert_eq!(
+        (&cap["scope"], &cap["used"], &cap["limit"]),
+        (&"b".into(), &3.into(), &3.into())
+    );
+    assert_eq!(line("tpm")["limit"], 5000);
+    let st = route(&env, &cfg, &["--status"]).ok();
+    assert!(st.stdout.contains("b daily_cap 3/3"), "{}", st.stdout);
 }

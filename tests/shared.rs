@@ -1,96 +1,37 @@
-//! `route --serve --shared-state`: two instances, one Redis, one budget.
-//! Each test starts its own `redis-server` on a free loopback port. Without
-//! one installed the tests skip, visibly, unless `LLMPROBE_REQUIRE_REDIS=1`
+//! `route --serve --shared-state`: two instances, one Redis, one budget,
+//! and status displays that show it. Each test starts its own
+//! `redis-server` on a free loopback port ([`Redis`]). Without one
+//! installed the tests skip, visibly, unless `LLMPROBE_REQUIRE_REDIS=1`
 //! (set by `.ci/run`, which installs it).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use serde_json::Value;
 
-use crate::support::{Fake, RouteServer, advance, chat_body, clock_env as env, http};
+use crate::support::{
+    Env, Fake, Redis, RouteServer, advance, chat_body, clock_env as env, eventually, http,
+    provider_view, usage_line,
+};
 
-fn redis_server() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join("redis-server"))
-        .chain([PathBuf::from("/usr/bin/redis-server")])
-        .find(|p| p.is_file())
-}
-
-/// A redis-server of the test's own, killed when dropped.
-struct Redis {
-    bin: PathBuf,
-    port: u16,
-    child: Option<Child>,
-}
-
-impl Redis {
-    fn start() -> Option<Redis> {
-        let Some(bin) = redis_server() else {
-            assert!(
-                std::env::var("LLMPROBE_REQUIRE_REDIS").as_deref() != Ok("1"),
-                "LLMPROBE_REQUIRE_REDIS=1 but redis-server is not installed"
-            );
-            eprintln!("SKIPPED: redis-server is not installed (apt-get install redis-server)");
-            return None;
-        };
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut r = Redis {
-            bin,
-            port,
-            child: None,
-        };
-        r.restart();
-        Some(r)
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
-    }
-
-    fn restart(&mut self) {
-        let child = Command::new(&self.bin)
-            .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start redis-server");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !self.pong() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn pong(&self) -> bool {
-        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
-        };
-        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-        let mut buf = [0u8; 7];
-        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// A config of `tables` only, and two instances sharing `redis`.
+fn two_instances(
+    env: &Env,
+    redis: &Redis,
+    tables: &[String],
+) -> (String, RouteServer, RouteServer) {
+    let cfg = env
+        .write(
+            "llmprobe.toml",
+            format!(
+                "include_default_catalog = false\n[defaults]\ntimeout_secs = 10\n\n{}",
+                tables.join("\n")
+            ),
+        )
+        .display()
+        .to_string();
+    let url = redis.url();
+    let args = ["--shared-state", url.as_str()];
+    let a = RouteServer::start(env, &cfg, &args);
+    let b = RouteServer::start(env, &cfg, &args);
+    (cfg, a, b)
 }
 
 fn chat(srv: &RouteServer, model: &str) -> crate::support::Http {
@@ -102,25 +43,31 @@ fn chat(srv: &RouteServer, model: &str) -> crate::support::Http {
     )
 }
 
+fn get(srv: &RouteServer, path: &str) -> crate::support::Http {
+    let r = http("GET", &format!("{}{path}", srv.url), &[], None);
+    assert!([200, 503].contains(&r.status), "{path}: {}", r.status);
+    r
+}
+
 fn shared_state(srv: &RouteServer) -> String {
-    let r = http("GET", &format!("{}/readyz", srv.url), &[], None);
+    let r = get(srv, "/readyz");
     r.json()["shared_state"].as_str().unwrap_or("").to_string()
 }
 
-/// Poll (bounded) until every instance's `/readyz` says `want` in its
-/// `shared_state`.
-fn wait_for(servers: &[&RouteServer], want: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+/// Poll until every instance's `/readyz` says it shares its state again
+/// (exactly `ok`: "broken pipe" contains "ok" too).
+fn wait_until_shared(servers: &[&RouteServer]) {
     for s in servers {
-        loop {
+        eventually("shared_state \"ok\"", || {
             let got = shared_state(s);
-            if got.contains(want) {
-                break;
-            }
-            assert!(Instant::now() < deadline, "shared_state stayed {got:?}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            if got == "ok" { Ok(()) } else { Err(got) }
+        });
     }
+}
+
+/// `GET /v1/providers`.
+fn providers(srv: &RouteServer) -> Value {
+    get(srv, "/v1/providers").json()
 }
 
 #[test]
@@ -134,20 +81,7 @@ fn two_instances_share_one_budget_and_cooldowns_and_survive_redis_going_away() {
         fake.provider("a", "openai", &["ok"], "limits = { rpm = 10 }"),
         fake.provider("c", "openai", &["rate-limit"], ""),
     ];
-    let cfg = env
-        .write(
-            "llmprobe.toml",
-            format!(
-                "include_default_catalog = false\n[defaults]\ntimeout_secs = 10\n\n{}",
-                tables.join("\n")
-            ),
-        )
-        .display()
-        .to_string();
-    let url = redis.url();
-    let args = ["--shared-state", url.as_str()];
-    let a = RouteServer::start(&env, &cfg, &args);
-    let b = RouteServer::start(&env, &cfg, &args);
+    let (_, a, b) = two_instances(&env, &redis, &tables);
     let calls = |m: &str| fake.seen().iter().filter(|s| s.model() == m).count();
 
     // 40 requests alternating within one minute of route's time: the
@@ -199,7 +133,7 @@ fn two_instances_share_one_budget_and_cooldowns_and_survive_redis_going_away() {
     }
     // It comes back: both pick it up again, and share one budget again.
     redis.restart();
-    wait_for(&[&a, &b], "ok");
+    wait_until_shared(&[&a, &b]);
     advance(&env, 200);
     let before = calls("ok");
     let mut served = 0;
@@ -211,4 +145,206 @@ fn two_instances_share_one_budget_and_cooldowns_and_survive_redis_going_away() {
     }
     assert_eq!(served, 10);
     assert_eq!(calls("ok") - before, 10);
+}
+
+#[test]
+fn learned_limits_and_token_corrections_reach_the_other_instance() {
+    let Some(redis) = Redis::start() else {
+        return;
+    };
+    let mut env = env();
+    env.env("K1", "sk-shared-secret-0123456789");
+    // `learn` answers with headers announcing 3 requests a minute.
+    let fake = Fake::start(&env, &["learn=rpm-headers:3"]);
+    let tables = [
+        fake.provider("l", "openai", &["learn"], ""),
+        fake.provider(
+            "t",
+            "openai",
+            &["ok"],
+            "api_key_env = \"K1\"\nlimits = { tpm = 3000, tpd = 100000 }",
+        ),
+    ];
+    let (_, a, b) = two_instances(&env, &redis, &tables);
+    let calls = |m: &str| fake.seen().iter().filter(|s| s.model() == m).count();
+
+    // Learned limits. Nothing is configured on l: A's first answer teaches
+    // rpm = 3, and B, which has sent nothing, comes to know it.
+    assert_eq!(chat(&a, "l::learn").status, 200);
+    let learned = eventually("B knows the learned rpm", || {
+        let v = providers(&b);
+        match usage_line(&v, "l", "rpm") {
+            Some(u) if u["limit"] == 3 && u["learned"] == true => Ok(u.clone()),
+            _ => Err(provider_view(&v, "l").to_string()),
+        }
+    });
+    assert_eq!(learned["scope"], "l::learn", "{learned}");
+    // Counted from now on, by both: B takes the three, then is refused
+    // without sending, and so is A.
+    for _ in 0..3 {
+        let r = chat(&b, "l::learn");
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    for srv in [&b, &a] {
+        let r = chat(srv, "l::learn");
+        assert_eq!(r.status, 429, "{}", r.body);
+        assert!(
+            r.header("x-fallback-trail").contains("l::learn=limit:rpm"),
+            "{:?}",
+            r.headers
+        );
+    }
+    assert_eq!(calls("learn"), 4, "one by A, three by B");
+    let v = providers(&a);
+    let u = usage_line(&v, "l", "rpm").unwrap();
+    assert_eq!((&u["used"], &u["limit"]), (&3.into(), &3.into()), "{u}");
+
+    // Token corrections. A request counts as ~1,035 tokens (its characters
+    // ÷ 4 plus 1,024) until the upstream says what it used, far less: with
+    // tpm = 3000 only the corrections let a third request through. Each
+    // one lands in Redis just after the reply, so the other instance is
+    // polled until it shows the corrected total.
+    let mut total = 0;
+    for i in 0..5 {
+        let (srv, other) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let r = chat(srv, "t::ok");
+        assert_eq!(r.status, 200, "request {i}: {}", r.body);
+        let used = r.json()["usage"]["total_tokens"].as_u64().unwrap();
+        assert!(used < 100, "{used}");
+        total += used;
+        eventually("the other instance sees the corrected tokens", || {
+            let v = providers(other);
+            let seen = |kind| usage_line(&v, "t", kind).map(|u| u["used"].clone());
+            if seen("tpm") == Some(total.into()) && seen("tpd") == Some(total.into()) {
+                Ok(())
+            } else {
+                Err(provider_view(&v, "t")["usage"].to_string())
+            }
+        });
+    }
+    assert_eq!(calls("ok"), 5);
+    let v = providers(&b);
+    assert_eq!(v["state"], "redis", "{v}");
+    assert!(!v.to_string().contains("shared-secret"), "{v}");
+    let tpm = usage_line(&v, "t", "tpm").unwrap();
+    assert!(
+        tpm["scope"].as_str().unwrap().starts_with("t#key0:"),
+        "{tpm}"
+    );
+    assert_eq!(
+        (&tpm["limit"], &tpm["learned"]),
+        (&3000.into(), &false.into())
+    );
+}
+
+#[test]
+fn status_displays_show_the_shared_state_and_say_when_they_cannot() {
+    let Some(mut redis) = Redis::start() else {
+        return;
+    };
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let tables = [
+        fake.provider("a", "openai", &["ok"], ""),
+        fake.provider("c", "openai", &["forbidden"], ""),
+    ];
+    let (cfg, a, b) = two_instances(&env, &redis, &tables);
+    let url = redis.url();
+    let status = |args: &[&str]| {
+        let mut all = vec!["--config", cfg.as_str(), "route", "--status"];
+        all.extend_from_slice(args);
+        env.run(&all).ok()
+    };
+    let metric = |srv: &RouteServer, name: &str| -> String {
+        let m = get(srv, "/metrics").body;
+        m.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no {name} in\n{m}"))
+            .to_string()
+    };
+
+    // A 403 through A benches c for a day (no test outlives it); B never
+    // sent to c, yet all its displays show the bench.
+    assert_eq!(chat(&a, "c::forbidden").status, 429);
+    let v = providers(&b);
+    assert_eq!(v["state"], "redis", "{v}");
+    let c = provider_view(&v, "c");
+    assert_eq!(c["status"], "cooling_down", "{v}");
+    assert_eq!(c["cooldowns"][0]["reason"], "forbidden", "{v}");
+    assert!(c["resume_at"].is_string(), "{v}");
+    assert_eq!(v["counts"]["cooldowns"], 1, "{v}");
+    assert_eq!(v["counts"]["routable_models"], 1, "{v}");
+    assert_eq!(metric(&b, "llmprobe_route_cooldowns_active"), "1");
+    assert_eq!(metric(&b, "llmprobe_route_routable_models"), "1");
+    let r = get(&b, "/readyz").json();
+    assert_eq!(
+        (&r["routable_models"], &r["state"]),
+        (&1.into(), &"redis".into()),
+        "{r}"
+    );
+    // route --status, pointed at the same Redis, shows it too; without
+    // it, only this machine's (empty) route_state.json.
+    let st = status(&["--shared-state", &url]);
+    assert!(st.stdout.contains("forbidden until"), "{}", st.stdout);
+    assert!(st.stdout.contains("state: redis"), "{}", st.stdout);
+    let st = status(&["--shared-state", &url, "--json"]);
+    let j: Value = serde_json::from_str(&st.stdout).unwrap();
+    assert_eq!(
+        (&j["counts"]["cooldowns"], &j["state"]),
+        (&1.into(), &"redis".into())
+    );
+    let st = status(&["--json"]);
+    let j: Value = serde_json::from_str(&st.stdout).unwrap();
+    assert_eq!(
+        (&j["counts"]["cooldowns"], &j["state"]),
+        (&0.into(), &"local".into())
+    );
+
+    // Redis goes away: each instance shows its own state and says so. B
+    // never saw the bench; A set it.
+    redis.kill();
+    let v = providers(&b);
+    assert_eq!(v["state"], "local (redis unavailable)", "{v}");
+    assert_eq!(v["counts"]["cooldowns"], 0, "{v}");
+    assert_eq!(metric(&b, "llmprobe_route_cooldowns_active"), "0");
+    let v = providers(&a);
+    assert_eq!(v["state"], "local (redis unavailable)", "{v}");
+    assert_eq!(v["counts"]["cooldowns"], 1, "{v}");
+    let r = get(&b, "/readyz");
+    assert_eq!(r.status, 200, "still ready: {}", r.body);
+    let r = r.json();
+    assert_eq!(r["state"], "local (redis unavailable)", "{r}");
+    assert!(
+        r["shared_state"]
+            .as_str()
+            .unwrap()
+            .contains("serving from local state"),
+        "{r}"
+    );
+    let st = status(&["--shared-state", &url]);
+    let said = format!("{}{}", st.stdout, st.stderr);
+    assert!(said.contains("cannot connect to Redis"), "{said}");
+    assert!(said.contains("state: local (redis unavailable)"), "{said}");
+
+    // Redis is back (empty: it kept nothing). Both show it again, and a
+    // bench set through A is again B's to see.
+    redis.restart();
+    wait_until_shared(&[&a, &b]);
+    let v = providers(&b);
+    assert_eq!(
+        (&v["state"], &v["counts"]["cooldowns"]),
+        (&"redis".into(), &0.into()),
+        "{v}"
+    );
+    assert_eq!(chat(&a, "c::forbidden").status, 429);
+    let v = providers(&b);
+    assert_eq!(provider_view(&v, "c")["status"], "cooling_down", "{v}");
+    assert_eq!(metric(&b, "llmprobe_route_cooldowns_active"), "1");
+    assert_eq!(
+        fake.seen()
+            .iter()
+            .filter(|s| s.model() == "forbidden")
+            .count(),
+        2
+    );
 }

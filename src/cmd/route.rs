@@ -16,6 +16,7 @@ use crate::exit;
 use crate::output;
 use crate::route::engine::{Engine, Exhausted, trail};
 use crate::route::shared::SharedState;
+use crate::route::status::{Snapshot, Source, Want};
 use crate::route::{send, serve};
 use crate::secret::Secret;
 use crate::server;
@@ -33,8 +34,19 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
     // included): more threads than cores only adds context switches.
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let rt = server::server_runtime(cores)?;
-    let shared = match (&settings.shared_state, a.serve) {
-        (Some(url), true) => Some(rt.block_on(SharedState::connect(url))?),
+    // `--status` shows the shared state too; without Redis it falls back
+    // to this machine's route_state.json, and says so.
+    let mut unreachable = false;
+    let shared = match &settings.shared_state {
+        Some(url) if a.serve => Some(rt.block_on(SharedState::connect(url))?),
+        Some(url) if a.status => match rt.block_on(SharedState::connect(url)) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("warning: {e}; showing this machine's route_state.json instead");
+                unreachable = true;
+                None
+            }
+        },
         _ => None,
     };
     let mut engine = Engine::new(
@@ -50,7 +62,12 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
     let engine = Arc::new(engine);
     if a.status {
         engine.refresh_health()?;
-        let v = crate::route::status::view(&engine);
+        let snap = if unreachable {
+            Snapshot::local(&engine, Want::Everything, Source::RedisUnavailable)
+        } else {
+            rt.block_on(Snapshot::read(&engine, Want::Everything))
+        };
+        let v = crate::route::status::view(&engine, &snap);
         if a.json {
             output::print_json(&v)?;
         } else {

@@ -64,16 +64,20 @@ pub enum Behaviour {
     /// Streamed: the first content chunk, then nothing until the server
     /// shuts down. Not streamed: like `ok`.
     StreamStall,
+    /// The correct answer, with OpenAI-style headers announcing a limit of
+    /// N requests a minute (`x-ratelimit-limit-requests: N`, one fewer
+    /// remaining, reset in `1m0s`), for learning limits from headers.
+    RpmHeaders(u64),
 }
 
 /// Names accepted by [`Behaviour::from_str`], for error messages and help.
 pub const NAMES: &str = "ok, ok:MS, wrong, think, rate-limit, e500, overloaded, e503, \
 unauthorized, forbidden, not-found, context-length, echo-key, error-in-200, empty-choices, slow, slow:MS, \
-garbage, html, html200, huge, reset, truncated, stream-cut, stream-error, stream-stall";
+garbage, html, html200, huge, reset, truncated, stream-cut, stream-error, stream-stall, rpm-headers:N";
 
 /// How behaviours meet a streamed request (`"stream": true`, Gemini's
 /// `:streamGenerateContent`), for help text.
-pub const STREAMING: &str = "A streamed request gets its answer as the dialect's stream (OpenAI chunks, Anthropic events, Gemini SSE or, without alt=sse, a JSON array) for ok, slow, wrong, think, truncated and empty-choices; every other behaviour answers as it does unstreamed, as real providers do before the first byte. stream-cut, stream-error and stream-stall break a stream after its first content chunk (connection closed, an in-stream error, silence until shutdown) and answer an unstreamed request like ok, so `check` keeps such a model active.";
+pub const STREAMING: &str = "A streamed request gets its answer as the dialect's stream (OpenAI chunks, Anthropic events, Gemini SSE or, without alt=sse, a JSON array) for ok, slow, wrong, think, truncated, empty-choices and rpm-headers; every other behaviour answers as it does unstreamed, as real providers do before the first byte. stream-cut, stream-error and stream-stall break a stream after its first content chunk (connection closed, an in-stream error, silence until shutdown) and answer an unstreamed request like ok, so `check` keeps such a model active.";
 
 /// The long help of `fake-provider --script`.
 pub fn script_help() -> String {
@@ -88,20 +92,27 @@ impl FromStr for Behaviour {
     type Err = String;
 
     fn from_str(s: &str) -> std::result::Result<Behaviour, String> {
-        let (name, ms) = match s.split_once(':') {
-            Some((n, ms)) => {
-                let ms: u64 = ms
+        let (name, n) = match s.split_once(':') {
+            Some((name, n)) => {
+                let n: u64 = n
                     .parse()
-                    .map_err(|_| format!("{s:?}: {ms:?} is not a whole number of milliseconds"))?;
-                (n, Some(Duration::from_millis(ms)))
+                    .map_err(|_| format!("{s:?}: {n:?} is not a whole number"))?;
+                (name, Some(n))
             }
             None => (s, None),
         };
+        let ms = n.map(Duration::from_millis);
         let b = match name {
             "ok" => Behaviour::Ok(ms.unwrap_or_default()),
             "slow" => Behaviour::Slow(ms.unwrap_or(SLOW_DEFAULT)),
+            "rpm-headers" => match n {
+                Some(n) if n > 0 => Behaviour::RpmHeaders(n),
+                _ => return Err(format!("{s:?}: rpm-headers takes a limit: rpm-headers:N")),
+            },
             _ if ms.is_some() => {
-                return Err(format!("{s:?}: only ok and slow take a duration"));
+                return Err(format!(
+                    "{s:?}: only ok and slow take a duration (ok:MS, slow:MS)"
+                ));
             }
             "wrong" => Behaviour::Wrong,
             "think" => Behaviour::Think,
@@ -138,6 +149,7 @@ impl fmt::Display for Behaviour {
             Behaviour::Ok(d) => return write!(f, "ok:{}", d.as_millis()),
             Behaviour::Slow(d) if *d == SLOW_DEFAULT => "slow",
             Behaviour::Slow(d) => return write!(f, "slow:{}", d.as_millis()),
+            Behaviour::RpmHeaders(n) => return write!(f, "rpm-headers:{n}"),
             Behaviour::Wrong => "wrong",
             Behaviour::Think => "think",
             Behaviour::RateLimit => "rate-limit",
@@ -198,7 +210,7 @@ mod tests {
     #[test]
     fn every_name_round_trips() {
         for name in NAMES.split(", ") {
-            let name = name.replace("MS", "250");
+            let name = name.replace("MS", "250").replace(":N", ":30");
             let b: Behaviour = name.parse().unwrap();
             assert_eq!(b.to_string(), name);
         }
@@ -243,7 +255,16 @@ mod tests {
 
     #[test]
     fn bad_scripts_name_the_flag_and_value() {
-        for bad in ["nomodel", "=ok", "m=", "m=ok,bogus", "m=wrong:5", "m=ok:x"] {
+        for bad in [
+            "nomodel",
+            "=ok",
+            "m=",
+            "m=ok,bogus",
+            "m=wrong:5",
+            "m=ok:x",
+            "m=rpm-headers",
+            "m=rpm-headers:0",
+        ] {
             let e = parse_script(bad).unwrap_err();
             assert_eq!(e.exit_code(), crate::exit::USAGE);
             let msg = e.to_string();

@@ -77,6 +77,20 @@ pub fn success(dialect: Dialect, model: &str, text: &str, truncated: bool, promp
     }
 }
 
+/// OpenAI's request-bucket headers for a limit of `n` a minute, one request
+/// of which this answer used.
+pub fn rpm_headers(h: &mut axum::http::HeaderMap, n: u64) {
+    for (name, value) in [
+        ("x-ratelimit-limit-requests", n.to_string()),
+        ("x-ratelimit-remaining-requests", (n - 1).to_string()),
+        ("x-ratelimit-reset-requests", "1m0s".to_string()),
+    ] {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            h.insert(name, v);
+        }
+    }
+}
+
 /// A 200 that carries no answer at all.
 pub fn empty(dialect: Dialect, model: &str) -> Value {
     let mut v = success(dialect, model, "", false, "");

@@ -235,7 +235,7 @@ async fn every_behaviour_in_every_dialect() {
     let right = q.expected.to_string();
     let all: Vec<Behaviour> = BEHAVIOUR_NAMES
         .split(", ")
-        .map(|n| n.replace("MS", "5").parse().unwrap())
+        .map(|n| n.replace("MS", "5").replace(":N", ":30").parse().unwrap())
         .filter(|b| !matches!(b, Behaviour::Slow(d) if d.as_secs() >= 60))
         .filter(|b| *b != Behaviour::Reset)
         .collect();
@@ -258,6 +258,13 @@ async fn every_behaviour_in_every_dialect() {
                 | Behaviour::StreamError
                 | Behaviour::StreamStall => {
                     assert!(check_answer(&r.content(d), q.expected), "{ctx}")
+                }
+                Behaviour::RpmHeaders(n) => {
+                    assert!(check_answer(&r.content(d), q.expected), "{ctx}");
+                    assert_eq!(r.headers["x-ratelimit-limit-requests"], "30", "{ctx}");
+                    assert_eq!(n, 30);
+                    assert_eq!(r.headers["x-ratelimit-remaining-requests"], "29");
+                    assert_eq!(r.headers["x-ratelimit-reset-requests"], "1m0s");
                 }
                 Behaviour::Wrong => {
                     let c = r.content(d);

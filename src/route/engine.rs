@@ -30,6 +30,7 @@ use super::health::HealthCache;
 use super::limits::{self, LimitRequest, Reservation};
 use super::persist::{self, RouteState};
 use super::shared::{Admit, SharedState};
+use super::status::Snapshot;
 use crate::clock::Clock;
 
 /// One attempt, for the trail, the headers and the exhausted message.
@@ -248,17 +249,23 @@ impl Engine {
         })
     }
 
-    /// Every active `provider::model` that is not benched now.
+    /// Every active `provider::model` that this instance's own state does
+    /// not bench now.
     pub fn routable(&self) -> Vec<String> {
         let now = self.clock.now();
-        let cd = lock(&self.cooldowns);
+        self.routable_under(&lock(&self.cooldowns).cooldowns, now)
+    }
+
+    /// Every active `provider::model` that `cooldowns` does not bench at
+    /// `now` (this instance's, or the shared ones read for a status view).
+    pub fn routable_under(&self, cooldowns: &Cooldowns, now: DateTime<Utc>) -> Vec<String> {
         self.candidates(None)
             .map(|cs| {
                 cs.iter()
                     .filter(|c| {
-                        targets(c)
+                        targets(&c.provider, &c.model)
                             .iter()
-                            .any(|t| cd.cooldowns.blocked(t, now).is_none())
+                            .any(|t| cooldowns.blocked(t, now).is_none())
                     })
                     .map(Candidate::key)
                     .collect()
@@ -266,13 +273,13 @@ impl Engine {
             .unwrap_or_default()
     }
 
-    /// Why the server is not ready, if it is not: `no_active_models` or
-    /// `all_cooling_down`.
-    pub fn not_ready(&self) -> Option<&'static str> {
+    /// Why the server is not ready, if it is not: `no_active_models`, or
+    /// `all_cooling_down` when nothing is `routable`.
+    pub fn not_ready(&self, routable: &[String]) -> Option<&'static str> {
         if self.candidates(None).is_err() {
             return Some("no_active_models");
         }
-        if self.routable().is_empty() {
+        if routable.is_empty() {
             return Some("all_cooling_down");
         }
         None
@@ -618,14 +625,16 @@ impl Engine {
             .inc();
     }
 
-    /// The metrics text, with the gauges brought up to date.
-    pub fn metrics_text(&self) -> String {
+    /// The metrics text, with the gauges set from `snapshot` (the shared
+    /// state when there is one).
+    pub fn metrics_text(&self, snapshot: &Snapshot) -> String {
+        let now = snapshot.now;
         self.metrics
             .cooldowns_active
-            .set(self.benches().len() as i64);
+            .set(snapshot.cooldowns.active(now).count() as i64);
         self.metrics
             .routable_models
-            .set(self.routable().len() as i64);
+            .set(self.routable_under(&snapshot.cooldowns, now).len() as i64);
         self.metrics.encode()
     }
 
@@ -722,14 +731,10 @@ impl Engine {
         self.mark_dirty();
     }
 
-    /// Benches in force now, for status displays.
-    pub fn benches(&self) -> Vec<crate::cooldown::Bench> {
-        let now = self.clock.now();
-        lock(&self.cooldowns)
-            .cooldowns
-            .active(now)
-            .cloned()
-            .collect()
+    /// Look at this instance's own state (for a status view; keep it short:
+    /// requests wait for the same lock).
+    pub fn with_local_state<T>(&self, f: impl FnOnce(&RouteState<Cooldowns>) -> T) -> T {
+        f(&lock(&self.cooldowns))
     }
 
     /// The state of a model now (from the watched state file).
@@ -770,13 +775,14 @@ fn attempt_labels(c: &Candidate, class: &str) -> super::metrics::Attempt {
     }
 }
 
-fn targets(c: &Candidate) -> Vec<Target> {
-    let base = Target::new(&c.provider.provider.name, &c.model);
-    if c.provider.keys.is_empty() {
+/// What `model` on `p` is benched and counted under: one target per key,
+/// or one without a key for a keyless provider.
+pub fn targets(p: &Resolved, model: &str) -> Vec<Target> {
+    let base = Target::new(&p.provider.name, model);
+    if p.keys.is_empty() {
         return vec![base];
     }
-    c.provider
-        .keys
+    p.keys
         .iter()
         .map(|k| base.clone().with_key(k.index, &k.fingerprint))
         .collect()

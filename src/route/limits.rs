@@ -348,16 +348,23 @@ struct Check {
     scope: String,
     kind: LimitKind,
     limit: u64,
+    /// The limit is a learned one, tighter than any configured.
+    learned: bool,
 }
 
-/// One line of [`Budget::usage`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One line of [`Budget::usage`]: a limit in force and how much of it is
+/// used now, as status displays show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Usage {
-    pub kind: LimitKind,
+    /// The scope it counts in: `provider#key<i>:<fingerprint>::model`, a
+    /// key, or the provider (`daily_cap`).
     pub scope: String,
+    pub kind: LimitKind,
     pub used: u64,
     /// The limit in force: the tighter of configured and learned.
     pub limit: u64,
+    /// Whether that is a learned limit (from the upstream's headers).
+    pub learned: bool,
 }
 
 impl Budget {
@@ -581,6 +588,7 @@ impl Budget {
                 kind: c.kind,
                 scope: c.scope,
                 limit: c.limit,
+                learned: c.learned,
             })
             .collect()
     }
@@ -609,29 +617,35 @@ fn checks_with(target: &Target, eff: &EffectiveLimits, learned: &Limits) -> Vec<
     let key_model = target.key_model_id();
     let model = eff.model.tightest(learned);
     let mut checks = Vec::new();
-    let mut push = |scope: &str, limits: &Limits| {
-        for (kind, limit) in [
-            (LimitKind::Rpm, limits.rpm),
-            (LimitKind::Rpd, limits.rpd),
-            (LimitKind::Tpm, limits.tpm),
-            (LimitKind::Tpd, limits.tpd),
-        ] {
+    let mut push = |scope: &str, limits: &Limits, configured: &Limits| {
+        let by_kind = |l: &Limits| {
+            [
+                (LimitKind::Rpm, l.rpm),
+                (LimitKind::Rpd, l.rpd),
+                (LimitKind::Tpm, l.tpm),
+                (LimitKind::Tpd, l.tpd),
+            ]
+        };
+        for ((kind, limit), (_, configured)) in by_kind(limits).into_iter().zip(by_kind(configured))
+        {
             if let Some(limit) = limit {
                 checks.push(Check {
                     scope: scope.to_string(),
                     kind,
                     limit,
+                    learned: configured.is_none_or(|c| limit < c),
                 });
             }
         }
     };
-    push(&key_model, &model);
-    push(&target.key_id(), &eff.key);
+    push(&key_model, &model, &eff.model);
+    push(&target.key_id(), &eff.key, &eff.key);
     if let Some(cap) = eff.daily_cap {
         checks.push(Check {
             scope: target.provider.clone(),
             kind: LimitKind::DailyCap,
             limit: cap,
+            learned: false,
         });
     }
     checks
@@ -1131,8 +1145,10 @@ mod tests {
         });
         let u = b.usage(&t, &loose, t0());
         assert_eq!(
-            u.iter().map(|u| (u.kind, u.limit)).collect::<Vec<_>>(),
-            [(LimitKind::Rpd, 1000), (LimitKind::Tpm, 12000)]
+            u.iter()
+                .map(|u| (u.kind, u.limit, u.learned))
+                .collect::<Vec<_>>(),
+            [(LimitKind::Rpd, 1000, true), (LimitKind::Tpm, 12000, true)]
         );
         let tight = limits(Limits {
             tpm: Some(6000),
@@ -1140,8 +1156,10 @@ mod tests {
         });
         let u = b.usage(&t, &tight, t0());
         assert_eq!(
-            u.iter().map(|u| (u.kind, u.limit)).collect::<Vec<_>>(),
-            [(LimitKind::Rpd, 1000), (LimitKind::Tpm, 6000)]
+            u.iter()
+                .map(|u| (u.kind, u.limit, u.learned))
+                .collect::<Vec<_>>(),
+            [(LimitKind::Rpd, 1000, true), (LimitKind::Tpm, 6000, false)]
         );
         // The learned rpd and the configured tpm are both enforced.
         let hit = send(&mut b, &t, &tight, 6001, t0()).unwrap_err();

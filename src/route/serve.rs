@@ -4,7 +4,9 @@
 //!   failures before the first byte fall over invisibly, a failure after it
 //!   ends the stream with an OpenAI-style error event and `data: [DONE]`.
 //! - `GET /v1/models`: the routable models, plus `auto`.
-//! - `GET /livez`, `GET /readyz`.
+//! - `GET /livez`, `GET /readyz`, and `GET /v1/providers` and `/metrics`
+//!   for watching route; these read the shared state when there is one
+//!   (one round trip to Redis), requests never wait for them.
 //!
 //! Every response carries `X-Routed-Via`, `X-Fallback-Attempts` and
 //! `X-Fallback-Trail` where a request was routed. Bad input gets an
@@ -31,6 +33,7 @@ use crate::secret::Secret;
 use super::api_error::ApiError;
 use super::engine::{Attempt, Engine, Exhausted, trail};
 use super::send::{self, StreamEvent};
+use super::status::{Snapshot, Source, Want};
 
 /// Request heads larger than this get a 431.
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
@@ -112,12 +115,27 @@ async fn livez() -> Response {
     axum::Json(json!({"status": "ok"})).into_response()
 }
 
+/// A view of the state (shared, when it is) for a status endpoint: read
+/// off the request path, then built on the blocking pool.
+async fn from_snapshot<T: Send + 'static>(
+    engine: &Arc<Engine>,
+    want: Want,
+    build: impl FnOnce(&Engine, &Snapshot) -> T + Send + 'static,
+) -> Option<T> {
+    let snap = Snapshot::read(engine, want).await;
+    let engine = engine.clone();
+    tokio::task::spawn_blocking(move || build(&engine, &snap))
+        .await
+        .ok()
+}
+
 async fn readyz(State(app): State<Arc<App>>) -> Response {
-    let engine = app.engine.clone();
-    let (not_ready, routable) =
-        tokio::task::spawn_blocking(move || (engine.not_ready(), engine.routable().len()))
-            .await
-            .unwrap_or((Some("internal_error"), 0));
+    let (not_ready, routable, state) = from_snapshot(&app.engine, Want::Cooldowns, |e, snap| {
+        let routable = e.routable_under(&snap.cooldowns, snap.now);
+        (e.not_ready(&routable), routable.len(), snap.source)
+    })
+    .await
+    .unwrap_or((Some("internal_error"), 0, Source::Local));
     let (status, mut body) = match not_ready {
         None => (
             StatusCode::OK,
@@ -131,13 +149,13 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
     // Serving from local state while Redis is away is still ready.
     if let Some(s) = app.engine.shared() {
         body["shared_state"] = json!(s.describe());
+        body["state"] = json!(state);
     }
     (status, axum::Json(body)).into_response()
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {
-    let engine = app.engine.clone();
-    let text = tokio::task::spawn_blocking(move || engine.metrics_text())
+    let text = from_snapshot(&app.engine, Want::Cooldowns, |e, snap| e.metrics_text(snap))
         .await
         .unwrap_or_default();
     (
@@ -151,10 +169,9 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
 }
 
 async fn providers(State(app): State<Arc<App>>) -> Response {
-    let engine = app.engine.clone();
-    match tokio::task::spawn_blocking(move || super::status::view(&engine)).await {
-        Ok(v) => axum::Json(v).into_response(),
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    match from_snapshot(&app.engine, Want::Everything, super::status::view).await {
+        Some(v) => axum::Json(v).into_response(),
+        None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
 }
 

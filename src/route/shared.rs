@@ -20,7 +20,11 @@
 //!   from its in-process state, which it keeps up to date in both modes;
 //!   [`SharedState::watch`] pings every 500 ms and switches back when
 //!   Redis answers.
+//! - **Status displays read it too**, never requests: [`SharedState::read`]
+//!   fetches the benches, usage windows and learned limits of every key
+//!   the catalog names (no `SCAN`, no `KEYS`) in one atomic pipeline.
 
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -31,7 +35,9 @@ use redis::aio::ConnectionManager;
 use crate::cooldown::{Bench, Counter, Target};
 use crate::error::{Error, Result};
 
-use super::limits::{self, Learned, LimitHit, LimitKind, LimitRequest, Reservation};
+use super::limits::{
+    self, Budget, DayCount, Entry, Learned, LimitHit, LimitKind, LimitRequest, Reservation, Window,
+};
 
 /// Every call to Redis gives up after this long.
 pub const CALL_TIMEOUT: Duration = Duration::from_millis(250);
@@ -224,6 +230,18 @@ pub struct SharedState {
     bench: redis::Script,
 }
 
+/// What a status view reads, every key named from the catalog (no `SCAN`,
+/// no `KEYS`): what is not there has expired or was never written.
+#[derive(Debug, Default)]
+pub struct Wanted {
+    /// Bench ids ([`Target`]'s): providers, keys, models, keys' models.
+    pub benches: Vec<String>,
+    /// Key-and-model scopes, for their learned limits.
+    pub learned: Vec<String>,
+    /// Usage scopes, each with the end of its current day window.
+    pub windows: Vec<(String, DateTime<Utc>)>,
+}
+
 /// Redis was not usable for this call: serve from local state.
 #[derive(Debug)]
 pub struct Unavailable;
@@ -254,6 +272,10 @@ fn minute_key(scope: &str) -> String {
 
 fn day_key(scope: &str, resets_at: DateTime<Utc>) -> String {
     format!("{PREFIX}day:{scope}:{}", ms(resets_at))
+}
+
+fn learned_key(key_model: &str) -> String {
+    format!("{PREFIX}learned:{key_model}")
 }
 
 fn bench_key(id: &str) -> String {
@@ -409,13 +431,7 @@ impl SharedState {
     /// Benches on `target`, then every limit: one atomic step.
     pub async fn admit(&self, req: &LimitRequest<'_>, now: DateTime<Utc>) -> Shared<Admit> {
         let t = req.target;
-        let mut ids = vec![
-            t.provider.clone(),
-            t.key_id(),
-            t.model_id(),
-            t.key_model_id(),
-        ];
-        ids.dedup();
+        let ids = t.bench_ids();
         let resets_at = limits::next_day_reset(now, req.limits.day_reset);
         let key_model = t.key_model_id();
         let checks = limits::configured_checks(t, req.limits);
@@ -429,7 +445,7 @@ impl SharedState {
         for id in &ids {
             inv.key(bench_key(id));
         }
-        inv.key(format!("{PREFIX}learned:{key_model}"));
+        inv.key(learned_key(&key_model));
         for s in &scopes {
             inv.key(minute_key(s)).key(day_key(s, resets_at));
         }
@@ -517,25 +533,141 @@ impl SharedState {
         if found.is_empty() {
             return Ok(());
         }
-        let key = format!("{PREFIX}learned:{}", target.key_model_id());
-        let opt = |v: Option<String>| v.unwrap_or_default();
+        let key = learned_key(&target.key_model_id());
         let mut p = redis::pipe();
         p.atomic();
         for (name, l) in found {
-            let v = format!(
-                "{}|{}|{}|{}",
-                l.kind.as_str(),
-                opt(l.limit.map(|n| n.to_string())),
-                opt(l.remaining.map(|n| n.to_string())),
-                opt(l.reset_at.map(|t| ms(t).to_string())),
-            );
-            p.hset(&key, name, v).ignore();
+            p.hset(&key, name, learned_value(l)).ignore();
         }
         p.pexpire(&key, limits::LEARNED_TTL.num_milliseconds())
             .ignore();
         let mut c = self.manager.clone();
         self.call(p.query_async::<()>(&mut c)).await
     }
+
+    /// Every instance's benches, usage windows and learned limits, as
+    /// one atomic pipeline: one round trip, for status displays only.
+    pub async fn read(&self, want: &Wanted, now: DateTime<Utc>) -> Shared<(Vec<Bench>, Budget)> {
+        if want.benches.is_empty() && want.learned.is_empty() && want.windows.is_empty() {
+            return Ok((Vec::new(), Budget::default()));
+        }
+        let mut p = redis::pipe();
+        p.atomic();
+        if !want.benches.is_empty() {
+            let keys: Vec<String> = want.benches.iter().map(|id| bench_key(id)).collect();
+            p.cmd("MGET").arg(keys);
+        }
+        for s in &want.learned {
+            p.hgetall(learned_key(s));
+        }
+        for (s, resets_at) in &want.windows {
+            p.hgetall(minute_key(s)).hgetall(day_key(s, *resets_at));
+        }
+        let mut c = self.manager.clone();
+        let mut values = self
+            .call(p.query_async::<Vec<redis::Value>>(&mut c))
+            .await?
+            .into_iter();
+        let mut next = || values.next().unwrap_or(redis::Value::Nil);
+        let benches = if want.benches.is_empty() {
+            Vec::new()
+        } else {
+            redis::from_redis_value::<Vec<Option<String>>>(next())
+                .unwrap_or_default()
+                .iter()
+                .flatten()
+                .filter_map(|v| parse_bench(v))
+                .filter(|b| b.until > now)
+                .collect()
+        };
+        let mut budget = Budget::default();
+        for scope in &want.learned {
+            let learned: BTreeMap<String, Learned> = hash(next())
+                .into_iter()
+                .filter_map(|(name, v)| Some((name, parse_learned(&v, now)?)))
+                .collect();
+            if !learned.is_empty() {
+                budget.learned.insert(scope.clone(), learned);
+            }
+        }
+        for (scope, resets_at) in &want.windows {
+            let minute = minute_entries(hash(next()));
+            let day = hash(next());
+            let count = |f: &str| day.get(f).and_then(|v| v.parse().ok());
+            let day = match (count("r"), count("t")) {
+                (None, None) => None,
+                (r, t) => Some(DayCount {
+                    resets_at: *resets_at,
+                    requests: r.unwrap_or(0),
+                    tokens: t.unwrap_or(0),
+                }),
+            };
+            if !minute.is_empty() || day.is_some() {
+                budget.windows.insert(scope.clone(), Window { minute, day });
+            }
+        }
+        Ok((benches, budget))
+    }
+}
+
+/// A hash's fields; nothing for a key that is not there.
+fn hash(v: redis::Value) -> HashMap<String, String> {
+    redis::from_redis_value(v).unwrap_or_default()
+}
+
+/// A minute hash (`r:<second ms>`, `t:<second ms>`) as entries, oldest
+/// first.
+fn minute_entries(fields: HashMap<String, String>) -> VecDeque<Entry> {
+    let mut by_second: BTreeMap<i64, Entry> = BTreeMap::new();
+    for (f, v) in fields {
+        let (Some((which, at)), Ok(n)) = (f.split_once(':'), v.parse::<i64>()) else {
+            continue;
+        };
+        let Ok(at) = at.parse::<i64>() else { continue };
+        let e = by_second.entry(at).or_insert_with(|| Entry {
+            at: from_ms(at),
+            requests: 0,
+            tokens: 0,
+        });
+        let n = n.max(0) as u64;
+        match which {
+            "r" => e.requests = n,
+            "t" => e.tokens = n,
+            _ => {}
+        }
+    }
+    by_second.into_values().collect()
+}
+
+/// A learned bucket as stored (and read by `ADMIT`):
+/// `kind|limit|remaining|reset ms`, any of the last three empty.
+fn learned_value(l: &Learned) -> String {
+    fn opt<T: ToString>(v: Option<T>) -> String {
+        v.map(|n| n.to_string()).unwrap_or_default()
+    }
+    format!(
+        "{}|{}|{}|{}",
+        l.kind.as_str(),
+        opt(l.limit),
+        opt(l.remaining),
+        opt(l.reset_at.map(ms)),
+    )
+}
+
+/// [`learned_value`] read back.
+fn parse_learned(v: &str, now: DateTime<Utc>) -> Option<Learned> {
+    let mut f = v.split('|');
+    let kind = kind_of(f.next()?);
+    let mut num = || f.next().and_then(|s| s.parse::<i64>().ok());
+    let (limit, remaining, reset) = (num(), num(), num());
+    Some(Learned {
+        kind,
+        limit: limit.map(|n| n.max(0) as u64),
+        remaining: remaining.map(|n| n.max(0) as u64),
+        reset_at: reset.map(from_ms),
+        // Not stored: the key's TTL is what forgets it.
+        learned_at: now,
+    })
 }
 
 fn parse_bench(v: &str) -> Option<Bench> {
@@ -599,5 +731,55 @@ fn parse_admit(v: redis::Value, scopes: &[String], resets_at: DateTime<Utc>, tok
             let counted = items.iter().skip(2).map(|v| scope(int(v))).collect();
             Admit::Counted(Reservation::shared(second, resets_at, counted, tokens))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn learned_buckets_read_back_as_written() {
+        let now = from_ms(1_777_000_000_000);
+        let full = Learned {
+            kind: LimitKind::Rpd,
+            limit: Some(1000),
+            remaining: Some(0),
+            reset_at: Some(from_ms(1_777_000_179_560)),
+            learned_at: now,
+        };
+        let v = learned_value(&full);
+        assert_eq!(v, "rpd|1000|0|1777000179560");
+        assert_eq!(parse_learned(&v, now), Some(full));
+        let sparse = Learned {
+            kind: LimitKind::Tpm,
+            limit: None,
+            remaining: Some(7),
+            reset_at: None,
+            learned_at: now,
+        };
+        assert_eq!(learned_value(&sparse), "tpm||7|");
+        assert_eq!(parse_learned(&learned_value(&sparse), now), Some(sparse));
+    }
+
+    #[test]
+    fn a_minute_hash_reads_as_entries_oldest_first() {
+        let fields = [
+            ("r:2000", "2"),
+            ("t:2000", "70"),
+            ("t:1000", "5"),
+            ("r:1000", "1"),
+        ]
+        .map(|(f, v)| (f.to_string(), v.to_string()))
+        .into_iter()
+        .chain([("junk".to_string(), "1".to_string())])
+        .collect();
+        let got = minute_entries(fields);
+        assert_eq!(
+            got.iter()
+                .map(|e| (ms(e.at), e.requests, e.tokens))
+                .collect::<Vec<_>>(),
+            [(1000, 1, 5), (2000, 2, 70)]
+        );
     }
 }

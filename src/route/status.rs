@@ -1,19 +1,150 @@
-//! What route knows about each provider, for `GET /v1/providers` and
-//! `llmprobe route --status`: in the shape of FreeLLMAPI's endpoint
+//! What route knows about each provider, for `GET /v1/providers`,
+//! `llmprobe route --status`, and the gauges of `/readyz` and `/metrics`:
+//! in the shape of FreeLLMAPI's endpoint
 //! (`{"providers":[{"platform","name","status","keys","resume_at"?}],
-//! "counts":{…}}`), with the models by state, the cooldowns in force and the
-//! 24 h uptime added. Keys appear as index and fingerprint only.
+//! "counts":{…}}`), with the models by state, the cooldowns in force, the
+//! usage against each limit and the 24 h uptime added. Keys appear as index
+//! and fingerprint only.
+//!
+//! A view is built from a [`Snapshot`]: this process's own state, or, with
+//! `--shared-state`, what every instance wrote to Redis, read in one round
+//! trip off the request path. The view says which it is (`state`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::catalog::model_key;
-use crate::cooldown::Bench;
+use crate::cooldown::{Bench, Cooldowns};
 use crate::state::ModelState;
 
-use super::engine::Engine;
+use super::engine::{Engine, targets};
+use super::limits::{self, Budget, Usage};
+use super::shared::Wanted;
+
+/// Where a view's cooldowns and usage come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// This process (and `route_state.json`): no shared state configured.
+    Local,
+    /// Redis, as every instance wrote it.
+    Redis,
+    /// This instance's own state, because Redis could not be read.
+    RedisUnavailable,
+}
+
+impl Serialize for Source {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Local => "local",
+            Source::Redis => "redis",
+            Source::RedisUnavailable => "local (redis unavailable)",
+        }
+    }
+}
+
+/// What a snapshot needs to hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    /// The cooldowns only (`/readyz`, `/metrics`).
+    Cooldowns,
+    /// The cooldowns, usage windows and learned limits (a whole view).
+    Everything,
+}
+
+/// The cooldowns and budget a view is built from, at one instant.
+#[derive(Debug)]
+pub struct Snapshot {
+    pub now: DateTime<Utc>,
+    pub source: Source,
+    pub cooldowns: Cooldowns,
+    /// Empty unless [`Want::Everything`].
+    pub budget: Budget,
+}
+
+impl Snapshot {
+    /// This process's own state, labelled `source`.
+    pub fn local(engine: &Engine, want: Want, source: Source) -> Snapshot {
+        let (cooldowns, budget) = engine.with_local_state(|st| {
+            let budget = match want {
+                Want::Everything => st.budget.clone(),
+                Want::Cooldowns => Budget::default(),
+            };
+            (st.cooldowns.clone(), budget)
+        });
+        Snapshot {
+            now: engine.clock.now(),
+            source,
+            cooldowns,
+            budget,
+        }
+    }
+
+    /// The shared state when instances share one and Redis answers (one
+    /// round trip); otherwise this process's own, saying why.
+    pub async fn read(engine: &Engine, want: Want) -> Snapshot {
+        let Some(shared) = engine.shared() else {
+            return Snapshot::local(engine, want, Source::Local);
+        };
+        let now = engine.clock.now();
+        match shared.read(&wanted(engine, want, now), now).await {
+            Ok((benches, budget)) => {
+                let mut cooldowns = Cooldowns::new();
+                for b in benches {
+                    cooldowns.insert(b, now);
+                }
+                Snapshot {
+                    now,
+                    source: Source::Redis,
+                    cooldowns,
+                    budget,
+                }
+            }
+            Err(_) => Snapshot::local(engine, want, Source::RedisUnavailable),
+        }
+    }
+}
+
+/// The Redis keys behind every provider's view, named from the catalog:
+/// the benches a request would look up and, for [`Want::Everything`], the
+/// learned limits of each key and model and the windows of every scope a
+/// limit counts in.
+fn wanted(engine: &Engine, want: Want, now: DateTime<Utc>) -> Wanted {
+    let mut w = Wanted::default();
+    let (mut benches, mut windows) = (HashSet::new(), HashSet::new());
+    for p in engine.providers() {
+        let resets_at = limits::next_day_reset(now, p.provider.day_reset);
+        for m in &p.provider.models {
+            let eff = limits::effective(&p.provider, m);
+            for t in targets(p, m) {
+                for id in t.bench_ids() {
+                    if benches.insert(id.clone()) {
+                        w.benches.push(id);
+                    }
+                }
+                if want == Want::Cooldowns {
+                    continue;
+                }
+                let key_model = t.key_model_id();
+                w.learned.push(key_model.clone());
+                let scopes = limits::configured_checks(&t, &eff).into_iter().map(|c| c.0);
+                for scope in std::iter::once(key_model).chain(scopes) {
+                    if windows.insert(scope.clone()) {
+                        w.windows.push((scope, resets_at));
+                    }
+                }
+            }
+        }
+    }
+    w
+}
 
 #[derive(Debug, Serialize)]
 pub struct KeyView {
@@ -42,6 +173,9 @@ pub struct ProviderView {
     /// Model ids by state: `active`, `paused`, `disabled`.
     pub models: BTreeMap<&'static str, Vec<String>>,
     pub cooldowns: Vec<Bench>,
+    /// Every limit in force on the provider's keys and models, with its
+    /// usage (by every instance, when they share their state).
+    pub usage: Vec<Usage>,
     /// Passed ÷ probed over the last 24 h, from the health log.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uptime_24h: Option<f64>,
@@ -61,13 +195,16 @@ pub struct Counts {
 pub struct StatusView {
     pub providers: Vec<ProviderView>,
     pub counts: Counts,
+    /// Where the cooldowns and usage were read: `redis`, `local`, or
+    /// `local (redis unavailable)`.
+    pub state: Source,
 }
 
-/// The view of every usable provider now.
-pub fn view(engine: &Engine) -> StatusView {
-    let now = engine.clock.now();
-    let benches = engine.benches();
-    let routable = engine.routable();
+/// The view of every usable provider, from `snap`.
+pub fn view(engine: &Engine, snap: &Snapshot) -> StatusView {
+    let now = snap.now;
+    let benches: Vec<Bench> = snap.cooldowns.active(now).cloned().collect();
+    let routable = engine.routable_under(&snap.cooldowns, now);
     let health = engine.health();
     let mut providers = Vec::new();
     for p in engine.providers() {
@@ -115,6 +252,18 @@ pub fn view(engine: &Engine) -> StatusView {
             .iter()
             .filter_map(|m| health.get(&model_key(&name, m)))
             .fold((0.0, 0.0), |(s, ok), h| (s + h.samples, ok + h.passed));
+        let mut usage: Vec<Usage> = Vec::new();
+        for m in &p.provider.models {
+            let eff = limits::effective(&p.provider, m);
+            for t in targets(p, m) {
+                for u in snap.budget.usage(&t, &eff, now) {
+                    // A key's and the provider's limits recur per model.
+                    if !usage.iter().any(|x| x.scope == u.scope && x.kind == u.kind) {
+                        usage.push(u);
+                    }
+                }
+            }
+        }
         providers.push(ProviderView {
             platform: name.clone(),
             name,
@@ -127,6 +276,7 @@ pub fn view(engine: &Engine) -> StatusView {
             resume_at,
             models,
             cooldowns: mine,
+            usage,
             uptime_24h: (samples > 0.0).then(|| passed / samples),
         });
     }
@@ -139,7 +289,11 @@ pub fn view(engine: &Engine) -> StatusView {
         routable_models: routable.len(),
         cooldowns: benches.len(),
     };
-    StatusView { providers, counts }
+    StatusView {
+        providers,
+        counts,
+        state: snap.source,
+    }
 }
 
 /// The view as a table, for `route --status`.
@@ -153,6 +307,7 @@ pub fn table(v: &StatusView) -> String {
         "Keys",
         "Uptime 24h",
         "Cooldowns",
+        "Usage",
     ]);
     for p in &v.providers {
         let n = |s: &str| p.models.get(s).map_or(0, Vec::len).to_string();
@@ -169,6 +324,25 @@ pub fn table(v: &StatusView) -> String {
             })
             .collect::<Vec<_>>()
             .join("\n");
+        // Only what is in use: every limit of a large catalog would drown
+        // the table (`--json` lists them all).
+        let usage = p
+            .usage
+            .iter()
+            .filter(|u| u.used > 0)
+            .map(|u| {
+                format!(
+                    "{} {} {}/{}{}",
+                    u.scope,
+                    u.kind,
+                    u.used,
+                    u.limit,
+                    if u.learned { " (learned)" } else { "" }
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let or_dash = |s: String| if s.is_empty() { "—".into() } else { s };
         t.add_row(vec![
             p.name.clone(),
             p.status.to_string(),
@@ -183,20 +357,18 @@ pub fn table(v: &StatusView) -> String {
             p.uptime_24h
                 .map(crate::format::fmt_pct)
                 .unwrap_or_else(|| "no probes".into()),
-            if cooldowns.is_empty() {
-                "—".into()
-            } else {
-                cooldowns
-            },
+            or_dash(cooldowns),
+            or_dash(usage),
         ]);
     }
     format!(
-        "{t}\n{} providers: {} active, {} cooling down, {} down; {} routable models, {} cooldowns in force\n",
+        "{t}\n{} providers: {} active, {} cooling down, {} down; {} routable models, {} cooldowns in force; state: {}\n",
         v.counts.providers,
         v.counts.active,
         v.counts.cooling_down,
         v.counts.down,
         v.counts.routable_models,
-        v.counts.cooldowns
+        v.counts.cooldowns,
+        v.state.as_str()
     )
 }

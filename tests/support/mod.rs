@@ -5,8 +5,12 @@
 
 #![allow(dead_code)]
 
+mod redis;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+pub use self::redis::Redis;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_llmprobe");
 
@@ -361,6 +365,29 @@ pub fn http(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&str
     })
 }
 
+/// One provider of a `/v1/providers` view (or `route --status --json`).
+pub fn provider_view<'a>(v: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    v["providers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("not a providers view: {v}"))
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no provider {name} in {v}"))
+}
+
+/// The first usage line of `kind` (`rpm`, `daily_cap`, …) in provider
+/// `name`'s view.
+pub fn usage_line<'a>(
+    v: &'a serde_json::Value,
+    name: &str,
+    kind: &str,
+) -> Option<&'a serde_json::Value> {
+    provider_view(v, name)["usage"]
+        .as_array()?
+        .iter()
+        .find(|u| u["kind"] == kind)
+}
+
 /// A chat request body.
 pub fn chat_body(model: &str, stream: bool) -> String {
     serde_json::json!({
@@ -379,6 +406,22 @@ pub fn clock_env() -> Env {
     std::fs::write(&clock, "0").unwrap();
     env.env("LLMPROBE_TEST_CLOCK_FILE", clock.to_str().unwrap());
     env
+}
+
+/// Poll `check` until it says `Ok`, at most 600 times 50 ms apart; a
+/// condition another process brings about, never a wait for time to pass.
+/// Panics with the last `Err` (what was seen) if it never holds.
+#[track_caller]
+pub fn eventually<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let mut last = String::new();
+    for _ in 0..600 {
+        match check() {
+            Ok(v) => return v,
+            Err(seen) => last = seen,
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("{what}: never happened; last seen: {last}");
 }
 
 /// Move route's clock forward to `secs` after the start.
