@@ -171,7 +171,11 @@ mod tests {
         // Flags of a subcommand are under it; global ones only once, at
         // the top.
         let option = |flag: &str| format!(".TP\n\\fB\\-\\-{}\\fR", flag.replace('-', "\\-"));
-        assert_eq!(page.matches(&option("fail-on-down")).count(), 1, "check's flags");
+        assert_eq!(
+            page.matches(&option("fail-on-down")).count(),
+            1,
+            "check's flags"
+        );
         // Two subcommands have --dry-run: check and schedule install (and
         // schedule uninstall), each under its own heading.
         assert_eq!(page.matches(&option("dry-run")).count(), 3);
