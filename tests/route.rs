@@ -5,8 +5,10 @@
 
 use serde_json::{Value, json};
 
+#[cfg(unix)]
+use crate::support::provider_view;
 use crate::support::{
-    Env, Fake, RouteServer, advance, chat_body, clock_env as env, http, provider_view, usage_line,
+    Env, Fake, RouteServer, advance, chat_body, clock_env as env, http, usage_line,
 };
 
 const CANARY: &str = "sk-canary-5c1d9e7a3b2f4e6d8a";
