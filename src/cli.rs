@@ -577,7 +577,7 @@ Examples:
   llmprobe demo --fresh             forget earlier demo runs and start over
   llmprobe demo --stats-dir demo    keep the demo's files in ./demo instead
 
-From a source checkout: cargo run --release -- demo")]
+From a source checkout: cargo run -- demo")]
 pub struct DemoArgs {
     /// Seconds between probes on one provider.
     #[arg(long, default_value = "0.3")]

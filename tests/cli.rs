@@ -132,7 +132,7 @@ fn demo_says_whether_it_continues_and_fresh_starts_over() {
         "{first}"
     );
     // The closing hint works for someone who ran `cargo run`.
-    assert!(first.contains("cargo run --release -- demo"), "{first}");
+    assert!(first.contains("cargo run -- demo"), "{first}");
     let entries = crate::support::log_entries(&env.log()).len();
     assert!(entries > 0);
     let second = env.run(&["demo", "--spacing", "0"]).ok().stdout;

@@ -135,7 +135,7 @@ pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
     output::println(
         "\nRun the demo again to watch states move: a passing probe brings a paused model back, \
          three hard failures in a row disable one; --fresh starts over.\n\
-         From a source checkout: cargo run --release -- demo\n\
+         From a source checkout: cargo run -- demo\n\
          Installed (cargo install --path .): llmprobe demo",
     )?;
     Ok(crate::exit::SUCCESS)
