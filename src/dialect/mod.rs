@@ -25,7 +25,6 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
 
 use crate::secret::Secret;
 
@@ -182,7 +181,7 @@ pub fn wire(d: Dialect) -> &'static dyn Wire {
 /// Where and how to reach one provider, without its keys: `route` picks a
 /// key per attempt and passes it to [`build_request`] separately. Built by
 /// [`crate::catalog::Resolved::endpoint`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     /// The provider's name in the catalog, for messages.
     pub provider: String,
@@ -191,73 +190,48 @@ pub struct Endpoint {
     pub base_url: String,
     /// Extra headers from the config, sent on every request.
     pub headers: BTreeMap<String, String>,
-    /// What every request to this endpoint shares, worked out on first use
-    /// (`route` sends thousands a second to one endpoint).
-    prepared: OnceLock<Prepared>,
-}
-
-#[derive(Debug, Clone)]
-struct Prepared {
-    /// The chat URL, parsed, for dialects whose URL does not name the model.
+    /// The chat URL, parsed, for dialects whose URL does not name the model
+    /// (`route` sends thousands of requests a second to one endpoint).
     url: Option<reqwest::Url>,
     /// The dialect's fixed headers and the config's extra ones, or the name
     /// of an extra header that is not a valid header.
-    headers: Result<HeaderMap, String>,
+    fixed: Result<HeaderMap, String>,
 }
-
-impl PartialEq for Endpoint {
-    fn eq(&self, other: &Self) -> bool {
-        (&self.provider, self.dialect, &self.base_url, &self.headers)
-            == (
-                &other.provider,
-                other.dialect,
-                &other.base_url,
-                &other.headers,
-            )
-    }
-}
-
-impl Eq for Endpoint {}
 
 impl Endpoint {
+    /// An endpoint, with what every request to it shares worked out once.
     pub fn new(
         provider: String,
         dialect: Dialect,
         base_url: String,
         headers: BTreeMap<String, String>,
     ) -> Endpoint {
+        let w = wire(dialect);
+        let url = (!w.url_names_model())
+            .then(|| reqwest::Url::parse(&w.url(&base_url, "", false)).ok())
+            .flatten();
+        let mut map = HeaderMap::new();
+        map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        for (name, value) in w.fixed_headers() {
+            map.append(name, value);
+        }
+        let fixed = headers
+            .iter()
+            .try_for_each(|(name, value)| {
+                let n = HeaderName::from_bytes(name.as_bytes()).map_err(|_| name.clone())?;
+                let v = HeaderValue::from_str(value).map_err(|_| name.clone())?;
+                map.append(n, v);
+                Ok(())
+            })
+            .map(|()| map);
         Endpoint {
             provider,
             dialect,
             base_url,
             headers,
-            prepared: OnceLock::new(),
+            url,
+            fixed,
         }
-    }
-
-    fn prepared(&self) -> &Prepared {
-        self.prepared.get_or_init(|| {
-            let w = wire(self.dialect);
-            let url = (!w.url_names_model())
-                .then(|| reqwest::Url::parse(&w.url(&self.base_url, "", false)).ok())
-                .flatten();
-            let mut map = HeaderMap::new();
-            map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            for (name, value) in w.fixed_headers() {
-                map.append(name, value);
-            }
-            let headers = self
-                .headers
-                .iter()
-                .try_for_each(|(name, value)| {
-                    let n = HeaderName::from_bytes(name.as_bytes()).map_err(|_| name.clone())?;
-                    let v = HeaderValue::from_str(value).map_err(|_| name.clone())?;
-                    map.append(n, v);
-                    Ok(())
-                })
-                .map(|()| map);
-            Prepared { url, headers }
-        })
     }
 }
 
@@ -271,9 +245,8 @@ pub fn build_request(
     req: &ChatRequest,
 ) -> Result<reqwest::RequestBuilder, BuildError> {
     let w = wire(ep.dialect);
-    let prepared = ep.prepared();
-    let headers = prepared.headers.clone().map_err(BuildError::BadHeader)?;
-    let builder = match &prepared.url {
+    let headers = ep.fixed.clone().map_err(BuildError::BadHeader)?;
+    let builder = match &ep.url {
         Some(url) => client.post(url.clone()),
         None => client.post(w.url(&ep.base_url, &req.model, req.stream)),
     };

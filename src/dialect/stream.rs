@@ -339,21 +339,17 @@ impl StreamMapper {
         })
     }
 
-    fn delta(&mut self, mut delta: Value) -> StreamItem {
-        if !self.role_sent {
-            delta["role"] = json!("assistant");
-            self.role_sent = true;
-        }
-        StreamItem::Chunk(self.chunk(json!([{
-            "index": 0,
-            "delta": delta,
-            "finish_reason": null,
-        }])))
+    fn delta(&mut self, delta: Value) -> StreamItem {
+        self.choice(delta, Value::Null)
     }
 
     fn finish_chunk(&mut self, reason: &str) -> StreamItem {
         self.finish_sent = true;
-        let mut delta = json!({});
+        self.choice(json!({}), json!(openai_finish_reason(reason)))
+    }
+
+    /// One choice's chunk; the first one the client gets names the role.
+    fn choice(&mut self, mut delta: Value, finish_reason: Value) -> StreamItem {
         if !self.role_sent {
             delta["role"] = json!("assistant");
             self.role_sent = true;
@@ -361,7 +357,7 @@ impl StreamMapper {
         StreamItem::Chunk(self.chunk(json!([{
             "index": 0,
             "delta": delta,
-            "finish_reason": openai_finish_reason(reason),
+            "finish_reason": finish_reason,
         }])))
     }
 
