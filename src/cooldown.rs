@@ -34,8 +34,8 @@ use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::classify::{ErrorClass, UpstreamError};
-use crate::dialect;
+use crate::upstream::classify::{ErrorClass, UpstreamError};
+use crate::upstream::dialect;
 
 const HOUR: Duration = Duration::from_secs(3600);
 const DAY: Duration = Duration::from_secs(24 * 3600);
@@ -763,7 +763,7 @@ mod tests {
 #[cfg(test)]
 mod rule_tests {
     use super::*;
-    use crate::classify::ErrorClass::*;
+    use crate::upstream::classify::ErrorClass::*;
 
     fn t0() -> DateTime<Utc> {
         DateTime::parse_from_rfc3339("2026-05-02T15:00:00Z")

@@ -63,7 +63,7 @@ pub enum Error {
     },
     /// The HTTP client (its TLS backend) could not start: exit 7.
     #[error(transparent)]
-    Client(#[from] crate::http::ClientError),
+    Client(#[from] crate::upstream::http::ClientError),
     /// Writing to stdout failed. A closed pipe is success; anything else is
     /// exit 7.
     #[error("cannot write to stdout: {0}")]

@@ -40,10 +40,10 @@ pub use self::behaviour::{
     script_help,
 };
 use crate::cli::{FakeArgs, GlobalArgs};
-pub use crate::dialect::Dialect;
 use crate::error::{Error, Result};
 use crate::prompts::Pool;
 use crate::server::{self, Server};
+pub use crate::upstream::dialect::Dialect;
 
 /// How long a graceful shutdown may wait for open requests before they are
 /// cut off.

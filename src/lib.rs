@@ -4,8 +4,8 @@
 //! The modules follow the data flow of DESIGN.md:
 //!
 //! - [`catalog`] and [`prompts`] are the inputs;
-//! - [`probe`] asks one model one question through a [`dialect`] and
-//!   [`classify`]s the result, over [`http`];
+//! - [`probe`] asks one model one question through a dialect and
+//!   classifies the result ([`upstream`] holds what check and route share);
 //! - [`cooldown`] decides every wait: what an upstream asked for, and how
 //!   long `route` benches a provider, key or model after a failure;
 //! - [`healthlog`] is the append-only record, [`state`] the state machine;
@@ -23,12 +23,10 @@
 //! - [`logging`] sends diagnostics to stderr (`-v`, `-q`, `RUST_LOG`).
 
 pub mod catalog;
-pub mod classify;
 pub mod cli;
 pub mod clock;
 pub mod cmd;
 pub mod cooldown;
-pub mod dialect;
 pub mod due;
 pub mod error;
 pub mod exit;
@@ -37,7 +35,6 @@ pub mod format;
 pub mod fsutil;
 pub mod grade;
 pub mod healthlog;
-pub mod http;
 pub mod lastrun;
 pub mod logging;
 pub mod outcome;
@@ -47,12 +44,12 @@ pub mod probe;
 pub mod prompts;
 pub mod route;
 pub mod schedule;
-pub mod secret;
 pub mod server;
 pub mod settings;
 pub mod state;
 pub mod textfile;
 pub mod time;
+pub mod upstream;
 pub mod window;
 
 use std::ffi::OsString;

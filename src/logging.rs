@@ -5,7 +5,7 @@
 //! disturbed.
 //!
 //! Events never carry a key: upstream text goes through the
-//! [`crate::secret::Redactor`] before it reaches an event, as it does before
+//! [`crate::upstream::secret::Redactor`] before it reaches an event, as it does before
 //! it reaches the log.
 
 use tracing_subscriber::EnvFilter;

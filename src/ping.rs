@@ -9,7 +9,7 @@
 //! one has a short timeout and a few quick retries, and a monitor that
 //! cannot be reached costs one warning on stderr, never the run's exit code.
 //!
-//! Pings go through [`crate::http::client`], so they use the same proxy
+//! Pings go through [`crate::upstream::http::client`], so they use the same proxy
 //! settings as the probes, and a monitor on a loopback address is never sent
 //! through a proxy. The URL's path is the check's secret (anyone who has it
 //! can ping), so messages name only its scheme and host.
@@ -20,7 +20,7 @@ use std::time::Duration;
 use reqwest::{Method, Url};
 
 use crate::error::{Error, Result};
-use crate::http::TransportError;
+use crate::upstream::http::TransportError;
 
 /// One attempt's deadline, from connecting to the response's head.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -108,7 +108,7 @@ fn deliver(method: Method, url: Url, body: Option<String>, shown: &str, what: &s
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start a runtime: {e}"))?;
-        let client = crate::http::client().map_err(|e| e.to_string())?;
+        let client = crate::upstream::http::client().map_err(|e| e.to_string())?;
         rt.block_on(with_retries(ATTEMPTS, FIRST_BACKOFF, |n| {
             tracing::debug!(ping = what, to = shown, attempt = n, "ping");
             let mut req = client.request(method.clone(), url.clone());
@@ -117,7 +117,7 @@ fn deliver(method: Method, url: Url, body: Option<String>, shown: &str, what: &s
                     .header(reqwest::header::CONTENT_TYPE, "text/plain; charset=utf-8")
                     .body(b.clone());
             }
-            async move { classify(crate::http::open(req, ATTEMPT_TIMEOUT).await) }
+            async move { classify(crate::upstream::http::open(req, ATTEMPT_TIMEOUT).await) }
         }))
     })();
     match result {

@@ -7,12 +7,12 @@
 use std::time::Duration;
 
 use crate::catalog::Resolved;
-use crate::classify;
-use crate::dialect::{self, ChatRequest};
-use crate::http;
 use crate::outcome::{FailureType, Outcome, truncate_reason};
 use crate::prompts::Question;
-use crate::secret::Redactor;
+use crate::upstream::classify;
+use crate::upstream::dialect::{self, ChatRequest};
+use crate::upstream::http;
+use crate::upstream::secret::Redactor;
 
 /// Send `question` to `model` of `provider` and classify what comes back.
 /// Never fails: every failure is an [`Outcome`]. Sent with temperature 0 and
@@ -55,7 +55,7 @@ pub async fn probe(
 mod tests {
     use super::*;
     use crate::catalog::{ApiKey, Catalog};
-    use crate::secret::Secret;
+    use crate::upstream::secret::Secret;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 

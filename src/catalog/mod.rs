@@ -15,7 +15,7 @@ use chrono::NaiveTime;
 use serde::Deserialize;
 
 use crate::error::{ConfigError, Error, Result};
-use crate::secret::Secret;
+use crate::upstream::secret::Secret;
 
 const DEFAULT_CATALOG: &str = include_str!("default.toml");
 
@@ -70,7 +70,7 @@ fn bounded_u32(v: u32, range: RangeInclusive<u32>) -> std::result::Result<u32, S
     }
 }
 
-pub use crate::dialect::{Dialect, Endpoint};
+pub use crate::upstream::dialect::{Dialect, Endpoint};
 pub use route::RouteSettings;
 
 mod route;
@@ -537,7 +537,7 @@ impl Resolved {
         self.first_key().map(|k| k.var.as_str())
     }
 
-    /// Every key's value, for a [`crate::secret::Redactor`].
+    /// Every key's value, for a [`crate::upstream::secret::Redactor`].
     pub fn secrets(&self) -> impl Iterator<Item = &Secret> {
         self.keys.iter().map(|k| &k.secret)
     }

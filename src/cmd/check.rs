@@ -39,9 +39,9 @@ use crate::outcome::{Entry, Outcome, Verdict};
 use crate::output;
 use crate::ping::Pinger;
 use crate::prompts::Pool;
-use crate::secret::Redactor;
 use crate::settings::Settings;
 use crate::state::{ModelState, States, Transition};
+use crate::upstream::secret::Redactor;
 
 /// One provider's share of a run.
 #[derive(Debug)]
@@ -730,7 +730,7 @@ fn execute(s: &Settings, plan: Plan) -> Result<Report> {
 
     let rt = crate::server::runtime(2)?;
     let prober = HttpProber {
-        client: crate::http::client()?,
+        client: crate::upstream::http::client()?,
         pool: s.prompts.clone(),
         redactor: Redactor::new(
             plan.lanes

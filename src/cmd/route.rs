@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 use crate::catalog::{RouteSettings, bounded_secs};
 use crate::cli::RouteArgs;
 use crate::clock::Clock;
-use crate::dialect::{ChatMessage, ChatRequest};
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::output;
@@ -18,9 +17,10 @@ use crate::route::engine::{Engine, Exhausted, trail};
 use crate::route::shared::SharedState;
 use crate::route::status::{Snapshot, Source, Want};
 use crate::route::{send, serve};
-use crate::secret::Secret;
 use crate::server;
 use crate::settings::Settings;
+use crate::upstream::dialect::{ChatMessage, ChatRequest};
+use crate::upstream::secret::Secret;
 
 /// How long in-flight requests may take to finish after SIGTERM.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -53,7 +53,7 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
         &s.catalog,
         settings,
         s.stats_dir.clone(),
-        crate::http::client()?,
+        crate::upstream::http::client()?,
         Clock::from_env(),
     )?;
     if let Some(sh) = shared {

@@ -12,7 +12,7 @@ use crate::prompts::{Question, check_answer};
 const KEY: &str = "sk-fake-0123456789abcdef";
 
 fn client() -> reqwest::Client {
-    crate::http::install_tls_provider();
+    crate::upstream::http::install_tls_provider();
     reqwest::Client::builder()
         .no_proxy()
         .build()
@@ -475,7 +475,7 @@ async fn slow_and_latency_delay_the_answer() {
         t.elapsed()
     );
     // A client timeout shorter than `slow` fires.
-    crate::http::install_tls_provider();
+    crate::upstream::http::install_tls_provider();
     let c = reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_millis(100))

@@ -18,11 +18,11 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::catalog::{ApiKey, Catalog, Resolved, RouteSettings};
-use crate::classify::{ErrorClass, UpstreamError};
 use crate::cooldown::{Action, Cooldowns, Target};
 use crate::error::Result;
-use crate::secret::Redactor;
 use crate::state::{ModelState, StateWatcher};
+use crate::upstream::classify::{ErrorClass, UpstreamError};
+use crate::upstream::secret::Redactor;
 
 use super::api_error::ApiError;
 use super::choose::{self, Candidate, Choice, NoCandidate};

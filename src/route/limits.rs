@@ -13,7 +13,7 @@
 //!   Per day: counters that reset at the provider's `day_reset` (UTC
 //!   midnight unless configured).
 //! - **Tokens.** Before sending, a request counts as
-//!   [`ChatRequest::estimated_tokens`](crate::dialect::ChatRequest::estimated_tokens):
+//!   [`ChatRequest::estimated_tokens`](crate::upstream::dialect::ChatRequest::estimated_tokens):
 //!   its characters / 4 plus `max_tokens` (or a default). [`Budget::correct`]
 //!   replaces the estimate with the upstream's `usage` once known, streams
 //!   included.
@@ -129,7 +129,7 @@ pub fn next_day_reset(now: DateTime<Utc>, reset: NaiveTime) -> DateTime<Utc> {
 pub struct LimitRequest<'a> {
     pub target: &'a Target,
     pub limits: &'a EffectiveLimits,
-    /// The estimate: [`ChatRequest::estimated_tokens`](crate::dialect::ChatRequest::estimated_tokens).
+    /// The estimate: [`ChatRequest::estimated_tokens`](crate::upstream::dialect::ChatRequest::estimated_tokens).
     pub tokens: u64,
 }
 

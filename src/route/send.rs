@@ -11,10 +11,10 @@ use futures_util::{Stream, StreamExt};
 use serde_json::Value;
 
 use crate::catalog::ApiKey;
-use crate::classify::{self, ErrorClass, UpstreamError};
-use crate::dialect::{self, ChatRequest, StreamItem, StreamMapper, Usage};
-use crate::http;
-use crate::secret::Redactor;
+use crate::upstream::classify::{self, ErrorClass, UpstreamError};
+use crate::upstream::dialect::{self, ChatRequest, StreamItem, StreamMapper, Usage};
+use crate::upstream::http;
+use crate::upstream::secret::Redactor;
 
 use super::choose::Candidate;
 use super::engine::{Engine, Sent};

@@ -26,9 +26,9 @@ use axum::routing::{get, post};
 use futures_util::StreamExt;
 use serde_json::json;
 
-use crate::classify::ErrorClass;
-use crate::dialect::ChatRequest;
-use crate::secret::Secret;
+use crate::upstream::classify::ErrorClass;
+use crate::upstream::dialect::ChatRequest;
+use crate::upstream::secret::Secret;
 
 use super::api_error::ApiError;
 use super::engine::{Attempt, Engine, Exhausted, trail};
@@ -252,7 +252,10 @@ async fn chat(
                 StatusCode::GATEWAY_TIMEOUT,
                 "api_error",
                 "request_timeout",
-                format!("no answer within {}", crate::http::human_duration(timeout)),
+                format!(
+                    "no answer within {}",
+                    crate::upstream::http::human_duration(timeout)
+                ),
             )
             .into_response_at(engine.clock.now()),
         }
@@ -317,7 +320,7 @@ async fn stream(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) ->
     };
     let first = futures_util::stream::iter(s.value.first.into_iter().map(StreamEvent::Chunk));
     let events = first.chain(s.value.rest);
-    let idle_text = crate::http::human_duration(idle);
+    let idle_text = crate::upstream::http::human_duration(idle);
     let target = s.target.clone();
     let late = engine.clone();
     let mut reservation = s.reservation;

@@ -338,7 +338,7 @@ pub fn http(method: &str, url: &str, headers: &[(&str, &str)], body: Option<&str
         .build()
         .unwrap();
     rt.block_on(async {
-        llmprobe::http::install_tls_provider();
+        llmprobe::upstream::http::install_tls_provider();
         let client = reqwest::Client::builder().no_proxy().build().unwrap();
         let mut req = client.request(method.parse().unwrap(), url);
         for (k, v) in headers {

@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use std::collections::BTreeMap;
 
-use crate::secret::Secret;
+use crate::upstream::secret::Secret;
 
 pub use anthropic::Anthropic;
 pub use gemini::Gemini;
@@ -521,7 +521,7 @@ fn u64_at(v: &Value, key: &str) -> Option<u64> {
 mod tests {
     use super::*;
     use crate::catalog::Catalog;
-    use crate::secret::Secret;
+    use crate::upstream::secret::Secret;
 
     fn endpoint(dialect: &str) -> Endpoint {
         let c = Catalog::from_toml_str(
@@ -549,7 +549,7 @@ mod tests {
     fn built(dialect: &str, key: Option<&str>, model: &str) -> reqwest::Request {
         let key = key.map(|k| Secret::new(k.into()));
         build_request(
-            &crate::http::client().unwrap(),
+            &crate::upstream::http::client().unwrap(),
             &endpoint(dialect),
             key.as_ref(),
             &ChatRequest::probe(model, "What is 7 + 7?", 16),
@@ -616,7 +616,7 @@ mod tests {
     #[test]
     fn a_key_with_a_newline_is_refused_without_echoing_it() {
         let err = build_request(
-            &crate::http::client().unwrap(),
+            &crate::upstream::http::client().unwrap(),
             &endpoint("openai"),
             Some(&Secret::new("sk-abc\ndef".into())),
             &ChatRequest::probe("m", "q", 1),

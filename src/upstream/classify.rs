@@ -39,11 +39,11 @@ use chrono::{DateTime, Utc};
 
 use crate::catalog::Dialect;
 use crate::cooldown;
-use crate::dialect::{self, ChatReply, ProviderError, ReplyError};
-use crate::http::{RawResponse, TransportError};
 use crate::outcome::{FailureType, Outcome, truncate_reason};
 use crate::prompts::check_answer;
-use crate::secret::Redactor;
+use crate::upstream::dialect::{self, ChatReply, ProviderError, ReplyError};
+use crate::upstream::http::{RawResponse, TransportError};
+use crate::upstream::secret::Redactor;
 
 /// What kind of upstream failure an attempt met. Fine enough for `route` to
 /// pick a cooldown; [`ErrorClass::failure_type`] folds it into the log's
@@ -148,7 +148,7 @@ pub struct UpstreamError {
     pub message: String,
 }
 
-/// Classify the result of [`crate::http::send`] for a probe that expects
+/// Classify the result of [`crate::upstream::http::send`] for a probe that expects
 /// `expected`.
 pub fn classify(
     dialect: Dialect,
@@ -558,7 +558,7 @@ mod tests {
     use super::*;
     use crate::cooldown::{is_daily_quota, retry_after};
     use crate::outcome::{UNREACHABLE, Verdict};
-    use crate::secret::Secret;
+    use crate::upstream::secret::Secret;
     use reqwest::header::HeaderMap;
 
     fn resp(status: u16, body: &str) -> RawResponse {

@@ -3,7 +3,7 @@
 //! and sorts transport failures into the few kinds that classification and
 //! routing care about.
 //!
-//! Nothing here knows about dialects or failure types; [`crate::classify`]
+//! Nothing here knows about dialects or failure types; [`crate::upstream::classify`]
 //! turns a [`RawResponse`] or a [`TransportError`] into an outcome.
 //! Transport messages are fixed phrases built from the error's `source()`
 //! chain, never reqwest's Display, because that Display embeds the URL.
@@ -477,11 +477,12 @@ mod tests {
         use rustls::pki_types::{CertificateDer, PrivateKeyDer};
         use std::io::{Read, Write};
         let chain = vec![
-            CertificateDer::from_pem_slice(include_bytes!("../tests/fixtures/tls/server.pem"))
+            CertificateDer::from_pem_slice(include_bytes!("../../tests/fixtures/tls/server.pem"))
                 .unwrap(),
         ];
-        let key = PrivateKeyDer::from_pem_slice(include_bytes!("../tests/fixtures/tls/server.key"))
-            .unwrap();
+        let key =
+            PrivateKeyDer::from_pem_slice(include_bytes!("../../tests/fixtures/tls/server.key"))
+                .unwrap();
         let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -514,8 +515,8 @@ mod tests {
     #[tokio::test]
     async fn https_handshakes_with_the_ring_provider() {
         install_tls_provider();
-        let ca =
-            reqwest::Certificate::from_pem(include_bytes!("../tests/fixtures/tls/ca.pem")).unwrap();
+        let ca = reqwest::Certificate::from_pem(include_bytes!("../../tests/fixtures/tls/ca.pem"))
+            .unwrap();
         // The same verifier as `client()` (the platform's roots), plus the
         // test CA.
         let c = reqwest::Client::builder()

@@ -97,7 +97,7 @@ pub fn openai_finish_reason(reason: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dialect::ProviderError;
+    use crate::upstream::dialect::ProviderError;
 
     #[test]
     fn anthropic_reply_becomes_a_chat_completion() {

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 
 use super::reply::{completion_id, openai_finish_reason, unix_now, usage_json};
 use super::{Dialect, ProviderError, Usage, error_from_json, u64_at};
-use crate::http::TransportError;
+use crate::upstream::http::TransportError;
 
 /// What one upstream event becomes.
 #[derive(Debug, Clone, PartialEq)]
@@ -403,7 +403,7 @@ pub fn chunk_stream(
             Err(e) => Some((Err(e), None)),
         }
     });
-    map_byte_stream(bytes, mapper, crate::http::body_error)
+    map_byte_stream(bytes, mapper, crate::upstream::http::body_error)
 }
 
 /// [`chunk_stream`] over any stream of byte chunks, with `transport`
@@ -470,10 +470,11 @@ mod tests {
     use super::*;
     use std::convert::Infallible;
 
-    const OPENAI: &str = include_str!("../../tests/fixtures/streams/openai.sse");
-    const ANTHROPIC: &str = include_str!("../../tests/fixtures/streams/anthropic.sse");
-    const ANTHROPIC_ERROR: &str = include_str!("../../tests/fixtures/streams/anthropic-error.sse");
-    const GEMINI: &str = include_str!("../../tests/fixtures/streams/gemini.sse");
+    const OPENAI: &str = include_str!("../../../tests/fixtures/streams/openai.sse");
+    const ANTHROPIC: &str = include_str!("../../../tests/fixtures/streams/anthropic.sse");
+    const ANTHROPIC_ERROR: &str =
+        include_str!("../../../tests/fixtures/streams/anthropic-error.sse");
+    const GEMINI: &str = include_str!("../../../tests/fixtures/streams/gemini.sse");
 
     /// Run a recorded stream through the mapper, delivered in 7-byte
     /// pieces so that events and lines are split across reads.
@@ -714,7 +715,7 @@ mod tests {
             let _ = sock.write_all(GEMINI.as_bytes()).await;
             let _ = sock.shutdown().await;
         });
-        let resp = crate::http::client()
+        let resp = crate::upstream::http::client()
             .unwrap()
             .post(format!("http://{addr}/"))
             .send()

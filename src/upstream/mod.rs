@@ -1,0 +1,9 @@
+//! What `check` and `route` share to talk to a provider: the HTTP client
+//! ([`http`]), each wire format ([`dialect`]), the reading of what an
+//! upstream said into a failure class ([`classify`]), and the redaction of
+//! keys from anything that comes back ([`secret`]).
+
+pub mod classify;
+pub mod dialect;
+pub mod http;
+pub mod secret;
