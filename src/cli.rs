@@ -21,7 +21,7 @@ pub fn duration(s: &str) -> Result<std::time::Duration, String> {
     if s.trim() == "0" {
         return Ok(std::time::Duration::ZERO);
     }
-    crate::cooldown::parse_go_duration(s)
+    crate::upstream::hints::parse_go_duration(s)
         .ok_or_else(|| format!("{s:?} is not a duration; write it like 1h, 90m, 5m30s or 45s"))
 }
 

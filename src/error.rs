@@ -63,7 +63,7 @@ pub enum Error {
     },
     /// The HTTP client (its TLS backend) could not start: exit 7.
     #[error(transparent)]
-    Client(#[from] crate::upstream::http::ClientError),
+    Client(#[from] ClientError),
     /// Writing to stdout failed. A closed pipe is success; anything else is
     /// exit 7.
     #[error("cannot write to stdout: {0}")]
@@ -122,3 +122,8 @@ pub fn json_error_offset(bytes: &[u8], e: &serde_json::Error) -> u64 {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The HTTP client could not be built ([`crate::upstream::http::client`]).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start the HTTP client (TLS backend): {0}")]
+pub struct ClientError(pub(crate) String);

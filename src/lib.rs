@@ -6,8 +6,9 @@
 //! - [`catalog`] and [`prompts`] are the inputs;
 //! - [`probe`] asks one model one question through a dialect and
 //!   classifies the result ([`upstream`] holds what check and route share);
-//! - [`cooldown`] decides every wait: what an upstream asked for, and how
-//!   long `route` benches a provider, key or model after a failure;
+//! - [`upstream::hints`] reads what an upstream asked us to wait, and
+//!   [`route::cooldown`] decides how long `route` benches a provider, key or
+//!   model after a failure;
 //! - [`healthlog`] is the append-only record, [`state`] the state machine;
 //! - [`schedule`] writes the scheduled `check` job for cron, systemd and
 //!   Task Scheduler, and judges whether scheduled runs are happening;
@@ -26,7 +27,6 @@ pub mod catalog;
 pub mod cli;
 pub mod clock;
 pub mod cmd;
-pub mod cooldown;
 pub mod due;
 pub mod error;
 pub mod exit;

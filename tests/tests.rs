@@ -5,6 +5,7 @@
 mod check;
 mod check_hooks;
 mod cli;
+mod layout;
 mod read_cmds;
 mod route;
 #[cfg(unix)]

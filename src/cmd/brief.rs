@@ -49,9 +49,9 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
     brief.health_log = crate::settings::absolute(&log).display().to_string();
     brief.log_missing = !log.exists();
     // A bad route state is route's problem: say so, and brief the rest.
-    match crate::route::persist::load::<crate::cooldown::Cooldowns>(&crate::route::persist::path(
-        s.stats_dir(),
-    )) {
+    match crate::route::persist::load::<crate::route::cooldown::Cooldowns>(
+        &crate::route::persist::path(s.stats_dir()),
+    ) {
         Ok(state) => {
             brief.route_cooldowns = state.cooldowns.active(now_at).cloned().collect();
             brief.route_cooldowns.sort_by_key(|b| b.until);
@@ -258,7 +258,7 @@ struct Brief {
     skipped_entries: u64,
     /// What `route` has benched, from route_state.json (only that small
     /// file is read).
-    route_cooldowns: Vec<crate::cooldown::Bench>,
+    route_cooldowns: Vec<crate::route::cooldown::Bench>,
     /// Why route_state.json could not be read, if it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     route_state_error: Option<String>,

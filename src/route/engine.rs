@@ -1,5 +1,5 @@
 //! The router: try candidates in order within the attempt budget, fall
-//! back on failure, bench what fails (through [`crate::cooldown`], the only
+//! back on failure, bench what fails (through [`crate::route::cooldown`], the only
 //! place that decides waits), and keep every attempt for the trail.
 //!
 //! One engine serves both modes. The one-shot command makes one request
@@ -18,8 +18,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::catalog::{ApiKey, Catalog, Resolved, RouteSettings};
-use crate::cooldown::{Action, Cooldowns, Target};
 use crate::error::Result;
+use crate::route::cooldown::{Action, Cooldowns, Target};
 use crate::state::{ModelState, StateWatcher};
 use crate::upstream::classify::{ErrorClass, UpstreamError};
 use crate::upstream::secret::Redactor;
@@ -693,7 +693,7 @@ impl Engine {
         target: &Target,
         err: &UpstreamError,
         now: DateTime<Utc>,
-    ) -> crate::cooldown::Decision {
+    ) -> crate::route::cooldown::Decision {
         record_failure(self.shared.as_ref(), &self.cooldowns, target, err, now).await
     }
 
@@ -744,14 +744,14 @@ impl Engine {
 }
 
 /// Count a failure (in Redis when shared and reachable), decide with the
-/// rules of [`crate::cooldown`], and put the bench in force everywhere.
+/// rules of [`crate::route::cooldown`], and put the bench in force everywhere.
 async fn record_failure(
     shared: Option<&Arc<SharedState>>,
     local: &Mutex<RouteState<Cooldowns>>,
     target: &Target,
     err: &UpstreamError,
     now: DateTime<Utc>,
-) -> crate::cooldown::Decision {
+) -> crate::route::cooldown::Decision {
     let count = match (shared, Cooldowns::counter(target, err)) {
         (Some(s), Some((counter, id, window))) => s.count(counter, &id, window, now).await.ok(),
         _ => None,

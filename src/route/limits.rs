@@ -34,8 +34,9 @@ use chrono::{DateTime, NaiveTime, TimeDelta, Utc};
 use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize};
 
+use super::cooldown::{MAX_WAIT, Target};
 use crate::catalog::{Limits, Provider};
-use crate::cooldown::{MAX_WAIT, Target, parse_reset};
+use crate::upstream::hints::parse_reset;
 
 /// The sliding window of per-minute limits.
 pub const MINUTE: TimeDelta = TimeDelta::seconds(60);

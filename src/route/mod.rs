@@ -4,12 +4,13 @@
 //!   catalog, the model states and recent [`health`];
 //! - the [`engine`] tries them in turn within the attempt budget, skips what
 //!   would exceed a [`limits`] budget, and benches what fails through
-//!   [`crate::cooldown`], in [`shared`] state (Redis) when several
+//!   [`crate::route::cooldown`], in [`shared`] state (Redis) when several
 //!   instances run as one;
 //! - the server speaks the OpenAI API over axum.
 
 pub mod api_error;
 pub mod choose;
+pub mod cooldown;
 pub mod engine;
 pub mod health;
 pub mod limits;

@@ -86,7 +86,7 @@ pub fn save<T: Serialize>(stats_dir: &Path, state: &RouteState<T>) -> Result<()>
 mod tests {
     use super::*;
     use crate::catalog::Limits;
-    use crate::cooldown::{Cooldowns, Target};
+    use crate::route::cooldown::{Cooldowns, Target};
     use crate::route::limits::{EffectiveLimits, LimitRequest};
 
     #[test]

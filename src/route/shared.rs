@@ -32,8 +32,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use redis::aio::ConnectionManager;
 
-use crate::cooldown::{Bench, Counter, Target};
 use crate::error::{Error, Result};
+use crate::route::cooldown::{Bench, Counter, Target};
 
 use super::limits::{
     self, Budget, DayCount, Entry, Learned, LimitHit, LimitKind, LimitRequest, Reservation, Window,

@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::catalog::model_key;
-use crate::cooldown::{Bench, Cooldowns};
+use crate::route::cooldown::{Bench, Cooldowns};
 use crate::state::ModelState;
 
 use super::engine::{Engine, targets};

@@ -30,18 +30,17 @@
 //! otherwise (timeouts included), as DESIGN.md defines it: "0 if no
 //! response". Every message passes through the [`Redactor`] before it is
 //! cut to 200 characters, so a truncation can never leave half a key. How
-//! long to wait after an error is [`crate::cooldown`]'s business; this
+//! long to wait after an error is [`crate::route::cooldown`]'s business; this
 //! module only reads what the upstream said.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::catalog::Dialect;
-use crate::cooldown;
 use crate::outcome::{FailureType, Outcome, truncate_reason};
 use crate::prompts::check_answer;
-use crate::upstream::dialect::{self, ChatReply, ProviderError, ReplyError};
+use crate::upstream::dialect::{self, ChatReply, Dialect, ProviderError, ReplyError};
+use crate::upstream::hints;
 use crate::upstream::http::{RawResponse, TransportError};
 use crate::upstream::secret::Redactor;
 
@@ -138,9 +137,9 @@ pub struct UpstreamError {
     /// success body).
     pub status: Option<u16>,
     pub class: ErrorClass,
-    /// The wait the upstream named, if any ([`cooldown::retry_after`]). For
+    /// The wait the upstream named, if any ([`hints::retry_after`]). For
     /// a daily quota, only a reset named in a header
-    /// ([`cooldown::daily_reset`]).
+    /// ([`hints::daily_reset`]).
     pub retry_after: Option<Duration>,
     /// A per-day allowance is spent (only with `quota_exhausted`).
     pub daily: bool,
@@ -312,10 +311,10 @@ pub fn transport_error(err: &TransportError, redactor: &Redactor) -> UpstreamErr
 
 /// The wait the upstream named, and whether a daily allowance is spent.
 fn waits(class: ErrorClass, resp: &RawResponse, now: DateTime<Utc>) -> (Option<Duration>, bool) {
-    if class == ErrorClass::QuotaExhausted && cooldown::is_daily_quota(&resp.body) {
-        return (cooldown::daily_reset(&resp.headers, now), true);
+    if class == ErrorClass::QuotaExhausted && hints::is_daily_quota(&resp.body) {
+        return (hints::daily_reset(&resp.headers, now), true);
     }
-    (cooldown::retry_after(&resp.headers, &resp.body, now), false)
+    (hints::retry_after(&resp.headers, &resp.body, now), false)
 }
 
 fn wrong_answer_reason(reply: &ChatReply, expected: i64) -> String {
@@ -411,10 +410,7 @@ const SPENT_CREDITS: &[&str] = &[
 fn limit_class(body: &[u8]) -> ErrorClass {
     // OpenAI's `insufficient_quota` is a spent balance, not a window.
     let said = Said::new(body);
-    if said.any(&["insufficient_quota"])
-        || said.any(SPENT_CREDITS)
-        || cooldown::is_daily_quota(body)
-    {
+    if said.any(&["insufficient_quota"]) || said.any(SPENT_CREDITS) || hints::is_daily_quota(body) {
         ErrorClass::QuotaExhausted
     } else {
         ErrorClass::RateLimit
@@ -556,8 +552,8 @@ fn snippet(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cooldown::{is_daily_quota, retry_after};
     use crate::outcome::{UNREACHABLE, Verdict};
+    use crate::upstream::hints::{is_daily_quota, retry_after};
     use crate::upstream::secret::Secret;
     use reqwest::header::HeaderMap;
 

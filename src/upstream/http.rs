@@ -143,10 +143,7 @@ pub fn client() -> Result<reqwest::Client, ClientError> {
     builder.build().map_err(|e| ClientError(innermost(&e)))
 }
 
-/// The HTTP client could not be built.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot start the HTTP client (TLS backend): {0}")]
-pub struct ClientError(String);
+pub use crate::error::ClientError;
 
 /// Make *ring* the process's rustls crypto provider, once. reqwest is built
 /// with `rustls-no-provider` because its default provider, aws-lc-rs, more

@@ -1,9 +1,11 @@
 //! What `check` and `route` share to talk to a provider: the HTTP client
 //! ([`http`]), each wire format ([`dialect`]), the reading of what an
-//! upstream said into a failure class ([`classify`]), and the redaction of
+//! upstream said into a failure class ([`classify`]) and into a wait
+//! ([`hints`]), and the redaction of
 //! keys from anything that comes back ([`secret`]).
 
 pub mod classify;
 pub mod dialect;
+pub mod hints;
 pub mod http;
 pub mod secret;
