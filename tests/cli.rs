@@ -430,9 +430,18 @@ fn the_man_page_is_roff_and_renders() {
         "LLMPROBE STATE RESET",
         "LLMPROBE ROUTE",
         "EXAMPLES",
+        "EXIT STATUS",
     ] {
         assert!(text.contains(heading), "{heading}");
     }
+    // Examples are shown as written, not reflowed: an aligned line of
+    // `check --help` comes out whole, and the synopsis names values.
+    assert!(
+        text.contains("  llmprobe check --dry-run --json             the same, as JSON\n"),
+        "{text}"
+    );
+    assert!(text.contains("[-p|--provider NAME]..."), "{text}");
+    assert!(!text.contains("EXTRA") && !text.contains("Examples:"));
 }
 
 #[test]
