@@ -154,6 +154,37 @@ fn demo_says_whether_it_continues_and_fresh_starts_over() {
 }
 
 #[test]
+fn demo_keeps_each_users_files_in_their_own_state_directory() {
+    // Two users (two homes) on one machine, no --stats-dir: each gets a
+    // fresh start in their own ~/.local/state, named by its absolute path,
+    // and neither continues the other's runs.
+    let env = Env::new();
+    for user in ["alice", "bob"] {
+        let home = env.path().join(user);
+        let out = env
+            .command(&["demo", "--spacing", "0"])
+            .env_remove("LLMPROBE_STATS_DIR")
+            .env("HOME", &home)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let dir = home.join(".local/state/llmprobe/demo");
+        assert_eq!(
+            stdout.lines().next().unwrap(),
+            format!("llmprobe demo: a fresh start in {}", dir.display()),
+            "{stdout}"
+        );
+        assert!(dir.join("health_log.json").is_file());
+    }
+    assert!(!env.stats().exists());
+}
+
+#[test]
 fn demo_fresh_never_deletes_real_data() {
     let env = Env::new();
     let log = "[\n{\"ts\":\"2026-05-02T10:00:00Z\",\"provider\":\"groq\",\"model\":\"m\",\"ok\":1,\"latency_ms\":5,\"failure_type\":\"\"}\n]\n";

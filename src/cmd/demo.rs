@@ -59,10 +59,7 @@ const PROVIDERS: &[DemoProvider] = &[
 ];
 
 pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
-    let stats_dir = g
-        .stats_dir
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join("llmprobe-demo"));
+    let stats_dir = g.stats_dir.clone().unwrap_or_else(default_dir);
     let prompts = match &g.prompts {
         Some(p) => Pool::load(p)?,
         None => Pool::embedded(),
@@ -139,6 +136,19 @@ pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
          Installed (cargo install --path .): llmprobe demo",
     )?;
     Ok(crate::exit::SUCCESS)
+}
+
+/// Where the demo keeps its files when no `--stats-dir` is given: the
+/// user's own state directory (`$XDG_STATE_HOME`, else `~/.local/state`),
+/// else their cache directory (macOS, Windows). Never a directory shared by
+/// every user of the machine, where one user's run would fail on another's
+/// files or continue a stranger's demo.
+fn default_dir() -> PathBuf {
+    let base = dirs::state_dir()
+        .or_else(dirs::cache_dir)
+        .unwrap_or_else(std::env::temp_dir);
+    let dir = base.join("llmprobe").join("demo");
+    std::path::absolute(&dir).unwrap_or(dir)
 }
 
 /// `demo --fresh`: delete the log and state file of earlier demo runs,
