@@ -1,11 +1,12 @@
 //! `route --serve --shared-state`: two instances, one Redis, one budget,
 //! and status displays that show it. Each test starts its own
-//! `redis-server` on a free loopback port ([`Redis`]). Without one
-//! installed the tests skip, visibly, unless `LLMPROBE_REQUIRE_REDIS=1`
-//! (set by `.ci/run`, which installs it).
+//! `redis-server` on a free loopback port ([`Redis`]). They run in the
+//! `external` binary, which reports them as ignored where no redis-server
+//! is installed (see `support::need`).
 
 use serde_json::Value;
 
+use crate::support::need::Need;
 use crate::support::{
     Env, Fake, Redis, RouteServer, advance, chat_body, clock_env as env, eventually, http,
     provider_view, usage_line,
@@ -70,11 +71,8 @@ fn providers(srv: &RouteServer) -> Value {
     get(srv, "/v1/providers").json()
 }
 
-#[test]
 fn two_instances_share_one_budget_and_cooldowns_and_survive_redis_going_away() {
-    let Some(mut redis) = Redis::start() else {
-        return;
-    };
+    let mut redis = Redis::start();
     let env = env();
     let fake = Fake::start(&env, &[]);
     let tables = [
@@ -147,11 +145,8 @@ fn two_instances_share_one_budget_and_cooldowns_and_survive_redis_going_away() {
     assert_eq!(calls("ok") - before, 10);
 }
 
-#[test]
 fn learned_limits_and_token_corrections_reach_the_other_instance() {
-    let Some(redis) = Redis::start() else {
-        return;
-    };
+    let redis = Redis::start();
     let mut env = env();
     env.env("K1", "sk-shared-secret-0123456789");
     // `learn` answers with headers announcing 3 requests a minute.
@@ -237,11 +232,8 @@ fn learned_limits_and_token_corrections_reach_the_other_instance() {
     );
 }
 
-#[test]
 fn status_displays_show_the_shared_state_and_say_when_they_cannot() {
-    let Some(mut redis) = Redis::start() else {
-        return;
-    };
+    let mut redis = Redis::start();
     let env = env();
     let fake = Fake::start(&env, &[]);
     let tables = [
@@ -347,4 +339,26 @@ fn status_displays_show_the_shared_state_and_say_when_they_cannot() {
             .count(),
         2
     );
+}
+
+/// The tests of this file, for the `external` harness.
+pub fn tests() -> Vec<crate::Test> {
+    let needs = &[Need::Redis];
+    vec![
+        crate::Test::new(
+            "shared::two_instances_share_one_budget_and_cooldowns_and_survive_redis_going_away",
+            needs,
+            two_instances_share_one_budget_and_cooldowns_and_survive_redis_going_away,
+        ),
+        crate::Test::new(
+            "shared::learned_limits_and_token_corrections_reach_the_other_instance",
+            needs,
+            learned_limits_and_token_corrections_reach_the_other_instance,
+        ),
+        crate::Test::new(
+            "shared::status_displays_show_the_shared_state_and_say_when_they_cannot",
+            needs,
+            status_displays_show_the_shared_state_and_say_when_they_cannot,
+        ),
+    ]
 }

@@ -10,5 +10,4 @@ mod read_cmds;
 mod route;
 #[cfg(unix)]
 mod schedule;
-mod shared;
 mod support;

@@ -5,11 +5,14 @@
 
 #![allow(dead_code)]
 
+pub mod need;
 mod redis;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+// Used by the external harness only (the tests binary has no Redis test).
+#[allow(unused_imports)]
 pub use self::redis::Redis;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_llmprobe");

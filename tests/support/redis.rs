@@ -1,20 +1,12 @@
-//! A `redis-server` of a test's own, on a free loopback port. Without one
-//! installed a test skips, visibly, unless `LLMPROBE_REQUIRE_REDIS=1` (set
-//! by `.ci/run`, which installs it).
+//! A `redis-server` of a test's own, on a free loopback port. Tests that
+//! use one run in the `external` binary, whose harness reports them as
+//! ignored where none is installed ([`super::need::Need::Redis`]).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn redis_server() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|d| d.join("redis-server"))
-        .chain([PathBuf::from("/usr/bin/redis-server")])
-        .find(|p| p.is_file())
-}
 
 /// A redis-server, killed when dropped. It keeps nothing on disk: a
 /// restart starts empty.
@@ -25,16 +17,10 @@ pub struct Redis {
 }
 
 impl Redis {
-    /// Start one, or `None` (the test skips) when none is installed.
-    pub fn start() -> Option<Redis> {
-        let Some(bin) = redis_server() else {
-            assert!(
-                std::env::var("LLMPROBE_REQUIRE_REDIS").as_deref() != Ok("1"),
-                "LLMPROBE_REQUIRE_REDIS=1 but redis-server is not installed"
-            );
-            eprintln!("SKIPPED: redis-server is not installed (apt-get install redis-server)");
-            return None;
-        };
+    /// Start one. The harness runs the test only where one is installed.
+    pub fn start() -> Redis {
+        let bin = super::need::redis_server()
+            .expect("redis-server is not installed (apt-get install redis-server)");
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -46,7 +32,7 @@ impl Redis {
             child: None,
         };
         r.restart();
-        Some(r)
+        r
     }
 
     pub fn url(&self) -> String {
