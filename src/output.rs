@@ -36,8 +36,10 @@ pub fn styled() -> bool {
 }
 
 /// A table with the house style: UTF-8 borders on a terminal, plain ASCII
-/// when piped or under NO_COLOR.
-pub fn table(header: &[&str]) -> Table {
+/// when piped or under NO_COLOR; and as wide as [`width`] allows. It
+/// dereferences to the comfy-table [`Table`] for adding rows, and fits
+/// itself to the width when it is shown.
+pub fn table(header: &[&str]) -> Fitted {
     let mut t = Table::new();
     if styled() {
         t.load_style(presets::UTF8_FULL_CONDENSED);
@@ -47,5 +49,141 @@ pub fn table(header: &[&str]) -> Table {
     }
     t.set_content_arrangement(ContentArrangement::Disabled);
     t.set_header(header.iter().copied());
-    t
+    Fitted {
+        table: t,
+        optional: Vec::new(),
+        width: width(),
+    }
+}
+
+/// A table that fits a width, by one rule for every table llmprobe
+/// prints: when its rows are wider than the width, the columns marked
+/// [`optional`](Fitted::optional) are dropped first, in the order given,
+/// and then cells wrap.
+pub struct Fitted {
+    table: Table,
+    optional: Vec<usize>,
+    width: Option<u16>,
+}
+
+impl Fitted {
+    /// Columns (by index) that may be left out on a narrow terminal, the
+    /// least useful first.
+    pub fn optional(&mut self, columns: &[usize]) -> &mut Fitted {
+        self.optional = columns.to_vec();
+        self
+    }
+
+    /// Fit to `width` columns instead of the terminal's (for tests).
+    pub fn with_width(mut self, width: Option<u16>) -> Fitted {
+        self.width = width;
+        self
+    }
+}
+
+impl std::ops::Deref for Fitted {
+    type Target = Table;
+    fn deref(&self) -> &Table {
+        &self.table
+    }
+}
+
+impl std::ops::DerefMut for Fitted {
+    fn deref_mut(&mut self) -> &mut Table {
+        &mut self.table
+    }
+}
+
+impl std::fmt::Display for Fitted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Some(width) = self.width else {
+            return write!(f, "{}", self.table);
+        };
+        let mut t = self.table.clone();
+        let natural = |t: &Table| {
+            t.to_string()
+                .lines()
+                .map(|l| l.chars().count())
+                .max()
+                .unwrap_or(0)
+        };
+        for &column in &self.optional {
+            if natural(&t) <= usize::from(width) {
+                break;
+            }
+            if let Some(c) = t.column_mut(column) {
+                c.set_constraint(comfy_table::ColumnConstraint::Hidden);
+            }
+        }
+        if natural(&t) > usize::from(width) {
+            t.set_width(width);
+            t.set_content_arrangement(ContentArrangement::Dynamic);
+        }
+        write!(f, "{t}")
+    }
+}
+
+/// How wide a table may be: the terminal's width when stdout is a
+/// terminal; else `COLUMNS` when it is set (a script that asks for a
+/// width); else no limit, so that piped output keeps one line per row for
+/// the programs that read it.
+pub fn width() -> Option<u16> {
+    let columns = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<u16>().ok())
+        .filter(|w| *w >= 20);
+    if std::io::stdout().is_terminal() {
+        return columns.or_else(|| Table::new().width());
+    }
+    columns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wide() -> Fitted {
+        let mut t = table(&["NAME", "NOTE", "STATUS"]).with_width(Some(40));
+        t.add_row([
+            "groq",
+            "a very long note that nobody needs on a narrow screen",
+            "ok",
+        ]);
+        t
+    }
+
+    fn widest(t: &Fitted) -> usize {
+        t.to_string()
+            .lines()
+            .map(|l| l.chars().count())
+            .max()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_table_wider_than_the_width_drops_optional_columns_first() {
+        let mut t = wide();
+        t.optional(&[1]);
+        let text = t.to_string();
+        assert!(!text.contains("NOTE") && text.contains("STATUS"), "{text}");
+        assert!(widest(&t) <= 40, "{text}");
+        // One line per row: nothing needed wrapping once NOTE was gone.
+        assert_eq!(text.lines().count(), 3, "{text}");
+    }
+
+    #[test]
+    fn without_optional_columns_cells_wrap_to_fit() {
+        let t = wide();
+        let text = t.to_string();
+        assert!(widest(&t) <= 40, "{text}");
+        assert!(text.contains("NOTE") && text.lines().count() > 3, "{text}");
+    }
+
+    #[test]
+    fn no_width_means_no_change() {
+        let mut t = wide().with_width(None);
+        t.optional(&[1]);
+        assert!(t.to_string().contains("a very long note that nobody needs"));
+        assert_eq!(t.to_string(), t.table.to_string());
+    }
 }
