@@ -11,6 +11,7 @@
 //! the prober. Every request is recorded (never the key), in memory for
 //! `GET /_fake/requests` and optionally as JSON lines in a file.
 
+mod arith;
 mod behaviour;
 mod respond;
 mod stream;
@@ -561,8 +562,9 @@ enum Reply {
 async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
     let d = call.dialect;
     let expected = inner.cfg.pool.solve(&call.prompt);
+    // A probe's question, else any arithmetic question a person typed.
     let right = expected.map_or_else(
-        || "I cannot tell from that question.".to_string(),
+        || arith::answer(&call.prompt).unwrap_or_else(|| arith::NOT_ARITHMETIC.to_string()),
         |n| n.to_string(),
     );
     let latency = inner.cfg.latency;
