@@ -16,9 +16,11 @@
 //!   `brief`, `state`, `schedule`, `demo`), which only wire these libraries
 //!   together;
 //! - [`format`] and [`grade`] show the record the same way everywhere;
+//! - [`duration`] reads every duration flag and spells durations back;
 //! - [`server`] serves HTTP (the fake provider, and `route`) and builds the
 //!   runtime;
-//! - [`fake`] is a scriptable fake provider for tests, demos and benchmarks;
+//! - [`fake`] is a scriptable fake provider for tests, demos and benchmarks
+//!   (its command glue is `cmd::fake`);
 //! - [`due`], [`ping`] and [`textfile`] make scheduled `check` runs safe and
 //!   watched (`--if-due`, `--jitter`, `--ping-url`, `--prom-file`);
 //! - [`logging`] sends diagnostics to stderr (`-v`, `-q`, `RUST_LOG`).
@@ -28,6 +30,7 @@ pub mod cli;
 pub mod clock;
 pub mod cmd;
 pub mod due;
+pub mod duration;
 pub mod error;
 pub mod exit;
 pub mod fake;
@@ -100,6 +103,6 @@ fn dispatch(cli: Cli) -> Result<u8, Error> {
         Command::Demo(a) => demo::run(&g, a),
         Command::Completions(a) => cmd::docs::completions(a),
         Command::Man(_) => cmd::docs::man(),
-        Command::FakeProvider(a) => fake::run(&g, a),
+        Command::FakeProvider(a) => cmd::fake::run(&g, a),
     }
 }

@@ -582,7 +582,7 @@ fn start_offset(lane: &Lane, i: usize) -> Result<Duration> {
             Error::config(format!(
                 "provider {}: spacing {} × {} models is too long a run",
                 lane.resolved.provider.name,
-                fmt_secs(lane.spacing),
+                crate::duration::format_secs(lane.spacing),
                 lane.models.len()
             ))
         })
@@ -654,8 +654,8 @@ fn dry_run(
             p.provider.to_string(),
             p.order.to_string(),
             p.model.to_string(),
-            format!("+{}", fmt_secs(p.starts_at_secs)),
-            fmt_secs(p.timeout_secs),
+            format!("+{}", crate::duration::format_secs(p.starts_at_secs)),
+            crate::duration::format_secs(p.timeout_secs),
         ]);
     }
     let longest = probes
@@ -673,7 +673,7 @@ fn dry_run(
         out.push_str(&format!("{d}{stop}\n"));
     }
     if let Some(j) = jitter.filter(|j| !j.is_zero()) {
-        let j = crate::format::fmt_span(j.as_secs());
+        let j = crate::duration::format(j.as_secs());
         out.push_str(&format!(
             "--jitter {j}: a random wait of up to {j} before the first probe (a dry run does not wait)\n"
         ));
@@ -682,20 +682,11 @@ fn dry_run(
         "dry run: {} probes on {} providers in parallel; the last starts at +{}\n{t}\n",
         probes.len(),
         plan.lanes.len(),
-        fmt_secs(longest)
+        crate::duration::format_secs(longest)
     ));
     out.push_str(&footer(&plan.skipped, &plan.not_probed));
     output::print(&out)?;
     Ok(exit::SUCCESS)
-}
-
-fn fmt_secs(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s.fract() == 0.0 {
-        format!("{s:.0}s")
-    } else {
-        format!("{s:.2}s")
-    }
 }
 
 /// Run the plan: probes in parallel lanes, results through one writer.
@@ -820,7 +811,7 @@ async fn run_lane<P: Prober>(
             .ok_or_else(|| {
                 Error::config(format!(
                     "provider {name}: spacing {} is too long",
-                    fmt_secs(lane.spacing)
+                    crate::duration::format_secs(lane.spacing)
                 ))
             })?;
         // Count down to this model's start, a second at a time, for the TTY.
