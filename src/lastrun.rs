@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{DataError, Result};
 use crate::fsutil;
+use crate::observer::{FinishedRun, RunObserver};
 
 pub const FILE: &str = "last_run.json";
 
@@ -65,6 +66,28 @@ pub fn write(stats_dir: &Path, run: &LastRun) -> Result<()> {
     let mut bytes = serde_json::to_vec_pretty(run).expect("a LastRun always serialises");
     bytes.push(b'\n');
     fsutil::atomic_write_unlocked(&path(stats_dir), &bytes)
+}
+
+/// Writes `last_run.json` once a run is recorded. A failure fails the run
+/// at once: a run that cannot say it ran would be repeated by `--if-due`.
+#[derive(Debug, Default)]
+pub struct LastRunRecord;
+
+impl RunObserver for LastRunRecord {
+    fn on_recorded(&mut self, run: &FinishedRun<'_>) -> Result<()> {
+        write(
+            run.stats_dir,
+            &LastRun {
+                version: LastRun::VERSION,
+                started_at: run.started_at,
+                finished_at: run.finished_at,
+                exit_code: run.exit_code,
+                offline: run.offline,
+                probes: run.entries.len() as u64,
+                ok: run.passed() as u64,
+            },
+        )
+    }
 }
 
 #[cfg(test)]

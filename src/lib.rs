@@ -10,6 +10,9 @@
 //!   [`route::cooldown`] decides how long `route` benches a provider, key or
 //!   model after a failure;
 //! - [`healthlog`] is the append-only record, [`state`] the state machine;
+//! - [`check`] is a probe run (plan, lanes, writer, report), and
+//!   [`observer`] the trait through which `last_run.json` ([`lastrun`]),
+//!   [`ping`] and [`textfile`] hear how a run went;
 //! - [`schedule`] writes the scheduled `check` job for cron, systemd and
 //!   Task Scheduler, and judges whether scheduled runs are happening;
 //! - [`cmd`] holds one entry point per subcommand (`check`, `rollup`,
@@ -26,6 +29,7 @@
 //! - [`logging`] sends diagnostics to stderr (`-v`, `-q`, `RUST_LOG`).
 
 pub mod catalog;
+pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod cmd;
@@ -40,6 +44,7 @@ pub mod grade;
 pub mod healthlog;
 pub mod lastrun;
 pub mod logging;
+pub mod observer;
 pub mod outcome;
 pub mod output;
 pub mod ping;
@@ -61,7 +66,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::cli::{Cli, Command};
-use crate::cmd::{brief, check, demo, rollup, state as statecmd};
+use crate::cmd::{brief, demo, rollup, state as statecmd};
 use crate::error::Error;
 
 /// The whole program: parse arguments, run the command, map the result to an
@@ -93,8 +98,8 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 fn dispatch(cli: Cli) -> Result<u8, Error> {
     let g = cli.global;
     match cli.command {
-        Command::Check(a) => check::main(&g, a),
-        Command::Providers(a) => check::list(&settings::Settings::load(&g)?, a.json),
+        Command::Check(a) => cmd::check::main(&g, a),
+        Command::Providers(a) => cmd::providers::list(&settings::Settings::load(&g)?, a.json),
         Command::Rollup(a) => rollup::run(&settings::Settings::load(&g)?, a),
         Command::Brief(a) => brief::run(&settings::Settings::load(&g)?, a),
         Command::State(a) => statecmd::run(&settings::Settings::load(&g)?, a),

@@ -8,13 +8,15 @@
 //! half of it.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
+use crate::catalog::model_key;
 use crate::error::{Error, Result};
+use crate::observer::{FinishedRun, RunObserver};
 use crate::outcome::Entry;
-use crate::state::ModelState;
+use crate::state::{ModelState, States};
 
 /// A label value escaped for the text exposition format: backslash, double
 /// quote and newline.
@@ -149,6 +151,45 @@ pub fn check_path(path: &Path) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// `check --prom-file`: the run's probes, and each model's state after
+/// it, written before the summary is printed.
+#[derive(Debug)]
+pub struct PromFile {
+    path: PathBuf,
+}
+
+impl PromFile {
+    /// Refuses a path that cannot be written (see [`check_path`]).
+    pub fn new(path: &Path) -> Result<PromFile> {
+        check_path(path)?;
+        Ok(PromFile {
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+impl RunObserver for PromFile {
+    fn on_finish(&mut self, run: &FinishedRun<'_>) -> Result<()> {
+        let states = States::load(run.state_path)?;
+        let metrics = RunMetrics {
+            probes: run.entries,
+            states: run
+                .scope
+                .iter()
+                .map(|(p, m)| {
+                    let state = states.state_of(&model_key(p, m));
+                    (p.clone(), m.clone(), state)
+                })
+                .collect(),
+            finished_at: run.finished_at,
+            offline: run.offline,
+        };
+        write(&self.path, &metrics.render())?;
+        tracing::info!(path = %self.path.display(), "--prom-file written");
+        Ok(())
+    }
 }
 
 #[cfg(test)]
