@@ -126,6 +126,58 @@ mod tests {
         assert_eq!(std::fs::read(path(dir.path())).unwrap(), b"{oops");
     }
 
+    /// The observer records what the run says, passes counted from the
+    /// entries.
+    #[test]
+    fn the_observer_writes_the_finished_run() {
+        use crate::outcome::{Entry, FailureType, Outcome};
+        let dir = tempfile::tempdir().unwrap();
+        let outcome = |failure| Outcome {
+            failure,
+            latency_ms: 5,
+            status: Some(200),
+            error: None,
+            unreachable: false,
+        };
+        let entries = [
+            Entry::new("2026-12-01T10:00:00Z".into(), "p", "a", &outcome(None)),
+            Entry::new(
+                "2026-12-01T10:00:01Z".into(),
+                "p",
+                "b",
+                &outcome(Some(FailureType::WrongAnswer)),
+            ),
+        ];
+        let want = LastRun {
+            exit_code: 1,
+            probes: 2,
+            ok: 1,
+            ..run_at("2026-12-01T10:00:30Z")
+        };
+        let state_path = dir.path().join("model_state.json");
+        let run = FinishedRun {
+            started_at: want.started_at,
+            finished_at: want.finished_at,
+            exit_code: 1,
+            entries: &entries,
+            offline: false,
+            scope: &[],
+            stats_dir: dir.path(),
+            state_path: &state_path,
+            summary: "",
+        };
+        LastRunRecord.on_recorded(&run).unwrap();
+        assert_eq!(read(dir.path()).unwrap(), Some(want));
+        // A stats directory that is a file cannot take the record.
+        let file = dir.path().join("not-a-dir");
+        std::fs::write(&file, b"").unwrap();
+        let run = FinishedRun {
+            stats_dir: &file,
+            ..run
+        };
+        assert!(LastRunRecord.on_recorded(&run).is_err());
+    }
+
     #[test]
     fn age_is_never_negative() {
         let r = run_at("2026-12-01T10:00:00Z");

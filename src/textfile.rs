@@ -298,6 +298,52 @@ mod tests {
         assert_eq!(names.len(), 1);
     }
 
+    /// The observer exports each model of the scope with its state as the
+    /// state file has it after the run.
+    #[test]
+    fn the_observer_writes_the_scope_with_states_after_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let state_path = dir.path().join("model_state.json");
+        let mut states = States::default();
+        states
+            .apply_probe(
+                "down::m",
+                crate::outcome::Verdict::Temporary("timeout"),
+                "2026-12-01T10:00:00Z",
+                3,
+            )
+            .unwrap();
+        let lock = crate::fsutil::DataLock::acquire(dir.path()).unwrap();
+        states.save(&state_path, &lock).unwrap();
+        drop(lock);
+        let probes = vec![entry("down", "m", Some(FailureType::Error), None)];
+        let scope = [("down".to_string(), "m".to_string())];
+        let prom = dir.path().join("llmprobe.prom");
+        let mut observer = PromFile::new(&prom).unwrap();
+        observer
+            .on_finish(&FinishedRun {
+                started_at: "2026-12-01T10:00:00Z".parse().unwrap(),
+                finished_at: "2026-12-01T10:00:30.5Z".parse().unwrap(),
+                exit_code: 0,
+                entries: &probes,
+                offline: false,
+                scope: &scope,
+                stats_dir: dir.path(),
+                state_path: &state_path,
+                summary: "",
+            })
+            .unwrap();
+        let text = std::fs::read_to_string(&prom).unwrap();
+        for line in [
+            "llmprobe_probe_success{provider=\"down\",model=\"m\"} 0",
+            "llmprobe_model_state{provider=\"down\",model=\"m\",state=\"paused\"} 1",
+            "llmprobe_last_run_timestamp_seconds 1796119230.5",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+        }
+        assert!(PromFile::new(&dir.path().join("nope/x.prom")).is_err());
+    }
+
     #[test]
     fn a_missing_directory_is_refused_up_front() {
         let dir = tempfile::tempdir().unwrap();
