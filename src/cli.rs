@@ -14,17 +14,6 @@ pub const VERSION: &str = concat!(
     ")"
 );
 
-/// A clap value parser for durations written like `1h`, `90m`, `5m30s`,
-/// `45s` or `0` (the same Go-style spelling providers use), for flags such as
-/// `--every` and `--jitter`.
-pub fn duration(s: &str) -> Result<std::time::Duration, String> {
-    if s.trim() == "0" {
-        return Ok(std::time::Duration::ZERO);
-    }
-    crate::upstream::hints::parse_go_duration(s)
-        .ok_or_else(|| format!("{s:?} is not a duration; write it like 1h, 90m, 5m30s or 45s"))
-}
-
 #[derive(Debug, Parser)]
 #[command(
     name = "llmprobe",
@@ -165,7 +154,7 @@ pub struct CheckArgs {
     pub fail_on_down: bool,
     /// First wait a random delay from 0 up to DURATION (e.g. 5m, at most
     /// 24h), so that many machines do not probe in lock-step.
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
     pub jitter: Option<std::time::Duration>,
     /// Exit 0 at once, probing nothing, when the last completed run finished
     /// less than INTERVAL ago [1h when given without a value]. An offline
@@ -173,7 +162,7 @@ pub struct CheckArgs {
     #[arg(
         long,
         value_name = "INTERVAL",
-        value_parser = duration,
+        value_parser = crate::duration::parse,
         num_args = 0..=1,
         default_missing_value = "1h"
     )]
@@ -509,7 +498,7 @@ The job never holds a key: cron sources --env-file, systemd reads it
 variables (setx NAME value).")]
 pub struct ScheduleInstallArgs {
     /// How often check runs: 5m to 168h, in whole minutes.
-    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "1h")]
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse, default_value = "1h")]
     pub every: std::time::Duration,
     /// cron, systemd or task-scheduler [default: task-scheduler on Windows, cron elsewhere].
     #[arg(long = "with", value_enum, value_name = "BACKEND")]

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::clock::Clock;
+use crate::duration;
 use crate::error::{Error, Result};
-use crate::format::fmt_span;
 use crate::lastrun::{self, LastRun};
 
 /// The longest `--jitter`: a day. More is surely a typo for another unit.
@@ -32,7 +32,7 @@ pub fn check_bounds(jitter: Option<Duration>, if_due: Option<Duration>) -> Resul
     let too_long = |flag: &str, max: Duration| {
         Error::config(format!(
             "{flag} is longer than {}, the most it can be",
-            fmt_span(max.as_secs())
+            duration::format(max.as_secs())
         ))
     };
     if jitter.is_some_and(|j| j > MAX_JITTER) {
@@ -73,10 +73,10 @@ impl std::fmt::Display for Decision {
             } => write!(
                 f,
                 "not due: the last check finished {} ago ({}); --if-due {} runs again in {}",
-                fmt_span(age.as_secs()),
+                duration::format(age.as_secs()),
                 crate::time::format_ts(*finished_at),
-                fmt_span(interval.as_secs()),
-                fmt_span(interval.saturating_sub(*age).as_secs_f64().ceil() as u64),
+                duration::format(interval.as_secs()),
+                duration::format(interval.saturating_sub(*age).as_secs_f64().ceil() as u64),
             ),
         }
     }
@@ -114,7 +114,7 @@ pub fn decide(last: Option<&LastRun>, interval: Duration, now: DateTime<Utc>) ->
     } else {
         Decision::Due(format!(
             "the last run finished {} ago",
-            fmt_span(age.as_secs())
+            duration::format(age.as_secs())
         ))
     }
 }
@@ -133,7 +133,7 @@ pub fn if_due(stats_dir: &Path, interval: Duration, now: DateTime<Utc>) -> Resul
         other => other,
     })?;
     let decision = decide(last.as_ref(), interval, now);
-    tracing::info!(%decision, interval = %fmt_span(interval.as_secs()), "--if-due");
+    tracing::info!(%decision, interval = %duration::format(interval.as_secs()), "--if-due");
     Ok(decision)
 }
 
@@ -157,8 +157,8 @@ pub fn wait(delay: Duration, max: Duration, clock: &Clock) {
     let line = |left: Duration| {
         format!(
             "waiting {} (--jitter {}) before probing",
-            fmt_span(left.as_secs_f64().ceil() as u64),
-            fmt_span(max.as_secs())
+            duration::format(left.as_secs_f64().ceil() as u64),
+            duration::format(max.as_secs())
         )
     };
     // The countdown only on a terminal, and not under -v, whose lines

@@ -40,7 +40,6 @@ pub use self::behaviour::{
     Behaviour, NAMES as BEHAVIOUR_NAMES, STREAMING as BEHAVIOUR_STREAMING, parse_script,
     script_help,
 };
-use crate::cli::{FakeArgs, GlobalArgs};
 use crate::error::{Error, Result};
 use crate::prompts::Pool;
 use crate::server::{self, Server};
@@ -86,28 +85,6 @@ impl FakeConfig {
     pub fn script(mut self, model: &str, behaviours: &[Behaviour]) -> FakeConfig {
         self.scripts.insert(model.to_string(), behaviours.to_vec());
         self
-    }
-
-    /// Validate the `fake-provider` flags.
-    pub fn from_args(g: &GlobalArgs, a: &FakeArgs) -> Result<FakeConfig> {
-        let pool = match &g.prompts {
-            Some(p) => Pool::load(p)?,
-            None => Pool::embedded(),
-        };
-        let mut cfg = FakeConfig::new(pool);
-        cfg.port = a.port;
-        cfg.latency = Duration::from_millis(a.latency_ms);
-        cfg.record = a.record.clone();
-        for s in &a.scripts {
-            let (model, behaviours) = parse_script(s)?;
-            if cfg.scripts.insert(model.clone(), behaviours).is_some() {
-                return Err(Error::config(format!(
-                    "--script {s:?}: model {model:?} is already scripted; list all its \
-                     behaviours in one --script"
-                )));
-            }
-        }
-        Ok(cfg)
     }
 }
 
@@ -206,29 +183,6 @@ impl FakeServer {
     pub async fn shutdown(self) {
         self.server.shutdown(SHUTDOWN_GRACE).await;
     }
-}
-
-/// The hidden `llmprobe fake-provider` command: serve until SIGTERM or
-/// SIGINT.
-pub fn run(g: &GlobalArgs, args: FakeArgs) -> Result<u8> {
-    let cfg = FakeConfig::from_args(g, &args)?;
-    let rt = server::runtime(2)?;
-    rt.block_on(async {
-        let server = start(cfg).await?;
-        let url = server.url();
-        if let Some(path) = &args.addr_file {
-            crate::fsutil::atomic_write_unlocked(path, url.as_bytes())?;
-        }
-        {
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "listening on {url}")
-                .and_then(|()| out.flush())
-                .map_err(Error::Stdout)?;
-        }
-        server::wait_for_signal().await?;
-        server.shutdown().await;
-        Ok(crate::exit::SUCCESS)
-    })
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -77,56 +77,9 @@ pub fn fmt_ago(secs: i64) -> String {
     }
 }
 
-/// A duration in the largest unit that divides it: `1h`, `7h`, `225s`.
-pub fn fmt_dur(secs: i64) -> String {
-    for (unit, n) in [("d", 86_400), ("h", 3600), ("m", 60)] {
-        if secs % n == 0 {
-            return format!("{}{unit}", secs / n);
-        }
-    }
-    format!("{secs}s")
-}
-
-/// A span as people write it in flags (`--jitter 5m`): `3m12s`, `1h`,
-/// `1h0m5s`, `45s`, `0s`.
-pub fn fmt_span(secs: u64) -> String {
-    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
-    match (h, m, s) {
-        (0, 0, s) => format!("{s}s"),
-        (0, m, 0) => format!("{m}m"),
-        (0, m, s) => format!("{m}m{s}s"),
-        (h, 0, 0) => format!("{h}h"),
-        (h, m, 0) => format!("{h}h{m}m"),
-        (h, m, s) => format!("{h}h{m}m{s}s"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn spans_read_like_flags() {
-        let cases = [
-            (0, "0s"),
-            (45, "45s"),
-            (300, "5m"),
-            (192, "3m12s"),
-            (3600, "1h"),
-            (3900, "1h5m"),
-            (3605, "1h0m5s"),
-            (90_000, "25h"),
-        ];
-        for (secs, text) in cases {
-            assert_eq!(fmt_span(secs), text);
-            // Each one is read back by the flag parser.
-            assert_eq!(
-                crate::cli::duration(text),
-                Ok(std::time::Duration::from_secs(secs)),
-                "{text}"
-            );
-        }
-    }
 
     #[test]
     fn percentages_round_and_never_reach_100_or_0_by_rounding() {

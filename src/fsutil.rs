@@ -36,6 +36,13 @@ pub fn read_data_file(path: &Path) -> Result<Option<Vec<u8>>> {
     }
 }
 
+/// `p` made absolute against the working directory, for messages and
+/// scheduled jobs; `p` as it is when the working directory cannot be read,
+/// since a relative path still names the file.
+pub fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
 /// Make sure the stats directory exists.
 pub fn ensure_dir(dir: &Path) -> Result<()> {
     fs::create_dir_all(dir).map_err(|e| {

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{DataError, Result};
 use crate::fsutil;
+use crate::observer::{FinishedRun, RunObserver};
 
 pub const FILE: &str = "last_run.json";
 
@@ -67,6 +68,28 @@ pub fn write(stats_dir: &Path, run: &LastRun) -> Result<()> {
     fsutil::atomic_write_unlocked(&path(stats_dir), &bytes)
 }
 
+/// Writes `last_run.json` once a run is recorded. A failure fails the run
+/// at once: a run that cannot say it ran would be repeated by `--if-due`.
+#[derive(Debug, Default)]
+pub struct LastRunRecord;
+
+impl RunObserver for LastRunRecord {
+    fn on_recorded(&mut self, run: &FinishedRun<'_>) -> Result<()> {
+        write(
+            run.stats_dir,
+            &LastRun {
+                version: LastRun::VERSION,
+                started_at: run.started_at,
+                finished_at: run.finished_at,
+                exit_code: run.exit_code,
+                offline: run.offline,
+                probes: run.entries.len() as u64,
+                ok: run.passed() as u64,
+            },
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,6 +124,58 @@ mod tests {
         assert_eq!(err.exit_code(), crate::exit::DATA);
         assert!(err.to_string().contains(FILE), "{err}");
         assert_eq!(std::fs::read(path(dir.path())).unwrap(), b"{oops");
+    }
+
+    /// The observer records what the run says, passes counted from the
+    /// entries.
+    #[test]
+    fn the_observer_writes_the_finished_run() {
+        use crate::outcome::{Entry, FailureType, Outcome};
+        let dir = tempfile::tempdir().unwrap();
+        let outcome = |failure| Outcome {
+            failure,
+            latency_ms: 5,
+            status: Some(200),
+            error: None,
+            unreachable: false,
+        };
+        let entries = [
+            Entry::new("2026-12-01T10:00:00Z".into(), "p", "a", &outcome(None)),
+            Entry::new(
+                "2026-12-01T10:00:01Z".into(),
+                "p",
+                "b",
+                &outcome(Some(FailureType::WrongAnswer)),
+            ),
+        ];
+        let want = LastRun {
+            exit_code: 1,
+            probes: 2,
+            ok: 1,
+            ..run_at("2026-12-01T10:00:30Z")
+        };
+        let state_path = dir.path().join("model_state.json");
+        let run = FinishedRun {
+            started_at: want.started_at,
+            finished_at: want.finished_at,
+            exit_code: 1,
+            entries: &entries,
+            offline: false,
+            scope: &[],
+            stats_dir: dir.path(),
+            state_path: &state_path,
+            summary: "",
+        };
+        LastRunRecord.on_recorded(&run).unwrap();
+        assert_eq!(read(dir.path()).unwrap(), Some(want));
+        // A stats directory that is a file cannot take the record.
+        let file = dir.path().join("not-a-dir");
+        std::fs::write(&file, b"").unwrap();
+        let run = FinishedRun {
+            stats_dir: &file,
+            ..run
+        };
+        assert!(LastRunRecord.on_recorded(&run).is_err());
     }
 
     #[test]

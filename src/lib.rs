@@ -10,24 +10,31 @@
 //!   [`route::cooldown`] decides how long `route` benches a provider, key or
 //!   model after a failure;
 //! - [`healthlog`] is the append-only record, [`state`] the state machine;
+//! - [`check`] is a probe run (plan, lanes, writer, report), and
+//!   [`observer`] the trait through which `last_run.json` ([`lastrun`]),
+//!   [`ping`] and [`textfile`] hear how a run went;
 //! - [`schedule`] writes the scheduled `check` job for cron, systemd and
 //!   Task Scheduler, and judges whether scheduled runs are happening;
 //! - [`cmd`] holds one entry point per subcommand (`check`, `rollup`,
 //!   `brief`, `state`, `schedule`, `demo`), which only wire these libraries
 //!   together;
 //! - [`format`] and [`grade`] show the record the same way everywhere;
+//! - [`duration`] reads every duration flag and spells durations back;
 //! - [`server`] serves HTTP (the fake provider, and `route`) and builds the
 //!   runtime;
-//! - [`fake`] is a scriptable fake provider for tests, demos and benchmarks;
+//! - [`fake`] is a scriptable fake provider for tests, demos and benchmarks
+//!   (its command glue is `cmd::fake`);
 //! - [`due`], [`ping`] and [`textfile`] make scheduled `check` runs safe and
 //!   watched (`--if-due`, `--jitter`, `--ping-url`, `--prom-file`);
 //! - [`logging`] sends diagnostics to stderr (`-v`, `-q`, `RUST_LOG`).
 
 pub mod catalog;
+pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod cmd;
 pub mod due;
+pub mod duration;
 pub mod error;
 pub mod exit;
 pub mod fake;
@@ -37,6 +44,7 @@ pub mod grade;
 pub mod healthlog;
 pub mod lastrun;
 pub mod logging;
+pub mod observer;
 pub mod outcome;
 pub mod output;
 pub mod ping;
@@ -58,7 +66,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::cli::{Cli, Command};
-use crate::cmd::{brief, check, demo, rollup, state as statecmd};
+use crate::cmd::{brief, demo, rollup, state as statecmd};
 use crate::error::Error;
 
 /// The whole program: parse arguments, run the command, map the result to an
@@ -90,8 +98,8 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
 fn dispatch(cli: Cli) -> Result<u8, Error> {
     let g = cli.global;
     match cli.command {
-        Command::Check(a) => check::main(&g, a),
-        Command::Providers(a) => check::list(&settings::Settings::load(&g)?, a.json),
+        Command::Check(a) => cmd::check::main(&g, a),
+        Command::Providers(a) => cmd::providers::list(&settings::Settings::load(&g)?, a.json),
         Command::Rollup(a) => rollup::run(&settings::Settings::load(&g)?, a),
         Command::Brief(a) => brief::run(&settings::Settings::load(&g)?, a),
         Command::State(a) => statecmd::run(&settings::Settings::load(&g)?, a),
@@ -100,6 +108,6 @@ fn dispatch(cli: Cli) -> Result<u8, Error> {
         Command::Demo(a) => demo::run(&g, a),
         Command::Completions(a) => cmd::docs::completions(a),
         Command::Man(_) => cmd::docs::man(),
-        Command::FakeProvider(a) => fake::run(&g, a),
+        Command::FakeProvider(a) => cmd::fake::run(&g, a),
     }
 }

@@ -20,6 +20,8 @@ use std::time::Duration;
 use reqwest::{Method, Url};
 
 use crate::error::{Error, Result};
+use crate::exit;
+use crate::observer::{FinishedRun, Ran, RunObserver};
 use crate::upstream::http::TransportError;
 
 /// One attempt's deadline, from connecting to the response's head.
@@ -89,6 +91,54 @@ impl Pinger {
         };
         let body = truncate(summary, BODY_CAP).to_string();
         deliver(Method::POST, url, Some(body), &self.shown(), what);
+    }
+}
+
+/// `check --ping-url` as a run's channel: the start ping when the run
+/// starts, and the end ping (success for exit 0, fail for anything else,
+/// with the run's summary) however the invocation ended.
+#[derive(Debug)]
+pub struct PingObserver {
+    pinger: Pinger,
+    /// The run's summary, for the end ping, once the run has one.
+    summary: Option<String>,
+}
+
+impl PingObserver {
+    pub fn new(pinger: Pinger) -> PingObserver {
+        PingObserver {
+            pinger,
+            summary: None,
+        }
+    }
+}
+
+impl RunObserver for PingObserver {
+    fn on_start(&mut self) {
+        self.pinger.start();
+    }
+
+    fn on_finish(&mut self, run: &FinishedRun<'_>) -> Result<()> {
+        self.summary = Some(run.summary.to_string());
+        Ok(())
+    }
+
+    fn on_end(&mut self, result: &Result<Ran>) {
+        let (code, error) = match result {
+            Ok(Ran::NotARun(_) | Ran::NotDue) => return,
+            Ok(Ran::Completed(code)) => (*code, None),
+            // A closed stdout is not a failure (see `crate::run`).
+            Err(e) if e.is_broken_pipe() => (exit::SUCCESS, None),
+            Err(e) => (e.exit_code(), Some(e)),
+        };
+        let mut body = format!("llmprobe check: exit {code} ({})\n", exit::meaning(code));
+        if let Some(summary) = &self.summary {
+            body.push_str(summary);
+        }
+        if let Some(e) = error {
+            body.push_str(&format!("error: {e}\n"));
+        }
+        self.pinger.finish(code == exit::SUCCESS, &body);
     }
 }
 

@@ -125,14 +125,14 @@ pub fn find_config(
             )));
         }
         return Ok(Some(ConfigFile {
-            path: absolute(p),
+            path: crate::fsutil::absolute(p),
             found_by,
         }));
     }
     let here = Path::new(CONFIG_FILE);
     if here.exists() {
         return Ok(Some(ConfigFile {
-            path: absolute(here),
+            path: crate::fsutil::absolute(here),
             found_by: "working directory",
         }));
     }
@@ -156,12 +156,6 @@ fn user_config_path(env: &impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> 
         dir("XDG_CONFIG_HOME").or_else(|| dir("HOME").map(|h| h.join(".config")))?
     };
     Some(base.join("llmprobe").join(CONFIG_FILE))
-}
-
-/// `p` made absolute against the working directory, for messages; `p` as it
-/// is when that fails.
-pub fn absolute(p: &Path) -> PathBuf {
-    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
 #[cfg(all(test, unix))]

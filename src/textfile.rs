@@ -8,13 +8,15 @@
 //! half of it.
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
+use crate::catalog::model_key;
 use crate::error::{Error, Result};
+use crate::observer::{FinishedRun, RunObserver};
 use crate::outcome::Entry;
-use crate::state::ModelState;
+use crate::state::{ModelState, States};
 
 /// A label value escaped for the text exposition format: backslash, double
 /// quote and newline.
@@ -151,6 +153,45 @@ pub fn check_path(path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `check --prom-file`: the run's probes, and each model's state after
+/// it, written before the summary is printed.
+#[derive(Debug)]
+pub struct PromFile {
+    path: PathBuf,
+}
+
+impl PromFile {
+    /// Refuses a path that cannot be written (see [`check_path`]).
+    pub fn new(path: &Path) -> Result<PromFile> {
+        check_path(path)?;
+        Ok(PromFile {
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+impl RunObserver for PromFile {
+    fn on_finish(&mut self, run: &FinishedRun<'_>) -> Result<()> {
+        let states = States::load(run.state_path)?;
+        let metrics = RunMetrics {
+            probes: run.entries,
+            states: run
+                .scope
+                .iter()
+                .map(|(p, m)| {
+                    let state = states.state_of(&model_key(p, m));
+                    (p.clone(), m.clone(), state)
+                })
+                .collect(),
+            finished_at: run.finished_at,
+            offline: run.offline,
+        };
+        write(&self.path, &metrics.render())?;
+        tracing::info!(path = %self.path.display(), "--prom-file written");
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,6 +296,52 @@ mod tests {
         // No temporary file is left behind.
         let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(names.len(), 1);
+    }
+
+    /// The observer exports each model of the scope with its state as the
+    /// state file has it after the run.
+    #[test]
+    fn the_observer_writes_the_scope_with_states_after_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let state_path = dir.path().join("model_state.json");
+        let mut states = States::default();
+        states
+            .apply_probe(
+                "down::m",
+                crate::outcome::Verdict::Temporary("timeout"),
+                "2026-12-01T10:00:00Z",
+                3,
+            )
+            .unwrap();
+        let lock = crate::fsutil::DataLock::acquire(dir.path()).unwrap();
+        states.save(&state_path, &lock).unwrap();
+        drop(lock);
+        let probes = vec![entry("down", "m", Some(FailureType::Error), None)];
+        let scope = [("down".to_string(), "m".to_string())];
+        let prom = dir.path().join("llmprobe.prom");
+        let mut observer = PromFile::new(&prom).unwrap();
+        observer
+            .on_finish(&FinishedRun {
+                started_at: "2026-12-01T10:00:00Z".parse().unwrap(),
+                finished_at: "2026-12-01T10:00:30.5Z".parse().unwrap(),
+                exit_code: 0,
+                entries: &probes,
+                offline: false,
+                scope: &scope,
+                stats_dir: dir.path(),
+                state_path: &state_path,
+                summary: "",
+            })
+            .unwrap();
+        let text = std::fs::read_to_string(&prom).unwrap();
+        for line in [
+            "llmprobe_probe_success{provider=\"down\",model=\"m\"} 0",
+            "llmprobe_model_state{provider=\"down\",model=\"m\",state=\"paused\"} 1",
+            "llmprobe_last_run_timestamp_seconds 1796119230.5",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+        }
+        assert!(PromFile::new(&dir.path().join("nope/x.prom")).is_err());
     }
 
     #[test]

@@ -141,7 +141,7 @@ fn jitter_waits_before_probing_and_the_clock_ends_the_wait() {
         .strip_prefix("waiting ")
         .and_then(|l| l.strip_suffix(" (--jitter 1h) before probing\n"))
         .unwrap_or_else(|| panic!("{line:?}"));
-    let secs = llmprobe::cli::duration(wait).unwrap().as_secs();
+    let secs = llmprobe::duration::parse(wait).unwrap().as_secs();
     assert!((1..=3600).contains(&secs), "{line}");
     if secs >= 5 {
         // Nothing is probed during the wait. (A wait this short may be

@@ -458,7 +458,7 @@ fn verbose_adds_diagnostics_and_routine_output_stays_as_it_was() {
     assert_eq!(r.stderr, "");
     env.run(&["-v", "-q", "providers"]).code(2);
     // RUST_LOG, when set, decides.
-    env.env("RUST_LOG", "llmprobe::cmd::check=debug");
+    env.env("RUST_LOG", "llmprobe::check=debug");
     let r = env.run(&["--config", cfg, "check"]).ok();
     assert!(r.stderr.contains("probe answered"), "{}", r.stderr);
     assert!(!r.stderr.contains("config file"), "{}", r.stderr);

@@ -46,7 +46,7 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
     // Two small files, schedule.json and last_run.json: nothing is spawned.
     let schedule = Health::assess(s.stats_dir(), now_at, col.newest);
     let mut brief = Brief::build(&window, now, col, &states, skipped);
-    brief.health_log = crate::settings::absolute(&log).display().to_string();
+    brief.health_log = crate::fsutil::absolute(&log).display().to_string();
     brief.log_missing = !log.exists();
     // A bad route state is route's problem: say so, and brief the rest.
     match crate::route::persist::load::<crate::route::cooldown::Cooldowns>(
@@ -486,7 +486,7 @@ impl Brief {
                     b.target,
                     b.reason,
                     fmt_minute(b.until.timestamp()),
-                    crate::format::fmt_dur(left.max(60) / 60 * 60)
+                    crate::duration::format_unit(left.max(60) / 60 * 60)
                 );
             }
         }

@@ -76,13 +76,13 @@ pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
     output::println(&if round == 0 {
         format!(
             "llmprobe demo: a fresh start in {}",
-            crate::settings::absolute(&stats_dir).display()
+            crate::fsutil::absolute(&stats_dir).display()
         )
     } else {
         format!(
             "llmprobe demo: continuing {round} earlier demo run{} in {} (--fresh starts over)",
             if round == 1 { "" } else { "s" },
-            crate::settings::absolute(&stats_dir).display()
+            crate::fsutil::absolute(&stats_dir).display()
         )
     })?;
     let mut cfg = FakeConfig::new(prompts.clone());

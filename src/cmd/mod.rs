@@ -7,6 +7,8 @@ pub mod brief;
 pub mod check;
 pub mod demo;
 pub mod docs;
+pub mod fake;
+pub mod providers;
 pub mod rollup;
 pub mod route;
 pub mod schedule;

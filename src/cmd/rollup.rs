@@ -25,7 +25,7 @@ use serde::Serialize;
 use crate::cli::{GroupBy, RollupArgs, RollupFormat};
 use crate::error::{Error, Result};
 use crate::exit;
-use crate::format::{fmt_count, fmt_dur, fmt_minute, fmt_pct, fmt_rfc3339};
+use crate::format::{fmt_count, fmt_minute, fmt_pct, fmt_rfc3339};
 use crate::fsutil;
 use crate::grade::{self, FAIR, GOOD, Grade};
 use crate::healthlog::read::{self, FastMap, Record, Sink};
@@ -145,7 +145,7 @@ impl Report {
             // must not carry a local path.
             eprintln!(
                 "note: no probes recorded in {} ({}); run `llmprobe check`, or pass --stats-dir if the data is elsewhere",
-                crate::settings::absolute(path).display(),
+                crate::fsutil::absolute(path).display(),
                 if path.exists() {
                     "it holds no probes"
                 } else {
@@ -639,7 +639,7 @@ fn markdown(rep: &Report, rows: &[Row], by: GroupBy) -> String {
         let _ = write!(
             out,
             " Trend: uptime in {TREND_BUCKETS} buckets of {}, oldest first, ▁ <12.5% … █ ≥87.5%, · no probes.",
-            fmt_dur(t.width)
+            crate::duration::format_unit(t.width)
         );
     }
     out.push_str("*\n");

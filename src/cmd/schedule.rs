@@ -22,12 +22,13 @@ use crate::error::{Error, Result};
 use crate::exit;
 use crate::format::{fmt_ago, fmt_minute};
 use crate::fsutil;
+use crate::fsutil::absolute;
 use crate::output;
 use crate::schedule::envfile::{self, EnvFile};
 use crate::schedule::{
-    Backend, Every, Health, Job, Marker, PathArg, cron, flag_dur, on_path, systemd, taskxml,
+    Backend, Every, Health, Job, Marker, PathArg, cron, on_path, systemd, taskxml,
 };
-use crate::settings::{DEFAULT_STATS_DIR, Settings, absolute};
+use crate::settings::{DEFAULT_STATS_DIR, Settings};
 
 pub fn run(g: &GlobalArgs, a: ScheduleArgs) -> Result<u8> {
     match a.action {
@@ -259,8 +260,8 @@ fn install_cron(job: &Job, stats: &Path, dry_run: bool) -> Result<Installed> {
          once the last run is that old, after a random wait of up to {jitter}.\noutput: {log}",
         every = job.every.label(),
         step = job.every.step(),
-        due = flag_dur(job.every.if_due()),
-        jitter = flag_dur(job.every.jitter()),
+        due = crate::duration::format_flag(job.every.if_due()),
+        jitter = crate::duration::format_flag(job.every.jitter()),
         log = stats.join(cron::LOG).display(),
     );
     if !dry_run {
@@ -768,8 +769,8 @@ fn show_text(r: &ShowReport, stats: &Path, every: Every) -> String {
                 "next probing run: {} ({}), {} after the last run (`--if-due`), plus up to {} of jitter",
                 fmt_minute(t.timestamp()),
                 fmt_in(t.timestamp() - now),
-                flag_dur(every.if_due()),
-                flag_dur(every.jitter()),
+                crate::duration::format_flag(every.if_due()),
+                crate::duration::format_flag(every.jitter()),
             );
         }
         for d in &s.details {

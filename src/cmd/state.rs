@@ -222,7 +222,7 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
         let log = s.log_path();
         out.push_str(&format!(
             "\nno probes recorded in {} ({}); run `llmprobe check`, or pass --stats-dir if the data is elsewhere",
-            crate::settings::absolute(&log).display(),
+            crate::fsutil::absolute(&log).display(),
             if log.exists() {
                 "none for these models"
             } else {
@@ -510,11 +510,11 @@ fn move_aside(s: &Settings, bad: &crate::error::DataError) -> Result<u8> {
     })?;
     output::println(&format!(
         "moved the unreadable {}{} aside to {} (kept, not deleted); every model is active again",
-        crate::settings::absolute(&path).display(),
+        crate::fsutil::absolute(&path).display(),
         bad.offset
             .map(|o| format!(" (bad at byte offset {o})"))
             .unwrap_or_default(),
-        crate::settings::absolute(&aside).display()
+        crate::fsutil::absolute(&aside).display()
     ))?;
     Ok(exit::SUCCESS)
 }

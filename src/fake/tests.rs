@@ -724,40 +724,6 @@ async fn custom_pool_answers_its_own_questions() {
     assert!(q.expected >= 400);
 }
 
-#[test]
-fn flags_are_validated() {
-    use crate::cli::{FakeArgs, GlobalArgs};
-    let g = GlobalArgs {
-        config: None,
-        stats_dir: None,
-        prompts: None,
-    };
-    let args = |scripts: &[&str]| FakeArgs {
-        port: 0,
-        addr_file: None,
-        record: None,
-        scripts: scripts.iter().map(|s| s.to_string()).collect(),
-        latency_ms: 25,
-    };
-    let cfg = FakeConfig::from_args(&g, &args(&["a=ok,e500", "b=slow:10"])).unwrap();
-    assert_eq!(
-        cfg.scripts["a"],
-        [Behaviour::Ok(Duration::ZERO), Behaviour::E500]
-    );
-    assert_eq!(cfg.latency, Duration::from_millis(25));
-    let e = FakeConfig::from_args(&g, &args(&["a=bogus"])).unwrap_err();
-    assert_eq!(e.exit_code(), crate::exit::USAGE);
-    assert!(e.to_string().contains("--script \"a=bogus\""), "{e}");
-    let e = FakeConfig::from_args(&g, &args(&["a=ok", "a=e500"])).unwrap_err();
-    assert_eq!(e.exit_code(), crate::exit::USAGE);
-    let bad_pool = GlobalArgs {
-        prompts: Some("/nonexistent/pool.toml".into()),
-        ..g
-    };
-    let e = FakeConfig::from_args(&bad_pool, &args(&[])).unwrap_err();
-    assert_eq!(e.exit_code(), crate::exit::USAGE);
-}
-
 /// A streamed request, as each dialect's client sends it.
 fn stream_request(
     c: &reqwest::Client,

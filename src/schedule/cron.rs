@@ -18,7 +18,8 @@ use chrono::{DateTime, Timelike, Utc};
 
 #[cfg(test)]
 use super::PathArg;
-use super::{Job, Word, flag_dur};
+use super::{Job, Word};
+use crate::duration::format_flag as flag_dur;
 use crate::error::{DataError, Error, Result};
 
 pub const BEGIN: &str = "# >>> llmprobe schedule >>>";
@@ -187,7 +188,7 @@ pub fn if_due_of(block: &str) -> Option<std::time::Duration> {
     let entry = block.lines().find(|l| !l.trim_start().starts_with('#'))?;
     let mut words = entry.split_whitespace();
     words.find(|w| *w == "--if-due")?;
-    crate::cli::duration(words.next()?).ok()
+    crate::duration::parse(words.next()?).ok()
 }
 
 /// Lines outside our block that run `llmprobe … check`: a hand-made entry

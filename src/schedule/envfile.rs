@@ -21,7 +21,7 @@ pub struct EnvFile {
 /// Check the env file at `path`: it exists, and every line is a comment,
 /// blank, or `NAME=value`.
 pub fn read(path: &Path) -> Result<EnvFile> {
-    let abs = crate::settings::absolute(path);
+    let abs = crate::fsutil::absolute(path);
     let shown = abs.display();
     let bytes = std::fs::read(&abs)
         .map_err(|e| Error::config(format!("--env-file {shown}: cannot read it: {e}")))?;

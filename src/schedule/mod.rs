@@ -87,14 +87,14 @@ impl Every {
         if d.subsec_nanos() != 0 || !secs.is_multiple_of(60) {
             return Err(Error::config(format!(
                 "--every {}: must be whole minutes, like 1h, 30m or 90m",
-                flag_dur(d)
+                crate::duration::format_flag(d)
             )));
         }
         let minutes = u32::try_from(secs / 60).unwrap_or(u32::MAX);
         if !(Self::MIN_MINUTES..=Self::MAX_MINUTES).contains(&minutes) {
             return Err(Error::config(format!(
                 "--every {}: must be from 5m to 168h (7 days)",
-                flag_dur(d)
+                crate::duration::format_flag(d)
             )));
         }
         Ok(Every { minutes })
@@ -115,7 +115,7 @@ impl Every {
 
     /// `1h`, `90m`, `24h`.
     pub fn label(self) -> String {
-        flag_dur(Duration::from_secs(self.secs()))
+        crate::duration::format_flag(Duration::from_secs(self.secs()))
     }
 
     /// How often cron fires: the largest divisor of 60 minutes that is at
@@ -179,19 +179,6 @@ impl Every {
 impl Default for Every {
     fn default() -> Every {
         Every { minutes: 60 }
-    }
-}
-
-/// A duration in the largest of hours, minutes or seconds that divides it
-/// (`1h`, `45m`, `150s`, `168h`), spelled so that `cli::duration` (and so
-/// `check --if-due` and `--jitter`) reads it back.
-pub fn flag_dur(d: Duration) -> String {
-    let secs = d.as_secs();
-    match secs {
-        0 => "0".into(),
-        _ if secs.is_multiple_of(3600) => format!("{}h", secs / 3600),
-        _ if secs.is_multiple_of(60) => format!("{}m", secs / 60),
-        _ => format!("{secs}s"),
     }
 }
 
@@ -492,7 +479,7 @@ mod tests {
     use super::*;
 
     fn every(s: &str) -> Every {
-        Every::from_flag(crate::cli::duration(s).unwrap()).unwrap()
+        Every::from_flag(crate::duration::parse(s).unwrap()).unwrap()
     }
 
     #[test]
@@ -507,8 +494,8 @@ mod tests {
         ] {
             let ev = every(e);
             assert_eq!(ev.step(), step, "{e}");
-            assert_eq!(flag_dur(ev.if_due()), if_due, "{e}");
-            assert_eq!(flag_dur(ev.jitter()), jitter, "{e}");
+            assert_eq!(crate::duration::format_flag(ev.if_due()), if_due, "{e}");
+            assert_eq!(crate::duration::format_flag(ev.jitter()), jitter, "{e}");
             assert!(
                 ev.jitter().as_secs() * 2 <= u64::from(ev.step()) * 60,
                 "{e}"
@@ -537,15 +524,15 @@ mod tests {
     #[test]
     fn every_is_whole_minutes_within_bounds() {
         for bad in ["90s", "4m", "169h", "1m30s"] {
-            let err = Every::from_flag(crate::cli::duration(bad).unwrap()).unwrap_err();
+            let err = Every::from_flag(crate::duration::parse(bad).unwrap()).unwrap_err();
             assert_eq!(err.exit_code(), crate::exit::USAGE);
             assert!(err.to_string().contains("--every"), "{err}");
         }
         assert_eq!(every("168h").label(), "168h");
         assert_eq!(every("90m").label(), "90m");
         for d in ["45m", "150s", "23h"] {
-            let parsed = crate::cli::duration(d).unwrap();
-            assert_eq!(flag_dur(parsed), d);
+            let parsed = crate::duration::parse(d).unwrap();
+            assert_eq!(crate::duration::format_flag(parsed), d);
         }
     }
 

@@ -8,7 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::{Job, PathArg, Word, flag_dur};
+use super::{Job, PathArg, Word};
+use crate::duration::format_flag as flag_dur;
 use crate::error::{DataError, Error, Result};
 
 pub const SERVICE: &str = "llmprobe-check.service";
@@ -166,7 +167,7 @@ mod tests {
             config: None,
             prompts: None,
             env_file: Some(PathArg::Real("/srv/keys.env".into())),
-            every: Every::from_flag(crate::cli::duration(every).unwrap()).unwrap(),
+            every: Every::from_flag(crate::duration::parse(every).unwrap()).unwrap(),
         }
     }
 

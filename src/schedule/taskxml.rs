@@ -13,7 +13,8 @@
 
 use std::time::Duration;
 
-use super::{Every, Job, flag_dur};
+use super::{Every, Job};
+use crate::duration::format_flag as flag_dur;
 
 pub const TASK_NAME: &str = "llmprobe-check";
 /// The file `schedule install` writes the XML to, in the stats directory,

@@ -1,0 +1,97 @@
+//! The `check` run as a library: probe every model once, append each
+//! result to the health log as soon as it is known, and drive the state machine.
+//!
+//! Providers run concurrently; a provider's models run one after another with
+//! starts at least `spacing` apart. One writer thread serialises the appends
+//! and state updates, each under the data lock, so entries land in the order
+//! probes finished and a crash loses nothing that was already written. The
+//! whole run holds the run lock, so a second `check` exits at once with
+//! code 3.
+//!
+//! A run is offline when every probe to a remote (non-loopback) provider
+//! failed to reach its host. Those results say nothing about the providers,
+//! so the writer holds remote unreachable results back until some remote
+//! host answers; if none ever does, they are dropped, no state changes, and
+//! the run exits 6. Loopback providers are judged on their own.
+//!
+//! Probes go through the [`lanes::Prober`] trait, so the scheduler
+//! (spacing, parallel lanes, errors) is tested with tokio's paused time and
+//! a mock.
+//!
+//! [`plan`] decides what runs, [`lanes`] runs it, [`writer`] records it and
+//! [`report`] shows it; `cmd/check.rs` only handles the flags and the order
+//! of a run, and [`crate::observer`] tells the channels how it went.
+
+pub mod lanes;
+pub mod plan;
+pub mod report;
+pub mod writer;
+
+use std::sync::Arc;
+use std::sync::mpsc;
+
+use indicatif::ProgressBar;
+
+use self::lanes::{HttpProber, Probed, Progress, panic_text, run_lanes};
+pub use self::plan::{Lane, Plan};
+pub use self::report::RunSummary;
+use self::writer::{Writer, Written};
+use crate::error::{Error, Result};
+use crate::settings::Settings;
+use crate::upstream::secret::Redactor;
+
+/// Run the plan: probes in parallel lanes, results through one writer.
+pub fn execute(s: &Settings, plan: Plan) -> Result<RunSummary> {
+    let started = crate::time::now_rfc3339();
+    let progress = Progress::new(&plan.lanes);
+    let (tx, rx) = mpsc::channel::<Probed>();
+    let mut writer = Writer::new(
+        s.log_path(),
+        s.state_path(),
+        s.stats_dir().to_path_buf(),
+        s.catalog.defaults.disable_after,
+    );
+    // The writer: one append and one state update per batch of results,
+    // each under the data lock, so that `state` commands can interleave
+    // with a run.
+    let writer = std::thread::spawn(move || -> Result<Written> {
+        // Results that arrive together (many providers finishing at once) go
+        // out in one append and one state write: one fsync each, not one per
+        // entry, so the writer keeps up with any number of providers.
+        while let Ok(first) = rx.recv() {
+            let batch: Vec<Probed> = std::iter::once(first).chain(rx.try_iter()).collect();
+            writer.accept(batch)?;
+        }
+        Ok(writer.finish())
+    });
+
+    let rt = crate::server::runtime(2)?;
+    let prober = HttpProber::new(
+        crate::upstream::http::client()?,
+        s.prompts.clone(),
+        Redactor::new(
+            plan.lanes
+                .iter()
+                .flat_map(|l| l.resolved.secrets().cloned()),
+        ),
+    );
+    let bars: Vec<ProgressBar> = (0..plan.lanes.len()).map(|i| progress.bar(i)).collect();
+    let lanes_result = rt.block_on(run_lanes(plan.lanes, Arc::new(prober), tx, bars));
+    progress.clear();
+    // The writer has every result sent before a lane failed: wait for it
+    // first, so nothing already probed is lost, then report the failure.
+    let written = writer
+        .join()
+        .map_err(|p| Error::Internal(format!("the log writer panicked: {}", panic_text(&*p))))?;
+    lanes_result?;
+    let written = written?;
+    Ok(RunSummary {
+        started,
+        finished: crate::time::now_rfc3339(),
+        entries: written.entries,
+        state_changes: written.changes,
+        skipped: plan.skipped,
+        not_probed: plan.not_probed,
+        offline: written.offline,
+    })
+}
