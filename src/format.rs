@@ -77,9 +77,21 @@ pub fn fmt_ago(secs: i64) -> String {
     }
 }
 
+/// `1 provider`, `2 providers`: a count and its noun, agreeing.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_agree_with_their_noun() {
+        assert_eq!(count(1, "provider", "providers"), "1 provider");
+        assert_eq!(count(0, "probe", "probes"), "0 probes");
+        assert_eq!(count(2, "model", "models"), "2 models");
+    }
 
     #[test]
     fn percentages_round_and_never_reach_100_or_0_by_rounding() {

@@ -25,6 +25,9 @@ pub struct Lane {
 pub struct Skipped {
     pub provider: String,
     pub reason: String,
+    /// Skipped because its key variable is unset.
+    #[serde(skip)]
+    pub missing_key: bool,
 }
 
 /// A model left out because of its state.
@@ -66,11 +69,7 @@ pub fn scope(plan: &Plan) -> Vec<(String, String)> {
 /// lost its keys must not look healthy, so this is an error (exit 2).
 pub fn nothing_to_probe(plan: &Plan) -> Error {
     let mut why = Vec::new();
-    let missing = plan
-        .skipped
-        .iter()
-        .filter(|s| s.reason.starts_with("skipped"))
-        .count();
+    let missing = plan.skipped.iter().filter(|s| s.missing_key).count();
     if missing > 0 {
         why.push(format!("{missing} skipped for a missing key"));
     }
@@ -157,6 +156,7 @@ pub fn plan(
                 plan.skipped.push(Skipped {
                     provider: p.name.clone(),
                     reason: why.to_string(),
+                    missing_key: matches!(why, Unusable::Missing(_)),
                 });
                 continue;
             }

@@ -30,15 +30,18 @@ pub struct RunSummary {
     pub offline: Option<Offline>,
 }
 
+/// Up to this many providers without a key are listed one per line.
+const MISSING_KEY_LINES: usize = 3;
+
 /// The run in a few plain lines, for a monitor (the end ping's body): counts, each
 /// failure (its error is already redacted), each state change, the
 /// skipped providers, and the offline note.
 pub fn plain_summary(r: &RunSummary) -> String {
     let ok = r.entries.iter().filter(|e| e.ok == 1).count();
     let mut out = format!(
-        "{ok}/{} probes passed, {} state change(s)\n",
+        "{ok}/{} probes passed, {}\n",
         r.entries.len(),
-        r.state_changes.len()
+        crate::format::count(r.state_changes.len(), "state change", "state changes")
     );
     for e in r.entries.iter().filter(|e| e.ok == 0) {
         let status = e.status.map(|s| format!(" ({s})")).unwrap_or_default();
@@ -125,9 +128,9 @@ pub fn dry_run(
         ));
     }
     out.push_str(&format!(
-        "dry run: {} probes on {} providers in parallel; the last starts at +{}\n{t}\n",
-        probes.len(),
-        plan.lanes.len(),
+        "dry run: {} on {} in parallel; the last starts at +{}\n{t}\n",
+        crate::format::count(probes.len(), "probe", "probes"),
+        crate::format::count(plan.lanes.len(), "provider", "providers"),
         crate::duration::format_secs(longest)
     ));
     out.push_str(&footer(&plan.skipped, &plan.not_probed));
@@ -178,7 +181,10 @@ pub fn print_summary(r: &RunSummary) -> Result<()> {
     if r.offline.is_none() || !r.entries.is_empty() {
         out.push_str(&format!("{ok}/{} probes passed", r.entries.len()));
         if !r.state_changes.is_empty() {
-            out.push_str(&format!(", {} state change(s)", r.state_changes.len()));
+            out.push_str(&format!(
+                ", {}",
+                crate::format::count(r.state_changes.len(), "state change", "state changes")
+            ));
         }
         out.push('\n');
     }
@@ -192,9 +198,26 @@ pub fn print_summary(r: &RunSummary) -> Result<()> {
     output::print(&out)
 }
 
+/// Providers left out, and models not probed. A few providers without a
+/// key get a line each; more (the embedded catalog's, which most users
+/// never set up) get one line that names them and points at `--list`.
 fn footer(skipped: &[Skipped], not_probed: &[NotProbed]) -> String {
     let mut out = String::new();
-    for s in skipped {
+    let (no_key, other): (Vec<&Skipped>, Vec<&Skipped>) =
+        skipped.iter().partition(|s| s.missing_key);
+    if no_key.len() > MISSING_KEY_LINES {
+        let names: Vec<&str> = no_key.iter().map(|s| s.provider.as_str()).collect();
+        out.push_str(&format!(
+            "{} skipped for a missing key ({}); `llmprobe check --list` names their variables\n",
+            crate::format::count(no_key.len(), "provider", "providers"),
+            names.join(", ")
+        ));
+    } else {
+        for s in &no_key {
+            out.push_str(&format!("{}: {}\n", s.provider, s.reason));
+        }
+    }
+    for s in other {
         out.push_str(&format!("{}: {}\n", s.provider, s.reason));
     }
     for n in not_probed {

@@ -50,6 +50,8 @@ pub fn list(s: &Settings, json: bool) -> Result<u8> {
         return Ok(exit::SUCCESS);
     }
     let mut t = output::table(&["Provider", "Dialect", "Models", "Key", "Status"]);
+    // On a narrow terminal the dialect goes first; the rest wraps.
+    t.optional(&[1]);
     for (r, p) in rows.iter().zip(&s.catalog.providers) {
         let key = if r.key_env.is_empty() {
             "none (keyless)".to_string()
@@ -74,9 +76,14 @@ pub fn list(s: &Settings, json: bool) -> Result<u8> {
     }
     let ready = rows.iter().filter(|r| r.status == "ready").count();
     output::print(&format!(
-        "{t}\n{} providers, {} models; {ready} providers ready to probe\n{}\n",
-        rows.len(),
-        rows.iter().map(|r| r.models.len()).sum::<usize>(),
+        "{t}\n{}, {}; {} ready to probe\n{}\n",
+        crate::format::count(rows.len(), "provider", "providers"),
+        crate::format::count(
+            rows.iter().map(|r| r.models.len()).sum::<usize>(),
+            "model",
+            "models"
+        ),
+        crate::format::count(ready, "provider", "providers"),
         s.config_line()
     ))?;
     Ok(exit::SUCCESS)
