@@ -559,8 +559,9 @@ fn hour_cached_ts(s: &str) -> Option<i64> {
         return parse_ts(s);
     }
     let (min, sec) = (two(14)?, two(17)?);
-    if min > 59 || sec > 60 {
-        return None;
+    if min > 59 || sec > 59 {
+        // Invalid, or a leap second: parse_ts decides, as for any odd form.
+        return parse_ts(s);
     }
     let key: [u8; 13] = b[..13].try_into().ok()?;
     let (k, base) = HOUR.get();
@@ -929,6 +930,26 @@ mod tests {
         ] {
             assert_eq!(hour_cached_ts(s), parse_ts(s), "{s}");
             assert_eq!(hour_cached_ts(s), parse_ts(s), "{s} (cached)");
+        }
+    }
+
+    proptest::proptest! {
+        /// The cache must not change meaning either, whatever the order of
+        /// the timestamps it sees (the cache key is the date and hour).
+        #[test]
+        fn the_hour_cache_is_parse_ts_on_any_sequence(
+            ts in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec![1900u32, 2000, 2024, 2026, 2100]),
+                    1..=12u32, 27..=32u32, 22..=24u32, 58..=60u32, 58..=61u32,
+                ),
+                1..20,
+            )
+        ) {
+            for (y, mo, d, h, mi, sec) in ts {
+                let s = format!("{y}-{mo:02}-{d:02}T{h:02}:{mi:02}:{sec:02}Z");
+                proptest::prop_assert_eq!(hour_cached_ts(&s), parse_ts(&s), "{}", s);
+            }
         }
     }
 
