@@ -21,9 +21,7 @@
 //! Both threads read the one `File` by offset ([`crate::fsutil::read_at`]),
 //! never through its shared cursor.
 
-use std::collections::HashMap;
 use std::fs::File;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::path::Path;
 
 use serde::Deserialize;
@@ -102,33 +100,10 @@ impl Record<'_> {
     }
 }
 
-/// A fast, non-cryptographic hasher (FxHash) for the per-model maps the
-/// readers update once per entry; SipHash would cost more than the parse.
-#[derive(Default, Clone, Copy)]
-pub struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-        for chunk in bytes.chunks(8) {
-            let mut v = 0u64;
-            for (i, &b) in chunk.iter().enumerate() {
-                v |= (b as u64) << (8 * i);
-            }
-            self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(K);
-        }
-    }
-
-    fn write_u8(&mut self, i: u8) {
-        self.0 = (self.0.rotate_left(5) ^ i as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+/// A map with a fast, non-cryptographic hash (FxHash) for the per-model
+/// maps the readers update once per entry: SipHash would cost more than the
+/// parse.
+pub type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// Something that consumes records. Each half of a split file gets its own
 /// sink; [`Sink::merge`] folds the later half into the earlier one.
