@@ -17,6 +17,8 @@ use std::collections::HashSet;
 use chrono::Utc;
 use serde::Serialize;
 
+use strsim::levenshtein;
+
 use crate::catalog::Unusable;
 use crate::cli::{StateAction, StateArgs, StateChange, StateFilter};
 use crate::error::{Error, Result};
@@ -348,9 +350,9 @@ fn closest(input: &str, candidates: &[String]) -> Vec<String> {
         .iter()
         .map(|c| {
             let c_l = c.to_lowercase();
-            let mut d = edit_distance(&input_l, &c_l);
+            let mut d = levenshtein(&input_l, &c_l);
             if !input.contains("::") {
-                d = d.min(edit_distance(&input_l, split_key(&c_l).1));
+                d = d.min(levenshtein(&input_l, split_key(&c_l).1));
             }
             (d, c)
         })
@@ -364,22 +366,6 @@ fn closest(input: &str, candidates: &[String]) -> Vec<String> {
         .take(3)
         .map(|(_, c)| c.clone())
         .collect()
-}
-
-/// Levenshtein distance over chars, in one row of memory.
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diag = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let sub = diag + usize::from(ca != cb);
-            diag = row[j + 1];
-            row[j + 1] = sub.min(row[j] + 1).min(row[j + 1] + 1);
-        }
-    }
-    row[b.len()]
 }
 
 fn change(s: &Settings, c: &StateChange, to: ModelState) -> Result<u8> {
@@ -522,6 +508,8 @@ fn move_aside(s: &Settings, bad: &crate::error::DataError) -> Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // The distance is strsim's; these pin what "did you mean" relies on.
+    use strsim::levenshtein as edit_distance;
 
     #[test]
     fn edit_distances() {
