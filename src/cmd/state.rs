@@ -25,8 +25,8 @@ use crate::error::{Error, Result};
 use crate::exit;
 use crate::format::{fmt_minute, fmt_rfc3339};
 use crate::fsutil::DataLock;
-use crate::healthlog::read::{self, FastMap, Record, Sink};
-use crate::healthlog::tail::{self, Tail};
+use crate::healthlog::read::{FastMap, Record, Sink};
+use crate::healthlog::recent::{self, Recent};
 use crate::output;
 use crate::settings::Settings;
 use crate::state::{ModelState, StateEntry, States};
@@ -306,6 +306,15 @@ impl Sink for LastSink {
     }
 }
 
+impl Recent for LastSink {
+    /// Newest first, the first probe seen of a model is its last; stop once
+    /// every wanted model has one.
+    fn newest_first(&mut self, r: &Record<'_>) -> bool {
+        self.take(r, false);
+        self.missing > 0
+    }
+}
+
 /// The last probe of each wanted model: backwards from the end until all are
 /// found, or forward through everything when the log is not one entry per
 /// line.
@@ -313,15 +322,9 @@ fn last_probes(log: &std::path::Path, wanted: &[&str]) -> Result<Lasts> {
     if wanted.is_empty() {
         return Ok(Lasts::default());
     }
-    let mut sink = LastSink::new(wanted);
-    let tail = tail::read_backward(log, |r| {
-        sink.take(r, false);
-        sink.missing > 0
-    })?;
-    match tail {
-        Tail::Done { .. } => Ok(sink.lasts),
-        Tail::NotLineForm => Ok(read::read_all(log, || LastSink::new(wanted))?.0.lasts),
-    }
+    Ok(recent::read_recent(log, None, |_| LastSink::new(wanted))?
+        .0
+        .lasts)
 }
 
 /// Check that `key` names a model we know, before anything is locked.
