@@ -4,11 +4,12 @@
 //! provider to avoid; and a loud warning when the data is stale.
 //!
 //! It runs at the start of every session, so its cost must not grow with the
-//! history: it reads the log backwards from the end ([`crate::healthlog::tail`])
-//! and stops at the first entry more than an hour older than the window
-//! start. The hour of slack lets slightly out-of-order clocks through. A log
-//! that is not one entry per line (the old tool's pretty-printed file) is read
-//! forward in full instead.
+//! history: it reads the log backwards from the end and stops at the first
+//! entry more than [`CLOCK_SLACK_SECS`](crate::healthlog::recent::CLOCK_SLACK_SECS)
+//! older than the window start, which lets slightly out-of-order clocks
+//! through. A log that is not one entry per line (the old tool's
+//! pretty-printed file) is read forward in full instead
+//! ([`crate::healthlog::recent`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
