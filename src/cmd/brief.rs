@@ -4,11 +4,12 @@
 //! provider to avoid; and a loud warning when the data is stale.
 //!
 //! It runs at the start of every session, so its cost must not grow with the
-//! history: it reads the log backwards from the end ([`crate::healthlog::tail`])
-//! and stops at the first entry more than an hour older than the window
-//! start. The hour of slack lets slightly out-of-order clocks through. A log
-//! that is not one entry per line (the old tool's pretty-printed file) is read
-//! forward in full instead.
+//! history: it reads the log backwards from the end and stops at the first
+//! entry more than [`CLOCK_SLACK_SECS`](crate::healthlog::recent::CLOCK_SLACK_SECS)
+//! older than the window start, which lets slightly out-of-order clocks
+//! through. A log that is not one entry per line (the old tool's
+//! pretty-printed file) is read forward in full instead
+//! ([`crate::healthlog::recent`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -21,8 +22,9 @@ use crate::error::Result;
 use crate::exit;
 use crate::format::{fmt_ago, fmt_count, fmt_minute, fmt_pct, fmt_rfc3339};
 use crate::grade::{self, FAIR, GOOD, Grade};
-use crate::healthlog::read::{self, Record, Sink};
-use crate::healthlog::tail::{self, Tail};
+use crate::healthlog::read::{Record, Sink};
+use crate::healthlog::recent::{self, Direction, Recent};
+use crate::healthlog::summary::{Latency, Probes};
 use crate::output;
 use crate::schedule::{Health, Warning};
 use crate::settings::Settings;
@@ -31,9 +33,6 @@ use crate::window::Window;
 
 /// With no probe for this long, the hourly job has probably stopped.
 const STALE_SECS: i64 = 2 * 3600;
-/// How far before the window start the backward read goes on, for clocks
-/// that run slightly out of order.
-const SLACK_SECS: i64 = 3600;
 
 pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
     let window = Window::parse(&args.window)?;
@@ -77,27 +76,7 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
 
 /// Read what the brief needs: backwards when the file allows, else forward.
 fn collect(log: &std::path::Path, start: i64) -> Result<(Collect, u64)> {
-    let stop_before = start.saturating_sub(SLACK_SECS);
-    let mut col = Collect::new(start, -1);
-    let tail = tail::read_backward(log, |r| {
-        if r.ts < stop_before {
-            // Too old to count, but it still dates the newest probe when
-            // nothing newer exists.
-            if r.is_sample() {
-                col.newest = col.newest.max(Some(r.ts));
-            }
-            return false;
-        }
-        col.record(r);
-        true
-    })?;
-    match tail {
-        Tail::Done { skipped } => Ok((col, skipped)),
-        Tail::NotLineForm => {
-            let (col, summary) = read::read_all(log, || Collect::new(start, 1))?;
-            Ok((col, summary.skipped))
-        }
-    }
+    recent::read_recent(log, Some(start), |d| Collect::new(start, d))
 }
 
 /// The last probe of a model: its time, its order in the file (to break ties
@@ -118,10 +97,8 @@ impl Last {
 
 #[derive(Debug, Default)]
 struct ProviderAgg {
-    samples: f64,
-    passed: f64,
-    lat_sum: f64,
-    lat_weight: f64,
+    probes: Probes,
+    latency: Latency,
     models: BTreeMap<String, Last>,
 }
 
@@ -137,11 +114,14 @@ struct Collect {
 }
 
 impl Collect {
-    fn new(start: i64, step: i64) -> Collect {
+    fn new(start: i64, d: Direction) -> Collect {
         Collect {
             start,
             seq: 0,
-            step,
+            step: match d {
+                Direction::Forward => 1,
+                Direction::Backward => -1,
+            },
             providers: BTreeMap::new(),
             newest: None,
         }
@@ -164,12 +144,8 @@ impl Sink for Collect {
             Some(p) => p,
             None => self.providers.entry(r.provider.to_string()).or_default(),
         };
-        p.samples += r.samples;
-        p.passed += r.passed;
-        if r.latency_ms > 0.0 {
-            p.lat_sum += r.latency_ms * r.samples;
-            p.lat_weight += r.samples;
-        }
+        p.probes.add(r);
+        p.latency.add(r);
         let last = Last {
             ts: r.ts,
             seq: self.seq,
@@ -189,10 +165,8 @@ impl Sink for Collect {
         self.newest = self.newest.max(later.newest);
         for (name, lp) in later.providers {
             let p = self.providers.entry(name).or_default();
-            p.samples += lp.samples;
-            p.passed += lp.passed;
-            p.lat_sum += lp.lat_sum;
-            p.lat_weight += lp.lat_weight;
+            p.probes.merge(&lp.probes);
+            p.latency.merge(&lp.latency);
             for (m, last) in lp.models {
                 // The later half of the file wins ties.
                 match p.models.get(&m) {
@@ -202,6 +176,16 @@ impl Sink for Collect {
                     }
                 }
             }
+        }
+    }
+}
+
+impl Recent for Collect {
+    fn too_old(&mut self, r: &Record<'_>) {
+        // Too old to count, but it still dates the newest probe when
+        // nothing newer exists.
+        if r.is_sample() {
+            self.newest = self.newest.max(Some(r.ts));
         }
     }
 }
@@ -279,7 +263,7 @@ impl Brief {
         let mut providers = Vec::new();
         let mut advisories = Vec::new();
         for (name, p) in col.providers {
-            let uptime = (p.samples > 0.0).then(|| (p.passed / p.samples).clamp(0.0, 1.0));
+            let uptime = p.probes.uptime();
             let latest = p
                 .models
                 .values()
@@ -320,9 +304,8 @@ impl Brief {
                 status,
                 icon,
                 uptime,
-                avg_latency_ms: (p.lat_weight > 0.0)
-                    .then(|| (p.lat_sum / p.lat_weight * 10.0).round() / 10.0),
-                checks: p.samples,
+                avg_latency_ms: p.latency.mean(),
+                checks: p.probes.samples,
                 last_check: latest.as_ref().map(|l| fmt_rfc3339(l.ts)),
                 last_result: latest.as_ref().map(|l| l.label.clone()).unwrap_or_default(),
                 last_ts: latest.map(|l| l.ts),

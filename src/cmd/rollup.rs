@@ -29,8 +29,9 @@ use crate::format::{fmt_count, fmt_minute, fmt_pct, fmt_rfc3339};
 use crate::fsutil;
 use crate::grade::{self, FAIR, GOOD, Grade};
 use crate::healthlog::read::{self, FastMap, Record, Sink};
+use crate::healthlog::recent::{self, Recent};
 use crate::healthlog::scan::End;
-use crate::healthlog::tail;
+use crate::healthlog::summary::{Hist, Latency, Probes};
 use crate::output;
 use crate::settings::Settings;
 use crate::window::Window;
@@ -104,16 +105,9 @@ pub fn compute(path: &Path, window: &Window, now: i64, with_trend: bool) -> Resu
     // to its newest (read from the tail when the tail is in line form, else
     // up to now), so an old log's trend is not mostly empty buckets.
     let (first, trend_end) = if with_trend && window.secs.is_none() {
-        let mut newest = None;
-        let tail = tail::read_backward(path, |r| {
-            newest = Some(r.ts);
-            false
-        })?;
-        if tail == tail::Tail::NotLineForm {
-            // Pretty-printed (legacy) logs: one extra pass for the newest
-            // timestamp. Such logs are small; ours are in line form.
-            newest = read::read_all(path, || NewestTs(None))?.0.0;
-        }
+        // Pretty-printed (legacy) logs take one extra forward pass for the
+        // newest timestamp. Such logs are small; ours are in line form.
+        let newest = recent::read_recent(path, None, |_| NewestTs(None))?.0.0;
         (read::first_ts(path)?, newest.unwrap_or(now))
     } else {
         (None, now)
@@ -217,6 +211,14 @@ impl Sink for NewestTs {
     }
 }
 
+impl Recent for NewestTs {
+    /// The last entry in the file is the newest.
+    fn newest_first(&mut self, r: &Record<'_>) -> bool {
+        self.0 = Some(r.ts);
+        false
+    }
+}
+
 /// Where the 24 trend buckets lie. Buckets are aligned to multiples of their
 /// width since the epoch, so that two runs in the same hour agree.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -250,67 +252,11 @@ impl TrendSpec {
     }
 }
 
-/// A latency histogram with fixed, log-scale buckets: exact below 64 ms,
-/// then 32 buckets per power of two (each within ±1.6% of its midpoint), up
-/// to 2³² ms. Fixed size, so p95 costs no memory per sample.
-#[derive(Clone)]
-struct Hist(Box<[f64; HIST]>);
-
-const HIST: usize = 64 + 26 * 32;
-
-impl Hist {
-    fn new() -> Hist {
-        Hist(Box::new([0.0; HIST]))
-    }
-
-    #[inline]
-    fn bucket(v: u64) -> usize {
-        let v = v.min(u32::MAX as u64);
-        if v < 64 {
-            return v as usize;
-        }
-        let e = 63 - v.leading_zeros() as usize;
-        64 + (e - 6) * 32 + ((v >> (e - 5)) & 31) as usize
-    }
-
-    fn midpoint(i: usize) -> f64 {
-        if i < 64 {
-            return i as f64;
-        }
-        let e = (i - 64) / 32 + 6;
-        let sub = ((i - 64) % 32) as u64;
-        let lo = (32 + sub) << (e - 5);
-        let width = 1u64 << (e - 5);
-        lo as f64 + (width - 1) as f64 / 2.0
-    }
-
-    /// The nearest-rank `q` quantile: the smallest bucket whose cumulative
-    /// weight reaches `q` of the total.
-    fn quantile(&self, q: f64, total: f64) -> Option<f64> {
-        if total <= 0.0 {
-            return None;
-        }
-        let target = q * total - 1e-9;
-        let mut cum = 0.0;
-        for (i, w) in self.0.iter().enumerate() {
-            cum += w;
-            if *w > 0.0 && cum >= target {
-                return Some(Hist::midpoint(i));
-            }
-        }
-        None
-    }
-}
-
 /// One model's figures over the window.
 #[derive(Clone, Default)]
 struct Stats {
-    samples: f64,
-    passed: f64,
-    lat_sum: f64,
-    lat_weight: f64,
-    lat_min: f64,
-    lat_max: f64,
+    probes: Probes,
+    latency: Latency,
     hist: Option<Hist>,
     trend: Vec<(f64, f64)>,
     /// The newest probe of this model in the whole log, in or out of the
@@ -321,21 +267,11 @@ struct Stats {
 impl Stats {
     #[inline]
     fn add(&mut self, r: &Record<'_>, trend: Option<&TrendSpec>) {
-        self.samples += r.samples;
-        self.passed += r.passed;
-        if r.latency_ms > 0.0 {
-            let w = r.samples;
-            if self.lat_weight == 0.0 {
-                self.lat_min = r.latency_ms;
-                self.lat_max = r.latency_ms;
-            } else {
-                self.lat_min = self.lat_min.min(r.latency_ms);
-                self.lat_max = self.lat_max.max(r.latency_ms);
-            }
-            self.lat_sum += r.latency_ms * w;
-            self.lat_weight += w;
-            self.hist.get_or_insert_with(Hist::new).0[Hist::bucket(r.latency_ms.round() as u64)] +=
-                w;
+        self.probes.add(r);
+        if self.latency.add(r) {
+            self.hist
+                .get_or_insert_with(Hist::new)
+                .add(r.latency_ms, r.samples);
         }
         if let Some(t) = trend {
             if self.trend.is_empty() {
@@ -348,24 +284,10 @@ impl Stats {
     }
 
     fn merge(&mut self, o: &Stats) {
-        if o.lat_weight > 0.0 {
-            if self.lat_weight == 0.0 {
-                self.lat_min = o.lat_min;
-                self.lat_max = o.lat_max;
-            } else {
-                self.lat_min = self.lat_min.min(o.lat_min);
-                self.lat_max = self.lat_max.max(o.lat_max);
-            }
-        }
-        self.samples += o.samples;
-        self.passed += o.passed;
-        self.lat_sum += o.lat_sum;
-        self.lat_weight += o.lat_weight;
+        self.probes.merge(&o.probes);
+        self.latency.merge(&o.latency);
         if let Some(h) = &o.hist {
-            let mine = self.hist.get_or_insert_with(Hist::new);
-            for (a, b) in mine.0.iter_mut().zip(h.0.iter()) {
-                *a += b;
-            }
+            self.hist.get_or_insert_with(Hist::new).merge(h);
         }
         if !o.trend.is_empty() {
             if self.trend.is_empty() {
@@ -489,11 +411,11 @@ pub struct Row {
 
 impl Row {
     fn new(provider: &str, model: Option<&str>, st: &Stats) -> Row {
-        let uptime = (st.samples > 0.0).then(|| (st.passed / st.samples).clamp(0.0, 1.0));
-        let avg = (st.lat_weight > 0.0).then(|| st.lat_sum / st.lat_weight);
+        let uptime = st.probes.uptime();
+        let lat = &st.latency;
         let p95 = st.hist.as_ref().and_then(|h| {
-            h.quantile(0.95, st.lat_weight)
-                .map(|v| v.clamp(st.lat_min, st.lat_max))
+            h.quantile(0.95, lat.weight)
+                .map(|v| v.clamp(lat.min, lat.max))
         });
         let status = match uptime.map(grade::grade) {
             None => "no_samples",
@@ -504,10 +426,10 @@ impl Row {
         Row {
             provider: provider.to_string(),
             model: model.map(str::to_string),
-            samples: st.samples,
-            passed: st.passed,
+            samples: st.probes.samples,
+            passed: st.probes.passed,
             uptime,
-            avg_latency_ms: avg.map(|v| (v * 10.0).round() / 10.0),
+            avg_latency_ms: lat.mean(),
             p95_latency_ms: p95,
             status,
             last_probe: st.newest.map(fmt_rfc3339),
@@ -828,38 +750,6 @@ pub fn replace_block(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn histogram_buckets_are_monotonic_and_tight() {
-        let mut last = 0;
-        for v in [
-            0u64,
-            1,
-            63,
-            64,
-            65,
-            100,
-            1000,
-            4095,
-            4096,
-            30_000,
-            1 << 31,
-            u64::MAX,
-        ] {
-            let b = Hist::bucket(v);
-            assert!(b >= last && b < HIST, "{v}");
-            last = b;
-            let mid = Hist::midpoint(b);
-            let v = v.min(u32::MAX as u64) as f64;
-            assert!((mid - v).abs() <= v * 0.016 + 0.5, "{v} → {mid}");
-        }
-        let mut h = Hist::new();
-        for v in 1..=100u64 {
-            h.0[Hist::bucket(v)] += 1.0;
-        }
-        let p95 = h.quantile(0.95, 100.0).unwrap();
-        assert!((p95 - 95.0).abs() <= 95.0 * 0.016, "{p95}");
-    }
 
     #[test]
     fn block_replacement() {

@@ -17,14 +17,16 @@ use std::collections::HashSet;
 use chrono::Utc;
 use serde::Serialize;
 
+use strsim::levenshtein;
+
 use crate::catalog::Unusable;
 use crate::cli::{StateAction, StateArgs, StateChange, StateFilter};
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::format::{fmt_minute, fmt_rfc3339};
 use crate::fsutil::DataLock;
-use crate::healthlog::read::{self, FastMap, Record, Sink};
-use crate::healthlog::tail::{self, Tail};
+use crate::healthlog::read::{FastMap, Record, Sink};
+use crate::healthlog::recent::{self, Recent};
 use crate::output;
 use crate::settings::Settings;
 use crate::state::{ModelState, StateEntry, States};
@@ -304,6 +306,15 @@ impl Sink for LastSink {
     }
 }
 
+impl Recent for LastSink {
+    /// Newest first, the first probe seen of a model is its last; stop once
+    /// every wanted model has one.
+    fn newest_first(&mut self, r: &Record<'_>) -> bool {
+        self.take(r, false);
+        self.missing > 0
+    }
+}
+
 /// The last probe of each wanted model: backwards from the end until all are
 /// found, or forward through everything when the log is not one entry per
 /// line.
@@ -311,15 +322,9 @@ fn last_probes(log: &std::path::Path, wanted: &[&str]) -> Result<Lasts> {
     if wanted.is_empty() {
         return Ok(Lasts::default());
     }
-    let mut sink = LastSink::new(wanted);
-    let tail = tail::read_backward(log, |r| {
-        sink.take(r, false);
-        sink.missing > 0
-    })?;
-    match tail {
-        Tail::Done { .. } => Ok(sink.lasts),
-        Tail::NotLineForm => Ok(read::read_all(log, || LastSink::new(wanted))?.0.lasts),
-    }
+    Ok(recent::read_recent(log, None, |_| LastSink::new(wanted))?
+        .0
+        .lasts)
 }
 
 /// Check that `key` names a model we know, before anything is locked.
@@ -348,9 +353,9 @@ fn closest(input: &str, candidates: &[String]) -> Vec<String> {
         .iter()
         .map(|c| {
             let c_l = c.to_lowercase();
-            let mut d = edit_distance(&input_l, &c_l);
+            let mut d = levenshtein(&input_l, &c_l);
             if !input.contains("::") {
-                d = d.min(edit_distance(&input_l, split_key(&c_l).1));
+                d = d.min(levenshtein(&input_l, split_key(&c_l).1));
             }
             (d, c)
         })
@@ -364,22 +369,6 @@ fn closest(input: &str, candidates: &[String]) -> Vec<String> {
         .take(3)
         .map(|(_, c)| c.clone())
         .collect()
-}
-
-/// Levenshtein distance over chars, in one row of memory.
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diag = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let sub = diag + usize::from(ca != cb);
-            diag = row[j + 1];
-            row[j + 1] = sub.min(row[j] + 1).min(row[j + 1] + 1);
-        }
-    }
-    row[b.len()]
 }
 
 fn change(s: &Settings, c: &StateChange, to: ModelState) -> Result<u8> {
@@ -522,6 +511,8 @@ fn move_aside(s: &Settings, bad: &crate::error::DataError) -> Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // The distance is strsim's; these pin what "did you mean" relies on.
+    use strsim::levenshtein as edit_distance;
 
     #[test]
     fn edit_distances() {

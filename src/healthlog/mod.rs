@@ -7,10 +7,15 @@
 //! - [`read`] turns entries of every format into [`read::Record`]s, fast,
 //!   on up to two threads; [`tail`] does the same backwards from the end,
 //!   for readers that only want the most recent entries.
+//! - [`recent`] is the policy those readers share: the tail when the file
+//!   allows, else a forward read; [`summary`] the uptime, latency and
+//!   percentile accumulators every report computes.
 
 pub mod append;
 pub mod read;
+pub mod recent;
 pub mod scan;
+pub mod summary;
 pub mod tail;
 
 pub use append::{AppendReport, append, preflight};

@@ -12,8 +12,9 @@
 //! entries, escapes, other key orders, unknown fields) falls back to serde on
 //! that one element, so the fast path changes speed, never meaning.
 //!
-//! The walk follows the same grammar as [`super::scan`] and reports the end
-//! the same way ([`End`]): a torn tail is tolerated, any other damage is a
+//! The walk is [`super::scan`]'s, with a per-element callback that parses
+//! records, so it reports the end the same way ([`End`]): a torn tail is
+//! tolerated, any other damage is a
 //! [`DataError`](crate::error::DataError) naming the byte offset. A large file is split in two at an
 //! entry boundary and read on two threads; the first thread verifies that it
 //! reaches exactly that boundary in the expected state, and if it does not,
@@ -21,18 +22,16 @@
 //! Both threads read the one `File` by offset ([`crate::fsutil::read_at`]),
 //! never through its shared cursor.
 
-use std::collections::HashMap;
 use std::fs::File;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::scan::{End, is_json_prefix, is_ws};
+use super::scan::{self, Elements, End, Resume, State, Stop};
 use crate::error::json_error_offset;
 use crate::error::{Error, Result};
-use crate::fsutil::{read_at, read_exact_at};
+use crate::fsutil::read_exact_at;
 use crate::time::parse_ts;
 
 /// What one entry says, whatever its format.
@@ -102,33 +101,10 @@ impl Record<'_> {
     }
 }
 
-/// A fast, non-cryptographic hasher (FxHash) for the per-model maps the
-/// readers update once per entry; SipHash would cost more than the parse.
-#[derive(Default, Clone, Copy)]
-pub struct FxHasher(u64);
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-        for chunk in bytes.chunks(8) {
-            let mut v = 0u64;
-            for (i, &b) in chunk.iter().enumerate() {
-                v |= (b as u64) << (8 * i);
-            }
-            self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(K);
-        }
-    }
-
-    fn write_u8(&mut self, i: u8) {
-        self.0 = (self.0.rotate_left(5) ^ i as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+/// A map with a fast, non-cryptographic hash (FxHash) for the per-model
+/// maps the readers update once per entry: SipHash would cost more than the
+/// parse.
+pub type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// Something that consumes records. Each half of a split file gets its own
 /// sink; [`Sink::merge`] folds the later half into the earlier one.
@@ -153,7 +129,6 @@ pub struct Summary {
 /// Files smaller than this are read on one thread: a second one would cost
 /// more to start than it saves.
 const PARALLEL_MIN: u64 = 8 << 20;
-const BUF: usize = 1 << 20;
 
 /// Read every entry of the log at `path` into a sink made by `make`. A
 /// missing file is an empty log.
@@ -308,46 +283,59 @@ fn find_split(path: &Path, file: &File, len: u64) -> Result<Option<u64>> {
         .map(|i| from + i as u64 + 2))
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    BeforeArray,
-    /// After `[`: an element or `]`.
-    FirstOrClose,
-    /// After `,`: an element.
-    Element,
-    /// After an element: `,` or `]`.
-    CommaOrClose,
-    /// After `]`: only whitespace.
-    AfterArray,
+/// The one walker ([`scan::walk`]) over records: the fast matcher first,
+/// serde on anything it declines, and a count of skipped elements. From
+/// `from`, to the end of the file, to the first element starting at or
+/// after `limit`, or until `each` returns false.
+fn walk(
+    path: &Path,
+    file: &File,
+    from: Resume,
+    limit: Option<u64>,
+    each: impl FnMut(&Record<'_>) -> bool,
+) -> Result<Walked> {
+    let mut el = Records {
+        path,
+        each,
+        skipped: 0,
+    };
+    let w = scan::walk(path, &mut &*file, from, limit, &mut el)?;
+    Ok(Walked {
+        stop: w.stop,
+        end: w.end,
+        elements: w.elements,
+        skipped: el.skipped,
+    })
 }
 
-/// Where a walk starts or stopped: an offset, the grammar state there, and
-/// the end of the last complete element before it.
-#[derive(Debug, Clone, Copy)]
-struct Resume {
-    off: u64,
-    state: State,
-    last_end: u64,
+struct Records<'p, F> {
+    path: &'p Path,
+    each: F,
+    skipped: u64,
 }
 
-impl Resume {
-    fn start() -> Resume {
-        Resume {
-            off: 0,
-            state: State::BeforeArray,
-            last_end: 0,
+impl<F: FnMut(&Record<'_>) -> bool> Elements for Records<'_, F> {
+    #[inline]
+    fn prefix(&mut self, b: &[u8]) -> Option<(usize, bool)> {
+        if b.first() != Some(&b'{') {
+            return None;
         }
+        let (r, n) = fast(b)?;
+        Some((n, (self.each)(&r)))
     }
-}
 
-#[derive(Debug)]
-enum Stop {
-    /// The end of the file.
-    Eof,
-    /// An element starts at or after the limit; the walk stopped before it.
-    Limit(Resume),
-    /// The callback asked to stop.
-    Early,
+    fn whole(&mut self, off: u64, b: &[u8]) -> Result<bool> {
+        slow_element(b, |p| match p {
+            Parsed::Record(r) => Ok((self.each)(&r)),
+            Parsed::Skipped => {
+                self.skipped += 1;
+                Ok(true)
+            }
+            Parsed::Invalid(at) => {
+                Err(super::log_error(self.path, Some(off + at), "invalid JSON in an entry").into())
+            }
+        })
+    }
 }
 
 #[derive(Debug)]
@@ -559,8 +547,9 @@ fn hour_cached_ts(s: &str) -> Option<i64> {
         return parse_ts(s);
     }
     let (min, sec) = (two(14)?, two(17)?);
-    if min > 59 || sec > 60 {
-        return None;
+    if min > 59 || sec > 59 {
+        // Invalid, or a leap second: parse_ts decides, as for any odd form.
+        return parse_ts(s);
     }
     let key: [u8; 13] = b[..13].try_into().ok()?;
     let (k, base) = HOUR.get();
@@ -641,222 +630,9 @@ fn uint(b: &[u8], p: &mut usize) -> Option<u64> {
     }
 }
 
-/// Where one element ends, by structure alone; `None` when `b` ends first.
-fn element_len(b: &[u8]) -> Option<usize> {
-    let first = *b.first()?;
-    match first {
-        b'{' | b'[' => {
-            let mut depth = 0u32;
-            let mut i = 0;
-            while i < b.len() {
-                match b[i] {
-                    b'"' => i = string_end(b, i + 1)?,
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(i + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                i += 1;
-            }
-            None
-        }
-        b'"' => string_end(b, 1).map(|i| i + 1),
-        _ => b.iter().position(|&c| c == b',' || c == b']' || is_ws(c)),
-    }
-}
-
-/// The index of the closing quote of a string whose body starts at `i`.
-fn string_end(b: &[u8], mut i: usize) -> Option<usize> {
-    while i < b.len() {
-        match b[i] {
-            b'\\' => i += 2,
-            b'"' => return Some(i),
-            _ => i += 1,
-        }
-    }
-    None
-}
-
-/// The walk itself. From `from` in state `from.state`, to the end of the
-/// file, to the first element starting at or after `limit`, or until `each`
-/// returns false.
-fn walk(
-    path: &Path,
-    file: &File,
-    from: Resume,
-    limit: Option<u64>,
-    mut each: impl FnMut(&Record<'_>) -> bool,
-) -> Result<Walked> {
-    let bad = |off: u64, msg: &str| -> Error { super::log_error(path, Some(off), msg).into() };
-    let mut buf: Vec<u8> = vec![0u8; BUF];
-    let mut len = 0usize;
-    let mut base = from.off;
-    let mut pos = 0usize;
-    let mut eof = false;
-    let mut state = from.state;
-    let mut last_end = from.last_end;
-    let mut close = 0u64;
-    let mut elements = 0u64;
-    let mut skipped = 0u64;
-    // Keep buf[pos..len] (the element in progress), move it to the front,
-    // read more behind it.
-    let refill = |buf: &mut Vec<u8>,
-                  len: &mut usize,
-                  base: &mut u64,
-                  pos: &mut usize,
-                  eof: &mut bool|
-     -> Result<()> {
-        let keep = *pos;
-        buf.copy_within(keep..*len, 0);
-        *len -= keep;
-        *base += keep as u64;
-        *pos -= keep;
-        if *len * 2 > buf.len() {
-            // A single element bigger than half the buffer: grow.
-            let grown = buf.len() * 2;
-            buf.resize(grown, 0);
-        }
-        loop {
-            match read_at(file, &mut buf[*len..], *base + *len as u64) {
-                Ok(0) => {
-                    *eof = true;
-                    return Ok(());
-                }
-                Ok(n) => {
-                    *len += n;
-                    return Ok(());
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(Error::unreadable(path, e)),
-            }
-        }
-    };
-    let stop = loop {
-        if pos >= len {
-            if eof {
-                break Stop::Eof;
-            }
-            refill(&mut buf, &mut len, &mut base, &mut pos, &mut eof)?;
-            continue;
-        }
-        let c = buf[pos];
-        match state {
-            _ if is_ws(c) => pos += 1,
-            State::BeforeArray => {
-                if c != b'[' {
-                    return Err(bad(base + pos as u64, "not a JSON array (expected '[')"));
-                }
-                pos += 1;
-                last_end = base + pos as u64;
-                state = State::FirstOrClose;
-            }
-            State::CommaOrClose => {
-                match c {
-                    b',' => state = State::Element,
-                    b']' => {
-                        close = base + pos as u64;
-                        state = State::AfterArray;
-                    }
-                    _ => {
-                        return Err(bad(base + pos as u64, "expected ',' or ']' after an entry"));
-                    }
-                }
-                pos += 1;
-            }
-            State::AfterArray => {
-                return Err(bad(
-                    base + pos as u64,
-                    "unexpected data after the closing ']'",
-                ));
-            }
-            State::FirstOrClose | State::Element => {
-                if c == b']' && state == State::FirstOrClose {
-                    close = base + pos as u64;
-                    state = State::AfterArray;
-                    pos += 1;
-                    continue;
-                }
-                if c == b']' || c == b',' {
-                    return Err(bad(base + pos as u64, "expected an entry"));
-                }
-                let off = base + pos as u64;
-                if limit.is_some_and(|l| off >= l) {
-                    break Stop::Limit(Resume {
-                        off,
-                        state,
-                        last_end,
-                    });
-                }
-                let b = &buf[pos..len];
-                if c == b'{'
-                    && let Some((r, n)) = fast(b)
-                {
-                    elements += 1;
-                    pos += n;
-                    last_end = base + pos as u64;
-                    state = State::CommaOrClose;
-                    if !each(&r) {
-                        break Stop::Early;
-                    }
-                    continue;
-                }
-                let Some(n) = element_len(b) else {
-                    if eof {
-                        if !is_json_prefix(b) {
-                            return Err(bad(
-                                off,
-                                "damaged entry at the end of the file (not a cut-off write)",
-                            ));
-                        }
-                        break Stop::Eof;
-                    }
-                    refill(&mut buf, &mut len, &mut base, &mut pos, &mut eof)?;
-                    continue;
-                };
-                let go_on = slow_element(&b[..n], |p| match p {
-                    Parsed::Record(r) => Ok(each(&r)),
-                    Parsed::Skipped => {
-                        skipped += 1;
-                        Ok(true)
-                    }
-                    Parsed::Invalid(at) => Err(bad(off + at, "invalid JSON in an entry")),
-                })?;
-                elements += 1;
-                pos += n;
-                last_end = base + pos as u64;
-                state = State::CommaOrClose;
-                if !go_on {
-                    break Stop::Early;
-                }
-            }
-        }
-    };
-    let end = match (&stop, state) {
-        (Stop::Eof, State::BeforeArray) => End::Empty,
-        (Stop::Eof, State::AfterArray) => End::Closed { last_end, close },
-        (Stop::Eof, _) => End::Torn {
-            last_end,
-            torn_bytes: base + len as u64 - last_end,
-        },
-        // Not at the end: the caller does not use it.
-        _ => End::Empty,
-    };
-    Ok(Walked {
-        stop,
-        end,
-        elements,
-        skipped,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::healthlog::scan;
 
     #[derive(Default)]
     struct Collect(Vec<String>);
@@ -929,6 +705,26 @@ mod tests {
         ] {
             assert_eq!(hour_cached_ts(s), parse_ts(s), "{s}");
             assert_eq!(hour_cached_ts(s), parse_ts(s), "{s} (cached)");
+        }
+    }
+
+    proptest::proptest! {
+        /// The cache must not change meaning either, whatever the order of
+        /// the timestamps it sees (the cache key is the date and hour).
+        #[test]
+        fn the_hour_cache_is_parse_ts_on_any_sequence(
+            ts in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec![1900u32, 2000, 2024, 2026, 2100]),
+                    1..=12u32, 27..=32u32, 22..=24u32, 58..=60u32, 58..=61u32,
+                ),
+                1..20,
+            )
+        ) {
+            for (y, mo, d, h, mi, sec) in ts {
+                let s = format!("{y}-{mo:02}-{d:02}T{h:02}:{mi:02}:{sec:02}Z");
+                proptest::prop_assert_eq!(hour_cached_ts(&s), parse_ts(&s), "{}", s);
+            }
         }
     }
 

@@ -1,12 +1,16 @@
-//! A streaming walk over the top-level JSON array of the health log.
+//! The one streaming walk over the top-level JSON array of the health log.
 //!
-//! The scanner only tracks structure (brackets, strings, escapes), hands each
-//! complete element to a callback as a byte slice with its file offset, and
-//! reports how the array ended. Callers parse the elements they care about.
-//! Memory is one read buffer plus the largest single element.
+//! The walker only tracks structure (brackets, strings, escapes), hands each
+//! complete element to a callback (`Elements`) with its file offset, and
+//! reports how the array ended. [`scan_file`] hands raw bytes to a closure
+//! (append's checks); [`super::read`] plugs in its record parser, with a
+//! hook that lets its allocation-free matcher take an element before the
+//! walker looks for its end. Memory is one read buffer plus the largest
+//! single element. Byte offsets in errors and torn-tail repair are why this
+//! is ours and not a JSON crate's streaming parser.
 //!
 //! A torn tail (a crash in the middle of an append) is not an error: the
-//! scan reports where the last complete element ended. Anything else that is
+//! walk reports where the last complete element ended. Anything else that is
 //! not a JSON array is a [`DataError`](crate::error::DataError) naming the byte offset.
 
 use std::fs::File;
@@ -36,21 +40,94 @@ impl End {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
+pub(crate) enum State {
     BeforeArray,
     /// After `[`: an element or `]`.
     FirstOrClose,
     /// After `,`: an element.
     Element,
-    /// Inside an element.
-    InElement,
     /// After an element: `,` or `]`.
     CommaOrClose,
     /// After `]`: only whitespace.
     AfterArray,
 }
 
+/// Where a walk starts or stopped: an offset, the grammar state there, and
+/// the end of the last complete element before it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Resume {
+    pub(crate) off: u64,
+    pub(crate) state: State,
+    pub(crate) last_end: u64,
+}
+
+impl Resume {
+    pub(crate) fn start() -> Resume {
+        Resume {
+            off: 0,
+            state: State::BeforeArray,
+            last_end: 0,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum Stop {
+    /// The end of the file.
+    Eof,
+    /// An element starts at or after the limit; the walk stopped before it.
+    Limit(Resume),
+    /// The callback asked to stop.
+    Early,
+}
+
 const BUF: usize = 1 << 20;
+
+/// How a walk ended.
+#[derive(Debug)]
+pub(crate) struct Walked {
+    pub(crate) stop: Stop,
+    /// How the array ended; meaningful only when `stop` is [`Stop::Eof`].
+    pub(crate) end: End,
+    /// Complete top-level elements handed to the callback.
+    pub(crate) elements: u64,
+}
+
+/// Bytes at an offset: a file read by offset, so that two threads can walk
+/// one `File` ([`crate::fsutil::read_at`]), or any reader read in order.
+pub(crate) trait Source {
+    fn read_at(&mut self, buf: &mut [u8], off: u64) -> std::io::Result<usize>;
+}
+
+impl Source for &File {
+    fn read_at(&mut self, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
+        crate::fsutil::read_at(self, buf, off)
+    }
+}
+
+/// A reader, read in order: the walk asks for each byte once, in order.
+struct InOrder<R>(R);
+
+impl<R: Read> Source for InOrder<R> {
+    fn read_at(&mut self, buf: &mut [u8], _off: u64) -> std::io::Result<usize> {
+        self.0.read(buf)
+    }
+}
+
+/// What the walk does with each complete top-level element.
+pub(crate) trait Elements {
+    /// A chance to take the element at the start of `b` (which may run on
+    /// past its end) before the walk finds its end: `Some((length, go_on))`
+    /// when taken, `None` to have it handed to [`Elements::whole`]. The
+    /// health log reader's allocation-free matcher lives here.
+    #[inline]
+    fn prefix(&mut self, _b: &[u8]) -> Option<(usize, bool)> {
+        None
+    }
+
+    /// One complete element at file offset `off`; `Ok(false)` stops the walk.
+    fn whole(&mut self, off: u64, b: &[u8]) -> Result<bool>;
+}
 
 /// Walk the array in `path`, calling `each(offset, bytes)` for every complete
 /// top-level element. A missing file is [`End::Empty`].
@@ -60,182 +137,229 @@ pub fn scan_file(path: &Path, each: impl FnMut(u64, &[u8]) -> Result<()>) -> Res
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(End::Empty),
         Err(e) => return Err(Error::unreadable(path, e)),
     };
-    scan_reader(path, file, each)
+    let mut each = Each(each);
+    Ok(walk(path, &mut &file, Resume::start(), None, &mut each)?.end)
 }
 
 /// [`scan_file`] over any reader; `path` only names the file in errors.
 pub fn scan_reader(
     path: &Path,
-    mut r: impl Read,
-    mut each: impl FnMut(u64, &[u8]) -> Result<()>,
+    r: impl Read,
+    each: impl FnMut(u64, &[u8]) -> Result<()>,
 ) -> Result<End> {
-    let mut buf: Vec<u8> = Vec::with_capacity(BUF);
-    // Offset in the file of buf[0].
-    let mut base: u64 = 0;
-    let mut state = State::BeforeArray;
-    // Element being scanned: start index in buf, nesting depth, string flags.
-    let mut elem_start = 0usize;
-    let mut depth = 0u32;
-    let mut in_str = false;
-    let mut escaped = false;
-    let mut scalar = false;
-    let mut last_end: u64 = 0;
-    let mut close: u64 = 0;
+    let mut each = Each(each);
+    Ok(walk(path, &mut InOrder(r), Resume::start(), None, &mut each)?.end)
+}
+
+/// A plain callback as [`Elements`].
+struct Each<F>(F);
+
+impl<F: FnMut(u64, &[u8]) -> Result<()>> Elements for Each<F> {
+    fn whole(&mut self, off: u64, b: &[u8]) -> Result<bool> {
+        (self.0)(off, b)?;
+        Ok(true)
+    }
+}
+
+/// The walk itself. From `from` in state `from.state`, to the end of the
+/// source, to the first element starting at or after `limit`, or until the
+/// callback returns false. `path` only names the file in errors.
+pub(crate) fn walk(
+    path: &Path,
+    src: &mut impl Source,
+    from: Resume,
+    limit: Option<u64>,
+    each: &mut impl Elements,
+) -> Result<Walked> {
+    let bad = |off: u64, msg: &str| -> Error { super::log_error(path, Some(off), msg).into() };
+    let mut buf: Vec<u8> = vec![0u8; BUF];
+    let mut len = 0usize;
+    let mut base = from.off;
     let mut pos = 0usize;
-    let bad = |off: u64, msg: &str| -> Error {
-        super::log_error(path, Some(off), msg.to_string()).into()
-    };
-    loop {
-        // Keep only the element in progress, then refill.
-        let keep_from = if state == State::InElement {
-            elem_start
-        } else {
-            pos
-        };
-        if keep_from > 0 {
-            buf.drain(..keep_from);
-            base += keep_from as u64;
-            pos -= keep_from;
-            if state == State::InElement {
-                elem_start = 0;
-            }
+    let mut eof = false;
+    let mut state = from.state;
+    let mut last_end = from.last_end;
+    let mut close = 0u64;
+    let mut elements = 0u64;
+    // Keep buf[pos..len] (the element in progress), move it to the front,
+    // read more behind it.
+    let mut refill = |buf: &mut Vec<u8>,
+                      len: &mut usize,
+                      base: &mut u64,
+                      pos: &mut usize,
+                      eof: &mut bool|
+     -> Result<()> {
+        let keep = *pos;
+        buf.copy_within(keep..*len, 0);
+        *len -= keep;
+        *base += keep as u64;
+        *pos -= keep;
+        if *len * 2 > buf.len() {
+            // A single element bigger than half the buffer: grow.
+            let grown = buf.len() * 2;
+            buf.resize(grown, 0);
         }
-        let old = buf.len();
-        let want = BUF.max(old * 2) - old;
-        buf.resize(old + want, 0);
-        let n = loop {
-            match r.read(&mut buf[old..]) {
-                Ok(n) => break n,
+        loop {
+            match src.read_at(&mut buf[*len..], *base + *len as u64) {
+                Ok(0) => {
+                    *eof = true;
+                    return Ok(());
+                }
+                Ok(n) => {
+                    *len += n;
+                    return Ok(());
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(Error::unreadable(path, e)),
             }
-        };
-        buf.truncate(old + n);
-        if n == 0 {
-            break;
         }
-        while pos < buf.len() {
-            let c = buf[pos];
-            match state {
-                State::InElement => {
-                    if in_str {
-                        if escaped {
-                            escaped = false;
-                        } else if c == b'\\' {
-                            escaped = true;
-                        } else if c == b'"' {
-                            in_str = false;
-                            if scalar && depth == 0 {
-                                // A bare string element ends with its quote.
-                                let off = base + elem_start as u64;
-                                each(off, &buf[elem_start..=pos])?;
-                                last_end = base + pos as u64 + 1;
-                                state = State::CommaOrClose;
-                            }
-                        }
-                    } else if scalar {
-                        if c == b',' || c == b']' || is_ws(c) {
-                            each(base + elem_start as u64, &buf[elem_start..pos])?;
-                            last_end = base + pos as u64;
-                            state = State::CommaOrClose;
-                            continue;
-                        }
-                    } else {
-                        match c {
-                            b'"' => in_str = true,
-                            b'{' | b'[' => depth += 1,
-                            b'}' | b']' => {
-                                depth -= 1;
-                                if depth == 0 {
-                                    each(base + elem_start as u64, &buf[elem_start..=pos])?;
-                                    last_end = base + pos as u64 + 1;
-                                    state = State::CommaOrClose;
-                                }
-                            }
-                            _ => {}
-                        }
-                    }
+    };
+    let stop = loop {
+        if pos >= len {
+            if eof {
+                break Stop::Eof;
+            }
+            refill(&mut buf, &mut len, &mut base, &mut pos, &mut eof)?;
+            continue;
+        }
+        let c = buf[pos];
+        match state {
+            _ if is_ws(c) => pos += 1,
+            State::BeforeArray => {
+                if c != b'[' {
+                    return Err(bad(base + pos as u64, "not a JSON array (expected '[')"));
                 }
-                _ if is_ws(c) => {}
-                State::BeforeArray => {
-                    if c != b'[' {
-                        return Err(bad(base + pos as u64, "not a JSON array (expected '[')"));
-                    }
-                    last_end = base + pos as u64 + 1;
-                    state = State::FirstOrClose;
-                }
-                State::FirstOrClose | State::Element => {
-                    if c == b']' && state == State::FirstOrClose {
-                        close = base + pos as u64;
-                        state = State::AfterArray;
-                    } else if c == b']' || c == b',' {
-                        return Err(bad(base + pos as u64, "expected an entry"));
-                    } else {
-                        elem_start = pos;
-                        state = State::InElement;
-                        in_str = c == b'"';
-                        escaped = false;
-                        scalar = !(c == b'{' || c == b'[');
-                        depth = if scalar { 0 } else { 1 };
-                    }
-                }
-                State::CommaOrClose => match c {
+                pos += 1;
+                last_end = base + pos as u64;
+                state = State::FirstOrClose;
+            }
+            State::CommaOrClose => {
+                match c {
                     b',' => state = State::Element,
                     b']' => {
                         close = base + pos as u64;
                         state = State::AfterArray;
                     }
-                    _ => return Err(bad(base + pos as u64, "expected ',' or ']' after an entry")),
-                },
-                State::AfterArray => {
-                    return Err(bad(
-                        base + pos as u64,
-                        "unexpected data after the closing ']'",
-                    ));
+                    _ => {
+                        return Err(bad(base + pos as u64, "expected ',' or ']' after an entry"));
+                    }
+                }
+                pos += 1;
+            }
+            State::AfterArray => {
+                return Err(bad(
+                    base + pos as u64,
+                    "unexpected data after the closing ']'",
+                ));
+            }
+            State::FirstOrClose | State::Element => {
+                if c == b']' && state == State::FirstOrClose {
+                    close = base + pos as u64;
+                    state = State::AfterArray;
+                    pos += 1;
+                    continue;
+                }
+                if c == b']' || c == b',' {
+                    return Err(bad(base + pos as u64, "expected an entry"));
+                }
+                let off = base + pos as u64;
+                if limit.is_some_and(|l| off >= l) {
+                    break Stop::Limit(Resume {
+                        off,
+                        state,
+                        last_end,
+                    });
+                }
+                let b = &buf[pos..len];
+                if let Some((n, go_on)) = each.prefix(b) {
+                    elements += 1;
+                    pos += n;
+                    last_end = base + pos as u64;
+                    state = State::CommaOrClose;
+                    if !go_on {
+                        break Stop::Early;
+                    }
+                    continue;
+                }
+                let Some(n) = element_len(b) else {
+                    if eof {
+                        if !is_json_prefix(b) {
+                            return Err(bad(
+                                off,
+                                "damaged entry at the end of the file (not a cut-off write)",
+                            ));
+                        }
+                        break Stop::Eof;
+                    }
+                    refill(&mut buf, &mut len, &mut base, &mut pos, &mut eof)?;
+                    continue;
+                };
+                let go_on = each.whole(off, &b[..n])?;
+                elements += 1;
+                pos += n;
+                last_end = base + pos as u64;
+                state = State::CommaOrClose;
+                if !go_on {
+                    break Stop::Early;
                 }
             }
-            pos += 1;
         }
-    }
-    let eof = base + buf.len() as u64;
-    match state {
-        State::BeforeArray => Ok(End::Empty),
-        State::AfterArray => Ok(End::Closed { last_end, close }),
-        State::InElement if scalar && !in_str => {
-            // A bare number at EOF may be complete or cut; treat it as torn.
-            check_prefix(path, base + elem_start as u64, &buf[elem_start..])?;
-            Ok(End::Torn {
-                last_end,
-                torn_bytes: eof - last_end,
-            })
-        }
-        State::InElement => {
-            check_prefix(path, base + elem_start as u64, &buf[elem_start..])?;
-            Ok(End::Torn {
-                last_end,
-                torn_bytes: eof - last_end,
-            })
-        }
-        State::FirstOrClose | State::Element | State::CommaOrClose => Ok(End::Torn {
+    };
+    let end = match (&stop, state) {
+        (Stop::Eof, State::BeforeArray) => End::Empty,
+        (Stop::Eof, State::AfterArray) => End::Closed { last_end, close },
+        (Stop::Eof, _) => End::Torn {
             last_end,
-            torn_bytes: eof - last_end,
-        }),
+            torn_bytes: base + len as u64 - last_end,
+        },
+        // Not at the end: the caller does not use it.
+        _ => End::Empty,
+    };
+    Ok(Walked {
+        stop,
+        end,
+        elements,
+    })
+}
+
+/// Where one element ends, by structure alone; `None` when `b` ends first.
+fn element_len(b: &[u8]) -> Option<usize> {
+    let first = *b.first()?;
+    match first {
+        b'{' | b'[' => {
+            let mut depth = 0u32;
+            let mut i = 0;
+            while i < b.len() {
+                match b[i] {
+                    b'"' => i = string_end(b, i + 1)?,
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            None
+        }
+        b'"' => string_end(b, 1).map(|i| i + 1),
+        _ => b.iter().position(|&c| c == b',' || c == b']' || is_ws(c)),
     }
 }
 
-/// A torn element must be the beginning of valid JSON, cut short. Anything
-/// else (garbage, NUL bytes) is damage, not a torn write.
-fn check_prefix(path: &Path, off: u64, bytes: &[u8]) -> Result<()> {
-    if is_json_prefix(bytes) {
-        Ok(())
-    } else {
-        Err(super::log_error(
-            path,
-            Some(off),
-            "damaged entry at the end of the file (not a cut-off write)",
-        )
-        .into())
+/// The index of the closing quote of a string whose body starts at `i`.
+fn string_end(b: &[u8], mut i: usize) -> Option<usize> {
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i),
+            _ => i += 1,
+        }
     }
+    None
 }
 
 /// Whether `bytes` is a cut-off prefix of a JSON value.

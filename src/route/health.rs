@@ -10,8 +10,9 @@ use std::time::SystemTime;
 
 use crate::catalog::model_key;
 use crate::error::Result;
-use crate::healthlog::read::{self, Record, Sink};
-use crate::healthlog::tail::{self, Tail};
+use crate::healthlog::read::{Record, Sink};
+use crate::healthlog::recent::{self, Recent};
+use crate::healthlog::summary::{Latencies, Probes};
 
 /// The window the order looks at.
 pub const WINDOW_SECS: i64 = 24 * 3600;
@@ -19,47 +20,32 @@ pub const WINDOW_SECS: i64 = 24 * 3600;
 /// One model's recent record.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ModelHealth {
-    pub samples: f64,
-    pub passed: f64,
+    pub probes: Probes,
     /// Latencies of passing probes, in ms.
-    latencies: Vec<f64>,
+    latencies: Latencies,
 }
 
 impl ModelHealth {
     pub fn new(samples: f64, passed: f64, latencies: Vec<f64>) -> ModelHealth {
         ModelHealth {
-            samples,
-            passed,
-            latencies,
+            probes: Probes::new(samples, passed),
+            latencies: Latencies::new(latencies),
         }
     }
 
     /// Passed ÷ probed; `None` without probes.
     pub fn uptime(&self) -> Option<f64> {
-        (self.samples > 0.0).then(|| self.passed / self.samples)
+        self.probes.uptime()
     }
 
     /// The median latency of passing probes; `None` without any.
     pub fn median_latency_ms(&self) -> Option<f64> {
-        if self.latencies.is_empty() {
-            return None;
-        }
-        let mut v = self.latencies.clone();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        Some(if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        })
+        self.latencies.median()
     }
 
     fn add(&mut self, r: &Record<'_>) {
-        self.samples += r.samples;
-        self.passed += r.passed;
-        if r.passed > 0.0 && r.latency_ms > 0.0 {
-            self.latencies.push(r.latency_ms);
-        }
+        self.probes.add(r);
+        self.latencies.add(r);
     }
 }
 
@@ -84,37 +70,21 @@ impl Sink for Collect {
     fn merge(&mut self, later: Self) {
         for (k, v) in later.map {
             let e = self.map.entry(k).or_default();
-            e.samples += v.samples;
-            e.passed += v.passed;
-            e.latencies.extend(v.latencies);
+            e.probes.merge(&v.probes);
+            e.latencies.merge(v.latencies);
         }
     }
 }
 
+impl Recent for Collect {}
+
 /// Read the health of every model since `since` (Unix seconds).
 pub fn read(log: &Path, since: i64) -> Result<HealthMap> {
-    let mut col = Collect {
+    let (col, _) = recent::read_recent(log, Some(since), |_| Collect {
         since,
         map: HashMap::new(),
-    };
-    // Out-of-order clocks: read an hour past the window start.
-    let stop_before = since.saturating_sub(3600);
-    match tail::read_backward(log, |r| {
-        if r.ts < stop_before {
-            return false;
-        }
-        col.record(r);
-        true
-    })? {
-        Tail::Done { .. } => Ok(col.map),
-        Tail::NotLineForm => {
-            let (col, _) = read::read_all(log, || Collect {
-                since,
-                map: HashMap::new(),
-            })?;
-            Ok(col.map)
-        }
-    }
+    })?;
+    Ok(col.map)
 }
 
 /// The health map, re-read only when the log changed.

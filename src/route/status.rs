@@ -251,7 +251,9 @@ pub fn view(engine: &Engine, snap: &Snapshot) -> StatusView {
             .models
             .iter()
             .filter_map(|m| health.get(&model_key(&name, m)))
-            .fold((0.0, 0.0), |(s, ok), h| (s + h.samples, ok + h.passed));
+            .fold((0.0, 0.0), |(s, ok), h| {
+                (s + h.probes.samples, ok + h.probes.passed)
+            });
         let mut usage: Vec<Usage> = Vec::new();
         for m in &p.provider.models {
             let eff = limits::effective(&p.provider, m);

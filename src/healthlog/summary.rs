@@ -1,0 +1,299 @@
+//! The figures every reader of the health log computes: uptime, latency and
+//! latency percentiles, accumulated one [`Record`] at a time.
+//!
+//! They mean the same in `rollup`, `brief`, `state` and `route`'s ordering,
+//! per DESIGN.md (see docs/formats.md): a legacy averaged entry counts as
+//! `sample_count` probes with `uptime × sample_count` passes, and its latency
+//! weighs `sample_count`; a `disabled_skip` row is not a probe. Each
+//! accumulator is a few numbers (the histogram a fixed array), so no reader's
+//! memory grows with the log, and each has a `merge` for the two halves of a
+//! split read ([`super::read::Sink::merge`]).
+
+use super::read::Record;
+
+/// Probes and passes: what uptime is computed from.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Probes {
+    /// How many probes, legacy averaged entries counting `sample_count`.
+    pub samples: f64,
+    /// How many of those passed.
+    pub passed: f64,
+}
+
+impl Probes {
+    pub fn new(samples: f64, passed: f64) -> Probes {
+        Probes { samples, passed }
+    }
+
+    #[inline]
+    pub fn add(&mut self, r: &Record<'_>) {
+        self.samples += r.samples;
+        self.passed += r.passed;
+    }
+
+    pub fn merge(&mut self, o: &Probes) {
+        self.samples += o.samples;
+        self.passed += o.passed;
+    }
+
+    /// Passed ÷ probed, within 0–1; `None` without probes.
+    pub fn uptime(&self) -> Option<f64> {
+        (self.samples > 0.0).then(|| (self.passed / self.samples).clamp(0.0, 1.0))
+    }
+}
+
+/// The mean, minimum and maximum latency of probes that got a response
+/// (`latency_ms > 0`), each weighted by the probes it stands for.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Latency {
+    pub sum: f64,
+    pub weight: f64,
+    /// Meaningful only when `weight > 0`.
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Latency {
+    /// Count `r`'s latency if it got a response; returns whether it did.
+    #[inline]
+    pub fn add(&mut self, r: &Record<'_>) -> bool {
+        if r.latency_ms <= 0.0 {
+            return false;
+        }
+        if self.weight == 0.0 {
+            self.min = r.latency_ms;
+            self.max = r.latency_ms;
+        } else {
+            self.min = self.min.min(r.latency_ms);
+            self.max = self.max.max(r.latency_ms);
+        }
+        self.sum += r.latency_ms * r.samples;
+        self.weight += r.samples;
+        true
+    }
+
+    pub fn merge(&mut self, o: &Latency) {
+        if o.weight > 0.0 {
+            if self.weight == 0.0 {
+                self.min = o.min;
+                self.max = o.max;
+            } else {
+                self.min = self.min.min(o.min);
+                self.max = self.max.max(o.max);
+            }
+        }
+        self.sum += o.sum;
+        self.weight += o.weight;
+    }
+
+    /// The weighted mean, to 0.1 ms as every report shows it; `None`
+    /// without a response.
+    pub fn mean(&self) -> Option<f64> {
+        (self.weight > 0.0).then(|| (self.sum / self.weight * 10.0).round() / 10.0)
+    }
+}
+
+/// A latency histogram with fixed, log-scale buckets: exact below 64 ms,
+/// then 32 buckets per power of two (each within ±1.6% of its midpoint), up
+/// to 2³² ms. Fixed size, so a percentile costs no memory per sample.
+#[derive(Clone)]
+pub struct Hist(Box<[f64; HIST]>);
+
+const HIST: usize = 64 + 26 * 32;
+
+impl Default for Hist {
+    fn default() -> Hist {
+        Hist::new()
+    }
+}
+
+impl Hist {
+    pub fn new() -> Hist {
+        Hist(Box::new([0.0; HIST]))
+    }
+
+    /// Count a latency (ms) with weight `w`.
+    #[inline]
+    pub fn add(&mut self, latency_ms: f64, w: f64) {
+        self.0[Hist::bucket(latency_ms.round() as u64)] += w;
+    }
+
+    pub fn merge(&mut self, o: &Hist) {
+        for (a, b) in self.0.iter_mut().zip(o.0.iter()) {
+            *a += b;
+        }
+    }
+
+    #[inline]
+    fn bucket(v: u64) -> usize {
+        let v = v.min(u32::MAX as u64);
+        if v < 64 {
+            return v as usize;
+        }
+        let e = 63 - v.leading_zeros() as usize;
+        64 + (e - 6) * 32 + ((v >> (e - 5)) & 31) as usize
+    }
+
+    fn midpoint(i: usize) -> f64 {
+        if i < 64 {
+            return i as f64;
+        }
+        let e = (i - 64) / 32 + 6;
+        let sub = ((i - 64) % 32) as u64;
+        let lo = (32 + sub) << (e - 5);
+        let width = 1u64 << (e - 5);
+        lo as f64 + (width - 1) as f64 / 2.0
+    }
+
+    /// The nearest-rank `q` quantile: the smallest bucket whose cumulative
+    /// weight reaches `q` of the total.
+    pub fn quantile(&self, q: f64, total: f64) -> Option<f64> {
+        if total <= 0.0 {
+            return None;
+        }
+        let target = q * total - 1e-9;
+        let mut cum = 0.0;
+        for (i, w) in self.0.iter().enumerate() {
+            cum += w;
+            if *w > 0.0 && cum >= target {
+                return Some(Hist::midpoint(i));
+            }
+        }
+        None
+    }
+}
+
+/// Exact latencies of passing probes, for a median over a short window
+/// (`route` orders by the last 24 hours). Unlike [`Hist`] it grows with the
+/// probes it holds: only for windows that are small by design.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Latencies(Vec<f64>);
+
+impl Latencies {
+    pub fn new(v: Vec<f64>) -> Latencies {
+        Latencies(v)
+    }
+
+    /// Keep `r`'s latency if it passed with a response.
+    pub fn add(&mut self, r: &Record<'_>) {
+        if r.passed > 0.0 && r.latency_ms > 0.0 {
+            self.0.push(r.latency_ms);
+        }
+    }
+
+    pub fn merge(&mut self, o: Latencies) {
+        self.0.extend(o.0);
+    }
+
+    /// The median; `None` without any.
+    pub fn median(&self) -> Option<f64> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let mut v = self.0.clone();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        Some(if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(samples: f64, passed: f64, latency_ms: f64) -> Record<'static> {
+        Record {
+            ts: 0,
+            provider: "p",
+            model: "m",
+            samples,
+            passed,
+            latency_ms,
+            failure: "",
+            http_status: None,
+        }
+    }
+
+    #[test]
+    fn legacy_averages_weigh_their_sample_count() {
+        let (mut p, mut l) = (Probes::default(), Latency::default());
+        for r in [
+            rec(12.0, 6.0, 200.0),
+            rec(1.0, 1.0, 100.0),
+            rec(1.0, 0.0, 0.0),
+        ] {
+            p.add(&r);
+            l.add(&r);
+        }
+        assert_eq!(p, Probes::new(14.0, 7.0));
+        assert_eq!(p.uptime(), Some(0.5));
+        // (12 × 200 + 100) / 13; the failed probe without a response is out.
+        assert_eq!(l.mean(), Some(192.3));
+        assert_eq!((l.min, l.max), (100.0, 200.0));
+        assert_eq!(Probes::default().uptime(), None);
+        assert_eq!(Latency::default().mean(), None);
+    }
+
+    #[test]
+    fn merging_halves_is_reading_the_whole() {
+        let rs = [
+            rec(1.0, 1.0, 50.0),
+            rec(3.0, 2.0, 900.0),
+            rec(1.0, 0.0, 0.0),
+        ];
+        let (mut whole, mut a, mut b) =
+            (Latency::default(), Latency::default(), Latency::default());
+        for r in &rs {
+            whole.add(r);
+        }
+        a.add(&rs[0]);
+        b.add(&rs[1]);
+        b.add(&rs[2]);
+        let mut empty = Latency::default();
+        empty.merge(&a);
+        empty.merge(&b);
+        assert_eq!(empty, whole);
+        let mut m = Latencies::default();
+        for r in &rs {
+            m.add(r);
+        }
+        m.merge(Latencies::new(vec![10.0]));
+        assert_eq!(m.median(), Some(50.0));
+    }
+
+    #[test]
+    fn histogram_buckets_are_monotonic_and_tight() {
+        let mut last = 0;
+        for v in [
+            0u64,
+            1,
+            63,
+            64,
+            65,
+            100,
+            1000,
+            4095,
+            4096,
+            30_000,
+            1 << 31,
+            u64::MAX,
+        ] {
+            let b = Hist::bucket(v);
+            assert!(b >= last && b < HIST, "{v}");
+            last = b;
+            let mid = Hist::midpoint(b);
+            let v = v.min(u32::MAX as u64) as f64;
+            assert!((mid - v).abs() <= v * 0.016 + 0.5, "{v} → {mid}");
+        }
+        let mut h = Hist::new();
+        for v in 1..=100u64 {
+            h.0[Hist::bucket(v)] += 1.0;
+        }
+        let p95 = h.quantile(0.95, 100.0).unwrap();
+        assert!((p95 - 95.0).abs() <= 95.0 * 0.016, "{p95}");
+    }
+}
