@@ -46,8 +46,23 @@ const DAY: TimeDelta = TimeDelta::days(1);
 pub const LEARNED_TTL: TimeDelta = TimeDelta::days(7);
 
 /// Which limit a request would exceed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum LimitKind {
     Rpm,
     Rpd,
@@ -58,13 +73,7 @@ pub enum LimitKind {
 
 impl LimitKind {
     pub fn as_str(self) -> &'static str {
-        match self {
-            LimitKind::Rpm => "rpm",
-            LimitKind::Rpd => "rpd",
-            LimitKind::Tpm => "tpm",
-            LimitKind::Tpd => "tpd",
-            LimitKind::DailyCap => "daily_cap",
-        }
+        self.into()
     }
 
     fn per_minute(self) -> bool {
@@ -1391,5 +1400,13 @@ mod tests {
         let gemini = effective(c.provider("gemini").unwrap(), "gemini-2.5-flash");
         assert_eq!(gemini.day_reset, NaiveTime::from_hms_opt(8, 0, 0).unwrap());
         assert!(effective(c.provider("openai").unwrap(), "gpt-4o-mini").is_empty());
+    }
+
+    #[test]
+    fn limit_kind_names_agree_with_serde() {
+        for v in <LimitKind as strum::IntoEnumIterator>::iter() {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
+            assert_eq!(v.as_str().parse::<LimitKind>(), Ok(v));
+        }
     }
 }
