@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use strum::IntoEnumIterator as _;
 
 use crate::cli::{
     GlobalArgs, ScheduleAction, ScheduleArgs, ScheduleInstallArgs, ScheduleShowArgs,
@@ -301,7 +302,7 @@ fn notes(
 
 /// The backends to look at: the one asked for, else all.
 fn scope(asked: Option<Backend>) -> Vec<Backend> {
-    asked.map(|b| vec![b]).unwrap_or(Backend::ALL.to_vec())
+    asked.map(|b| vec![b]).unwrap_or(Backend::iter().collect())
 }
 
 fn uninstall(stats: &Path, a: ScheduleUninstallArgs) -> Result<u8> {
@@ -539,17 +540,15 @@ mod tests {
 
     #[test]
     fn each_scheduler_says_which_flags_it_takes() {
-        let enable: Vec<Backend> = Backend::ALL
-            .into_iter()
+        let enable: Vec<Backend> = Backend::iter()
             .filter(|&b| scheduler(b).takes_enable())
             .collect();
         assert_eq!(enable, [Backend::Systemd]);
-        let refuse_env: Vec<Backend> = Backend::ALL
-            .into_iter()
+        let refuse_env: Vec<Backend> = Backend::iter()
             .filter(|&b| scheduler(b).env_file_refusal().is_some())
             .collect();
         assert_eq!(refuse_env, [Backend::TaskScheduler]);
-        for b in Backend::ALL {
+        for b in Backend::iter() {
             let note = scheduler(b).missing_vars_note("A_KEY");
             assert_eq!(note.is_some(), b == Backend::TaskScheduler, "{b:?}");
             assert!(note.is_none_or(|n| n.starts_with("A_KEY: ")), "{b:?}");
