@@ -10,6 +10,10 @@
 //! answers come from [`Pool::solve`], so the fake needs no shared state with
 //! the prober. Every request is recorded (never the key), in memory for
 //! `GET /_fake/requests` and optionally as JSON lines in a file.
+//!
+//! This file only routes a request to its dialect and picks its behaviour;
+//! what each dialect reads and sends is its responder's
+//! (`fake/responder.rs`, one file per dialect).
 
 mod anthropic;
 mod behaviour;

@@ -160,9 +160,9 @@ pub fn last_user_message(body: &Value) -> Option<String> {
 mod tests {
     use super::*;
 
-    use crate::fake::{Dialect, responder};
+    use strum::IntoEnumIterator as _;
 
-    const ALL: [Dialect; 3] = [Dialect::Openai, Dialect::Anthropic, Dialect::Gemini];
+    use crate::fake::{Dialect, responder};
 
     #[test]
     fn answers_field_holds_the_answer_in_every_dialect() {
@@ -170,7 +170,7 @@ mod tests {
             input: 9,
             output: 1,
         };
-        for d in ALL {
+        for d in Dialect::iter() {
             let r = responder(d);
             let v = r.success("m", "42", false, usage);
             let answers = v[r.answers_field()].as_array();
