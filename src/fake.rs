@@ -10,10 +10,18 @@
 //! answers come from [`Pool::solve`], so the fake needs no shared state with
 //! the prober. Every request is recorded (never the key), in memory for
 //! `GET /_fake/requests` and optionally as JSON lines in a file.
+//!
+//! This file only routes a request to its dialect and picks its behaviour;
+//! what each dialect reads and sends is its responder's
+//! (`fake/responder.rs`, one file per dialect).
 
+mod anthropic;
 mod arith;
 mod behaviour;
+mod gemini;
+mod openai;
 mod respond;
+mod responder;
 mod stream;
 #[cfg(test)]
 mod tests;
@@ -40,6 +48,7 @@ pub use self::behaviour::{
     Behaviour, NAMES as BEHAVIOUR_NAMES, STREAMING as BEHAVIOUR_STREAMING, parse_script,
     script_help,
 };
+use self::responder::DialectResponder;
 use crate::error::{Error, Result};
 use crate::prompts::Pool;
 use crate::server::{self, Server};
@@ -196,6 +205,16 @@ async fn list_requests(State(inner): State<Arc<Inner>>) -> Response {
     respond::json_response(StatusCode::OK, &body)
 }
 
+/// The fake's side of dialect `d`: one responder per dialect, each in its
+/// own file.
+fn responder(d: Dialect) -> &'static dyn DialectResponder {
+    match d {
+        Dialect::Openai => &openai::OpenAi,
+        Dialect::Anthropic => &anthropic::Anthropic,
+        Dialect::Gemini => &gemini::Gemini,
+    }
+}
+
 /// What a request asks for, read from its path, headers and body.
 struct Call {
     dialect: Dialect,
@@ -253,72 +272,6 @@ fn endpoint(uri: &Uri) -> Option<Endpoint> {
     })
 }
 
-fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-}
-
-fn api_key(dialect: Dialect, headers: &HeaderMap, uri: &Uri) -> Option<String> {
-    match dialect {
-        Dialect::Openai => header(headers, "authorization")
-            .and_then(|v| v.strip_prefix("Bearer ").or(v.strip_prefix("bearer ")))
-            .map(str::trim)
-            .filter(|k| !k.is_empty())
-            .map(String::from),
-        Dialect::Anthropic => header(headers, "x-api-key").map(String::from),
-        Dialect::Gemini => header(headers, "x-goog-api-key")
-            .map(String::from)
-            .or_else(|| {
-                uri.query()?
-                    .split('&')
-                    .find_map(|kv| kv.strip_prefix("key="))
-                    .filter(|k| !k.is_empty())
-                    .map(String::from)
-            }),
-    }
-}
-
-/// The text of the last user turn.
-fn prompt_of(dialect: Dialect, body: &Value) -> Option<String> {
-    // Content is a string or a list of parts/blocks with "text".
-    let text_of = |content: &Value| -> Option<String> {
-        match content {
-            Value::String(s) => Some(s.clone()),
-            Value::Array(parts) => Some(
-                parts
-                    .iter()
-                    .filter_map(|p| p.get("text").and_then(Value::as_str))
-                    .collect::<Vec<_>>()
-                    .join(""),
-            ),
-            _ => None,
-        }
-    };
-    match dialect {
-        Dialect::Openai | Dialect::Anthropic => body
-            .get("messages")?
-            .as_array()?
-            .iter()
-            .rev()
-            .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
-            .and_then(|m| text_of(m.get("content")?)),
-        Dialect::Gemini => body
-            .get("contents")?
-            .as_array()?
-            .iter()
-            .rev()
-            .find(|c| {
-                c.get("role")
-                    .and_then(Value::as_str)
-                    .is_none_or(|r| r == "user")
-            })
-            .and_then(|c| text_of(c.get("parts")?)),
-    }
-}
-
 /// Read the request, or say why the real provider would reject it.
 fn parse_call(
     ep: Endpoint,
@@ -327,6 +280,7 @@ fn parse_call(
     body: &[u8],
 ) -> std::result::Result<Call, String> {
     let dialect = ep.dialect;
+    let r = responder(dialect);
     let json: Value =
         serde_json::from_slice(body).map_err(|e| format!("the body is not valid JSON: {e}"))?;
     if !json.is_object() {
@@ -341,17 +295,11 @@ fn parse_call(
             .ok_or("model: field required")?
             .to_string(),
     };
-    if dialect == Dialect::Anthropic && header(headers, "anthropic-version").is_none() {
-        return Err("anthropic-version: header is required".into());
+    if let Some(missing) = r.missing_header(headers) {
+        return Err(missing.into());
     }
-    let prompt = prompt_of(dialect, &json).ok_or(match dialect {
-        Dialect::Gemini => "contents: a user turn with text parts is required",
-        _ => "messages: a user message is required",
-    })?;
-    let stream = match dialect {
-        Dialect::Gemini => ep.stream,
-        _ => (json.get("stream") == Some(&Value::Bool(true))).then_some(stream::Mode::Sse),
-    };
+    let prompt = r.prompt(&json).ok_or(r.no_prompt())?;
+    let stream = r.stream_mode(ep.stream, &json);
     let include_usage = json
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)
@@ -360,7 +308,7 @@ fn parse_call(
         dialect,
         model,
         prompt,
-        key: api_key(dialect, headers, uri),
+        key: r.api_key(headers, uri),
         stream,
         include_usage,
     })
@@ -485,13 +433,13 @@ async fn handle(
     let dialect = ep.dialect;
     rec.dialect = Some(dialect);
     rec.model = ep.model.clone();
-    rec.auth = api_key(dialect, &headers, &uri).is_some();
+    rec.auth = responder(dialect).api_key(&headers, &uri).is_some();
     rec.stream = ep.stream.is_some();
     let call = match parse_call(ep, &headers, &uri, &body) {
         Ok(c) => c,
         Err(msg) => {
             inner.record(rec).await;
-            return respond::bad_request(dialect, &msg);
+            return responder(dialect).bad_request(&msg);
         }
     };
     let behaviour = inner.behaviour_for(&call.model);
@@ -515,6 +463,7 @@ enum Reply {
 
 async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
     let d = call.dialect;
+    let r = responder(d);
     let expected = inner.cfg.pool.solve(&call.prompt);
     // A probe's question, else any arithmetic question a person typed.
     let right = expected.map_or_else(
@@ -571,21 +520,21 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
             Reply::Empty
         }
         Behaviour::Huge => Reply::Fixed(respond::huge(respond::success(
-            d,
+            r,
             &call.model,
             &right,
             false,
             &call.prompt,
         ))),
-        Behaviour::RateLimit => Reply::Fixed(respond::rate_limit(d)),
-        Behaviour::E500 => Reply::Fixed(respond::e500(d)),
-        Behaviour::Overloaded => Reply::Fixed(respond::overloaded(d)),
-        Behaviour::E503 => Reply::Fixed(respond::e503(d)),
-        Behaviour::Unauthorized => Reply::Fixed(respond::unauthorized(d)),
-        Behaviour::Forbidden => Reply::Fixed(respond::forbidden(d)),
-        Behaviour::NotFound => Reply::Fixed(respond::not_found(d, &call.model)),
-        Behaviour::ContextLength => Reply::Fixed(respond::context_length(d)),
-        Behaviour::EchoKey => Reply::Fixed(respond::echo_key(d, call.key.as_deref().unwrap_or(""))),
+        Behaviour::RateLimit => Reply::Fixed(r.rate_limit()),
+        Behaviour::E500 => Reply::Fixed(r.e500()),
+        Behaviour::Overloaded => Reply::Fixed(r.overloaded()),
+        Behaviour::E503 => Reply::Fixed(r.e503()),
+        Behaviour::Unauthorized => Reply::Fixed(r.unauthorized()),
+        Behaviour::Forbidden => Reply::Fixed(r.forbidden()),
+        Behaviour::NotFound => Reply::Fixed(r.not_found(&call.model)),
+        Behaviour::ContextLength => Reply::Fixed(r.context_length()),
+        Behaviour::EchoKey => Reply::Fixed(r.echo_key(call.key.as_deref().unwrap_or(""))),
         Behaviour::ErrorIn200 => Reply::Fixed(respond::error_in_200()),
         Behaviour::Garbage => Reply::Fixed(respond::garbage()),
         Behaviour::Html => Reply::Fixed(respond::html(StatusCode::BAD_GATEWAY)),
@@ -594,7 +543,6 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
     };
     let streamed = |text: &str, truncated, empty, ending, mode| {
         let a = stream::Answer {
-            dialect: d,
             model: &call.model,
             prompt: &call.prompt,
             text,
@@ -602,7 +550,7 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
             empty,
             include_usage: call.include_usage,
         };
-        stream::respond(&a, mode, ending, inner.shutdown.clone())
+        r.stream(&a, mode, ending, inner.shutdown.clone())
     };
     let mut resp = match (reply, call.stream) {
         (Reply::Fixed(resp), _) => resp,
@@ -611,11 +559,11 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
         }
         (Reply::Text(text, truncated, _), None) => respond::json_response(
             StatusCode::OK,
-            &respond::success(d, &call.model, &text, truncated, &call.prompt),
+            &respond::success(r, &call.model, &text, truncated, &call.prompt),
         ),
         (Reply::Empty, Some(mode)) => streamed("", false, true, finish, mode),
         (Reply::Empty, None) => {
-            respond::json_response(StatusCode::OK, &respond::empty(d, &call.model))
+            respond::json_response(StatusCode::OK, &respond::empty(r, &call.model))
         }
     };
     if let Behaviour::RpmHeaders(n) = behaviour {

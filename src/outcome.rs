@@ -4,8 +4,20 @@
 use serde::Serialize;
 
 /// The `failure_type` of a failed probe. A passing probe has none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum FailureType {
     Timeout,
     RateLimit,
@@ -16,24 +28,11 @@ pub enum FailureType {
 
 impl FailureType {
     pub fn as_str(self) -> &'static str {
-        match self {
-            FailureType::Timeout => "timeout",
-            FailureType::RateLimit => "rate_limit",
-            FailureType::HttpError => "http_error",
-            FailureType::WrongAnswer => "wrong_answer",
-            FailureType::Error => "error",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<FailureType> {
-        Some(match s {
-            "timeout" => FailureType::Timeout,
-            "rate_limit" => FailureType::RateLimit,
-            "http_error" => FailureType::HttpError,
-            "wrong_answer" => FailureType::WrongAnswer,
-            "error" => FailureType::Error,
-            _ => return None,
-        })
+        s.parse().ok()
     }
 
     /// Temporary failure classes pause a model and never count toward
@@ -150,4 +149,18 @@ pub fn truncate_reason(s: &str) -> String {
     let mut out: String = s.chars().take(MAX - 1).collect();
     out.push('…');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_type_names_agree_with_serde() {
+        for v in <FailureType as strum::IntoEnumIterator>::iter() {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
+            assert_eq!(FailureType::parse(v.as_str()), Some(v));
+        }
+        assert_eq!(FailureType::parse("http-error"), None);
+    }
 }

@@ -25,8 +25,20 @@ pub use self::snapshot::{Snapshot, StateWatcher};
 /// What to do about a state file that cannot be parsed.
 const RESET_HINT: &str = "fix it by hand, or run `llmprobe state reset --all` to move it aside (it is kept) and start with every model active";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum ModelState {
     Active,
     Paused,
@@ -35,11 +47,7 @@ pub enum ModelState {
 
 impl ModelState {
     pub fn as_str(self) -> &'static str {
-        match self {
-            ModelState::Active => "active",
-            ModelState::Paused => "paused",
-            ModelState::Disabled => "disabled",
-        }
+        self.into()
     }
 }
 
@@ -402,6 +410,14 @@ mod tests {
             let err = States::load(&path).unwrap_err();
             assert!(matches!(err, Error::Data(_)), "{bad}: {err}");
             assert!(err.to_string().contains("model_state.json"));
+        }
+    }
+
+    #[test]
+    fn model_state_names_agree_with_serde() {
+        for v in <ModelState as strum::IntoEnumIterator>::iter() {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
+            assert_eq!(v.as_str().parse::<ModelState>(), Ok(v));
         }
     }
 }

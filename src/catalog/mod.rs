@@ -98,6 +98,43 @@ impl KeyEnv {
     }
 }
 
+/// What the ambiguous `x-ratelimit-*-requests` header family counts, the
+/// provider's `requests_header_window`: per minute in OpenAI's meaning, per
+/// day on Groq. A provider quirk lives here, in the catalog, so that
+/// `route::limits` never compares provider names.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
+#[strum(serialize_all = "lowercase")]
+pub enum RequestsWindow {
+    #[default]
+    Minute,
+    Day,
+}
+
+impl RequestsWindow {
+    /// The field's value, or an error that lists every value it may take.
+    fn from_field(s: &str) -> std::result::Result<RequestsWindow, String> {
+        s.parse().map_err(|_| {
+            let names: Vec<String> = <RequestsWindow as strum::IntoEnumIterator>::iter()
+                .map(|w| format!("{:?}", <&str>::from(w)))
+                .collect();
+            format!(
+                "requests_header_window {s:?} is not a window: use {}",
+                names.join(" or ")
+            )
+        })
+    }
+}
+
 /// Request and token limits, used by `route` (see `route::limits`):
 /// requests and tokens per minute (a sliding 60 s window) and per day (reset
 /// at the provider's `day_reset`). `None` means no limit.
@@ -204,6 +241,9 @@ struct ProviderToml {
     key_limits: Option<Limits>,
     daily_cap: Option<u64>,
     day_reset: Option<String>,
+    /// Read as text so that a bad value is reported with the provider's
+    /// name, which toml's own error would not give.
+    requests_header_window: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -264,6 +304,8 @@ pub struct Provider {
     pub daily_cap: Option<u64>,
     /// When daily windows reset, as a UTC time of day; midnight by default.
     pub day_reset: NaiveTime,
+    /// What `x-ratelimit-*-requests` counts; per minute by default.
+    pub requests_header_window: RequestsWindow,
 }
 
 /// A provider ready to be called: URL filled in, keys read.
@@ -682,7 +724,8 @@ fn merge_provider(into: &mut ProviderToml, from: ProviderToml) {
         model_limits,
         key_limits,
         daily_cap,
-        day_reset
+        day_reset,
+        requests_header_window
     );
 }
 
@@ -805,6 +848,10 @@ fn validate_provider(t: ProviderToml, d: &Defaults, origin: &str) -> Result<Prov
         Some(s) => parse_day_reset(s).map_err(bad)?,
         None => NaiveTime::MIN,
     };
+    let requests_header_window = match &t.requests_header_window {
+        Some(s) => RequestsWindow::from_field(s).map_err(bad)?,
+        None => RequestsWindow::default(),
+    };
     Ok(Provider {
         enabled: t.enabled,
         host_env: t.host_env.clone(),
@@ -828,6 +875,7 @@ fn validate_provider(t: ProviderToml, d: &Defaults, origin: &str) -> Result<Prov
         key_limits,
         daily_cap: t.daily_cap,
         day_reset,
+        requests_header_window,
         name: t.name,
     })
 }
@@ -1103,6 +1151,55 @@ mod tests {
             let e = err(&format!("day_reset = {bad}"));
             assert!(e.contains("day_reset") && e.contains("HH:MM"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn requests_header_window_is_a_catalog_field() {
+        let embedded = Catalog::embedded();
+        let window = |c: &Catalog, p: &str| c.provider(p).unwrap().requests_header_window;
+        assert_eq!(window(&embedded, "groq"), RequestsWindow::Day);
+        assert_eq!(window(&embedded, "openai"), RequestsWindow::Minute);
+        assert_eq!(window(&embedded, "cerebras"), RequestsWindow::Minute);
+        // A user file sets it on any provider, and can set Groq's back.
+        let c = Catalog::from_toml_str(
+            "[[providers]]\nname = \"openai\"\nrequests_header_window = \"day\"\n\n\
+             [[providers]]\nname = \"groq\"\nrequests_header_window = \"minute\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(window(&c, "openai"), RequestsWindow::Day);
+        assert_eq!(window(&c, "groq"), RequestsWindow::Minute);
+        // Another field of groq's leaves it as embedded.
+        let c = Catalog::from_toml_str("[[providers]]\nname = \"groq\"\npriority = 5\n", "t.toml")
+            .unwrap();
+        assert_eq!(window(&c, "groq"), RequestsWindow::Day);
+    }
+
+    #[test]
+    fn unknown_requests_header_window_names_provider_field_and_values() {
+        for bad in ["\"daily\"", "\"Day\"", "\"\""] {
+            let e = Catalog::from_toml_str(
+                &format!("[[providers]]\nname = \"groq\"\nrequests_header_window = {bad}\n"),
+                "t.toml",
+            )
+            .unwrap_err();
+            let e = e.to_string();
+            assert!(
+                e.contains("t.toml")
+                    && e.contains("provider \"groq\"")
+                    && e.contains(&format!("requests_header_window {bad}"))
+                    && e.contains("use \"minute\" or \"day\""),
+                "{bad}: {e}"
+            );
+        }
+        // Not a string at all: toml names the field.
+        let e = Catalog::from_toml_str(
+            "[[providers]]\nname = \"groq\"\nrequests_header_window = 1\n",
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("requests_header_window"), "{e}");
     }
 
     #[test]

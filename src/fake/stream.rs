@@ -2,7 +2,8 @@
 //! "Streaming"), and the ways a stream breaks after HTTP 200.
 //!
 //! An answer is first laid out as a list of [`Step`]s (events, comments, and
-//! the point where a broken stream stops), then played out as the body. The
+//! the point where a broken stream stops) by the dialect's responder
+//! (`fake/responder.rs`), then played out here as the body. The
 //! router's stream mapping is tested against these, so they follow captured
 //! streams: OpenAI `chat.completion.chunk`s ending in `data: [DONE]` with an
 //! OpenRouter `: keep-alive` comment, Anthropic's named events in their
@@ -15,10 +16,8 @@ use axum::http::{HeaderValue, header};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::watch;
-
-use super::Dialect;
 
 /// How the client asked for a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +45,6 @@ pub enum Ending {
 
 /// What a streamed answer says.
 pub struct Answer<'a> {
-    pub dialect: Dialect,
     pub model: &'a str,
     pub prompt: &'a str,
     pub text: &'a str,
@@ -60,7 +58,7 @@ pub struct Answer<'a> {
 
 /// One thing the body does.
 #[derive(Debug, Clone, PartialEq)]
-enum Step {
+pub enum Step {
     /// An event: an optional SSE event name and its data.
     Data(Option<&'static str>, String),
     /// An SSE comment line, which clients must ignore.
@@ -73,21 +71,25 @@ enum Step {
     Stall,
 }
 
-/// The response for a streamed request.
+/// The response for a streamed request: `steps` is the whole stream as the
+/// dialect lays it out, `first_content` the index of its first content
+/// chunk, and `error` the event that a stream ending in [`Ending::Error`]
+/// sends after it.
 pub fn respond(
-    a: &Answer<'_>,
+    mut steps: Vec<Step>,
+    first_content: Option<usize>,
+    error: Step,
     mode: Mode,
     ending: Ending,
     shutdown: watch::Receiver<bool>,
 ) -> Response {
-    let (mut steps, first_content) = whole(a);
     if ending != Ending::Finish {
         // A stream that breaks has sent some of the answer first.
         steps.truncate(first_content.map_or(steps.len(), |i| i + 1));
         steps.push(match ending {
             Ending::Cut => Step::Cut,
             Ending::Stall => Step::Stall,
-            _ => Step::Data(error_event(a.dialect), error_data(a)),
+            _ => error,
         });
     }
     match mode {
@@ -155,7 +157,7 @@ fn play<T: Send + 'static>(
 }
 
 /// The text cut into at least two pieces, as a model streams tokens.
-fn pieces(text: &str) -> Vec<&str> {
+pub fn pieces(text: &str) -> Vec<&str> {
     let n = text.chars().count();
     let size = n.div_ceil(2).clamp(1, 16);
     let mut out = Vec::new();
@@ -171,185 +173,14 @@ fn pieces(text: &str) -> Vec<&str> {
     out
 }
 
-fn tokens(a: &Answer<'_>) -> (usize, usize) {
-    let input = a.prompt.split_whitespace().count() + 8;
-    let output = if a.empty {
-        0
-    } else {
-        a.text.split_whitespace().count().max(1)
-    };
-    (input, output)
-}
-
-fn data(v: Value) -> Step {
+/// An unnamed event with `v` as its data.
+pub fn data(v: Value) -> Step {
     Step::Data(None, v.to_string())
 }
 
-fn named(name: &'static str, v: Value) -> Step {
+/// A named SSE event with `v` as its data.
+pub fn named(name: &'static str, v: Value) -> Step {
     Step::Data(Some(name), v.to_string())
-}
-
-/// The whole stream, and the index of its first content chunk (none for an
-/// empty answer).
-fn whole(a: &Answer<'_>) -> (Vec<Step>, Option<usize>) {
-    let (input, output) = tokens(a);
-    let pieces = pieces(a.text);
-    let mut steps = Vec::new();
-    let first_content;
-    match a.dialect {
-        Dialect::Openai => {
-            let created = chrono::Utc::now().timestamp();
-            let chunk = |choices: Value| {
-                json!({
-                    "id": "chatcmpl-fake",
-                    "object": "chat.completion.chunk",
-                    "created": created,
-                    "model": a.model,
-                    "choices": choices,
-                })
-            };
-            let choice = |delta: Value, finish: Value| json!([{"index": 0, "delta": delta, "finish_reason": finish}]);
-            if a.empty {
-                steps.push(data(chunk(json!([]))));
-                first_content = None;
-            } else {
-                steps.push(data(chunk(choice(
-                    json!({"role": "assistant", "content": ""}),
-                    Value::Null,
-                ))));
-                steps.push(Step::Comment("keep-alive"));
-                first_content = Some(steps.len());
-                for p in &pieces {
-                    steps.push(data(chunk(choice(json!({"content": p}), Value::Null))));
-                }
-                let reason = if a.truncated { "length" } else { "stop" };
-                steps.push(data(chunk(choice(json!({}), json!(reason)))));
-            }
-            if a.include_usage {
-                let mut last = chunk(json!([]));
-                last["usage"] = json!({
-                    "prompt_tokens": input,
-                    "completion_tokens": output,
-                    "total_tokens": input + output,
-                });
-                steps.push(data(last));
-            }
-            steps.push(Step::Data(None, "[DONE]".into()));
-        }
-        Dialect::Anthropic => {
-            steps.push(named(
-                "message_start",
-                json!({"type": "message_start", "message": {
-                    "id": "msg_fake",
-                    "type": "message",
-                    "role": "assistant",
-                    "model": a.model,
-                    "content": [],
-                    "stop_reason": null,
-                    "stop_sequence": null,
-                    "usage": {"input_tokens": input, "output_tokens": 1},
-                }}),
-            ));
-            if a.empty {
-                first_content = None;
-            } else {
-                steps.push(named(
-                    "content_block_start",
-                    json!({"type": "content_block_start", "index": 0,
-                           "content_block": {"type": "text", "text": ""}}),
-                ));
-                steps.push(named("ping", json!({"type": "ping"})));
-                first_content = Some(steps.len());
-                for p in &pieces {
-                    steps.push(named(
-                        "content_block_delta",
-                        json!({"type": "content_block_delta", "index": 0,
-                               "delta": {"type": "text_delta", "text": p}}),
-                    ));
-                }
-                steps.push(named(
-                    "content_block_stop",
-                    json!({"type": "content_block_stop", "index": 0}),
-                ));
-            }
-            let reason = if a.truncated {
-                "max_tokens"
-            } else {
-                "end_turn"
-            };
-            steps.push(named(
-                "message_delta",
-                json!({"type": "message_delta",
-                       "delta": {"stop_reason": reason, "stop_sequence": null},
-                       "usage": {"output_tokens": output}}),
-            ));
-            steps.push(named("message_stop", json!({"type": "message_stop"})));
-        }
-        Dialect::Gemini => {
-            let usage = json!({
-                "promptTokenCount": input,
-                "candidatesTokenCount": output,
-                "totalTokenCount": input + output,
-            });
-            if a.empty {
-                steps.push(data(json!({
-                    "candidates": [],
-                    "usageMetadata": usage,
-                    "modelVersion": a.model,
-                })));
-                first_content = None;
-            } else {
-                first_content = Some(0);
-                let last = pieces.len() - 1;
-                for (i, p) in pieces.iter().enumerate() {
-                    let mut candidate = json!({
-                        "content": {"role": "model", "parts": [{"text": p}]},
-                        "index": 0,
-                    });
-                    let mut v = json!({"modelVersion": a.model});
-                    if i == last {
-                        candidate["finishReason"] =
-                            json!(if a.truncated { "MAX_TOKENS" } else { "STOP" });
-                        v["usageMetadata"] = usage.clone();
-                    }
-                    v["candidates"] = json!([candidate]);
-                    steps.push(data(v));
-                }
-            }
-        }
-    }
-    (steps, first_content)
-}
-
-fn error_event(dialect: Dialect) -> Option<&'static str> {
-    (dialect == Dialect::Anthropic).then_some("error")
-}
-
-/// The error an upstream sends inside a stream that has already begun.
-fn error_data(a: &Answer<'_>) -> String {
-    match a.dialect {
-        // OpenRouter: a chunk with a top-level error and finish_reason
-        // "error".
-        Dialect::Openai => json!({
-            "id": "chatcmpl-fake",
-            "object": "chat.completion.chunk",
-            "created": chrono::Utc::now().timestamp(),
-            "model": a.model,
-            "error": {"code": 502, "message": "Provider disconnected unexpectedly",
-                      "type": "server_error"},
-            "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}],
-        }),
-        Dialect::Anthropic => json!({
-            "type": "error",
-            "error": {"type": "overloaded_error", "message": "Overloaded"},
-        }),
-        Dialect::Gemini => json!({"error": {
-            "code": 503,
-            "message": "The model is overloaded. Please try again later.",
-            "status": "UNAVAILABLE",
-        }}),
-    }
-    .to_string()
 }
 
 #[cfg(test)]

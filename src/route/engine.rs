@@ -428,7 +428,10 @@ impl Engine {
                     let learned = sent_now
                         .headers
                         .as_ref()
-                        .map(|h| st.budget.learn(&target, h, self.clock.now()))
+                        .map(|h| {
+                            let window = c.provider.provider.requests_header_window;
+                            st.budget.learn(&target, window, h, self.clock.now())
+                        })
                         .unwrap_or_default();
                     if let Some(used) = used
                         && reservation.counted()

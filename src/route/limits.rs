@@ -35,7 +35,7 @@ use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize};
 
 use super::cooldown::{MAX_WAIT, Target};
-use crate::catalog::{Limits, Provider};
+use crate::catalog::{Limits, Provider, RequestsWindow};
 use crate::upstream::hints::parse_reset;
 
 /// The sliding window of per-minute limits.
@@ -46,8 +46,23 @@ const DAY: TimeDelta = TimeDelta::days(1);
 pub const LEARNED_TTL: TimeDelta = TimeDelta::days(7);
 
 /// Which limit a request would exceed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum LimitKind {
     Rpm,
     Rpd,
@@ -58,13 +73,7 @@ pub enum LimitKind {
 
 impl LimitKind {
     pub fn as_str(self) -> &'static str {
-        match self {
-            LimitKind::Rpm => "rpm",
-            LimitKind::Rpd => "rpd",
-            LimitKind::Tpm => "tpm",
-            LimitKind::Tpd => "tpd",
-            LimitKind::DailyCap => "daily_cap",
-        }
+        self.into()
     }
 
     fn per_minute(self) -> bool {
@@ -558,17 +567,18 @@ impl Budget {
     }
 
     /// Learn `target`'s limits from an upstream's rate-limit headers (any
-    /// status). The provider name decides what the ambiguous
-    /// `x-ratelimit-*-requests` counts: per day on Groq, per minute
-    /// elsewhere (OpenAI's meaning).
+    /// status). `requests` is the provider's `requests_header_window` from
+    /// the catalog: what the ambiguous `x-ratelimit-*-requests` counts (per
+    /// day on Groq, per minute in OpenAI's meaning).
     /// Returns what it learned, by bucket name.
     pub fn learn(
         &mut self,
         target: &Target,
+        requests: RequestsWindow,
         headers: &HeaderMap,
         now: DateTime<Utc>,
     ) -> Vec<(String, Learned)> {
-        let found = learned_buckets(&target.provider, headers, now);
+        let found = learned_buckets(requests, headers, now);
         if found.is_empty() {
             return found;
         }
@@ -700,9 +710,12 @@ fn anthropic(what: &str) -> [String; 3] {
 
 /// The buckets of every header family PROVIDERS.md lists. A `kind` of
 /// `None` is decided by the reset: more than a minute away means a day.
-fn header_buckets(provider: &str) -> Vec<HeaderBucket> {
+fn header_buckets(requests: RequestsWindow) -> Vec<HeaderBucket> {
     use LimitKind::*;
-    let requests = if provider == "groq" { Rpd } else { Rpm };
+    let requests = match requests {
+        RequestsWindow::Minute => Rpm,
+        RequestsWindow::Day => Rpd,
+    };
     vec![
         bucket("requests", x("-requests"), Some(requests), true),
         bucket("tokens", x("-tokens"), Some(Tpm), true),
@@ -728,7 +741,7 @@ fn header_buckets(provider: &str) -> Vec<HeaderBucket> {
 }
 
 fn learned_buckets(
-    provider: &str,
+    requests: RequestsWindow,
     headers: &HeaderMap,
     now: DateTime<Utc>,
 ) -> Vec<(String, Learned)> {
@@ -751,7 +764,7 @@ fn learned_buckets(
             .map(|n| n as u64)
     };
     let mut out = Vec::new();
-    for b in header_buckets(provider) {
+    for b in header_buckets(requests) {
         let limit = count(&b.limit).filter(|&n| n > 0);
         let remaining = count(&b.remaining);
         let reset_at = text(&b.reset)
@@ -785,6 +798,14 @@ mod tests {
     use super::*;
     use crate::catalog::Catalog;
     use reqwest::header::{HeaderName, HeaderValue};
+
+    /// The target's provider's `requests_header_window` in the embedded
+    /// catalog, as the engine passes it.
+    fn window(t: &Target) -> RequestsWindow {
+        Catalog::embedded()
+            .provider(&t.provider)
+            .map_or(RequestsWindow::default(), |p| p.requests_header_window)
+    }
 
     fn t0() -> DateTime<Utc> {
         "2026-05-04T12:00:00Z".parse().unwrap()
@@ -1124,7 +1145,7 @@ mod tests {
     fn groq_headers_count_requests_per_day_and_tokens_per_minute() {
         let t = Target::new("groq", "llama-3.3-70b-versatile").with_key(0, "k1:aaaaaaaa");
         let mut b = Budget::default();
-        b.learn(&t, &fixture("groq"), t0());
+        b.learn(&t, window(&t), &fixture("groq"), t0());
         let learned = &b.learned[&t.key_model_id()];
         assert_eq!(learned["requests"].kind, LimitKind::Rpd);
         assert_eq!(learned["requests"].limit, Some(1000));
@@ -1172,7 +1193,7 @@ mod tests {
     fn the_same_headers_from_openai_count_per_minute() {
         let t = Target::new("openai", "gpt-4o-mini").with_key(0, "k1:aaaaaaaa");
         let mut b = Budget::default();
-        b.learn(&t, &fixture("openai"), t0());
+        b.learn(&t, window(&t), &fixture("openai"), t0());
         let l = b.learned_limits(&t.key_model_id());
         assert_eq!(
             l,
@@ -1189,10 +1210,31 @@ mod tests {
     }
 
     #[test]
+    fn the_window_of_requests_headers_comes_from_the_catalog() {
+        // OpenAI's headers, from a provider the catalog says counts per day.
+        let c = Catalog::from_toml_str(
+            "[[providers]]\nname = \"openai\"\nrequests_header_window = \"day\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        let window = c.provider("openai").unwrap().requests_header_window;
+        let t = Target::new("openai", "gpt-4o-mini").with_key(0, "k1:aaaaaaaa");
+        let mut b = Budget::default();
+        b.learn(&t, window, &fixture("openai"), t0());
+        let l = b.learned_limits(&t.key_model_id());
+        assert_eq!((l.rpm, l.rpd), (None, Some(500)));
+        // And Groq's, from a Groq the user says counts per minute.
+        let t = Target::new("groq", "llama-3.3-70b-versatile").with_key(0, "k1:aaaaaaaa");
+        b.learn(&t, RequestsWindow::Minute, &fixture("groq"), t0());
+        let l = b.learned_limits(&t.key_model_id());
+        assert_eq!((l.rpm, l.rpd), (Some(1000), None));
+    }
+
+    #[test]
     fn cerebras_buckets_name_their_windows() {
         let t = Target::new("cerebras", "llama3.1-8b").with_key(0, "k1:aaaaaaaa");
         let mut b = Budget::default();
-        b.learn(&t, &fixture("cerebras"), t0());
+        b.learn(&t, window(&t), &fixture("cerebras"), t0());
         let learned = &b.learned[&t.key_model_id()];
         assert_eq!(
             b.learned_limits(&t.key_model_id()),
@@ -1212,7 +1254,7 @@ mod tests {
     fn anthropic_spent_bucket_blocks_until_its_reset() {
         let t = Target::new("anthropic", "claude-haiku-4-5").with_key(0, "k1:aaaaaaaa");
         let mut b = Budget::default();
-        b.learn(&t, &fixture("anthropic"), t0());
+        b.learn(&t, window(&t), &fixture("anthropic"), t0());
         assert_eq!(
             b.learned_limits(&t.key_model_id()),
             Limits {
@@ -1243,7 +1285,7 @@ mod tests {
     fn openrouter_429_blocks_until_its_epoch_ms_reset() {
         let t = Target::new("openrouter", "google/gemma-3-27b-it:free").with_key(0, "k1:aaaaaaaa");
         let mut b = Budget::default();
-        b.learn(&t, &fixture("openrouter"), t0());
+        b.learn(&t, window(&t), &fixture("openrouter"), t0());
         // The window is not said, so the size is not enforced…
         assert_eq!(b.learned_limits(&t.key_model_id()), Limits::default());
         // …but the spent bucket blocks, and a reset hours away means a day.
@@ -1263,19 +1305,19 @@ mod tests {
             ..Limits::default()
         });
         let mut b = Budget::default();
-        b.learn(&t, &fixture("openai"), t0());
+        b.learn(&t, window(&t), &fixture("openai"), t0());
         send(&mut b, &t, &eff, 1, t0()).unwrap();
         send(&mut b, &t, &eff, 1, t0()).unwrap();
         let hit = send(&mut b, &t, &eff, 1, t0()).unwrap_err();
         assert_eq!(hit.kind, LimitKind::Rpm);
         let mut h = HeaderMap::new();
         h.insert("x-ratelimit-limit-requests", HeaderValue::from_static("1"));
-        b.learn(&t, &h, secs(120.0));
+        b.learn(&t, window(&t), &h, secs(120.0));
         assert_eq!(b.learned_limits(&t.key_model_id()).rpm, Some(1));
         send(&mut b, &t, &eff, 1, secs(120.0)).unwrap();
         assert!(send(&mut b, &t, &eff, 1, secs(121.0)).is_err());
         // No rate-limit headers: nothing learned, nothing forgotten.
-        b.learn(&t, &HeaderMap::new(), secs(130.0));
+        b.learn(&t, window(&t), &HeaderMap::new(), secs(130.0));
         assert_eq!(b.learned_limits(&t.key_model_id()).rpm, Some(1));
         // Learned limits expire when not heard again.
         b.prune(secs(120.0) + LEARNED_TTL);
@@ -1314,7 +1356,7 @@ mod tests {
         };
         let mut b = Budget::default();
         send(&mut b, &t, &eff, 7, secs(0.0)).unwrap();
-        b.learn(&t, &fixture("groq"), secs(1.0));
+        b.learn(&t, window(&t), &fixture("groq"), secs(1.0));
         let text = serde_json::to_string_pretty(&b).unwrap();
         assert!(text.contains("\"p#key0:k1:aaaaaaaa::m\""), "{text}");
         let back: Budget = serde_json::from_str(&text).unwrap();
@@ -1358,5 +1400,13 @@ mod tests {
         let gemini = effective(c.provider("gemini").unwrap(), "gemini-2.5-flash");
         assert_eq!(gemini.day_reset, NaiveTime::from_hms_opt(8, 0, 0).unwrap());
         assert!(effective(c.provider("openai").unwrap(), "gpt-4o-mini").is_empty());
+    }
+
+    #[test]
+    fn limit_kind_names_agree_with_serde() {
+        for v in <LimitKind as strum::IntoEnumIterator>::iter() {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
+            assert_eq!(v.as_str().parse::<LimitKind>(), Ok(v));
+        }
     }
 }

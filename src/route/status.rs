@@ -24,29 +24,23 @@ use super::limits::{self, Budget, Usage};
 use super::shared::Wanted;
 
 /// Where a view's cooldowns and usage come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr, strum::EnumIter)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Source {
     /// This process (and `route_state.json`): no shared state configured.
     Local,
     /// Redis, as every instance wrote it.
     Redis,
     /// This instance's own state, because Redis could not be read.
+    #[serde(rename = "local (redis unavailable)")]
+    #[strum(serialize = "local (redis unavailable)")]
     RedisUnavailable,
-}
-
-impl Serialize for Source {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
 }
 
 impl Source {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Source::Local => "local",
-            Source::Redis => "redis",
-            Source::RedisUnavailable => "local (redis unavailable)",
-        }
+        self.into()
     }
 }
 
@@ -373,4 +367,20 @@ pub fn table(v: &StatusView) -> String {
         v.counts.cooldowns,
         v.state.as_str()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_names_agree_with_serde() {
+        for v in <Source as strum::IntoEnumIterator>::iter() {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
+        }
+        assert_eq!(
+            Source::RedisUnavailable.as_str(),
+            "local (redis unavailable)"
+        );
+    }
 }

@@ -35,8 +35,21 @@ use crate::fsutil;
 use crate::lastrun::LastRun;
 
 /// Which scheduler runs the job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum Backend {
     /// The user's crontab (Linux, macOS).
     Cron,
@@ -57,14 +70,8 @@ impl Backend {
     }
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Backend::Cron => "cron",
-            Backend::Systemd => "systemd",
-            Backend::TaskScheduler => "task-scheduler",
-        }
+        self.into()
     }
-
-    pub const ALL: [Backend; 3] = [Backend::Cron, Backend::Systemd, Backend::TaskScheduler];
 }
 
 /// The minutes that divide an hour: the steps a cron minute field (and a
@@ -593,5 +600,13 @@ mod tests {
         let h = Health::assess(dir.path(), now, Some(now.timestamp()));
         assert_eq!(kinds(&h), ["schedule_unreadable"]);
         assert!(h.warnings[0].message.contains(Marker::FILE));
+    }
+
+    #[test]
+    fn backend_names_agree_with_serde() {
+        for v in <Backend as strum::IntoEnumIterator>::iter() {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
+            assert_eq!(v.as_str().parse::<Backend>(), Ok(v));
+        }
     }
 }

@@ -47,8 +47,21 @@ use crate::upstream::secret::Redactor;
 /// What kind of upstream failure an attempt met. Fine enough for `route` to
 /// pick a cooldown; [`ErrorClass::failure_type`] folds it into the log's
 /// five classes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
 pub enum ErrorClass {
     RateLimit,
     QuotaExhausted,
@@ -65,40 +78,12 @@ pub enum ErrorClass {
 }
 
 impl ErrorClass {
-    pub const ALL: [ErrorClass; 12] = [
-        ErrorClass::RateLimit,
-        ErrorClass::QuotaExhausted,
-        ErrorClass::Auth,
-        ErrorClass::Payment,
-        ErrorClass::Forbidden,
-        ErrorClass::ModelNotFound,
-        ErrorClass::ContextLength,
-        ErrorClass::BadRequest,
-        ErrorClass::Overloaded,
-        ErrorClass::ServerError,
-        ErrorClass::Timeout,
-        ErrorClass::Transport,
-    ];
-
     pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorClass::RateLimit => "rate_limit",
-            ErrorClass::QuotaExhausted => "quota_exhausted",
-            ErrorClass::Auth => "auth",
-            ErrorClass::Payment => "payment",
-            ErrorClass::Forbidden => "forbidden",
-            ErrorClass::ModelNotFound => "model_not_found",
-            ErrorClass::ContextLength => "context_length",
-            ErrorClass::BadRequest => "bad_request",
-            ErrorClass::Overloaded => "overloaded",
-            ErrorClass::ServerError => "server_error",
-            ErrorClass::Timeout => "timeout",
-            ErrorClass::Transport => "transport",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Option<ErrorClass> {
-        ErrorClass::ALL.into_iter().find(|c| c.as_str() == s)
+        s.parse().ok()
     }
 
     /// The health log's `failure_type` for this class.
@@ -956,7 +941,7 @@ mod class_tests {
 
     #[test]
     fn names_round_trip_and_fold_into_the_log_classes() {
-        for c in ErrorClass::ALL {
+        for c in <ErrorClass as strum::IntoEnumIterator>::iter() {
             assert_eq!(ErrorClass::parse(c.as_str()), Some(c));
             assert_eq!(
                 serde_json::to_string(&c).unwrap(),
@@ -1300,6 +1285,14 @@ mod class_tests {
             let u = transport_error(&e, &r);
             assert_eq!((u.class, u.status, u.retry_after), (c, None, None), "{e}");
             assert_eq!(u.message, e.to_string());
+        }
+    }
+
+    #[test]
+    fn error_class_names_agree_with_serde() {
+        for v in <ErrorClass as strum::IntoEnumIterator>::iter() {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
+            assert_eq!(v.as_str().parse::<ErrorClass>(), Ok(v));
         }
     }
 }

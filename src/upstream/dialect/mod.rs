@@ -37,9 +37,22 @@ pub use request::{
 };
 pub use stream::{StreamItem, StreamMapper, chunk_stream, map_byte_stream};
 
-/// The wire protocol a provider speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// The wire protocol a provider speaks. serde and strum each take the names
+/// from their own `lowercase` attribute; a test checks they agree.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::EnumIter,
+)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
 pub enum Dialect {
     /// OpenAI chat completions; also most other providers, Ollama, llama.cpp
     /// and vLLM.
@@ -52,11 +65,7 @@ pub enum Dialect {
 
 impl Dialect {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Dialect::Openai => "openai",
-            Dialect::Anthropic => "anthropic",
-            Dialect::Gemini => "gemini",
-        }
+        self.into()
     }
 }
 
@@ -950,5 +959,13 @@ mod tests {
         let e = parse_error(body).unwrap();
         assert_eq!(e.code.as_deref(), Some("API_KEY_INVALID"));
         assert_eq!(e.embedded_status, Some(400));
+    }
+
+    #[test]
+    fn dialect_names_agree_with_serde() {
+        for d in <Dialect as strum::IntoEnumIterator>::iter() {
+            assert_eq!(serde_json::to_value(d).unwrap(), d.as_str());
+            assert_eq!(d.as_str().parse::<Dialect>(), Ok(d));
+        }
     }
 }

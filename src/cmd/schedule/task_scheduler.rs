@@ -1,0 +1,167 @@
+//! `schedule` with Windows Task Scheduler: the task's XML is written to the
+//! stats directory and registered with `schtasks /Create`. Tasks inherit
+//! the user's environment, so there is no env file.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::{Installed, Removal, Scheduler, ShowContext, Shown};
+use crate::error::{Error, Result};
+use crate::fsutil;
+use crate::schedule::{Backend, Job, on_path, taskxml};
+
+pub struct TaskScheduler;
+
+impl Scheduler for TaskScheduler {
+    fn env_file_refusal(&self) -> Option<&'static str> {
+        Some(
+            "--env-file: Task Scheduler runs inherit your user environment variables; \
+             set the keys with `setx NAME value` instead",
+        )
+    }
+
+    fn missing_vars_note(&self, list: &str) -> Option<String> {
+        Some(format!(
+            "{list}: set in this shell; the task sees only your user environment \
+             variables (setx NAME value)"
+        ))
+    }
+
+    fn install(&self, job: &Job, stats: &Path, dry_run: bool, _enable: bool) -> Result<Installed> {
+        let xml = taskxml::xml(&taskxml::Fields::of(job));
+        let path = stats.join(taskxml::XML_FILE);
+        let create = taskxml::create_command(&path.display().to_string());
+        let previous = (!dry_run)
+            .then(installed_task_xml)
+            .flatten()
+            .and_then(|x| taskxml::working_directory_of(&x))
+            .map(PathBuf::from);
+        let mut text = format!(
+            "{} {}:\n\n{xml}\n",
+            if dry_run { "would write" } else { "wrote" },
+            path.display()
+        );
+        if !dry_run {
+            fsutil::ensure_dir(stats)?;
+            fsutil::atomic_write_unlocked(&path, xml.as_bytes())?;
+            run_tool(&create)?;
+        }
+        let _ = writeln!(
+            text,
+            "{}: {}",
+            if dry_run { "would run" } else { "ran" },
+            taskxml::command_line(&create)
+        );
+        Ok(Installed {
+            text,
+            location: format!("Task Scheduler task {}", taskxml::TASK_NAME),
+            previous_stats: previous,
+        })
+    }
+
+    fn uninstall(&self, explicit: bool, dry_run: bool, verb: &str) -> Result<Option<Removal>> {
+        if !explicit && !on_path("schtasks") {
+            return Ok(None);
+        }
+        let mut removal = Removal::looked_in(&format!("Task Scheduler ({})", taskxml::TASK_NAME));
+        let Some(xml) = installed_task_xml() else {
+            return Ok(Some(removal));
+        };
+        if !dry_run {
+            run_tool(&taskxml::delete_command())?;
+        }
+        let _ = writeln!(
+            removal.text,
+            "{verb} the Task Scheduler task {}",
+            taskxml::TASK_NAME
+        );
+        removal
+            .job_stats
+            .extend(taskxml::working_directory_of(&xml).map(PathBuf::from));
+        Ok(Some(removal))
+    }
+
+    fn show(&self, cx: &ShowContext<'_>) -> Result<Option<Shown>> {
+        if !(cx.explicit || on_path("schtasks")) {
+            return Ok(None);
+        }
+        let Some(xml) = installed_task_xml() else {
+            return Ok(None);
+        };
+        let details = run_tool(&taskxml::query_command())
+            .map(|out| {
+                out.lines()
+                    .map(str::trim)
+                    .filter(|l| {
+                        [
+                            "Next Run Time:",
+                            "Status:",
+                            "Last Run Time:",
+                            "Last Result:",
+                        ]
+                        .iter()
+                        .any(|k| l.starts_with(k))
+                    })
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_else(|e| vec![format!("next run: unknown ({e})")]);
+        let file = cx.stats.join(taskxml::XML_FILE);
+        Ok(Some(Shown {
+            backend: Backend::TaskScheduler,
+            location: format!("Task Scheduler task {}", taskxml::TASK_NAME),
+            entry: if file.exists() {
+                format!("{} (as installed)\n{xml}", file.display())
+            } else {
+                xml
+            },
+            next_trigger: None,
+            next_probe_from: None,
+            details,
+        }))
+    }
+}
+
+/// Run a tool (schtasks); its failure, with its first line of error, is
+/// a system error.
+fn run_tool(argv: &[String]) -> Result<String> {
+    let out = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| {
+            let hint = if e.kind() == std::io::ErrorKind::NotFound && argv[0] == "schtasks" {
+                ": Task Scheduler exists only on Windows (--dry-run prints the XML and the command)"
+            } else {
+                ""
+            };
+            Error::io(format!("cannot run {}{hint}", argv[0]), e)
+        })?;
+    if out.status.success() {
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    Err(Error::io(
+        format!("`{}` failed ({})", taskxml::command_line(argv), out.status),
+        std::io::Error::other(
+            err.lines()
+                .next()
+                .unwrap_or("no message")
+                .trim()
+                .to_string(),
+        ),
+    ))
+}
+
+/// The XML of the installed task, or `None` when there is none (or no
+/// schtasks).
+fn installed_task_xml() -> Option<String> {
+    if !on_path("schtasks") {
+        return None;
+    }
+    let mut q = taskxml::query_command();
+    q.truncate(4);
+    q.push("/XML".into());
+    run_tool(&q).ok()
+}

@@ -1,0 +1,195 @@
+//! What the fake provider does differently per dialect, behind one trait:
+//! [`DialectResponder`], with one implementation per dialect in its own file
+//! (`fake/openai.rs`, `fake/anthropic.rs`, `fake/gemini.rs`), looked up by
+//! `fake::responder` the way `upstream::dialect::wire` looks up the client
+//! side.
+//!
+//! The dispatcher in `fake.rs` and the stream player in `fake/stream.rs`
+//! stay dialect-blind: they ask the responder for the key, the prompt, a
+//! body, an error or a stream's events. A new dialect is one new file and
+//! one arm in `fake::responder`.
+
+use axum::http::{HeaderMap, Uri};
+use axum::response::Response;
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::stream::{self, Answer, Ending, Mode, Step};
+
+/// Token counts the fake reports as usage.
+#[derive(Debug, Clone, Copy)]
+pub struct Usage {
+    pub input: usize,
+    pub output: usize,
+}
+
+impl Usage {
+    /// The prompt's words plus a few for the template, and at least one
+    /// output token.
+    pub fn of(prompt: &str, text: &str) -> Usage {
+        Usage {
+            input: prompt.split_whitespace().count() + 8,
+            output: text.split_whitespace().count().max(1),
+        }
+    }
+
+    /// As [`Usage::of`], but an empty streamed answer has no output tokens.
+    fn of_stream(a: &Answer<'_>) -> Usage {
+        let u = Usage::of(a.prompt, a.text);
+        Usage {
+            output: if a.empty { 0 } else { u.output },
+            ..u
+        }
+    }
+}
+
+/// One dialect's side of the fake: reading its requests and writing its
+/// answers, errors and streams, shaped as captured responses (PROVIDERS.md).
+pub trait DialectResponder: Sync {
+    /// The API key sent, from wherever this dialect puts it.
+    fn api_key(&self, headers: &HeaderMap, uri: &Uri) -> Option<String>;
+
+    /// A header the real provider requires and the request lacks, as the
+    /// message it would answer with.
+    fn missing_header(&self, _headers: &HeaderMap) -> Option<&'static str> {
+        None
+    }
+
+    /// The text of the last user turn.
+    fn prompt(&self, body: &Value) -> Option<String>;
+
+    /// Why a request without a user turn is rejected.
+    fn no_prompt(&self) -> &'static str {
+        "messages: a user message is required"
+    }
+
+    /// How the client asked to stream: by the path (`from_path`, Gemini's
+    /// `:streamGenerateContent`) or by the body (`"stream": true`).
+    fn stream_mode(&self, _from_path: Option<Mode>, body: &Value) -> Option<Mode> {
+        (body.get("stream") == Some(&Value::Bool(true))).then_some(Mode::Sse)
+    }
+
+    /// A completed answer with `text` as the model's output.
+    fn success(&self, model: &str, text: &str, truncated: bool, usage: Usage) -> Value;
+
+    /// The field of [`success`](Self::success) that holds the answer, which
+    /// an empty answer leaves as `[]`.
+    fn answers_field(&self) -> &'static str;
+
+    /// A malformed request, rejected the way the real provider would.
+    fn bad_request(&self, message: &str) -> Response;
+    /// 429 with a [`RETRY_SECS`](super::respond::RETRY_SECS) wait.
+    fn rate_limit(&self) -> Response;
+    fn e500(&self) -> Response;
+    /// 529.
+    fn overloaded(&self) -> Response;
+    fn e503(&self) -> Response;
+    /// A bad key.
+    fn unauthorized(&self) -> Response;
+    fn forbidden(&self) -> Response;
+    fn context_length(&self) -> Response;
+    fn not_found(&self, model: &str) -> Response;
+    /// A 401 that quotes the key back, as some providers do. Redaction must
+    /// catch this before it reaches a log.
+    fn echo_key(&self, key: &str) -> Response;
+
+    /// The whole stream of `a`, already cut into `pieces`, and the index of
+    /// its first content chunk (none for an empty answer).
+    fn stream_steps(
+        &self,
+        a: &Answer<'_>,
+        pieces: &[&str],
+        usage: Usage,
+    ) -> (Vec<Step>, Option<usize>);
+
+    /// The error an upstream sends inside a stream that has already begun.
+    fn stream_error(&self, a: &Answer<'_>) -> Step;
+
+    /// The streamed response for `a`, ending as `ending` says.
+    fn stream(
+        &self,
+        a: &Answer<'_>,
+        mode: Mode,
+        ending: Ending,
+        shutdown: watch::Receiver<bool>,
+    ) -> Response {
+        let (steps, first_content) =
+            self.stream_steps(a, &stream::pieces(a.text), Usage::of_stream(a));
+        let error = self.stream_error(a);
+        stream::respond(steps, first_content, error, mode, ending, shutdown)
+    }
+}
+
+/// A header's trimmed, non-empty value.
+pub fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+}
+
+/// A turn's text: content is a string or a list of parts/blocks with
+/// "text".
+pub fn text_of(content: &Value) -> Option<String> {
+    match content {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => Some(
+            parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join(""),
+        ),
+        _ => None,
+    }
+}
+
+/// The last message with role `user` in `messages`, as OpenAI and Anthropic
+/// both send them.
+pub fn last_user_message(body: &Value) -> Option<String> {
+    body.get("messages")?
+        .as_array()?
+        .iter()
+        .rev()
+        .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        .and_then(|m| text_of(m.get("content")?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use strum::IntoEnumIterator as _;
+
+    use crate::fake::{Dialect, responder};
+
+    #[test]
+    fn answers_field_holds_the_answer_in_every_dialect() {
+        let usage = Usage {
+            input: 9,
+            output: 1,
+        };
+        for d in Dialect::iter() {
+            let r = responder(d);
+            let v = r.success("m", "42", false, usage);
+            let answers = v[r.answers_field()].as_array();
+            assert_eq!(answers.map(Vec::len), Some(1), "{d:?}: {v}");
+            assert!(v.to_string().contains("\"42\""), "{d:?}: {v}");
+        }
+    }
+
+    #[test]
+    fn text_is_read_from_strings_and_parts() {
+        assert_eq!(text_of(&serde_json::json!("hi")).as_deref(), Some("hi"));
+        let parts = serde_json::json!([{"text": "a"}, {"image": 1}, {"text": "b"}]);
+        assert_eq!(text_of(&parts).as_deref(), Some("ab"));
+        assert_eq!(text_of(&serde_json::json!(3)), None);
+        let body = serde_json::json!({"messages": [
+            {"role": "user", "content": "first"},
+            {"role": "assistant", "content": "x"},
+            {"role": "user", "content": "last"},
+        ]});
+        assert_eq!(last_user_message(&body).as_deref(), Some("last"));
+    }
+}
