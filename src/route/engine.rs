@@ -30,7 +30,6 @@ use super::health::HealthCache;
 use super::limits::{self, LimitRequest, Reservation};
 use super::persist::{self, RouteState};
 use super::shared::{Admit, SharedState};
-use super::status::Snapshot;
 use crate::clock::Clock;
 
 /// One attempt, for the trail, the headers and the exhausted message.
@@ -623,19 +622,6 @@ impl Engine {
                 reason: reason.to_string(),
             })
             .inc();
-    }
-
-    /// The metrics text, with the gauges set from `snapshot` (the shared
-    /// state when there is one).
-    pub fn metrics_text(&self, snapshot: &Snapshot) -> String {
-        let now = snapshot.now;
-        self.metrics
-            .cooldowns_active
-            .set(snapshot.cooldowns.active(now).count() as i64);
-        self.metrics
-            .routable_models
-            .set(self.routable_under(&snapshot.cooldowns, now).len() as i64);
-        self.metrics.encode()
     }
 
     /// A candidate's keys, starting at the next one in turn, each with the

@@ -155,7 +155,7 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {
-    let text = from_snapshot(&app.engine, Want::Cooldowns, |e, snap| e.metrics_text(snap))
+    let text = from_snapshot(&app.engine, Want::Cooldowns, super::status::metrics_text)
         .await
         .unwrap_or_default();
     (

@@ -112,6 +112,21 @@ impl Snapshot {
     }
 }
 
+/// The metrics text, with the gauges set from `snap` (the shared state
+/// when there is one). Here rather than in the engine: the gauges are a
+/// view of a snapshot, like [`view`].
+pub fn metrics_text(engine: &Engine, snap: &Snapshot) -> String {
+    let now = snap.now;
+    let metrics = &engine.metrics;
+    metrics
+        .cooldowns_active
+        .set(snap.cooldowns.active(now).count() as i64);
+    metrics
+        .routable_models
+        .set(engine.routable_under(&snap.cooldowns, now).len() as i64);
+    metrics.encode()
+}
+
 /// The Redis keys behind every provider's view, named from the catalog:
 /// the benches a request would look up and, for [`Want::Everything`], the
 /// learned limits of each key and model and the windows of every scope a
