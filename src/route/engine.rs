@@ -13,9 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
 
 use crate::catalog::{ApiKey, Catalog, Resolved, RouteSettings};
 use crate::error::Result;
@@ -24,43 +22,14 @@ use crate::state::{ModelState, StateWatcher};
 use crate::upstream::classify::{ErrorClass, UpstreamError};
 use crate::upstream::secret::Redactor;
 
-use super::api_error::ApiError;
 use super::choose::{self, Candidate, Choice, NoCandidate};
+use super::domain::RouteError;
+pub use super::domain::{Attempt, Exhausted, trail};
 use super::health::HealthCache;
 use super::limits::{self, LimitRequest, Reservation};
 use super::persist::{self, RouteState};
 use super::shared::{Admit, SharedState};
 use crate::clock::Clock;
-
-/// One attempt, for the trail, the headers and the exhausted message.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Attempt {
-    /// `provider::model`.
-    pub model: String,
-    /// `#<index>:<fingerprint>` of the key used, never the key.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
-    /// `ok`, an error class (`rate_limit`, `server_error`, …), or, for a
-    /// candidate skipped without sending, `cooldown:<reason>` or
-    /// `limit:<rpm|rpd|tpm|tpd|daily_cap>`.
-    pub class: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<u16>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// When this candidate can be tried again, if it is benched.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retry_at: Option<DateTime<Utc>>,
-}
-
-impl Attempt {
-    /// Sent and failed (not skipped for a cooldown or a limit, not served).
-    pub fn failed(&self) -> bool {
-        self.class != "ok"
-            && !self.class.starts_with("cooldown:")
-            && !self.class.starts_with("limit:")
-    }
-}
 
 /// A request that was served.
 #[derive(Debug)]
@@ -103,13 +72,6 @@ impl<T> Sent<T> {
             tokens: None,
         }
     }
-}
-
-/// A request that nothing could serve.
-#[derive(Debug)]
-pub struct Exhausted {
-    pub error: ApiError,
-    pub attempts: Vec<Attempt>,
 }
 
 /// Everything a request needs, shared by every handler.
@@ -217,7 +179,10 @@ impl Engine {
     }
 
     /// The candidates for a requested model, in order.
-    pub fn candidates(&self, model: Option<&str>) -> std::result::Result<Vec<Candidate>, ApiError> {
+    pub fn candidates(
+        &self,
+        model: Option<&str>,
+    ) -> std::result::Result<Vec<Candidate>, RouteError> {
         let choice = Choice::parse(model, &self.aliases);
         let health = self.health.load();
         let snapshot = self.states.current();
@@ -229,22 +194,8 @@ impl Engine {
             &health,
         )
         .map_err(|e| match e {
-            NoCandidate::Unknown(m) => ApiError::new(
-                StatusCode::NOT_FOUND,
-                "invalid_request_error",
-                "model_not_found",
-                format!(
-                    "the model {m:?} is not served by any provider with a key set; use \"auto\", a model id, provider::model or an alias (GET /v1/models lists them)"
-                ),
-            ),
-            NoCandidate::NoneActive(m) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "api_error",
-                "no_active_models",
-                format!(
-                    "no active model for {m:?}: every one is paused or disabled (see `llmprobe state`)"
-                ),
-            ),
+            NoCandidate::Unknown(model) => RouteError::UnknownModel { model },
+            NoCandidate::NoneActive(model) => RouteError::NoneActive { model },
         })
     }
 
@@ -510,7 +461,11 @@ impl Engine {
                             Action::ReturnToClient => {
                                 self.count_request("rejected");
                                 return Err(Exhausted {
-                                    error: client_error(&err),
+                                    error: RouteError::client_fault(
+                                        err.class,
+                                        err.status,
+                                        err.message.clone(),
+                                    ),
                                     attempts,
                                 });
                             }
@@ -552,30 +507,13 @@ impl Engine {
                 || all_targets
                     .iter()
                     .all(|t| lock(&self.cooldowns).cooldowns.blocked(t, now).is_some()));
-        let error = if cooling {
-            ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limit_error",
-                "all_cooling_down",
-                format!(
-                    "every candidate is cooling down or at a limit; the first is usable again at {}",
-                    retry_at.map(crate::time::format_ts).unwrap_or_default()
-                ),
-            )
-        } else {
-            ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "api_error",
-                "all_candidates_failed",
-                format!(
-                    "every candidate failed ({} attempt{}): {}",
-                    sent,
-                    if sent == 1 { "" } else { "s" },
-                    trail(&attempts, 400)
-                ),
-            )
-        }
-        .with_retry_at(retry_at);
+        let error = match retry_at {
+            Some(retry_at) if cooling => RouteError::AllCoolingDown { retry_at },
+            _ => RouteError::AllFailed {
+                attempts: sent,
+                retry_at,
+            },
+        };
         self.count_request("exhausted");
         Err(Exhausted { error, attempts })
     }
@@ -777,40 +715,6 @@ pub fn targets(p: &Resolved, model: &str) -> Vec<Target> {
 /// `#1:3f9a1c2e`: which key, never the key.
 pub fn key_label(k: &ApiKey) -> String {
     format!("#{}:{}", k.index, k.fingerprint)
-}
-
-/// An upstream's verdict on the client's own request, passed back as is.
-fn client_error(err: &UpstreamError) -> ApiError {
-    ApiError::new(
-        StatusCode::from_u16(err.status.unwrap_or(400))
-            .ok()
-            .filter(|s| s.is_client_error())
-            .unwrap_or(StatusCode::BAD_REQUEST),
-        "invalid_request_error",
-        if err.class == ErrorClass::ContextLength {
-            "context_length_exceeded"
-        } else {
-            "bad_request"
-        },
-        format!("the upstream rejected the request itself: {}", err.message),
-    )
-}
-
-/// `p::m=class, …`, cut to about `cap` characters.
-pub fn trail(attempts: &[Attempt], cap: usize) -> String {
-    let mut out = String::new();
-    for a in attempts {
-        let item = format!("{}={}", a.model, a.class);
-        if !out.is_empty() {
-            if out.len() + item.len() + 2 > cap {
-                out.push_str(", …");
-                break;
-            }
-            out.push_str(", ");
-        }
-        out.push_str(&item);
-    }
-    out
 }
 
 /// How long the debounced saver waits after a change before writing.
