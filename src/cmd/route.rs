@@ -15,7 +15,7 @@ use crate::exit;
 use crate::output;
 use crate::route::engine::{Engine, Exhausted, trail};
 use crate::route::shared::SharedState;
-use crate::route::status::{Snapshot, Source, Want};
+use crate::route::status::{RouteSnapshot, Source, Want};
 use crate::route::surface::openai;
 use crate::route::{send, serve};
 use crate::server;
@@ -64,9 +64,9 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
     if a.status {
         engine.refresh_health()?;
         let snap = if unreachable {
-            Snapshot::local(&engine, Want::Everything, Source::RedisUnavailable)
+            RouteSnapshot::local(&engine, Want::Everything, Source::RedisUnavailable)
         } else {
-            rt.block_on(Snapshot::read(&engine, Want::Everything))
+            rt.block_on(RouteSnapshot::read(&engine, Want::Everything))
         };
         let v = crate::route::status::view(&engine, &snap);
         if a.json {
@@ -95,7 +95,7 @@ fn settings(base: &RouteSettings, a: &RouteArgs) -> Result<RouteSettings> {
         s.max_attempts = n;
     }
     if let Some(b) = a.budget {
-        s.budget = bounded_secs(b, crate::catalog::route_bounds::BUDGET_SECS, true)
+        s.time_budget = bounded_secs(b, crate::catalog::route_bounds::BUDGET_SECS, true)
             .map_err(|why| Error::config(format!("--budget {why}")))?;
     }
     if let Some(l) = a.listen {

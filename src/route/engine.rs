@@ -88,7 +88,8 @@ pub struct Engine {
     /// ([`Engine::refresh_health`]) and read lock-free by requests.
     health: arc_swap::ArcSwap<super::health::HealthMap>,
     health_cache: Mutex<HealthCache>,
-    cooldowns: Arc<Mutex<RouteState<Cooldowns>>>,
+    /// The route state: benches and the limit ledger, as saved.
+    state: Arc<Mutex<RouteState<Cooldowns>>>,
     dirty: AtomicBool,
     pub changed: tokio::sync::Notify,
     stats_dir: PathBuf,
@@ -135,7 +136,7 @@ impl Engine {
             states,
             health: arc_swap::ArcSwap::from_pointee(Default::default()),
             health_cache: Mutex::new(HealthCache::new(stats_dir.join(crate::settings::LOG_FILE))),
-            cooldowns: Arc::new(Mutex::new(saved)),
+            state: Arc::new(Mutex::new(saved)),
             dirty: AtomicBool::new(false),
             changed: tokio::sync::Notify::new(),
             stats_dir,
@@ -150,7 +151,7 @@ impl Engine {
     /// neither reads nor writes `route_state.json`: its in-process state
     /// starts empty and is only the fallback while Redis is away.
     pub fn with_shared(mut self, shared: Arc<SharedState>) -> Engine {
-        self.cooldowns = Arc::new(Mutex::new(RouteState::default()));
+        self.state = Arc::new(Mutex::new(RouteState::default()));
         self.shared = Some(shared);
         self
     }
@@ -203,7 +204,7 @@ impl Engine {
     /// not bench now.
     pub fn routable(&self) -> Vec<String> {
         let now = self.clock.now();
-        self.routable_under(&lock(&self.cooldowns).cooldowns, now)
+        self.routable_under(&lock(&self.state).cooldowns, now)
     }
 
     /// Every active `provider::model` that `cooldowns` does not bench at
@@ -269,7 +270,7 @@ impl Engine {
                 let now = self.clock.now();
                 // The first attempt and the first retry always run.
                 let out_of_attempts = sent >= self.settings.max_attempts
-                    || (sent >= 2 && started.elapsed() >= self.settings.budget);
+                    || (sent >= 2 && started.elapsed() >= self.settings.time_budget);
                 let limits = limits::effective(&c.provider.provider, &c.model);
                 let req = LimitRequest {
                     target: &target,
@@ -283,14 +284,11 @@ impl Engine {
                 };
                 let benched = match &admitted {
                     Some(Admit::Benched(b)) => {
-                        lock(&self.cooldowns).cooldowns.insert(b.clone(), now);
+                        lock(&self.state).cooldowns.insert(b.clone(), now);
                         Some(b.clone())
                     }
                     Some(_) => None,
-                    None => lock(&self.cooldowns)
-                        .cooldowns
-                        .blocked(&target, now)
-                        .cloned(),
+                    None => lock(&self.state).cooldowns.blocked(&target, now).cloned(),
                 };
                 if let Some(b) = benched {
                     tracing::debug!(
@@ -320,10 +318,10 @@ impl Engine {
                     Some(Admit::Counted(r)) => {
                         // Mirrored, for the fallback: this instance's own
                         // requests.
-                        let _ = lock(&self.cooldowns).budget.check_and_count(&req, now);
+                        let _ = lock(&self.state).limits.check_and_count(&req, now);
                         Ok(r)
                     }
-                    _ => lock(&self.cooldowns).budget.check_and_count(&req, now),
+                    _ => lock(&self.state).limits.check_and_count(&req, now),
                 };
                 let mut reservation = match checked {
                     Ok(r) => r,
@@ -374,17 +372,17 @@ impl Engine {
                     Ok(_) => sent_now.tokens,
                 };
                 let learned = {
-                    let mut st = lock(&self.cooldowns);
+                    let mut st = lock(&self.state);
                     let learned = sent_now
                         .headers
                         .as_ref()
-                        .map(|h| st.budget.learn(&target, h, self.clock.now()))
+                        .map(|h| st.limits.learn(&target, h, self.clock.now()))
                         .unwrap_or_default();
                     if let Some(used) = used
                         && reservation.counted()
                         && !reservation.is_shared()
                     {
-                        st.budget.correct(&mut reservation, used);
+                        st.limits.correct(&mut reservation, used);
                     }
                     learned
                 };
@@ -411,7 +409,7 @@ impl Engine {
                     Ok(value) => {
                         tracing::debug!(model = %c.key(), ms = t0.elapsed().as_millis() as u64, "route: served");
                         self.count_request("served");
-                        let changed = lock(&self.cooldowns)
+                        let changed = lock(&self.state)
                             .cooldowns
                             .record_success(&target, self.clock.now());
                         if changed {
@@ -486,7 +484,7 @@ impl Engine {
             }
         }
         let now = self.clock.now();
-        let retry_at = lock(&self.cooldowns)
+        let retry_at = lock(&self.state)
             .cooldowns
             .earliest_retry(all_targets.iter(), now)
             .filter(|t| *t > now);
@@ -506,7 +504,7 @@ impl Engine {
             && (sent == 0
                 || all_targets
                     .iter()
-                    .all(|t| lock(&self.cooldowns).cooldowns.blocked(t, now).is_some()));
+                    .all(|t| lock(&self.state).cooldowns.blocked(t, now).is_some()));
         let error = match retry_at {
             Some(retry_at) if cooling => RouteError::AllCoolingDown { retry_at },
             _ => RouteError::AllFailed {
@@ -521,7 +519,7 @@ impl Engine {
     fn count_request(&self, outcome: &str) {
         self.metrics
             .requests
-            .get_or_create(&super::metrics::Outcome {
+            .get_or_create(&super::metrics::OutcomeLabels {
                 outcome: outcome.to_string(),
             })
             .inc();
@@ -543,7 +541,7 @@ impl Engine {
             .inc();
         self.metrics
             .latency
-            .get_or_create(&super::metrics::Model {
+            .get_or_create(&super::metrics::ModelLabels {
                 provider: c.provider.provider.name.clone(),
                 model: c.model.clone(),
             })
@@ -554,7 +552,7 @@ impl Engine {
     pub fn count_skip(&self, c: &Candidate, reason: &str) {
         self.metrics
             .skips
-            .get_or_create(&super::metrics::Skip {
+            .get_or_create(&super::metrics::SkipLabels {
                 provider: c.provider.provider.name.clone(),
                 model: c.model.clone(),
                 reason: reason.to_string(),
@@ -598,11 +596,11 @@ impl Engine {
         };
         match self.shared.clone() {
             Some(s) if s.is_healthy() => {
-                let (t, now, local) = (target.clone(), self.clock.now(), self.cooldowns.clone());
+                let (t, now, local) = (target.clone(), self.clock.now(), self.state.clone());
                 tokio::spawn(async move { record_failure(Some(&s), &local, &t, &err, now).await });
             }
             _ => {
-                lock(&self.cooldowns)
+                lock(&self.state)
                     .cooldowns
                     .record_failure(target, &err, self.clock.now());
             }
@@ -618,7 +616,7 @@ impl Engine {
         err: &UpstreamError,
         now: DateTime<Utc>,
     ) -> crate::route::cooldown::Decision {
-        record_failure(self.shared.as_ref(), &self.cooldowns, target, err, now).await
+        record_failure(self.shared.as_ref(), &self.state, target, err, now).await
     }
 
     fn mark_dirty(&self) {
@@ -633,7 +631,7 @@ impl Engine {
             return Ok(());
         }
         let snapshot = {
-            let mut cd = lock(&self.cooldowns);
+            let mut cd = lock(&self.state);
             cd.cooldowns.prune(self.clock.now());
             cd.saved_at = Some(crate::time::format_ts(self.clock.now()));
             cd.clone()
@@ -651,14 +649,14 @@ impl Engine {
             reservation.set_tokens(used);
             return;
         }
-        lock(&self.cooldowns).budget.correct(reservation, used);
+        lock(&self.state).limits.correct(reservation, used);
         self.mark_dirty();
     }
 
     /// Look at this instance's own state (for a status view; keep it short:
     /// requests wait for the same lock).
     pub fn with_local_state<T>(&self, f: impl FnOnce(&RouteState<Cooldowns>) -> T) -> T {
-        f(&lock(&self.cooldowns))
+        f(&lock(&self.state))
     }
 
     /// The state of a model now (from the watched state file).
@@ -691,8 +689,8 @@ async fn record_failure(
     decision
 }
 
-fn attempt_labels(c: &Candidate, class: &str) -> super::metrics::Attempt {
-    super::metrics::Attempt {
+fn attempt_labels(c: &Candidate, class: &str) -> super::metrics::AttemptLabels {
+    super::metrics::AttemptLabels {
         provider: c.provider.provider.name.clone(),
         model: c.model.clone(),
         class: class.to_string(),

@@ -32,7 +32,7 @@ use crate::upstream::secret::Secret;
 
 use super::engine::{Attempt, Engine, Exhausted, trail};
 use super::send::{self, StreamEvent};
-use super::status::{Snapshot, Source, Want};
+use super::status::{RouteSnapshot, Source, Want};
 use super::surface::BodyLimit;
 use super::surface::openai::{self, ChatBody};
 
@@ -115,9 +115,9 @@ async fn livez() -> Response {
 async fn from_snapshot<T: Send + 'static>(
     engine: &Arc<Engine>,
     want: Want,
-    build: impl FnOnce(&Engine, &Snapshot) -> T + Send + 'static,
+    build: impl FnOnce(&Engine, &RouteSnapshot) -> T + Send + 'static,
 ) -> Option<T> {
-    let snap = Snapshot::read(engine, want).await;
+    let snap = RouteSnapshot::read(engine, want).await;
     let engine = engine.clone();
     tokio::task::spawn_blocking(move || build(&engine, &snap))
         .await
