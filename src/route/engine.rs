@@ -6,7 +6,7 @@
 //! and saves the cooldowns; the server shares the engine between handlers
 //! and saves the cooldowns when they change (debounced) and at shutdown.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 
 use crate::catalog::{ApiKey, Catalog, Resolved, RouteSettings};
 use crate::error::Result;
-use crate::route::cooldown::{Action, Cooldowns, Target};
+use crate::route::cooldown::{Cooldowns, Target};
 use crate::state::{ModelState, StateWatcher};
 use crate::upstream::classify::{ErrorClass, UpstreamError};
 use crate::upstream::secret::Redactor;
@@ -26,9 +26,12 @@ use super::choose::{self, Candidate, Choice, NoCandidate};
 use super::domain::RouteError;
 pub use super::domain::{Attempt, Exhausted, trail};
 use super::health::HealthCache;
-use super::limits::{self, LimitRequest, Reservation};
+use super::limits::Reservation;
 use super::persist::{self, RouteState};
-use super::shared::{Admit, SharedState};
+use super::shared::SharedState;
+use run::{Admission, AfterAttempt, Picker, Run};
+
+mod run;
 use crate::clock::Clock;
 
 /// A request that was served.
@@ -254,266 +257,27 @@ impl Engine {
             error,
             attempts: Vec::new(),
         })?;
-        let started = tokio::time::Instant::now();
-        let mut attempts: Vec<Attempt> = Vec::new();
-        let mut sent = 0u32;
-        let mut skip: HashSet<String> = HashSet::new();
-        let mut all_targets: Vec<Target> = Vec::new();
-        let mut pending_fallback = None;
-        'candidates: for c in &candidates {
-            let provider = &c.provider.provider.name;
-            if skip.contains(provider) {
-                continue;
-            }
-            for (key, target) in self.rotated_keys(c) {
-                all_targets.push(target.clone());
-                let now = self.clock.now();
-                // The first attempt and the first retry always run.
-                let out_of_attempts = sent >= self.settings.max_attempts
-                    || (sent >= 2 && started.elapsed() >= self.settings.time_budget);
-                let limits = limits::effective(&c.provider.provider, &c.model);
-                let req = LimitRequest {
-                    target: &target,
-                    limits: &limits,
-                    tokens,
-                };
-                // Shared: benches and limits in one round trip to Redis.
-                let admitted = match &self.shared {
-                    Some(s) if !out_of_attempts => s.admit(&req, now).await.ok(),
-                    _ => None,
-                };
-                let benched = match &admitted {
-                    Some(Admit::Benched(b)) => {
-                        lock(&self.state).cooldowns.insert(b.clone(), now);
-                        Some(b.clone())
-                    }
-                    Some(_) => None,
-                    None => lock(&self.state).cooldowns.blocked(&target, now).cloned(),
-                };
-                if let Some(b) = benched {
-                    tracing::debug!(
-                        model = %c.key(),
-                        key = key.as_ref().map(key_label).as_deref(),
-                        reason = %b.reason,
-                        until = %crate::time::format_ts(b.until),
-                        "route: skipped, cooling down"
-                    );
-                    self.count_skip(c, "cooldown");
-                    attempts.push(Attempt {
-                        model: c.key(),
-                        key: key.as_ref().map(key_label),
-                        class: format!("cooldown:{}", b.reason),
-                        status: None,
-                        message: None,
-                        retry_at: Some(b.until),
-                    });
-                    continue;
-                }
-                if out_of_attempts {
-                    break 'candidates;
-                }
-                // Stay inside every limit: skip, don't send.
-                let checked = match admitted {
-                    Some(Admit::Limited(hit)) => Err(hit),
-                    Some(Admit::Counted(r)) => {
-                        // Mirrored, for the fallback: this instance's own
-                        // requests.
-                        let _ = lock(&self.state).limits.check_and_count(&req, now);
-                        Ok(r)
-                    }
-                    _ => lock(&self.state).limits.check_and_count(&req, now),
-                };
-                let mut reservation = match checked {
-                    Ok(r) => r,
-                    Err(hit) => {
-                        tracing::debug!(
-                            model = %c.key(),
-                            limit = %hit.trail(),
-                            scope = %hit.scope,
-                            until = %crate::time::format_ts(hit.until),
-                            "route: skipped, at a limit"
-                        );
-                        self.count_skip(c, hit.kind.as_str());
-                        attempts.push(Attempt {
-                            model: c.key(),
-                            key: key.as_ref().map(key_label),
-                            class: hit.trail(),
-                            status: None,
-                            message: Some(format!(
-                                "{} full until {}",
-                                hit.scope,
-                                crate::time::format_ts(hit.until)
-                            )),
-                            retry_at: Some(hit.until),
-                        });
-                        continue;
-                    }
-                };
-                if reservation.counted() {
-                    self.mark_dirty();
-                }
-                sent += 1;
-                if let Some(prev) = pending_fallback.take() {
-                    self.metrics.fallbacks.get_or_create(&prev).inc();
-                }
-                tracing::debug!(
-                    model = %c.key(),
-                    key = key.as_ref().map(key_label).as_deref(),
-                    attempt = sent,
-                    "route: attempt"
-                );
-                let t0 = std::time::Instant::now();
-                let sent_now = send(c.clone(), key.clone()).await;
-                self.count_attempt(c, &sent_now.result, t0.elapsed());
-                // A failed request used no tokens; a served one, what the
-                // upstream says (streams: corrected at their end).
-                let used = match &sent_now.result {
-                    Err(_) => Some(0),
-                    Ok(_) => sent_now.tokens,
-                };
-                let learned = {
-                    let mut st = lock(&self.state);
-                    let learned = sent_now
-                        .headers
-                        .as_ref()
-                        .map(|h| st.limits.learn(&target, h, self.clock.now()))
-                        .unwrap_or_default();
-                    if let Some(used) = used
-                        && reservation.counted()
-                        && !reservation.is_shared()
-                    {
-                        st.limits.correct(&mut reservation, used);
-                    }
-                    learned
-                };
-                if let Some(s) = &self.shared {
-                    // Off the request path: the reply does not wait for
-                    // Redis to store learned limits or a corrected token
-                    // count. They land one round trip after it, in order.
-                    let correction = used.filter(|_| reservation.is_shared()).map(|u| {
-                        let estimated = reservation.clone();
-                        reservation.set_tokens(u);
-                        (estimated, u)
-                    });
-                    if !learned.is_empty() || correction.is_some() {
-                        let (s, t) = (s.clone(), target.clone());
-                        tokio::spawn(async move {
-                            let _ = s.learn(&t, &learned).await;
-                            if let Some((mut r, u)) = correction {
-                                let _ = s.correct(&mut r, u).await;
-                            }
-                        });
-                    }
-                }
-                match sent_now.result {
-                    Ok(value) => {
-                        tracing::debug!(model = %c.key(), ms = t0.elapsed().as_millis() as u64, "route: served");
-                        self.count_request("served");
-                        let changed = lock(&self.state)
-                            .cooldowns
-                            .record_success(&target, self.clock.now());
-                        if changed {
-                            self.mark_dirty();
-                        }
-                        if let Some(s) = self.shared.clone() {
-                            // Off the request path: a ladder to reset is rare.
-                            let t = target.clone();
-                            tokio::spawn(async move { s.success(&t).await });
-                        }
-                        return Ok(Served {
-                            via: c.key(),
-                            target,
-                            attempts,
-                            reservation: reservation.counted().then_some(reservation),
-                            value,
-                        });
-                    }
-                    Err(err) => {
-                        let now = self.clock.now();
-                        let decision = self.record_failure(&target, &err, now).await;
-                        // The message is redacted where the error was made.
-                        tracing::debug!(
-                            model = %c.key(),
-                            class = err.class.as_str(),
-                            status = err.status,
-                            message = %err.message,
-                            action = ?decision.action,
-                            bench = decision.bench.as_ref().map(|b| format!(
-                                "{} until {}",
-                                b.reason,
-                                crate::time::format_ts(b.until)
-                            )),
-                            "route: attempt failed"
-                        );
-                        self.mark_dirty();
-                        attempts.push(Attempt {
-                            model: c.key(),
-                            key: key.as_ref().map(key_label),
-                            class: err.class.as_str().to_string(),
-                            status: err.status,
-                            message: Some(err.message.clone()),
-                            retry_at: decision.bench.as_ref().map(|b| b.until),
-                        });
-                        pending_fallback = Some(attempt_labels(c, err.class.as_str()));
-                        match decision.action {
-                            Action::ReturnToClient => {
-                                self.count_request("rejected");
-                                return Err(Exhausted {
-                                    error: RouteError::client_fault(
-                                        err.class,
-                                        err.status,
-                                        err.message.clone(),
-                                    ),
-                                    attempts,
-                                });
-                            }
-                            Action::SkipProvider => {
-                                skip.insert(provider.clone());
-                                continue 'candidates;
-                            }
-                            Action::TryNext => {
-                                // A model-level failure: the other keys
-                                // would fail the same way.
-                                if matches!(err.class, ErrorClass::ModelNotFound) {
-                                    continue 'candidates;
-                                }
-                            }
-                        }
-                    }
-                }
+        let mut run = Run::new(self, tokens);
+        let mut picker = Picker::new(&candidates);
+        while let Some((c, key, target)) = picker.next(self, &run.skip) {
+            let mut reservation = match run.admit(c, key.as_ref(), &target).await {
+                Admission::Skipped => continue,
+                Admission::Stop => break,
+                Admission::Send(r) => r,
+            };
+            let (sent, took) = run.send_one(c, &key, &mut send).await;
+            run.account(&target, &mut reservation, &sent);
+            let next = run
+                .record_outcome(c, key.as_ref(), target, reservation, sent.result, took)
+                .await;
+            match next {
+                AfterAttempt::Served(s) => return Ok(s),
+                AfterAttempt::Rejected(x) => return Err(x),
+                AfterAttempt::NextKey => {}
+                AfterAttempt::NextCandidate => picker.next_candidate(),
             }
         }
-        let now = self.clock.now();
-        let retry_at = lock(&self.state)
-            .cooldowns
-            .earliest_retry(all_targets.iter(), now)
-            .filter(|t| *t > now);
-        // Everything is cooling down or at a limit: nothing was sent and
-        // something names a time, or every candidate is benched now.
-        let limit_wait = attempts
-            .iter()
-            .filter(|a| a.class.starts_with("limit:"))
-            .filter_map(|a| a.retry_at)
-            .filter(|t| *t > now)
-            .min();
-        let retry_at = match (retry_at, limit_wait) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        let cooling = retry_at.is_some()
-            && (sent == 0
-                || all_targets
-                    .iter()
-                    .all(|t| lock(&self.state).cooldowns.blocked(t, now).is_some()));
-        let error = match retry_at {
-            Some(retry_at) if cooling => RouteError::AllCoolingDown { retry_at },
-            _ => RouteError::AllFailed {
-                attempts: sent,
-                retry_at,
-            },
-        };
-        self.count_request("exhausted");
-        Err(Exhausted { error, attempts })
+        Err(run.exhausted())
     }
 
     fn count_request(&self, outcome: &str) {
