@@ -1,11 +1,15 @@
 //! What the router answers, in no surface's shape: why a request could not
-//! be served ([`RouteError`]). Each inbound surface (the OpenAI server
+//! be served ([`RouteError`]) and what a served stream carries
+//! ([`StreamEvent`]). Each inbound surface (the OpenAI server
 //! today, see [`crate::route::surface`]) renders it in its own shape, and
-//! the one-shot command maps it to an exit code; so nothing here names an
-//! HTTP type, a JSON field or an exit status.
+//! the one-shot command maps errors to exit codes; so nothing here names
+//! an HTTP type or an exit status. Stream chunks are still OpenAI JSON
+//! (the dialects' stream mappers make them); only the usage and failure
+//! events the engine learns from are picked out of them.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use serde_json::Value;
 
 use crate::upstream::classify::ErrorClass;
 
@@ -150,6 +154,43 @@ pub fn trail(attempts: &[Attempt], cap: usize) -> String {
         out.push_str(&item);
     }
     out
+}
+
+/// What a served stream carries next. A chunk is OpenAI-shaped: the
+/// upstream's own for the same-dialect pass-through, or the stream
+/// mapper's for the others.
+#[derive(Debug)]
+pub enum StreamEvent {
+    Chunk(Value),
+    /// The usage-only chunk (no choices): what the reply used, which
+    /// corrects the request's token estimate ([`crate::route::engine::Engine::watch_stream`]),
+    /// and the chunk, for a client that asked for it.
+    Usage {
+        tokens: Option<u64>,
+        chunk: Value,
+    },
+    /// The upstream failed after the first byte; the message is redacted.
+    Failed(String),
+    /// The upstream stopped sending for longer than the idle timeout.
+    Stalled,
+    Done,
+}
+
+impl StreamEvent {
+    /// A chunk as the event it is: the usage-only one is
+    /// [`StreamEvent::Usage`].
+    pub fn from_chunk(v: Value) -> StreamEvent {
+        let usage_only = v["choices"].as_array().is_none_or(|c| c.is_empty())
+            && v.get("usage").is_some_and(|u| !u.is_null());
+        if usage_only {
+            StreamEvent::Usage {
+                tokens: v["usage"]["total_tokens"].as_u64(),
+                chunk: v,
+            }
+        } else {
+            StreamEvent::Chunk(v)
+        }
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use futures_util::{Stream, StreamExt};
 
 use crate::catalog::{ApiKey, Catalog, Resolved, RouteSettings};
 use crate::error::Result;
@@ -23,8 +24,8 @@ use crate::upstream::classify::{ErrorClass, UpstreamError};
 use crate::upstream::secret::Redactor;
 
 use super::choose::{self, Candidate, Choice, NoCandidate};
-use super::domain::RouteError;
 pub use super::domain::{Attempt, Exhausted, trail};
+use super::domain::{RouteError, StreamEvent};
 use super::health::HealthCache;
 use super::limits::Reservation;
 use super::persist::{self, RouteState};
@@ -401,6 +402,46 @@ impl Engine {
             cd.clone()
         };
         persist::save(&self.stats_dir, &snapshot)
+    }
+
+    /// A served stream's events, as the engine learns from them (for every
+    /// surface): the usage event corrects the request's token estimate, and
+    /// a failure after the first byte counts against the model. A failure
+    /// or stall comes out as [`StreamEvent::Failed`] with the words the
+    /// client is told.
+    pub fn watch_stream<S: Stream<Item = StreamEvent>>(
+        self: &Arc<Self>,
+        target: Target,
+        mut reservation: Option<Reservation>,
+        events: S,
+    ) -> impl Stream<Item = StreamEvent> + use<S> {
+        let engine = self.clone();
+        let idle = crate::upstream::http::human_duration(self.settings.idle_timeout);
+        events.map(move |ev| match ev {
+            StreamEvent::Usage {
+                tokens: Some(t),
+                chunk,
+            } => {
+                if let Some(r) = reservation.as_mut() {
+                    engine.correct_tokens(r, t);
+                }
+                StreamEvent::Usage {
+                    tokens: Some(t),
+                    chunk,
+                }
+            }
+            StreamEvent::Failed(msg) => {
+                let msg = format!("the upstream failed mid-stream: {msg}");
+                engine.record_late_failure(&target, ErrorClass::ServerError, msg.clone());
+                StreamEvent::Failed(msg)
+            }
+            StreamEvent::Stalled => {
+                let msg = format!("the upstream sent nothing for {idle}");
+                engine.record_late_failure(&target, ErrorClass::Timeout, msg.clone());
+                StreamEvent::Failed(msg)
+            }
+            other => other,
+        })
     }
 
     /// Replace a stream's estimated tokens with what it reported using.

@@ -17,6 +17,7 @@ use crate::upstream::http;
 use crate::upstream::secret::Redactor;
 
 use super::choose::Candidate;
+pub use super::domain::StreamEvent;
 use super::engine::{Engine, Sent};
 use crate::clock::Clock;
 
@@ -103,17 +104,6 @@ pub fn total_tokens(u: Option<Usage>) -> Option<u64> {
 
 /// OpenAI chunks (or an in-stream failure) as they arrive.
 pub type ChunkStream = Pin<Box<dyn Stream<Item = StreamEvent> + Send>>;
-
-/// What the client's stream carries next.
-#[derive(Debug)]
-pub enum StreamEvent {
-    Chunk(Value),
-    /// The upstream failed after the first byte; the message is redacted.
-    Failed(String),
-    /// The upstream stopped sending for longer than the idle timeout.
-    Stalled,
-    Done,
-}
 
 /// A streaming attempt that has produced its first chunk.
 pub struct Opened {
@@ -260,7 +250,8 @@ fn client_events(
                 Err(_) => StreamEvent::Stalled,
                 Ok(None) => StreamEvent::Done,
                 Ok(Some(Ok(StreamItem::Chunk(v)))) => {
-                    return Some((StreamEvent::Chunk(redacted(v, &redactor)), Some(items)));
+                    let ev = StreamEvent::from_chunk(redacted(v, &redactor));
+                    return Some((ev, Some(items)));
                 }
                 Ok(Some(Ok(StreamItem::Done))) => StreamEvent::Done,
                 Ok(Some(Ok(StreamItem::Error(pe)))) => {

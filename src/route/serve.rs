@@ -26,7 +26,6 @@ use axum::routing::{get, post};
 use futures_util::StreamExt;
 use serde_json::json;
 
-use crate::upstream::classify::ErrorClass;
 use crate::upstream::dialect::ChatRequest;
 use crate::upstream::secret::Secret;
 
@@ -246,7 +245,6 @@ fn routed_headers(h: &mut HeaderMap, via: Option<&str>, attempts: &[Attempt]) {
 async fn stream(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) -> Response {
     let wants_usage = req.wants_stream_usage();
     let e2 = engine.clone();
-    let idle = engine.settings.idle_timeout;
     let served = engine
         .route(model.as_deref(), req.estimated_tokens(), |c, key| {
             let (e, req) = (e2.clone(), req.clone());
@@ -257,41 +255,16 @@ async fn stream(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) ->
         Ok(s) => s,
         Err(x) => return exhausted(&engine, x),
     };
-    let first = futures_util::stream::iter(s.value.first.into_iter().map(StreamEvent::Chunk));
-    let events = first.chain(s.value.rest);
-    let idle_text = crate::upstream::http::human_duration(idle);
-    let target = s.target.clone();
-    let late = engine.clone();
-    let mut reservation = s.reservation;
+    let first = futures_util::stream::iter(s.value.first.into_iter().map(StreamEvent::from_chunk));
+    let events = engine.watch_stream(s.target.clone(), s.reservation, first.chain(s.value.rest));
     let body = events.filter_map(move |ev| {
         let out = match ev {
-            StreamEvent::Chunk(v) => {
-                // The usage chunk (no choices): it corrects the token
-                // estimate, and reaches only a client that asked for it.
-                let usage_only = v["choices"].as_array().is_none_or(|c| c.is_empty())
-                    && v.get("usage").is_some_and(|u| !u.is_null());
-                if usage_only {
-                    if let (Some(r), Some(t)) =
-                        (reservation.as_mut(), v["usage"]["total_tokens"].as_u64())
-                    {
-                        late.correct_tokens(r, t);
-                    }
-                    wants_usage.then(|| openai::sse_chunk(&v))
-                } else {
-                    Some(openai::sse_chunk(&v))
-                }
-            }
+            StreamEvent::Chunk(v) => Some(openai::sse_chunk(&v)),
+            // Only a client that asked for usage gets the usage chunk.
+            StreamEvent::Usage { chunk, .. } => wants_usage.then(|| openai::sse_chunk(&chunk)),
             StreamEvent::Done => Some(openai::SSE_DONE.to_string()),
-            StreamEvent::Failed(msg) => {
-                let msg = format!("the upstream failed mid-stream: {msg}");
-                late.record_late_failure(&target, ErrorClass::ServerError, msg.clone());
-                Some(openai::stream_error(&msg))
-            }
-            StreamEvent::Stalled => {
-                let msg = format!("the upstream sent nothing for {idle_text}");
-                late.record_late_failure(&target, ErrorClass::Timeout, msg.clone());
-                Some(openai::stream_error(&msg))
-            }
+            StreamEvent::Failed(msg) => Some(openai::stream_error(&msg)),
+            StreamEvent::Stalled => None,
         };
         std::future::ready(out.map(|text| Ok::<Bytes, Infallible>(Bytes::from(text))))
     });

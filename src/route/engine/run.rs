@@ -446,7 +446,9 @@ mod tests {
         name = "b"
         dialect = "openai"
         base_url = "http://127.0.0.1:9/v1"
-        models = ["m"]
+        models = ["m", "t"]
+        [providers.model_limits]
+        "t" = { tpm = 100 }
     "#;
 
     struct Fixture {
@@ -685,6 +687,59 @@ mod tests {
         assert_eq!(
             x.message(),
             "every candidate failed (1 attempt): b::m=transport"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_watched_stream_corrects_its_tokens_and_counts_a_late_failure() {
+        use crate::route::send::StreamEvent;
+        use futures_util::StreamExt;
+        let f = fixture();
+        let engine = std::sync::Arc::new(f.engine);
+        let c = engine.candidates(Some("b::t")).unwrap().remove(0);
+        let r = send(&Run::new(&engine, 90).admit(&c, None, &target(&c)).await);
+        // At the limit until the stream says what it used.
+        assert!(matches!(
+            Run::new(&engine, 90).admit(&c, None, &target(&c)).await,
+            Admission::Skipped
+        ));
+        let events = futures_util::stream::iter(vec![
+            StreamEvent::from_chunk(serde_json::json!({
+                "choices": [],
+                "usage": {"prompt_tokens": 4, "completion_tokens": 6, "total_tokens": 10}
+            })),
+            StreamEvent::Failed("cut".into()),
+        ]);
+        let out: Vec<StreamEvent> = engine
+            .watch_stream(target(&c), Some(r), events)
+            .collect()
+            .await;
+        assert!(
+            matches!(
+                &out[0],
+                StreamEvent::Usage {
+                    tokens: Some(10),
+                    ..
+                }
+            ),
+            "{out:?}"
+        );
+        assert!(
+            matches!(&out[1], StreamEvent::Failed(m) if m == "the upstream failed mid-stream: cut"),
+            "{out:?}"
+        );
+        send(&Run::new(&engine, 90).admit(&c, None, &target(&c)).await);
+        let stalled = engine
+            .watch_stream(
+                target(&c),
+                None,
+                futures_util::stream::iter(vec![StreamEvent::Stalled]),
+            )
+            .collect::<Vec<_>>()
+            .await;
+        assert!(
+            matches!(&stalled[..], [StreamEvent::Failed(m)] if m.starts_with("the upstream sent nothing for")),
+            "{stalled:?}"
         );
     }
 }
