@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::catalog::ApiKey;
 use crate::upstream::classify::{self, ErrorClass, UpstreamError};
-use crate::upstream::dialect::{self, ChatRequest, StreamItem, StreamMapper, Usage};
+use crate::upstream::dialect::{self, ChatReply, ChatRequest, StreamItem, StreamMapper, Usage};
 use crate::upstream::http;
 use crate::upstream::secret::Redactor;
 
@@ -21,11 +21,14 @@ pub use super::domain::StreamEvent;
 use super::engine::{Engine, Sent};
 use crate::clock::Clock;
 
-/// A complete reply, in OpenAI `chat.completion` form.
+/// A complete reply: the parsed [`ChatReply`] (text, reasoning, finish
+/// reason, usage) for any surface to render, and the body in OpenAI
+/// `chat.completion` form, which for an OpenAI upstream is its own JSON,
+/// passed through. Both are redacted.
 #[derive(Debug)]
 pub struct Completion {
     pub body: Value,
-    pub usage: Option<Usage>,
+    pub reply: ChatReply,
 }
 
 /// The request as this candidate needs it: its own model id.
@@ -82,10 +85,13 @@ pub async fn complete(
             redact_value(&mut body, &redactor);
             Completion {
                 body,
-                usage: reply.usage,
+                reply: redacted_reply(reply, &redactor),
             }
         });
-    let tokens = result.as_ref().ok().and_then(|c| total_tokens(c.usage));
+    let tokens = result
+        .as_ref()
+        .ok()
+        .and_then(|c| total_tokens(c.reply.usage));
     Sent {
         result,
         headers: Some(resp.headers),
@@ -273,6 +279,17 @@ fn redacted(mut v: Value, redactor: &Redactor) -> Value {
     v
 }
 
+/// `reply` with keys masked in its text and reasoning: an upstream may
+/// echo a key there too. Text with nothing to mask is not copied.
+fn redacted_reply(mut reply: ChatReply, redactor: &Redactor) -> ChatReply {
+    for s in std::iter::once(&mut reply.text).chain(reply.reasoning.as_mut()) {
+        if let std::borrow::Cow::Owned(masked) = redactor.redact_cow(s) {
+            *s = masked;
+        }
+    }
+    reply
+}
+
 /// Mask keys in every string of `v`, in place. Strings with nothing to mask
 /// (nearly all of them) are neither copied nor rebuilt.
 pub fn redact_value(v: &mut Value, redactor: &Redactor) {
@@ -285,5 +302,28 @@ pub fn redact_value(v: &mut Value, redactor: &Redactor) {
         Value::Array(a) => a.iter_mut().for_each(|x| redact_value(x, redactor)),
         Value::Object(o) => o.values_mut().for_each(|x| redact_value(x, redactor)),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::secret::Secret;
+
+    #[test]
+    fn a_replys_text_and_reasoning_are_redacted() {
+        let key = "sk-test-0123456789abcdef0123";
+        let redactor = Redactor::new([Secret::new(key.to_string())]);
+        let reply = ChatReply {
+            text: format!("your key is {key}"),
+            reasoning: Some(format!("echo {key}")),
+            finish_reason: Some("stop".into()),
+            usage: None,
+        };
+        let out = redacted_reply(reply, &redactor);
+        assert!(!out.text.contains(key), "{}", out.text);
+        assert!(out.text.starts_with("your key is "), "{}", out.text);
+        assert!(!out.reasoning.unwrap().contains(key));
+        assert_eq!(out.finish_reason.as_deref(), Some("stop"));
     }
 }
