@@ -12,12 +12,10 @@
 //! `X-Fallback-Trail` where a request was routed. Bad input gets an
 //! OpenAI-shaped 4xx and the server stays up.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -257,25 +255,8 @@ async fn stream(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) ->
     };
     let first = futures_util::stream::iter(s.value.first.into_iter().map(StreamEvent::from_chunk));
     let events = engine.watch_stream(s.target.clone(), s.reservation, first.chain(s.value.rest));
-    let body = events.filter_map(move |ev| {
-        let out = match ev {
-            StreamEvent::Chunk(v) => Some(openai::sse_chunk(&v)),
-            // Only a client that asked for usage gets the usage chunk.
-            StreamEvent::Usage { chunk, .. } => wants_usage.then(|| openai::sse_chunk(&chunk)),
-            StreamEvent::Done => Some(openai::SSE_DONE.to_string()),
-            StreamEvent::Failed(msg) => Some(openai::stream_error(&msg)),
-            StreamEvent::Stalled => None,
-        };
-        std::future::ready(out.map(|text| Ok::<Bytes, Infallible>(Bytes::from(text))))
-    });
-    let mut resp = Response::new(Body::from_stream(body));
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    routed_headers(h, Some(&s.via), &s.attempts);
+    let mut resp = openai::event_stream(events, wants_usage);
+    routed_headers(resp.headers_mut(), Some(&s.via), &s.attempts);
     resp
 }
 

@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
-use crate::route::domain::{Exhausted, RouteError};
+use crate::route::domain::{Exhausted, RouteError, StreamEvent};
 use crate::upstream::classify::ErrorClass;
 use crate::upstream::dialect::ChatRequest;
 
@@ -253,6 +253,34 @@ pub const SSE_DONE: &str = "data: [DONE]\n\n";
 pub fn stream_error(message: &str) -> String {
     let ev = json!({"error": {"message": message, "type": "api_error", "code": "upstream_stream_failed", "param": null}});
     format!("data: {ev}\n\n{SSE_DONE}")
+}
+
+/// A served stream as an OpenAI `text/event-stream` response: chunks as
+/// `data:` events, the usage chunk only for a client that asked for it
+/// (`wants_usage`), a failure as an error event, and `data: [DONE]` last.
+pub fn event_stream(
+    events: impl futures_util::Stream<Item = StreamEvent> + Send + 'static,
+    wants_usage: bool,
+) -> Response {
+    let body = futures_util::StreamExt::filter_map(events, move |ev| {
+        let out = match ev {
+            StreamEvent::Chunk(v) => Some(sse_chunk(&v)),
+            StreamEvent::Usage { chunk, .. } => wants_usage.then(|| sse_chunk(&chunk)),
+            StreamEvent::Done => Some(SSE_DONE.to_string()),
+            StreamEvent::Failed(msg) => Some(stream_error(&msg)),
+            // The engine turns a stall into a failure with its words.
+            StreamEvent::Stalled => None,
+        };
+        std::future::ready(out.map(|text| Ok::<Bytes, std::convert::Infallible>(Bytes::from(text))))
+    });
+    let mut resp = Response::new(axum::body::Body::from_stream(body));
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
 }
 
 #[cfg(test)]
