@@ -29,7 +29,7 @@ pub struct RouteSettings {
     /// At most this many upstream attempts per request (DESIGN.md: 20).
     pub max_attempts: u32,
     /// All attempts of one request start within this time (DESIGN.md: 45 s).
-    pub budget: Duration,
+    pub time_budget: Duration,
     /// `--serve` binds here (loopback by default).
     pub listen: SocketAddr,
     /// The variable holding the inbound bearer token; `None`: no auth.
@@ -52,7 +52,7 @@ impl Default for RouteSettings {
     fn default() -> Self {
         RouteSettings {
             max_attempts: 20,
-            budget: Duration::from_secs(45),
+            time_budget: Duration::from_secs(45),
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             auth_token_env: None,
             idle_timeout: Duration::from_secs(60),
@@ -113,7 +113,7 @@ impl RouteSettings {
         }
         Ok(RouteSettings {
             max_attempts,
-            budget: secs(t.budget_secs, "budget_secs", d.budget)?,
+            time_budget: secs(t.budget_secs, "budget_secs", d.time_budget)?,
             listen,
             auth_token_env: t.auth_token_env.clone().filter(|v| !v.trim().is_empty()),
             idle_timeout: secs(t.idle_timeout_secs, "idle_timeout_secs", d.idle_timeout)?,

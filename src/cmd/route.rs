@@ -15,7 +15,8 @@ use crate::exit;
 use crate::output;
 use crate::route::engine::{Engine, Exhausted, trail};
 use crate::route::shared::SharedState;
-use crate::route::status::{Snapshot, Source, Want};
+use crate::route::status::{RouteSnapshot, Source, Want};
+use crate::route::surface::openai;
 use crate::route::{send, serve};
 use crate::server;
 use crate::settings::Settings;
@@ -63,9 +64,9 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
     if a.status {
         engine.refresh_health()?;
         let snap = if unreachable {
-            Snapshot::local(&engine, Want::Everything, Source::RedisUnavailable)
+            RouteSnapshot::local(&engine, Want::Everything, Source::RedisUnavailable)
         } else {
-            rt.block_on(Snapshot::read(&engine, Want::Everything))
+            rt.block_on(RouteSnapshot::read(&engine, Want::Everything))
         };
         let v = crate::route::status::view(&engine, &snap);
         if a.json {
@@ -94,7 +95,7 @@ fn settings(base: &RouteSettings, a: &RouteArgs) -> Result<RouteSettings> {
         s.max_attempts = n;
     }
     if let Some(b) = a.budget {
-        s.budget = bounded_secs(b, crate::catalog::route_bounds::BUDGET_SECS, true)
+        s.time_budget = bounded_secs(b, crate::catalog::route_bounds::BUDGET_SECS, true)
             .map_err(|why| Error::config(format!("--budget {why}")))?;
     }
     if let Some(l) = a.listen {
@@ -180,7 +181,8 @@ fn one_shot(rt: &tokio::runtime::Runtime, engine: Arc<Engine>, a: &RouteArgs) ->
             let code = exhausted_code(&x);
             if a.json {
                 output::print_json(&json!({
-                    "error": x.error.body(engine.clock.now())["error"],
+                    // The one-shot JSON names errors as the server does.
+                    "error": openai::route_error(&x).body(engine.clock.now())["error"],
                     "attempts": x.attempts,
                 }))?;
             }
@@ -201,14 +203,15 @@ fn answer_text(body: &Value) -> String {
 /// 2 for a request that can never succeed as written (unknown model, or
 /// refused by the upstream as malformed); 5 when candidates were exhausted.
 fn exhausted_code(x: &Exhausted) -> u8 {
-    match x.error.status.as_u16() {
-        404 | 400 | 413 | 422 => exit::USAGE,
-        _ => exit::EXHAUSTED,
+    if x.error.is_usage_error() {
+        exit::USAGE
+    } else {
+        exit::EXHAUSTED
     }
 }
 
 fn exhausted_text(x: &Exhausted) -> String {
-    let mut out = format!("error: {}", x.error.message);
+    let mut out = format!("error: {}", x.message());
     for a in &x.attempts {
         out.push_str(&format!("\n  {}", a.model));
         if let Some(k) = &a.key {
@@ -225,7 +228,7 @@ fn exhausted_text(x: &Exhausted) -> String {
             out.push_str(&format!("; retry after {}", crate::time::format_ts(at)));
         }
     }
-    if let Some(at) = x.error.retry_at {
+    if let Some(at) = x.error.retry_at() {
         out.push_str(&format!(
             "\nthe first candidate is usable again at {}",
             crate::time::format_ts(at)

@@ -6,62 +6,34 @@
 //! and saves the cooldowns; the server shares the engine between handlers
 //! and saves the cooldowns when they change (debounced) and at shutdown.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use futures_util::{Stream, StreamExt};
 
 use crate::catalog::{ApiKey, Catalog, Resolved, RouteSettings};
 use crate::error::Result;
-use crate::route::cooldown::{Action, Cooldowns, Target};
+use crate::route::cooldown::{Cooldowns, Target};
 use crate::state::{ModelState, StateWatcher};
 use crate::upstream::classify::{ErrorClass, UpstreamError};
 use crate::upstream::secret::Redactor;
 
-use super::api_error::ApiError;
 use super::choose::{self, Candidate, Choice, NoCandidate};
+pub use super::domain::{Attempt, Exhausted, trail};
+use super::domain::{RouteError, StreamEvent};
 use super::health::HealthCache;
-use super::limits::{self, LimitRequest, Reservation};
+use super::limits::Reservation;
 use super::persist::{self, RouteState};
-use super::shared::{Admit, SharedState};
-use super::status::Snapshot;
+use super::shared::SharedState;
+use run::{Admission, AfterAttempt, Picker, Run};
+
+mod run;
 use crate::clock::Clock;
-
-/// One attempt, for the trail, the headers and the exhausted message.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Attempt {
-    /// `provider::model`.
-    pub model: String,
-    /// `#<index>:<fingerprint>` of the key used, never the key.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
-    /// `ok`, an error class (`rate_limit`, `server_error`, …), or, for a
-    /// candidate skipped without sending, `cooldown:<reason>` or
-    /// `limit:<rpm|rpd|tpm|tpd|daily_cap>`.
-    pub class: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<u16>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// When this candidate can be tried again, if it is benched.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retry_at: Option<DateTime<Utc>>,
-}
-
-impl Attempt {
-    /// Sent and failed (not skipped for a cooldown or a limit, not served).
-    pub fn failed(&self) -> bool {
-        self.class != "ok"
-            && !self.class.starts_with("cooldown:")
-            && !self.class.starts_with("limit:")
-    }
-}
 
 /// A request that was served.
 #[derive(Debug)]
@@ -106,13 +78,6 @@ impl<T> Sent<T> {
     }
 }
 
-/// A request that nothing could serve.
-#[derive(Debug)]
-pub struct Exhausted {
-    pub error: ApiError,
-    pub attempts: Vec<Attempt>,
-}
-
 /// Everything a request needs, shared by every handler.
 pub struct Engine {
     pub settings: RouteSettings,
@@ -127,7 +92,8 @@ pub struct Engine {
     /// ([`Engine::refresh_health`]) and read lock-free by requests.
     health: arc_swap::ArcSwap<super::health::HealthMap>,
     health_cache: Mutex<HealthCache>,
-    cooldowns: Arc<Mutex<RouteState<Cooldowns>>>,
+    /// The route state: benches and the limit ledger, as saved.
+    state: Arc<Mutex<RouteState<Cooldowns>>>,
     dirty: AtomicBool,
     pub changed: tokio::sync::Notify,
     stats_dir: PathBuf,
@@ -174,7 +140,7 @@ impl Engine {
             states,
             health: arc_swap::ArcSwap::from_pointee(Default::default()),
             health_cache: Mutex::new(HealthCache::new(stats_dir.join(crate::settings::LOG_FILE))),
-            cooldowns: Arc::new(Mutex::new(saved)),
+            state: Arc::new(Mutex::new(saved)),
             dirty: AtomicBool::new(false),
             changed: tokio::sync::Notify::new(),
             stats_dir,
@@ -189,7 +155,7 @@ impl Engine {
     /// neither reads nor writes `route_state.json`: its in-process state
     /// starts empty and is only the fallback while Redis is away.
     pub fn with_shared(mut self, shared: Arc<SharedState>) -> Engine {
-        self.cooldowns = Arc::new(Mutex::new(RouteState::default()));
+        self.state = Arc::new(Mutex::new(RouteState::default()));
         self.shared = Some(shared);
         self
     }
@@ -218,7 +184,10 @@ impl Engine {
     }
 
     /// The candidates for a requested model, in order.
-    pub fn candidates(&self, model: Option<&str>) -> std::result::Result<Vec<Candidate>, ApiError> {
+    pub fn candidates(
+        &self,
+        model: Option<&str>,
+    ) -> std::result::Result<Vec<Candidate>, RouteError> {
         let choice = Choice::parse(model, &self.aliases);
         let health = self.health.load();
         let snapshot = self.states.current();
@@ -230,22 +199,8 @@ impl Engine {
             &health,
         )
         .map_err(|e| match e {
-            NoCandidate::Unknown(m) => ApiError::new(
-                StatusCode::NOT_FOUND,
-                "invalid_request_error",
-                "model_not_found",
-                format!(
-                    "the model {m:?} is not served by any provider with a key set; use \"auto\", a model id, provider::model or an alias (GET /v1/models lists them)"
-                ),
-            ),
-            NoCandidate::NoneActive(m) => ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "api_error",
-                "no_active_models",
-                format!(
-                    "no active model for {m:?}: every one is paused or disabled (see `llmprobe state`)"
-                ),
-            ),
+            NoCandidate::Unknown(model) => RouteError::UnknownModel { model },
+            NoCandidate::NoneActive(model) => RouteError::NoneActive { model },
         })
     }
 
@@ -253,7 +208,7 @@ impl Engine {
     /// not bench now.
     pub fn routable(&self) -> Vec<String> {
         let now = self.clock.now();
-        self.routable_under(&lock(&self.cooldowns).cooldowns, now)
+        self.routable_under(&lock(&self.state).cooldowns, now)
     }
 
     /// Every active `provider::model` that `cooldowns` does not bench at
@@ -303,291 +258,33 @@ impl Engine {
             error,
             attempts: Vec::new(),
         })?;
-        let started = tokio::time::Instant::now();
-        let mut attempts: Vec<Attempt> = Vec::new();
-        let mut sent = 0u32;
-        let mut skip: HashSet<String> = HashSet::new();
-        let mut all_targets: Vec<Target> = Vec::new();
-        let mut pending_fallback = None;
-        'candidates: for c in &candidates {
-            let provider = &c.provider.provider.name;
-            if skip.contains(provider) {
-                continue;
-            }
-            for (key, target) in self.rotated_keys(c) {
-                all_targets.push(target.clone());
-                let now = self.clock.now();
-                // The first attempt and the first retry always run.
-                let out_of_attempts = sent >= self.settings.max_attempts
-                    || (sent >= 2 && started.elapsed() >= self.settings.budget);
-                let limits = limits::effective(&c.provider.provider, &c.model);
-                let req = LimitRequest {
-                    target: &target,
-                    limits: &limits,
-                    tokens,
-                };
-                // Shared: benches and limits in one round trip to Redis.
-                let admitted = match &self.shared {
-                    Some(s) if !out_of_attempts => s.admit(&req, now).await.ok(),
-                    _ => None,
-                };
-                let benched = match &admitted {
-                    Some(Admit::Benched(b)) => {
-                        lock(&self.cooldowns).cooldowns.insert(b.clone(), now);
-                        Some(b.clone())
-                    }
-                    Some(_) => None,
-                    None => lock(&self.cooldowns)
-                        .cooldowns
-                        .blocked(&target, now)
-                        .cloned(),
-                };
-                if let Some(b) = benched {
-                    tracing::debug!(
-                        model = %c.key(),
-                        key = key.as_ref().map(key_label).as_deref(),
-                        reason = %b.reason,
-                        until = %crate::time::format_ts(b.until),
-                        "route: skipped, cooling down"
-                    );
-                    self.count_skip(c, "cooldown");
-                    attempts.push(Attempt {
-                        model: c.key(),
-                        key: key.as_ref().map(key_label),
-                        class: format!("cooldown:{}", b.reason),
-                        status: None,
-                        message: None,
-                        retry_at: Some(b.until),
-                    });
-                    continue;
-                }
-                if out_of_attempts {
-                    break 'candidates;
-                }
-                // Stay inside every limit: skip, don't send.
-                let checked = match admitted {
-                    Some(Admit::Limited(hit)) => Err(hit),
-                    Some(Admit::Counted(r)) => {
-                        // Mirrored, for the fallback: this instance's own
-                        // requests.
-                        let _ = lock(&self.cooldowns).budget.check_and_count(&req, now);
-                        Ok(r)
-                    }
-                    _ => lock(&self.cooldowns).budget.check_and_count(&req, now),
-                };
-                let mut reservation = match checked {
-                    Ok(r) => r,
-                    Err(hit) => {
-                        tracing::debug!(
-                            model = %c.key(),
-                            limit = %hit.trail(),
-                            scope = %hit.scope,
-                            until = %crate::time::format_ts(hit.until),
-                            "route: skipped, at a limit"
-                        );
-                        self.count_skip(c, hit.kind.as_str());
-                        attempts.push(Attempt {
-                            model: c.key(),
-                            key: key.as_ref().map(key_label),
-                            class: hit.trail(),
-                            status: None,
-                            message: Some(format!(
-                                "{} full until {}",
-                                hit.scope,
-                                crate::time::format_ts(hit.until)
-                            )),
-                            retry_at: Some(hit.until),
-                        });
-                        continue;
-                    }
-                };
-                if reservation.counted() {
-                    self.mark_dirty();
-                }
-                sent += 1;
-                if let Some(prev) = pending_fallback.take() {
-                    self.metrics.fallbacks.get_or_create(&prev).inc();
-                }
-                tracing::debug!(
-                    model = %c.key(),
-                    key = key.as_ref().map(key_label).as_deref(),
-                    attempt = sent,
-                    "route: attempt"
-                );
-                let t0 = std::time::Instant::now();
-                let sent_now = send(c.clone(), key.clone()).await;
-                self.count_attempt(c, &sent_now.result, t0.elapsed());
-                // A failed request used no tokens; a served one, what the
-                // upstream says (streams: corrected at their end).
-                let used = match &sent_now.result {
-                    Err(_) => Some(0),
-                    Ok(_) => sent_now.tokens,
-                };
-                let learned = {
-                    let mut st = lock(&self.cooldowns);
-                    let learned = sent_now
-                        .headers
-                        .as_ref()
-                        .map(|h| {
-                            let window = c.provider.provider.requests_header_window;
-                            st.budget.learn(&target, window, h, self.clock.now())
-                        })
-                        .unwrap_or_default();
-                    if let Some(used) = used
-                        && reservation.counted()
-                        && !reservation.is_shared()
-                    {
-                        st.budget.correct(&mut reservation, used);
-                    }
-                    learned
-                };
-                if let Some(s) = &self.shared {
-                    // Off the request path: the reply does not wait for
-                    // Redis to store learned limits or a corrected token
-                    // count. They land one round trip after it, in order.
-                    let correction = used.filter(|_| reservation.is_shared()).map(|u| {
-                        let estimated = reservation.clone();
-                        reservation.set_tokens(u);
-                        (estimated, u)
-                    });
-                    if !learned.is_empty() || correction.is_some() {
-                        let (s, t) = (s.clone(), target.clone());
-                        tokio::spawn(async move {
-                            let _ = s.learn(&t, &learned).await;
-                            if let Some((mut r, u)) = correction {
-                                let _ = s.correct(&mut r, u).await;
-                            }
-                        });
-                    }
-                }
-                match sent_now.result {
-                    Ok(value) => {
-                        tracing::debug!(model = %c.key(), ms = t0.elapsed().as_millis() as u64, "route: served");
-                        self.count_request("served");
-                        let changed = lock(&self.cooldowns)
-                            .cooldowns
-                            .record_success(&target, self.clock.now());
-                        if changed {
-                            self.mark_dirty();
-                        }
-                        if let Some(s) = self.shared.clone() {
-                            // Off the request path: a ladder to reset is rare.
-                            let t = target.clone();
-                            tokio::spawn(async move { s.success(&t).await });
-                        }
-                        return Ok(Served {
-                            via: c.key(),
-                            target,
-                            attempts,
-                            reservation: reservation.counted().then_some(reservation),
-                            value,
-                        });
-                    }
-                    Err(err) => {
-                        let now = self.clock.now();
-                        let decision = self.record_failure(&target, &err, now).await;
-                        // The message is redacted where the error was made.
-                        tracing::debug!(
-                            model = %c.key(),
-                            class = err.class.as_str(),
-                            status = err.status,
-                            message = %err.message,
-                            action = ?decision.action,
-                            bench = decision.bench.as_ref().map(|b| format!(
-                                "{} until {}",
-                                b.reason,
-                                crate::time::format_ts(b.until)
-                            )),
-                            "route: attempt failed"
-                        );
-                        self.mark_dirty();
-                        attempts.push(Attempt {
-                            model: c.key(),
-                            key: key.as_ref().map(key_label),
-                            class: err.class.as_str().to_string(),
-                            status: err.status,
-                            message: Some(err.message.clone()),
-                            retry_at: decision.bench.as_ref().map(|b| b.until),
-                        });
-                        pending_fallback = Some(attempt_labels(c, err.class.as_str()));
-                        match decision.action {
-                            Action::ReturnToClient => {
-                                self.count_request("rejected");
-                                return Err(Exhausted {
-                                    error: client_error(&err),
-                                    attempts,
-                                });
-                            }
-                            Action::SkipProvider => {
-                                skip.insert(provider.clone());
-                                continue 'candidates;
-                            }
-                            Action::TryNext => {
-                                // A model-level failure: the other keys
-                                // would fail the same way.
-                                if matches!(err.class, ErrorClass::ModelNotFound) {
-                                    continue 'candidates;
-                                }
-                            }
-                        }
-                    }
-                }
+        let mut run = Run::new(self, tokens);
+        let mut picker = Picker::new(&candidates);
+        while let Some((c, key, target)) = picker.next(self, &run.skip) {
+            let mut reservation = match run.admit(c, key.as_ref(), &target).await {
+                Admission::Skipped => continue,
+                Admission::Stop => break,
+                Admission::Send(r) => r,
+            };
+            let (sent, took) = run.send_one(c, &key, &mut send).await;
+            run.account(c, &target, &mut reservation, &sent);
+            let next = run
+                .record_outcome(c, key.as_ref(), target, reservation, sent.result, took)
+                .await;
+            match next {
+                AfterAttempt::Served(s) => return Ok(s),
+                AfterAttempt::Rejected(x) => return Err(x),
+                AfterAttempt::NextKey => {}
+                AfterAttempt::NextCandidate => picker.next_candidate(),
             }
         }
-        let now = self.clock.now();
-        let retry_at = lock(&self.cooldowns)
-            .cooldowns
-            .earliest_retry(all_targets.iter(), now)
-            .filter(|t| *t > now);
-        // Everything is cooling down or at a limit: nothing was sent and
-        // something names a time, or every candidate is benched now.
-        let limit_wait = attempts
-            .iter()
-            .filter(|a| a.class.starts_with("limit:"))
-            .filter_map(|a| a.retry_at)
-            .filter(|t| *t > now)
-            .min();
-        let retry_at = match (retry_at, limit_wait) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        let cooling = retry_at.is_some()
-            && (sent == 0
-                || all_targets
-                    .iter()
-                    .all(|t| lock(&self.cooldowns).cooldowns.blocked(t, now).is_some()));
-        let error = if cooling {
-            ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "rate_limit_error",
-                "all_cooling_down",
-                format!(
-                    "every candidate is cooling down or at a limit; the first is usable again at {}",
-                    retry_at.map(crate::time::format_ts).unwrap_or_default()
-                ),
-            )
-        } else {
-            ApiError::new(
-                StatusCode::BAD_GATEWAY,
-                "api_error",
-                "all_candidates_failed",
-                format!(
-                    "every candidate failed ({} attempt{}): {}",
-                    sent,
-                    if sent == 1 { "" } else { "s" },
-                    trail(&attempts, 400)
-                ),
-            )
-        }
-        .with_retry_at(retry_at);
-        self.count_request("exhausted");
-        Err(Exhausted { error, attempts })
+        Err(run.exhausted())
     }
 
     fn count_request(&self, outcome: &str) {
         self.metrics
             .requests
-            .get_or_create(&super::metrics::Outcome {
+            .get_or_create(&super::metrics::OutcomeLabels {
                 outcome: outcome.to_string(),
             })
             .inc();
@@ -609,7 +306,7 @@ impl Engine {
             .inc();
         self.metrics
             .latency
-            .get_or_create(&super::metrics::Model {
+            .get_or_create(&super::metrics::ModelLabels {
                 provider: c.provider.provider.name.clone(),
                 model: c.model.clone(),
             })
@@ -620,25 +317,12 @@ impl Engine {
     pub fn count_skip(&self, c: &Candidate, reason: &str) {
         self.metrics
             .skips
-            .get_or_create(&super::metrics::Skip {
+            .get_or_create(&super::metrics::SkipLabels {
                 provider: c.provider.provider.name.clone(),
                 model: c.model.clone(),
                 reason: reason.to_string(),
             })
             .inc();
-    }
-
-    /// The metrics text, with the gauges set from `snapshot` (the shared
-    /// state when there is one).
-    pub fn metrics_text(&self, snapshot: &Snapshot) -> String {
-        let now = snapshot.now;
-        self.metrics
-            .cooldowns_active
-            .set(snapshot.cooldowns.active(now).count() as i64);
-        self.metrics
-            .routable_models
-            .set(self.routable_under(&snapshot.cooldowns, now).len() as i64);
-        self.metrics.encode()
     }
 
     /// A candidate's keys, starting at the next one in turn, each with the
@@ -677,11 +361,11 @@ impl Engine {
         };
         match self.shared.clone() {
             Some(s) if s.is_healthy() => {
-                let (t, now, local) = (target.clone(), self.clock.now(), self.cooldowns.clone());
+                let (t, now, local) = (target.clone(), self.clock.now(), self.state.clone());
                 tokio::spawn(async move { record_failure(Some(&s), &local, &t, &err, now).await });
             }
             _ => {
-                lock(&self.cooldowns)
+                lock(&self.state)
                     .cooldowns
                     .record_failure(target, &err, self.clock.now());
             }
@@ -697,7 +381,7 @@ impl Engine {
         err: &UpstreamError,
         now: DateTime<Utc>,
     ) -> crate::route::cooldown::Decision {
-        record_failure(self.shared.as_ref(), &self.cooldowns, target, err, now).await
+        record_failure(self.shared.as_ref(), &self.state, target, err, now).await
     }
 
     fn mark_dirty(&self) {
@@ -712,12 +396,52 @@ impl Engine {
             return Ok(());
         }
         let snapshot = {
-            let mut cd = lock(&self.cooldowns);
+            let mut cd = lock(&self.state);
             cd.cooldowns.prune(self.clock.now());
             cd.saved_at = Some(crate::time::format_ts(self.clock.now()));
             cd.clone()
         };
         persist::save(&self.stats_dir, &snapshot)
+    }
+
+    /// A served stream's events, as the engine learns from them (for every
+    /// surface): the usage event corrects the request's token estimate, and
+    /// a failure after the first byte counts against the model. A failure
+    /// or stall comes out as [`StreamEvent::Failed`] with the words the
+    /// client is told.
+    pub fn watch_stream<S: Stream<Item = StreamEvent>>(
+        self: &Arc<Self>,
+        target: Target,
+        mut reservation: Option<Reservation>,
+        events: S,
+    ) -> impl Stream<Item = StreamEvent> + use<S> {
+        let engine = self.clone();
+        let idle = crate::upstream::http::human_duration(self.settings.idle_timeout);
+        events.map(move |ev| match ev {
+            StreamEvent::Usage {
+                tokens: Some(t),
+                chunk,
+            } => {
+                if let Some(r) = reservation.as_mut() {
+                    engine.correct_tokens(r, t);
+                }
+                StreamEvent::Usage {
+                    tokens: Some(t),
+                    chunk,
+                }
+            }
+            StreamEvent::Failed(msg) => {
+                let msg = format!("the upstream failed mid-stream: {msg}");
+                engine.record_late_failure(&target, ErrorClass::ServerError, msg.clone());
+                StreamEvent::Failed(msg)
+            }
+            StreamEvent::Stalled => {
+                let msg = format!("the upstream sent nothing for {idle}");
+                engine.record_late_failure(&target, ErrorClass::Timeout, msg.clone());
+                StreamEvent::Failed(msg)
+            }
+            other => other,
+        })
     }
 
     /// Replace a stream's estimated tokens with what it reported using.
@@ -730,14 +454,14 @@ impl Engine {
             reservation.set_tokens(used);
             return;
         }
-        lock(&self.cooldowns).budget.correct(reservation, used);
+        lock(&self.state).limits.correct(reservation, used);
         self.mark_dirty();
     }
 
     /// Look at this instance's own state (for a status view; keep it short:
     /// requests wait for the same lock).
     pub fn with_local_state<T>(&self, f: impl FnOnce(&RouteState<Cooldowns>) -> T) -> T {
-        f(&lock(&self.cooldowns))
+        f(&lock(&self.state))
     }
 
     /// The state of a model now (from the watched state file).
@@ -770,8 +494,8 @@ async fn record_failure(
     decision
 }
 
-fn attempt_labels(c: &Candidate, class: &str) -> super::metrics::Attempt {
-    super::metrics::Attempt {
+fn attempt_labels(c: &Candidate, class: &str) -> super::metrics::AttemptLabels {
+    super::metrics::AttemptLabels {
         provider: c.provider.provider.name.clone(),
         model: c.model.clone(),
         class: class.to_string(),
@@ -794,40 +518,6 @@ pub fn targets(p: &Resolved, model: &str) -> Vec<Target> {
 /// `#1:3f9a1c2e`: which key, never the key.
 pub fn key_label(k: &ApiKey) -> String {
     format!("#{}:{}", k.index, k.fingerprint)
-}
-
-/// An upstream's verdict on the client's own request, passed back as is.
-fn client_error(err: &UpstreamError) -> ApiError {
-    ApiError::new(
-        StatusCode::from_u16(err.status.unwrap_or(400))
-            .ok()
-            .filter(|s| s.is_client_error())
-            .unwrap_or(StatusCode::BAD_REQUEST),
-        "invalid_request_error",
-        if err.class == ErrorClass::ContextLength {
-            "context_length_exceeded"
-        } else {
-            "bad_request"
-        },
-        format!("the upstream rejected the request itself: {}", err.message),
-    )
-}
-
-/// `p::m=class, …`, cut to about `cap` characters.
-pub fn trail(attempts: &[Attempt], cap: usize) -> String {
-    let mut out = String::new();
-    for a in attempts {
-        let item = format!("{}={}", a.model, a.class);
-        if !out.is_empty() {
-            if out.len() + item.len() + 2 > cap {
-                out.push_str(", …");
-                break;
-            }
-            out.push_str(", ");
-        }
-        out.push_str(&item);
-    }
-    out
 }
 
 /// How long the debounced saver waits after a change before writing.

@@ -14,17 +14,17 @@
 //!   midnight unless configured).
 //! - **Tokens.** Before sending, a request counts as
 //!   [`ChatRequest::estimated_tokens`](crate::upstream::dialect::ChatRequest::estimated_tokens):
-//!   its characters / 4 plus `max_tokens` (or a default). [`Budget::correct`]
+//!   its characters / 4 plus `max_tokens` (or a default). [`LimitLedger::correct`]
 //!   replaces the estimate with the upstream's `usage` once known, streams
 //!   included.
-//! - **Learned limits.** [`Budget::learn`] reads `x-ratelimit-*` and
+//! - **Learned limits.** [`LimitLedger::learn`] reads `x-ratelimit-*` and
 //!   `anthropic-ratelimit-*` headers into the key-and-model scope. A learned
 //!   limit only tightens: the check uses the smaller of it and the
 //!   configured one. A bucket whose `remaining` is 0 blocks until its reset.
-//! - **All or nothing.** [`Budget::check_and_count`] checks every limit and
+//! - **All or nothing.** [`LimitLedger::check_and_count`] checks every limit and
 //!   counts the request in every window only if all pass.
 //!
-//! [`Budget`] is the persisted form (in `route_state.json`), so one-shot
+//! [`LimitLedger`] is the persisted form (in `route_state.json`), so one-shot
 //! calls and restarts respect the windows. Time is always passed in; nothing
 //! here reads the clock.
 
@@ -163,7 +163,7 @@ impl LimitHit {
     }
 }
 
-/// A counted request, for [`Budget::correct`] once its usage is known.
+/// A counted request, for [`LimitLedger::correct`] once its usage is known.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reservation {
     id: u64,
@@ -172,7 +172,7 @@ pub struct Reservation {
     day_resets_at: DateTime<Utc>,
     scopes: Vec<String>,
     tokens: u64,
-    /// Counted in the shared store, not in this process's [`Budget`].
+    /// Counted in the shared store, not in this process's [`LimitLedger`].
     shared: bool,
 }
 
@@ -235,7 +235,7 @@ impl Reservation {
 /// slide out early; a window holds at most 61 entries however many
 /// requests pass, so checking a limit and saving the budget stay cheap.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Entry {
+pub struct MinuteEntry {
     pub at: DateTime<Utc>,
     #[serde(default = "one")]
     pub requests: u64,
@@ -266,16 +266,16 @@ pub struct DayCount {
 
 /// The usage of one scope.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Window {
+pub struct UsageWindow {
     /// Oldest first.
     #[serde(default, skip_serializing_if = "VecDeque::is_empty")]
-    pub minute: VecDeque<Entry>,
+    pub minute: VecDeque<MinuteEntry>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub day: Option<DayCount>,
 }
 
-impl Window {
-    fn in_minute(&self, now: DateTime<Utc>) -> impl Iterator<Item = &Entry> {
+impl UsageWindow {
+    fn in_minute(&self, now: DateTime<Utc>) -> impl Iterator<Item = &MinuteEntry> {
         self.minute
             .iter()
             // A second rounded up can lie just ahead of `now`: it counts.
@@ -336,10 +336,10 @@ impl Learned {
 /// Every usage window and learned limit: the persisted form, kept in
 /// `route_state.json` under `budget`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Budget {
+pub struct LimitLedger {
     /// Scope id → usage.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub windows: BTreeMap<String, Window>,
+    pub windows: BTreeMap<String, UsageWindow>,
     /// Key-and-model scope id → bucket name (`requests`, `tokens`,
     /// `input-tokens`, `requests-day`, …) → what the upstream said.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -362,10 +362,10 @@ struct Check {
     learned: bool,
 }
 
-/// One line of [`Budget::usage`]: a limit in force and how much of it is
+/// One line of [`LimitLedger::usage`]: a limit in force and how much of it is
 /// used now, as status displays show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Usage {
+pub struct LimitUsage {
     /// The scope it counts in: `provider#key<i>:<fingerprint>::model`, a
     /// key, or the provider (`daily_cap`).
     pub scope: String,
@@ -377,7 +377,7 @@ pub struct Usage {
     pub learned: bool,
 }
 
-impl Budget {
+impl LimitLedger {
     pub fn is_empty(&self) -> bool {
         self.windows.is_empty() && self.learned.is_empty()
     }
@@ -433,13 +433,13 @@ impl Budget {
             return Some(resets_at);
         }
         // Slide the oldest entries out until the request fits.
-        let mut entries: Vec<&Entry> = self
+        let mut entries: Vec<&MinuteEntry> = self
             .windows
             .get(&c.scope)
             .map(|w| w.in_minute(now).collect())
             .unwrap_or_default();
         entries.sort_by_key(|e| e.at);
-        let weight = |e: &Entry| {
+        let weight = |e: &MinuteEntry| {
             if c.kind.counts_tokens() {
                 e.tokens
             } else {
@@ -515,7 +515,7 @@ impl Budget {
                     e.requests += 1;
                     e.tokens = e.tokens.saturating_add(req.tokens);
                 }
-                _ => w.minute.push_back(Entry {
+                _ => w.minute.push_back(MinuteEntry {
                     at: second,
                     requests: 1,
                     tokens: req.tokens,
@@ -590,11 +590,16 @@ impl Budget {
     }
 
     /// Every limit on `target` with how much of it is used, for display.
-    pub fn usage(&self, target: &Target, eff: &EffectiveLimits, now: DateTime<Utc>) -> Vec<Usage> {
+    pub fn usage(
+        &self,
+        target: &Target,
+        eff: &EffectiveLimits,
+        now: DateTime<Utc>,
+    ) -> Vec<LimitUsage> {
         let resets_at = next_day_reset(now, eff.day_reset);
         self.checks(target, eff)
             .into_iter()
-            .map(|c| Usage {
+            .map(|c| LimitUsage {
                 used: self.used(&c, now, resets_at),
                 kind: c.kind,
                 scope: c.scope,
@@ -827,7 +832,7 @@ mod tests {
     }
 
     fn send(
-        b: &mut Budget,
+        b: &mut LimitLedger,
         t: &Target,
         eff: &EffectiveLimits,
         tokens: u64,
@@ -874,7 +879,7 @@ mod tests {
             rpm: Some(3),
             ..Limits::default()
         });
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         for i in 0..3 {
             send(&mut b, &t, &eff, 10, secs(i as f64)).unwrap();
         }
@@ -889,7 +894,7 @@ mod tests {
             rpd: Some(2),
             ..Limits::default()
         });
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         send(&mut b, &t, &eff, 10, secs(0.0)).unwrap();
         send(&mut b, &t, &eff, 10, secs(3600.0)).unwrap();
         let hit = send(&mut b, &t, &eff, 10, secs(7200.0)).unwrap_err();
@@ -904,7 +909,7 @@ mod tests {
             tpm: Some(100),
             ..Limits::default()
         });
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         send(&mut b, &t, &eff, 60, secs(0.0)).unwrap();
         send(&mut b, &t, &eff, 30, secs(10.0)).unwrap();
         let hit = send(&mut b, &t, &eff, 20, secs(20.0)).unwrap_err();
@@ -920,7 +925,7 @@ mod tests {
             tpd: Some(1000),
             ..Limits::default()
         });
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         send(&mut b, &t, &eff, 900, secs(0.0)).unwrap();
         let hit = send(&mut b, &t, &eff, 101, secs(600.0)).unwrap_err();
         assert_eq!(hit.kind, LimitKind::Tpd);
@@ -936,7 +941,7 @@ mod tests {
             daily_cap: Some(2),
             ..EffectiveLimits::default()
         };
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         send(&mut b, &t, &eff, 1, secs(0.0)).unwrap();
         let other = Target::new("p", "m2").with_key(1, "k1:bbbbbbbb");
         send(&mut b, &other, &eff, 1, secs(1.0)).unwrap();
@@ -962,7 +967,7 @@ mod tests {
             },
             ..EffectiveLimits::default()
         };
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         let k0 = |m: &str| Target::new("p", m).with_key(0, "k1:aaaaaaaa");
         send(&mut b, &k0("a"), &eff, 1, secs(0.0)).unwrap();
         // Same key, same model: the model's rpm.
@@ -994,7 +999,7 @@ mod tests {
             ..EffectiveLimits::default()
         };
         let t = Target::new("local", "m");
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         send(&mut b, &t, &eff, 1, secs(0.0)).unwrap();
         send(&mut b, &t, &eff, 1, secs(1.0)).unwrap();
         assert!(send(&mut b, &t, &eff, 1, secs(2.0)).is_err());
@@ -1008,7 +1013,7 @@ mod tests {
             rpm: Some(60),
             ..Limits::default()
         });
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         for i in 0..60 {
             send(&mut b, &t, &eff, 1, secs(i as f64)).unwrap();
         }
@@ -1030,7 +1035,7 @@ mod tests {
             rpd: Some(1),
             ..Limits::default()
         });
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         send(&mut b, &t, &eff, 1, late).unwrap();
         assert_eq!(send(&mut b, &t, &eff, 1, late).unwrap_err().until, midnight);
         send(&mut b, &t, &eff, 1, midnight).unwrap();
@@ -1040,7 +1045,7 @@ mod tests {
             day_reset: NaiveTime::from_hms_opt(8, 0, 0).unwrap(),
             ..eff
         };
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         send(&mut b, &t, &eff, 1, late).unwrap();
         let reset: DateTime<Utc> = "2026-05-05T08:00:00Z".parse().unwrap();
         // Midnight UTC does not reset it…
@@ -1072,7 +1077,7 @@ mod tests {
             daily_cap: Some(10),
             ..EffectiveLimits::default()
         };
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         send(&mut b, &t, &eff, 90, secs(0.0)).unwrap();
         let before = b.clone();
         // The tokens fail; rpm, rpd and the cap would pass.
@@ -1101,7 +1106,7 @@ mod tests {
             rpd: Some(1),
             ..Limits::default()
         });
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         send(&mut b, &t, &eff, 1, secs(0.0)).unwrap();
         assert_eq!(
             send(&mut b, &t, &eff, 1, secs(1.0)).unwrap_err().kind,
@@ -1117,14 +1122,14 @@ mod tests {
             tpd: Some(5000),
             ..Limits::default()
         });
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         let mut r = send(&mut b, &t, &eff, 900, secs(0.0)).unwrap();
         assert!(send(&mut b, &t, &eff, 200, secs(1.0)).is_err());
         // The answer was short: 900 estimated, 150 used.
         b.correct(&mut r, 150);
         assert_eq!(r.tokens(), 150);
         b.correct(&mut r, 150);
-        let tpd = |b: &Budget| b.windows[&t.key_model_id()].day.as_ref().unwrap().tokens;
+        let tpd = |b: &LimitLedger| b.windows[&t.key_model_id()].day.as_ref().unwrap().tokens;
         assert_eq!(tpd(&b), 150);
         send(&mut b, &t, &eff, 200, secs(1.0)).unwrap();
         // A long answer: 100 estimated, 700 used; now 150 + 200 + 700 in the minute.
@@ -1144,7 +1149,7 @@ mod tests {
     #[test]
     fn groq_headers_count_requests_per_day_and_tokens_per_minute() {
         let t = Target::new("groq", "llama-3.3-70b-versatile").with_key(0, "k1:aaaaaaaa");
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         b.learn(&t, window(&t), &fixture("groq"), t0());
         let learned = &b.learned[&t.key_model_id()];
         assert_eq!(learned["requests"].kind, LimitKind::Rpd);
@@ -1192,7 +1197,7 @@ mod tests {
     #[test]
     fn the_same_headers_from_openai_count_per_minute() {
         let t = Target::new("openai", "gpt-4o-mini").with_key(0, "k1:aaaaaaaa");
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         b.learn(&t, window(&t), &fixture("openai"), t0());
         let l = b.learned_limits(&t.key_model_id());
         assert_eq!(
@@ -1219,7 +1224,7 @@ mod tests {
         .unwrap();
         let window = c.provider("openai").unwrap().requests_header_window;
         let t = Target::new("openai", "gpt-4o-mini").with_key(0, "k1:aaaaaaaa");
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         b.learn(&t, window, &fixture("openai"), t0());
         let l = b.learned_limits(&t.key_model_id());
         assert_eq!((l.rpm, l.rpd), (None, Some(500)));
@@ -1233,7 +1238,7 @@ mod tests {
     #[test]
     fn cerebras_buckets_name_their_windows() {
         let t = Target::new("cerebras", "llama3.1-8b").with_key(0, "k1:aaaaaaaa");
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         b.learn(&t, window(&t), &fixture("cerebras"), t0());
         let learned = &b.learned[&t.key_model_id()];
         assert_eq!(
@@ -1253,7 +1258,7 @@ mod tests {
     #[test]
     fn anthropic_spent_bucket_blocks_until_its_reset() {
         let t = Target::new("anthropic", "claude-haiku-4-5").with_key(0, "k1:aaaaaaaa");
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         b.learn(&t, window(&t), &fixture("anthropic"), t0());
         assert_eq!(
             b.learned_limits(&t.key_model_id()),
@@ -1284,7 +1289,7 @@ mod tests {
     #[test]
     fn openrouter_429_blocks_until_its_epoch_ms_reset() {
         let t = Target::new("openrouter", "google/gemma-3-27b-it:free").with_key(0, "k1:aaaaaaaa");
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         b.learn(&t, window(&t), &fixture("openrouter"), t0());
         // The window is not said, so the size is not enforced…
         assert_eq!(b.learned_limits(&t.key_model_id()), Limits::default());
@@ -1304,7 +1309,7 @@ mod tests {
             rpm: Some(2),
             ..Limits::default()
         });
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         b.learn(&t, window(&t), &fixture("openai"), t0());
         send(&mut b, &t, &eff, 1, t0()).unwrap();
         send(&mut b, &t, &eff, 1, t0()).unwrap();
@@ -1332,7 +1337,7 @@ mod tests {
             rpd: Some(10),
             ..Limits::default()
         });
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         send(&mut b, &t, &eff, 1, secs(0.0)).unwrap();
         b.prune(secs(60.0));
         let w = &b.windows[&t.key_model_id()];
@@ -1354,20 +1359,20 @@ mod tests {
             daily_cap: Some(5),
             ..EffectiveLimits::default()
         };
-        let mut b = Budget::default();
+        let mut b = LimitLedger::default();
         send(&mut b, &t, &eff, 7, secs(0.0)).unwrap();
         b.learn(&t, window(&t), &fixture("groq"), secs(1.0));
         let text = serde_json::to_string_pretty(&b).unwrap();
         assert!(text.contains("\"p#key0:k1:aaaaaaaa::m\""), "{text}");
-        let back: Budget = serde_json::from_str(&text).unwrap();
+        let back: LimitLedger = serde_json::from_str(&text).unwrap();
         assert_eq!(back, b);
         // The restored budget keeps counting where it left off.
         let mut back = back;
         let r = send(&mut back, &t, &eff, 3, secs(2.0)).unwrap();
         assert_ne!(r.id, 0);
         assert_eq!(
-            serde_json::from_str::<Budget>("{}").unwrap(),
-            Budget::default()
+            serde_json::from_str::<LimitLedger>("{}").unwrap(),
+            LimitLedger::default()
         );
     }
 

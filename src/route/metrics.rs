@@ -12,13 +12,13 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct Outcome {
+pub struct OutcomeLabels {
     /// `served`, `exhausted` or `rejected` (the client's own error).
     pub outcome: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct Attempt {
+pub struct AttemptLabels {
     pub provider: String,
     pub model: String,
     /// `ok` or an error class.
@@ -26,13 +26,13 @@ pub struct Attempt {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct Model {
+pub struct ModelLabels {
     pub provider: String,
     pub model: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct Skip {
+pub struct SkipLabels {
     pub provider: String,
     pub model: String,
     /// `rpm`, `rpd`, `tpm`, `tpd`, `daily_cap`, or `cooldown`.
@@ -48,11 +48,11 @@ fn latency_histogram() -> Histogram {
 
 pub struct Metrics {
     registry: Registry,
-    pub requests: Family<Outcome, Counter>,
-    pub attempts: Family<Attempt, Counter>,
-    pub fallbacks: Family<Attempt, Counter>,
-    pub latency: Family<Model, Histogram, fn() -> Histogram>,
-    pub skips: Family<Skip, Counter>,
+    pub requests: Family<OutcomeLabels, Counter>,
+    pub attempts: Family<AttemptLabels, Counter>,
+    pub fallbacks: Family<AttemptLabels, Counter>,
+    pub latency: Family<ModelLabels, Histogram, fn() -> Histogram>,
+    pub skips: Family<SkipLabels, Counter>,
     pub cooldowns_active: Gauge,
     pub routable_models: Gauge,
 }
@@ -66,25 +66,25 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("llmprobe_route");
-        let requests = Family::<Outcome, Counter>::default();
+        let requests = Family::<OutcomeLabels, Counter>::default();
         registry.register(
             "requests",
             "Chat requests handled, by outcome",
             requests.clone(),
         );
-        let attempts = Family::<Attempt, Counter>::default();
+        let attempts = Family::<AttemptLabels, Counter>::default();
         registry.register(
             "attempts",
             "Upstream attempts sent, by provider, model and result class",
             attempts.clone(),
         );
-        let fallbacks = Family::<Attempt, Counter>::default();
+        let fallbacks = Family::<AttemptLabels, Counter>::default();
         registry.register(
             "fallbacks",
             "Failed attempts that were followed by a fallback, by provider, model and class",
             fallbacks.clone(),
         );
-        let latency = Family::<Model, Histogram, fn() -> Histogram>::new_with_constructor(
+        let latency = Family::<ModelLabels, Histogram, fn() -> Histogram>::new_with_constructor(
             latency_histogram as fn() -> Histogram,
         );
         registry.register_with_unit(
@@ -93,7 +93,7 @@ impl Metrics {
             Unit::Seconds,
             latency.clone(),
         );
-        let skips = Family::<Skip, Counter>::default();
+        let skips = Family::<SkipLabels, Counter>::default();
         registry.register(
             "skips",
             "Candidates passed over without sending, by reason (a limit or a cooldown)",

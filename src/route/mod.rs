@@ -6,11 +6,13 @@
 //!   would exceed a [`limits`] budget, and benches what fails through
 //!   [`crate::route::cooldown`], in [`shared`] state (Redis) when several
 //!   instances run as one;
-//! - the server speaks the OpenAI API over axum.
+//! - the engine answers in [`domain`] terms, and each inbound
+//!   [`surface`] (the OpenAI API today) renders them; [`serve`] mounts the
+//!   surfaces over axum.
 
-pub mod api_error;
 pub mod choose;
 pub mod cooldown;
+pub mod domain;
 pub mod engine;
 pub mod health;
 pub mod limits;
@@ -20,3 +22,4 @@ pub mod send;
 pub mod serve;
 pub mod shared;
 pub mod status;
+pub mod surface;

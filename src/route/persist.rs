@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use crate::error::{DataError, Result, json_error_offset};
 use crate::fsutil::{self, DataLock};
 
-use super::limits::Budget;
+use super::limits::LimitLedger;
 
 pub const FILE: &str = "route_state.json";
 
@@ -29,10 +29,15 @@ pub struct RouteState<T> {
     pub saved_at: Option<String>,
     #[serde(default)]
     pub cooldowns: T,
-    /// Usage windows and learned limits ([`Budget`]); absent from files
-    /// written before limits were enforced, and while it is empty.
-    #[serde(default, skip_serializing_if = "Budget::is_empty")]
-    pub budget: Budget,
+    /// Usage windows and learned limits ([`LimitLedger`]); absent from files
+    /// written before limits were enforced, and while it is empty. Named
+    /// `budget` in the file, which other programs read.
+    #[serde(
+        rename = "budget",
+        default,
+        skip_serializing_if = "LimitLedger::is_empty"
+    )]
+    pub limits: LimitLedger,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -47,7 +52,7 @@ impl<T: Default> RouteState<T> {
             version: version(),
             saved_at: None,
             cooldowns: T::default(),
-            budget: Budget::default(),
+            limits: LimitLedger::default(),
             extra: Map::new(),
         }
     }
@@ -100,7 +105,7 @@ mod tests {
         )
         .unwrap();
         let mut state: RouteState<Cooldowns> = load(&file).unwrap();
-        assert!(state.budget.is_empty());
+        assert!(state.limits.is_empty());
         let now = "2026-05-04T12:00:00Z".parse().unwrap();
         let eff = EffectiveLimits {
             model: Limits {
@@ -115,7 +120,7 @@ mod tests {
             limits: &eff,
             tokens: 5,
         };
-        state.budget.check_and_count(&req, now).unwrap();
+        state.limits.check_and_count(&req, now).unwrap();
         save(dir.path(), &state).unwrap();
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(
@@ -124,8 +129,8 @@ mod tests {
         );
         // A restart respects the window.
         let mut back: RouteState<Cooldowns> = load(&file).unwrap();
-        assert_eq!(back.budget, state.budget);
-        assert!(back.budget.check_and_count(&req, now).is_err());
+        assert_eq!(back.limits, state.limits);
+        assert!(back.limits.check_and_count(&req, now).is_err());
         // An empty budget is not written at all.
         save(dir.path(), &RouteState::<Cooldowns>::empty()).unwrap();
         let text = std::fs::read_to_string(&file).unwrap();

@@ -12,19 +12,23 @@ use serde_json::Value;
 
 use crate::catalog::ApiKey;
 use crate::upstream::classify::{self, ErrorClass, UpstreamError};
-use crate::upstream::dialect::{self, ChatRequest, StreamItem, StreamMapper, Usage};
+use crate::upstream::dialect::{self, ChatReply, ChatRequest, StreamItem, StreamMapper, Usage};
 use crate::upstream::http;
 use crate::upstream::secret::Redactor;
 
 use super::choose::Candidate;
+pub use super::domain::StreamEvent;
 use super::engine::{Engine, Sent};
 use crate::clock::Clock;
 
-/// A complete reply, in OpenAI `chat.completion` form.
+/// A complete reply: the parsed [`ChatReply`] (text, reasoning, finish
+/// reason, usage) for any surface to render, and the body in OpenAI
+/// `chat.completion` form, which for an OpenAI upstream is its own JSON,
+/// passed through. Both are redacted.
 #[derive(Debug)]
 pub struct Completion {
     pub body: Value,
-    pub usage: Option<Usage>,
+    pub reply: ChatReply,
 }
 
 /// The request as this candidate needs it: its own model id.
@@ -81,10 +85,13 @@ pub async fn complete(
             redact_value(&mut body, &redactor);
             Completion {
                 body,
-                usage: reply.usage,
+                reply: redacted_reply(reply, &redactor),
             }
         });
-    let tokens = result.as_ref().ok().and_then(|c| total_tokens(c.usage));
+    let tokens = result
+        .as_ref()
+        .ok()
+        .and_then(|c| total_tokens(c.reply.usage));
     Sent {
         result,
         headers: Some(resp.headers),
@@ -103,17 +110,6 @@ pub fn total_tokens(u: Option<Usage>) -> Option<u64> {
 
 /// OpenAI chunks (or an in-stream failure) as they arrive.
 pub type ChunkStream = Pin<Box<dyn Stream<Item = StreamEvent> + Send>>;
-
-/// What the client's stream carries next.
-#[derive(Debug)]
-pub enum StreamEvent {
-    Chunk(Value),
-    /// The upstream failed after the first byte; the message is redacted.
-    Failed(String),
-    /// The upstream stopped sending for longer than the idle timeout.
-    Stalled,
-    Done,
-}
 
 /// A streaming attempt that has produced its first chunk.
 pub struct Opened {
@@ -260,7 +256,8 @@ fn client_events(
                 Err(_) => StreamEvent::Stalled,
                 Ok(None) => StreamEvent::Done,
                 Ok(Some(Ok(StreamItem::Chunk(v)))) => {
-                    return Some((StreamEvent::Chunk(redacted(v, &redactor)), Some(items)));
+                    let ev = StreamEvent::from_chunk(redacted(v, &redactor));
+                    return Some((ev, Some(items)));
                 }
                 Ok(Some(Ok(StreamItem::Done))) => StreamEvent::Done,
                 Ok(Some(Ok(StreamItem::Error(pe)))) => {
@@ -282,6 +279,17 @@ fn redacted(mut v: Value, redactor: &Redactor) -> Value {
     v
 }
 
+/// `reply` with keys masked in its text and reasoning: an upstream may
+/// echo a key there too. Text with nothing to mask is not copied.
+fn redacted_reply(mut reply: ChatReply, redactor: &Redactor) -> ChatReply {
+    for s in std::iter::once(&mut reply.text).chain(reply.reasoning.as_mut()) {
+        if let std::borrow::Cow::Owned(masked) = redactor.redact_cow(s) {
+            *s = masked;
+        }
+    }
+    reply
+}
+
 /// Mask keys in every string of `v`, in place. Strings with nothing to mask
 /// (nearly all of them) are neither copied nor rebuilt.
 pub fn redact_value(v: &mut Value, redactor: &Redactor) {
@@ -294,5 +302,28 @@ pub fn redact_value(v: &mut Value, redactor: &Redactor) {
         Value::Array(a) => a.iter_mut().for_each(|x| redact_value(x, redactor)),
         Value::Object(o) => o.values_mut().for_each(|x| redact_value(x, redactor)),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::secret::Secret;
+
+    #[test]
+    fn a_replys_text_and_reasoning_are_redacted() {
+        let key = "sk-test-0123456789abcdef0123";
+        let redactor = Redactor::new([Secret::new(key.to_string())]);
+        let reply = ChatReply {
+            text: format!("your key is {key}"),
+            reasoning: Some(format!("echo {key}")),
+            finish_reason: Some("stop".into()),
+            usage: None,
+        };
+        let out = redacted_reply(reply, &redactor);
+        assert!(!out.text.contains(key), "{}", out.text);
+        assert!(out.text.starts_with("your key is "), "{}", out.text);
+        assert!(!out.reasoning.unwrap().contains(key));
+        assert_eq!(out.finish_reason.as_deref(), Some("stop"));
     }
 }

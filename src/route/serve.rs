@@ -12,12 +12,10 @@
 //! `X-Fallback-Trail` where a request was routed. Bad input gets an
 //! OpenAI-shaped 4xx and the server stays up.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -26,14 +24,14 @@ use axum::routing::{get, post};
 use futures_util::StreamExt;
 use serde_json::json;
 
-use crate::upstream::classify::ErrorClass;
 use crate::upstream::dialect::ChatRequest;
 use crate::upstream::secret::Secret;
 
-use super::api_error::ApiError;
 use super::engine::{Attempt, Engine, Exhausted, trail};
 use super::send::{self, StreamEvent};
-use super::status::{Snapshot, Source, Want};
+use super::status::{RouteSnapshot, Source, Want};
+use super::surface::BodyLimit;
+use super::surface::openai::{self, ChatBody};
 
 /// Request heads larger than this get a 431.
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
@@ -44,6 +42,12 @@ pub struct App {
     pub engine: Arc<Engine>,
     /// The inbound bearer token, if auth is on.
     pub token: Option<Secret>,
+}
+
+impl axum::extract::FromRef<Arc<App>> for BodyLimit {
+    fn from_ref(app: &Arc<App>) -> BodyLimit {
+        BodyLimit(app.engine.settings.max_body_bytes)
+    }
 }
 
 /// The router, with its limits.
@@ -72,13 +76,7 @@ async fn header_limit(req: Request, next: Next) -> Response {
         .map(|(k, v)| k.as_str().len() + v.len() + 4)
         .sum();
     if size > MAX_HEADER_BYTES {
-        return ApiError::new(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "invalid_request_error",
-            "headers_too_large",
-            format!("request headers exceed {MAX_HEADER_BYTES} bytes"),
-        )
-        .into_response();
+        return openai::headers_too_large(MAX_HEADER_BYTES).into_response();
     }
     next.run(req).await
 }
@@ -95,20 +93,14 @@ async fn auth(State(app): State<Arc<App>>, req: Request, next: Next) -> Response
         let ok: bool =
             subtle::ConstantTimeEq::ct_eq(given.as_bytes(), token.expose().as_bytes()).into();
         if !ok {
-            return ApiError::unauthorized().into_response_at(app.engine.clock.now());
+            return openai::ApiError::unauthorized().into_response_at(app.engine.clock.now());
         }
     }
     next.run(req).await
 }
 
 async fn not_found() -> Response {
-    ApiError::new(
-        StatusCode::NOT_FOUND,
-        "invalid_request_error",
-        "unknown_url",
-        "unknown path: this server serves POST /v1/chat/completions, GET /v1/models, /v1/providers, /metrics, /livez and /readyz",
-    )
-    .into_response()
+    openai::unknown_url().into_response()
 }
 
 async fn livez() -> Response {
@@ -120,9 +112,9 @@ async fn livez() -> Response {
 async fn from_snapshot<T: Send + 'static>(
     engine: &Arc<Engine>,
     want: Want,
-    build: impl FnOnce(&Engine, &Snapshot) -> T + Send + 'static,
+    build: impl FnOnce(&Engine, &RouteSnapshot) -> T + Send + 'static,
 ) -> Option<T> {
-    let snap = Snapshot::read(engine, want).await;
+    let snap = RouteSnapshot::read(engine, want).await;
     let engine = engine.clone();
     tokio::task::spawn_blocking(move || build(&engine, &snap))
         .await
@@ -155,7 +147,7 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {
-    let text = from_snapshot(&app.engine, Want::Cooldowns, |e, snap| e.metrics_text(snap))
+    let text = from_snapshot(&app.engine, Want::Cooldowns, super::status::metrics_text)
         .await
         .unwrap_or_default();
     (
@@ -192,55 +184,8 @@ async fn models(State(app): State<Arc<App>>) -> Response {
     axum::Json(json!({"object": "list", "data": data})).into_response()
 }
 
-fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
-}
-
-async fn chat(
-    State(app): State<Arc<App>>,
-    headers: HeaderMap,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
-) -> Response {
+async fn chat(State(app): State<Arc<App>>, ChatBody(req): ChatBody) -> Response {
     let engine = app.engine.clone();
-    let now = || engine.clock.now();
-    let body = match body {
-        Ok(b) => b,
-        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "invalid_request_error",
-                "request_too_large",
-                format!(
-                    "request body exceeds {} bytes",
-                    engine.settings.max_body_bytes
-                ),
-            )
-            .into_response_at(now());
-        }
-        Err(e) => {
-            return ApiError::invalid("invalid_body", format!("cannot read the request body: {e}"))
-                .into_response_at(now());
-        }
-    };
-    if !is_json(&headers) {
-        return ApiError::new(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "invalid_request_error",
-            "unsupported_media_type",
-            "send the request as Content-Type: application/json",
-        )
-        .into_response_at(now());
-    }
-    let req = match ChatRequest::from_openai_json(&body) {
-        Ok(r) => r,
-        Err(e) => {
-            return ApiError::invalid("invalid_request", e.to_string()).into_response_at(now());
-        }
-    };
     let model = Some(req.model.clone()).filter(|m| !m.is_empty());
     let timeout = engine.settings.request_timeout;
     if req.stream {
@@ -248,16 +193,7 @@ async fn chat(
     } else {
         match tokio::time::timeout(timeout, complete(engine.clone(), req, model)).await {
             Ok(r) => r,
-            Err(_) => ApiError::new(
-                StatusCode::GATEWAY_TIMEOUT,
-                "api_error",
-                "request_timeout",
-                format!(
-                    "no answer within {}",
-                    crate::upstream::http::human_duration(timeout)
-                ),
-            )
-            .into_response_at(engine.clock.now()),
+            Err(_) => openai::request_timeout(timeout).into_response_at(engine.clock.now()),
         }
     }
 }
@@ -281,7 +217,7 @@ async fn complete(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) 
 }
 
 fn exhausted(engine: &Engine, x: Exhausted) -> Response {
-    let mut resp = x.error.into_response_at(engine.clock.now());
+    let mut resp = openai::route_error(&x).into_response_at(engine.clock.now());
     routed_headers(resp.headers_mut(), None, &x.attempts);
     resp
 }
@@ -307,7 +243,6 @@ fn routed_headers(h: &mut HeaderMap, via: Option<&str>, attempts: &[Attempt]) {
 async fn stream(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) -> Response {
     let wants_usage = req.wants_stream_usage();
     let e2 = engine.clone();
-    let idle = engine.settings.idle_timeout;
     let served = engine
         .route(model.as_deref(), req.estimated_tokens(), |c, key| {
             let (e, req) = (e2.clone(), req.clone());
@@ -318,59 +253,11 @@ async fn stream(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) ->
         Ok(s) => s,
         Err(x) => return exhausted(&engine, x),
     };
-    let first = futures_util::stream::iter(s.value.first.into_iter().map(StreamEvent::Chunk));
-    let events = first.chain(s.value.rest);
-    let idle_text = crate::upstream::http::human_duration(idle);
-    let target = s.target.clone();
-    let late = engine.clone();
-    let mut reservation = s.reservation;
-    let body = events.filter_map(move |ev| {
-        let out = match ev {
-            StreamEvent::Chunk(v) => {
-                // The usage chunk (no choices): it corrects the token
-                // estimate, and reaches only a client that asked for it.
-                let usage_only = v["choices"].as_array().is_none_or(|c| c.is_empty())
-                    && v.get("usage").is_some_and(|u| !u.is_null());
-                if usage_only {
-                    if let (Some(r), Some(t)) =
-                        (reservation.as_mut(), v["usage"]["total_tokens"].as_u64())
-                    {
-                        late.correct_tokens(r, t);
-                    }
-                    wants_usage.then(|| format!("data: {v}\n\n"))
-                } else {
-                    Some(format!("data: {v}\n\n"))
-                }
-            }
-            StreamEvent::Done => Some("data: [DONE]\n\n".to_string()),
-            StreamEvent::Failed(msg) => {
-                let msg = format!("the upstream failed mid-stream: {msg}");
-                late.record_late_failure(&target, ErrorClass::ServerError, msg.clone());
-                Some(stream_error(&msg))
-            }
-            StreamEvent::Stalled => {
-                let msg = format!("the upstream sent nothing for {idle_text}");
-                late.record_late_failure(&target, ErrorClass::Timeout, msg.clone());
-                Some(stream_error(&msg))
-            }
-        };
-        std::future::ready(out.map(|text| Ok::<Bytes, Infallible>(Bytes::from(text))))
-    });
-    let mut resp = Response::new(Body::from_stream(body));
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    routed_headers(h, Some(&s.via), &s.attempts);
+    let first = futures_util::stream::iter(s.value.first.into_iter().map(StreamEvent::from_chunk));
+    let events = engine.watch_stream(s.target.clone(), s.reservation, first.chain(s.value.rest));
+    let mut resp = openai::event_stream(events, wants_usage);
+    routed_headers(resp.headers_mut(), Some(&s.via), &s.attempts);
     resp
-}
-
-/// An OpenAI-style error event, then the end of the stream.
-fn stream_error(message: &str) -> String {
-    let ev = json!({"error": {"message": message, "type": "api_error", "code": "upstream_stream_failed", "param": null}});
-    format!("data: {ev}\n\ndata: [DONE]\n\n")
 }
 
 /// Save the cooldowns shortly after they change, until `stop` fires.

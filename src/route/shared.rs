@@ -36,7 +36,8 @@ use crate::error::{Error, Result};
 use crate::route::cooldown::{Bench, Counter, Target};
 
 use super::limits::{
-    self, Budget, DayCount, Entry, Learned, LimitHit, LimitKind, LimitRequest, Reservation, Window,
+    self, DayCount, Learned, LimitHit, LimitKind, LimitLedger, LimitRequest, MinuteEntry,
+    Reservation, UsageWindow,
 };
 
 /// Every call to Redis gives up after this long.
@@ -547,9 +548,13 @@ impl SharedState {
 
     /// Every instance's benches, usage windows and learned limits, as
     /// one atomic pipeline: one round trip, for status displays only.
-    pub async fn read(&self, want: &Wanted, now: DateTime<Utc>) -> Shared<(Vec<Bench>, Budget)> {
+    pub async fn read(
+        &self,
+        want: &Wanted,
+        now: DateTime<Utc>,
+    ) -> Shared<(Vec<Bench>, LimitLedger)> {
         if want.benches.is_empty() && want.learned.is_empty() && want.windows.is_empty() {
-            return Ok((Vec::new(), Budget::default()));
+            return Ok((Vec::new(), LimitLedger::default()));
         }
         let mut p = redis::pipe();
         p.atomic();
@@ -580,7 +585,7 @@ impl SharedState {
                 .filter(|b| b.until > now)
                 .collect()
         };
-        let mut budget = Budget::default();
+        let mut budget = LimitLedger::default();
         for scope in &want.learned {
             let learned: BTreeMap<String, Learned> = hash(next())
                 .into_iter()
@@ -603,7 +608,9 @@ impl SharedState {
                 }),
             };
             if !minute.is_empty() || day.is_some() {
-                budget.windows.insert(scope.clone(), Window { minute, day });
+                budget
+                    .windows
+                    .insert(scope.clone(), UsageWindow { minute, day });
             }
         }
         Ok((benches, budget))
@@ -617,14 +624,14 @@ fn hash(v: redis::Value) -> HashMap<String, String> {
 
 /// A minute hash (`r:<second ms>`, `t:<second ms>`) as entries, oldest
 /// first.
-fn minute_entries(fields: HashMap<String, String>) -> VecDeque<Entry> {
-    let mut by_second: BTreeMap<i64, Entry> = BTreeMap::new();
+fn minute_entries(fields: HashMap<String, String>) -> VecDeque<MinuteEntry> {
+    let mut by_second: BTreeMap<i64, MinuteEntry> = BTreeMap::new();
     for (f, v) in fields {
         let (Some((which, at)), Ok(n)) = (f.split_once(':'), v.parse::<i64>()) else {
             continue;
         };
         let Ok(at) = at.parse::<i64>() else { continue };
-        let e = by_second.entry(at).or_insert_with(|| Entry {
+        let e = by_second.entry(at).or_insert_with(|| MinuteEntry {
             at: from_ms(at),
             requests: 0,
             tokens: 0,

@@ -6,7 +6,7 @@
 //! usage against each limit and the 24 h uptime added. Keys appear as index
 //! and fingerprint only.
 //!
-//! A view is built from a [`Snapshot`]: this process's own state, or, with
+//! A view is built from a [`RouteSnapshot`]: this process's own state, or, with
 //! `--shared-state`, what every instance wrote to Redis, read in one round
 //! trip off the request path. The view says which it is (`state`).
 
@@ -20,7 +20,7 @@ use crate::route::cooldown::{Bench, Cooldowns};
 use crate::state::ModelState;
 
 use super::engine::{Engine, targets};
-use super::limits::{self, Budget, Usage};
+use super::limits::{self, LimitLedger, LimitUsage};
 use super::shared::Wanted;
 
 /// Where a view's cooldowns and usage come from.
@@ -55,55 +55,70 @@ pub enum Want {
 
 /// The cooldowns and budget a view is built from, at one instant.
 #[derive(Debug)]
-pub struct Snapshot {
+pub struct RouteSnapshot {
     pub now: DateTime<Utc>,
     pub source: Source,
     pub cooldowns: Cooldowns,
     /// Empty unless [`Want::Everything`].
-    pub budget: Budget,
+    pub limits: LimitLedger,
 }
 
-impl Snapshot {
+impl RouteSnapshot {
     /// This process's own state, labelled `source`.
-    pub fn local(engine: &Engine, want: Want, source: Source) -> Snapshot {
-        let (cooldowns, budget) = engine.with_local_state(|st| {
-            let budget = match want {
-                Want::Everything => st.budget.clone(),
-                Want::Cooldowns => Budget::default(),
+    pub fn local(engine: &Engine, want: Want, source: Source) -> RouteSnapshot {
+        let (cooldowns, limits) = engine.with_local_state(|st| {
+            let limits = match want {
+                Want::Everything => st.limits.clone(),
+                Want::Cooldowns => LimitLedger::default(),
             };
-            (st.cooldowns.clone(), budget)
+            (st.cooldowns.clone(), limits)
         });
-        Snapshot {
+        RouteSnapshot {
             now: engine.clock.now(),
             source,
             cooldowns,
-            budget,
+            limits,
         }
     }
 
     /// The shared state when instances share one and Redis answers (one
     /// round trip); otherwise this process's own, saying why.
-    pub async fn read(engine: &Engine, want: Want) -> Snapshot {
+    pub async fn read(engine: &Engine, want: Want) -> RouteSnapshot {
         let Some(shared) = engine.shared() else {
-            return Snapshot::local(engine, want, Source::Local);
+            return RouteSnapshot::local(engine, want, Source::Local);
         };
         let now = engine.clock.now();
         match shared.read(&wanted(engine, want, now), now).await {
-            Ok((benches, budget)) => {
+            Ok((benches, limits)) => {
                 let mut cooldowns = Cooldowns::new();
                 for b in benches {
                     cooldowns.insert(b, now);
                 }
-                Snapshot {
+                RouteSnapshot {
                     now,
                     source: Source::Redis,
                     cooldowns,
-                    budget,
+                    limits,
                 }
             }
-            Err(_) => Snapshot::local(engine, want, Source::RedisUnavailable),
+            Err(_) => RouteSnapshot::local(engine, want, Source::RedisUnavailable),
         }
     }
+}
+
+/// The metrics text, with the gauges set from `snap` (the shared state
+/// when there is one). Here rather than in the engine: the gauges are a
+/// view of a snapshot, like [`view`].
+pub fn metrics_text(engine: &Engine, snap: &RouteSnapshot) -> String {
+    let now = snap.now;
+    let metrics = &engine.metrics;
+    metrics
+        .cooldowns_active
+        .set(snap.cooldowns.active(now).count() as i64);
+    metrics
+        .routable_models
+        .set(engine.routable_under(&snap.cooldowns, now).len() as i64);
+    metrics.encode()
 }
 
 /// The Redis keys behind every provider's view, named from the catalog:
@@ -169,7 +184,7 @@ pub struct ProviderView {
     pub cooldowns: Vec<Bench>,
     /// Every limit in force on the provider's keys and models, with its
     /// usage (by every instance, when they share their state).
-    pub usage: Vec<Usage>,
+    pub usage: Vec<LimitUsage>,
     /// Passed ÷ probed over the last 24 h, from the health log.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uptime_24h: Option<f64>,
@@ -195,7 +210,7 @@ pub struct StatusView {
 }
 
 /// The view of every usable provider, from `snap`.
-pub fn view(engine: &Engine, snap: &Snapshot) -> StatusView {
+pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
     let now = snap.now;
     let benches: Vec<Bench> = snap.cooldowns.active(now).cloned().collect();
     let routable = engine.routable_under(&snap.cooldowns, now);
@@ -248,11 +263,11 @@ pub fn view(engine: &Engine, snap: &Snapshot) -> StatusView {
             .fold((0.0, 0.0), |(s, ok), h| {
                 (s + h.probes.samples, ok + h.probes.passed)
             });
-        let mut usage: Vec<Usage> = Vec::new();
+        let mut usage: Vec<LimitUsage> = Vec::new();
         for m in &p.provider.models {
             let eff = limits::effective(&p.provider, m);
             for t in targets(p, m) {
-                for u in snap.budget.usage(&t, &eff, now) {
+                for u in snap.limits.usage(&t, &eff, now) {
                     // A key's and the provider's limits recur per model.
                     if !usage.iter().any(|x| x.scope == u.scope && x.kind == u.kind) {
                         usage.push(u);
@@ -303,7 +318,7 @@ pub fn table(v: &StatusView) -> String {
         "Keys",
         "Uptime 24h",
         "Cooldowns",
-        "Usage",
+        "LimitUsage",
     ]);
     for p in &v.providers {
         let n = |s: &str| p.models.get(s).map_or(0, Vec::len).to_string();

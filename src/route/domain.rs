@@ -1,0 +1,232 @@
+//! What the router answers, in no surface's shape: why a request could not
+//! be served ([`RouteError`]) and what a served stream carries
+//! ([`StreamEvent`]). Each inbound surface (the OpenAI server
+//! today, see [`crate::route::surface`]) renders it in its own shape, and
+//! the one-shot command maps errors to exit codes; so nothing here names
+//! an HTTP type or an exit status. Stream chunks are still OpenAI JSON
+//! (the dialects' stream mappers make them); only the usage and failure
+//! events the engine learns from are picked out of them.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::upstream::classify::ErrorClass;
+
+/// Why a request was not served.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RouteError {
+    /// No provider with a key set serves the requested model.
+    UnknownModel { model: String },
+    /// The requested model exists, but every candidate is paused or
+    /// disabled.
+    NoneActive { model: String },
+    /// Nothing was sent, or everything tried is benched now: every
+    /// candidate is cooling down or at a limit until `retry_at`.
+    AllCoolingDown { retry_at: DateTime<Utc> },
+    /// Every candidate that was sent to failed; `attempts` were sent.
+    /// `retry_at` is the first time a benched candidate is usable again,
+    /// when one is known.
+    AllFailed {
+        attempts: u32,
+        retry_at: Option<DateTime<Utc>>,
+    },
+    /// The upstream refused the client's own request; trying elsewhere
+    /// would fail the same way.
+    ClientFault {
+        class: ErrorClass,
+        /// The upstream's 4xx status; 400 when it gave none or another.
+        status: u16,
+        /// Redacted where the error was made.
+        message: String,
+    },
+}
+
+impl RouteError {
+    /// A client fault from what the upstream answered: its status is kept
+    /// only when it says the request is at fault (4xx).
+    pub fn client_fault(class: ErrorClass, status: Option<u16>, message: String) -> RouteError {
+        RouteError::ClientFault {
+            class,
+            status: status.filter(|s| (400..500).contains(s)).unwrap_or(400),
+            message,
+        }
+    }
+
+    /// When a retry could succeed, if that is known.
+    pub fn retry_at(&self) -> Option<DateTime<Utc>> {
+        match self {
+            RouteError::AllCoolingDown { retry_at } => Some(*retry_at),
+            RouteError::AllFailed { retry_at, .. } => *retry_at,
+            _ => None,
+        }
+    }
+
+    /// The request can never succeed as written (an unknown model, or one
+    /// the upstream refused as malformed, too large or unprocessable), as
+    /// opposed to one that found nothing to serve it now.
+    pub fn is_usage_error(&self) -> bool {
+        match self {
+            RouteError::UnknownModel { .. } => true,
+            RouteError::ClientFault { status, .. } => matches!(status, 400 | 413 | 422),
+            _ => false,
+        }
+    }
+}
+
+/// One attempt, for the trail, the headers and the exhausted message.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Attempt {
+    /// `provider::model`.
+    pub model: String,
+    /// `#<index>:<fingerprint>` of the key used, never the key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// `ok`, an error class (`rate_limit`, `server_error`, …), or, for a
+    /// candidate skipped without sending, `cooldown:<reason>` or
+    /// `limit:<rpm|rpd|tpm|tpd|daily_cap>`.
+    pub class: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When this candidate can be tried again, if it is benched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<DateTime<Utc>>,
+}
+
+impl Attempt {
+    /// Sent and failed (not skipped for a cooldown or a limit, not served).
+    pub fn failed(&self) -> bool {
+        self.class != "ok"
+            && !self.class.starts_with("cooldown:")
+            && !self.class.starts_with("limit:")
+    }
+}
+
+/// A request that nothing could serve: why, and every attempt made.
+#[derive(Debug)]
+pub struct Exhausted {
+    pub error: RouteError,
+    pub attempts: Vec<Attempt>,
+}
+
+impl Exhausted {
+    /// What went wrong, in words every surface and the one-shot command
+    /// show as they are.
+    pub fn message(&self) -> String {
+        match &self.error {
+            RouteError::UnknownModel { model } => format!(
+                "the model {model:?} is not served by any provider with a key set; use \"auto\", a model id, provider::model or an alias (GET /v1/models lists them)"
+            ),
+            RouteError::NoneActive { model } => format!(
+                "no active model for {model:?}: every one is paused or disabled (see `llmprobe state`)"
+            ),
+            RouteError::AllCoolingDown { retry_at } => format!(
+                "every candidate is cooling down or at a limit; the first is usable again at {}",
+                crate::time::format_ts(*retry_at)
+            ),
+            RouteError::AllFailed { attempts, .. } => format!(
+                "every candidate failed ({} attempt{}): {}",
+                attempts,
+                if *attempts == 1 { "" } else { "s" },
+                trail(&self.attempts, 400)
+            ),
+            RouteError::ClientFault { message, .. } => {
+                format!("the upstream rejected the request itself: {message}")
+            }
+        }
+    }
+}
+
+/// `p::m=class, …`, cut to about `cap` characters.
+pub fn trail(attempts: &[Attempt], cap: usize) -> String {
+    let mut out = String::new();
+    for a in attempts {
+        let item = format!("{}={}", a.model, a.class);
+        if !out.is_empty() {
+            if out.len() + item.len() + 2 > cap {
+                out.push_str(", …");
+                break;
+            }
+            out.push_str(", ");
+        }
+        out.push_str(&item);
+    }
+    out
+}
+
+/// What a served stream carries next. A chunk is OpenAI-shaped: the
+/// upstream's own for the same-dialect pass-through, or the stream
+/// mapper's for the others.
+#[derive(Debug)]
+pub enum StreamEvent {
+    Chunk(Value),
+    /// The usage-only chunk (no choices): what the reply used, which
+    /// corrects the request's token estimate ([`crate::route::engine::Engine::watch_stream`]),
+    /// and the chunk, for a client that asked for it.
+    Usage {
+        tokens: Option<u64>,
+        chunk: Value,
+    },
+    /// The upstream failed after the first byte; the message is redacted.
+    Failed(String),
+    /// The upstream stopped sending for longer than the idle timeout.
+    Stalled,
+    Done,
+}
+
+impl StreamEvent {
+    /// A chunk as the event it is: the usage-only one is
+    /// [`StreamEvent::Usage`].
+    pub fn from_chunk(v: Value) -> StreamEvent {
+        let usage_only = v["choices"].as_array().is_none_or(|c| c.is_empty())
+            && v.get("usage").is_some_and(|u| !u.is_null());
+        if usage_only {
+            StreamEvent::Usage {
+                tokens: v["usage"]["total_tokens"].as_u64(),
+                chunk: v,
+            }
+        } else {
+            StreamEvent::Chunk(v)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_client_fault_keeps_only_a_4xx_status() {
+        let status = |s| match RouteError::client_fault(ErrorClass::BadRequest, s, "m".into()) {
+            RouteError::ClientFault { status, .. } => status,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(status(Some(422)), 422);
+        assert_eq!(status(Some(500)), 400);
+        assert_eq!(status(None), 400);
+    }
+
+    #[test]
+    fn usage_errors_are_the_requests_own_fault() {
+        let fault = |s| RouteError::client_fault(ErrorClass::BadRequest, Some(s), "m".into());
+        assert!(RouteError::UnknownModel { model: "x".into() }.is_usage_error());
+        assert!(fault(400).is_usage_error());
+        assert!(fault(413).is_usage_error());
+        assert!(!fault(403).is_usage_error());
+        assert!(!RouteError::NoneActive { model: "x".into() }.is_usage_error());
+        let at = DateTime::<Utc>::from_timestamp(1_700_000_000, 0).unwrap();
+        let cooling = RouteError::AllCoolingDown { retry_at: at };
+        assert!(!cooling.is_usage_error());
+        assert_eq!(cooling.retry_at(), Some(at));
+        assert_eq!(
+            RouteError::AllFailed {
+                attempts: 2,
+                retry_at: None
+            }
+            .retry_at(),
+            None
+        );
+    }
+}

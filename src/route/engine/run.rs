@@ -1,0 +1,749 @@
+//! One request's run through its candidates, in named steps, so that each
+//! can be read and tested alone: [`Picker::next`] picks the next candidate
+//! and key, [`Run::admit`] decides whether to send to it (benched, at a
+//! limit, out of attempts or time), [`Run::send_one`] makes one attempt,
+//! [`Run::account`] and [`Run::record_outcome`] learn from it, and
+//! [`Run::exhausted`] says why nothing served. [`Engine::route`] strings
+//! them together.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::time::Duration;
+
+use crate::catalog::ApiKey;
+use crate::route::cooldown::{Action, Target};
+use crate::route::domain::RouteError;
+use crate::route::limits::{self, LimitRequest, Reservation};
+use crate::route::metrics::AttemptLabels;
+use crate::route::shared::Admit;
+use crate::upstream::classify::{ErrorClass, UpstreamError};
+
+use super::{Attempt, Candidate, Engine, Exhausted, Sent, Served, attempt_labels, key_label, lock};
+
+/// The candidates in order, each with its keys in turn.
+pub(super) struct Picker<'c> {
+    candidates: &'c [Candidate],
+    next: usize,
+    current: Option<&'c Candidate>,
+    keys: std::vec::IntoIter<(Option<ApiKey>, Target)>,
+}
+
+impl<'c> Picker<'c> {
+    pub(super) fn new(candidates: &'c [Candidate]) -> Picker<'c> {
+        Picker {
+            candidates,
+            next: 0,
+            current: None,
+            keys: Vec::new().into_iter(),
+        }
+    }
+
+    /// The next candidate and key to try. A candidate whose provider is in
+    /// `skip` when it is reached is passed over whole; its keys are
+    /// rotated only when it is reached, so a request that never gets
+    /// there leaves its turn alone.
+    pub(super) fn next(
+        &mut self,
+        engine: &Engine,
+        skip: &HashSet<String>,
+    ) -> Option<(&'c Candidate, Option<ApiKey>, Target)> {
+        loop {
+            if let Some(c) = self.current
+                && let Some((key, target)) = self.keys.next()
+            {
+                return Some((c, key, target));
+            }
+            let c = self.candidates.get(self.next)?;
+            self.next += 1;
+            if skip.contains(&c.provider.provider.name) {
+                self.current = None;
+                continue;
+            }
+            self.current = Some(c);
+            self.keys = engine.rotated_keys(c).into_iter();
+        }
+    }
+
+    /// Leave the current candidate's other keys untried.
+    pub(super) fn next_candidate(&mut self) {
+        self.current = None;
+    }
+}
+
+/// What admission decided for one candidate and key.
+#[derive(Debug)]
+pub(super) enum Admission {
+    /// Passed over, benched or at a limit; the trail says which.
+    Skipped,
+    /// Out of attempts or time: try nothing more.
+    Stop,
+    /// Send, counted against the limits as this.
+    Send(Reservation),
+}
+
+/// What the run does after an attempt.
+#[derive(Debug)]
+pub(super) enum AfterAttempt<T> {
+    Served(Served<T>),
+    /// The request itself is at fault: answer now, try nothing else.
+    Rejected(Exhausted),
+    NextKey,
+    NextCandidate,
+}
+
+/// One request's progress.
+pub(super) struct Run<'e> {
+    engine: &'e Engine,
+    /// The request's token estimate.
+    tokens: u64,
+    started: tokio::time::Instant,
+    attempts: Vec<Attempt>,
+    /// Attempts sent so far.
+    sent: u32,
+    /// Providers passed over for the rest of the request.
+    pub(super) skip: HashSet<String>,
+    /// Every target reached, for the retry time of the exhaustion.
+    targets: Vec<Target>,
+    /// The last failure, counted as a fallback once another attempt goes.
+    pending_fallback: Option<AttemptLabels>,
+}
+
+impl<'e> Run<'e> {
+    pub(super) fn new(engine: &'e Engine, tokens: u64) -> Run<'e> {
+        Run {
+            engine,
+            tokens,
+            started: tokio::time::Instant::now(),
+            attempts: Vec::new(),
+            sent: 0,
+            skip: HashSet::new(),
+            targets: Vec::new(),
+            pending_fallback: None,
+        }
+    }
+
+    /// Whether to send to `c` with `key` now: not while it is benched, nor
+    /// when it would exceed a limit (both recorded in the trail), nor once
+    /// the attempts or the time budget are spent.
+    pub(super) async fn admit(
+        &mut self,
+        c: &Candidate,
+        key: Option<&ApiKey>,
+        target: &Target,
+    ) -> Admission {
+        let e = self.engine;
+        self.targets.push(target.clone());
+        let now = e.clock.now();
+        // The first attempt and the first retry always run.
+        let out_of_attempts = self.sent >= e.settings.max_attempts
+            || (self.sent >= 2 && self.started.elapsed() >= e.settings.time_budget);
+        let limits = limits::effective(&c.provider.provider, &c.model);
+        let req = LimitRequest {
+            target,
+            limits: &limits,
+            tokens: self.tokens,
+        };
+        // Shared: benches and limits in one round trip to Redis.
+        let admitted = match &e.shared {
+            Some(s) if !out_of_attempts => s.admit(&req, now).await.ok(),
+            _ => None,
+        };
+        let benched = match &admitted {
+            Some(Admit::Benched(b)) => {
+                lock(&e.state).cooldowns.insert(b.clone(), now);
+                Some(b.clone())
+            }
+            Some(_) => None,
+            None => lock(&e.state).cooldowns.blocked(target, now).cloned(),
+        };
+        if let Some(b) = benched {
+            tracing::debug!(
+                model = %c.key(),
+                key = key.map(key_label).as_deref(),
+                reason = %b.reason,
+                until = %crate::time::format_ts(b.until),
+                "route: skipped, cooling down"
+            );
+            e.count_skip(c, "cooldown");
+            self.attempts.push(Attempt {
+                model: c.key(),
+                key: key.map(key_label),
+                class: format!("cooldown:{}", b.reason),
+                status: None,
+                message: None,
+                retry_at: Some(b.until),
+            });
+            return Admission::Skipped;
+        }
+        if out_of_attempts {
+            return Admission::Stop;
+        }
+        // Stay inside every limit: skip, don't send.
+        let checked = match admitted {
+            Some(Admit::Limited(hit)) => Err(hit),
+            Some(Admit::Counted(r)) => {
+                // Mirrored, for the fallback: this instance's own requests.
+                let _ = lock(&e.state).limits.check_and_count(&req, now);
+                Ok(r)
+            }
+            _ => lock(&e.state).limits.check_and_count(&req, now),
+        };
+        match checked {
+            Ok(r) => {
+                if r.counted() {
+                    e.mark_dirty();
+                }
+                Admission::Send(r)
+            }
+            Err(hit) => {
+                tracing::debug!(
+                    model = %c.key(),
+                    limit = %hit.trail(),
+                    scope = %hit.scope,
+                    until = %crate::time::format_ts(hit.until),
+                    "route: skipped, at a limit"
+                );
+                e.count_skip(c, hit.kind.as_str());
+                self.attempts.push(Attempt {
+                    model: c.key(),
+                    key: key.map(key_label),
+                    class: hit.trail(),
+                    status: None,
+                    message: Some(format!(
+                        "{} full until {}",
+                        hit.scope,
+                        crate::time::format_ts(hit.until)
+                    )),
+                    retry_at: Some(hit.until),
+                });
+                Admission::Skipped
+            }
+        }
+    }
+
+    /// Send one attempt with `send`, counted; returns what it produced and
+    /// how long it took.
+    pub(super) async fn send_one<T, F, Fut>(
+        &mut self,
+        c: &Candidate,
+        key: &Option<ApiKey>,
+        send: &mut F,
+    ) -> (Sent<T>, Duration)
+    where
+        F: FnMut(Candidate, Option<ApiKey>) -> Fut,
+        Fut: Future<Output = Sent<T>>,
+    {
+        let e = self.engine;
+        self.sent += 1;
+        if let Some(prev) = self.pending_fallback.take() {
+            e.metrics.fallbacks.get_or_create(&prev).inc();
+        }
+        tracing::debug!(
+            model = %c.key(),
+            key = key.as_ref().map(key_label).as_deref(),
+            attempt = self.sent,
+            "route: attempt"
+        );
+        let t0 = std::time::Instant::now();
+        let sent = send(c.clone(), key.clone()).await;
+        let took = t0.elapsed();
+        e.count_attempt(c, &sent.result, took);
+        (sent, took)
+    }
+
+    /// Learn limits from an attempt's headers and replace its token
+    /// estimate with what it used: nothing for a failure; for a reply,
+    /// what the upstream reported (streams: corrected at their end).
+    pub(super) fn account<T>(
+        &self,
+        c: &Candidate,
+        target: &Target,
+        reservation: &mut Reservation,
+        sent: &Sent<T>,
+    ) {
+        let e = self.engine;
+        let used = match &sent.result {
+            Err(_) => Some(0),
+            Ok(_) => sent.tokens,
+        };
+        let learned = {
+            let mut st = lock(&e.state);
+            let learned = sent
+                .headers
+                .as_ref()
+                .map(|h| {
+                    let window = c.provider.provider.requests_header_window;
+                    st.limits.learn(target, window, h, e.clock.now())
+                })
+                .unwrap_or_default();
+            if let Some(used) = used
+                && reservation.counted()
+                && !reservation.is_shared()
+            {
+                st.limits.correct(reservation, used);
+            }
+            learned
+        };
+        if let Some(s) = &e.shared {
+            // Off the request path: the reply does not wait for Redis to
+            // store learned limits or a corrected token count. They land
+            // one round trip after it, in order.
+            let correction = used.filter(|_| reservation.is_shared()).map(|u| {
+                let estimated = reservation.clone();
+                reservation.set_tokens(u);
+                (estimated, u)
+            });
+            if !learned.is_empty() || correction.is_some() {
+                let (s, t) = (s.clone(), target.clone());
+                tokio::spawn(async move {
+                    let _ = s.learn(&t, &learned).await;
+                    if let Some((mut r, u)) = correction {
+                        let _ = s.correct(&mut r, u).await;
+                    }
+                });
+            }
+        }
+    }
+
+    /// Record what an attempt came to: a success resets the target's
+    /// ladder and serves; a failure is benched by the cooldown policy,
+    /// which also says where to go next.
+    pub(super) async fn record_outcome<T>(
+        &mut self,
+        c: &Candidate,
+        key: Option<&ApiKey>,
+        target: Target,
+        reservation: Reservation,
+        result: Result<T, UpstreamError>,
+        took: Duration,
+    ) -> AfterAttempt<T> {
+        let e = self.engine;
+        let err = match result {
+            Ok(value) => {
+                tracing::debug!(model = %c.key(), ms = took.as_millis() as u64, "route: served");
+                e.count_request("served");
+                if lock(&e.state)
+                    .cooldowns
+                    .record_success(&target, e.clock.now())
+                {
+                    e.mark_dirty();
+                }
+                if let Some(s) = e.shared.clone() {
+                    // Off the request path: a ladder to reset is rare.
+                    let t = target.clone();
+                    tokio::spawn(async move { s.success(&t).await });
+                }
+                return AfterAttempt::Served(Served {
+                    via: c.key(),
+                    target,
+                    attempts: std::mem::take(&mut self.attempts),
+                    reservation: reservation.counted().then_some(reservation),
+                    value,
+                });
+            }
+            Err(err) => err,
+        };
+        let decision = e.record_failure(&target, &err, e.clock.now()).await;
+        // The message is redacted where the error was made.
+        tracing::debug!(
+            model = %c.key(),
+            class = err.class.as_str(),
+            status = err.status,
+            message = %err.message,
+            action = ?decision.action,
+            bench = decision.bench.as_ref().map(|b| format!(
+                "{} until {}",
+                b.reason,
+                crate::time::format_ts(b.until)
+            )),
+            "route: attempt failed"
+        );
+        e.mark_dirty();
+        self.attempts.push(Attempt {
+            model: c.key(),
+            key: key.map(key_label),
+            class: err.class.as_str().to_string(),
+            status: err.status,
+            message: Some(err.message.clone()),
+            retry_at: decision.bench.as_ref().map(|b| b.until),
+        });
+        self.pending_fallback = Some(attempt_labels(c, err.class.as_str()));
+        match decision.action {
+            Action::ReturnToClient => {
+                e.count_request("rejected");
+                AfterAttempt::Rejected(Exhausted {
+                    error: RouteError::client_fault(err.class, err.status, err.message),
+                    attempts: std::mem::take(&mut self.attempts),
+                })
+            }
+            Action::SkipProvider => {
+                self.skip.insert(c.provider.provider.name.clone());
+                AfterAttempt::NextCandidate
+            }
+            // A model-level failure: the other keys would fail the same way.
+            Action::TryNext if err.class == ErrorClass::ModelNotFound => {
+                AfterAttempt::NextCandidate
+            }
+            Action::TryNext => AfterAttempt::NextKey,
+        }
+    }
+
+    /// Why nothing served: everything is cooling down or at a limit when
+    /// nothing was sent and something names a time, or when every target
+    /// is benched now; otherwise every attempt failed.
+    pub(super) fn exhausted(self) -> Exhausted {
+        let e = self.engine;
+        let now = e.clock.now();
+        let retry_at = lock(&e.state)
+            .cooldowns
+            .earliest_retry(self.targets.iter(), now)
+            .filter(|t| *t > now);
+        let limit_wait = self
+            .attempts
+            .iter()
+            .filter(|a| a.class.starts_with("limit:"))
+            .filter_map(|a| a.retry_at)
+            .filter(|t| *t > now)
+            .min();
+        let retry_at = match (retry_at, limit_wait) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let cooling = retry_at.is_some()
+            && (self.sent == 0
+                || self
+                    .targets
+                    .iter()
+                    .all(|t| lock(&e.state).cooldowns.blocked(t, now).is_some()));
+        let error = match retry_at {
+            Some(retry_at) if cooling => RouteError::AllCoolingDown { retry_at },
+            _ => RouteError::AllFailed {
+                attempts: self.sent,
+                retry_at,
+            },
+        };
+        e.count_request("exhausted");
+        Exhausted {
+            error,
+            attempts: self.attempts,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+    use crate::clock::Clock;
+
+    // Two keyless providers on a port nothing listens on: no step here
+    // sends anything; `send` is a closure.
+    const CATALOG: &str = r#"
+        [[providers]]
+        name = "a"
+        dialect = "openai"
+        base_url = "http://127.0.0.1:9/v1"
+        models = ["m", "n"]
+        [providers.model_limits]
+        "n" = { rpm = 1 }
+        [[providers]]
+        name = "b"
+        dialect = "openai"
+        base_url = "http://127.0.0.1:9/v1"
+        models = ["m", "t"]
+        [providers.model_limits]
+        "t" = { tpm = 100 }
+    "#;
+
+    struct Fixture {
+        dir: tempfile::TempDir,
+        engine: Engine,
+    }
+
+    /// An engine on the test clock, which [`Fixture::advance`] moves.
+    fn fixture() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let catalog = Catalog::from_toml_str(CATALOG, "test.toml").unwrap();
+        let engine = Engine::new(
+            &catalog,
+            catalog.route.clone(),
+            dir.path().to_path_buf(),
+            crate::upstream::http::client().unwrap(),
+            Clock::with_offset_file(dir.path().join("clock")),
+        )
+        .unwrap();
+        Fixture { dir, engine }
+    }
+
+    impl Fixture {
+        fn advance(&self, secs: u64) {
+            std::fs::write(self.dir.path().join("clock"), secs.to_string()).unwrap();
+        }
+
+        fn candidate(&self, model: &str) -> Candidate {
+            self.engine.candidates(Some(model)).unwrap().remove(0)
+        }
+    }
+
+    fn target(c: &Candidate) -> Target {
+        Target::new(&c.provider.provider.name, &c.model)
+    }
+
+    fn err(class: ErrorClass, status: u16) -> UpstreamError {
+        UpstreamError {
+            status: Some(status),
+            class,
+            retry_after: None,
+            daily: false,
+            message: "boom".into(),
+        }
+    }
+
+    fn send(r: &Admission) -> Reservation {
+        match r {
+            Admission::Send(r) => r.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn pick_passes_over_skipped_providers_and_abandoned_keys() {
+        let f = fixture();
+        let cs: Vec<Candidate> = ["a::m", "a::n", "b::m"]
+            .iter()
+            .map(|m| f.candidate(m))
+            .collect();
+        let mut skip = HashSet::new();
+        let mut picker = Picker::new(&cs);
+        let (c, key, t) = picker.next(&f.engine, &skip).unwrap();
+        assert_eq!(
+            (c.key(), key.is_none(), t),
+            ("a::m".into(), true, target(c))
+        );
+        // A provider skipped from here on: its other models are not tried.
+        skip.insert("a".to_string());
+        assert_eq!(picker.next(&f.engine, &skip).unwrap().0.key(), "b::m");
+        assert!(picker.next(&f.engine, &skip).is_none());
+
+        let mut picker = Picker::new(&cs);
+        picker.next(&f.engine, &HashSet::new()).unwrap();
+        picker.next_candidate();
+        assert_eq!(
+            picker.next(&f.engine, &HashSet::new()).unwrap().0.key(),
+            "a::n"
+        );
+    }
+
+    #[tokio::test]
+    async fn admit_skips_at_a_limit_until_its_window_slides() {
+        let f = fixture();
+        let c = f.candidate("a::n");
+        let mut run = Run::new(&f.engine, 10);
+        assert!(send(&run.admit(&c, None, &target(&c)).await).counted());
+        assert!(matches!(
+            run.admit(&c, None, &target(&c)).await,
+            Admission::Skipped
+        ));
+        let skipped = run.attempts.last().unwrap();
+        assert!(skipped.class.starts_with("limit:"), "{skipped:?}");
+        assert!(!skipped.failed());
+        f.advance(61);
+        send(&run.admit(&c, None, &target(&c)).await);
+    }
+
+    #[tokio::test]
+    async fn admit_skips_a_benched_target_until_its_bench_ends() {
+        let f = fixture();
+        let c = f.candidate("a::m");
+        let mut run = Run::new(&f.engine, 10);
+        let r = send(&run.admit(&c, None, &target(&c)).await);
+        let limited = UpstreamError {
+            retry_after: Some(Duration::from_secs(30)),
+            ..err(ErrorClass::RateLimit, 429)
+        };
+        let next = run
+            .record_outcome(
+                &c,
+                None,
+                target(&c),
+                r,
+                Err::<(), _>(limited),
+                Duration::ZERO,
+            )
+            .await;
+        assert!(matches!(next, AfterAttempt::NextKey), "{next:?}");
+        assert!(matches!(
+            run.admit(&c, None, &target(&c)).await,
+            Admission::Skipped
+        ));
+        assert_eq!(run.attempts.last().unwrap().class, "cooldown:rate_limit");
+        f.advance(31);
+        send(&run.admit(&c, None, &target(&c)).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn admit_stops_when_the_attempts_or_the_time_are_spent() {
+        let mut f = fixture();
+        f.engine.settings.max_attempts = 3;
+        let c = f.candidate("a::m");
+        let mut run = Run::new(&f.engine, 10);
+        let mut fail = |_c, _k| async { Sent::<()>::failed(err(ErrorClass::Transport, 502)) };
+        for _ in 0..2 {
+            send(&run.admit(&c, None, &target(&c)).await);
+            run.send_one(&c, &None, &mut fail).await;
+        }
+        // The first two always run; after them the time budget counts.
+        tokio::time::advance(f.engine.settings.time_budget).await;
+        assert!(matches!(
+            run.admit(&c, None, &target(&c)).await,
+            Admission::Stop
+        ));
+        let mut run = Run::new(&f.engine, 10);
+        for _ in 0..3 {
+            send(&run.admit(&c, None, &target(&c)).await);
+            run.send_one(&c, &None, &mut fail).await;
+        }
+        assert!(matches!(
+            run.admit(&c, None, &target(&c)).await,
+            Admission::Stop
+        ));
+    }
+
+    #[tokio::test]
+    async fn send_one_counts_the_attempt_and_passes_the_candidate() {
+        let f = fixture();
+        let c = f.candidate("b::m");
+        let mut run = Run::new(&f.engine, 10);
+        let mut seen = Vec::new();
+        let mut ok = |c: Candidate, _k| {
+            seen.push(c.key());
+            async { Sent::<u8>::failed(err(ErrorClass::Transport, 502)) }
+        };
+        let (sent, _) = run.send_one(&c, &None, &mut ok).await;
+        assert!(sent.result.is_err());
+        assert_eq!(run.sent, 1);
+        assert_eq!(seen, ["b::m"]);
+    }
+
+    #[tokio::test]
+    async fn record_outcome_serves_rejects_or_moves_on() {
+        let f = fixture();
+        let c = f.candidate("a::m");
+        let mut run = Run::new(&f.engine, 10);
+        let mut outcome = async |result: Result<u8, UpstreamError>| {
+            let r = send(&run.admit(&c, None, &target(&c)).await);
+            run.record_outcome(&c, None, target(&c), r, result, Duration::ZERO)
+                .await
+        };
+        match outcome(Err(err(ErrorClass::Transport, 502))).await {
+            AfterAttempt::NextCandidate => {}
+            other => panic!("{other:?}"),
+        }
+        match outcome(Err(err(ErrorClass::ContextLength, 413))).await {
+            AfterAttempt::Rejected(x) => {
+                assert_eq!(
+                    x.error,
+                    RouteError::client_fault(ErrorClass::ContextLength, Some(413), "boom".into())
+                );
+                assert_eq!(x.attempts.len(), 2);
+            }
+            other => panic!("{other:?}"),
+        }
+        match outcome(Ok(7)).await {
+            AfterAttempt::Served(s) => {
+                assert_eq!((s.via.as_str(), s.value), ("a::m", 7));
+                assert!(s.attempts.is_empty());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn exhausted_is_cooling_when_nothing_was_sent_and_failed_otherwise() {
+        let f = fixture();
+        let c = f.candidate("a::n");
+        let mut run = Run::new(&f.engine, 10);
+        // Another request used the minute's one request.
+        send(&Run::new(&f.engine, 10).admit(&c, None, &target(&c)).await);
+        run.admit(&c, None, &target(&c)).await;
+        let x = run.exhausted();
+        assert!(
+            matches!(x.error, RouteError::AllCoolingDown { retry_at } if retry_at > f.engine.clock.now()),
+            "{:?}",
+            x.error
+        );
+
+        let c = f.candidate("b::m");
+        let mut run = Run::new(&f.engine, 10);
+        let r = send(&run.admit(&c, None, &target(&c)).await);
+        let mut fail = |_c, _k| async { Sent::<()>::failed(err(ErrorClass::Transport, 502)) };
+        let (sent, took) = run.send_one(&c, &None, &mut fail).await;
+        run.record_outcome(&c, None, target(&c), r, sent.result, took)
+            .await;
+        let x = run.exhausted();
+        assert_eq!(
+            x.error,
+            RouteError::AllFailed {
+                attempts: 1,
+                retry_at: None
+            }
+        );
+        assert_eq!(
+            x.message(),
+            "every candidate failed (1 attempt): b::m=transport"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_watched_stream_corrects_its_tokens_and_counts_a_late_failure() {
+        use crate::route::send::StreamEvent;
+        use futures_util::StreamExt;
+        let f = fixture();
+        let engine = std::sync::Arc::new(f.engine);
+        let c = engine.candidates(Some("b::t")).unwrap().remove(0);
+        let r = send(&Run::new(&engine, 90).admit(&c, None, &target(&c)).await);
+        // At the limit until the stream says what it used.
+        assert!(matches!(
+            Run::new(&engine, 90).admit(&c, None, &target(&c)).await,
+            Admission::Skipped
+        ));
+        let events = futures_util::stream::iter(vec![
+            StreamEvent::from_chunk(serde_json::json!({
+                "choices": [],
+                "usage": {"prompt_tokens": 4, "completion_tokens": 6, "total_tokens": 10}
+            })),
+            StreamEvent::Failed("cut".into()),
+        ]);
+        let out: Vec<StreamEvent> = engine
+            .watch_stream(target(&c), Some(r), events)
+            .collect()
+            .await;
+        assert!(
+            matches!(
+                &out[0],
+                StreamEvent::Usage {
+                    tokens: Some(10),
+                    ..
+                }
+            ),
+            "{out:?}"
+        );
+        assert!(
+            matches!(&out[1], StreamEvent::Failed(m) if m == "the upstream failed mid-stream: cut"),
+            "{out:?}"
+        );
+        send(&Run::new(&engine, 90).admit(&c, None, &target(&c)).await);
+        let stalled = engine
+            .watch_stream(
+                target(&c),
+                None,
+                futures_util::stream::iter(vec![StreamEvent::Stalled]),
+            )
+            .collect::<Vec<_>>()
+            .await;
+        assert!(
+            matches!(&stalled[..], [StreamEvent::Failed(m)] if m.starts_with("the upstream sent nothing for")),
+            "{stalled:?}"
+        );
+    }
+}

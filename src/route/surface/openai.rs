@@ -1,0 +1,378 @@
+//! The OpenAI chat completions surface: what is OpenAI-shaped about
+//! `route --serve`.
+//!
+//! - [`ChatBody`] reads a request (an axum extractor whose rejections are
+//!   OpenAI errors too);
+//! - errors in the OpenAI API's shape, so that every OpenAI client (the
+//!   SDKs, LangChain, coding agents) reports them as it reports OpenAI's
+//!   own: `{"error":{"message","type","code","param","retryAtMs"?}}`, with
+//!   `Retry-After` whenever a retry time is known ([`ApiError`],
+//!   [`route_error`]);
+//! - replies and stream chunks as `chat.completion` JSON and
+//!   `data: {chunk}` events.
+
+use axum::body::Bytes;
+use axum::extract::{FromRef, FromRequest, Request};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use crate::route::domain::{Exhausted, RouteError, StreamEvent};
+use crate::upstream::classify::ErrorClass;
+use crate::upstream::dialect::ChatRequest;
+
+use super::BodyLimit;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+    /// OpenAI's `type`: `invalid_request_error`, `authentication_error`,
+    /// `rate_limit_error`, `api_error`, …
+    pub kind: &'static str,
+    pub code: &'static str,
+    /// When a retry could succeed.
+    pub retry_at: Option<DateTime<Utc>>,
+}
+
+impl ApiError {
+    pub fn new(
+        status: StatusCode,
+        kind: &'static str,
+        code: &'static str,
+        message: impl Into<String>,
+    ) -> ApiError {
+        ApiError {
+            status,
+            message: message.into(),
+            kind,
+            code,
+            retry_at: None,
+        }
+    }
+
+    /// A 400 about the request itself.
+    pub fn invalid(code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            code,
+            message,
+        )
+    }
+
+    pub fn unauthorized() -> ApiError {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "authentication_error",
+            "invalid_api_key",
+            "missing or wrong bearer token: send Authorization: Bearer <the token in the variable named by auth_token_env>",
+        )
+    }
+
+    pub fn with_retry_at(mut self, at: Option<DateTime<Utc>>) -> ApiError {
+        self.retry_at = at;
+        self
+    }
+
+    /// The JSON body.
+    pub fn body(&self, now: DateTime<Utc>) -> serde_json::Value {
+        let mut err = json!({
+            "message": self.message,
+            "type": self.kind,
+            "code": self.code,
+            "param": null,
+        });
+        if let Some(at) = self.retry_at {
+            err["retryAtMs"] = json!(at.timestamp_millis());
+            let _ = now;
+        }
+        json!({ "error": err })
+    }
+
+    /// Seconds until `retry_at`, rounded up, at least 1.
+    pub fn retry_after_secs(&self, now: DateTime<Utc>) -> Option<i64> {
+        self.retry_at
+            .map(|at| ((at - now).num_milliseconds().max(0) + 999) / 1000)
+            .map(|s| s.max(1))
+    }
+
+    pub fn into_response_at(self, now: DateTime<Utc>) -> Response {
+        let body = self.body(now);
+        let mut resp = (self.status, axum::Json(body)).into_response();
+        if let Some(secs) = self.retry_after_secs(now)
+            && let Ok(v) = HeaderValue::from_str(&secs.to_string())
+        {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        resp
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        self.into_response_at(Utc::now())
+    }
+}
+
+/// Why a request was not served, as OpenAI would say it.
+pub fn route_error(x: &Exhausted) -> ApiError {
+    let (status, kind, code) = match &x.error {
+        RouteError::UnknownModel { .. } => (
+            StatusCode::NOT_FOUND,
+            "invalid_request_error",
+            "model_not_found",
+        ),
+        RouteError::NoneActive { .. } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "api_error",
+            "no_active_models",
+        ),
+        RouteError::AllCoolingDown { .. } => (
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit_error",
+            "all_cooling_down",
+        ),
+        RouteError::AllFailed { .. } => (
+            StatusCode::BAD_GATEWAY,
+            "api_error",
+            "all_candidates_failed",
+        ),
+        RouteError::ClientFault { class, status, .. } => (
+            StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST),
+            "invalid_request_error",
+            if *class == ErrorClass::ContextLength {
+                "context_length_exceeded"
+            } else {
+                "bad_request"
+            },
+        ),
+    };
+    ApiError::new(status, kind, code, x.message()).with_retry_at(x.error.retry_at())
+}
+
+/// A chat completions request body: JSON, within the body limit, that
+/// parses as a [`ChatRequest`]. Every rejection is an OpenAI 4xx.
+#[derive(Debug)]
+pub struct ChatBody(pub ChatRequest);
+
+impl<S> FromRequest<S> for ChatBody
+where
+    S: Send + Sync,
+    BodyLimit: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<ChatBody, ApiError> {
+        let is_json = is_json(req.headers());
+        let body = match Bytes::from_request(req, state).await {
+            Ok(b) => b,
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                return Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "invalid_request_error",
+                    "request_too_large",
+                    format!(
+                        "request body exceeds {} bytes",
+                        BodyLimit::from_ref(state).0
+                    ),
+                ));
+            }
+            Err(e) => {
+                return Err(ApiError::invalid(
+                    "invalid_body",
+                    format!("cannot read the request body: {e}"),
+                ));
+            }
+        };
+        if !is_json {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "invalid_request_error",
+                "unsupported_media_type",
+                "send the request as Content-Type: application/json",
+            ));
+        }
+        ChatRequest::from_openai_json(&body)
+            .map(ChatBody)
+            .map_err(|e| ApiError::invalid("invalid_request", e.to_string()))
+    }
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// A request whose head exceeds `max` bytes.
+pub fn headers_too_large(max: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+        "invalid_request_error",
+        "headers_too_large",
+        format!("request headers exceed {max} bytes"),
+    )
+}
+
+/// A path this server does not serve.
+pub fn unknown_url() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "invalid_request_error",
+        "unknown_url",
+        "unknown path: this server serves POST /v1/chat/completions, GET /v1/models, /v1/providers, /metrics, /livez and /readyz",
+    )
+}
+
+/// No answer within the request timeout.
+pub fn request_timeout(timeout: std::time::Duration) -> ApiError {
+    ApiError::new(
+        StatusCode::GATEWAY_TIMEOUT,
+        "api_error",
+        "request_timeout",
+        format!(
+            "no answer within {}",
+            crate::upstream::http::human_duration(timeout)
+        ),
+    )
+}
+
+/// One chunk as a server-sent event.
+pub fn sse_chunk(chunk: &serde_json::Value) -> String {
+    format!("data: {chunk}\n\n")
+}
+
+/// The event that ends every stream.
+pub const SSE_DONE: &str = "data: [DONE]\n\n";
+
+/// An OpenAI-style error event, then the end of the stream.
+pub fn stream_error(message: &str) -> String {
+    let ev = json!({"error": {"message": message, "type": "api_error", "code": "upstream_stream_failed", "param": null}});
+    format!("data: {ev}\n\n{SSE_DONE}")
+}
+
+/// A served stream as an OpenAI `text/event-stream` response: chunks as
+/// `data:` events, the usage chunk only for a client that asked for it
+/// (`wants_usage`), a failure as an error event, and `data: [DONE]` last.
+pub fn event_stream(
+    events: impl futures_util::Stream<Item = StreamEvent> + Send + 'static,
+    wants_usage: bool,
+) -> Response {
+    let body = futures_util::StreamExt::filter_map(events, move |ev| {
+        let out = match ev {
+            StreamEvent::Chunk(v) => Some(sse_chunk(&v)),
+            StreamEvent::Usage { chunk, .. } => wants_usage.then(|| sse_chunk(&chunk)),
+            StreamEvent::Done => Some(SSE_DONE.to_string()),
+            StreamEvent::Failed(msg) => Some(stream_error(&msg)),
+            // The engine turns a stall into a failure with its words.
+            StreamEvent::Stalled => None,
+        };
+        std::future::ready(out.map(|text| Ok::<Bytes, std::convert::Infallible>(Bytes::from(text))))
+    });
+    let mut resp = Response::new(axum::body::Body::from_stream(body));
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::route::domain::Attempt;
+
+    fn exhausted(error: RouteError) -> Exhausted {
+        Exhausted {
+            error,
+            attempts: vec![Attempt {
+                model: "p::m".into(),
+                key: None,
+                class: "server_error".into(),
+                status: Some(500),
+                message: None,
+                retry_at: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn route_errors_take_openai_statuses_types_and_codes() {
+        let at = DateTime::<Utc>::from_timestamp(1_700_000_000, 0).unwrap();
+        let cases = [
+            (
+                RouteError::UnknownModel { model: "x".into() },
+                404,
+                "invalid_request_error",
+                "model_not_found",
+            ),
+            (
+                RouteError::NoneActive { model: "x".into() },
+                503,
+                "api_error",
+                "no_active_models",
+            ),
+            (
+                RouteError::AllCoolingDown { retry_at: at },
+                429,
+                "rate_limit_error",
+                "all_cooling_down",
+            ),
+            (
+                RouteError::AllFailed {
+                    attempts: 1,
+                    retry_at: None,
+                },
+                502,
+                "api_error",
+                "all_candidates_failed",
+            ),
+            (
+                RouteError::client_fault(ErrorClass::ContextLength, Some(413), "long".into()),
+                413,
+                "invalid_request_error",
+                "context_length_exceeded",
+            ),
+            (
+                RouteError::client_fault(ErrorClass::BadRequest, None, "bad".into()),
+                400,
+                "invalid_request_error",
+                "bad_request",
+            ),
+        ];
+        for (error, status, kind, code) in cases {
+            let e = route_error(&exhausted(error));
+            assert_eq!((e.status.as_u16(), e.kind, e.code), (status, kind, code));
+        }
+    }
+
+    #[test]
+    fn a_cooling_error_says_when_to_retry() {
+        let at = DateTime::<Utc>::from_timestamp(1_700_000_000, 0).unwrap();
+        let e = route_error(&exhausted(RouteError::AllCoolingDown { retry_at: at }));
+        assert_eq!(e.retry_at, Some(at));
+        assert_eq!(e.body(at)["error"]["retryAtMs"], at.timestamp_millis());
+        let failed = route_error(&exhausted(RouteError::AllFailed {
+            attempts: 1,
+            retry_at: None,
+        }));
+        assert_eq!(
+            failed.message,
+            "every candidate failed (1 attempt): p::m=server_error"
+        );
+    }
+
+    #[test]
+    fn a_stream_error_is_an_event_then_done() {
+        let text = stream_error("boom");
+        assert!(text.starts_with("data: {\"error\":"), "{text}");
+        assert!(text.contains("upstream_stream_failed"), "{text}");
+        assert!(text.ends_with("\n\ndata: [DONE]\n\n"), "{text}");
+    }
+}
