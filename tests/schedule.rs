@@ -827,9 +827,12 @@ fn quiet_if_healthy_still_prints_a_routing_advisory() {
 }
 
 /// The fenced block of the README that contains `needle`.
+/// A fenced block of the scheduling guide (`docs/scheduling.md`, where the
+/// README's "at session start" lines live) that contains `needle`.
 fn readme_block(needle: &str) -> String {
     let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/scheduling.md"))
+            .unwrap();
     readme
         .split("```")
         .skip(1)
@@ -841,7 +844,7 @@ fn readme_block(needle: &str) -> String {
                 .unwrap_or(b)
                 .to_string()
         })
-        .unwrap_or_else(|| panic!("no README block with {needle}"))
+        .unwrap_or_else(|| panic!("no block in docs/scheduling.md with {needle}"))
 }
 
 /// Healthy data for the README's example stats directory,
