@@ -24,6 +24,7 @@ impl Clock {
 
     /// A clock shifted by the seconds in `file`, as the variable would make
     /// it (for unit tests).
+    #[cfg(test)]
     pub fn with_offset_file(file: PathBuf) -> Clock {
         Clock {
             offset_file: Some(file),

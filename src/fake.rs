@@ -44,10 +44,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 
-pub use self::behaviour::{
-    Behaviour, NAMES as BEHAVIOUR_NAMES, STREAMING as BEHAVIOUR_STREAMING, parse_script,
-    script_help,
-};
+pub use self::behaviour::{Behaviour, parse_script, script_help};
 use self::responder::DialectResponder;
 use crate::error::{Error, Result};
 use crate::prompts::Pool;
@@ -128,6 +125,8 @@ struct Inner {
 /// A running fake provider. Dropping it stops the server without waiting.
 pub struct FakeServer {
     server: Server,
+    /// What the unit tests read back ([`FakeServer::requests`]).
+    #[cfg_attr(not(test), allow(dead_code))]
     inner: Arc<Inner>,
 }
 
@@ -178,11 +177,13 @@ impl FakeServer {
         self.server.url()
     }
 
+    #[cfg(test)]
     pub fn addr(&self) -> SocketAddr {
         self.server.addr()
     }
 
     /// Every request so far, oldest first.
+    #[cfg(test)]
     pub fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.inner.requests).clone()
     }

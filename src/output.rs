@@ -75,6 +75,7 @@ impl Fitted {
     }
 
     /// Fit to `width` columns instead of the terminal's (for tests).
+    #[cfg(test)]
     pub fn with_width(mut self, width: Option<u16>) -> Fitted {
         self.width = width;
         self

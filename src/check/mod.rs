@@ -33,7 +33,7 @@ use std::sync::mpsc;
 use indicatif::ProgressBar;
 
 use self::lanes::{HttpProber, Probed, Progress, panic_text, run_lanes};
-pub use self::plan::{Lane, Plan};
+pub use self::plan::Plan;
 pub use self::report::RunSummary;
 use self::writer::{Writer, Written};
 use crate::error::{Error, Result};

@@ -233,7 +233,7 @@ async fn every_behaviour_in_every_dialect() {
     let fake = start(FakeConfig::default()).await.unwrap();
     let q = question(3);
     let right = q.expected.to_string();
-    let all: Vec<Behaviour> = BEHAVIOUR_NAMES
+    let all: Vec<Behaviour> = behaviour::NAMES
         .split(", ")
         .map(|n| n.replace("MS", "5").replace(":N", ":30").parse().unwrap())
         .filter(|b| !matches!(b, Behaviour::Slow(d) if d.as_secs() >= 60))

@@ -11,12 +11,12 @@
 //!   allows, else a forward read; [`summary`] the uptime, latency and
 //!   percentile accumulators every report computes.
 
-pub mod append;
-pub mod read;
-pub mod recent;
+pub(crate) mod append;
+pub(crate) mod read;
+pub(crate) mod recent;
 pub mod scan;
-pub mod summary;
-pub mod tail;
+pub(crate) mod summary;
+pub(crate) mod tail;
 
 pub use append::{AppendReport, append, preflight};
 

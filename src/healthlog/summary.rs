@@ -21,6 +21,7 @@ pub struct Probes {
 }
 
 impl Probes {
+    #[cfg(test)]
     pub fn new(samples: f64, passed: f64) -> Probes {
         Probes { samples, passed }
     }
@@ -170,6 +171,7 @@ impl Hist {
 pub struct Latencies(Vec<f64>);
 
 impl Latencies {
+    #[cfg(test)]
     pub fn new(v: Vec<f64>) -> Latencies {
         Latencies(v)
     }

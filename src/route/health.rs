@@ -26,6 +26,7 @@ pub struct ModelHealth {
 }
 
 impl ModelHealth {
+    #[cfg(test)]
     pub fn new(samples: f64, passed: f64, latencies: Vec<f64>) -> ModelHealth {
         ModelHealth {
             probes: Probes::new(samples, passed),

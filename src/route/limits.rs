@@ -107,6 +107,7 @@ pub struct EffectiveLimits {
 
 impl EffectiveLimits {
     /// Whether nothing is configured (learned limits may still apply).
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.model.is_empty() && self.key.is_empty() && self.daily_cap.is_none()
     }
@@ -296,6 +297,7 @@ impl UsageWindow {
         }
     }
 
+    #[cfg(test)]
     fn prune(&mut self, now: DateTime<Utc>) {
         self.slide(now);
         if self.day.as_ref().is_some_and(|d| d.resets_at <= now) {
@@ -303,6 +305,7 @@ impl UsageWindow {
         }
     }
 
+    #[cfg(test)]
     fn is_empty(&self) -> bool {
         self.minute.is_empty() && self.day.is_none()
     }
@@ -612,6 +615,7 @@ impl LimitLedger {
     /// Drop what no longer counts: minute entries older than 60 s, day
     /// counts whose day is over, learned buckets older than
     /// [`LEARNED_TTL`] or spent buckets (not enforced) past their reset.
+    #[cfg(test)]
     pub fn prune(&mut self, now: DateTime<Utc>) {
         self.windows.retain(|_, w| {
             w.prune(now);

@@ -131,11 +131,3 @@ impl Metrics {
         out
     }
 }
-
-/// `provider::model` split in two.
-pub fn split(key: &str) -> (String, String) {
-    match key.split_once("::") {
-        Some((p, m)) => (p.to_string(), m.to_string()),
-        None => (key.to_string(), String::new()),
-    }
-}

@@ -19,9 +19,9 @@
 //! systemd (`Persistent=true`) and Task Scheduler (`StartWhenAvailable`)
 //! catch up by themselves and run on the interval itself.
 
-pub mod cron;
-pub mod envfile;
-pub mod systemd;
+pub(crate) mod cron;
+pub(crate) mod envfile;
+pub(crate) mod systemd;
 pub mod taskxml;
 
 use std::path::{Path, PathBuf};

@@ -40,13 +40,9 @@ impl Snapshot {
     }
 
     /// True when route may use the model.
+    #[cfg(test)]
     pub fn is_active(&self, key: &str) -> bool {
         self.state_of(key) == ModelState::Active
-    }
-
-    /// The models that have an entry, with their states, in no order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, ModelState)> {
-        self.states.iter().map(|(k, s)| (k.as_str(), *s))
     }
 }
 
@@ -124,23 +120,14 @@ impl StateWatcher {
         Ok(w)
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// The latest good snapshot. Lock-free: an atomic load and a reference
     /// count.
     pub fn current(&self) -> Arc<Snapshot> {
         self.current.load_full()
     }
 
-    /// The cell the snapshot lives in, for handlers that keep it without the
-    /// watcher.
-    pub fn shared(&self) -> Arc<ArcSwap<Snapshot>> {
-        self.current.clone()
-    }
-
     /// Changes each time a new snapshot is published.
+    #[cfg(test)]
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.generation.subscribe()
     }

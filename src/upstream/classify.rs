@@ -203,7 +203,8 @@ fn failed(e: &UpstreamError, latency_ms: u64) -> Outcome {
 }
 
 /// The upstream error in a complete response: `None` when it is a usable
-/// 2xx reply.
+/// 2xx reply (the tests' view of [`read_response`]).
+#[cfg(test)]
 pub fn upstream_error(
     dialect: Dialect,
     resp: &RawResponse,

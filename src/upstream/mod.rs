@@ -4,8 +4,8 @@
 //! ([`hints`]), and the redaction of
 //! keys from anything that comes back ([`secret`]).
 
-pub mod classify;
+pub(crate) mod classify;
 pub mod dialect;
-pub mod hints;
+pub(crate) mod hints;
 pub mod http;
-pub mod secret;
+pub(crate) mod secret;
