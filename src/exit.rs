@@ -1,5 +1,5 @@
 //! The process exit codes, in one place. They are part of the public contract
-//! (DESIGN.md, "Command line and exit codes") and are documented in the README.
+//! (docs/formats.md, "Exit codes") and are documented in the README.
 
 use std::process::ExitCode;
 

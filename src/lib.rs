@@ -1,7 +1,7 @@
 //! llmprobe keeps an honest record of which LLM provider/model pairs really
 //! work, and sends traffic only to those.
 //!
-//! The modules follow the data flow of DESIGN.md:
+//! The modules follow the data flow of docs/ARCHITECTURE.md:
 //!
 //! - [`catalog`] and [`prompts`] are the inputs;
 //! - [`probe`] asks one model one question through a dialect and

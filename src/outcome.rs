@@ -1,4 +1,4 @@
-//! What a probe produced: the failure classes of DESIGN.md and the log entry
+//! What a probe produced: the failure classes of docs/formats.md and the log entry
 //! that records one probe.
 
 use serde::Serialize;
@@ -139,7 +139,7 @@ impl Entry {
     }
 }
 
-/// Limit a reason to DESIGN.md's 200 characters, on a char boundary.
+/// Limit a reason to docs/formats.md's 200 characters, on a char boundary.
 pub fn truncate_reason(s: &str) -> String {
     const MAX: usize = 200;
     let s = s.trim();

@@ -19,7 +19,7 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 
-/// Appended to every question (DESIGN.md, "Probes").
+/// Appended to every question (docs/formats.md, "Probes").
 pub const SUFFIX: &str = " Reply with only the number.";
 
 const EMBEDDED: &str = include_str!("../prompts/arithmetic.toml");
@@ -731,7 +731,7 @@ impl Parser {
 /// Reasoning blocks some models emit before (or instead of) the answer.
 const REASONING_TAGS: &[&str] = &["think", "thinking"];
 
-/// Whether `reply` answers `expected` (DESIGN.md, "Probes"): after removing
+/// Whether `reply` answers `expected` (docs/formats.md, "Probes"): after removing
 /// reasoning blocks and markdown, the reply holds at least one number and
 /// every number in it equals `expected`. A reply that hedges between two
 /// numbers, or restates the operands, does not pass.

@@ -1,4 +1,4 @@
-//! `stats/model_state.json` and the state machine of DESIGN.md.
+//! `stats/model_state.json` and the state machine of docs/formats.md.
 //!
 //! The file is an object keyed by `provider::model`; a model without an entry
 //! is `active`. It is read fresh every time (people edit it by hand), written
@@ -226,7 +226,7 @@ impl States {
     }
 }
 
-/// The state machine of DESIGN.md, on one entry.
+/// The state machine of docs/formats.md, on one entry.
 ///
 /// - A passing probe: the count goes to 0; a paused model becomes active and
 ///   gets `recovered_at`.

@@ -1,4 +1,4 @@
-//! Timestamps as DESIGN.md fixes them: RFC 3339, UTC, `Z`, second precision.
+//! Timestamps as docs/formats.md fixes them: RFC 3339, UTC, `Z`, second precision.
 
 use chrono::{DateTime, SecondsFormat, Utc};
 

@@ -26,9 +26,9 @@ pub(super) struct RouteToml {
 /// How `route` behaves, validated. Command-line flags override these.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RouteSettings {
-    /// At most this many upstream attempts per request (DESIGN.md: 20).
+    /// At most this many upstream attempts per request (docs/routing.md: 20).
     pub max_attempts: u32,
-    /// All attempts of one request start within this time (DESIGN.md: 45 s).
+    /// All attempts of one request start within this time (docs/routing.md: 45 s).
     pub time_budget: Duration,
     /// `--serve` binds here (loopback by default).
     pub listen: SocketAddr,

@@ -6,7 +6,7 @@
 //! model keeps a fixed-size accumulator (sums, a log-scale latency histogram
 //! for p95, 24 trend buckets), so memory does not grow with the log.
 //!
-//! Meaning, per DESIGN.md: a legacy averaged entry counts as `sample_count`
+//! Meaning, per docs/formats.md: a legacy averaged entry counts as `sample_count`
 //! probes with `uptime × sample_count` passes, and its latency is weighted by
 //! `sample_count`; `disabled_skip` rows are not probes. Latency figures are
 //! over probes that got a response (`latency_ms > 0`).

@@ -1,7 +1,7 @@
 //! What the fake provider does with one request, and the `--script` syntax
 //! that sequences it per model.
 //!
-//! Every failure a real provider has shown us (PROVIDERS.md) has a name here,
+//! Every failure a real provider has shown us (docs/providers.md) has a name here,
 //! so that a test or a demo catalog can ask for it by model id.
 
 use std::fmt;

@@ -139,7 +139,7 @@ impl DialectResponder for Gemini {
         )
     }
 
-    /// Google answers a bad key with 400, not 401 (PROVIDERS.md).
+    /// Google answers a bad key with 400, not 401 (docs/providers.md).
     fn unauthorized(&self) -> Response {
         json_response(
             StatusCode::BAD_REQUEST,

@@ -2,7 +2,7 @@
 //! a cut-off body, OpenRouter's error-in-200), and the helpers the
 //! per-dialect responders (`fake/responder.rs`) share.
 //!
-//! Shapes and messages follow captured responses (PROVIDERS.md) closely
+//! Shapes and messages follow captured responses (docs/providers.md) closely
 //! enough that a classifier written against the fake also works against the
 //! real providers: the same status codes, error types and wait hints.
 

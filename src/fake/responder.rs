@@ -44,7 +44,7 @@ impl Usage {
 }
 
 /// One dialect's side of the fake: reading its requests and writing its
-/// answers, errors and streams, shaped as captured responses (PROVIDERS.md).
+/// answers, errors and streams, shaped as captured responses (docs/providers.md).
 pub trait DialectResponder: Sync {
     /// The API key sent, from wherever this dialect puts it.
     fn api_key(&self, headers: &HeaderMap, uri: &Uri) -> Option<String>;

@@ -1,4 +1,4 @@
-//! Streamed answers, in each upstream's own shape (PROVIDERS.md,
+//! Streamed answers, in each upstream's own shape (docs/providers.md,
 //! "Streaming"), and the ways a stream breaks after HTTP 200.
 //!
 //! An answer is first laid out as a list of [`Step`]s (events, comments, and

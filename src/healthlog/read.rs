@@ -3,7 +3,7 @@
 //! Readers need only a few fields of each entry: when, which provider and
 //! model, how many probes it stands for, how many passed, the latency and
 //! the failure class. [`Record`] is that view, and it means the same thing
-//! for all three kinds of entry DESIGN.md describes (new, legacy averaged,
+//! for all three kinds of entry docs/formats.md describes (new, legacy averaged,
 //! legacy per-sample).
 //!
 //! Entries written by llmprobe have one fixed compact shape, so a hand-rolled
@@ -416,7 +416,7 @@ fn text(v: &Option<Value>) -> Option<&str> {
     }
 }
 
-/// DESIGN.md's reading of an entry, any format. `None` when it lacks a
+/// docs/formats.md's reading of an entry, any format. `None` when it lacks a
 /// provider, a parseable timestamp, or any sign of a result.
 fn interpret(l: &Loose) -> Option<Record<'_>> {
     let provider = text(&l.provider).filter(|p| !p.is_empty())?;

@@ -2,7 +2,7 @@
 //! latency percentiles, accumulated one [`Record`] at a time.
 //!
 //! They mean the same in `rollup`, `brief`, `state` and `route`'s ordering,
-//! per DESIGN.md (see docs/formats.md): a legacy averaged entry counts as
+//! per docs/formats.md: a legacy averaged entry counts as
 //! `sample_count` probes with `uptime × sample_count` passes, and its latency
 //! weighs `sample_count`; a `disabled_skip` row is not a probe. Each
 //! accumulator is a few numbers (the histogram a fixed array), so no reader's

@@ -4,7 +4,7 @@
 //! decides what to do with it. Other modules call in; none computes a wait
 //! of its own.
 //!
-//! The rules, DESIGN.md's cooldown table made precise:
+//! The rules, the cooldown table of docs/routing.md made precise:
 //!
 //! | class | what is benched | for how long | then |
 //! |---|---|---|---|

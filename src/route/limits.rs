@@ -717,7 +717,7 @@ fn anthropic(what: &str) -> [String; 3] {
     ["limit", "remaining", "reset"].map(|f| format!("anthropic-ratelimit-{what}-{f}"))
 }
 
-/// The buckets of every header family PROVIDERS.md lists. A `kind` of
+/// The buckets of every header family docs/providers.md lists. A `kind` of
 /// `None` is decided by the reset: more than a minute away means a day.
 fn header_buckets(requests: RequestsWindow) -> Vec<HeaderBucket> {
     use LimitKind::*;

@@ -27,8 +27,8 @@
 //! only that sets [`Outcome::unreachable`].
 //!
 //! `latency_ms` is the time to the full response when one arrived, and 0
-//! otherwise (timeouts included), as DESIGN.md defines it: "0 if no
-//! response". Every message passes through the [`Redactor`] before it is
+//! otherwise (timeouts included), as docs/formats.md defines it ("0
+//! when none came"). Every message passes through the [`Redactor`] before it is
 //! cut to 200 characters, so a truncation can never leave half a key. How
 //! long to wait after an error is [`crate::route::cooldown`]'s business; this
 //! module only reads what the upstream said.
@@ -377,7 +377,7 @@ fn class_for_embedded(err: &ProviderError, body: &[u8]) -> ErrorClass {
         Some(s) if !(200..300).contains(&s) => class_for_status(s, body),
         _ if is_rate_limited(body) => limit_class(body),
         _ if Said::new(body).any(&["overloaded"]) => ErrorClass::Overloaded,
-        // PROVIDERS.md: an error after a 200 is an upstream 5xx.
+        // docs/providers.md: an error after a 200 is an upstream 5xx.
         _ => ErrorClass::ServerError,
     }
 }
@@ -902,7 +902,7 @@ mod tests {
     }
 }
 
-/// The fine classes, from bodies as PROVIDERS.md records them.
+/// The fine classes, from bodies as docs/providers.md records them.
 #[cfg(test)]
 mod class_tests {
     use super::*;
@@ -1239,7 +1239,7 @@ mod class_tests {
             ),
             ErrorClass::ServerError
         );
-        // No code at all: an upstream failure, as PROVIDERS.md says.
+        // No code at all: an upstream failure, as docs/providers.md says.
         assert_eq!(
             class(200, r#"{"error":{"message":"Internal error"}}"#),
             ErrorClass::ServerError

@@ -20,7 +20,7 @@ fn until(t: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
     (t - now).to_std().unwrap_or(Duration::ZERO)
 }
 
-/// How long an upstream asked us to wait, in PROVIDERS.md's order:
+/// How long an upstream asked us to wait, in docs/providers.md's order:
 /// `retry-after-ms`, `retry-after` (seconds or an HTTP date), Gemini's
 /// `retryDelay`, the message's wording ("try again in 1m0.36s", "retry in
 /// 7.81s", "Please wait 5 seconds"), then the reset header of a bucket whose
