@@ -9,19 +9,7 @@ use serde_json::Value;
 use crate::support::{Env, Fake, closed_port, log_entries};
 
 /// A config with only the given provider tables and a fast default spacing.
-pub fn config(env: &Env, tables: &[String]) -> String {
-    let text = format!(
-        "include_default_catalog = false\n[defaults]\nspacing_secs = 0\ntimeout_secs = 2\n\n{}",
-        tables.join("\n")
-    );
-    env.write("llmprobe.toml", text).display().to_string()
-}
-
-pub fn check(env: &Env, cfg: &str, extra: &[&str]) -> crate::support::Run {
-    let mut args = vec!["--config", cfg, "check"];
-    args.extend_from_slice(extra);
-    env.run(&args)
-}
+pub use crate::support::{check, config};
 
 fn states(env: &Env) -> Value {
     serde_json::from_str(&std::fs::read_to_string(env.state_file()).unwrap_or_else(|_| "{}".into()))

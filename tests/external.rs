@@ -8,6 +8,7 @@
 //! and sets `LLMPROBE_REQUIRE_ALL=1`, so there nothing is ignored and a
 //! missing prerequisite fails its tests.
 
+mod clients;
 mod shared;
 mod support;
 mod tools;
@@ -31,7 +32,7 @@ impl Test {
 
 fn main() -> std::process::ExitCode {
     let args = Arguments::from_args();
-    let tests: Vec<Test> = [shared::tests(), tools::tests()].concat();
+    let tests: Vec<Test> = [clients::tests(), shared::tests(), tools::tests()].concat();
     let mut missing: Vec<(Need, usize)> = Vec::new();
     let trials = tests
         .into_iter()

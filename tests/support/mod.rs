@@ -135,6 +135,31 @@ impl Env {
     }
 }
 
+/// A `check` config of `tables` only, with no spacing and a short timeout.
+pub fn config(env: &Env, tables: &[String]) -> String {
+    let text = format!(
+        "include_default_catalog = false\n[defaults]\nspacing_secs = 0\ntimeout_secs = 2\n\n{}",
+        tables.join("\n")
+    );
+    env.write("llmprobe.toml", text).display().to_string()
+}
+
+/// A `route` config: `extra` (a `[route]` table, aliases) and `tables`.
+pub fn route_config(env: &Env, tables: &[String], extra: &str) -> String {
+    let text = format!(
+        "include_default_catalog = false\n{extra}\n[defaults]\ntimeout_secs = 10\n\n{}",
+        tables.join("\n")
+    );
+    env.write("llmprobe.toml", text).display().to_string()
+}
+
+/// `llmprobe --config CFG check EXTRA…`.
+pub fn check(env: &Env, cfg: &str, extra: &[&str]) -> Run {
+    let mut args = vec!["--config", cfg, "check"];
+    args.extend_from_slice(extra);
+    env.run(&args)
+}
+
 /// A fake provider process (`llmprobe fake-provider`) on 127.0.0.1:0,
 /// killed when dropped.
 pub struct Fake {
@@ -525,26 +550,6 @@ pub fn closed_port() -> String {
     format!("http://{addr}")
 }
 
-/// The Python that .ci/run prepares (with openai and prometheus_client),
-/// or `None` (and a visible skip) where it is not installed and not required.
-pub fn ci_python(module: &str) -> Option<String> {
-    let python = std::env::var("LLMPROBE_TEST_PYTHON")
-        .unwrap_or_else(|_| format!("{}/.ci/venv/bin/python", env!("CARGO_MANIFEST_DIR")));
-    let ok = std::process::Command::new(&python)
-        .args(["-c", &format!("import {module}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if ok {
-        return Some(python);
-    }
-    assert!(
-        std::env::var("LLMPROBE_REQUIRE_SDK").is_err(),
-        "{python} cannot import {module}, which .ci/run installs"
-    );
-    eprintln!("SKIPPED: {python} cannot import {module}; .ci/run installs it");
-    None
-}
-
 /// One sample of Prometheus text as the official Python client parses it.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
 pub struct Sample {
@@ -554,11 +559,11 @@ pub struct Sample {
 }
 
 /// Parse Prometheus text with `prometheus_client`'s parser (it fails on
-/// anything that is not valid text exposition format); `None` where that
-/// Python is not available (see [`ci_python`]).
-pub fn prometheus_samples(text: &str) -> Option<Vec<Sample>> {
+/// anything that is not valid text exposition format). Only the external
+/// harness calls it, where [`need::Need::Python`] holds.
+pub fn prometheus_samples(text: &str) -> Vec<Sample> {
     use std::io::Write;
-    let python = ci_python("prometheus_client")?;
+    let python = need::python();
     let script = "import sys, json\n\
         from prometheus_client.parser import text_string_to_metric_families as parse\n\
         for f in parse(sys.stdin.read()):\n\
@@ -583,12 +588,10 @@ pub fn prometheus_samples(text: &str) -> Option<Vec<Sample>> {
         "not Prometheus text: {}\n{text}",
         String::from_utf8_lossy(&out.stderr)
     );
-    Some(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-            .collect(),
-    )
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
 }
 
 /// A request a [`PingServer`] saw.

@@ -1,0 +1,180 @@
+//! Real clients of what llmprobe serves and writes: the official OpenAI
+//! Python SDK against `route --serve`, and the official Prometheus client's
+//! parser reading `check --prom-file` and `route --serve`'s `/metrics`.
+//! They need `.ci/venv` (`.ci/run` makes it), so they run in the external
+//! harness, which reports them as ignored where it is missing.
+
+use serde_json::{Value, json};
+
+use crate::Test;
+use crate::support::need::{self, Need};
+use crate::support::{
+    Fake, RouteServer, advance, chat_body, check, clock_env, closed_port, config, http,
+    prometheus_samples, provider_toml, route_config,
+};
+
+/// The official OpenAI Python SDK against `route --serve`.
+fn the_openai_python_sdk_as_a_client() {
+    let python = need::python();
+    let env = clock_env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = route_config(
+        &env,
+        &[
+            fake.provider("a", "openai", &["e500"], "priority = 1"),
+            fake.provider("b", "anthropic", &["ok"], "priority = 2"),
+        ],
+        "",
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let script = format!("{}/tests/sdk/openai_client.py", env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(&python)
+        .args([script.as_str(), &format!("{}/v1", srv.url), "any-key"])
+        .env("NO_PROXY", "*")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["plain"]["content"], "14", "{v}");
+    assert_eq!(v["raw"]["routed_via"], "b::ok", "{v}");
+    assert_eq!(v["stream"]["content"], "14", "{v}");
+    assert_eq!(v["stream"]["finish_reason"], "stop", "{v}");
+    let models: Vec<&str> = v["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(models.contains(&"auto") && models.contains(&"b::ok"), "{v}");
+    assert_eq!(
+        v["unknown_model"],
+        json!({"status": 404, "code": "model_not_found"}),
+        "{v}"
+    );
+}
+
+/// `check --prom-file`, read by the official parser: every family, the
+/// escaped label, and one sample per series.
+fn the_prom_file_is_read_by_the_official_parser() {
+    let env = clock_env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[fake.provider("f", "openai", &["ok", "wrong", "off", "we\"ird"], "")],
+    );
+    env.run(&["--config", &cfg, "state", "disable", "f::off"])
+        .ok();
+    let prom = env.path().join("llmprobe.prom");
+    advance(&env, 1000);
+    check(&env, &cfg, &["--prom-file", prom.to_str().unwrap()]).ok();
+    let samples = prometheus_samples(&std::fs::read_to_string(&prom).unwrap());
+    let names: std::collections::BTreeSet<&str> = samples.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names.into_iter().collect::<Vec<_>>(),
+        [
+            "llmprobe_last_run_offline",
+            "llmprobe_last_run_timestamp_seconds",
+            "llmprobe_model_state",
+            "llmprobe_probe_latency_seconds",
+            "llmprobe_probe_success",
+        ]
+    );
+    let weird = samples
+        .iter()
+        .find(|s| s.name == "llmprobe_probe_success" && s.labels["model"] == "we\"ird")
+        .unwrap();
+    assert_eq!(weird.value, 1.0);
+    assert_eq!(samples.len(), 3 + 3 + 4 * 3 + 2);
+}
+
+/// An offline run's prom file, read by the official parser.
+fn an_offline_prom_file_is_read_by_the_official_parser() {
+    let mut env = clock_env();
+    let dead = closed_port();
+    env.env("HTTP_PROXY", &dead).env("HTTPS_PROXY", &dead);
+    let cfg = config(
+        &env,
+        &[provider_toml(
+            "remote",
+            "openai",
+            "https://remote.example/v1",
+            &["m"],
+            "",
+        )],
+    );
+    let prom = env.path().join("llmprobe.prom");
+    check(&env, &cfg, &["--prom-file", prom.to_str().unwrap()]).code(6);
+    let samples = prometheus_samples(&std::fs::read_to_string(&prom).unwrap());
+    let offline = samples
+        .iter()
+        .find(|s| s.name == "llmprobe_last_run_offline")
+        .unwrap();
+    assert_eq!(offline.value, 1.0);
+    assert!(!samples.iter().any(|s| s.name == "llmprobe_probe_success"));
+}
+
+/// `route --serve`'s `/metrics` after a fallback, read by the official
+/// parser.
+fn route_metrics_are_read_by_the_official_parser() {
+    let env = clock_env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = route_config(
+        &env,
+        &[
+            fake.provider("a", "openai", &["rate-limit"], "priority = 1"),
+            fake.provider("b", "openai", &["ok"], "priority = 2"),
+        ],
+        "",
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let body = chat_body("auto", false);
+    for _ in 0..2 {
+        let r = http(
+            "POST",
+            &format!("{}/v1/chat/completions", srv.url),
+            &[("content-type", "application/json")],
+            Some(&body),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let m = http("GET", &format!("{}/metrics", srv.url), &[], None);
+    assert_eq!(m.status, 200);
+    let samples = prometheus_samples(&m.body);
+    assert!(samples.len() > 10, "{samples:?}");
+    let served = samples
+        .iter()
+        .find(|s| s.name == "llmprobe_route_requests_total" && s.labels["outcome"] == "served")
+        .unwrap_or_else(|| panic!("{samples:?}"));
+    assert_eq!(served.value, 2.0);
+}
+
+pub fn tests() -> Vec<Test> {
+    let prom = &[Need::Python("prometheus_client")];
+    vec![
+        Test::new(
+            "clients::the_openai_python_sdk_as_a_client",
+            &[Need::Python("openai")],
+            the_openai_python_sdk_as_a_client,
+        ),
+        Test::new(
+            "clients::the_prom_file_is_read_by_the_official_parser",
+            prom,
+            the_prom_file_is_read_by_the_official_parser,
+        ),
+        Test::new(
+            "clients::an_offline_prom_file_is_read_by_the_official_parser",
+            prom,
+            an_offline_prom_file_is_read_by_the_official_parser,
+        ),
+        Test::new(
+            "clients::route_metrics_are_read_by_the_official_parser",
+            prom,
+            route_metrics_are_read_by_the_official_parser,
+        ),
+    ]
+}
