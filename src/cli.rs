@@ -117,11 +117,12 @@ Examples:
   llmprobe check --if-due 30m --jitter 5m     at most one run per 30 min, after a random wait
   llmprobe check --dry-run --jitter 5m        show the plan and the wait, without waiting
 
-crontab:  0 * * * *  cd ~/llmprobe && llmprobe check >> check.out 2>&1
-every 10 min on a laptop that sleeps (still at most one run an hour), watched by
-healthchecks.io; add --prom-file /var/lib/node_exporter/textfile/llmprobe.prom
-for node_exporter:
-  */10 * * * *  llmprobe check --if-due 1h --jitter 5m --ping-url https://hc-ping.com/UUID
+Hourly: `llmprobe schedule install --env-file ~/llmprobe/keys.env` writes
+the cron job (a systemd timer or a Windows task with --with) that exports the
+keys and names the binary by its full path; lines for a job written by hand
+are in the repository's docs/scheduling.md. Watched by healthchecks.io, with
+node_exporter's textfile collector:
+  llmprobe check --if-due 1h --jitter 5m --ping-url https://hc-ping.com/UUID --prom-file llmprobe.prom
 
 Order: --if-due is decided first (a run that is not due exits 0 at once,
 without waiting, pinging or taking the lock); then the --jitter wait; then
@@ -554,9 +555,9 @@ pub struct ScheduleShowArgs {
 
 /// Start local fake providers and run `check` against them: no keys, no network.
 ///
-/// The demo keeps its files in llmprobe-demo/ under the system's temporary
-/// directory (e.g. /tmp/llmprobe-demo), not in ./stats, so that it never
-/// mixes with real data; --stats-dir or LLMPROBE_STATS_DIR puts them
+/// The demo keeps its files in your own state directory
+/// (~/.local/state/llmprobe/demo on Linux), not in ./stats, so that it never
+/// mixes with real data or with another user's demo; --stats-dir or LLMPROBE_STATS_DIR puts them
 /// elsewhere. Each run continues the earlier ones, so models move between
 /// states from run to run; --fresh starts over.
 #[derive(Debug, Args)]

@@ -463,3 +463,63 @@ fn verbose_adds_diagnostics_and_routine_output_stays_as_it_was() {
     assert!(r.stderr.contains("probe answered"), "{}", r.stderr);
     assert!(!r.stderr.contains("config file"), "{}", r.stderr);
 }
+
+/// The hand-written cron lines of docs/scheduling.md, run the way cron
+/// runs them: `sh -c` with a bare environment (only HOME), keys from a file
+/// of `NAME=value` lines, and a binary that is not on cron's `PATH`. The
+/// key must reach the provider.
+#[cfg(unix)]
+#[test]
+fn the_documented_cron_lines_export_the_keys_and_find_the_binary() {
+    let env = Env::new();
+    let fake = crate::support::Fake::start(&env, &[]);
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/scheduling.md"),
+    )
+    .unwrap();
+    let lines: Vec<&str> = doc
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("*/10 * * * *") || l.starts_with("0 * * * *"))
+        .collect();
+    assert!(!lines.is_empty(), "no cron line in docs/scheduling.md");
+    let home = env.path().join("cronhome");
+    let dir = home.join("llmprobe");
+    std::fs::create_dir_all(home.join(".cargo/bin")).unwrap();
+    std::os::unix::fs::symlink(crate::support::BIN, home.join(".cargo/bin/llmprobe")).unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("keys.env"), "CRON_KEY=sk-cron-0123456789\n").unwrap();
+    let provider = fake.provider("p", "openai", &["ok"], "api_key_env = \"CRON_KEY\"");
+    std::fs::write(
+        dir.join("llmprobe.toml"),
+        format!("include_default_catalog = false\n[defaults]\nspacing_secs = 0\n\n{provider}"),
+    )
+    .unwrap();
+    for (i, line) in lines.iter().enumerate() {
+        // Cron's five time fields, then the command; its monitor and its
+        // node_exporter directory are not on this machine, and the test
+        // does not wait out a random jitter.
+        let command = line
+            .split_whitespace()
+            .skip(5)
+            .collect::<Vec<_>>()
+            .join(" ");
+        let command = command
+            .replace("https://hc-ping.com/<uuid>", &crate::support::closed_port())
+            .replace(" --jitter 5m", "")
+            .replace("/var/lib/node_exporter/textfile/", "");
+        let out = std::process::Command::new("/bin/sh")
+            .args(["-c", &command])
+            .env_clear()
+            .env("HOME", &home)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{command}: {out:?}");
+        let seen = fake.seen();
+        assert_eq!(seen.len(), i + 1, "{command}: {seen:?}");
+        assert!(
+            seen[i].auth,
+            "the key did not reach the provider: {command}"
+        );
+    }
+}
