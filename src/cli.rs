@@ -400,8 +400,9 @@ pub struct RouteArgs {
     /// Serve an OpenAI-compatible endpoint instead of answering one prompt.
     #[arg(long)]
     pub serve: bool,
-    /// Where --serve listens [default: 127.0.0.1:8080, or [route] listen].
-    #[arg(long, value_name = "ADDR")]
+    /// Where --serve listens: HOST:PORT, such as 127.0.0.1:9000 or
+    /// localhost:9000 [default: 127.0.0.1:8080, or [route] listen].
+    #[arg(long, value_name = "ADDR", value_parser = crate::server::parse_listen)]
     pub listen: Option<std::net::SocketAddr>,
     /// auto, a model id, an alias, or a pinned provider::model [default: auto].
     #[arg(long, short = 'm', value_name = "MODEL")]
@@ -565,10 +566,19 @@ pub struct ScheduleShowArgs {
 Examples:
   llmprobe demo                     fake providers, fast spacing, then summary, log and states
   llmprobe demo --fresh             forget earlier demo runs and start over
+  llmprobe demo --serve             then route over the fakes, with lines to paste (Ctrl-C stops)
   llmprobe demo --stats-dir demo    keep the demo's files in ./demo instead
 
 From a source checkout: cargo run -- demo")]
 pub struct DemoArgs {
+    /// Then keep the fake providers up and serve `route --serve` over them,
+    /// printing lines to paste (curl, the OpenAI SDK, a one-shot route);
+    /// Ctrl-C stops it.
+    #[arg(long)]
+    pub serve: bool,
+    /// Where --serve listens [default: 127.0.0.1 on a free port].
+    #[arg(long, value_name = "ADDR", value_parser = crate::server::parse_listen, requires = "serve")]
+    pub listen: Option<std::net::SocketAddr>,
     /// Seconds between probes on one provider.
     #[arg(long, default_value = "0.3")]
     pub spacing: f64,

@@ -12,6 +12,34 @@ use tokio::sync::watch;
 use crate::error::{Error, Result};
 
 /// The async runtime of a command. Every command that needs one builds it
+/// An address to listen on, as a person writes it: `127.0.0.1:8080`,
+/// `[::1]:8080`, or a host name and port such as `localhost:8080`, resolved
+/// here (a loopback address first, IPv4 before IPv6), so that what is bound
+/// is one address that can be said.
+pub fn parse_listen(s: &str) -> std::result::Result<SocketAddr, String> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let Some((host, port)) = s.rsplit_once(':') else {
+        return Err(format!(
+            "{s:?} is not an address: write HOST:PORT, such as 127.0.0.1:8080 or localhost:8080"
+        ));
+    };
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("{s:?}: {port:?} is not a port number (0 to 65535)"))?;
+    let found: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(&(host, port))
+        .map_err(|e| format!("{s:?}: cannot resolve {host:?} ({e})"))?
+        .collect();
+    found
+        .iter()
+        .find(|a| a.ip().is_loopback() && a.is_ipv4())
+        .or_else(|| found.iter().find(|a| a.ip().is_loopback()))
+        .or_else(|| found.first())
+        .copied()
+        .ok_or_else(|| format!("{s:?}: {host:?} resolves to no address"))
+}
+
 /// here, so the thread count and drivers are decided in one place.
 pub fn runtime(worker_threads: usize) -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
@@ -136,4 +164,31 @@ pub async fn wait_for_signal() -> Result<()> {
     tokio::signal::ctrl_c()
         .await
         .map_err(|e| Error::io("cannot listen for ctrl-c", e))
+}
+
+#[cfg(test)]
+mod listen_tests {
+    use super::parse_listen;
+
+    #[test]
+    fn addresses_and_host_names() {
+        assert_eq!(
+            parse_listen("127.0.0.1:8080").unwrap().to_string(),
+            "127.0.0.1:8080"
+        );
+        assert_eq!(parse_listen("[::1]:0").unwrap().to_string(), "[::1]:0");
+        let l = parse_listen("localhost:9000").unwrap();
+        assert!(l.ip().is_loopback() && l.port() == 9000, "{l}");
+        assert!(parse_listen("localhost").unwrap_err().contains("HOST:PORT"));
+        assert!(
+            parse_listen("localhost:http")
+                .unwrap_err()
+                .contains("not a port")
+        );
+        assert!(
+            parse_listen("no-such-host.invalid:80")
+                .unwrap_err()
+                .contains("cannot resolve")
+        );
+    }
 }

@@ -523,3 +523,47 @@ fn the_documented_cron_lines_export_the_keys_and_find_the_binary() {
         );
     }
 }
+
+/// `demo --serve`: the demo's check, then route over its fakes. Each line
+/// it prints to paste works against it: the curl line (run by `sh` where
+/// curl is installed, else the same request from the test), and the
+/// one-shot `route` line; Ctrl-C (SIGINT) stops it with exit 0. (The
+/// OpenAI SDK line: tests/clients.rs.)
+#[cfg(unix)]
+#[test]
+fn demo_serve_routes_over_the_fakes_and_its_printed_lines_work() {
+    let env = Env::new();
+    let demo = crate::support::DemoServer::start(&env);
+    let curl = demo.line("curl -s http");
+    let url = curl.split_whitespace().nth(2).unwrap();
+    let content = |body: &str| {
+        let v: serde_json::Value =
+            serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        v["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    if crate::support::need::on_path("curl").is_some() {
+        let out = std::process::Command::new("sh")
+            .args(["-c", &curl])
+            .output()
+            .unwrap();
+        let answer = content(&String::from_utf8_lossy(&out.stdout));
+        assert!(answer.trim_end().ends_with('4'), "{answer}");
+    }
+    let r = crate::support::http(
+        "POST",
+        url,
+        &[("content-type", "application/json")],
+        Some(r#"{"model":"auto","messages":[{"role":"user","content":"What is 6 times 7?"}]}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(content(&r.body).trim_end().ends_with("42"), "{}", r.body);
+    // The one-shot line, as printed (its paths are absolute).
+    let words = shell_words(&demo.line("llmprobe --config"));
+    let args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+    let out = env.run(&args).ok();
+    assert!(out.stdout.trim_end().ends_with("84"), "{}", out.stdout);
+    assert_eq!(demo.interrupt(), 0);
+}

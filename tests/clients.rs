@@ -153,6 +153,25 @@ fn route_metrics_are_read_by_the_official_parser() {
     assert_eq!(served.value, 2.0);
 }
 
+/// The OpenAI SDK line that `demo --serve` prints, run as printed (with
+/// the venv's Python for `python3`).
+#[cfg(unix)]
+fn the_demo_serve_sdk_line_works_as_printed() {
+    let env = crate::support::Env::new();
+    let demo = crate::support::DemoServer::start(&env);
+    let line = demo.line("python3 -c");
+    let line = line.replacen("python3", &need::python(), 1);
+    let out = std::process::Command::new("sh")
+        .args(["-c", &line])
+        .env("NO_PROXY", "*")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{line}: {out:?}");
+    assert!(said.trim_end().ends_with('4'), "{said}");
+    assert_eq!(demo.interrupt(), 0);
+}
+
 pub fn tests() -> Vec<Test> {
     let prom = &[Need::Python("prometheus_client")];
     vec![
@@ -160,6 +179,12 @@ pub fn tests() -> Vec<Test> {
             "clients::the_openai_python_sdk_as_a_client",
             &[Need::Python("openai")],
             the_openai_python_sdk_as_a_client,
+        ),
+        #[cfg(unix)]
+        Test::new(
+            "clients::the_demo_serve_sdk_line_works_as_printed",
+            &[Need::Python("openai")],
+            the_demo_serve_sdk_line_works_as_printed,
         ),
         Test::new(
             "clients::the_prom_file_is_read_by_the_official_parser",

@@ -89,9 +89,9 @@ impl RouteSettings {
         };
         let listen = match &t.listen {
             None => d.listen,
-            Some(s) => s.parse().map_err(|_| {
-                format!("route.listen {s:?} is not an address such as 127.0.0.1:8080")
-            })?,
+            Some(s) => {
+                crate::server::parse_listen(s).map_err(|why| format!("route.listen {why}"))?
+            }
         };
         let max_body_bytes = match t.max_body_bytes {
             None => d.max_body_bytes,

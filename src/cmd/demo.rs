@@ -117,7 +117,12 @@ pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
             ..CheckArgs::default()
         },
     );
-    rt.block_on(server.shutdown());
+    let server = if result.is_err() || !a.serve {
+        rt.block_on(server.shutdown());
+        None
+    } else {
+        Some(server)
+    };
     result?;
     show_files(&settings)?;
     output::println("\n== llmprobe brief ==")?;
@@ -129,13 +134,65 @@ pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
             quiet_if_healthy: false,
         },
     )?;
+    if let Some(server) = server {
+        let code = serve(&rt, &settings, &url, a);
+        rt.block_on(server.shutdown());
+        return code;
+    }
     output::println(
         "\nRun the demo again to watch states move: a passing probe brings a paused model back, \
          three hard failures in a row disable one; --fresh starts over.\n\
+         Try route without keys: cargo run -- demo --serve\n\
          From a source checkout: cargo run -- demo\n\
          Installed (cargo install --path .): llmprobe demo",
     )?;
     Ok(crate::exit::SUCCESS)
+}
+
+/// `demo --serve`: `route --serve` over the demo's fake providers, with the
+/// states the demo's `check` just wrote, until Ctrl-C. The demo's config
+/// is saved beside its files so that a one-shot `route` can use it too.
+fn serve(
+    rt: &tokio::runtime::Runtime,
+    settings: &Settings,
+    fake_url: &str,
+    a: DemoArgs,
+) -> Result<u8> {
+    let config = settings.stats_dir.join("demo.toml");
+    crate::fsutil::atomic_write_unlocked(&config, demo_config(fake_url, a.spacing).as_bytes())?;
+    let mut route = settings.catalog.route.clone();
+    route.listen = a
+        .listen
+        .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    let engine = crate::route::engine::Engine::new(
+        &settings.catalog,
+        route,
+        settings.stats_dir.clone(),
+        crate::upstream::http::client()?,
+        crate::clock::Clock::from_env(),
+    )?;
+    engine.refresh_health()?;
+    let config = crate::fsutil::absolute(&config);
+    let stats = crate::fsutil::absolute(&settings.stats_dir);
+    crate::cmd::route::serve_until_signal(rt, std::sync::Arc::new(engine), |url| {
+        output::println(&paste_lines(url, &config, &stats))
+    })
+}
+
+/// What to paste into another terminal while `demo --serve` runs.
+fn paste_lines(url: &str, config: &Path, stats: &Path) -> String {
+    let body = r#"{"model":"auto","messages":[{"role":"user","content":"What is 2+2?"}]}"#;
+    format!(
+        "\nThe demo's fake providers are behind route now; no keys needed. Ctrl-C stops both.\n\
+         \ncurl:\n  curl -s {url}/v1/chat/completions -H 'content-type: application/json' -d '{body}'\n\
+         \nthe OpenAI Python SDK (pip install openai):\n  python3 -c 'from openai import OpenAI; \
+         c = OpenAI(base_url=\"{url}/v1\", api_key=\"demo\"); \
+         print(c.chat.completions.create(model=\"auto\", messages=[{{\"role\": \"user\", \"content\": \"What is 2+2?\"}}]).choices[0].message.content)'\n\
+         \na one-shot route, in another terminal:\n  llmprobe --config '{}' --stats-dir '{}' route \"What is 12 * 7?\"\n\
+         \nthe models route would use, and what it knows of each provider:\n  curl -s {url}/v1/models\n  curl -s {url}/v1/providers\n",
+        config.display(),
+        stats.display()
+    )
 }
 
 /// Where the demo keeps its files when no `--stats-dir` is given: the

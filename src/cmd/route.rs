@@ -77,7 +77,7 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
         return Ok(exit::SUCCESS);
     }
     if a.serve {
-        serve_until_signal(&rt, engine)
+        serve_until_signal(&rt, engine, |_| Ok(()))
     } else {
         one_shot(&rt, engine, &a)
     }
@@ -237,7 +237,13 @@ fn exhausted_text(x: &Exhausted) -> String {
     out
 }
 
-fn serve_until_signal(rt: &tokio::runtime::Runtime, engine: Arc<Engine>) -> Result<u8> {
+/// `route --serve` until SIGTERM or Ctrl-C. `on_ready` is told the base
+/// URL once the server listens (the demo prints lines to paste there).
+pub(crate) fn serve_until_signal(
+    rt: &tokio::runtime::Runtime,
+    engine: Arc<Engine>,
+    on_ready: impl FnOnce(&str) -> Result<()>,
+) -> Result<u8> {
     let token = match &engine.settings.auth_token_env {
         None => None,
         Some(var) => Some(Secret::new(
@@ -268,15 +274,16 @@ fn serve_until_signal(rt: &tokio::runtime::Runtime, engine: Arc<Engine>) -> Resu
         let (srv, stopping) = server::start(listen, serve::router(app), "route").await?;
         let saver = tokio::spawn(serve::saver(engine.clone(), stopping));
         output::println(&format!(
-            "llmprobe route: listening on {}/v1 ({} routable models{})",
+            "llmprobe route: listening on {}/v1 ({}{})",
             srv.url(),
-            engine.routable().len(),
+            crate::format::count(engine.routable().len(), "routable model", "routable models"),
             if engine.shared().is_some() {
                 ", state shared through Redis"
             } else {
                 ""
             }
         ))?;
+        on_ready(&srv.url())?;
         server::wait_for_signal().await?;
         eprintln!("route: shutting down; letting requests in flight finish");
         srv.shutdown(SHUTDOWN_GRACE).await;

@@ -338,6 +338,69 @@ impl Drop for RouteServer {
     }
 }
 
+/// `llmprobe demo --serve`, with the lines it printed to paste; killed
+/// when dropped.
+pub struct DemoServer {
+    pub child: std::process::Child,
+    pub printed: Vec<String>,
+}
+
+impl DemoServer {
+    /// Start it and wait until it has printed every line to paste.
+    pub fn start(env: &Env) -> DemoServer {
+        use std::io::BufRead;
+        let mut child = env
+            .command(&["demo", "--serve", "--spacing", "0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start demo --serve");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let _ = tx.send(line);
+            }
+        });
+        let mut printed: Vec<String> = Vec::new();
+        while !printed.iter().any(|l| l.contains("/v1/providers")) {
+            let line = rx
+                .recv_timeout(std::time::Duration::from_secs(120))
+                .unwrap_or_else(|_| panic!("demo --serve printed:\n{}", printed.join("\n")));
+            printed.push(line);
+        }
+        DemoServer { child, printed }
+    }
+
+    /// The printed line that starts with `prefix`, trimmed.
+    pub fn line(&self, prefix: &str) -> String {
+        self.printed
+            .iter()
+            .map(|l| l.trim())
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line {prefix:?} in:\n{}", self.printed.join("\n")))
+            .to_string()
+    }
+
+    /// Ctrl-C, and its exit code.
+    pub fn interrupt(mut self) -> i32 {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        self.child.wait().unwrap().code().unwrap_or(-1)
+    }
+}
+
+impl Drop for DemoServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A response as a test sees it.
 #[derive(Debug)]
 pub struct Http {
