@@ -1327,3 +1327,48 @@ fn percentages_round_and_counts_are_integers() {
         "{prom}"
     );
 }
+
+/// A model that only the health log knows (the catalog dropped it, and it
+/// never left `active`) can still be disabled, as `brief` shows it.
+#[test]
+fn state_disable_accepts_a_model_known_from_the_log() {
+    let env = Env::new();
+    let log = "[\n{\"ts\":\"2026-05-02T10:00:00Z\",\"provider\":\"acme\",\"model\":\"acme-8b\",\"ok\":1,\"latency_ms\":5,\"failure_type\":\"\"}\n]\n";
+    env.write("stats/health_log.json", log);
+    env.write("llmprobe.toml", "include_default_catalog = false\n");
+    env.run(&["state", "disable", "acme::acme-8b", "--reason", "retired"])
+        .ok();
+    let state = std::fs::read_to_string(env.state_file()).unwrap();
+    assert!(
+        state.contains("\"acme::acme-8b\"") && state.contains("disabled"),
+        "{state}"
+    );
+    // A name nobody knows is still refused, and the log is left as it was.
+    let r = env.run(&["state", "disable", "acme::acme-9b"]).code(2);
+    assert!(
+        r.stderr.contains("did you mean acme::acme-8b"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(std::fs::read_to_string(env.log()).unwrap(), log);
+}
+
+/// `rollup --readme` on a file without markers says which two lines to
+/// paste, and leaves the file as it was.
+#[test]
+fn rollup_readme_without_markers_prints_the_lines_to_paste() {
+    let env = Env::new();
+    env.write("README.md", "# My project\n");
+    let r = env.run(&["rollup", "--readme", "README.md"]).code(2);
+    assert!(
+        r.stderr.contains("Paste these two lines")
+            && r.stderr
+                .contains("\n<!-- BRAIN_HEALTH_START -->\n<!-- BRAIN_HEALTH_END -->"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.path().join("README.md")).unwrap(),
+        "# My project\n"
+    );
+}

@@ -699,8 +699,20 @@ fn update_readme(readme: &Path, start: &str, end: &str, block: &str) -> Result<(
     let name = readme.display();
     let old = std::fs::read_to_string(readme)
         .map_err(|e| Error::config(format!("cannot read --readme {name}: {e}")))?;
-    let new = replace_block(&old, start, end, block)
-        .map_err(|msg| Error::config(format!("{name}: {msg}; the file was left unchanged")))?;
+    let new = replace_block(&old, start, end, block).map_err(|msg| {
+        // A file with no markers yet: say what to paste, where the block
+        // should go.
+        let paste = if !old.contains(start) && !old.contains(end) {
+            format!(
+                ". Paste these two lines where the health block should go, then run this again:\n{start}\n{end}"
+            )
+        } else {
+            String::new()
+        };
+        Error::config(format!(
+            "{name}: {msg}; the file was left unchanged{paste}"
+        ))
+    })?;
     if new == old {
         output::println(&format!("{name}: health block unchanged"))?;
         return Ok(());

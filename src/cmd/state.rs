@@ -9,7 +9,7 @@
 //!
 //! A change takes the data lock, loads the state file fresh (people edit it
 //! by hand), changes one entry and writes the file atomically. A name that
-//! is neither in the catalog nor in the state file is refused with the
+//! is neither in the catalog, the state file nor the health log is refused with the
 //! closest names, before anything is locked or written.
 
 use std::collections::HashSet;
@@ -334,6 +334,13 @@ fn known(s: &Settings, states: &States, key: &str) -> Result<()> {
     if candidates.iter().any(|c| c == key) {
         return Ok(());
     }
+    // A model the log has probed (one `brief` shows, say) is known too,
+    // though the catalog has since dropped it. Read only on this path.
+    let logged = logged_models(&s.log_path())?;
+    if logged.contains(key) {
+        return Ok(());
+    }
+    candidates.extend(logged);
     let close = closest(key, &candidates);
     let hint = if close.is_empty() {
         "run `llmprobe state` to list every model".to_string()
@@ -341,7 +348,7 @@ fn known(s: &Settings, states: &States, key: &str) -> Result<()> {
         format!("did you mean {}?", close.join(", "))
     };
     Err(Error::config(format!(
-        "unknown model '{key}': not in the catalog nor in the state file (models are named provider::model); {hint}"
+        "unknown model '{key}': not in the catalog, the state file nor the health log (models are named provider::model); {hint}"
     )))
 }
 
@@ -506,6 +513,26 @@ fn move_aside(s: &Settings, bad: &crate::error::DataError) -> Result<u8> {
         crate::fsutil::absolute(&aside).display()
     ))?;
     Ok(exit::SUCCESS)
+}
+
+/// Every `provider::model` the health log names (none when there is no
+/// log; a log that cannot be read is the usual data error).
+fn logged_models(log: &std::path::Path) -> Result<std::collections::BTreeSet<String>> {
+    use crate::healthlog::read::{Record, Sink, read_all};
+    use std::collections::BTreeSet;
+    struct Keys(BTreeSet<String>);
+    impl Sink for Keys {
+        fn record(&mut self, r: &Record<'_>) {
+            self.0.insert(format!("{}::{}", r.provider, r.model));
+        }
+        fn merge(&mut self, later: Self) {
+            self.0.extend(later.0);
+        }
+    }
+    if !log.exists() {
+        return Ok(BTreeSet::new());
+    }
+    Ok(read_all(log, || Keys(BTreeSet::new()))?.0.0)
 }
 
 #[cfg(test)]
