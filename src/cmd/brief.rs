@@ -419,6 +419,9 @@ impl Brief {
                 "LAST CHECK",
                 "LAST RESULT",
             ]);
+            // On a narrow terminal: the check count, then the latency, go
+            // first.
+            t.optional(&[4, 3]);
             for p in &self.providers {
                 t.add_row(vec![
                     p.icon.to_string(),
@@ -448,6 +451,7 @@ impl Brief {
         } else {
             out.push_str("out of rotation:\n");
             let mut t = output::table(&["MODEL", "STATE", "REASON", "SINCE", "FAILURES"]);
+            t.optional(&[4, 3]);
             for m in &self.out_of_rotation {
                 t.add_row(vec![
                     m.model.clone(),

@@ -193,6 +193,8 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
         "FAILURES",
         "LAST PROBE",
     ]);
+    // On a narrow terminal: the failure count, then since when, go first.
+    t.optional(&[4, 3]);
     for r in &rows {
         let mut name = r.model.clone();
         if !r.in_catalog {
