@@ -1,6 +1,6 @@
 //! One attempt on one candidate with one key: build the wire request
 //! through the candidate's dialect, send it, and read back either a reply
-//! in OpenAI JSON or an [`UpstreamError`] for the engine to act on.
+//! ([`Completion`]) or an [`UpstreamError`] for the engine to act on.
 //! Streaming attempts return once the first event has arrived, so that a
 //! failure before the first byte to the client can still fall over.
 
@@ -12,7 +12,9 @@ use serde_json::Value;
 
 use crate::catalog::ApiKey;
 use crate::upstream::classify::{self, ErrorClass, UpstreamError};
-use crate::upstream::dialect::{self, ChatReply, ChatRequest, StreamItem, StreamMapper, Usage};
+use crate::upstream::dialect::{
+    self, ChatReply, ChatRequest, Dialect, StreamItem, StreamMapper, Usage,
+};
 use crate::upstream::http;
 use crate::upstream::secret::Redactor;
 
@@ -21,14 +23,23 @@ pub use super::domain::StreamEvent;
 use super::engine::{Engine, Sent};
 use crate::clock::Clock;
 
-/// A complete reply: the parsed [`ChatReply`] (text, reasoning, finish
-/// reason, usage) for any surface to render, and the body in OpenAI
-/// `chat.completion` form, which for an OpenAI upstream is its own JSON,
-/// passed through. Both are redacted.
+/// A complete reply, in no surface's shape: the parsed [`ChatReply`]
+/// (text, reasoning, finish reason, usage) for any surface to render, and,
+/// for the same-dialect pass-through, the upstream's own body. Both are
+/// redacted.
 #[derive(Debug)]
 pub struct Completion {
-    pub body: Value,
     pub reply: ChatReply,
+    /// The dialect the upstream spoke.
+    pub dialect: Dialect,
+    /// The upstream's body as JSON, for a surface that speaks `dialect`
+    /// and passes it on as it came. Kept only for OpenAI upstreams, the
+    /// one dialect a surface speaks today, so others cost no redaction.
+    pub body: Option<Value>,
+    /// The upstream's id for the reply, if it gave one.
+    pub upstream_id: Option<String>,
+    /// The candidate's model id, which a rendered reply names.
+    pub model: String,
 }
 
 /// The request as this candidate needs it: its own model id.
@@ -81,11 +92,16 @@ pub async fn complete(
     };
     let result =
         classify::read_reply(dialect, &resp, &redactor, clock.now()).map(|(reply, json)| {
-            let mut body = dialect::openai_reply(dialect, &reply, json, &c.model);
-            redact_value(&mut body, &redactor);
+            let upstream_id = dialect::wire(dialect)
+                .reply_id(&json)
+                .map(|id| redactor.redact(id));
+            let body = (dialect == Dialect::Openai).then(|| redacted(json, &redactor));
             Completion {
-                body,
                 reply: redacted_reply(reply, &redactor),
+                dialect,
+                body,
+                upstream_id,
+                model: c.model.clone(),
             }
         });
     let tokens = result

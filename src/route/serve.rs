@@ -208,7 +208,7 @@ async fn complete(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) 
         .await;
     match served {
         Ok(s) => {
-            let mut resp = axum::Json(s.value.body).into_response();
+            let mut resp = axum::Json(openai::completion_body(s.value)).into_response();
             routed_headers(resp.headers_mut(), Some(&s.via), &s.attempts);
             resp
         }

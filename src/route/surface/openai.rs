@@ -16,11 +16,14 @@ use axum::extract::{FromRef, FromRequest, Request};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::route::domain::{Exhausted, RouteError, StreamEvent};
+use crate::route::send::Completion;
 use crate::upstream::classify::ErrorClass;
-use crate::upstream::dialect::ChatRequest;
+use crate::upstream::dialect::{
+    ChatReply, ChatRequest, Dialect, completion_id, openai_finish_reason, unix_now, usage_json,
+};
 
 use super::BodyLimit;
 
@@ -241,6 +244,43 @@ pub fn request_timeout(timeout: std::time::Duration) -> ApiError {
     )
 }
 
+/// A completion as OpenAI's `chat.completion` JSON. An OpenAI upstream's
+/// body passes through as it came (route says where it went in headers,
+/// not by rewriting bodies). Any other is rendered from its reply: `id`,
+/// `object`, `created`, `model` (the candidate's), one choice with
+/// `message{role:"assistant",content}` (plus `reasoning_content` when the
+/// provider returned reasoning), `finish_reason` mapped by
+/// [`openai_finish_reason`], and `usage` when the provider reported both
+/// token counts.
+pub fn completion_body(c: Completion) -> Value {
+    match c.body {
+        Some(body) if c.dialect == Dialect::Openai => body,
+        _ => completion(&c.reply, &completion_id(c.upstream_id.as_deref()), &c.model),
+    }
+}
+
+fn completion(reply: &ChatReply, id: &str, model: &str) -> Value {
+    let mut message = json!({"role": "assistant", "content": reply.text});
+    if let Some(r) = &reply.reasoning {
+        message["reasoning_content"] = json!(r);
+    }
+    let mut out = json!({
+        "id": id,
+        "object": "chat.completion",
+        "created": unix_now(),
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": message,
+            "finish_reason": reply.finish_reason.as_deref().map(openai_finish_reason),
+        }],
+    });
+    if let Some(u) = reply.usage.and_then(usage_json) {
+        out["usage"] = u;
+    }
+    out
+}
+
 /// One chunk as a server-sent event.
 pub fn sse_chunk(chunk: &serde_json::Value) -> String {
     format!("data: {chunk}\n\n")
@@ -287,6 +327,7 @@ pub fn event_stream(
 mod tests {
     use super::*;
     use crate::route::domain::Attempt;
+    use crate::upstream::dialect::{ProviderError, ReplyError, parse_success, wire};
 
     fn exhausted(error: RouteError) -> Exhausted {
         Exhausted {
@@ -374,5 +415,94 @@ mod tests {
         assert!(text.starts_with("data: {\"error\":"), "{text}");
         assert!(text.contains("upstream_stream_failed"), "{text}");
         assert!(text.ends_with("\n\ndata: [DONE]\n\n"), "{text}");
+    }
+
+    /// What the non-streamed path does with a success body: parse it as
+    /// `send::complete` does, then render it.
+    fn reply_to_openai(dialect: Dialect, body: &[u8], model: &str) -> Result<Value, ReplyError> {
+        let (reply, json) = parse_success(dialect, body)?;
+        let upstream_id = wire(dialect).reply_id(&json).map(str::to_string);
+        Ok(completion_body(Completion {
+            reply,
+            dialect,
+            body: (dialect == Dialect::Openai).then_some(json),
+            upstream_id,
+            model: model.to_string(),
+        }))
+    }
+
+    #[test]
+    fn anthropic_reply_becomes_a_chat_completion() {
+        let body = br#"{"id":"msg_01","type":"message","role":"assistant","model":"claude-x","content":[{"type":"thinking","thinking":"hmm"},{"type":"text","text":"14"}],"stop_reason":"max_tokens","usage":{"input_tokens":10,"output_tokens":2}}"#;
+        let v = reply_to_openai(Dialect::Anthropic, body, "anthropic::claude-x").unwrap();
+        assert_eq!(v["id"], "chatcmpl-msg_01");
+        assert_eq!(v["object"], "chat.completion");
+        assert!(v["created"].as_u64().unwrap() > 1_700_000_000);
+        assert_eq!(v["model"], "anthropic::claude-x");
+        assert_eq!(
+            v["choices"][0],
+            json!({"index":0,"message":{"role":"assistant","content":"14","reasoning_content":"hmm"},"finish_reason":"length"})
+        );
+        assert_eq!(
+            v["usage"],
+            json!({"prompt_tokens":10,"completion_tokens":2,"total_tokens":12})
+        );
+    }
+
+    #[test]
+    fn gemini_reply_becomes_a_chat_completion() {
+        let body = br#"{"candidates":[{"content":{"role":"model","parts":[{"text":"1"},{"text":"4"}]},"finishReason":"SAFETY"}],"responseId":"abc"}"#;
+        let v = reply_to_openai(Dialect::Gemini, body, "gemini-2.5-flash").unwrap();
+        assert_eq!(v["id"], "chatcmpl-abc");
+        assert_eq!(v["choices"][0]["message"]["content"], "14");
+        assert_eq!(v["choices"][0]["finish_reason"], "content_filter");
+        assert!(
+            v["choices"][0]["message"]
+                .get("reasoning_content")
+                .is_none()
+        );
+        // Usage is left out when the provider did not report it.
+        assert!(v.get("usage").is_none());
+        let other = reply_to_openai(
+            Dialect::Gemini,
+            br#"{"candidates":[{"content":{"parts":[{"text":"x"}]}}]}"#,
+            "m",
+        )
+        .unwrap();
+        assert!(other["id"].as_str().unwrap().starts_with("chatcmpl-"));
+        assert_eq!(other["choices"][0]["finish_reason"], Value::Null);
+    }
+
+    #[test]
+    fn openai_reply_passes_through_unchanged() {
+        let body = br#"{"id":"gen-1","object":"chat.completion","model":"upstream/model","choices":[{"index":0,"message":{"role":"assistant","content":"14"},"finish_reason":"stop"}],"provider":"X"}"#;
+        let v = reply_to_openai(Dialect::Openai, body, "label").unwrap();
+        assert_eq!(v, serde_json::from_slice::<Value>(body).unwrap());
+    }
+
+    #[test]
+    fn errors_in_a_success_body_stay_errors() {
+        let body = br#"{"error":{"message":"Provider returned error","code":429,"metadata":{"raw":"slow down"}}}"#;
+        assert_eq!(
+            reply_to_openai(Dialect::Openai, body, "m"),
+            Err(ReplyError::Embedded(ProviderError {
+                message: "Provider returned error: slow down".into(),
+                code: None,
+                embedded_status: Some(429),
+            }))
+        );
+        let choice_error = br#"{"choices":[{"finish_reason":"error","error":{"message":"upstream died","code":502}}]}"#;
+        assert!(matches!(
+            reply_to_openai(Dialect::Openai, choice_error, "m"),
+            Err(ReplyError::Embedded(_))
+        ));
+        assert!(matches!(
+            reply_to_openai(Dialect::Anthropic, br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#, "m"),
+            Err(ReplyError::Embedded(e)) if e.code.as_deref() == Some("overloaded_error")
+        ));
+        assert_eq!(
+            reply_to_openai(Dialect::Gemini, b"", "m"),
+            Err(ReplyError::Empty)
+        );
     }
 }

@@ -92,6 +92,10 @@ impl Wire for Gemini {
         Ok(body)
     }
 
+    fn reply_id<'a>(&self, json: &'a Value) -> Option<&'a str> {
+        json.get("responseId").and_then(Value::as_str)
+    }
+
     fn parse_reply(&self, json: &Value) -> Result<ChatReply, ReplyError> {
         let candidates = json
             .get("candidates")

@@ -31,7 +31,7 @@ use crate::upstream::secret::Secret;
 pub use anthropic::Anthropic;
 pub use gemini::Gemini;
 pub use openai::OpenAi;
-pub use reply::{openai_finish_reason, openai_reply, reply_to_openai};
+pub use reply::{completion_id, openai_finish_reason, unix_now, usage_json};
 pub use request::{
     ChatMessage, ChatRequest, Content, DEFAULT_ESTIMATED_COMPLETION_TOKENS, ROLES, RequestError,
 };
@@ -176,6 +176,12 @@ pub trait Wire: Sync {
     /// Read a success body that has already been parsed as JSON and is not
     /// an error object.
     fn parse_reply(&self, json: &Value) -> Result<ChatReply, ReplyError>;
+    /// The upstream's own id for a reply read by
+    /// [`parse_reply`](Wire::parse_reply), for a surface that names the
+    /// reply after it.
+    fn reply_id<'a>(&self, json: &'a Value) -> Option<&'a str> {
+        json.get("id").and_then(Value::as_str)
+    }
 }
 
 /// The implementation of a dialect.
