@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::catalog::ApiKey;
 use crate::upstream::classify::{self, ErrorClass, UpstreamError};
 use crate::upstream::dialect::{
-    self, ChatReply, ChatRequest, Dialect, StreamItem, StreamMapper, Usage,
+    self, ChatReply, ChatRequest, Dialect, ReplyDelta, StreamMapper, Usage,
 };
 use crate::upstream::http;
 use crate::upstream::secret::Redactor;
@@ -124,13 +124,15 @@ pub fn total_tokens(u: Option<Usage>) -> Option<u64> {
     }
 }
 
-/// OpenAI chunks (or an in-stream failure) as they arrive.
+/// A served stream's events (or an in-stream failure) as they arrive.
 pub type ChunkStream = Pin<Box<dyn Stream<Item = StreamEvent> + Send>>;
 
-/// A streaming attempt that has produced its first chunk.
+/// A streaming attempt that has produced its first event.
 pub struct Opened {
-    pub first: Vec<Value>,
+    pub first: Vec<StreamEvent>,
     pub rest: ChunkStream,
+    /// The candidate's model id, which rendered chunks name.
+    pub model: String,
 }
 
 /// A streaming attempt: returns once the first chunk has arrived, so any
@@ -209,9 +211,11 @@ async fn open_stream_inner(
                 }),
         );
     }
-    // Always ask the mapper for usage, to correct the token estimate; the
-    // server forwards the usage chunk only to a client that asked for it.
-    let mapper = StreamMapper::new(dialect, &c.model).include_usage(true);
+    // The one surface speaks OpenAI, so an OpenAI upstream's chunks pass
+    // through natively; the usage chunk, which the OpenAI dialect always
+    // asks for, corrects the token estimate and reaches only a client
+    // that asked for it.
+    let mapper = StreamMapper::new(dialect).native(dialect == Dialect::Openai);
     let mut items: ItemStream = Box::pin(dialect::chunk_stream(resp, mapper));
     let fail = |class: ErrorClass, message: String| UpstreamError {
         status: Some(status),
@@ -229,7 +233,7 @@ async fn open_stream_inner(
                 format!("no first chunk within {}", http::human_duration(first_wait)),
             ));
         }
-        Ok(None) | Ok(Some(Ok(StreamItem::Done))) => {
+        Ok(None) | Ok(Some(Ok(ReplyDelta::Done))) => {
             return Err(fail(
                 ErrorClass::ServerError,
                 "the stream ended before its first chunk".into(),
@@ -241,21 +245,22 @@ async fn open_stream_inner(
                 format!("the stream broke before its first chunk: {t}"),
             ));
         }
-        Ok(Some(Ok(StreamItem::Error(pe)))) => {
+        Ok(Some(Ok(ReplyDelta::Error(pe)))) => {
             return Err(fail(
                 ErrorClass::ServerError,
                 format!("error in the stream: {}", pe.message),
             ));
         }
-        Ok(Some(Ok(StreamItem::Chunk(v)))) => redacted(v, &redactor),
+        Ok(Some(Ok(d))) => StreamEvent::from_delta(redacted_delta(d, &redactor)),
     };
     Ok(Opened {
         first: vec![first],
         rest: client_events(items, std::sync::Arc::new(redactor.into_owned()), idle),
+        model: c.model.clone(),
     })
 }
 
-type ItemStream = Pin<Box<dyn Stream<Item = Result<StreamItem, http::TransportError>> + Send>>;
+type ItemStream = Pin<Box<dyn Stream<Item = Result<ReplyDelta, http::TransportError>> + Send>>;
 
 /// The rest of an upstream stream as client events, with the idle timeout
 /// and redaction applied, always ending in `Done`, `Failed` or `Stalled`.
@@ -271,13 +276,13 @@ fn client_events(
             let ev = match tokio::time::timeout(idle, items.next()).await {
                 Err(_) => StreamEvent::Stalled,
                 Ok(None) => StreamEvent::Done,
-                Ok(Some(Ok(StreamItem::Chunk(v)))) => {
-                    let ev = StreamEvent::from_chunk(redacted(v, &redactor));
-                    return Some((ev, Some(items)));
-                }
-                Ok(Some(Ok(StreamItem::Done))) => StreamEvent::Done,
-                Ok(Some(Ok(StreamItem::Error(pe)))) => {
+                Ok(Some(Ok(ReplyDelta::Done))) => StreamEvent::Done,
+                Ok(Some(Ok(ReplyDelta::Error(pe)))) => {
                     StreamEvent::Failed(redactor.redact(&pe.message))
+                }
+                Ok(Some(Ok(d))) => {
+                    let ev = StreamEvent::from_delta(redacted_delta(d, &redactor));
+                    return Some((ev, Some(items)));
                 }
                 Ok(Some(Err(t))) => StreamEvent::Failed(redactor.redact(&t.to_string())),
             };
@@ -293,6 +298,26 @@ fn client_events(
 fn redacted(mut v: Value, redactor: &Redactor) -> Value {
     redact_value(&mut v, redactor);
     v
+}
+
+/// `d` with keys masked in every string it carries: an upstream may echo
+/// a key in any of them. Strings with nothing to mask are not copied.
+fn redacted_delta(mut d: ReplyDelta, redactor: &Redactor) -> ReplyDelta {
+    let mask = |s: &mut String| {
+        if let std::borrow::Cow::Owned(masked) = redactor.redact_cow(s) {
+            *s = masked;
+        }
+    };
+    match &mut d {
+        ReplyDelta::Native(v) => redact_value(v, redactor),
+        ReplyDelta::Start { id: Some(s) }
+        | ReplyDelta::Text(s)
+        | ReplyDelta::Reasoning(s)
+        | ReplyDelta::Finish(s) => mask(s),
+        ReplyDelta::Error(e) => mask(&mut e.message),
+        ReplyDelta::Start { id: None } | ReplyDelta::Usage(_) | ReplyDelta::Done => {}
+    }
+    d
 }
 
 /// `reply` with keys masked in its text and reasoning: an upstream may
