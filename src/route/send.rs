@@ -92,10 +92,14 @@ pub async fn complete(
     };
     let result =
         classify::read_reply(dialect, &resp, &redactor, clock.now()).map(|(reply, json)| {
-            let upstream_id = dialect::wire(dialect)
-                .reply_id(&json)
-                .map(|id| redactor.redact(id));
-            let body = (dialect == Dialect::Openai).then(|| redacted(json, &redactor));
+            // The pass-through needs no id; a rendered reply is named after
+            // the upstream's.
+            let (body, upstream_id) = if dialect == Dialect::Openai {
+                (Some(redacted(json, &redactor)), None)
+            } else {
+                let id = dialect::wire(dialect).reply_id(&json);
+                (None, id.map(|id| redactor.redact(id)))
+            };
             Completion {
                 reply: redacted_reply(reply, &redactor),
                 dialect,

@@ -21,10 +21,7 @@ use serde_json::{Value, json};
 use crate::route::domain::{Exhausted, RouteError, StreamEvent};
 use crate::route::send::Completion;
 use crate::upstream::classify::ErrorClass;
-use crate::upstream::dialect::{
-    ChatReply, ChatRequest, Dialect, ReplyDelta, completion_id, openai_finish_reason, unix_now,
-    usage_json,
-};
+use crate::upstream::dialect::{ChatReply, ChatRequest, Dialect, ReplyDelta, Usage};
 
 use super::BodyLimit;
 
@@ -282,6 +279,42 @@ fn completion(reply: &ChatReply, id: &str, model: &str) -> Value {
     out
 }
 
+/// `chatcmpl-` and the upstream's id, or a random one when it gave none.
+fn completion_id(upstream: Option<&str>) -> String {
+    match upstream.filter(|s| !s.is_empty()) {
+        Some(id) => format!("chatcmpl-{id}"),
+        None => format!("chatcmpl-{:016x}", rand::random::<u64>()),
+    }
+}
+
+/// Seconds since the Unix epoch, for `created`.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// OpenAI's `usage` object, when both counts are known.
+fn usage_json(u: Usage) -> Option<Value> {
+    let (Some(p), Some(c)) = (u.input_tokens, u.output_tokens) else {
+        return None;
+    };
+    Some(json!({"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}))
+}
+
+/// A provider's finish or stop reason as one of OpenAI's: `stop`,
+/// `length`, `content_filter` or `tool_calls`. Anything unrecognised ends
+/// normally, as `stop`.
+pub fn openai_finish_reason(reason: &str) -> &'static str {
+    match reason {
+        "length" | "max_tokens" | "MAX_TOKENS" | "model_context_window_exceeded" => "length",
+        "content_filter" | "refusal" | "SAFETY" | "RECITATION" | "BLOCKLIST"
+        | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY" => "content_filter",
+        "tool_calls" | "function_call" | "tool_use" => "tool_calls",
+        _ => "stop",
+    }
+}
+
 /// One chunk as a server-sent event.
 pub fn sse_chunk(chunk: &serde_json::Value) -> String {
     format!("data: {chunk}\n\n")
@@ -416,7 +449,7 @@ mod tests {
     use super::*;
     use crate::route::domain::Attempt;
     use crate::upstream::dialect::{
-        self, ProviderError, ReplyError, Usage, chunk_stream, map_byte_stream, parse_success, wire,
+        self, ProviderError, ReplyError, chunk_stream, map_byte_stream, parse_success, wire,
     };
     use eventsource_stream::Event;
     use futures_util::StreamExt;
@@ -925,5 +958,26 @@ mod tests {
         let items: Vec<StreamItem> = m.render(items.into_iter().map(Result::unwrap));
         assert_eq!(joined(&items, "content"), "Hello there!");
         assert_eq!(items.last(), Some(&StreamItem::Done));
+    }
+
+    #[test]
+    fn finish_reasons_map_to_openai_values() {
+        for (from, to) in [
+            ("end_turn", "stop"),
+            ("stop_sequence", "stop"),
+            ("STOP", "stop"),
+            ("stop", "stop"),
+            ("max_tokens", "length"),
+            ("MAX_TOKENS", "length"),
+            ("length", "length"),
+            ("SAFETY", "content_filter"),
+            ("RECITATION", "content_filter"),
+            ("refusal", "content_filter"),
+            ("tool_use", "tool_calls"),
+            ("tool_calls", "tool_calls"),
+            ("FINISH_REASON_UNSPECIFIED", "stop"),
+        ] {
+            assert_eq!(openai_finish_reason(from), to, "{from}");
+        }
     }
 }

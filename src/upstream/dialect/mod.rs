@@ -25,7 +25,6 @@
 mod anthropic;
 mod gemini;
 mod openai;
-mod reply;
 mod request;
 mod stream;
 
@@ -39,7 +38,6 @@ use crate::upstream::secret::Secret;
 pub use anthropic::Anthropic;
 pub use gemini::Gemini;
 pub use openai::OpenAi;
-pub use reply::{completion_id, openai_finish_reason, unix_now, usage_json};
 pub use request::{
     ChatMessage, ChatRequest, Content, DEFAULT_ESTIMATED_COMPLETION_TOKENS, ROLES, RequestError,
 };
