@@ -260,4 +260,53 @@ mod tests {
             None
         );
     }
+
+    #[test]
+    fn deltas_become_events_and_only_full_usage_corrects() {
+        let usage = |i, o| Usage {
+            input_tokens: i,
+            output_tokens: o,
+        };
+        assert!(matches!(
+            StreamEvent::from_delta(ReplyDelta::Usage(usage(Some(25), Some(15)))),
+            StreamEvent::Usage {
+                tokens: Some(40),
+                chunk: None,
+                ..
+            }
+        ));
+        assert!(matches!(
+            StreamEvent::from_delta(ReplyDelta::Usage(usage(Some(25), None))),
+            StreamEvent::Usage { tokens: None, .. }
+        ));
+        let native = serde_json::json!({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 6, "total_tokens": 10}});
+        match StreamEvent::from_delta(ReplyDelta::Native(native.clone())) {
+            StreamEvent::Usage {
+                tokens,
+                counts,
+                chunk,
+            } => {
+                assert_eq!(tokens, Some(10));
+                assert_eq!(counts, usage(Some(4), Some(6)));
+                assert_eq!(chunk, Some(native));
+            }
+            other => panic!("{other:?}"),
+        }
+        let content = serde_json::json!({"choices": [{"index": 0, "delta": {"content": "x"}}]});
+        assert!(matches!(
+            StreamEvent::from_delta(ReplyDelta::Native(content)),
+            StreamEvent::Native(_)
+        ));
+        assert!(matches!(
+            StreamEvent::from_delta(ReplyDelta::Error(crate::upstream::dialect::ProviderError {
+                message: "boom".into(),
+                ..Default::default()
+            })),
+            StreamEvent::Failed(m) if m == "boom"
+        ));
+        assert!(matches!(
+            StreamEvent::from_delta(ReplyDelta::Text("hi".into())),
+            StreamEvent::Delta(ReplyDelta::Text(t)) if t == "hi"
+        ));
+    }
 }

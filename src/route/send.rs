@@ -371,4 +371,30 @@ mod tests {
         assert!(!out.reasoning.unwrap().contains(key));
         assert_eq!(out.finish_reason.as_deref(), Some("stop"));
     }
+
+    #[test]
+    fn stream_deltas_are_redacted_wherever_a_key_can_hide() {
+        let key = "sk-test-0123456789abcdef0123";
+        let redactor = Redactor::new([Secret::new(key.to_string())]);
+        let native = serde_json::json!({"choices": [{"delta": {"content": format!("k={key}")}}]});
+        for d in [
+            ReplyDelta::Text(format!("k={key}")),
+            ReplyDelta::Reasoning(format!("k={key}")),
+            ReplyDelta::Start {
+                id: Some(key.to_string()),
+            },
+            ReplyDelta::Native(native),
+            ReplyDelta::Error(dialect::ProviderError {
+                message: format!("bad key {key}"),
+                ..Default::default()
+            }),
+        ] {
+            let out = format!("{:?}", redacted_delta(d, &redactor));
+            assert!(!out.contains(key), "{out}");
+        }
+        assert_eq!(
+            redacted_delta(ReplyDelta::Text("plain".into()), &redactor),
+            ReplyDelta::Text("plain".into())
+        );
+    }
 }
