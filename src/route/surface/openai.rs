@@ -403,10 +403,16 @@ impl ChunkWriter {
         })
     }
 
-    /// One choice's chunk; the first one the client gets names the role.
+    /// One choice's chunk; the first one the client gets names the role,
+    /// ahead of the rest of the delta, as OpenAI itself writes it.
     fn choice(&mut self, mut delta: Value, finish_reason: Value) -> Value {
         if !self.role_sent {
-            delta["role"] = json!("assistant");
+            let mut first = serde_json::Map::new();
+            first.insert("role".into(), json!("assistant"));
+            if let Value::Object(rest) = delta {
+                first.extend(rest);
+            }
+            delta = Value::Object(first);
             self.role_sent = true;
         }
         self.frame(json!([{
@@ -979,5 +985,15 @@ mod tests {
         ] {
             assert_eq!(openai_finish_reason(from), to, "{from}");
         }
+    }
+
+    #[tokio::test]
+    async fn the_first_rendered_chunk_names_the_role_first() {
+        let items = run(Dialect::Anthropic, ANTHROPIC, false).await;
+        let first = serde_json::to_string(&chunks(&items)[0]["choices"][0]["delta"]).unwrap();
+        assert_eq!(first, r#"{"role":"assistant","content":""}"#);
+        let items = run(Dialect::Gemini, GEMINI, false).await;
+        let first = serde_json::to_string(&chunks(&items)[0]["choices"][0]["delta"]).unwrap();
+        assert!(first.starts_with(r#"{"role":"assistant","#), "{first}");
     }
 }
