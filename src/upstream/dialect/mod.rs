@@ -337,8 +337,8 @@ pub fn parse_reply(dialect: Dialect, body: &[u8]) -> Result<ChatReply, ReplyErro
 }
 
 /// Parse a 2xx body into a reply for `dialect`, keeping the parsed JSON so
-/// that `route` can turn it into the client's reply without parsing the
-/// body a second time ([`reply_to_openai`]).
+/// that `route` can pass it through or read its id ([`Wire::reply_id`])
+/// without parsing the body a second time.
 pub fn parse_success(dialect: Dialect, body: &[u8]) -> Result<(ChatReply, Value), ReplyError> {
     let json = success_json(body)?;
     let reply = wire(dialect).parse_reply(&json)?;
