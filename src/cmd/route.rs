@@ -157,19 +157,21 @@ fn one_shot(rt: &tokio::runtime::Runtime, engine: Arc<Engine>, a: &RouteArgs) ->
     engine.save_if_dirty()?;
     match result {
         Ok(s) => {
+            let fallbacks = s.fallbacks();
+            let body = openai::completion_body(s.value);
             if a.json {
                 output::print_json(&json!({
                     "routed_via": s.via,
-                    "fallback_attempts": s.fallbacks(),
+                    "fallback_attempts": fallbacks,
                     "attempts": s.attempts,
-                    "response": s.value.body,
+                    "response": body,
                 }))?;
             } else {
-                output::println(&answer_text(&s.value.body))?;
+                output::println(&answer_text(&body))?;
             }
             let mut via = format!("via {}", s.via);
-            if s.fallbacks() > 0 {
-                via.push_str(&format!(" after {} failed attempt(s)", s.fallbacks()));
+            if fallbacks > 0 {
+                via.push_str(&format!(" after {} failed attempt(s)", fallbacks));
             }
             if !s.attempts.is_empty() {
                 via.push_str(&format!(": {}", trail(&s.attempts, 300)));

@@ -3,15 +3,16 @@
 //! ([`StreamEvent`]). Each inbound surface (the OpenAI server
 //! today, see [`crate::route::surface`]) renders it in its own shape, and
 //! the one-shot command maps errors to exit codes; so nothing here names
-//! an HTTP type or an exit status. Stream chunks are still OpenAI JSON
-//! (the dialects' stream mappers make them); only the usage and failure
-//! events the engine learns from are picked out of them.
+//! an HTTP type or an exit status. A stream is the dialect's
+//! [`ReplyDelta`]s, except the same-dialect pass-through, whose upstream
+//! events travel as they came with only usage picked out of them.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::upstream::classify::ErrorClass;
+use crate::upstream::dialect::{ReplyDelta, Usage};
 
 /// Why a request was not served.
 #[derive(Debug, Clone, PartialEq)]
@@ -156,18 +157,25 @@ pub fn trail(attempts: &[Attempt], cap: usize) -> String {
     out
 }
 
-/// What a served stream carries next. A chunk is OpenAI-shaped: the
-/// upstream's own for the same-dialect pass-through, or the stream
-/// mapper's for the others.
+/// What a served stream carries next: the reply's deltas in no surface's
+/// shape, or, for the same-dialect pass-through, the upstream's own
+/// events; the usage the engine corrects reservations with; the end.
 #[derive(Debug)]
 pub enum StreamEvent {
-    Chunk(Value),
-    /// The usage-only chunk (no choices): what the reply used, which
-    /// corrects the request's token estimate ([`crate::route::engine::Engine::watch_stream`]),
-    /// and the chunk, for a client that asked for it.
+    /// Reply content ([`ReplyDelta::Start`], `Text`, `Reasoning`,
+    /// `Finish`), for each surface to render.
+    Delta(ReplyDelta),
+    /// The upstream's own event (an OpenAI chunk), passed on as it came to
+    /// a surface that speaks its dialect.
+    Native(Value),
+    /// What the reply used, which corrects the request's token estimate
+    /// ([`crate::route::engine::Engine::watch_stream`]): `tokens` when
+    /// both counts are known, the counts, and the upstream's own usage
+    /// chunk when it passes natively.
     Usage {
         tokens: Option<u64>,
-        chunk: Value,
+        counts: Usage,
+        chunk: Option<Value>,
     },
     /// The upstream failed after the first byte; the message is redacted.
     Failed(String),
@@ -177,18 +185,41 @@ pub enum StreamEvent {
 }
 
 impl StreamEvent {
-    /// A chunk as the event it is: the usage-only one is
-    /// [`StreamEvent::Usage`].
+    /// A native OpenAI chunk as the event it is: the usage-only one (no
+    /// choices) is [`StreamEvent::Usage`]; a cheap look at two fields, so
+    /// the pass-through stays lean.
     pub fn from_chunk(v: Value) -> StreamEvent {
         let usage_only = v["choices"].as_array().is_none_or(|c| c.is_empty())
             && v.get("usage").is_some_and(|u| !u.is_null());
         if usage_only {
+            let u = &v["usage"];
             StreamEvent::Usage {
-                tokens: v["usage"]["total_tokens"].as_u64(),
-                chunk: v,
+                tokens: u["total_tokens"].as_u64(),
+                counts: Usage {
+                    input_tokens: u["prompt_tokens"].as_u64(),
+                    output_tokens: u["completion_tokens"].as_u64(),
+                },
+                chunk: Some(v),
             }
         } else {
-            StreamEvent::Chunk(v)
+            StreamEvent::Native(v)
+        }
+    }
+
+    /// A dialect's delta as the event it is. An error is
+    /// [`StreamEvent::Failed`] with the provider's words.
+    pub fn from_delta(d: ReplyDelta) -> StreamEvent {
+        match d {
+            ReplyDelta::Native(v) => StreamEvent::from_chunk(v),
+            ReplyDelta::Usage(u) => StreamEvent::Usage {
+                // Only a full count corrects the estimate, as it always has.
+                tokens: u.input_tokens.zip(u.output_tokens).map(|(i, o)| i + o),
+                counts: u,
+                chunk: None,
+            },
+            ReplyDelta::Error(e) => StreamEvent::Failed(e.message),
+            ReplyDelta::Done => StreamEvent::Done,
+            d => StreamEvent::Delta(d),
         }
     }
 }
@@ -228,5 +259,54 @@ mod tests {
             .retry_at(),
             None
         );
+    }
+
+    #[test]
+    fn deltas_become_events_and_only_full_usage_corrects() {
+        let usage = |i, o| Usage {
+            input_tokens: i,
+            output_tokens: o,
+        };
+        assert!(matches!(
+            StreamEvent::from_delta(ReplyDelta::Usage(usage(Some(25), Some(15)))),
+            StreamEvent::Usage {
+                tokens: Some(40),
+                chunk: None,
+                ..
+            }
+        ));
+        assert!(matches!(
+            StreamEvent::from_delta(ReplyDelta::Usage(usage(Some(25), None))),
+            StreamEvent::Usage { tokens: None, .. }
+        ));
+        let native = serde_json::json!({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 6, "total_tokens": 10}});
+        match StreamEvent::from_delta(ReplyDelta::Native(native.clone())) {
+            StreamEvent::Usage {
+                tokens,
+                counts,
+                chunk,
+            } => {
+                assert_eq!(tokens, Some(10));
+                assert_eq!(counts, usage(Some(4), Some(6)));
+                assert_eq!(chunk, Some(native));
+            }
+            other => panic!("{other:?}"),
+        }
+        let content = serde_json::json!({"choices": [{"index": 0, "delta": {"content": "x"}}]});
+        assert!(matches!(
+            StreamEvent::from_delta(ReplyDelta::Native(content)),
+            StreamEvent::Native(_)
+        ));
+        assert!(matches!(
+            StreamEvent::from_delta(ReplyDelta::Error(crate::upstream::dialect::ProviderError {
+                message: "boom".into(),
+                ..Default::default()
+            })),
+            StreamEvent::Failed(m) if m == "boom"
+        ));
+        assert!(matches!(
+            StreamEvent::from_delta(ReplyDelta::Text("hi".into())),
+            StreamEvent::Delta(ReplyDelta::Text(t)) if t == "hi"
+        ));
     }
 }

@@ -420,6 +420,7 @@ impl Engine {
         events.map(move |ev| match ev {
             StreamEvent::Usage {
                 tokens: Some(t),
+                counts,
                 chunk,
             } => {
                 if let Some(r) = reservation.as_mut() {
@@ -427,6 +428,7 @@ impl Engine {
                 }
                 StreamEvent::Usage {
                     tokens: Some(t),
+                    counts,
                     chunk,
                 }
             }

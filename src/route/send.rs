@@ -1,6 +1,6 @@
 //! One attempt on one candidate with one key: build the wire request
 //! through the candidate's dialect, send it, and read back either a reply
-//! in OpenAI JSON or an [`UpstreamError`] for the engine to act on.
+//! ([`Completion`]) or an [`UpstreamError`] for the engine to act on.
 //! Streaming attempts return once the first event has arrived, so that a
 //! failure before the first byte to the client can still fall over.
 
@@ -12,7 +12,9 @@ use serde_json::Value;
 
 use crate::catalog::ApiKey;
 use crate::upstream::classify::{self, ErrorClass, UpstreamError};
-use crate::upstream::dialect::{self, ChatReply, ChatRequest, StreamItem, StreamMapper, Usage};
+use crate::upstream::dialect::{
+    self, ChatReply, ChatRequest, Dialect, ReplyDelta, StreamMapper, Usage,
+};
 use crate::upstream::http;
 use crate::upstream::secret::Redactor;
 
@@ -21,14 +23,23 @@ pub use super::domain::StreamEvent;
 use super::engine::{Engine, Sent};
 use crate::clock::Clock;
 
-/// A complete reply: the parsed [`ChatReply`] (text, reasoning, finish
-/// reason, usage) for any surface to render, and the body in OpenAI
-/// `chat.completion` form, which for an OpenAI upstream is its own JSON,
-/// passed through. Both are redacted.
+/// A complete reply, in no surface's shape: the parsed [`ChatReply`]
+/// (text, reasoning, finish reason, usage) for any surface to render, and,
+/// for the same-dialect pass-through, the upstream's own body. Both are
+/// redacted.
 #[derive(Debug)]
 pub struct Completion {
-    pub body: Value,
     pub reply: ChatReply,
+    /// The dialect the upstream spoke.
+    pub dialect: Dialect,
+    /// The upstream's body as JSON, for a surface that speaks `dialect`
+    /// and passes it on as it came. Kept only for OpenAI upstreams, the
+    /// one dialect a surface speaks today, so others cost no redaction.
+    pub body: Option<Value>,
+    /// The upstream's id for the reply, if it gave one.
+    pub upstream_id: Option<String>,
+    /// The candidate's model id, which a rendered reply names.
+    pub model: String,
 }
 
 /// The request as this candidate needs it: its own model id.
@@ -81,11 +92,20 @@ pub async fn complete(
     };
     let result =
         classify::read_reply(dialect, &resp, &redactor, clock.now()).map(|(reply, json)| {
-            let mut body = dialect::openai_reply(dialect, &reply, json, &c.model);
-            redact_value(&mut body, &redactor);
+            // The pass-through needs no id; a rendered reply is named after
+            // the upstream's.
+            let (body, upstream_id) = if dialect == Dialect::Openai {
+                (Some(redacted(json, &redactor)), None)
+            } else {
+                let id = dialect::wire(dialect).reply_id(&json);
+                (None, id.map(|id| redactor.redact(id)))
+            };
             Completion {
-                body,
                 reply: redacted_reply(reply, &redactor),
+                dialect,
+                body,
+                upstream_id,
+                model: c.model.clone(),
             }
         });
     let tokens = result
@@ -108,13 +128,15 @@ pub fn total_tokens(u: Option<Usage>) -> Option<u64> {
     }
 }
 
-/// OpenAI chunks (or an in-stream failure) as they arrive.
+/// A served stream's events (or an in-stream failure) as they arrive.
 pub type ChunkStream = Pin<Box<dyn Stream<Item = StreamEvent> + Send>>;
 
-/// A streaming attempt that has produced its first chunk.
+/// A streaming attempt that has produced its first event.
 pub struct Opened {
-    pub first: Vec<Value>,
+    pub first: Vec<StreamEvent>,
     pub rest: ChunkStream,
+    /// The candidate's model id, which rendered chunks name.
+    pub model: String,
 }
 
 /// A streaming attempt: returns once the first chunk has arrived, so any
@@ -193,9 +215,11 @@ async fn open_stream_inner(
                 }),
         );
     }
-    // Always ask the mapper for usage, to correct the token estimate; the
-    // server forwards the usage chunk only to a client that asked for it.
-    let mapper = StreamMapper::new(dialect, &c.model).include_usage(true);
+    // The one surface speaks OpenAI, so an OpenAI upstream's chunks pass
+    // through natively; the usage chunk, which the OpenAI dialect always
+    // asks for, corrects the token estimate and reaches only a client
+    // that asked for it.
+    let mapper = StreamMapper::new(dialect).native(dialect == Dialect::Openai);
     let mut items: ItemStream = Box::pin(dialect::chunk_stream(resp, mapper));
     let fail = |class: ErrorClass, message: String| UpstreamError {
         status: Some(status),
@@ -213,7 +237,7 @@ async fn open_stream_inner(
                 format!("no first chunk within {}", http::human_duration(first_wait)),
             ));
         }
-        Ok(None) | Ok(Some(Ok(StreamItem::Done))) => {
+        Ok(None) | Ok(Some(Ok(ReplyDelta::Done))) => {
             return Err(fail(
                 ErrorClass::ServerError,
                 "the stream ended before its first chunk".into(),
@@ -225,21 +249,22 @@ async fn open_stream_inner(
                 format!("the stream broke before its first chunk: {t}"),
             ));
         }
-        Ok(Some(Ok(StreamItem::Error(pe)))) => {
+        Ok(Some(Ok(ReplyDelta::Error(pe)))) => {
             return Err(fail(
                 ErrorClass::ServerError,
                 format!("error in the stream: {}", pe.message),
             ));
         }
-        Ok(Some(Ok(StreamItem::Chunk(v)))) => redacted(v, &redactor),
+        Ok(Some(Ok(d))) => StreamEvent::from_delta(redacted_delta(d, &redactor)),
     };
     Ok(Opened {
         first: vec![first],
         rest: client_events(items, std::sync::Arc::new(redactor.into_owned()), idle),
+        model: c.model.clone(),
     })
 }
 
-type ItemStream = Pin<Box<dyn Stream<Item = Result<StreamItem, http::TransportError>> + Send>>;
+type ItemStream = Pin<Box<dyn Stream<Item = Result<ReplyDelta, http::TransportError>> + Send>>;
 
 /// The rest of an upstream stream as client events, with the idle timeout
 /// and redaction applied, always ending in `Done`, `Failed` or `Stalled`.
@@ -255,13 +280,13 @@ fn client_events(
             let ev = match tokio::time::timeout(idle, items.next()).await {
                 Err(_) => StreamEvent::Stalled,
                 Ok(None) => StreamEvent::Done,
-                Ok(Some(Ok(StreamItem::Chunk(v)))) => {
-                    let ev = StreamEvent::from_chunk(redacted(v, &redactor));
-                    return Some((ev, Some(items)));
-                }
-                Ok(Some(Ok(StreamItem::Done))) => StreamEvent::Done,
-                Ok(Some(Ok(StreamItem::Error(pe)))) => {
+                Ok(Some(Ok(ReplyDelta::Done))) => StreamEvent::Done,
+                Ok(Some(Ok(ReplyDelta::Error(pe)))) => {
                     StreamEvent::Failed(redactor.redact(&pe.message))
+                }
+                Ok(Some(Ok(d))) => {
+                    let ev = StreamEvent::from_delta(redacted_delta(d, &redactor));
+                    return Some((ev, Some(items)));
                 }
                 Ok(Some(Err(t))) => StreamEvent::Failed(redactor.redact(&t.to_string())),
             };
@@ -277,6 +302,26 @@ fn client_events(
 fn redacted(mut v: Value, redactor: &Redactor) -> Value {
     redact_value(&mut v, redactor);
     v
+}
+
+/// `d` with keys masked in every string it carries: an upstream may echo
+/// a key in any of them. Strings with nothing to mask are not copied.
+fn redacted_delta(mut d: ReplyDelta, redactor: &Redactor) -> ReplyDelta {
+    let mask = |s: &mut String| {
+        if let std::borrow::Cow::Owned(masked) = redactor.redact_cow(s) {
+            *s = masked;
+        }
+    };
+    match &mut d {
+        ReplyDelta::Native(v) => redact_value(v, redactor),
+        ReplyDelta::Start { id: Some(s) }
+        | ReplyDelta::Text(s)
+        | ReplyDelta::Reasoning(s)
+        | ReplyDelta::Finish(s) => mask(s),
+        ReplyDelta::Error(e) => mask(&mut e.message),
+        ReplyDelta::Start { id: None } | ReplyDelta::Usage(_) | ReplyDelta::Done => {}
+    }
+    d
 }
 
 /// `reply` with keys masked in its text and reasoning: an upstream may
@@ -325,5 +370,31 @@ mod tests {
         assert!(out.text.starts_with("your key is "), "{}", out.text);
         assert!(!out.reasoning.unwrap().contains(key));
         assert_eq!(out.finish_reason.as_deref(), Some("stop"));
+    }
+
+    #[test]
+    fn stream_deltas_are_redacted_wherever_a_key_can_hide() {
+        let key = "sk-test-0123456789abcdef0123";
+        let redactor = Redactor::new([Secret::new(key.to_string())]);
+        let native = serde_json::json!({"choices": [{"delta": {"content": format!("k={key}")}}]});
+        for d in [
+            ReplyDelta::Text(format!("k={key}")),
+            ReplyDelta::Reasoning(format!("k={key}")),
+            ReplyDelta::Start {
+                id: Some(key.to_string()),
+            },
+            ReplyDelta::Native(native),
+            ReplyDelta::Error(dialect::ProviderError {
+                message: format!("bad key {key}"),
+                ..Default::default()
+            }),
+        ] {
+            let out = format!("{:?}", redacted_delta(d, &redactor));
+            assert!(!out.contains(key), "{out}");
+        }
+        assert_eq!(
+            redacted_delta(ReplyDelta::Text("plain".into()), &redactor),
+            ReplyDelta::Text("plain".into())
+        );
     }
 }

@@ -28,7 +28,7 @@ use crate::upstream::dialect::ChatRequest;
 use crate::upstream::secret::Secret;
 
 use super::engine::{Attempt, Engine, Exhausted, trail};
-use super::send::{self, StreamEvent};
+use super::send;
 use super::status::{RouteSnapshot, Source, Want};
 use super::surface::BodyLimit;
 use super::surface::openai::{self, ChatBody};
@@ -208,7 +208,7 @@ async fn complete(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) 
         .await;
     match served {
         Ok(s) => {
-            let mut resp = axum::Json(s.value.body).into_response();
+            let mut resp = axum::Json(openai::completion_body(s.value)).into_response();
             routed_headers(resp.headers_mut(), Some(&s.via), &s.attempts);
             resp
         }
@@ -253,9 +253,10 @@ async fn stream(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) ->
         Ok(s) => s,
         Err(x) => return exhausted(&engine, x),
     };
-    let first = futures_util::stream::iter(s.value.first.into_iter().map(StreamEvent::from_chunk));
+    let first = futures_util::stream::iter(s.value.first);
     let events = engine.watch_stream(s.target.clone(), s.reservation, first.chain(s.value.rest));
-    let mut resp = openai::event_stream(events, wants_usage);
+    let writer = openai::ChunkWriter::new(&s.value.model, wants_usage);
+    let mut resp = openai::event_stream(events, writer);
     routed_headers(resp.headers_mut(), Some(&s.via), &s.attempts);
     resp
 }

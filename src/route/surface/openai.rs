@@ -16,11 +16,12 @@ use axum::extract::{FromRef, FromRequest, Request};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::route::domain::{Exhausted, RouteError, StreamEvent};
+use crate::route::send::Completion;
 use crate::upstream::classify::ErrorClass;
-use crate::upstream::dialect::ChatRequest;
+use crate::upstream::dialect::{ChatReply, ChatRequest, Dialect, ReplyDelta, Usage};
 
 use super::BodyLimit;
 
@@ -241,6 +242,79 @@ pub fn request_timeout(timeout: std::time::Duration) -> ApiError {
     )
 }
 
+/// A completion as OpenAI's `chat.completion` JSON. An OpenAI upstream's
+/// body passes through as it came (route says where it went in headers,
+/// not by rewriting bodies). Any other is rendered from its reply: `id`,
+/// `object`, `created`, `model` (the candidate's), one choice with
+/// `message{role:"assistant",content}` (plus `reasoning_content` when the
+/// provider returned reasoning), `finish_reason` mapped by
+/// [`openai_finish_reason`], and `usage` when the provider reported both
+/// token counts.
+pub fn completion_body(c: Completion) -> Value {
+    match c.body {
+        Some(body) if c.dialect == Dialect::Openai => body,
+        _ => completion(&c.reply, &completion_id(c.upstream_id.as_deref()), &c.model),
+    }
+}
+
+fn completion(reply: &ChatReply, id: &str, model: &str) -> Value {
+    let mut message = json!({"role": "assistant", "content": reply.text});
+    if let Some(r) = &reply.reasoning {
+        message["reasoning_content"] = json!(r);
+    }
+    let mut out = json!({
+        "id": id,
+        "object": "chat.completion",
+        "created": unix_now(),
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": message,
+            "finish_reason": reply.finish_reason.as_deref().map(openai_finish_reason),
+        }],
+    });
+    if let Some(u) = reply.usage.and_then(usage_json) {
+        out["usage"] = u;
+    }
+    out
+}
+
+/// `chatcmpl-` and the upstream's id, or a random one when it gave none.
+fn completion_id(upstream: Option<&str>) -> String {
+    match upstream.filter(|s| !s.is_empty()) {
+        Some(id) => format!("chatcmpl-{id}"),
+        None => format!("chatcmpl-{:016x}", rand::random::<u64>()),
+    }
+}
+
+/// Seconds since the Unix epoch, for `created`.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// OpenAI's `usage` object, when both counts are known.
+fn usage_json(u: Usage) -> Option<Value> {
+    let (Some(p), Some(c)) = (u.input_tokens, u.output_tokens) else {
+        return None;
+    };
+    Some(json!({"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}))
+}
+
+/// A provider's finish or stop reason as one of OpenAI's: `stop`,
+/// `length`, `content_filter` or `tool_calls`. Anything unrecognised ends
+/// normally, as `stop`.
+pub fn openai_finish_reason(reason: &str) -> &'static str {
+    match reason {
+        "length" | "max_tokens" | "MAX_TOKENS" | "model_context_window_exceeded" => "length",
+        "content_filter" | "refusal" | "SAFETY" | "RECITATION" | "BLOCKLIST"
+        | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY" => "content_filter",
+        "tool_calls" | "function_call" | "tool_use" => "tool_calls",
+        _ => "stop",
+    }
+}
+
 /// One chunk as a server-sent event.
 pub fn sse_chunk(chunk: &serde_json::Value) -> String {
     format!("data: {chunk}\n\n")
@@ -255,21 +329,114 @@ pub fn stream_error(message: &str) -> String {
     format!("data: {ev}\n\n{SSE_DONE}")
 }
 
+/// Writes one served stream's events as `chat.completion.chunk`s. An
+/// OpenAI upstream's chunks pass through as they came (the same-dialect
+/// pass-through: nothing parsed or rebuilt here); any other's deltas
+/// become chunks that share one `id`, `created` and `model`, the first
+/// naming the role `assistant`, and the usage chunk is written only for a
+/// client that asked for it (`stream_options.include_usage`).
+#[derive(Debug)]
+pub struct ChunkWriter {
+    id: String,
+    created: u64,
+    model: String,
+    wants_usage: bool,
+    role_sent: bool,
+}
+
+impl ChunkWriter {
+    /// For a reply from `model` (the candidate's id), to a client that
+    /// asked for the usage chunk or not.
+    pub fn new(model: &str, wants_usage: bool) -> ChunkWriter {
+        ChunkWriter {
+            id: completion_id(None),
+            created: unix_now(),
+            model: model.to_string(),
+            wants_usage,
+            role_sent: false,
+        }
+    }
+
+    /// The chunk `ev` becomes, if any. The end and failures are not
+    /// chunks: [`event_stream`] writes them.
+    pub fn chunk(&mut self, ev: StreamEvent) -> Option<Value> {
+        match ev {
+            StreamEvent::Native(v) => Some(v),
+            StreamEvent::Usage { chunk: Some(c), .. } => self.wants_usage.then_some(c),
+            StreamEvent::Usage { counts, .. } => {
+                let usage = usage_json(counts).filter(|_| self.wants_usage)?;
+                let mut c = self.frame(json!([]));
+                c["usage"] = usage;
+                Some(c)
+            }
+            StreamEvent::Delta(d) => match d {
+                ReplyDelta::Start { id } => {
+                    if id.is_some() {
+                        self.id = completion_id(id.as_deref());
+                    }
+                    None
+                }
+                ReplyDelta::Text(t) => Some(self.choice(json!({"content": t}), Value::Null)),
+                ReplyDelta::Reasoning(r) => {
+                    Some(self.choice(json!({"reasoning_content": r}), Value::Null))
+                }
+                ReplyDelta::Finish(reason) => {
+                    Some(self.choice(json!({}), json!(openai_finish_reason(&reason))))
+                }
+                // Carried by the events above, never as deltas.
+                ReplyDelta::Usage(_)
+                | ReplyDelta::Native(_)
+                | ReplyDelta::Error(_)
+                | ReplyDelta::Done => None,
+            },
+            StreamEvent::Failed(_) | StreamEvent::Stalled | StreamEvent::Done => None,
+        }
+    }
+
+    fn frame(&self, choices: Value) -> Value {
+        json!({
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": choices,
+        })
+    }
+
+    /// One choice's chunk; the first one the client gets names the role,
+    /// ahead of the rest of the delta, as OpenAI itself writes it.
+    fn choice(&mut self, mut delta: Value, finish_reason: Value) -> Value {
+        if !self.role_sent {
+            let mut first = serde_json::Map::new();
+            first.insert("role".into(), json!("assistant"));
+            if let Value::Object(rest) = delta {
+                first.extend(rest);
+            }
+            delta = Value::Object(first);
+            self.role_sent = true;
+        }
+        self.frame(json!([{
+            "index": 0,
+            "delta": delta,
+            "finish_reason": finish_reason,
+        }]))
+    }
+}
+
 /// A served stream as an OpenAI `text/event-stream` response: chunks as
-/// `data:` events, the usage chunk only for a client that asked for it
-/// (`wants_usage`), a failure as an error event, and `data: [DONE]` last.
+/// `data:` events ([`ChunkWriter`]), a failure as an error event, and
+/// `data: [DONE]` last.
 pub fn event_stream(
     events: impl futures_util::Stream<Item = StreamEvent> + Send + 'static,
-    wants_usage: bool,
+    mut writer: ChunkWriter,
 ) -> Response {
     let body = futures_util::StreamExt::filter_map(events, move |ev| {
         let out = match ev {
-            StreamEvent::Chunk(v) => Some(sse_chunk(&v)),
-            StreamEvent::Usage { chunk, .. } => wants_usage.then(|| sse_chunk(&chunk)),
             StreamEvent::Done => Some(SSE_DONE.to_string()),
             StreamEvent::Failed(msg) => Some(stream_error(&msg)),
             // The engine turns a stall into a failure with its words.
             StreamEvent::Stalled => None,
+            ev => writer.chunk(ev).map(|c| sse_chunk(&c)),
         };
         std::future::ready(out.map(|text| Ok::<Bytes, std::convert::Infallible>(Bytes::from(text))))
     });
@@ -287,6 +454,12 @@ pub fn event_stream(
 mod tests {
     use super::*;
     use crate::route::domain::Attempt;
+    use crate::upstream::dialect::{
+        self, ProviderError, ReplyError, chunk_stream, map_byte_stream, parse_success, wire,
+    };
+    use eventsource_stream::Event;
+    use futures_util::StreamExt;
+    use std::convert::Infallible;
 
     fn exhausted(error: RouteError) -> Exhausted {
         Exhausted {
@@ -374,5 +547,453 @@ mod tests {
         assert!(text.starts_with("data: {\"error\":"), "{text}");
         assert!(text.contains("upstream_stream_failed"), "{text}");
         assert!(text.ends_with("\n\ndata: [DONE]\n\n"), "{text}");
+    }
+
+    /// What the non-streamed path does with a success body: parse it as
+    /// `send::complete` does, then render it.
+    fn reply_to_openai(dialect: Dialect, body: &[u8], model: &str) -> Result<Value, ReplyError> {
+        let (reply, json) = parse_success(dialect, body)?;
+        let upstream_id = wire(dialect).reply_id(&json).map(str::to_string);
+        Ok(completion_body(Completion {
+            reply,
+            dialect,
+            body: (dialect == Dialect::Openai).then_some(json),
+            upstream_id,
+            model: model.to_string(),
+        }))
+    }
+
+    #[test]
+    fn anthropic_reply_becomes_a_chat_completion() {
+        let body = br#"{"id":"msg_01","type":"message","role":"assistant","model":"claude-x","content":[{"type":"thinking","thinking":"hmm"},{"type":"text","text":"14"}],"stop_reason":"max_tokens","usage":{"input_tokens":10,"output_tokens":2}}"#;
+        let v = reply_to_openai(Dialect::Anthropic, body, "anthropic::claude-x").unwrap();
+        assert_eq!(v["id"], "chatcmpl-msg_01");
+        assert_eq!(v["object"], "chat.completion");
+        assert!(v["created"].as_u64().unwrap() > 1_700_000_000);
+        assert_eq!(v["model"], "anthropic::claude-x");
+        assert_eq!(
+            v["choices"][0],
+            json!({"index":0,"message":{"role":"assistant","content":"14","reasoning_content":"hmm"},"finish_reason":"length"})
+        );
+        assert_eq!(
+            v["usage"],
+            json!({"prompt_tokens":10,"completion_tokens":2,"total_tokens":12})
+        );
+    }
+
+    #[test]
+    fn gemini_reply_becomes_a_chat_completion() {
+        let body = br#"{"candidates":[{"content":{"role":"model","parts":[{"text":"1"},{"text":"4"}]},"finishReason":"SAFETY"}],"responseId":"abc"}"#;
+        let v = reply_to_openai(Dialect::Gemini, body, "gemini-2.5-flash").unwrap();
+        assert_eq!(v["id"], "chatcmpl-abc");
+        assert_eq!(v["choices"][0]["message"]["content"], "14");
+        assert_eq!(v["choices"][0]["finish_reason"], "content_filter");
+        assert!(
+            v["choices"][0]["message"]
+                .get("reasoning_content")
+                .is_none()
+        );
+        // Usage is left out when the provider did not report it.
+        assert!(v.get("usage").is_none());
+        let other = reply_to_openai(
+            Dialect::Gemini,
+            br#"{"candidates":[{"content":{"parts":[{"text":"x"}]}}]}"#,
+            "m",
+        )
+        .unwrap();
+        assert!(other["id"].as_str().unwrap().starts_with("chatcmpl-"));
+        assert_eq!(other["choices"][0]["finish_reason"], Value::Null);
+    }
+
+    #[test]
+    fn openai_reply_passes_through_unchanged() {
+        let body = br#"{"id":"gen-1","object":"chat.completion","model":"upstream/model","choices":[{"index":0,"message":{"role":"assistant","content":"14"},"finish_reason":"stop"}],"provider":"X"}"#;
+        let v = reply_to_openai(Dialect::Openai, body, "label").unwrap();
+        assert_eq!(v, serde_json::from_slice::<Value>(body).unwrap());
+    }
+
+    #[test]
+    fn errors_in_a_success_body_stay_errors() {
+        let body = br#"{"error":{"message":"Provider returned error","code":429,"metadata":{"raw":"slow down"}}}"#;
+        assert_eq!(
+            reply_to_openai(Dialect::Openai, body, "m"),
+            Err(ReplyError::Embedded(ProviderError {
+                message: "Provider returned error: slow down".into(),
+                code: None,
+                embedded_status: Some(429),
+            }))
+        );
+        let choice_error = br#"{"choices":[{"finish_reason":"error","error":{"message":"upstream died","code":502}}]}"#;
+        assert!(matches!(
+            reply_to_openai(Dialect::Openai, choice_error, "m"),
+            Err(ReplyError::Embedded(_))
+        ));
+        assert!(matches!(
+            reply_to_openai(Dialect::Anthropic, br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#, "m"),
+            Err(ReplyError::Embedded(e)) if e.code.as_deref() == Some("overloaded_error")
+        ));
+        assert_eq!(
+            reply_to_openai(Dialect::Gemini, b"", "m"),
+            Err(ReplyError::Empty)
+        );
+    }
+
+    // The stream tests: each dialect's recorded stream through its mapper
+    // and this surface's writer, as a served stream runs them.
+
+    /// What the client gets for one upstream event.
+    #[derive(Debug, Clone, PartialEq)]
+    enum StreamItem {
+        Chunk(Value),
+        Done,
+        Error(ProviderError),
+    }
+
+    /// The dialect's mapper and this surface's writer together, named as
+    /// the mapper was when it wrote OpenAI chunks itself. An OpenAI
+    /// upstream's chunks pass through natively, as in `send`.
+    struct StreamMapper {
+        inner: dialect::StreamMapper,
+        writer: ChunkWriter,
+    }
+
+    impl StreamMapper {
+        fn new(d: Dialect, model: &str) -> StreamMapper {
+            StreamMapper {
+                inner: dialect::StreamMapper::new(d).native(d == Dialect::Openai),
+                writer: ChunkWriter::new(model, false),
+            }
+        }
+
+        fn include_usage(mut self, yes: bool) -> StreamMapper {
+            self.writer.wants_usage = yes;
+            self
+        }
+
+        fn map(&mut self, ev: &Event) -> Vec<StreamItem> {
+            let deltas = self.inner.map(ev);
+            self.render(deltas)
+        }
+
+        fn finish(&mut self) -> Vec<StreamItem> {
+            let deltas = self.inner.finish();
+            self.render(deltas)
+        }
+
+        fn usage(&self) -> Option<Usage> {
+            self.inner.usage()
+        }
+
+        fn is_done(&self) -> bool {
+            self.inner.is_done()
+        }
+
+        fn render(&mut self, deltas: impl IntoIterator<Item = ReplyDelta>) -> Vec<StreamItem> {
+            deltas
+                .into_iter()
+                .filter_map(|d| match d {
+                    ReplyDelta::Error(e) => Some(StreamItem::Error(e)),
+                    ReplyDelta::Done => Some(StreamItem::Done),
+                    d => self
+                        .writer
+                        .chunk(StreamEvent::from_delta(d))
+                        .map(StreamItem::Chunk),
+                })
+                .collect()
+        }
+    }
+
+    const OPENAI: &str = include_str!("../../../tests/fixtures/streams/openai.sse");
+    const ANTHROPIC: &str = include_str!("../../../tests/fixtures/streams/anthropic.sse");
+    const ANTHROPIC_ERROR: &str =
+        include_str!("../../../tests/fixtures/streams/anthropic-error.sse");
+    const GEMINI: &str = include_str!("../../../tests/fixtures/streams/gemini.sse");
+
+    /// Run a recorded stream through the mapper, delivered in 7-byte
+    /// pieces so that events and lines are split across reads.
+    async fn run(dialect: Dialect, fixture: &str, include_usage: bool) -> Vec<StreamItem> {
+        let pieces: Vec<Result<Vec<u8>, Infallible>> = fixture
+            .as_bytes()
+            .chunks(7)
+            .map(|c| Ok(c.to_vec()))
+            .collect();
+        let mut m = StreamMapper::new(dialect, "p::model").include_usage(include_usage);
+        let deltas: Vec<ReplyDelta> = map_byte_stream(
+            futures_util::stream::iter(pieces),
+            m.inner.clone(),
+            |e| match e {},
+        )
+        .map(|r| r.unwrap())
+        .collect()
+        .await;
+        m.render(deltas)
+    }
+
+    fn chunks(items: &[StreamItem]) -> Vec<&Value> {
+        items
+            .iter()
+            .filter_map(|i| match i {
+                StreamItem::Chunk(c) => Some(c),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn joined(items: &[StreamItem], field: &str) -> String {
+        chunks(items)
+            .iter()
+            .filter_map(|c| c.pointer(&format!("/choices/0/delta/{field}"))?.as_str())
+            .collect()
+    }
+
+    fn finish_reasons(items: &[StreamItem]) -> Vec<&str> {
+        chunks(items)
+            .iter()
+            .filter_map(|c| c.pointer("/choices/0/finish_reason")?.as_str())
+            .collect()
+    }
+
+    /// What every OpenAI client relies on: one id, created and model; role
+    /// first; object chunk.
+    fn assert_consistent(items: &[StreamItem], model: &str) {
+        let cs = chunks(items);
+        assert_eq!(cs[0]["choices"][0]["delta"]["role"], "assistant");
+        for c in &cs {
+            assert_eq!(c["object"], "chat.completion.chunk");
+            assert_eq!(c["id"], cs[0]["id"]);
+            assert_eq!(c["created"], cs[0]["created"]);
+            assert_eq!(c["model"], model);
+        }
+    }
+
+    #[tokio::test]
+    async fn openai_chunks_pass_through_and_comments_vanish() {
+        let items = run(Dialect::Openai, OPENAI, false).await;
+        assert_eq!(items.last(), Some(&StreamItem::Done));
+        // Four chunks; the usage-only chunk is dropped because the client
+        // did not ask for it.
+        assert_eq!(chunks(&items).len(), 4);
+        assert_consistent(&items, "meta-llama/llama-3.3-70b-instruct:free");
+        assert_eq!(joined(&items, "content"), "Hello there");
+        assert_eq!(finish_reasons(&items), ["stop"]);
+        // Passed through untouched, OpenRouter's extra fields included.
+        assert_eq!(chunks(&items)[1]["provider"], "Together");
+
+        let with_usage = run(Dialect::Openai, OPENAI, true).await;
+        let cs = chunks(&with_usage);
+        assert_eq!(cs.len(), 5);
+        assert_eq!(cs[4]["choices"], json!([]));
+        assert_eq!(cs[4]["usage"]["total_tokens"], 14);
+    }
+
+    #[test]
+    fn openai_usage_is_recorded() {
+        let mut m = StreamMapper::new(Dialect::Openai, "x");
+        for block in OPENAI.split("\n\n").filter(|b| b.starts_with("data: ")) {
+            m.map(&Event {
+                data: block["data: ".len()..].to_string(),
+                event: "message".into(),
+                ..Event::default()
+            });
+        }
+        assert!(m.is_done());
+        assert_eq!(
+            m.usage(),
+            Some(Usage {
+                input_tokens: Some(12),
+                output_tokens: Some(2)
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn anthropic_events_become_chunks() {
+        let items = run(Dialect::Anthropic, ANTHROPIC, false).await;
+        assert_eq!(items.last(), Some(&StreamItem::Done));
+        assert_consistent(&items, "p::model");
+        let cs = chunks(&items);
+        assert_eq!(cs[0]["id"], "chatcmpl-msg_01XFDUDYJgAACzvnptvVoYEL");
+        assert_eq!(
+            cs[0]["choices"][0]["delta"],
+            json!({"role":"assistant","content":""})
+        );
+        assert_eq!(joined(&items, "content"), "Hello!");
+        assert_eq!(joined(&items, "reasoning_content"), "7 + 7 = 14.");
+        assert_eq!(finish_reasons(&items), ["stop"]);
+        // The finish reason is on the last chunk; pings and signatures
+        // made none.
+        assert_eq!(cs.last().unwrap()["choices"][0]["finish_reason"], "stop");
+        assert_eq!(cs.len(), 5);
+
+        let with_usage = run(Dialect::Anthropic, ANTHROPIC, true).await;
+        let last = *chunks(&with_usage).last().unwrap();
+        assert_eq!(last["choices"], json!([]));
+        assert_eq!(
+            last["usage"],
+            json!({"prompt_tokens":25,"completion_tokens":15,"total_tokens":40})
+        );
+    }
+
+    #[test]
+    fn anthropic_usage_comes_from_start_and_delta() {
+        let mut m = StreamMapper::new(Dialect::Anthropic, "x");
+        for block in ANTHROPIC.split("\n\n").filter(|b| !b.is_empty()) {
+            let (event, data) = block.split_once('\n').unwrap();
+            m.map(&Event {
+                event: event["event: ".len()..].into(),
+                data: data["data: ".len()..].into(),
+                ..Event::default()
+            });
+        }
+        assert_eq!(
+            m.usage(),
+            Some(Usage {
+                input_tokens: Some(25),
+                output_tokens: Some(15)
+            })
+        );
+        assert!(m.finish().is_empty(), "message_stop already ended it");
+    }
+
+    #[tokio::test]
+    async fn anthropic_error_event_is_an_error() {
+        let items = run(Dialect::Anthropic, ANTHROPIC_ERROR, false).await;
+        assert_eq!(joined(&items, "content"), "Hel");
+        match items.last() {
+            Some(StreamItem::Error(e)) => {
+                assert_eq!(e.code.as_deref(), Some("overloaded_error"));
+                assert_eq!(e.message, "Overloaded");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(!items.contains(&StreamItem::Done));
+    }
+
+    #[tokio::test]
+    async fn a_stream_cut_short_is_an_error_not_a_short_answer() {
+        let cut = &ANTHROPIC[..ANTHROPIC.find("event: message_delta").unwrap()];
+        let items = run(Dialect::Anthropic, cut, false).await;
+        assert!(
+            matches!(items.last(), Some(StreamItem::Error(e)) if e.message.contains("ended before")),
+            "{items:?}"
+        );
+        let cut = &OPENAI[..OPENAI.find(": keep-alive").unwrap()];
+        let items = run(Dialect::Openai, cut, false).await;
+        assert!(
+            matches!(items.last(), Some(StreamItem::Error(_))),
+            "{items:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn gemini_responses_become_chunks_and_eof_is_done() {
+        let items = run(Dialect::Gemini, GEMINI, false).await;
+        assert_eq!(items.last(), Some(&StreamItem::Done));
+        assert_consistent(&items, "p::model");
+        let cs = chunks(&items);
+        assert_eq!(cs[0]["id"], "chatcmpl-mAitaNbVGvyCmtkPqJ6GwAc");
+        assert_eq!(joined(&items, "content"), "Hello there!");
+        assert_eq!(joined(&items, "reasoning_content"), "Counting.");
+        assert_eq!(finish_reasons(&items), ["stop"]);
+
+        let with_usage = run(Dialect::Gemini, GEMINI, true).await;
+        let last = *chunks(&with_usage).last().unwrap();
+        assert_eq!(last["usage"]["prompt_tokens"], 8);
+        assert_eq!(last["usage"]["completion_tokens"], 3);
+    }
+
+    #[test]
+    fn gemini_blocked_prompt_and_errors() {
+        let mut m = StreamMapper::new(Dialect::Gemini, "x");
+        let items = m.map(&Event {
+            data: r#"{"promptFeedback":{"blockReason":"SAFETY"}}"#.into(),
+            ..Event::default()
+        });
+        assert_eq!(finish_reasons(&items), ["content_filter"]);
+        assert_eq!(m.finish(), vec![StreamItem::Done]);
+
+        let mut m = StreamMapper::new(Dialect::Gemini, "x");
+        let items = m.map(&Event {
+            data: r#"{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}"#.into(),
+            ..Event::default()
+        });
+        assert!(
+            matches!(&items[..], [StreamItem::Error(e)] if e.embedded_status == Some(503)),
+            "{items:?}"
+        );
+        assert!(m.is_done());
+        assert!(m.finish().is_empty());
+    }
+
+    #[test]
+    fn openrouter_mid_stream_error_is_an_error() {
+        let mut m = StreamMapper::new(Dialect::Openai, "x");
+        let items = m.map(&Event {
+            data: r#"{"id":"gen-1","object":"chat.completion.chunk","error":{"code":502,"message":"Provider disconnected"},"choices":[{"index":0,"delta":{"content":""},"finish_reason":"error"}]}"#.into(),
+            ..Event::default()
+        });
+        assert!(
+            matches!(&items[..], [StreamItem::Error(e)] if e.embedded_status == Some(502) && e.message == "Provider disconnected"),
+            "{items:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn chunk_stream_reads_a_real_response() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut buf = vec![0u8; 65536];
+            let _ = sock.read(&mut buf).await;
+            let head =
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+            let _ = sock.write_all(head.as_bytes()).await;
+            let _ = sock.write_all(GEMINI.as_bytes()).await;
+            let _ = sock.shutdown().await;
+        });
+        let resp = crate::upstream::http::client()
+            .unwrap()
+            .post(format!("http://{addr}/"))
+            .send()
+            .await
+            .unwrap();
+        let mut m = StreamMapper::new(Dialect::Gemini, "g");
+        let items: Vec<_> = chunk_stream(resp, m.inner.clone()).collect().await;
+        let items: Vec<StreamItem> = m.render(items.into_iter().map(Result::unwrap));
+        assert_eq!(joined(&items, "content"), "Hello there!");
+        assert_eq!(items.last(), Some(&StreamItem::Done));
+    }
+
+    #[test]
+    fn finish_reasons_map_to_openai_values() {
+        for (from, to) in [
+            ("end_turn", "stop"),
+            ("stop_sequence", "stop"),
+            ("STOP", "stop"),
+            ("stop", "stop"),
+            ("max_tokens", "length"),
+            ("MAX_TOKENS", "length"),
+            ("length", "length"),
+            ("SAFETY", "content_filter"),
+            ("RECITATION", "content_filter"),
+            ("refusal", "content_filter"),
+            ("tool_use", "tool_calls"),
+            ("tool_calls", "tool_calls"),
+            ("FINISH_REASON_UNSPECIFIED", "stop"),
+        ] {
+            assert_eq!(openai_finish_reason(from), to, "{from}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_first_rendered_chunk_names_the_role_first() {
+        let items = run(Dialect::Anthropic, ANTHROPIC, false).await;
+        let first = serde_json::to_string(&chunks(&items)[0]["choices"][0]["delta"]).unwrap();
+        assert_eq!(first, r#"{"role":"assistant","content":""}"#);
+        let items = run(Dialect::Gemini, GEMINI, false).await;
+        let first = serde_json::to_string(&chunks(&items)[0]["choices"][0]["delta"]).unwrap();
+        assert!(first.starts_with(r#"{"role":"assistant","#), "{first}");
     }
 }

@@ -1,19 +1,102 @@
 //! Anthropic Messages (`POST {base}/messages`).
 
+use eventsource_stream::Event;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
 use super::request::{data_url_image, image_url_of, part_type};
+use super::stream::{StreamState, unreadable};
 use super::{
-    ANTHROPIC_DEFAULT_MAX_TOKENS, BuildError, ChatReply, ChatRequest, Content, ReplyError, Usage,
-    Wire, secret_header, u64_at,
+    ANTHROPIC_DEFAULT_MAX_TOKENS, BuildError, ChatReply, ChatRequest, Content, ProviderError,
+    ReplyDelta, ReplyError, Usage, Wire, error_from_json, secret_header, u64_at,
 };
 
 pub struct Anthropic;
 
+/// `message_delta`'s counts are cumulative; keep the latest of each.
+fn stream_usage(st: &mut StreamState, u: &Value) {
+    if let Some(n) = u64_at(u, "input_tokens") {
+        st.usage.input_tokens = Some(n);
+    }
+    if let Some(n) = u64_at(u, "output_tokens") {
+        st.usage.output_tokens = Some(n);
+    }
+}
+
 const VERSION: &str = "2023-06-01";
 
 impl Wire for Anthropic {
+    /// `message_start` starts the reply (its id, and the input tokens),
+    /// text deltas give text, thinking deltas give reasoning,
+    /// `message_delta` gives the finish reason and output tokens,
+    /// `message_stop` ends it, and `event: error` is an error. `ping` and
+    /// block starts and stops carry nothing.
+    fn stream_event(&self, ev: &Event, st: &mut StreamState, out: &mut Vec<ReplyDelta>) {
+        let Some(data) = super::parse_json(&ev.data) else {
+            out.push(unreadable(&ev.data));
+            return;
+        };
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or(ev.event.as_str());
+        match kind {
+            "message_start" => {
+                let message = data.get("message");
+                if let Some(u) = message.and_then(|m| m.get("usage")) {
+                    stream_usage(st, u);
+                }
+                let id = message.and_then(|m| m.get("id")).and_then(Value::as_str);
+                st.start(id, out);
+                // The role's chunk has always had empty content.
+                out.push(ReplyDelta::Text(String::new()));
+            }
+            "content_block_start" => {
+                // A text block may open with text already in it.
+                if let Some(t) = data.pointer("/content_block/text").and_then(Value::as_str)
+                    && !t.is_empty()
+                {
+                    out.push(ReplyDelta::Text(t.to_string()));
+                }
+            }
+            "content_block_delta" => {
+                let delta = data.get("delta");
+                let text = |field: &str| {
+                    delta
+                        .and_then(|d| d.get(field))
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                };
+                match delta.and_then(|d| d.get("type")).and_then(Value::as_str) {
+                    Some("text_delta") => out.extend(text("text").map(ReplyDelta::Text)),
+                    Some("thinking_delta") => {
+                        out.extend(text("thinking").map(ReplyDelta::Reasoning))
+                    }
+                    // signature_delta, input_json_delta, citations: nothing
+                    // a reply carries yet.
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(u) = data.get("usage") {
+                    stream_usage(st, u);
+                }
+                if let Some(reason) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    st.finish(reason.to_string(), out);
+                }
+            }
+            "message_stop" => st.end(out),
+            "error" => out.push(ReplyDelta::Error(error_from_json(&data).unwrap_or_else(
+                || ProviderError {
+                    message: "error event without details".into(),
+                    ..ProviderError::default()
+                },
+            ))),
+            // ping, content_block_stop, and event types added later.
+            _ => {}
+        }
+    }
+
     fn url(&self, base_url: &str, _model: &str, _stream: bool) -> String {
         format!("{}/messages", base_url.trim_end_matches('/'))
     }

@@ -3,17 +3,76 @@
 //! The key goes in the `x-goog-api-key` header, never in `?key=`: reqwest
 //! error messages and proxies' logs include the URL.
 
+use eventsource_stream::Event;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
 use super::request::{data_url_image, part_type};
+use super::stream::{StreamState, unreadable};
 use super::{
-    BuildError, ChatReply, ChatRequest, Content, ReplyError, Usage, Wire, secret_header, u64_at,
+    BuildError, ChatReply, ChatRequest, Content, ReplyDelta, ReplyError, Usage, Wire,
+    error_from_json, secret_header, u64_at,
 };
 
 pub struct Gemini;
 
 impl Wire for Gemini {
+    /// Each event is a whole response holding only the new text; the last
+    /// has `finishReason`. The stream simply ends
+    /// ([`stream_ends_at_eof`](Wire::stream_ends_at_eof)).
+    fn stream_event(&self, ev: &Event, st: &mut StreamState, out: &mut Vec<ReplyDelta>) {
+        let Some(data) = super::parse_json(&ev.data) else {
+            out.push(unreadable(&ev.data));
+            return;
+        };
+        if data.get("error").is_some()
+            && let Some(err) = error_from_json(&data)
+        {
+            out.push(ReplyDelta::Error(err));
+            return;
+        }
+        if let Some(u) = data.get("usageMetadata") {
+            st.usage = Usage {
+                input_tokens: u64_at(u, "promptTokenCount").or(st.usage.input_tokens),
+                output_tokens: u64_at(u, "candidatesTokenCount").or(st.usage.output_tokens),
+            };
+        }
+        let first_event = !st.started;
+        st.start(data.get("responseId").and_then(Value::as_str), out);
+        let first = data.pointer("/candidates/0");
+        let parts: &[Value] = first
+            .and_then(|c| c.pointer("/content/parts"))
+            .and_then(Value::as_array)
+            .map_or(&[], Vec::as_slice);
+        let join = |thought: bool| -> String {
+            parts
+                .iter()
+                .filter(|p| (p.get("thought").and_then(Value::as_bool) == Some(true)) == thought)
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect()
+        };
+        let (text, reasoning) = (join(false), join(true));
+        if !reasoning.is_empty() {
+            out.push(ReplyDelta::Reasoning(reasoning));
+        }
+        // The first event always gives text, even empty, as it always has.
+        if !text.is_empty() || first_event {
+            out.push(ReplyDelta::Text(text));
+        }
+        let finish = first
+            .and_then(|c| c.get("finishReason"))
+            .and_then(Value::as_str);
+        // A prompt blocked for safety has no candidates at all.
+        let blocked = first.is_none() && data.pointer("/promptFeedback/blockReason").is_some();
+        if let Some(reason) = finish.or(blocked.then_some("SAFETY")) {
+            st.finish(reason.to_string(), out);
+        }
+    }
+
+    fn stream_ends_at_eof(&self) -> bool {
+        true
+    }
+
     fn url_names_model(&self) -> bool {
         true
     }
@@ -90,6 +149,10 @@ impl Wire for Gemini {
             body["systemInstruction"] = json!({"parts": system});
         }
         Ok(body)
+    }
+
+    fn reply_id<'a>(&self, json: &'a Value) -> Option<&'a str> {
+        json.get("responseId").and_then(Value::as_str)
     }
 
     fn parse_reply(&self, json: &Value) -> Result<ChatReply, ReplyError> {

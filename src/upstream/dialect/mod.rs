@@ -4,20 +4,27 @@
 //!
 //! Probes use this for one-question requests; `route` reuses it for general
 //! chat requests, so nothing here is probe-specific: [`ChatRequest`] is the
-//! whole OpenAI request (`request.rs`), [`reply_to_openai`] turns any
-//! dialect's reply back into OpenAI JSON (`reply.rs`), and
-//! [`StreamMapper`] does the same for streamed replies (`stream.rs`). Each dialect is a unit
-//! type implementing [`Wire`]; [`wire`] maps the closed [`Dialect`] enum
-//! (defined here, once, for the catalog, the fake provider and `route`) to
-//! it. Error bodies are parsed by one
-//! dialect-independent function, [`parse_error`], because their shape
-//! depends on the provider (OpenRouter, Mistral, Cloudflare and NVIDIA all
-//! speak the OpenAI dialect but fail differently), not on the dialect.
+//! whole OpenAI request (`request.rs`), a reply is a [`ChatReply`] and a
+//! streamed reply a sequence of [`ReplyDelta`]s (`stream.rs`), both in no
+//! dialect's shape; each inbound surface renders them in its own. Error
+//! bodies are parsed by one dialect-independent function, [`parse_error`],
+//! because their shape depends on the provider (OpenRouter, Mistral,
+//! Cloudflare and NVIDIA all speak the OpenAI dialect but fail
+//! differently), not on the dialect.
+//!
+//! A dialect is one file: a unit type implementing [`Wire`], which says
+//! where to send ([`Wire::url`]), how to authenticate and which headers to
+//! send, how to shape the body from a [`ChatRequest`] (or refuse what the
+//! dialect cannot carry), how to read a success body into a [`ChatReply`]
+//! and where its id is, and what each server-sent event of a stream means
+//! ([`Wire::stream_event`], and [`Wire::stream_ends_at_eof`] if its
+//! streams simply stop). Adding one touches its own file, a variant of the
+//! closed [`Dialect`] enum (defined here, once, for the catalog, the fake
+//! provider and `route`), and the one match in [`wire`].
 
 mod anthropic;
 mod gemini;
 mod openai;
-mod reply;
 mod request;
 mod stream;
 
@@ -31,11 +38,10 @@ use crate::upstream::secret::Secret;
 pub use anthropic::Anthropic;
 pub use gemini::Gemini;
 pub use openai::OpenAi;
-pub use reply::{openai_finish_reason, openai_reply, reply_to_openai};
 pub use request::{
     ChatMessage, ChatRequest, Content, DEFAULT_ESTIMATED_COMPLETION_TOKENS, ROLES, RequestError,
 };
-pub use stream::{StreamItem, StreamMapper, chunk_stream, map_byte_stream};
+pub use stream::{StreamMapper, StreamState, chunk_stream, map_byte_stream};
 
 /// The wire protocol a provider speaks. serde and strum each take the names
 /// from their own `lowercase` attribute; a test checks they agree.
@@ -102,6 +108,33 @@ impl ChatReply {
             Some("length" | "max_tokens" | "MAX_TOKENS")
         )
     }
+}
+
+/// One step of a streamed reply, in no dialect's shape: what each
+/// dialect's stream events mean ([`Wire::stream_event`]), for each surface
+/// to render in its own.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReplyDelta {
+    /// The reply has begun; the upstream's id for it, if it gave one.
+    /// Always first.
+    Start { id: Option<String> },
+    /// More answer text (possibly empty: some dialects open with it).
+    Text(String),
+    /// More reasoning, given apart from the answer.
+    Reasoning(String),
+    /// Why the model stopped, as the provider spells it (see
+    /// [`ChatReply::finish_reason`]).
+    Finish(String),
+    /// The reply's token counts, once, just before [`ReplyDelta::Done`].
+    Usage(Usage),
+    /// The upstream's own event, parsed, in place of the deltas above: for
+    /// a surface that speaks the upstream's dialect and passes its events
+    /// on as they came (asked for with [`StreamMapper::native`]).
+    Native(Value),
+    /// The upstream reported a failure mid-stream. Nothing follows.
+    Error(ProviderError),
+    /// The reply is complete.
+    Done,
 }
 
 /// An error as the provider described it, from whichever of the known
@@ -176,6 +209,27 @@ pub trait Wire: Sync {
     /// Read a success body that has already been parsed as JSON and is not
     /// an error object.
     fn parse_reply(&self, json: &Value) -> Result<ChatReply, ReplyError>;
+    /// The upstream's own id for a reply read by
+    /// [`parse_reply`](Wire::parse_reply), for a surface that names the
+    /// reply after it.
+    fn reply_id<'a>(&self, json: &'a Value) -> Option<&'a str> {
+        json.get("id").and_then(Value::as_str)
+    }
+    /// Map one server-sent event of a streamed reply to what it means,
+    /// pushed onto `out`, keeping what the stream has shown so far in
+    /// `st`. [`StreamMapper`] drives it and stops after an error or
+    /// [`ReplyDelta::Done`].
+    fn stream_event(
+        &self,
+        ev: &eventsource_stream::Event,
+        st: &mut StreamState,
+        out: &mut Vec<ReplyDelta>,
+    );
+    /// Whether a stream that has started is complete when the body simply
+    /// ends (Gemini's never say so otherwise).
+    fn stream_ends_at_eof(&self) -> bool {
+        false
+    }
 }
 
 /// The implementation of a dialect.
@@ -283,8 +337,8 @@ pub fn parse_reply(dialect: Dialect, body: &[u8]) -> Result<ChatReply, ReplyErro
 }
 
 /// Parse a 2xx body into a reply for `dialect`, keeping the parsed JSON so
-/// that `route` can turn it into the client's reply without parsing the
-/// body a second time ([`reply_to_openai`]).
+/// that `route` can pass it through or read its id ([`Wire::reply_id`])
+/// without parsing the body a second time.
 pub fn parse_success(dialect: Dialect, body: &[u8]) -> Result<(ChatReply, Value), ReplyError> {
     let json = success_json(body)?;
     let reply = wire(dialect).parse_reply(&json)?;

@@ -1,16 +1,87 @@
 //! OpenAI chat completions (`POST {base}/chat/completions`), the dialect of
 //! most providers and of Ollama, llama.cpp and vLLM.
 
+use eventsource_stream::Event;
 use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
+use super::stream::{StreamState, unreadable};
 use super::{
-    BuildError, ChatReply, ChatRequest, ReplyError, Usage, Wire, secret_header, text_of, u64_at,
+    BuildError, ChatReply, ChatRequest, ProviderError, ReplyDelta, ReplyError, Usage, Wire,
+    error_from_json, secret_header, text_of, u64_at,
 };
 
 pub struct OpenAi;
 
 impl Wire for OpenAi {
+    /// Chunks are already OpenAI's: in `native` mode each passes on as it
+    /// came ([`ReplyDelta::Native`]), and only usage, the finish and
+    /// failures are noted; otherwise each becomes the deltas it holds.
+    /// `[DONE]` ends the stream; a chunk with an `error` object or
+    /// `finish_reason: "error"` (OpenRouter, after HTTP 200) is an error.
+    fn stream_event(&self, ev: &Event, st: &mut StreamState, out: &mut Vec<ReplyDelta>) {
+        let data = ev.data.trim();
+        if data == "[DONE]" {
+            st.end(out);
+            return;
+        }
+        let Some(chunk) = super::parse_json(&ev.data) else {
+            out.push(unreadable(data));
+            return;
+        };
+        if let Some(err) = error_from_json(&chunk).filter(|_| chunk.get("error").is_some()) {
+            out.push(ReplyDelta::Error(err));
+            return;
+        }
+        let first = chunk.pointer("/choices/0");
+        let finish = first.and_then(|c| c.get("finish_reason"));
+        if finish.and_then(Value::as_str) == Some("error") {
+            let err = first
+                .and_then(|c| c.get("error"))
+                .and_then(super::error_from_json_inner)
+                .unwrap_or_else(|| ProviderError {
+                    message: "the upstream failed mid-stream".into(),
+                    ..ProviderError::default()
+                });
+            out.push(ReplyDelta::Error(err));
+            return;
+        }
+        if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
+            st.usage = Usage {
+                input_tokens: u64_at(u, "prompt_tokens"),
+                output_tokens: u64_at(u, "completion_tokens"),
+            };
+        }
+        let finish = finish
+            .filter(|f| !f.is_null())
+            .map(|f| f.as_str().unwrap_or("stop").to_string());
+        if st.native {
+            st.started |= first.is_some();
+            st.finished |= finish.is_some();
+            out.push(ReplyDelta::Native(chunk));
+            return;
+        }
+        let Some(first) = first else { return };
+        let id = chunk.get("id").and_then(Value::as_str);
+        st.start(id, out);
+        let text = |field: &str| {
+            first
+                .pointer(field)
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .map(str::to_string)
+        };
+        if let Some(r) = text("/delta/reasoning_content") {
+            out.push(ReplyDelta::Reasoning(r));
+        }
+        if let Some(t) = text("/delta/content") {
+            out.push(ReplyDelta::Text(t));
+        }
+        if let Some(reason) = finish {
+            st.finish(reason, out);
+        }
+    }
+
     fn url(&self, base_url: &str, _model: &str, _stream: bool) -> String {
         format!("{}/chat/completions", base_url.trim_end_matches('/'))
     }
