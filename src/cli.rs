@@ -130,10 +130,10 @@ the run lock, --if-due once more (another run may have finished meanwhile),
 the start ping and the probes.")]
 pub struct CheckArgs {
     /// Only these providers (repeatable, or comma-separated).
-    #[arg(long, short = 'p', value_delimiter = ',', value_name = "NAME")]
+    #[arg(long, short = 'p', value_delimiter = ',', value_name = "NAME", value_parser = CatalogNames::Providers, hide_possible_values = true)]
     pub provider: Vec<String>,
     /// Only these models, by id or provider::model (repeatable, or comma-separated).
-    #[arg(long, short = 'm', value_delimiter = ',', value_name = "MODEL")]
+    #[arg(long, short = 'm', value_delimiter = ',', value_name = "MODEL", value_parser = CatalogNames::Models, hide_possible_values = true)]
     pub model: Vec<String>,
     /// Seconds between probe starts on one provider (overrides config; 0.2 works).
     #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
@@ -319,7 +319,7 @@ pub struct StateArgs {
     #[arg(long, value_enum)]
     pub state: Option<StateFilter>,
     /// Only these providers.
-    #[arg(long, short = 'p', value_delimiter = ',')]
+    #[arg(long, short = 'p', value_delimiter = ',', value_name = "NAME", value_parser = CatalogNames::Providers, hide_possible_values = true)]
     pub provider: Vec<String>,
     /// Print as JSON.
     #[arg(long)]
@@ -405,7 +405,7 @@ pub struct RouteArgs {
     #[arg(long, value_name = "ADDR", value_parser = crate::server::parse_listen)]
     pub listen: Option<std::net::SocketAddr>,
     /// auto, a model id, an alias, or a pinned provider::model [default: auto].
-    #[arg(long, short = 'm', value_name = "MODEL")]
+    #[arg(long, short = 'm', value_name = "MODEL", value_parser = CatalogNames::Models, hide_possible_values = true)]
     pub model: Option<String>,
     /// A system message.
     #[arg(long, value_name = "TEXT")]
@@ -641,6 +641,47 @@ pub struct FakeArgs {
     /// Artificial latency added to every answer, in ms.
     #[arg(long, default_value = "0")]
     pub latency_ms: u64,
+}
+
+/// A value that may be any name, which completion scripts offer from the
+/// embedded catalog: provider names, or `provider::model` keys and model
+/// ids. The catalog is read only when a completion script or an error asks
+/// for the names, never on an ordinary run.
+#[derive(Debug, Clone, Copy)]
+pub enum CatalogNames {
+    Providers,
+    Models,
+}
+
+impl clap::builder::TypedValueParser for CatalogNames {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        let catalog = crate::catalog::Catalog::embedded();
+        let mut names: Vec<String> = match self {
+            CatalogNames::Providers => catalog.providers.iter().map(|p| p.name.clone()).collect(),
+            CatalogNames::Models => catalog
+                .model_keys()
+                .chain(catalog.providers.iter().flat_map(|p| p.models.clone()))
+                .collect(),
+        };
+        names.sort();
+        names.dedup();
+        Some(Box::new(
+            names.into_iter().map(clap::builder::PossibleValue::new),
+        ))
+    }
 }
 
 #[cfg(test)]

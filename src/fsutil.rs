@@ -43,14 +43,21 @@ pub fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
-/// Make sure the stats directory exists.
+/// Make sure the stats directory exists; when this creates it, say so on
+/// stderr, whichever command it is (`check`, `route`, `state`, …), so that
+/// a directory never appears unannounced.
 pub fn ensure_dir(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
     fs::create_dir_all(dir).map_err(|e| {
         Error::io(
-            format!("cannot create stats directory {}", dir.display()),
+            format!("cannot create stats directory {}", absolute(dir).display()),
             e,
         )
-    })
+    })?;
+    eprintln!("created stats directory {}", absolute(dir).display());
+    Ok(())
 }
 
 /// The exclusive lock held while a data file in the stats directory is read

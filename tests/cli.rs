@@ -396,6 +396,15 @@ fn completions_for_every_shell_name_the_subcommands() {
             assert!(out.contains(word), "{shell}: no {word}");
         }
         assert!(!out.contains("fake-provider"), "{shell}: a hidden command");
+        assert!(!out.contains("templates"), "{shell}: a hidden subcommand");
+        // --provider and --model offer the catalog's names, not files.
+        if matches!(shell, "bash" | "zsh" | "fish") {
+            assert!(
+                out.contains("llama-3.1-8b-instant"),
+                "{shell}: no model names"
+            );
+            assert!(out.contains("openrouter"), "{shell}: no provider names");
+        }
         // bash and zsh reading the script: tests/tools.rs (the external
         // harness, which says so where a shell is missing).
     }

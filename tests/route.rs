@@ -761,3 +761,53 @@ fn limits_are_checked_before_sending() {
     let st = route(&env, &cfg, &["--status"]).ok();
     assert!(st.stdout.contains("b daily_cap 3/3"), "{}", st.stdout);
 }
+
+/// With no key set, route names the variable to set, for the CLI and the
+/// server alike, and the stats directory it creates is announced.
+#[test]
+fn a_model_without_its_key_names_the_variable_to_set() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("p", "openai", &["m"], "api_key_env = \"P_UNSET_KEY\""),
+            fake.provider("r", "openai", &["rate-limit"], "priority = 1"),
+            fake.provider("q", "openai", &["ok"], "priority = 2"),
+        ],
+        "",
+    );
+    assert!(!env.stats().exists());
+    let r = route(&env, &cfg, &["--model", "p::m", Q]).code(2);
+    assert!(
+        r.stderr
+            .contains("not served by any provider with a key set: set P_UNSET_KEY (p)"),
+        "{}",
+        r.stderr
+    );
+    // A plain id finds the same provider.
+    let r = route(&env, &cfg, &["--model", "m", Q]).code(2);
+    assert!(r.stderr.contains("set P_UNSET_KEY (p)"), "{}", r.stderr);
+    // Served by q after r's 429, whose cooldown route saves: the stats
+    // directory it creates for that is announced, once.
+    let r = route(&env, &cfg, &[Q]).ok();
+    assert!(
+        r.stderr.contains(&format!(
+            "created stats directory {}",
+            env.stats().display()
+        )),
+        "{}",
+        r.stderr
+    );
+    let r = route(&env, &cfg, &[Q]).ok();
+    assert!(
+        !r.stderr.contains("created stats directory"),
+        "{}",
+        r.stderr
+    );
+    // The server says the same in its 404.
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let r = chat(&srv, "p::m", false);
+    assert_eq!(r.status, 404);
+    assert!(r.body.contains("set P_UNSET_KEY (p)"), "{}", r.body);
+}

@@ -102,15 +102,11 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
     if let Some(max) = a.jitter {
         due::wait(due::jitter_delay(max), max, &clock);
     }
-    let created = !s.stats_dir().exists();
     let _run_lock = RunLock::try_acquire(s.stats_dir())?;
     if not_due(&clock)? {
         return Ok(Ran::NotDue);
     }
     observers.start();
-    if created {
-        eprintln!("created stats directory {}", s.stats_dir().display());
-    }
     {
         // Refuse a bad log before spending any probes on it.
         let lock = DataLock::acquire(s.stats_dir())?;

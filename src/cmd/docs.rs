@@ -29,15 +29,27 @@ pub fn completion_script(shell: Shell) -> String {
     String::from_utf8(out).expect("clap_complete writes UTF-8")
 }
 
-/// The command line without its hidden subcommands, which some of
-/// clap_complete's generators would offer (`fake-provider` is for tests).
+/// The command line without its hidden subcommands, at every level, which
+/// clap_complete's generators would offer (`fake-provider` is for tests,
+/// `schedule templates` for the repository's scripts).
 fn visible_command() -> clap::Command {
-    let full = Cli::command();
-    let args = full.get_arguments().cloned();
-    clap::Command::new("llmprobe")
-        .version(crate::cli::VERSION)
-        .args(args)
-        .subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned())
+    without_hidden(&Cli::command()).version(crate::cli::VERSION)
+}
+
+/// `cmd` rebuilt with its arguments and only its visible subcommands,
+/// recursively (clap has no way to remove a subcommand in place).
+fn without_hidden(cmd: &clap::Command) -> clap::Command {
+    let mut out = clap::Command::new(cmd.get_name().to_string())
+        .args(cmd.get_arguments().cloned())
+        .groups(cmd.get_groups().cloned());
+    if let Some(about) = cmd.get_about() {
+        out = out.about(about.clone());
+    }
+    out.subcommands(
+        cmd.get_subcommands()
+            .filter(|s| !s.is_hide_set())
+            .map(without_hidden),
+    )
 }
 
 /// Print the manual page.

@@ -17,8 +17,10 @@ use crate::upstream::dialect::{ReplyDelta, Usage};
 /// Why a request was not served.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RouteError {
-    /// No provider with a key set serves the requested model.
-    UnknownModel { model: String },
+    /// No provider with a key set serves the requested model. `unset`
+    /// names, per catalog provider that would serve it, the key variables
+    /// to set (`GROQ_API_KEY (groq)`).
+    UnknownModel { model: String, unset: Vec<String> },
     /// The requested model exists, but every candidate is paused or
     /// disabled.
     NoneActive { model: String },
@@ -117,8 +119,12 @@ impl Exhausted {
     /// show as they are.
     pub fn message(&self) -> String {
         match &self.error {
-            RouteError::UnknownModel { model } => format!(
-                "the model {model:?} is not served by any provider with a key set; use \"auto\", a model id, provider::model or an alias (GET /v1/models lists them)"
+            RouteError::UnknownModel { model, unset } if !unset.is_empty() => format!(
+                "the model {model:?} is not served by any provider with a key set: set {}",
+                unset.join(", or ")
+            ),
+            RouteError::UnknownModel { model, .. } => format!(
+                "the model {model:?} is not served by any provider with a key set; use \"auto\", a model id, provider::model or an alias (`llmprobe check --list` shows every provider, its models and its key variable; GET /v1/models lists what route --serve serves)"
             ),
             RouteError::NoneActive { model } => format!(
                 "no active model for {model:?}: every one is paused or disabled (see `llmprobe state`)"
@@ -242,7 +248,13 @@ mod tests {
     #[test]
     fn usage_errors_are_the_requests_own_fault() {
         let fault = |s| RouteError::client_fault(ErrorClass::BadRequest, Some(s), "m".into());
-        assert!(RouteError::UnknownModel { model: "x".into() }.is_usage_error());
+        assert!(
+            RouteError::UnknownModel {
+                model: "x".into(),
+                unset: Vec::new(),
+            }
+            .is_usage_error()
+        );
         assert!(fault(400).is_usage_error());
         assert!(fault(413).is_usage_error());
         assert!(!fault(403).is_usage_error());

@@ -84,6 +84,9 @@ pub struct Engine {
     aliases: BTreeMap<String, Vec<String>>,
     /// Usable providers in catalog order; keys resolved.
     providers: Vec<Arc<Resolved>>,
+    /// Catalog providers left out for an unset key: name, models, and the
+    /// variables to set (for the "not served" error).
+    unkeyed: Vec<(String, Vec<String>, String)>,
     /// Round-robin start per provider, for key rotation.
     rotation: Vec<AtomicUsize>,
     pub client: reqwest::Client,
@@ -125,6 +128,16 @@ impl Engine {
             .filter_map(|p| p.resolve().ok())
             .map(Arc::new)
             .collect();
+        let unkeyed = catalog
+            .providers
+            .iter()
+            .filter_map(|p| match p.resolve() {
+                Err(crate::catalog::Unusable::Missing(vars)) => {
+                    Some((p.name.clone(), p.models.clone(), vars.join(" and ")))
+                }
+                _ => None,
+            })
+            .collect();
         let redactor = Redactor::new(providers.iter().flat_map(|p| p.secrets().cloned()));
         let states = Arc::new(StateWatcher::open(
             &stats_dir.join(crate::settings::STATE_FILE),
@@ -136,6 +149,7 @@ impl Engine {
             aliases: catalog.aliases.clone(),
             rotation: providers.iter().map(|_| AtomicUsize::new(0)).collect(),
             providers,
+            unkeyed,
             client,
             states,
             health: arc_swap::ArcSwap::from_pointee(Default::default()),
@@ -199,9 +213,36 @@ impl Engine {
             &health,
         )
         .map_err(|e| match e {
-            NoCandidate::Unknown(model) => RouteError::UnknownModel { model },
+            NoCandidate::Unknown(model) => RouteError::UnknownModel {
+                unset: self.unset_for(&choice),
+                model,
+            },
             NoCandidate::NoneActive(model) => RouteError::NoneActive { model },
         })
+    }
+
+    /// The key variables that would let a provider serve `choice`: every
+    /// catalog provider without its key that lists the model (or any, for
+    /// `auto`), as `GROQ_API_KEY (groq)`.
+    fn unset_for(&self, choice: &Choice) -> Vec<String> {
+        let serves = |name: &str, models: &[String]| match choice {
+            Choice::Auto => true,
+            Choice::Id(m) => models.iter().any(|x| x == m),
+            Choice::Pinned { provider, model } => {
+                provider == name && models.iter().any(|x| x == model)
+            }
+            Choice::Alias(a) => self.aliases.get(a).is_some_and(|members| {
+                members.iter().any(|k| {
+                    k.split_once("::")
+                        .is_some_and(|(p, m)| p == name && models.iter().any(|x| x == m))
+                })
+            }),
+        };
+        self.unkeyed
+            .iter()
+            .filter(|(name, models, _)| serves(name, models))
+            .map(|(name, _, vars)| format!("{vars} ({name})"))
+            .collect()
     }
 
     /// Every active `provider::model` that this instance's own state does

@@ -480,7 +480,10 @@ mod tests {
         let at = DateTime::<Utc>::from_timestamp(1_700_000_000, 0).unwrap();
         let cases = [
             (
-                RouteError::UnknownModel { model: "x".into() },
+                RouteError::UnknownModel {
+                    model: "x".into(),
+                    unset: Vec::new(),
+                },
                 404,
                 "invalid_request_error",
                 "model_not_found",
