@@ -586,6 +586,13 @@ mod tests {
     use crate::catalog::Catalog;
     use crate::upstream::secret::Secret;
 
+    /// A client to build requests with; the TLS provider first, as every
+    /// client needs it (whichever test runs first).
+    fn test_client() -> reqwest::Client {
+        crate::upstream::http::install_tls_provider();
+        reqwest::Client::new()
+    }
+
     fn endpoint(dialect: &str) -> Endpoint {
         let c = Catalog::from_toml_str(
             &format!(
@@ -766,8 +773,7 @@ mod tests {
     }
 
     fn build(dialect: &str, req: &ChatRequest) -> Result<reqwest::Request, BuildError> {
-        build_request(&reqwest::Client::new(), &endpoint(dialect), None, req)
-            .map(|b| b.build().unwrap())
+        build_request(&test_client(), &endpoint(dialect), None, req).map(|b| b.build().unwrap())
     }
 
     #[test]
