@@ -717,7 +717,14 @@ fn limits_are_checked_before_sending() {
         ],
         "",
     );
-    let via = |r: &crate::support::Run| r.stderr.lines().next().unwrap_or("").to_string();
+    // The `via` line (the first run also announces the stats directory).
+    let via = |r: &crate::support::Run| {
+        r.stderr
+            .lines()
+            .find(|l| l.starts_with("via "))
+            .unwrap_or("")
+            .to_string()
+    };
     // Two requests a minute go to a; the third is not sent there.
     for _ in 0..2 {
         let r = route(&env, &cfg, &["--max-tokens", "100", Q]).ok();
