@@ -569,9 +569,13 @@ fn demo_serve_routes_over_the_fakes_and_its_printed_lines_work() {
     );
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(content(&r.body).trim_end().ends_with("42"), "{}", r.body);
-    // The one-shot line, as printed (its paths are absolute).
-    let words = shell_words(&demo.line("llmprobe --config"));
-    let args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+    // The one-shot line, as printed (its paths are absolute). From a
+    // checkout, as here, it says `cargo run --`; the test runs the built
+    // binary in its place.
+    let line = demo.line("cargo run -- --config");
+    let words = shell_words(&line);
+    assert_eq!(words[..3], ["cargo", "run", "--"], "{line}");
+    let args: Vec<&str> = words[3..].iter().map(String::as_str).collect();
     let out = env.run(&args).ok();
     assert!(out.stdout.trim_end().ends_with("84"), "{}", out.stdout);
     assert_eq!(demo.interrupt(), 0);

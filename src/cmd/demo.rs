@@ -188,11 +188,28 @@ fn paste_lines(url: &str, config: &Path, stats: &Path) -> String {
          \nthe OpenAI Python SDK (pip install openai):\n  python3 -c 'from openai import OpenAI; \
          c = OpenAI(base_url=\"{url}/v1\", api_key=\"demo\"); \
          print(c.chat.completions.create(model=\"auto\", messages=[{{\"role\": \"user\", \"content\": \"What is 2+2?\"}}]).choices[0].message.content)'\n\
-         \na one-shot route, in another terminal:\n  llmprobe --config '{}' --stats-dir '{}' route \"What is 12 * 7?\"\n\
+         \na one-shot route, in another terminal:\n  {} --config '{}' --stats-dir '{}' route \"What is 12 * 7?\"\n\
          \nthe models route would use, and what it knows of each provider:\n  curl -s {url}/v1/models\n  curl -s {url}/v1/providers\n",
+        invocation(),
         config.display(),
         stats.display()
     )
+}
+
+/// How the person runs llmprobe: `cargo run --` from a source checkout
+/// (the binary sits in a cargo `target/` directory), else `llmprobe`.
+fn invocation() -> &'static str {
+    let from_checkout = std::env::current_exe().is_ok_and(|exe| {
+        exe.parent()
+            .and_then(Path::parent)
+            .and_then(Path::file_name)
+            .is_some_and(|d| d == "target")
+    });
+    if from_checkout {
+        "cargo run --"
+    } else {
+        "llmprobe"
+    }
 }
 
 /// Where the demo keeps its files when no `--stats-dir` is given: the
