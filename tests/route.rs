@@ -3,7 +3,7 @@
 //! the clock-offset file, never waited for; every cooldown rule is observed
 //! through how many requests each fake model received.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 #[cfg(unix)]
 use crate::support::provider_view;
@@ -665,7 +665,7 @@ fn providers_metrics_status_and_brief_show_what_route_knows() {
     assert_eq!(a["cooldowns"][0]["reason"], "rate_limit", "{v}");
     let b = provider_view(&v, "b");
     assert_eq!(b["status"], "active");
-    assert_eq!(b["models"]["disabled"], json!(["other"]));
+    assert_eq!(b["models"]["disabled"], serde_json::json!(["other"]));
     assert_eq!(v["counts"]["routable_models"], 1);
     assert!(!v.to_string().contains("key-one"), "{v}");
     // Metrics: requests, attempts by class, fallbacks, skips, latency.
