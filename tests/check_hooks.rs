@@ -303,14 +303,7 @@ fn sample(text: &str, series: &str) -> Option<f64> {
 
 #[test]
 fn prom_file_is_prometheus_text_with_every_family() {
-    let env = clock_env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[fake.provider("f", "openai", &["ok", "wrong", "off", "we\"ird"], "")],
-    );
-    env.run(&["--config", &cfg, "state", "disable", "f::off"])
-        .ok();
+    let (env, fake, cfg) = crate::support::prom_fixture();
     std::fs::create_dir(env.path().join("textfile")).unwrap();
     let prom = env.path().join("textfile/llmprobe.prom");
     advance(&env, 1000);

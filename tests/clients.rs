@@ -61,14 +61,7 @@ fn the_openai_python_sdk_as_a_client() {
 /// `check --prom-file`, read by the official parser: every family, the
 /// escaped label, and one sample per series.
 fn the_prom_file_is_read_by_the_official_parser() {
-    let env = clock_env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[fake.provider("f", "openai", &["ok", "wrong", "off", "we\"ird"], "")],
-    );
-    env.run(&["--config", &cfg, "state", "disable", "f::off"])
-        .ok();
+    let (env, _fake, cfg) = crate::support::prom_fixture();
     let prom = env.path().join("llmprobe.prom");
     advance(&env, 1000);
     check(&env, &cfg, &["--prom-file", prom.to_str().unwrap()]).ok();

@@ -153,6 +153,21 @@ pub fn route_config(env: &Env, tables: &[String], extra: &str) -> String {
     env.write("llmprobe.toml", text).display().to_string()
 }
 
+/// What the `--prom-file` tests run `check` over: a fake provider with a
+/// passing, a failing, a disabled and an oddly named model (a label that
+/// needs escaping), on the test clock.
+pub fn prom_fixture() -> (Env, Fake, String) {
+    let env = clock_env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[fake.provider("f", "openai", &["ok", "wrong", "off", "we\"ird"], "")],
+    );
+    env.run(&["--config", &cfg, "state", "disable", "f::off"])
+        .ok();
+    (env, fake, cfg)
+}
+
 /// `llmprobe --config CFG check EXTRA…`.
 pub fn check(env: &Env, cfg: &str, extra: &[&str]) -> Run {
     let mut args = vec!["--config", cfg, "check"];
