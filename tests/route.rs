@@ -8,8 +8,8 @@ use serde_json::Value;
 #[cfg(unix)]
 use crate::support::provider_view;
 use crate::support::{
-    Env, Fake, RouteServer, advance, chat_body, clock_env as env, http, route_config as config,
-    usage_line,
+    Env, Fake, RouteServer, advance, chat_body, clock_env as env, http, provider_toml,
+    route_config as config, usage_line,
 };
 
 const CANARY: &str = "sk-canary-5c1d9e7a3b2f4e6d8a";
@@ -605,6 +605,57 @@ fn the_attempt_budget_and_exhausted_statuses() {
     let ready = http("GET", &format!("{}/readyz", srv.url), &[], None);
     assert_eq!(ready.status, 503);
     assert_eq!(ready.json()["reason"], "no_active_models");
+}
+
+#[test]
+fn serve_says_when_no_routable_provider_is_reachable() {
+    let env = env();
+    // A port nothing listens on: bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let far = provider_toml(
+        "far",
+        "openai",
+        &format!("http://127.0.0.1:{port}/v1"),
+        &["m"],
+        "",
+    );
+    let cfg = config(&env, &[far.clone()], "");
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    assert!(
+        srv.line.contains(&format!(
+            "(1 routable model); none of them is reachable from here: far (127.0.0.1:{port}: connection refused)"
+        )),
+        "{}",
+        srv.line
+    );
+    let ready = http("GET", &format!("{}/readyz", srv.url), &[], None);
+    assert_eq!(ready.status, 503, "{}", ready.body);
+    let v = ready.json();
+    assert_eq!(v["reason"], "all_unreachable");
+    assert!(v["unreachable"]["far"].as_str().is_some(), "{v}");
+    drop(srv);
+    // With one reachable provider beside it, route is ready and names the
+    // one it cannot reach.
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[far, fake.provider("near", "openai", &["ok"], "")],
+        "",
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    assert!(
+        srv.line
+            .contains("(2 routable models); unreachable from here: far (127.0.0.1:"),
+        "{}",
+        srv.line
+    );
+    let ready = http("GET", &format!("{}/readyz", srv.url), &[], None);
+    assert_eq!(ready.status, 200, "{}", ready.body);
+    assert!(ready.json()["unreachable"]["far"].is_string());
 }
 
 #[test]

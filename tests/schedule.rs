@@ -1,6 +1,6 @@
 //! `schedule install | uninstall | show` through the real binary, against
 //! fake `crontab`, `systemctl` and `schtasks` first on `PATH` (never the
-//! machine's own); the systemd units through `systemd-analyze verify`; the
+//! machine's own); the
 //! Task Scheduler XML through an XML parser; the files under `scripts/`
 //! against the generator; and `brief`'s schedule warnings, its
 //! `--quiet-if-healthy`, and the README's shell-profile and agent lines,
@@ -292,40 +292,8 @@ fn bad_flags_and_a_missing_crontab_are_named() {
     );
 }
 
-/// `systemd-analyze verify --user` on the units, where it can run: it
-/// needs a runtime directory, not a running systemd.
-fn systemd_verify(env: &Env, units: &[PathBuf]) -> Option<std::process::Output> {
-    use std::os::unix::fs::PermissionsExt;
-    let found = Command::new("systemd-analyze")
-        .arg("--version")
-        .output()
-        .is_ok();
-    if !found {
-        assert!(
-            std::env::var_os("LLMPROBE_REQUIRE_SYSTEMD").is_none(),
-            "systemd-analyze is required here (LLMPROBE_REQUIRE_SYSTEMD)"
-        );
-        eprintln!("systemd-analyze not found: units checked by their keys only");
-        return None;
-    }
-    let runtime = env.path().join("runtime");
-    std::fs::create_dir_all(&runtime).unwrap();
-    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).unwrap();
-    std::fs::create_dir_all(env.home()).unwrap();
-    Some(
-        Command::new("systemd-analyze")
-            .args(["verify", "--user", "--man=no"])
-            .args(units)
-            .env("HOME", env.home())
-            .env("XDG_RUNTIME_DIR", &runtime)
-            .env("XDG_CONFIG_HOME", env.path().join("xdg"))
-            .output()
-            .unwrap(),
-    )
-}
-
 #[test]
-fn systemd_units_verify_and_enable_only_when_asked() {
+fn systemd_units_are_written_and_enabled_only_when_asked() {
     let mut env = Env::new();
     let tools = fake_tools(&mut env);
     env.env("GROQ_API_KEY", SECRET);
@@ -390,22 +358,8 @@ fn systemd_units_verify_and_enable_only_when_asked() {
     no_secret("the service", &s);
     no_secret("the output", &format!("{}{}", out.stdout, out.stderr));
 
-    if let Some(v) = systemd_verify(&env, &[service.clone(), timer.clone()]) {
-        assert!(
-            v.status.success() && v.stderr.is_empty(),
-            "systemd-analyze verify: {}\n{}",
-            v.status,
-            String::from_utf8_lossy(&v.stderr)
-        );
-        // The verification can fail: a broken copy does.
-        let broken = env.write(
-            "xdg/systemd/user/broken.service",
-            s.replace("Type=oneshot", "Type=oneshot\nExecStart=relative/path"),
-        );
-        let v = systemd_verify(&env, std::slice::from_ref(&broken)).unwrap();
-        assert!(!v.status.success(), "a broken unit passed verification");
-        std::fs::remove_file(broken).unwrap();
-    }
+    // systemd-analyze verifies these units in the external tests
+    // (tests/tools.rs), which say so when it is missing.
 
     env.run(&[
         "schedule",

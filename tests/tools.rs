@@ -81,6 +81,69 @@ fn groff_renders_the_man_page_without_a_warning() {
     assert!(!text.contains("EXTRA") && !text.contains("Examples:"));
 }
 
+/// `systemd-analyze verify --user` on `units`: it needs a runtime
+/// directory, not a running systemd.
+#[cfg(unix)]
+fn systemd_verify(env: &Env, units: &[std::path::PathBuf]) -> std::process::Output {
+    use std::os::unix::fs::PermissionsExt;
+    let runtime = env.path().join("runtime");
+    std::fs::create_dir_all(&runtime).unwrap();
+    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::create_dir_all(env.home()).unwrap();
+    std::process::Command::new("systemd-analyze")
+        .args(["verify", "--user", "--man=no"])
+        .args(units)
+        .env("HOME", env.home())
+        .env("XDG_RUNTIME_DIR", &runtime)
+        .env("XDG_CONFIG_HOME", env.path().join("xdg"))
+        .output()
+        .expect("run systemd-analyze")
+}
+
+/// The units `schedule install --with systemd` writes pass
+/// `systemd-analyze verify`, and a broken copy does not.
+#[cfg(unix)]
+fn systemd_analyze_verifies_the_scheduled_units() {
+    let mut env = Env::new();
+    let _tools = crate::support::fake_tools(&mut env);
+    env.env("GROQ_API_KEY", "sk-test-systemd-0123456789abcdef");
+    let xdg = env.path().join("xdg");
+    env.env("XDG_CONFIG_HOME", xdg.to_str().unwrap());
+    env.write(
+        "keys.env",
+        "GROQ_API_KEY=sk-test-systemd-0123456789abcdef\n",
+    );
+    env.run(&[
+        "schedule",
+        "install",
+        "--with",
+        "systemd",
+        "--env-file",
+        "keys.env",
+    ])
+    .ok();
+    let dir = xdg.join("systemd/user");
+    let units = [
+        dir.join("llmprobe-check.service"),
+        dir.join("llmprobe-check.timer"),
+    ];
+    let v = systemd_verify(&env, &units);
+    assert!(
+        v.status.success() && v.stderr.is_empty(),
+        "systemd-analyze verify: {}\n{}",
+        v.status,
+        String::from_utf8_lossy(&v.stderr)
+    );
+    // The verification can fail: a broken copy does.
+    let s = std::fs::read_to_string(&units[0]).unwrap();
+    let broken = env.write(
+        "xdg/systemd/user/broken.service",
+        s.replace("Type=oneshot", "Type=oneshot\nExecStart=relative/path"),
+    );
+    let v = systemd_verify(&env, std::slice::from_ref(&broken));
+    assert!(!v.status.success(), "a broken unit passed verification");
+}
+
 pub fn tests() -> Vec<Test> {
     vec![
         Test::new(
@@ -97,6 +160,12 @@ pub fn tests() -> Vec<Test> {
             "tools::groff_renders_the_man_page_without_a_warning",
             &[Need::Program("groff")],
             groff_renders_the_man_page_without_a_warning,
+        ),
+        #[cfg(unix)]
+        Test::new(
+            "tools::systemd_analyze_verifies_the_scheduled_units",
+            &[Need::Program("systemd-analyze")],
+            systemd_analyze_verifies_the_scheduled_units,
         ),
     ]
 }

@@ -273,17 +273,27 @@ pub(crate) fn serve_until_signal(
         let poller = engine.states.clone().spawn_poller(serve::STATE_POLL);
         let health = tokio::spawn(serve::health_poller(engine.clone()));
         let watch = engine.shared().cloned().map(|s| tokio::spawn(s.watch()));
+        let routable = engine.routable();
+        engine
+            .reach
+            .probe(&engine.client, &engine.routable_resolved(&routable))
+            .await;
         let (srv, stopping) = server::start(listen, serve::router(app), "route").await?;
         let saver = tokio::spawn(serve::saver(engine.clone(), stopping));
+        let reach = crate::route::reach::startup_note(
+            &crate::route::engine::routable_providers(&routable),
+            &engine.reach.unreachable(),
+        );
         output::println(&format!(
-            "llmprobe route: listening on {}/v1 ({}{})",
+            "llmprobe route: listening on {}/v1 ({}{}){}",
             srv.url(),
-            crate::format::count(engine.routable().len(), "routable model", "routable models"),
+            crate::format::count(routable.len(), "routable model", "routable models"),
             if engine.shared().is_some() {
                 ", state shared through Redis"
             } else {
                 ""
-            }
+            },
+            reach.map(|r| format!("; {r}")).unwrap_or_default(),
         ))?;
         on_ready(&srv.url())?;
         server::wait_for_signal().await?;

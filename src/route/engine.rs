@@ -106,6 +106,20 @@ pub struct Engine {
     /// Redis, when instances share their state (`--shared-state`). The
     /// in-process state is kept too, as the fallback while Redis is away.
     shared: Option<Arc<SharedState>>,
+    /// Providers this instance could not reach ([`super::reach`]).
+    pub reach: super::reach::Reach,
+}
+
+/// The provider names of `provider::model` keys, each once, in order.
+pub fn routable_providers(routable: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for key in routable {
+        let p = key.split_once("::").map_or(key.as_str(), |(p, _)| p);
+        if !out.iter().any(|x| x == p) {
+            out.push(p.to_string());
+        }
+    }
+    out
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -162,6 +176,7 @@ impl Engine {
             redactor,
             metrics: super::metrics::Metrics::new(),
             shared: None,
+            reach: Default::default(),
         })
     }
 
@@ -269,8 +284,9 @@ impl Engine {
             .unwrap_or_default()
     }
 
-    /// Why the server is not ready, if it is not: `no_active_models`, or
-    /// `all_cooling_down` when nothing is `routable`.
+    /// Why the server is not ready, if it is not: `no_active_models`,
+    /// `all_cooling_down` when nothing is `routable`, or `all_unreachable`
+    /// when every routable model's provider is out of reach from here.
     pub fn not_ready(&self, routable: &[String]) -> Option<&'static str> {
         if self.candidates(None).is_err() {
             return Some("no_active_models");
@@ -278,7 +294,24 @@ impl Engine {
         if routable.is_empty() {
             return Some("all_cooling_down");
         }
+        let down = self.reach.unreachable();
+        if routable_providers(routable)
+            .iter()
+            .all(|p| down.contains_key(p))
+        {
+            return Some("all_unreachable");
+        }
         None
+    }
+
+    /// The providers of the routable models, each once.
+    pub fn routable_resolved(&self, routable: &[String]) -> Vec<Arc<Resolved>> {
+        let names = routable_providers(routable);
+        self.providers
+            .iter()
+            .filter(|p| names.contains(&p.provider.name))
+            .cloned()
+            .collect()
     }
 
     /// Try the candidates for `model` in order with `send`, which makes one

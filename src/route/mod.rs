@@ -18,6 +18,7 @@ pub mod health;
 pub mod limits;
 pub mod metrics;
 pub mod persist;
+pub mod reach;
 pub mod send;
 pub mod serve;
 pub mod shared;

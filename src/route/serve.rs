@@ -138,6 +138,10 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
             json!({"status": "not_ready", "reason": reason, "routable_models": 0}),
         ),
     };
+    let down = app.engine.reach.unreachable();
+    if !down.is_empty() {
+        body["unreachable"] = json!(down);
+    }
     // Serving from local state while Redis is away is still ready.
     if let Some(s) = app.engine.shared() {
         body["shared_state"] = json!(s.describe());
@@ -281,7 +285,8 @@ pub const STATE_POLL: Duration = Duration::from_millis(500);
 /// How often the health log is checked for new probes.
 pub const HEALTH_POLL: Duration = Duration::from_secs(5);
 
-/// Keep the candidate order's health data current, off the request path.
+/// Keep the candidate order's health data current, off the request path,
+/// and probe again the providers found unreachable ([`super::reach`]).
 pub async fn health_poller(engine: Arc<Engine>) {
     let mut tick = tokio::time::interval(HEALTH_POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -290,6 +295,21 @@ pub async fn health_poller(engine: Arc<Engine>) {
         let e = engine.clone();
         if let Ok(Err(err)) = tokio::task::spawn_blocking(move || e.refresh_health()).await {
             eprintln!("warning: {err}; the candidate order keeps the health read before");
+        }
+        let down = engine.reach.unreachable();
+        if !down.is_empty() {
+            let again: Vec<_> = engine
+                .providers()
+                .iter()
+                .filter(|p| down.contains_key(&p.provider.name))
+                .cloned()
+                .collect();
+            engine.reach.probe(&engine.client, &again).await;
+            for name in down.keys() {
+                if !engine.reach.unreachable().contains_key(name) {
+                    eprintln!("route: {name} is reachable again");
+                }
+            }
         }
     }
 }

@@ -293,6 +293,8 @@ pub struct RouteServer {
     pub child: std::process::Child,
     /// `http://127.0.0.1:PORT`
     pub url: String,
+    /// The line it printed when it started listening.
+    pub line: String,
 }
 
 impl RouteServer {
@@ -333,7 +335,7 @@ impl RouteServer {
             .unwrap_or_else(|| panic!("no address in {line:?}"))
             .trim_end_matches("/v1")
             .to_string();
-        RouteServer { child, url }
+        RouteServer { child, url, line }
     }
 
     /// Send SIGTERM and wait for the exit code.

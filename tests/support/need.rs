@@ -1,5 +1,6 @@
 //! What some tests need from the machine beyond Rust and a shell: a
-//! `redis-server`, the official Python clients in `.ci/venv`, zsh, groff.
+//! `redis-server`, the official Python clients in `.ci/venv`, zsh, groff,
+//! systemd-analyze.
 //! Those tests live in the `external` test binary (`tests/external.rs`),
 //! whose harness reports each one it cannot run here as *ignored*, with
 //! what it needs, in `cargo test`'s normal output, instead of letting it
@@ -41,6 +42,7 @@ impl Need {
                     other => other,
                 }
             ),
+            Need::Program("systemd-analyze") => "apt-get install systemd".into(),
             Need::Program(p) => format!("apt-get install {p}"),
         }
     }
