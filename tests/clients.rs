@@ -165,6 +165,38 @@ fn the_demo_serve_sdk_line_works_as_printed() {
     assert_eq!(demo.interrupt(), 0);
 }
 
+/// The README's Python block, against `route --serve` (its URL changed to
+/// the server's free port), with a line that prints the answer.
+fn the_readme_python_block_works() {
+    let env = clock_env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = route_config(&env, &[fake.provider("a", "openai", &["ok"], "")], "");
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let blocks = crate::support::readme_blocks("python");
+    assert!(!blocks.is_empty(), "no python block in the README");
+    for (start, text) in blocks {
+        assert!(
+            text.contains("http://127.0.0.1:8080/v1"),
+            "README.md:{start}: {text}"
+        );
+        let script = format!(
+            "{}print(r.choices[0].message.content)\n",
+            text.replace("http://127.0.0.1:8080/v1", &format!("{}/v1", srv.url))
+        );
+        let out = std::process::Command::new(need::python())
+            .args(["-c", &script])
+            .env("NO_PROXY", "*")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "README.md:{start}: {out:?}");
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+            "{out:?}"
+        );
+    }
+    assert_eq!(fake.seen().iter().filter(|s| s.model() == "ok").count(), 1);
+}
+
 pub fn tests() -> Vec<Test> {
     let prom = &[Need::Python("prometheus_client")];
     vec![
@@ -172,6 +204,11 @@ pub fn tests() -> Vec<Test> {
             "clients::the_openai_python_sdk_as_a_client",
             &[Need::Python("openai")],
             the_openai_python_sdk_as_a_client,
+        ),
+        Test::new(
+            "clients::the_readme_python_block_works",
+            &[Need::Python("openai")],
+            the_readme_python_block_works,
         ),
         #[cfg(unix)]
         Test::new(

@@ -7,6 +7,8 @@ mod check_hooks;
 mod cli;
 mod layout;
 mod read_cmds;
+#[cfg(unix)]
+mod readme;
 mod route;
 #[cfg(unix)]
 mod schedule;

@@ -17,6 +17,26 @@ pub use self::redis::Redis;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_llmprobe");
 
+/// The README's fenced blocks of one language, with the line each starts on.
+pub fn readme_blocks(lang: &str) -> Vec<(usize, String)> {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let mut out = Vec::new();
+    let mut cur: Option<(usize, String)> = None;
+    for (i, line) in readme.lines().enumerate() {
+        match (&mut cur, line.trim_end()) {
+            (None, l) if l == format!("```{lang}") => cur = Some((i + 2, String::new())),
+            (Some(_), "```") => out.push(cur.take().unwrap()),
+            (Some((_, text)), l) => {
+                text.push_str(l);
+                text.push('\n');
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// The compat log from the old Python tool.
 pub fn compat_log() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/compat/the-brain-health_log.json")
@@ -100,6 +120,11 @@ impl Env {
         }
         std::fs::write(&p, contents).unwrap();
         p
+    }
+
+    /// The variables set with [`Env::env`].
+    pub fn vars(&self) -> &[(String, String)] {
+        &self.envs
     }
 
     pub fn env(&mut self, k: &str, v: &str) -> &mut Env {

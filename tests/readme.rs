@@ -1,0 +1,289 @@
+//! Every command in the README, run as a user would paste it.
+//!
+//! Each line of each `sh` block runs in `sh`, in the order the README gives
+//! it, in one scratch directory with a scratch `HOME`, `llmprobe` (this
+//! build) first on `PATH`, and fake `crontab` and `systemctl` in front of
+//! the machine's own. A `llmprobe.toml` in that directory points the
+//! providers the README names (groq, gemini, openrouter) at a fake provider
+//! on 127.0.0.1, so nothing leaves the machine; the lines themselves are
+//! not changed, except where [`rule`] says why. The TOML block is read by
+//! the binary, and the Python block is run with the OpenAI SDK in
+//! tests/clients.rs.
+//!
+//! A README line with no rule runs as written: adding a command to the
+//! README adds it to this test.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use crate::support::{BIN, Env, Fake, fake_tools, readme_blocks as blocks};
+
+/// What to do with one README command line.
+#[derive(Debug, PartialEq)]
+enum Rule {
+    /// Run it as written.
+    Run,
+    /// Run this instead, for the reason given.
+    Instead(String, &'static str),
+    /// A server: start it, wait for its listening line, stop it.
+    Serve,
+    /// Only check its syntax (`sh -n`), for the reason given.
+    Syntax(&'static str),
+}
+
+fn rule(line: &str) -> Rule {
+    let cmd = line.split(" #").next().unwrap().trim();
+    if cmd == "cargo test" {
+        return Rule::Syntax("it is the command running this test");
+    }
+    if cmd.starts_with("cargo install") {
+        return Rule::Syntax("a release build takes minutes; .ci/run builds the same sources");
+    }
+    if cmd.ends_with(" --serve") {
+        return Rule::Serve;
+    }
+    if cmd.starts_with("cargo run -- ") {
+        return Rule::Instead(
+            instead(cmd),
+            "cargo run -- is this test's binary; cargo inside cargo test would wait on the build lock",
+        );
+    }
+    Rule::Run
+}
+
+/// `cargo run -- ARGS` as `llmprobe ARGS`: the same binary.
+fn instead(cmd: &str) -> String {
+    match cmd.strip_prefix("cargo run -- ") {
+        Some(rest) => format!("llmprobe {rest}"),
+        None => cmd.to_string(),
+    }
+}
+
+/// The scratch machine: fakes for the providers, tools and files the
+/// README's lines expect.
+struct Machine {
+    env: Env,
+    _fake: Fake,
+    path: String,
+    proxy: String,
+}
+
+impl Machine {
+    fn new() -> Machine {
+        let mut env = Env::new();
+        let fake = Fake::start(&env, &[]);
+        let tools = fake_tools(&mut env);
+        let bin = env.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::os::unix::fs::symlink(BIN, bin.join("llmprobe")).unwrap();
+        let path = format!(
+            "{}:{}:{}",
+            bin.display(),
+            tools.bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        // The embedded groq, gemini and openrouter, each moved to the fake
+        // and cut to one model; no spacing, so no line waits 90 s; the
+        // server on a free port rather than 8080, which may be taken.
+        let point = |name: &str, dialect: &str, model: &str| {
+            let base = fake.provider(name, dialect, &[model], "");
+            let base_url = base
+                .lines()
+                .find(|l| l.starts_with("base_url"))
+                .unwrap()
+                .to_string();
+            format!("[[providers]]\nname = \"{name}\"\n{base_url}\nmodels = [\"{model}\"]\n")
+        };
+        env.write(
+            "llmprobe.toml",
+            format!(
+                "[defaults]\nspacing_secs = 0\ntimeout_secs = 10\n\n[route]\nlisten = \"127.0.0.1:0\"\n\n{}\n{}\n{}",
+                point("groq", "openai", "llama-3.1-8b-instant"),
+                point("gemini", "gemini", "gemini-2.5-flash-lite"),
+                point("openrouter", "openai", "meta-llama/llama-3.3-70b-instruct:free"),
+            ) + "\n# Works without a key: would be probed on the internet.\n[[providers]]\nname = \"pollinations\"\nenabled = false\n",
+        );
+        // `schedule install --env-file ~/llmprobe/keys.env`.
+        let home = env.home();
+        env.write(
+            "home/llmprobe/keys.env",
+            "GROQ_API_KEY=sk-readme-0123456789\n",
+        );
+        assert!(home.join("llmprobe/keys.env").is_file());
+        // `rollup --readme README.md` refreshes a README with the markers.
+        env.write(
+            "README.md",
+            "# My models\n<!-- BRAIN_HEALTH_START -->\n<!-- BRAIN_HEALTH_END -->\n",
+        );
+        Machine {
+            env,
+            _fake: fake,
+            path,
+            proxy: crate::support::closed_port(),
+        }
+    }
+
+    fn sh(&self, script: &str) -> Command {
+        let mut c = Command::new("/bin/sh");
+        c.args(["-c", script])
+            .current_dir(self.env.path())
+            .env_clear()
+            .env("PATH", &self.path)
+            .env("HOME", self.env.home())
+            .env("XDG_CONFIG_HOME", self.env.home().join(".config"))
+            .env("XDG_STATE_HOME", self.env.home().join(".local/state"))
+            .env("XDG_RUNTIME_DIR", self.env.path().join("runtime"));
+        for (k, v) in self.env.vars() {
+            if k.starts_with("FAKE_") {
+                c.env(k, v);
+            }
+        }
+        // A safety net: anything not on loopback goes to a proxy nobody
+        // listens on, so a line that reached for the network would fail
+        // here rather than leave the machine.
+        for k in ["HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY"] {
+            c.env(k, &self.proxy);
+        }
+        c
+    }
+}
+
+#[test]
+fn every_readme_command_works_as_written() {
+    let m = Machine::new();
+    // The `export` lines hold for the lines after them, as in a terminal.
+    let mut exports = String::new();
+    let mut ran = Vec::new();
+    for (start, block) in blocks("sh") {
+        for (n, line) in block.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let at = format!("README.md:{}: {line}", start + n);
+            let script = match rule(line) {
+                Rule::Syntax(why) => {
+                    let o = m.sh("").args(["-n", "-c", line]).output().unwrap();
+                    assert!(o.status.success(), "{at}: not valid sh ({why}): {o:?}");
+                    continue;
+                }
+                Rule::Serve => {
+                    serve(&m, &format!("{exports}exec {}", instead(line)), &at);
+                    ran.push(line.to_string());
+                    continue;
+                }
+                Rule::Instead(cmd, _why) => cmd,
+                Rule::Run => line.to_string(),
+            };
+            if line.starts_with("export ") {
+                exports.push_str(line);
+                exports.push('\n');
+            }
+            let o = m.sh(&format!("{exports}{script}")).output().unwrap();
+            assert!(
+                o.status.success(),
+                "{at}: exited {:?}\nstdout:\n{}\nstderr:\n{}",
+                o.status.code(),
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+            ran.push(line.to_string());
+        }
+    }
+    // The lines that prove the walk did something: a check probed the
+    // fakes, route answered, schedule installed and removed.
+    for want in [
+        "llmprobe check ",
+        "llmprobe route \"What is 2+2?\"",
+        "llmprobe schedule install",
+        "llmprobe state disable",
+        "llmprobe route --serve",
+    ] {
+        assert!(
+            ran.iter().any(|l| l.starts_with(want)),
+            "no README line starting {want:?} ran: {ran:#?}"
+        );
+    }
+    let log = crate::support::log_entries(&m.env.log());
+    assert!(
+        log.iter().filter(|e| e["ok"] == 1).count() == 3,
+        "the three providers did not all pass: {log:?}"
+    );
+}
+
+/// Start a README server line in the background, wait for its listening
+/// line, and stop it.
+fn serve(m: &Machine, script: &str, at: &str) {
+    use std::io::BufRead;
+    let mut child = m
+        .sh(script)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let mut printed = Vec::new();
+    let found = loop {
+        match rx.recv_timeout(std::time::Duration::from_secs(120)) {
+            Ok(l) if l.contains("listening on http://127.0.0.1:") => break true,
+            Ok(l) => printed.push(l),
+            Err(_) => break false,
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        found,
+        "{at}: never said where it listens:\n{}",
+        printed.join("\n")
+    );
+}
+
+#[test]
+fn the_readme_config_block_is_read_as_it_stands() {
+    let env = Env::new();
+    let blocks = blocks("toml");
+    assert!(!blocks.is_empty(), "no toml block in the README");
+    for (start, text) in blocks {
+        let file: PathBuf = env.write(&format!("readme-{start}.toml"), &text);
+        let r = env
+            .run(&[
+                "--config",
+                file.to_str().unwrap(),
+                "check",
+                "--list",
+                "--json",
+            ])
+            .ok();
+        assert!(
+            r.stdout.contains("my-vllm"),
+            "README.md:{start}: the provider it adds is not listed:\n{}",
+            r.stdout
+        );
+    }
+}
+
+#[test]
+fn every_readme_rule_is_one_a_line_can_meet() {
+    assert_eq!(rule("llmprobe brief"), Rule::Run);
+    assert_eq!(
+        rule("cargo test   # all"),
+        Rule::Syntax("it is the command running this test")
+    );
+    assert_eq!(rule("llmprobe route --serve     # x"), Rule::Serve);
+    assert!(matches!(rule("cargo run -- demo"), Rule::Instead(c, _) if c == "llmprobe demo"));
+    assert_eq!(rule("cargo run -- demo --serve"), Rule::Serve);
+    assert_eq!(
+        instead("cargo run -- demo --serve"),
+        "llmprobe demo --serve"
+    );
+}
