@@ -24,6 +24,7 @@
 
 mod anthropic;
 mod gemini;
+mod needs;
 mod openai;
 mod request;
 mod stream;
@@ -37,6 +38,7 @@ use crate::upstream::secret::Secret;
 
 pub use anthropic::Anthropic;
 pub use gemini::Gemini;
+pub use needs::{Need, Needs};
 pub use openai::OpenAi;
 pub use request::{
     ChatMessage, ChatRequest, Content, DEFAULT_ESTIMATED_COMPLETION_TOKENS, ROLES, RequestError,

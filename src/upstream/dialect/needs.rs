@@ -1,0 +1,265 @@
+//! What a request needs from the model that serves it, and which needs
+//! each dialect can carry at all.
+//!
+//! `route` works a request's [`Needs`] out once, before it picks a
+//! candidate, and passes over (`skip:<need>` in the trail) every candidate
+//! that cannot meet one, instead of sending what would fail or lose part of
+//! the request. "Cannot" comes from three places, checked in this order:
+//! the dialect ([`Dialect::carries`], here), the model's catalog data (its
+//! context window), and what an upstream said in a 400 that named the
+//! capability (remembered for a day by the route state).
+//!
+//! The names are the trail's vocabulary (`docs/routing.md`): `tools`,
+//! `json`, `vision`, `image_url`, `n`, `audio`, `suffix`, `context`.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::request::{ChatRequest, Content, image_url_of};
+use super::Dialect;
+
+/// One thing a request needs from the model.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::EnumIter,
+)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Need {
+    /// `tools` (or the older `functions`), or a conversation that already
+    /// holds tool calls or tool results.
+    Tools,
+    /// `response_format` of type `json_object` or `json_schema`.
+    Json,
+    /// An image in a message, of any kind.
+    Vision,
+    /// An image given by an `http(s)` URL rather than inline data: some
+    /// dialects take only inline images.
+    ImageUrl,
+    /// `n` above 1: several choices in one reply.
+    N,
+    /// An audio part (`input_audio`) in a message, or audio output.
+    Audio,
+    /// A text completion's `suffix` (fill-in-the-middle).
+    Suffix,
+    /// A prompt longer than the model's context window.
+    Context,
+}
+
+impl Need {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// The need in a sentence: "it has tools".
+    pub fn phrase(self) -> &'static str {
+        match self {
+            Need::Tools => "it has tools",
+            Need::Json => "it asks for JSON output",
+            Need::Vision => "it has an image",
+            Need::ImageUrl => "it has an image given by URL",
+            Need::N => "it asks for several choices (n > 1)",
+            Need::Audio => "it has audio",
+            Need::Suffix => "it has a suffix",
+            Need::Context => "it is longer than the context window",
+        }
+    }
+
+    /// What a model that cannot meet it lacks: "carry tools".
+    pub fn ability(self) -> &'static str {
+        match self {
+            Need::Tools => "carry tools",
+            Need::Json => "return JSON",
+            Need::Vision => "read images",
+            Need::ImageUrl => "fetch images by URL",
+            Need::N => "return several choices",
+            Need::Audio => "take audio",
+            Need::Suffix => "complete with a suffix",
+            Need::Context => "hold a prompt this long",
+        }
+    }
+}
+
+/// Every need of one request, in a fixed order.
+pub type Needs = BTreeSet<Need>;
+
+impl ChatRequest {
+    /// What this request needs from the model that serves it. The prompt's
+    /// length against a context window ([`Need::Context`]) depends on the
+    /// model, so the router adds it per candidate; it is never in here.
+    pub fn needs(&self) -> Needs {
+        let mut out = Needs::new();
+        let non_empty = |field: &str| {
+            self.extra
+                .get(field)
+                .is_some_and(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()))
+        };
+        if non_empty("tools") || non_empty("functions") {
+            out.insert(Need::Tools);
+        }
+        if let Some(t) = self
+            .extra
+            .get("response_format")
+            .and_then(|f| f.get("type"))
+            .and_then(Value::as_str)
+            && matches!(t, "json_object" | "json_schema")
+        {
+            out.insert(Need::Json);
+        }
+        if self
+            .extra
+            .get("n")
+            .and_then(Value::as_u64)
+            .is_some_and(|n| n > 1)
+        {
+            out.insert(Need::N);
+        }
+        if non_empty("suffix") {
+            out.insert(Need::Suffix);
+        }
+        if self
+            .extra
+            .get("modalities")
+            .and_then(Value::as_array)
+            .is_some_and(|m| m.iter().any(|x| x == "audio"))
+            || non_empty("audio")
+        {
+            out.insert(Need::Audio);
+        }
+        for m in &self.messages {
+            if matches!(m.role.as_str(), "tool" | "function")
+                || ["tool_calls", "function_call"]
+                    .iter()
+                    .any(|f| m.extra.get(*f).is_some_and(|v| !v.is_null()))
+            {
+                out.insert(Need::Tools);
+            }
+            let Some(Content::Parts(parts)) = &m.content else {
+                continue;
+            };
+            for p in parts {
+                match p.get("type").and_then(Value::as_str) {
+                    Some("image_url") => {
+                        out.insert(Need::Vision);
+                        if image_url_of(p).is_some_and(|u| !u.starts_with("data:")) {
+                            out.insert(Need::ImageUrl);
+                        }
+                    }
+                    Some("input_audio") => {
+                        out.insert(Need::Audio);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Dialect {
+    /// Whether this dialect can carry `need` at all, whatever the model.
+    /// A model of a dialect that can may still not (the catalog, or an
+    /// upstream's 400, says so); one of a dialect that cannot never does.
+    pub fn carries(self, need: Need) -> bool {
+        match (self, need) {
+            // A context window belongs to the model, not the dialect.
+            (_, Need::Context) => true,
+            (Dialect::Openai, _) => true,
+            // Anthropic: tools, JSON through a forced tool, images inline
+            // or by URL; one choice, no audio, no suffix.
+            (Dialect::Anthropic, Need::Tools | Need::Json | Need::Vision | Need::ImageUrl) => true,
+            (Dialect::Anthropic, _) => false,
+            // Gemini: tools, JSON (responseSchema), inline images; an
+            // image URL would need an upload first.
+            (Dialect::Gemini, Need::Tools | Need::Json | Need::Vision) => true,
+            (Dialect::Gemini, _) => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use strum::IntoEnumIterator;
+
+    fn needs(body: &str) -> Vec<&'static str> {
+        ChatRequest::from_openai_json(body.as_bytes())
+            .unwrap()
+            .needs()
+            .into_iter()
+            .map(Need::as_str)
+            .collect()
+    }
+
+    #[test]
+    fn a_plain_request_needs_nothing() {
+        assert!(needs(r#"{"messages":[{"role":"user","content":"hi"}]}"#).is_empty());
+        assert!(
+            needs(r#"{"messages":[{"role":"user","content":"hi"}],"tools":[],"n":1}"#).is_empty()
+        );
+    }
+
+    #[test]
+    fn each_need_is_found_where_clients_put_it() {
+        assert_eq!(
+            needs(
+                r#"{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}]}"#
+            ),
+            ["tools"]
+        );
+        assert_eq!(
+            needs(
+                r#"{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"c"}]},{"role":"tool","tool_call_id":"c","content":"4"}]}"#
+            ),
+            ["tools"]
+        );
+        assert_eq!(
+            needs(
+                r#"{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{}}}}"#
+            ),
+            ["json"]
+        );
+        assert!(
+            needs(
+                r#"{"messages":[{"role":"user","content":"hi"}],"response_format":{"type":"text"}}"#
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            needs(
+                r#"{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AA"}}]}]}"#
+            ),
+            ["vision"]
+        );
+        assert_eq!(
+            needs(
+                r#"{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/y.png"}},{"type":"input_audio","input_audio":{}}]}],"n":3}"#
+            ),
+            ["vision", "image_url", "n", "audio"]
+        );
+    }
+
+    #[test]
+    fn openai_carries_everything_and_the_names_are_the_trails() {
+        for n in Need::iter() {
+            assert!(Dialect::Openai.carries(n));
+            let name: &str = n.into();
+            assert_eq!(name.parse::<Need>().unwrap(), n);
+            assert_eq!(serde_json::to_value(n).unwrap(), name);
+        }
+        assert!(!Dialect::Gemini.carries(Need::ImageUrl));
+        assert!(!Dialect::Anthropic.carries(Need::N));
+    }
+}
