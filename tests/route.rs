@@ -623,7 +623,7 @@ fn serve_says_when_no_routable_provider_is_reachable() {
         &["m"],
         "",
     );
-    let cfg = config(&env, &[far.clone()], "");
+    let cfg = config(&env, std::slice::from_ref(&far), "");
     let srv = RouteServer::start(&env, &cfg, &[]);
     assert!(
         srv.line.contains(&format!(
