@@ -130,10 +130,10 @@ the run lock, --if-due once more (another run may have finished meanwhile),
 the start ping and the probes.")]
 pub struct CheckArgs {
     /// Only these providers (repeatable, or comma-separated).
-    #[arg(long, short = 'p', value_delimiter = ',', value_name = "NAME", value_parser = CatalogNames::Providers, hide_possible_values = true)]
+    #[arg(long, short = 'p', value_delimiter = ',', value_name = "NAME", add = Names::Providers)]
     pub provider: Vec<String>,
     /// Only these models, by id or provider::model (repeatable, or comma-separated).
-    #[arg(long, short = 'm', value_delimiter = ',', value_name = "MODEL", value_parser = CatalogNames::Models, hide_possible_values = true)]
+    #[arg(long, short = 'm', value_delimiter = ',', value_name = "MODEL", add = Names::Models)]
     pub model: Vec<String>,
     /// Seconds between probe starts on one provider (overrides config; 0.2 works).
     #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
@@ -319,7 +319,7 @@ pub struct StateArgs {
     #[arg(long, value_enum)]
     pub state: Option<StateFilter>,
     /// Only these providers.
-    #[arg(long, short = 'p', value_delimiter = ',', value_name = "NAME", value_parser = CatalogNames::Providers, hide_possible_values = true)]
+    #[arg(long, short = 'p', value_delimiter = ',', value_name = "NAME", add = Names::Providers)]
     pub provider: Vec<String>,
     /// Print as JSON.
     #[arg(long)]
@@ -348,7 +348,7 @@ pub enum StateAction {
     /// deleted, and every model starts active.
     Reset {
         /// provider::model
-        #[arg(conflicts_with = "all")]
+        #[arg(conflicts_with = "all", add = Names::ModelKeys)]
         model: Option<String>,
         /// Forget every model's state.
         #[arg(long)]
@@ -359,6 +359,7 @@ pub enum StateAction {
 #[derive(Debug, Args)]
 pub struct StateChange {
     /// provider::model
+    #[arg(add = Names::ModelKeys)]
     pub model: String,
     /// Why; shown by `state` and `brief`.
     #[arg(long)]
@@ -405,7 +406,7 @@ pub struct RouteArgs {
     #[arg(long, value_name = "ADDR", value_parser = crate::server::parse_listen)]
     pub listen: Option<std::net::SocketAddr>,
     /// auto, a model id, an alias, or a pinned provider::model [default: auto].
-    #[arg(long, short = 'm', value_name = "MODEL", value_parser = CatalogNames::Models, hide_possible_values = true)]
+    #[arg(long, short = 'm', value_name = "MODEL", add = Names::RouteModels)]
     pub model: Option<String>,
     /// A system message.
     #[arg(long, value_name = "TEXT")]
@@ -598,6 +599,14 @@ pub enum Shell {
 }
 
 /// Print a shell completion script for llmprobe on stdout.
+///
+/// The script asks llmprobe at each Tab, so it offers the flags of the
+/// binary that runs, and the provider and model names of your config: the
+/// one the line being completed would read (its --config, else
+/// LLMPROBE_CONFIG, else ./llmprobe.toml, else the user config directory),
+/// or the embedded catalog when there is none or it cannot be read. The
+/// script runs `llmprobe` from PATH when that is this binary, else this
+/// binary by its full path (as from `cargo run -- completions bash`).
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
@@ -643,46 +652,25 @@ pub struct FakeArgs {
     pub latency_ms: u64,
 }
 
-/// A value that may be any name, which completion scripts offer from the
-/// embedded catalog: provider names, or `provider::model` keys and model
-/// ids. The catalog is read only when a completion script or an error asks
-/// for the names, never on an ordinary run.
-#[derive(Debug, Clone, Copy)]
-pub enum CatalogNames {
+/// The names a value takes, for shell completion: a marker only, as
+/// parsing accepts any string (a wrong name is refused later, with the
+/// closest known ones). The completer (`cmd::completions`) offers the names
+/// from the config that the command line being completed would read, so
+/// they are never listed in `--help` and the catalog is never read on an
+/// ordinary run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Names {
+    /// Provider names.
     Providers,
+    /// `provider::model` keys.
+    ModelKeys,
+    /// `provider::model` keys and model ids (`check --model`).
     Models,
+    /// The same, `auto` and the `[aliases]` (`route --model`).
+    RouteModels,
 }
 
-impl clap::builder::TypedValueParser for CatalogNames {
-    type Value = String;
-
-    fn parse_ref(
-        &self,
-        cmd: &clap::Command,
-        arg: Option<&clap::Arg>,
-        value: &std::ffi::OsStr,
-    ) -> Result<String, clap::Error> {
-        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
-    }
-
-    fn possible_values(
-        &self,
-    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
-        let catalog = crate::catalog::Catalog::embedded();
-        let mut names: Vec<String> = match self {
-            CatalogNames::Providers => catalog.providers.iter().map(|p| p.name.clone()).collect(),
-            CatalogNames::Models => catalog
-                .model_keys()
-                .chain(catalog.providers.iter().flat_map(|p| p.models.clone()))
-                .collect(),
-        };
-        names.sort();
-        names.dedup();
-        Some(Box::new(
-            names.into_iter().map(clap::builder::PossibleValue::new),
-        ))
-    }
-}
+impl clap::builder::ArgExt for Names {}
 
 #[cfg(test)]
 mod tests {

@@ -69,6 +69,12 @@ use crate::cli::{Cli, Command};
 use crate::cmd::{brief, demo, rollup, state as statecmd};
 use crate::error::Error;
 
+/// Answer a shell's completion request (`LLMPROBE_COMPLETE=SHELL`) and
+/// exit; otherwise do nothing. `main` calls it before anything else.
+pub fn complete_if_asked() {
+    cmd::completions::complete_if_asked()
+}
+
 /// The whole program: parse arguments, run the command, map the result to an
 /// exit code. Errors are printed as `error: …` on stderr.
 pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
@@ -106,7 +112,7 @@ fn dispatch(cli: Cli) -> Result<u8, Error> {
         Command::Route(a) => cmd::route::run(&settings::Settings::load(&g)?, a),
         Command::Schedule(a) => cmd::schedule::run(&g, a),
         Command::Demo(a) => demo::run(&g, a),
-        Command::Completions(a) => cmd::docs::completions(a),
+        Command::Completions(a) => cmd::completions::completions(a),
         Command::Man(_) => cmd::docs::man(),
         Command::FakeProvider(a) => cmd::fake::run(&g, a),
     }

@@ -5,5 +5,8 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    // A shell asking for completions (see `llmprobe completions`) gets only
+    // them, before anything can write to stdout.
+    llmprobe::complete_if_asked();
     llmprobe::run(std::env::args_os())
 }

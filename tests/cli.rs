@@ -388,28 +388,143 @@ fn version_names_the_commit_it_was_built_from() {
 }
 
 #[test]
-fn completions_for_every_shell_name_the_subcommands() {
+fn completions_for_every_shell_register_the_dynamic_completer() {
     let env = Env::new();
     for shell in ["bash", "zsh", "fish", "powershell", "elvish"] {
         let out = env.run(&["completions", shell]).ok().stdout;
-        for word in ["check", "rollup", "route", "dry-run", "stats-dir"] {
-            assert!(out.contains(word), "{shell}: no {word}");
-        }
+        // The script asks the binary at each Tab: this one, by its full
+        // path, as it is not the `llmprobe` on PATH.
+        assert!(out.contains("LLMPROBE_COMPLETE"), "{shell}: {out}");
+        assert!(out.contains(crate::support::BIN), "{shell}: {out}");
         assert!(!out.contains("fake-provider"), "{shell}: a hidden command");
-        assert!(!out.contains("templates"), "{shell}: a hidden subcommand");
-        // --provider and --model offer the catalog's names, not files.
-        if matches!(shell, "bash" | "zsh" | "fish") {
-            assert!(
-                out.contains("llama-3.1-8b-instant"),
-                "{shell}: no model names"
-            );
-            assert!(out.contains("openrouter"), "{shell}: no provider names");
-        }
-        // bash and zsh reading the script: tests/tools.rs (the external
-        // harness, which says so where a shell is missing).
+        // bash and zsh reading the script, and bash completing with it:
+        // tests/tools.rs (the external harness, which says so where a shell
+        // is missing).
     }
     let r = env.run(&["completions", "tcsh"]).code(2);
     assert!(r.stderr.contains("tcsh"), "{}", r.stderr);
+}
+
+/// When the `llmprobe` on PATH is this binary (here a link to it), the
+/// script calls it by name, so that an installed copy keeps working after
+/// an upgrade.
+#[cfg(unix)]
+#[test]
+fn completions_call_llmprobe_by_name_when_path_finds_this_binary() {
+    let mut env = Env::new();
+    let bin = env.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(crate::support::BIN, bin.join("llmprobe")).unwrap();
+    env.env("PATH", bin.to_str().unwrap());
+    let out = env.run(&["completions", "bash"]).ok().stdout;
+    assert!(out.contains("\"llmprobe\" -- \"${words[@]}\""), "{out}");
+    assert!(!out.contains(crate::support::BIN), "{out}");
+}
+
+/// What the shell offers for the word at `index` of `words`, asked the way
+/// the bash script asks (see `llmprobe completions bash`): the words after
+/// `--`, the index and the separator in the environment.
+fn complete(env: &Env, index: usize, words: &[&str]) -> Vec<String> {
+    let mut args = vec!["--", "llmprobe"];
+    args.extend(words);
+    let index = index.to_string();
+    let o = env
+        .command(&args)
+        .env("LLMPROBE_COMPLETE", "bash")
+        .env("_CLAP_COMPLETE_INDEX", &index)
+        .env("_CLAP_COMPLETE_COMP_TYPE", "9")
+        .env("_CLAP_COMPLETE_SPACE", "true")
+        .env("_CLAP_IFS", "\n")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success() && stderr.is_empty(),
+        "{words:?}: {stderr}"
+    );
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn completion_offers_the_names_of_the_config_the_line_would_read() {
+    let mut env = Env::new();
+    let cfg = |name: &str| {
+        config_naming(name).replace("models = [\"m\"]", "models = [\"m-of-x\"]")
+            + "[aliases]\nquick = [\""
+            + name
+            + "::m-of-x\"]\n"
+    };
+    env.write("mine.toml", cfg("only-in-mine"));
+    env.write("env.toml", cfg("only-in-env"));
+    env.write("broken.toml", "[[providers]\nname = ");
+    // No config anywhere: the embedded catalog.
+    let got = complete(&env, 3, &["check", "--provider", ""]);
+    assert!(got.iter().any(|n| n == "openrouter"), "{got:?}");
+    assert!(!got.iter().any(|n| n == "only-in-mine"), "{got:?}");
+    // --config on the line, before or after the subcommand, in either
+    // spelling.
+    for words in [
+        &["check", "--config", "mine.toml", "--provider", ""][..],
+        &["--config=mine.toml", "state", "-p", "only"],
+    ] {
+        let got = complete(&env, words.len(), words);
+        assert_eq!(got, ["only-in-mine"], "{words:?}");
+    }
+    // route --model: auto, the aliases, the keys and the ids.
+    let got = complete(&env, 5, &["route", "--config", "mine.toml", "--model", ""]);
+    assert_eq!(got, ["auto", "m-of-x", "only-in-mine::m-of-x", "quick"]);
+    // check --model and state enable: no aliases there.
+    let got = complete(&env, 5, &["check", "--config", "mine.toml", "-m", ""]);
+    assert_eq!(got, ["m-of-x", "only-in-mine::m-of-x"]);
+    // (A positional: its flags are offered too.)
+    let mut got = complete(&env, 5, &["--config", "mine.toml", "state", "enable", ""]);
+    got.retain(|c| !c.starts_with('-'));
+    assert_eq!(got, ["only-in-mine::m-of-x"]);
+    // LLMPROBE_CONFIG, unless the line names a file.
+    env.env("LLMPROBE_CONFIG", "env.toml");
+    assert_eq!(
+        complete(&env, 3, &["check", "--provider", ""]),
+        ["only-in-env"]
+    );
+    assert_eq!(
+        complete(&env, 5, &["check", "--config", "mine.toml", "-p", ""]),
+        ["only-in-mine"]
+    );
+    // A broken or missing file: the embedded catalog, and not a word on
+    // stderr (`complete` checks).
+    for file in ["broken.toml", "missing.toml"] {
+        let got = complete(&env, 5, &["check", "--config", file, "-p", "openr"]);
+        assert_eq!(got, ["openrouter"], "{file}");
+    }
+    // A file argument still completes file names.
+    assert_eq!(complete(&env, 2, &["--config", "mi"]), ["mine.toml"]);
+}
+
+#[test]
+fn completion_finds_the_config_of_the_working_directory() {
+    let env = Env::new();
+    env.write("llmprobe.toml", config_naming("only-here"));
+    assert_eq!(complete(&env, 3, &["check", "-p", ""]), ["only-here"]);
+}
+
+#[test]
+fn completion_leaves_hidden_subcommands_out() {
+    let env = Env::new();
+    let top = complete(&env, 1, &[""]);
+    for visible in ["check", "route", "schedule", "completions"] {
+        assert!(top.iter().any(|c| c == visible), "{visible}: {top:?}");
+    }
+    assert!(!top.iter().any(|c| c == "fake-provider"), "{top:?}");
+    // Even where nothing visible matches, which is when clap_complete
+    // would offer a hidden command.
+    assert!(complete(&env, 1, &["fake"]).is_empty());
+    let schedule = complete(&env, 2, &["schedule", ""]);
+    assert!(schedule.iter().any(|c| c == "install"), "{schedule:?}");
+    assert!(!schedule.iter().any(|c| c == "templates"), "{schedule:?}");
+    assert!(complete(&env, 2, &["schedule", "t"]).is_empty());
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The completion scripts and the manual page, read by the programs that
-//! use them: bash and zsh check a script's syntax (bash also loads it), and
-//! groff renders the page without a warning.
+//! use them: bash and zsh check a script's syntax (bash also loads it, and
+//! completes with it against the real binary), and groff renders the page
+//! without a warning.
 
 use crate::Test;
 use crate::support::Env;
@@ -40,6 +41,84 @@ fn bash_reads_and_loads_the_completion_script() {
         said.contains("_llmprobe") && said.trim_end().ends_with(" llmprobe"),
         "{said}"
     );
+}
+
+/// Bash, with the script loaded, completing `words` (the last one is the
+/// word under the cursor) as it does on Tab: COMP_WORDS and COMP_CWORD set,
+/// the completion function called, COMPREPLY read. `vars` are exported.
+fn bash_completes(
+    env: &Env,
+    file: &std::path::Path,
+    words: &[&str],
+    vars: &[(&str, &str)],
+) -> Vec<String> {
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let script = format!(
+        "source \"$0\" || exit 9\n\
+         COMP_WORDS=(llmprobe {})\nCOMP_CWORD={}\nCOMP_TYPE=9\n\
+         _clap_complete_llmprobe llmprobe {} {}\n\
+         printf '%s\\n' \"${{COMPREPLY[@]}}\"\n",
+        quoted.join(" "),
+        words.len(),
+        quoted.last().unwrap(),
+        quoted
+            .get(words.len().wrapping_sub(2))
+            .map_or("llmprobe", String::as_str),
+    );
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg("-c").arg(&script).arg(file);
+    cmd.current_dir(env.path()).env_clear();
+    cmd.env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    cmd.env("HOME", env.home());
+    cmd.envs(vars.iter().copied());
+    let o = cmd.output().expect("run bash");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success() && stderr.is_empty(),
+        "{words:?}: {stderr}"
+    );
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The loaded bash script, run as on Tab against the real binary, offers
+/// the providers of the config on the line, else of LLMPROBE_CONFIG.
+fn bash_completes_names_from_the_users_config() {
+    let (env, file) = completion_script_for("bash");
+    let cfg = |name: &str| {
+        format!(
+            "include_default_catalog = false\n[[providers]]\nname = \"{name}\"\n\
+             dialect = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodels = [\"m\"]\n"
+        )
+    };
+    env.write("mine.toml", cfg("only-in-mine"));
+    env.write("env.toml", cfg("only-in-env"));
+    let got = bash_completes(
+        &env,
+        &file,
+        &["check", "--config", "mine.toml", "--provider", ""],
+        &[],
+    );
+    assert_eq!(got, ["only-in-mine"]);
+    let got = bash_completes(
+        &env,
+        &file,
+        &["check", "-p", "only"],
+        &[("LLMPROBE_CONFIG", "env.toml")],
+    );
+    assert_eq!(got, ["only-in-env"]);
+    // No config: the embedded catalog's names.
+    let got = bash_completes(&env, &file, &["check", "-p", "openr"], &[]);
+    assert_eq!(got, ["openrouter"]);
+    // Subcommands, without the hidden ones.
+    let got = bash_completes(&env, &file, &["sch"], &[]);
+    assert_eq!(got, ["schedule"]);
+    let got = bash_completes(&env, &file, &["schedule", ""], &[]);
+    assert!(got.iter().any(|c| c == "install"), "{got:?}");
+    assert!(!got.iter().any(|c| c == "templates"), "{got:?}");
 }
 
 fn zsh_reads_the_completion_script() {
@@ -150,6 +229,11 @@ pub fn tests() -> Vec<Test> {
             "tools::bash_reads_and_loads_the_completion_script",
             &[Need::Program("bash")],
             bash_reads_and_loads_the_completion_script,
+        ),
+        Test::new(
+            "tools::bash_completes_names_from_the_users_config",
+            &[Need::Program("bash")],
+            bash_completes_names_from_the_users_config,
         ),
         Test::new(
             "tools::zsh_reads_the_completion_script",

@@ -1,56 +1,13 @@
-//! `llmprobe completions SHELL` and `llmprobe man`: documentation generated
-//! from the same clap definition as the parser, so it never drifts from the
-//! flags that really exist.
+//! `llmprobe man`: the manual page, generated from the same clap definition
+//! as the parser, so it never drifts from the flags that really exist (shell
+//! completion, likewise generated, is in `completions`).
 
 use clap::CommandFactory;
 
-use crate::cli::{Cli, CompletionsArgs, Shell};
+use crate::cli::Cli;
 use crate::error::Result;
 use crate::exit;
 use crate::output;
-
-/// Print the completion script for a shell.
-pub fn completions(a: CompletionsArgs) -> Result<u8> {
-    output::print(&completion_script(a.shell))?;
-    Ok(exit::SUCCESS)
-}
-
-pub fn completion_script(shell: Shell) -> String {
-    use clap_complete::Shell as S;
-    let generator = match shell {
-        Shell::Bash => S::Bash,
-        Shell::Zsh => S::Zsh,
-        Shell::Fish => S::Fish,
-        Shell::Powershell => S::PowerShell,
-        Shell::Elvish => S::Elvish,
-    };
-    let mut out = Vec::new();
-    clap_complete::generate(generator, &mut visible_command(), "llmprobe", &mut out);
-    String::from_utf8(out).expect("clap_complete writes UTF-8")
-}
-
-/// The command line without its hidden subcommands, at every level, which
-/// clap_complete's generators would offer (`fake-provider` is for tests,
-/// `schedule templates` for the repository's scripts).
-fn visible_command() -> clap::Command {
-    without_hidden(&Cli::command()).version(crate::cli::VERSION)
-}
-
-/// `cmd` rebuilt with its arguments and only its visible subcommands,
-/// recursively (clap has no way to remove a subcommand in place).
-fn without_hidden(cmd: &clap::Command) -> clap::Command {
-    let mut out = clap::Command::new(cmd.get_name().to_string())
-        .args(cmd.get_arguments().cloned())
-        .groups(cmd.get_groups().cloned());
-    if let Some(about) = cmd.get_about() {
-        out = out.about(about.clone());
-    }
-    out.subcommands(
-        cmd.get_subcommands()
-            .filter(|s| !s.is_hide_set())
-            .map(without_hidden),
-    )
-}
 
 /// Print the manual page.
 pub fn man() -> Result<u8> {

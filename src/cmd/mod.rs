@@ -5,6 +5,7 @@
 
 pub mod brief;
 pub mod check;
+pub mod completions;
 pub mod demo;
 pub mod docs;
 pub mod fake;
