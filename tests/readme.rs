@@ -10,13 +10,16 @@
 //! the binary, and the Python block is run with the OpenAI SDK in
 //! tests/clients.rs.
 //!
-//! A README line with no rule runs as written: adding a command to the
-//! README adds it to this test.
+//! The install lines of `docs/commands.md` (completions, the manual page)
+//! run the same way, in the same scratch home.
+//!
+//! A line with no rule runs as written: adding a command to the README
+//! adds it to this test.
 
 use std::path::PathBuf;
 use std::process::Command;
 
-use crate::support::{BIN, Env, Fake, fake_tools, readme_blocks as blocks};
+use crate::support::{BIN, Env, Fake, doc_blocks, fake_tools};
 
 /// What to do with one README command line.
 #[derive(Debug, PartialEq)]
@@ -33,6 +36,9 @@ enum Rule {
 
 fn rule(line: &str) -> Rule {
     let cmd = line.split(" #").next().unwrap().trim();
+    if cmd.contains("| Out-String | Invoke-Expression") {
+        return Rule::Syntax("PowerShell, for a PowerShell profile");
+    }
     if cmd == "cargo test" {
         return Rule::Syntax("it is the command running this test");
     }
@@ -154,13 +160,18 @@ fn every_readme_command_works_as_written() {
     // The `export` lines hold for the lines after them, as in a terminal.
     let mut exports = String::new();
     let mut ran = Vec::new();
-    for (start, block) in blocks("sh") {
+    let files = ["README.md", "docs/commands.md"];
+    for (file, start, block) in files.iter().flat_map(|f| {
+        doc_blocks(f, "sh")
+            .into_iter()
+            .map(move |(n, b)| (*f, n, b))
+    }) {
         for (n, line) in block.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let at = format!("README.md:{}: {line}", start + n);
+            let at = format!("{file}:{}: {line}", start + n);
             let script = match rule(line) {
                 Rule::Syntax(why) => {
                     let o = m.sh("").args(["-n", "-c", line]).output().unwrap();
@@ -203,6 +214,17 @@ fn every_readme_command_works_as_written() {
             ran.iter().any(|l| l.starts_with(want)),
             "no README line starting {want:?} ran: {ran:#?}"
         );
+    }
+    // The install lines put their files where the shells and man look.
+    let home = m.env.home();
+    for f in [
+        ".local/share/bash-completion/completions/llmprobe",
+        ".zfunc/_llmprobe",
+        ".config/fish/completions/llmprobe.fish",
+        ".local/share/man/man1/llmprobe.1",
+    ] {
+        let len = std::fs::metadata(home.join(f)).map_or(0, |m| m.len());
+        assert!(len > 0, "docs/commands.md: nothing installed at ~/{f}");
     }
     let log = crate::support::log_entries(&m.env.log());
     assert!(
@@ -251,7 +273,7 @@ fn serve(m: &Machine, script: &str, at: &str) {
 #[test]
 fn the_readme_config_block_is_read_as_it_stands() {
     let env = Env::new();
-    let blocks = blocks("toml");
+    let blocks = doc_blocks("README.md", "toml");
     assert!(!blocks.is_empty(), "no toml block in the README");
     for (start, text) in blocks {
         let file: PathBuf = env.write(&format!("readme-{start}.toml"), &text);

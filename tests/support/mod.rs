@@ -19,8 +19,14 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_llmprobe");
 
 /// The README's fenced blocks of one language, with the line each starts on.
 pub fn readme_blocks(lang: &str) -> Vec<(usize, String)> {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    doc_blocks("README.md", lang)
+}
+
+/// The fenced blocks of one language in a file of the repository (such as
+/// `docs/commands.md`), with the line each starts on.
+pub fn doc_blocks(file: &str, lang: &str) -> Vec<(usize, String)> {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file))
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
     let mut out = Vec::new();
     let mut cur: Option<(usize, String)> = None;
     for (i, line) in readme.lines().enumerate() {
