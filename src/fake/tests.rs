@@ -259,6 +259,15 @@ async fn every_behaviour_in_every_dialect() {
                 | Behaviour::StreamStall => {
                     assert!(check_answer(&r.content(d), q.expected), "{ctx}")
                 }
+                // A plain question has nothing for these to refuse.
+                Behaviour::NoTools
+                | Behaviour::OllamaNoTools
+                | Behaviour::NoJson
+                | Behaviour::NoImages
+                | Behaviour::MaxTokens(_)
+                | Behaviour::ContextWindow(_) => {
+                    assert_eq!(r.content(d), right, "{ctx}")
+                }
                 Behaviour::RpmHeaders(n) => {
                     assert!(check_answer(&r.content(d), q.expected), "{ctx}");
                     assert_eq!(r.headers["x-ratelimit-limit-requests"], "30", "{ctx}");
