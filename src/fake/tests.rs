@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 use super::*;
 use crate::prompts::{Question, check_answer};
 
+mod tools;
+
 const KEY: &str = "sk-fake-0123456789abcdef";
 
 fn client() -> reqwest::Client {
