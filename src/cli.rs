@@ -637,7 +637,7 @@ pub struct FakeArgs {
     /// Write the bound address here once listening.
     #[arg(long, value_name = "FILE")]
     pub addr_file: Option<PathBuf>,
-    /// Append one JSON line per request (time, path, model) to this file.
+    /// Append one JSON line per request (time, path, model, body) to this file.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
     /// Script a model's behaviour: MODEL=B1,B2,… cycled per request (repeatable).

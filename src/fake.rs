@@ -8,8 +8,12 @@
 //! per model with `--script MODEL=B1,B2,…` (cycled), or read from the model
 //! id itself, so a model named `e500` always fails with a 500. Correct
 //! answers come from [`Pool::solve`], so the fake needs no shared state with
-//! the prober. Every request is recorded (never the key), in memory for
-//! `GET /_fake/requests` and optionally as JSON lines in a file.
+//! the prober. A request that declares tools gets a tool call, one that
+//! asks for JSON gets JSON, and refusing behaviours turn down tools, JSON
+//! mode, images, large output caps or long prompts as real providers do
+//! (`fake/asks.rs`). Every request is recorded with its body (never the
+//! key), in memory for `GET /_fake/requests` and optionally as JSON lines
+//! in a file.
 //!
 //! This file only routes a request to its dialect and picks its behaviour;
 //! what each dialect reads and sends is its responder's
@@ -17,6 +21,7 @@
 
 mod anthropic;
 mod arith;
+mod asks;
 mod behaviour;
 mod gemini;
 mod openai;
@@ -111,6 +116,10 @@ pub struct RecordedRequest {
     /// The client asked for a streamed answer.
     #[serde(default)]
     pub stream: bool,
+    /// The body, parsed; `None` when it is not JSON. Keys travel in
+    /// headers or the query, never here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<Value>,
 }
 
 struct Inner {
@@ -227,6 +236,8 @@ struct Call {
     stream: Option<stream::Mode>,
     /// OpenAI `stream_options.include_usage`.
     include_usage: bool,
+    /// Tools, JSON mode, images, the output cap, the prompt's length.
+    asks: asks::Asks,
 }
 
 /// Which dialect's endpoint a path is.
@@ -278,12 +289,11 @@ fn parse_call(
     ep: Endpoint,
     headers: &HeaderMap,
     uri: &Uri,
-    body: &[u8],
+    body: std::result::Result<&Value, &serde_json::Error>,
 ) -> std::result::Result<Call, String> {
     let dialect = ep.dialect;
     let r = responder(dialect);
-    let json: Value =
-        serde_json::from_slice(body).map_err(|e| format!("the body is not valid JSON: {e}"))?;
+    let json = body.map_err(|e| format!("the body is not valid JSON: {e}"))?;
     if !json.is_object() {
         return Err("the body is not a JSON object".into());
     }
@@ -299,8 +309,8 @@ fn parse_call(
     if let Some(missing) = r.missing_header(headers) {
         return Err(missing.into());
     }
-    let prompt = r.prompt(&json).ok_or(r.no_prompt())?;
-    let stream = r.stream_mode(ep.stream, &json);
+    let prompt = r.prompt(json).ok_or(r.no_prompt())?;
+    let stream = r.stream_mode(ep.stream, json);
     let include_usage = json
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)
@@ -312,6 +322,7 @@ fn parse_call(
         key: r.api_key(headers, uri),
         stream,
         include_usage,
+        asks: r.asks(json),
     })
 }
 
@@ -422,7 +433,10 @@ async fn handle(
         behaviour: None,
         auth: false,
         stream: false,
+        body: None,
     };
+    let parsed = serde_json::from_slice::<Value>(&body);
+    rec.body = parsed.as_ref().ok().cloned();
     let Some(ep) = endpoint(&uri).filter(|_| method == Method::POST) else {
         let msg = format!("no fake endpoint for {method} {}", uri.path());
         inner.record(rec).await;
@@ -436,7 +450,7 @@ async fn handle(
     rec.model = ep.model.clone();
     rec.auth = responder(dialect).api_key(&headers, &uri).is_some();
     rec.stream = ep.stream.is_some();
-    let call = match parse_call(ep, &headers, &uri, &body) {
+    let call = match parse_call(ep, &headers, &uri, parsed.as_ref()) {
         Ok(c) => c,
         Err(msg) => {
             inner.record(rec).await;
@@ -456,6 +470,8 @@ enum Reply {
     /// Text, streamed when asked: the text, whether the token limit cut it,
     /// and how a stream of it ends.
     Text(String, bool, stream::Ending),
+    /// A tool call, streamed when asked, and how a stream of it ends.
+    Tool(asks::ToolCall, stream::Ending),
     /// No choices, content blocks or candidates.
     Empty,
     /// The same whether streamed or not.
@@ -473,14 +489,35 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
     );
     let latency = inner.cfg.latency;
     let finish = stream::Ending::Finish;
+    if let Some(why) = asks::refusal(behaviour, &call.asks) {
+        return r.refuse(&why, &call.model);
+    }
+    // What a correct answer is: a tool call, or text (JSON when asked for,
+    // a sentence quoting a tool result).
+    let tool = call.asks.tool_call(&call.prompt);
+    let text = call.asks.text(&right);
+    let answered = |ending| match &tool {
+        Some(t) => Reply::Tool(t.clone(), ending),
+        None => Reply::Text(text.clone(), false, ending),
+    };
     let reply = match behaviour {
         Behaviour::Ok(extra) => {
             inner.sleep(latency + extra).await;
-            Reply::Text(right, false, finish)
+            answered(finish)
         }
         Behaviour::Slow(wait) => {
             inner.sleep(latency + wait).await;
-            Reply::Text(right, false, finish)
+            answered(finish)
+        }
+        // A request they do not refuse, these answer like `ok`.
+        Behaviour::NoTools
+        | Behaviour::OllamaNoTools
+        | Behaviour::NoJson
+        | Behaviour::NoImages
+        | Behaviour::MaxTokens(_)
+        | Behaviour::ContextWindow(_) => {
+            inner.sleep(latency).await;
+            answered(finish)
         }
         Behaviour::Wrong => {
             inner.sleep(latency).await;
@@ -502,19 +539,19 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
         // Unstreamed, these are `ok`.
         Behaviour::StreamCut => {
             inner.sleep(latency).await;
-            Reply::Text(right, false, stream::Ending::Cut)
+            answered(stream::Ending::Cut)
         }
         Behaviour::StreamError => {
             inner.sleep(latency).await;
-            Reply::Text(right, false, stream::Ending::Error)
+            answered(stream::Ending::Error)
         }
         Behaviour::StreamStall => {
             inner.sleep(latency).await;
-            Reply::Text(right, false, stream::Ending::Stall)
+            answered(stream::Ending::Stall)
         }
         Behaviour::RpmHeaders(_) => {
             inner.sleep(latency).await;
-            Reply::Text(right, false, finish)
+            answered(finish)
         }
         Behaviour::EmptyChoices => {
             inner.sleep(latency).await;
@@ -542,11 +579,12 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
         Behaviour::Html200 => Reply::Fixed(respond::html(StatusCode::OK)),
         Behaviour::Reset => Reply::Fixed(respond::reset()),
     };
-    let streamed = |text: &str, truncated, empty, ending, mode| {
+    let streamed = |text: &str, tool, truncated, empty, ending, mode| {
         let a = stream::Answer {
             model: &call.model,
             prompt: &call.prompt,
             text,
+            tool,
             truncated,
             empty,
             include_usage: call.include_usage,
@@ -556,13 +594,24 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
     let mut resp = match (reply, call.stream) {
         (Reply::Fixed(resp), _) => resp,
         (Reply::Text(text, truncated, ending), Some(mode)) => {
-            streamed(&text, truncated, false, ending, mode)
+            streamed(&text, None, truncated, false, ending, mode)
         }
+        (Reply::Tool(t, ending), Some(mode)) => {
+            streamed(&t.args_text(), Some(&t), false, false, ending, mode)
+        }
+        (Reply::Tool(t, _), None) => respond::json_response(
+            StatusCode::OK,
+            &r.tool_success(
+                &call.model,
+                &t,
+                responder::Usage::of(&call.prompt, &t.args_text()),
+            ),
+        ),
         (Reply::Text(text, truncated, _), None) => respond::json_response(
             StatusCode::OK,
             &respond::success(r, &call.model, &text, truncated, &call.prompt),
         ),
-        (Reply::Empty, Some(mode)) => streamed("", false, true, finish, mode),
+        (Reply::Empty, Some(mode)) => streamed("", None, false, true, finish, mode),
         (Reply::Empty, None) => {
             respond::json_response(StatusCode::OK, &respond::empty(r, &call.model))
         }

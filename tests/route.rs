@@ -226,6 +226,28 @@ fn a_client_fault_goes_back_at_once() {
 }
 
 #[test]
+fn the_upstream_receives_the_translated_body() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(&env, &[fake.provider("b", "anthropic", &["ok"], "")], "");
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let r = chat(&srv, "auto", false);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let seen = fake.seen();
+    let body = seen.last().and_then(|s| s.body.as_ref()).expect("a body");
+    // In Anthropic's shape: the model id upstream, the question as a user
+    // turn, and the max_tokens Anthropic requires.
+    assert_eq!(body["model"], "ok", "{body}");
+    assert_eq!(body["messages"][0]["role"], "user", "{body}");
+    assert_eq!(body["messages"][0]["content"], Q, "{body}");
+    assert!(body["max_tokens"].as_u64().is_some(), "{body}");
+    assert!(
+        body.get("choices").is_none() && body.get("n").is_none(),
+        "{body}"
+    );
+}
+
+#[test]
 fn server_routes_streams_and_reports() {
     let env = env();
     let fake = Fake::start(&env, &[]);

@@ -1,13 +1,16 @@
 //! The fake's Anthropic Messages: `x-api-key` and a required
 //! `anthropic-version`, `messages`, `content` blocks,
 //! `{"type": "error", "error": {type, message}}`, and the named stream
-//! events in their documented order.
+//! events in their documented order; tool calls as `tool_use` blocks
+//! (streamed as `input_json_delta` fragments) and results as
+//! `tool_result` blocks. Anthropic has no JSON mode.
 
 use axum::http::header::RETRY_AFTER;
 use axum::http::{HeaderMap, HeaderValue, Uri};
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use super::asks::{self, Asks, Choice, Refusal, Tool, ToolCall, result_text};
 use super::respond::{RETRY_SECS, error_response};
 use super::responder::{DialectResponder, Usage, header, last_user_message};
 use super::stream::{Answer, Step, named};
@@ -22,6 +25,24 @@ fn error(status: u16, kind: &str, message: &str) -> Response {
             "error": {"type": kind, "message": message},
         }),
     )
+}
+
+/// The prompt is longer than `limit` tokens, in Anthropic's words.
+fn context_exceeded(limit: u64, used: u64) -> Response {
+    error(
+        400,
+        "invalid_request_error",
+        &format!("prompt is too long: {used} tokens > {limit} maximum"),
+    )
+}
+
+/// The blocks of type `kind` in a message's content.
+fn blocks<'a>(m: &'a Value, kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+    m.get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(move |b| b.get("type").and_then(Value::as_str) == Some(kind))
 }
 
 impl DialectResponder for Anthropic {
@@ -39,6 +60,58 @@ impl DialectResponder for Anthropic {
         last_user_message(body)
     }
 
+    fn asks(&self, body: &Value) -> Asks {
+        let tools = body
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|t| {
+                Some(Tool {
+                    name: t.get("name")?.as_str()?.to_string(),
+                    schema: t.get("input_schema").cloned().unwrap_or(Value::Null),
+                })
+            })
+            .collect();
+        let choice = match body.pointer("/tool_choice/type").and_then(Value::as_str) {
+            Some("none") => Choice::None,
+            Some("tool") => body
+                .pointer("/tool_choice/name")
+                .and_then(Value::as_str)
+                .map_or(Choice::Auto, |n| Choice::Named(n.to_string())),
+            _ => Choice::Auto,
+        };
+        let messages: &[Value] = body
+            .get("messages")
+            .and_then(Value::as_array)
+            .map_or(&[], Vec::as_slice);
+        // Results come back as blocks of the last user turn.
+        let results: Vec<String> = messages
+            .last()
+            .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+            .map(|m| {
+                blocks(m, "tool_result")
+                    .map(|b| result_text(b.get("content").unwrap_or(&Value::Null)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let tool_result = (!results.is_empty()).then(|| results.join(", "));
+        let image = messages.iter().any(|m| blocks(m, "image").next().is_some());
+        let max_tokens = body
+            .get("max_tokens")
+            .and_then(Value::as_u64)
+            .map(|n| ("max_tokens", n));
+        Asks {
+            tools,
+            choice,
+            tool_result,
+            image,
+            max_tokens,
+            input_tokens: asks::estimated_tokens(body),
+            ..Asks::default()
+        }
+    }
+
     fn success(&self, model: &str, text: &str, truncated: bool, usage: Usage) -> Value {
         json!({
             "id": "msg_fake",
@@ -47,6 +120,24 @@ impl DialectResponder for Anthropic {
             "model": model,
             "content": [{"type": "text", "text": text}],
             "stop_reason": if truncated { "max_tokens" } else { "end_turn" },
+            "stop_sequence": null,
+            "usage": {"input_tokens": usage.input, "output_tokens": usage.output},
+        })
+    }
+
+    fn tool_success(&self, model: &str, call: &ToolCall, usage: Usage) -> Value {
+        json!({
+            "id": "msg_fake",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [{
+                "type": "tool_use",
+                "id": format!("toolu_{}", call.id),
+                "name": call.name,
+                "input": call.args,
+            }],
+            "stop_reason": "tool_use",
             "stop_sequence": null,
             "usage": {"input_tokens": usage.input, "output_tokens": usage.output},
         })
@@ -97,11 +188,7 @@ impl DialectResponder for Anthropic {
     }
 
     fn context_length(&self) -> Response {
-        error(
-            400,
-            "invalid_request_error",
-            "prompt is too long: 210000 tokens > 200000 maximum",
-        )
+        context_exceeded(200000, 210000)
     }
 
     fn not_found(&self, model: &str) -> Response {
@@ -116,25 +203,72 @@ impl DialectResponder for Anthropic {
         )
     }
 
+    /// The output cap is Anthropic's own wording
+    /// (chathub-dev/chathub#1222, anthropics/claude-code#24451). Every
+    /// Claude model takes tools, and images since Claude 3, so those have
+    /// no Anthropic wording to copy: images use Bedrock's for Claude 3.5
+    /// Haiku (boto/boto3#4581), tools the `field: message` form of
+    /// Anthropic's own validation errors. JSON mode cannot be asked for in
+    /// this dialect; an unknown field is rejected so.
+    fn refuse(&self, why: &Refusal, model: &str) -> Response {
+        let message = match why {
+            Refusal::Tools { .. } => "tools: this model does not support tool use".to_string(),
+            Refusal::Json { .. } => "response_format: Extra inputs are not permitted".to_string(),
+            Refusal::Images => "This model doesn't support the image content block that you \
+                                provided. Update the content block and try again."
+                .to_string(),
+            Refusal::MaxTokens { asked, cap, .. } => format!(
+                "max_tokens: {asked} > {cap}, which is the maximum allowed number of output \
+                 tokens for {model}"
+            ),
+            Refusal::Context { limit, used } => return context_exceeded(*limit, *used),
+        };
+        error(400, "invalid_request_error", &message)
+    }
+
+    fn tool_steps(
+        &self,
+        a: &Answer<'_>,
+        call: &ToolCall,
+        pieces: &[&str],
+        usage: Usage,
+    ) -> (Vec<Step>, Option<usize>) {
+        let mut steps = vec![
+            message_start(a, usage),
+            named(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0, "content_block": {
+                    "type": "tool_use",
+                    "id": format!("toolu_{}", call.id),
+                    "name": call.name,
+                    "input": {},
+                }}),
+            ),
+            named("ping", json!({"type": "ping"})),
+        ];
+        let first_content = Some(steps.len());
+        for p in pieces {
+            steps.push(named(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                       "delta": {"type": "input_json_delta", "partial_json": p}}),
+            ));
+        }
+        steps.push(named(
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ));
+        steps.extend(message_end("tool_use", usage));
+        (steps, first_content)
+    }
+
     fn stream_steps(
         &self,
         a: &Answer<'_>,
         pieces: &[&str],
         usage: Usage,
     ) -> (Vec<Step>, Option<usize>) {
-        let mut steps = vec![named(
-            "message_start",
-            json!({"type": "message_start", "message": {
-                "id": "msg_fake",
-                "type": "message",
-                "role": "assistant",
-                "model": a.model,
-                "content": [],
-                "stop_reason": null,
-                "stop_sequence": null,
-                "usage": {"input_tokens": usage.input, "output_tokens": 1},
-            }}),
-        )];
+        let mut steps = vec![message_start(a, usage)];
         let first_content;
         if a.empty {
             first_content = None;
@@ -163,13 +297,7 @@ impl DialectResponder for Anthropic {
         } else {
             "end_turn"
         };
-        steps.push(named(
-            "message_delta",
-            json!({"type": "message_delta",
-                   "delta": {"stop_reason": reason, "stop_sequence": null},
-                   "usage": {"output_tokens": usage.output}}),
-        ));
-        steps.push(named("message_stop", json!({"type": "message_stop"})));
+        steps.extend(message_end(reason, usage));
         (steps, first_content)
     }
 
@@ -182,4 +310,34 @@ impl DialectResponder for Anthropic {
             }),
         )
     }
+}
+
+/// A stream's first event.
+fn message_start(a: &Answer<'_>, usage: Usage) -> Step {
+    named(
+        "message_start",
+        json!({"type": "message_start", "message": {
+            "id": "msg_fake",
+            "type": "message",
+            "role": "assistant",
+            "model": a.model,
+            "content": [],
+            "stop_reason": null,
+            "stop_sequence": null,
+            "usage": {"input_tokens": usage.input, "output_tokens": 1},
+        }}),
+    )
+}
+
+/// A stream's last two events, stopped for `reason`.
+fn message_end(reason: &str, usage: Usage) -> [Step; 2] {
+    [
+        named(
+            "message_delta",
+            json!({"type": "message_delta",
+                   "delta": {"stop_reason": reason, "stop_sequence": null},
+                   "usage": {"output_tokens": usage.output}}),
+        ),
+        named("message_stop", json!({"type": "message_stop"})),
+    ]
 }

@@ -23,6 +23,21 @@ pub fn answer(text: &str) -> Option<String> {
     Some(value.show())
 }
 
+/// The numbers of an arithmetic question, in the order they appear (`12`
+/// and `7` for "What is 12 * 7?"), for a tool call's numeric arguments
+/// (`fake/asks.rs`); `None` when `text` is not an arithmetic question.
+pub fn operands(text: &str) -> Option<Vec<f64>> {
+    answer(text)?;
+    let numbers = tokenize(text)?
+        .into_iter()
+        .filter_map(|t| match t {
+            Tok::Num(q) => Some(q.num as f64 / q.den as f64),
+            _ => None,
+        })
+        .collect();
+    Some(numbers)
+}
+
 /// What the fake says to anything else.
 pub const NOT_ARITHMETIC: &str = "I am one of llmprobe's fake providers: I only do arithmetic. \
 Ask me something like \"What is 12 * 7?\" or \"what is seven times six\".";
@@ -395,6 +410,17 @@ mod tests {
         assert_eq!(a("2 cubed plus 1").as_deref(), Some("9"));
         assert_eq!(a("6 multiplied by 7").as_deref(), Some("42"));
         assert_eq!(a("2 to the power of 8").as_deref(), Some("256"));
+    }
+
+    #[test]
+    fn operands_in_order() {
+        assert_eq!(operands("What is 12*7?"), Some(vec![12.0, 7.0]));
+        assert_eq!(operands("twelve divided by four"), Some(vec![12.0, 4.0]));
+        // "squared" brings its own 2.
+        assert_eq!(operands("3 squared"), Some(vec![3.0, 2.0]));
+        assert_eq!(operands("0.5 + 1"), Some(vec![0.5, 1.0]));
+        assert_eq!(operands("Hello there"), None);
+        assert_eq!(operands("42"), None);
     }
 
     #[test]

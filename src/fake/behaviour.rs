@@ -14,6 +14,10 @@ use crate::error::{Error, Result};
 /// timeout a test would use.
 pub const SLOW_DEFAULT: Duration = Duration::from_secs(60);
 
+/// The cap of `max-tokens` and the window of `context-window` without an
+/// explicit N: 8192 tokens, a common small model's.
+pub const CAP_DEFAULT: u64 = 8192;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Behaviour {
     /// The correct answer, after an optional extra delay.
@@ -68,12 +72,34 @@ pub enum Behaviour {
     /// N requests a minute (`x-ratelimit-limit-requests: N`, one fewer
     /// remaining, reset in `1m0s`), for learning limits from headers.
     RpmHeaders(u64),
+    /// 400 to a request that declares tools, as a model without tool
+    /// calling answers (Groq's wording in the OpenAI dialect); any other
+    /// request: like `ok`.
+    NoTools,
+    /// As `no-tools`, in Ollama's OpenAI-compatible wording
+    /// (`registry.ollama.ai/library/M does not support tools`).
+    OllamaNoTools,
+    /// 400 to a request for JSON output (OpenAI `response_format`, Gemini
+    /// `responseMimeType`); Anthropic has no JSON mode to refuse.
+    NoJson,
+    /// 400 to a request that holds an image.
+    NoImages,
+    /// 400 to a request whose output cap (`max_tokens`,
+    /// `max_completion_tokens`, `maxOutputTokens`) is above N.
+    MaxTokens(u64),
+    /// 400 to a prompt longer than N tokens, estimated as `route` does
+    /// (characters / 4), with the numbers in the message.
+    ContextWindow(u64),
 }
 
 /// Names accepted by [`Behaviour::from_str`], for error messages and help.
 pub const NAMES: &str = "ok, ok:MS, wrong, think, rate-limit, e500, overloaded, e503, \
 unauthorized, forbidden, not-found, context-length, echo-key, error-in-200, empty-choices, slow, slow:MS, \
-garbage, html, html200, huge, reset, truncated, stream-cut, stream-error, stream-stall, rpm-headers:N";
+garbage, html, html200, huge, reset, truncated, stream-cut, stream-error, stream-stall, rpm-headers:N, \
+no-tools, ollama-no-tools, no-json, no-images, max-tokens, max-tokens:N, context-window, context-window:N";
+
+/// What the refusing behaviours refuse, for help text.
+pub const REFUSING: &str = "no-tools, ollama-no-tools, no-json, no-images, max-tokens[:N] and context-window[:N] answer 400 in the dialect's shape, with a real provider's wording, only to a request that declares tools, asks for JSON output, holds an image, asks for more than N output tokens, or has a prompt over N tokens (characters / 4; N is 8192 unless given); any other request they answer like ok. Every answering behaviour calls a tool when the request declares tools (the first, or the one tool_choice names; arguments made from its schema, numeric ones taking the question's numbers in order), answers a tool result with \"The result is …\", and answers a request for JSON output with JSON.";
 
 /// How behaviours meet a streamed request (`"stream": true`, Gemini's
 /// `:streamGenerateContent`), for help text.
@@ -84,7 +110,7 @@ pub fn script_help() -> String {
     format!(
         "Script a model's behaviour: MODEL=B1,B2,… cycled per request (repeatable). \
          An unscripted model whose id is a behaviour name behaves so.\n\n\
-         Behaviours: {NAMES}.\n\n{STREAMING}"
+         Behaviours: {NAMES}.\n\n{STREAMING}\n\n{REFUSING}"
     )
 }
 
@@ -105,13 +131,16 @@ impl FromStr for Behaviour {
         let b = match name {
             "ok" => Behaviour::Ok(ms.unwrap_or_default()),
             "slow" => Behaviour::Slow(ms.unwrap_or(SLOW_DEFAULT)),
+            "max-tokens" => Behaviour::MaxTokens(n.unwrap_or(CAP_DEFAULT)),
+            "context-window" => Behaviour::ContextWindow(n.unwrap_or(CAP_DEFAULT)),
             "rpm-headers" => match n {
                 Some(n) if n > 0 => Behaviour::RpmHeaders(n),
                 _ => return Err(format!("{s:?}: rpm-headers takes a limit: rpm-headers:N")),
             },
             _ if ms.is_some() => {
                 return Err(format!(
-                    "{s:?}: only ok and slow take a duration (ok:MS, slow:MS)"
+                    "{s:?}: only ok and slow take a duration (ok:MS, slow:MS), \
+                     and max-tokens and context-window a token count"
                 ));
             }
             "wrong" => Behaviour::Wrong,
@@ -136,6 +165,10 @@ impl FromStr for Behaviour {
             "stream-cut" => Behaviour::StreamCut,
             "stream-error" => Behaviour::StreamError,
             "stream-stall" => Behaviour::StreamStall,
+            "no-tools" => Behaviour::NoTools,
+            "ollama-no-tools" => Behaviour::OllamaNoTools,
+            "no-json" => Behaviour::NoJson,
+            "no-images" => Behaviour::NoImages,
             _ => return Err(format!("unknown behaviour {s:?} (known: {NAMES})")),
         };
         Ok(b)
@@ -150,6 +183,14 @@ impl fmt::Display for Behaviour {
             Behaviour::Slow(d) if *d == SLOW_DEFAULT => "slow",
             Behaviour::Slow(d) => return write!(f, "slow:{}", d.as_millis()),
             Behaviour::RpmHeaders(n) => return write!(f, "rpm-headers:{n}"),
+            Behaviour::MaxTokens(n) if *n == CAP_DEFAULT => "max-tokens",
+            Behaviour::MaxTokens(n) => return write!(f, "max-tokens:{n}"),
+            Behaviour::ContextWindow(n) if *n == CAP_DEFAULT => "context-window",
+            Behaviour::ContextWindow(n) => return write!(f, "context-window:{n}"),
+            Behaviour::NoTools => "no-tools",
+            Behaviour::OllamaNoTools => "ollama-no-tools",
+            Behaviour::NoJson => "no-json",
+            Behaviour::NoImages => "no-images",
             Behaviour::Wrong => "wrong",
             Behaviour::Think => "think",
             Behaviour::RateLimit => "rate-limit",
@@ -218,6 +259,15 @@ mod tests {
             "slow".parse::<Behaviour>(),
             Ok(Behaviour::Slow(SLOW_DEFAULT))
         );
+        assert_eq!(
+            "max-tokens".parse::<Behaviour>(),
+            Ok(Behaviour::MaxTokens(8192))
+        );
+        assert_eq!(
+            "context-window:100".parse::<Behaviour>(),
+            Ok(Behaviour::ContextWindow(100))
+        );
+        assert!(script_help().contains("ollama-no-tools"));
         assert_eq!(
             "ok:0".parse::<Behaviour>(),
             Ok(Behaviour::Ok(Duration::ZERO))

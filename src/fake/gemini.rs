@@ -1,12 +1,16 @@
 //! The fake's Gemini generateContent: the key in `x-goog-api-key` or
 //! `?key=`, the model in the path, `contents` and `candidates`, Google's
 //! `{"error": {code, message, status}}` with canonical status names, and
-//! `:streamGenerateContent` as `alt=sse` events or one JSON array.
+//! `:streamGenerateContent` as `alt=sse` events or one JSON array; tool
+//! calls as whole `functionCall` parts, results as `functionResponse`
+//! parts, and `generationConfig.responseMimeType` for JSON mode. Field
+//! names are read in camelCase or snake_case, as Google accepts both.
 
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use super::asks::{self, Asks, Choice, Json, Refusal, Tool, ToolCall, result_text};
 use super::respond::{RETRY_SECS, error_response, json_response};
 use super::responder::{DialectResponder, Usage, header, text_of};
 use super::stream::{Answer, Mode, Step, data};
@@ -27,6 +31,29 @@ fn usage_metadata(usage: Usage) -> Value {
         "candidatesTokenCount": usage.output,
         "totalTokenCount": usage.input + usage.output,
     })
+}
+
+/// `v[camel]`, or `v[snake]` as Google also accepts.
+fn field<'a>(v: &'a Value, camel: &str, snake: &str) -> Option<&'a Value> {
+    v.get(camel).or_else(|| v.get(snake))
+}
+
+/// The parts of every turn in `contents`.
+fn parts(turn: &Value) -> impl Iterator<Item = &Value> {
+    turn.get("parts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
+fn context_exceeded(limit: u64, used: u64) -> Response {
+    error(
+        400,
+        "INVALID_ARGUMENT",
+        &format!(
+            "The input token count ({used}) exceeds the maximum number of tokens allowed ({limit})."
+        ),
+    )
 }
 
 fn finish_reason(truncated: bool) -> &'static str {
@@ -59,6 +86,92 @@ impl DialectResponder for Gemini {
             .and_then(|c| text_of(c.get("parts")?))
     }
 
+    fn asks(&self, body: &Value) -> Asks {
+        let tools = body
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|t| field(t, "functionDeclarations", "function_declarations"))
+            .filter_map(Value::as_array)
+            .flatten()
+            .filter_map(|f| {
+                let schema = f
+                    .get("parameters")
+                    .or_else(|| field(f, "parametersJsonSchema", "parameters_json_schema"));
+                Some(Tool {
+                    name: f.get("name")?.as_str()?.to_string(),
+                    schema: schema.cloned().unwrap_or(Value::Null),
+                })
+            })
+            .collect();
+        let config = field(body, "toolConfig", "tool_config")
+            .and_then(|c| field(c, "functionCallingConfig", "function_calling_config"));
+        let mode = config
+            .and_then(|c| c.get("mode"))
+            .and_then(Value::as_str)
+            .map(str::to_ascii_uppercase);
+        let allowed = config
+            .and_then(|c| field(c, "allowedFunctionNames", "allowed_function_names"))
+            .and_then(|a| a.get(0))
+            .and_then(Value::as_str);
+        let choice = match (mode.as_deref(), allowed) {
+            (Some("NONE"), _) => Choice::None,
+            (_, Some(name)) => Choice::Named(name.to_string()),
+            _ => Choice::Auto,
+        };
+        let contents: &[Value] = body
+            .get("contents")
+            .and_then(Value::as_array)
+            .map_or(&[], Vec::as_slice);
+        let results: Vec<String> = contents
+            .last()
+            .into_iter()
+            .flat_map(parts)
+            .filter_map(|p| field(p, "functionResponse", "function_response"))
+            .map(|r| result_text(r.get("response").unwrap_or(&Value::Null)))
+            .collect();
+        let tool_result = (!results.is_empty()).then(|| results.join(", "));
+        let image = contents.iter().flat_map(parts).any(|p| {
+            [("inlineData", "inline_data"), ("fileData", "file_data")]
+                .iter()
+                .filter_map(|(c, s)| field(p, c, s))
+                .filter_map(|d| field(d, "mimeType", "mime_type").and_then(Value::as_str))
+                .any(|m| m.starts_with("image/"))
+        });
+        let generation = field(body, "generationConfig", "generation_config");
+        let mime = generation
+            .and_then(|g| field(g, "responseMimeType", "response_mime_type"))
+            .and_then(Value::as_str);
+        let (json, json_kind) = match mime {
+            Some(m) if m.eq_ignore_ascii_case("application/json") => {
+                let schema = generation
+                    .and_then(|g| {
+                        field(g, "responseSchema", "response_schema")
+                            .or_else(|| field(g, "responseJsonSchema", "response_json_schema"))
+                    })
+                    .filter(|s| s.is_object());
+                let json = schema.map_or(Json::Object, |s| Json::Schema(s.clone()));
+                (Some(json), Some(m.to_string()))
+            }
+            _ => (None, None),
+        };
+        let max_tokens = generation
+            .and_then(|g| field(g, "maxOutputTokens", "max_output_tokens"))
+            .and_then(Value::as_u64)
+            .map(|n| ("maxOutputTokens", n));
+        Asks {
+            tools,
+            choice,
+            tool_result,
+            json,
+            json_kind,
+            image,
+            max_tokens,
+            input_tokens: asks::estimated_tokens(body),
+        }
+    }
+
     fn no_prompt(&self) -> &'static str {
         "contents: a user turn with text parts is required"
     }
@@ -72,6 +185,20 @@ impl DialectResponder for Gemini {
             "candidates": [{
                 "content": {"role": "model", "parts": [{"text": text}]},
                 "finishReason": finish_reason(truncated),
+                "index": 0,
+            }],
+            "usageMetadata": usage_metadata(usage),
+            "modelVersion": model,
+        })
+    }
+
+    fn tool_success(&self, model: &str, call: &ToolCall, usage: Usage) -> Value {
+        json!({
+            "candidates": [{
+                "content": {"role": "model", "parts": [
+                    {"functionCall": {"name": call.name, "args": call.args}},
+                ]},
+                "finishReason": "STOP",
                 "index": 0,
             }],
             "usageMetadata": usage_metadata(usage),
@@ -166,11 +293,7 @@ impl DialectResponder for Gemini {
     }
 
     fn context_length(&self) -> Response {
-        error(
-            400,
-            "INVALID_ARGUMENT",
-            "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
-        )
+        context_exceeded(1048576, 1200000)
     }
 
     fn not_found(&self, model: &str) -> Response {
@@ -190,6 +313,38 @@ impl DialectResponder for Gemini {
             "UNAUTHENTICATED",
             &format!("API key not valid: {key}. Please pass a valid API key."),
         )
+    }
+
+    /// Google's wordings, as quoted in public bug reports: tools
+    /// (agno-agi/agno#3505), JSON mode (vercel/ai#8080), images
+    /// (google/generative-ai-docs#513), the output cap
+    /// (stackblitz-labs/bolt.diy#955) and the context window
+    /// (google-gemini/gemini-cli#12214).
+    fn refuse(&self, why: &Refusal, model: &str) -> Response {
+        let message = match why {
+            Refusal::Tools { .. } => format!("Function calling is not enabled for models/{model}"),
+            Refusal::Json { .. } => format!("JSON mode is not enabled for models/{model}"),
+            Refusal::Images => format!("Image input modality is not enabled for models/{model}"),
+            Refusal::MaxTokens { asked, cap, .. } => format!(
+                "Unable to submit request because it has a maxOutputTokens value of {asked} but \
+                 the supported range is from 1 (inclusive) to {} (exclusive). Update the value \
+                 and try again.",
+                cap + 1
+            ),
+            Refusal::Context { limit, used } => return context_exceeded(*limit, *used),
+        };
+        error(400, "INVALID_ARGUMENT", &message)
+    }
+
+    /// Gemini streams a call as one whole part, never in fragments.
+    fn tool_steps(
+        &self,
+        a: &Answer<'_>,
+        call: &ToolCall,
+        _pieces: &[&str],
+        usage: Usage,
+    ) -> (Vec<Step>, Option<usize>) {
+        (vec![data(self.tool_success(a.model, call, usage))], Some(0))
     }
 
     fn stream_steps(

@@ -1,13 +1,16 @@
 //! The fake's OpenAI chat completions: `Authorization: Bearer`, `messages`,
 //! `choices`, `{"error": {message, type, param, code}}`, and
 //! `chat.completion.chunk` streams ending in `data: [DONE]` with
-//! OpenRouter's `: keep-alive` comment and in-stream error chunk.
+//! OpenRouter's `: keep-alive` comment and in-stream error chunk; tool
+//! calls as `tool_calls` (arguments a JSON string, streamed as fragments),
+//! and `response_format` for JSON mode.
 
 use axum::http::header::RETRY_AFTER;
 use axum::http::{HeaderMap, HeaderValue, Uri};
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use super::asks::{self, Asks, Choice, Refusal, Tool, ToolCall, result_text};
 use super::respond::{RETRY_SECS, error_response};
 use super::responder::{DialectResponder, Usage, header, last_user_message};
 use super::stream::{Answer, Step, data};
@@ -18,6 +21,28 @@ fn error(status: u16, kind: &str, code: Option<&str>, message: &str) -> Response
     error_response(
         status,
         &json!({"error": {"message": message, "type": kind, "param": null, "code": code}}),
+    )
+}
+
+/// The `usage` object of a reply or a stream's last chunk.
+fn usage_json(usage: Usage) -> Value {
+    json!({
+        "prompt_tokens": usage.input,
+        "completion_tokens": usage.output,
+        "total_tokens": usage.input + usage.output,
+    })
+}
+
+/// The prompt is longer than `limit` tokens: OpenAI's own wording.
+fn context_exceeded(limit: u64, used: u64) -> Response {
+    error(
+        400,
+        "invalid_request_error",
+        Some("context_length_exceeded"),
+        &format!(
+            "This model's maximum context length is {limit} tokens. However, your messages \
+             resulted in {used} tokens. Please reduce the length of the messages."
+        ),
     )
 }
 
@@ -44,6 +69,75 @@ impl DialectResponder for OpenAi {
         last_user_message(body)
     }
 
+    fn asks(&self, body: &Value) -> Asks {
+        let tools = body
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|t| {
+                let f = t.get("function")?;
+                Some(Tool {
+                    name: f.get("name")?.as_str()?.to_string(),
+                    schema: f.get("parameters").cloned().unwrap_or(Value::Null),
+                })
+            })
+            .collect();
+        let choice = match body.get("tool_choice") {
+            Some(Value::String(s)) if s == "none" => Choice::None,
+            Some(c) => c
+                .pointer("/function/name")
+                .and_then(Value::as_str)
+                .map_or(Choice::Auto, |n| Choice::Named(n.to_string())),
+            None => Choice::Auto,
+        };
+        let messages: &[Value] = body
+            .get("messages")
+            .and_then(Value::as_array)
+            .map_or(&[], Vec::as_slice);
+        // The results of the last turn's calls: the trailing `tool` messages.
+        let results: Vec<String> = messages
+            .iter()
+            .rev()
+            .take_while(|m| {
+                matches!(
+                    m.get("role").and_then(Value::as_str),
+                    Some("tool" | "function")
+                )
+            })
+            .map(|m| result_text(m.get("content").unwrap_or(&Value::Null)))
+            .collect();
+        let tool_result =
+            (!results.is_empty()).then(|| results.into_iter().rev().collect::<Vec<_>>().join(", "));
+        let (json, json_kind) = body
+            .get("response_format")
+            .and_then(asks::json_kind)
+            .unzip();
+        let image = messages.iter().any(|m| {
+            m.get("content")
+                .and_then(Value::as_array)
+                .is_some_and(|parts| {
+                    parts
+                        .iter()
+                        .any(|p| p.get("type").and_then(Value::as_str) == Some("image_url"))
+                })
+        });
+        // The newer name wins when both are sent, as OpenAI reads them.
+        let max_tokens = ["max_completion_tokens", "max_tokens"]
+            .into_iter()
+            .find_map(|f| Some((f, body.get(f)?.as_u64()?)));
+        Asks {
+            tools,
+            choice,
+            tool_result,
+            json,
+            json_kind,
+            image,
+            max_tokens,
+            input_tokens: asks::estimated_tokens(body),
+        }
+    }
+
     fn success(&self, model: &str, text: &str, truncated: bool, usage: Usage) -> Value {
         json!({
             "id": "chatcmpl-fake",
@@ -55,11 +149,26 @@ impl DialectResponder for OpenAi {
                 "message": {"role": "assistant", "content": text},
                 "finish_reason": if truncated { "length" } else { "stop" },
             }],
-            "usage": {
-                "prompt_tokens": usage.input,
-                "completion_tokens": usage.output,
-                "total_tokens": usage.input + usage.output,
-            },
+            "usage": usage_json(usage),
+        })
+    }
+
+    fn tool_success(&self, model: &str, call: &ToolCall, usage: Usage) -> Value {
+        json!({
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": chrono::Utc::now().timestamp(),
+            "model": model,
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": null, "tool_calls": [{
+                    "id": format!("call_{}", call.id),
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.args_text()},
+                }]},
+                "finish_reason": "tool_calls",
+            }],
+            "usage": usage_json(usage),
         })
     }
 
@@ -128,12 +237,7 @@ impl DialectResponder for OpenAi {
     }
 
     fn context_length(&self) -> Response {
-        error(
-            400,
-            "invalid_request_error",
-            Some("context_length_exceeded"),
-            "This model's maximum context length is 8192 tokens. However, your messages resulted in 9120 tokens. Please reduce the length of the messages.",
-        )
+        context_exceeded(8192, 9120)
     }
 
     fn not_found(&self, model: &str) -> Response {
@@ -155,6 +259,101 @@ impl DialectResponder for OpenAi {
                  https://platform.openai.com/account/api-keys."
             ),
         )
+    }
+
+    /// Wordings captured from real OpenAI-compatible hosts, as quoted in
+    /// public bug reports: Groq's for tools (langflow-ai/langflow#11120) and
+    /// output caps (anomalyco/opencode#1000), Ollama's for tools
+    /// (pydantic/pydantic-ai#703, ollama/ollama#6027), OpenAI's for JSON
+    /// mode (openai/openai-node#439) and images (vllm-project/vllm#11629).
+    fn refuse(&self, why: &Refusal, model: &str) -> Response {
+        let body = |message: String, kind: &str, param: Value| {
+            error_response(
+                400,
+                &json!({"error": {"message": message, "type": kind, "param": param, "code": null}}),
+            )
+        };
+        match why {
+            Refusal::Tools { ollama: false } => body(
+                "tool calling is not supported with this model".into(),
+                "invalid_request_error",
+                json!("tool calling"),
+            ),
+            Refusal::Tools { ollama: true } => {
+                // Ollama names a library model by its registry path.
+                let path = if model.contains('/') {
+                    model.to_string()
+                } else {
+                    format!("library/{model}")
+                };
+                body(
+                    format!("registry.ollama.ai/{path} does not support tools"),
+                    "api_error",
+                    Value::Null,
+                )
+            }
+            Refusal::Json { kind } => body(
+                format!(
+                    "Invalid parameter: 'response_format' of type '{kind}' is not supported \
+                     with this model."
+                ),
+                "invalid_request_error",
+                json!("response_format"),
+            ),
+            Refusal::Images => body(
+                "Invalid content type. image_url is only supported by certain models.".into(),
+                "invalid_request_error",
+                json!("messages"),
+            ),
+            Refusal::MaxTokens { field, cap, .. } => body(
+                format!(
+                    "`{field}` must be less than or equal to `{cap}`, the maximum value for \
+                     `{field}` is less than the `context_window` for this model"
+                ),
+                "invalid_request_error",
+                json!(field),
+            ),
+            Refusal::Context { limit, used } => context_exceeded(*limit, *used),
+        }
+    }
+
+    /// The first delta of the call has its id and name, the later ones
+    /// fragments of its arguments, as OpenAI streams them.
+    fn tool_steps(
+        &self,
+        a: &Answer<'_>,
+        call: &ToolCall,
+        pieces: &[&str],
+        usage: Usage,
+    ) -> (Vec<Step>, Option<usize>) {
+        let created = chrono::Utc::now().timestamp();
+        let chunk = |choices| chunk(created, a.model, choices);
+        let delta = |tool: Value| json!([{"index": 0, "delta": {"tool_calls": [tool]}, "finish_reason": null}]);
+        let mut first = delta(json!({
+            "index": 0,
+            "id": format!("call_{}", call.id),
+            "type": "function",
+            "function": {"name": call.name, "arguments": ""},
+        }));
+        first[0]["delta"]["role"] = json!("assistant");
+        first[0]["delta"]["content"] = Value::Null;
+        let mut steps = vec![data(chunk(first))];
+        let first_content = Some(steps.len());
+        for p in pieces {
+            steps.push(data(chunk(delta(
+                json!({"index": 0, "function": {"arguments": p}}),
+            ))));
+        }
+        steps.push(data(chunk(
+            json!([{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]),
+        )));
+        if a.include_usage {
+            let mut last = chunk(json!([]));
+            last["usage"] = usage_json(usage);
+            steps.push(data(last));
+        }
+        steps.push(Step::Data(None, "[DONE]".into()));
+        (steps, first_content)
     }
 
     fn stream_steps(
@@ -186,11 +385,7 @@ impl DialectResponder for OpenAi {
         }
         if a.include_usage {
             let mut last = chunk(json!([]));
-            last["usage"] = json!({
-                "prompt_tokens": usage.input,
-                "completion_tokens": usage.output,
-                "total_tokens": usage.input + usage.output,
-            });
+            last["usage"] = usage_json(usage);
             steps.push(data(last));
         }
         steps.push(Step::Data(None, "[DONE]".into()));

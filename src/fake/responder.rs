@@ -14,6 +14,7 @@ use axum::response::Response;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::asks::{Asks, Refusal, ToolCall};
 use super::stream::{self, Answer, Ending, Mode, Step};
 
 /// Token counts the fake reports as usage.
@@ -58,6 +59,10 @@ pub trait DialectResponder: Sync {
     /// The text of the last user turn.
     fn prompt(&self, body: &Value) -> Option<String>;
 
+    /// What the request asks for beyond its prompt: tools, a tool result,
+    /// JSON output, images, an output cap (`fake/asks.rs`).
+    fn asks(&self, body: &Value) -> Asks;
+
     /// Why a request without a user turn is rejected.
     fn no_prompt(&self) -> &'static str {
         "messages: a user message is required"
@@ -71,6 +76,9 @@ pub trait DialectResponder: Sync {
 
     /// A completed answer with `text` as the model's output.
     fn success(&self, model: &str, text: &str, truncated: bool, usage: Usage) -> Value;
+
+    /// A completed answer that calls a tool.
+    fn tool_success(&self, model: &str, call: &ToolCall, usage: Usage) -> Value;
 
     /// The field of [`success`](Self::success) that holds the answer, which
     /// an empty answer leaves as `[]`.
@@ -92,12 +100,25 @@ pub trait DialectResponder: Sync {
     /// A 401 that quotes the key back, as some providers do. Redaction must
     /// catch this before it reaches a log.
     fn echo_key(&self, key: &str) -> Response;
+    /// The 400 a model that cannot take what the request asks for answers
+    /// with, in a real provider's wording.
+    fn refuse(&self, why: &Refusal, model: &str) -> Response;
 
     /// The whole stream of `a`, already cut into `pieces`, and the index of
     /// its first content chunk (none for an empty answer).
     fn stream_steps(
         &self,
         a: &Answer<'_>,
+        pieces: &[&str],
+        usage: Usage,
+    ) -> (Vec<Step>, Option<usize>);
+
+    /// The whole stream of a tool call, its arguments' JSON text already cut
+    /// into `pieces`, and the index of its first content chunk.
+    fn tool_steps(
+        &self,
+        a: &Answer<'_>,
+        call: &ToolCall,
         pieces: &[&str],
         usage: Usage,
     ) -> (Vec<Step>, Option<usize>);
@@ -113,8 +134,12 @@ pub trait DialectResponder: Sync {
         ending: Ending,
         shutdown: watch::Receiver<bool>,
     ) -> Response {
-        let (steps, first_content) =
-            self.stream_steps(a, &stream::pieces(a.text), Usage::of_stream(a));
+        let pieces = stream::pieces(a.text);
+        let usage = Usage::of_stream(a);
+        let (steps, first_content) = match a.tool {
+            Some(call) => self.tool_steps(a, call, &pieces, usage),
+            None => self.stream_steps(a, &pieces, usage),
+        };
         let error = self.stream_error(a);
         stream::respond(steps, first_content, error, mode, ending, shutdown)
     }

@@ -19,6 +19,8 @@ use futures_util::Stream;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::asks::ToolCall;
+
 /// How the client asked for a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -47,7 +49,10 @@ pub enum Ending {
 pub struct Answer<'a> {
     pub model: &'a str,
     pub prompt: &'a str,
+    /// The answer's text; for a tool call, its arguments' JSON text.
     pub text: &'a str,
+    /// The answer calls this tool instead of answering in text.
+    pub tool: Option<&'a ToolCall>,
     /// Stopped by the token limit.
     pub truncated: bool,
     /// No choices / content blocks / candidates at all.

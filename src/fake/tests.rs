@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 use super::*;
 use crate::prompts::{Question, check_answer};
 
+mod tools;
+
 const KEY: &str = "sk-fake-0123456789abcdef";
 
 fn client() -> reqwest::Client {
@@ -258,6 +260,15 @@ async fn every_behaviour_in_every_dialect() {
                 | Behaviour::StreamError
                 | Behaviour::StreamStall => {
                     assert!(check_answer(&r.content(d), q.expected), "{ctx}")
+                }
+                // A plain question has nothing for these to refuse.
+                Behaviour::NoTools
+                | Behaviour::OllamaNoTools
+                | Behaviour::NoJson
+                | Behaviour::NoImages
+                | Behaviour::MaxTokens(_)
+                | Behaviour::ContextWindow(_) => {
+                    assert_eq!(r.content(d), right, "{ctx}")
                 }
                 Behaviour::RpmHeaders(n) => {
                     assert!(check_answer(&r.content(d), q.expected), "{ctx}");

@@ -223,6 +223,9 @@ pub struct Seen {
     pub model: Option<String>,
     #[serde(default)]
     pub auth: bool,
+    /// The request body as the fake parsed it (`None` when not JSON).
+    #[serde(default)]
+    pub body: Option<serde_json::Value>,
 }
 
 impl Seen {

@@ -1,0 +1,584 @@
+//! What a request asks of the fake beyond its prompt: tools to call, a
+//! tool result to answer, JSON output, images, an output cap and the
+//! prompt's length. Each dialect's responder reads these from its own
+//! fields (`fake/openai.rs`, …) into one [`Asks`]; what the fake does with
+//! them is decided here, dialect-blind:
+//!
+//! - a request that declares tools, whose last message is not a tool
+//!   result and whose tool choice is not "none", gets a call of the first
+//!   tool (or the one the choice names), with arguments made from the
+//!   tool's JSON schema by [`instance`];
+//! - a request whose last message is a tool result gets a text answer that
+//!   quotes it: "The result is 84.";
+//! - a request for JSON output gets JSON text: `{"answer": 84}` for a bare
+//!   JSON mode, or an instance of the schema it gives, the answer in its
+//!   first numeric field;
+//! - the refusing behaviours (`no-tools`, `no-json`, `no-images`,
+//!   `max-tokens:N`, `context-window:N`) refuse only a request that asks
+//!   for what they refuse ([`refusal`]); any other request they answer
+//!   like `ok`.
+
+use serde_json::{Map, Number, Value, json};
+
+use super::arith;
+use super::behaviour::Behaviour;
+
+/// A tool the request declares.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tool {
+    pub name: String,
+    /// Its parameters' JSON schema (`Null` when it has none).
+    pub schema: Value,
+}
+
+/// Which tool the request lets the model call.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Choice {
+    /// Any tool, or one must be called ("auto", "required", "any"): the
+    /// fake calls the first.
+    #[default]
+    Auto,
+    /// No tool: answer in text.
+    None,
+    /// This tool.
+    Named(String),
+}
+
+/// JSON output, as the request asks for it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Json {
+    /// Any JSON object (`json_object`, a JSON MIME type without a schema).
+    Object,
+    /// An object of this schema.
+    Schema(Value),
+}
+
+/// What one request asks for beyond its prompt.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Asks {
+    pub tools: Vec<Tool>,
+    pub choice: Choice,
+    /// The last message is a tool result: its content, as text.
+    pub tool_result: Option<String>,
+    pub json: Option<Json>,
+    /// Which flavour of JSON mode, for the refusal's wording
+    /// (`json_object`, `json_schema`).
+    pub json_kind: Option<String>,
+    /// A message holds an image.
+    pub image: bool,
+    /// The output cap asked for: the field that holds it and its value.
+    pub max_tokens: Option<(&'static str, u64)>,
+    /// The prompt's length in tokens, estimated as `route` counts a
+    /// request (docs/routing.md): characters of text divided by 4, rounded
+    /// up.
+    pub input_tokens: u64,
+}
+
+/// A call of one tool, as the fake makes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// `call_…` (OpenAI) or `toolu_…` (Anthropic) is prefixed by the
+    /// dialect; Gemini sends none.
+    pub id: &'static str,
+    pub name: String,
+    /// The arguments, an object.
+    pub args: Value,
+}
+
+impl ToolCall {
+    /// The arguments as JSON text, as OpenAI sends them.
+    pub fn args_text(&self) -> String {
+        self.args.to_string()
+    }
+}
+
+/// The id the fake gives every tool call (each dialect adds its prefix).
+pub const CALL_ID: &str = "fake_1";
+
+impl Asks {
+    /// The tool call the fake answers `prompt` with, if any.
+    pub fn tool_call(&self, prompt: &str) -> Option<ToolCall> {
+        if self.tool_result.is_some() {
+            return None;
+        }
+        let tool = match &self.choice {
+            Choice::None => return None,
+            Choice::Auto => self.tools.first()?,
+            Choice::Named(n) => self
+                .tools
+                .iter()
+                .find(|t| &t.name == n)
+                .or(self.tools.first())?,
+        };
+        let mut numbers = arith::operands(prompt).unwrap_or_default().into_iter();
+        let args = match instance(&tool.schema, None, &mut numbers) {
+            Value::Object(m) => Value::Object(m),
+            _ => json!({}),
+        };
+        Some(ToolCall {
+            id: CALL_ID,
+            name: tool.name.clone(),
+            args,
+        })
+    }
+
+    /// The text answer: `answer` (the question's answer), or a sentence
+    /// quoting the tool result; as JSON when JSON was asked for.
+    pub fn text(&self, answer: &str) -> String {
+        let value = self.tool_result.as_deref().unwrap_or(answer);
+        match &self.json {
+            None => match &self.tool_result {
+                Some(r) => format!("The result is {r}."),
+                None => answer.to_string(),
+            },
+            Some(Json::Object) => json!({"answer": number_or_text(value)}).to_string(),
+            Some(Json::Schema(schema)) => {
+                let mut numbers = value.trim().parse::<f64>().ok().into_iter();
+                match instance(schema, None, &mut numbers) {
+                    v @ Value::Object(_) => v.to_string(),
+                    _ => json!({"answer": number_or_text(value)}).to_string(),
+                }
+            }
+        }
+    }
+}
+
+/// `"84"` as the number 84, anything else as a string.
+fn number_or_text(s: &str) -> Value {
+    let t = s.trim();
+    if let Ok(n) = t.parse::<i64>() {
+        return json!(n);
+    }
+    t.parse::<f64>()
+        .ok()
+        .and_then(Number::from_f64)
+        .map_or_else(|| json!(s), Value::Number)
+}
+
+/// A value of `schema`, the same every time: the first of an `enum`, a
+/// `const` or `default`; objects with their required properties (all of
+/// them when the schema lists none); arrays of one item; strings
+/// `"fake <property>"` (or a date, date-time, email or URI for those
+/// formats); booleans true; integers 1 and numbers 1.5, except that
+/// numeric fields take `numbers` in order first (the question's operands
+/// for a tool call, the answer for JSON output). Types are read
+/// case-blind, so Gemini's `"OBJECT"` schemas work; `anyOf` / `oneOf` /
+/// `allOf` use their first branch.
+pub fn instance(
+    schema: &Value,
+    name: Option<&str>,
+    numbers: &mut dyn Iterator<Item = f64>,
+) -> Value {
+    let Some(s) = schema.as_object() else {
+        return Value::Null;
+    };
+    if let Some(c) = s.get("const") {
+        return c.clone();
+    }
+    if let Some(first) = s
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
+        return first.clone();
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(first) = s.get(key).and_then(Value::as_array).and_then(|b| {
+            b.iter()
+                .find(|b| type_of(b).as_deref() != Some("null"))
+                .or(b.first())
+        }) {
+            return instance(first, name, numbers);
+        }
+    }
+    let ty = type_of(schema).unwrap_or_else(|| {
+        if s.contains_key("properties") {
+            "object".into()
+        } else if s.contains_key("items") {
+            "array".into()
+        } else {
+            String::new()
+        }
+    });
+    match ty.as_str() {
+        "integer" => numbers
+            .next()
+            .filter(|n| n.fract() == 0.0)
+            .map(|n| json!(n as i64))
+            .or_else(|| s.get("default").cloned())
+            .unwrap_or(json!(1)),
+        "number" => numbers
+            .next()
+            .map(|n| {
+                if n.fract() == 0.0 {
+                    json!(n as i64)
+                } else {
+                    json!(n)
+                }
+            })
+            .or_else(|| s.get("default").cloned())
+            .unwrap_or(json!(1.5)),
+        _ if s.contains_key("default") => s["default"].clone(),
+        "boolean" => json!(true),
+        "string" => json!(match s.get("format").and_then(Value::as_str) {
+            Some("date") => "2026-01-01".to_string(),
+            Some("date-time") => "2026-01-01T00:00:00Z".to_string(),
+            Some("email") => "fake@example.com".to_string(),
+            Some("uri") => "https://example.com/".to_string(),
+            _ => format!("fake {}", name.unwrap_or("text")),
+        }),
+        "array" => {
+            let item = s
+                .get("items")
+                .map_or(Value::Null, |i| instance(i, name, numbers));
+            json!([item])
+        }
+        "object" => {
+            let mut out = Map::new();
+            let props = s.get("properties").and_then(Value::as_object);
+            let required: Vec<&str> = match s.get("required").and_then(Value::as_array) {
+                Some(r) => r.iter().filter_map(Value::as_str).collect(),
+                None => props.map_or_else(Vec::new, |p| p.keys().map(String::as_str).collect()),
+            };
+            for key in required {
+                let sub = props.and_then(|p| p.get(key)).unwrap_or(&Value::Null);
+                out.insert(key.to_string(), instance(sub, Some(key), numbers));
+            }
+            Value::Object(out)
+        }
+        "null" => Value::Null,
+        _ => json!(format!("fake {}", name.unwrap_or("text"))),
+    }
+}
+
+/// A schema's type, lower case; the first that is not "null" of a list.
+fn type_of(schema: &Value) -> Option<String> {
+    let t = schema.get("type")?;
+    let t = match t {
+        Value::String(s) => s.as_str(),
+        Value::Array(list) => list
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|t| !t.eq_ignore_ascii_case("null"))
+            .or_else(|| list.first().and_then(Value::as_str))?,
+        _ => return None,
+    };
+    Some(t.to_ascii_lowercase())
+}
+
+/// Why a refusing behaviour refuses a request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// Tools, in the wording of an OpenAI-compatible host (Groq), or of
+    /// Ollama when `ollama`.
+    Tools {
+        ollama: bool,
+    },
+    /// JSON mode; `kind` is `json_object` or `json_schema` where the
+    /// dialect names it.
+    Json {
+        kind: String,
+    },
+    Images,
+    /// `asked` output tokens in `field`, above `cap`.
+    MaxTokens {
+        field: &'static str,
+        asked: u64,
+        cap: u64,
+    },
+    /// A prompt of `used` tokens, above `limit`.
+    Context {
+        limit: u64,
+        used: u64,
+    },
+}
+
+/// The refusal `b` answers `asks` with, if `b` is a refusing behaviour and
+/// the request asks for what it refuses.
+pub fn refusal(b: Behaviour, asks: &Asks) -> Option<Refusal> {
+    match b {
+        Behaviour::NoTools | Behaviour::OllamaNoTools if !asks.tools.is_empty() => {
+            Some(Refusal::Tools {
+                ollama: b == Behaviour::OllamaNoTools,
+            })
+        }
+        Behaviour::NoJson if asks.json.is_some() => Some(Refusal::Json {
+            kind: asks
+                .json_kind
+                .clone()
+                .unwrap_or_else(|| "json_object".into()),
+        }),
+        Behaviour::NoImages if asks.image => Some(Refusal::Images),
+        Behaviour::MaxTokens(cap) => match asks.max_tokens {
+            Some((field, asked)) if asked > cap => Some(Refusal::MaxTokens { field, asked, cap }),
+            _ => None,
+        },
+        Behaviour::ContextWindow(limit) if asks.input_tokens > limit => Some(Refusal::Context {
+            limit,
+            used: asks.input_tokens,
+        }),
+        _ => None,
+    }
+}
+
+/// The characters of text in `v`: every string under a `text`, `content`
+/// or `system` key (whole message content, text parts, system prompts),
+/// never image data or tool schemas.
+pub fn text_chars(v: &Value) -> u64 {
+    fn walk(v: &Value, counted: bool) -> u64 {
+        match v {
+            Value::String(s) if counted => s.chars().count() as u64,
+            Value::Array(items) => items.iter().map(|i| walk(i, counted)).sum(),
+            Value::Object(m) => m
+                .iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "tools" | "response_format"))
+                .map(|(k, v)| walk(v, matches!(k.as_str(), "text" | "content" | "system")))
+                .sum(),
+            _ => 0,
+        }
+    }
+    walk(v, false)
+}
+
+/// [`text_chars`] as tokens, the way `route` estimates them.
+pub fn estimated_tokens(v: &Value) -> u64 {
+    text_chars(v).div_ceil(4)
+}
+
+/// A tool result's content as text: a string as it is, text blocks joined,
+/// an object with one field as that field's value (Gemini wraps a plain
+/// result as `{"result": …}`), anything else as JSON.
+pub fn result_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) if parts.iter().all(|p| p.get("text").is_some()) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(""),
+        Value::Object(m) if m.len() == 1 => result_text(m.values().next().unwrap_or(&Value::Null)),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// A JSON schema's name for a `response_format` type, for refusals.
+pub fn json_kind(format: &Value) -> Option<(Json, String)> {
+    let kind = format.get("type").and_then(Value::as_str)?;
+    let json = match kind {
+        "json_object" => Json::Object,
+        "json_schema" => match format.pointer("/json_schema/schema") {
+            Some(s) if s.is_object() => Json::Schema(s.clone()),
+            _ => Json::Object,
+        },
+        _ => return None,
+    };
+    Some((json, kind.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tools(list: &[(&str, Value)]) -> Vec<Tool> {
+        list.iter()
+            .map(|(n, s)| Tool {
+                name: n.to_string(),
+                schema: s.clone(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn instances_follow_the_schema() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                "days": {"type": "integer"},
+                "exact": {"type": "boolean"},
+                "when": {"type": "string", "format": "date"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "at": {"type": "object", "properties": {"lat": {"type": "number"}},
+                       "required": ["lat"]},
+                "note": {"type": ["string", "null"]},
+                "optional": {"type": "string"},
+            },
+            "required": ["city", "unit", "days", "exact", "when", "tags", "at", "note"],
+        });
+        let v = instance(&schema, None, &mut std::iter::empty());
+        assert_eq!(
+            v,
+            json!({"city": "fake city", "unit": "celsius", "days": 1, "exact": true,
+                   "when": "2026-01-01", "tags": ["fake tags"], "at": {"lat": 1.5},
+                   "note": "fake note"})
+        );
+        // Gemini's upper-case types, and every property when none is required.
+        let gemini = json!({"type": "OBJECT", "properties": {
+            "a": {"type": "NUMBER"}, "b": {"type": "INTEGER"}, "c": {"type": "STRING"}}});
+        let v = instance(&gemini, None, &mut [12.0, 7.0].into_iter());
+        assert_eq!(v, json!({"a": 12, "b": 7, "c": "fake c"}));
+        // An integer field does not take a fraction.
+        let v = instance(&json!({"type": "integer"}), None, &mut [0.5].into_iter());
+        assert_eq!(v, json!(1));
+        assert_eq!(
+            instance(
+                &json!({"anyOf": [{"type": "null"}, {"const": 3}]}),
+                None,
+                &mut std::iter::empty()
+            ),
+            json!(3)
+        );
+    }
+
+    #[test]
+    fn the_first_or_the_chosen_tool_is_called_with_the_operands() {
+        let calc = json!({"type": "object",
+            "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+            "required": ["b", "a"]});
+        let mut asks = Asks {
+            tools: tools(&[
+                ("multiply", calc.clone()),
+                (
+                    "weather",
+                    json!({"type": "object",
+                "properties": {"city": {"type": "string"}}, "required": ["city"]}),
+                ),
+            ]),
+            ..Asks::default()
+        };
+        let c = asks.tool_call("What is 12*7?").unwrap();
+        assert_eq!(c.name, "multiply");
+        // The operands go to the numeric fields in the order `required` lists them.
+        assert_eq!(c.args, json!({"b": 12, "a": 7}));
+        assert_eq!(c.args_text(), r#"{"b":12,"a":7}"#);
+        asks.choice = Choice::Named("weather".into());
+        let c = asks.tool_call("What is 12*7?").unwrap();
+        assert_eq!(
+            (c.name.as_str(), c.args),
+            ("weather", json!({"city": "fake city"}))
+        );
+        // Not arithmetic: defaults.
+        asks.choice = Choice::Auto;
+        assert_eq!(
+            asks.tool_call("Hello").unwrap().args,
+            json!({"b": 1.5, "a": 1.5})
+        );
+        asks.choice = Choice::None;
+        assert_eq!(asks.tool_call("What is 12*7?"), None);
+        asks.choice = Choice::Auto;
+        asks.tool_result = Some("84".into());
+        assert_eq!(asks.tool_call("What is 12*7?"), None);
+        assert_eq!(asks.text("84"), "The result is 84.");
+        assert_eq!(Asks::default().tool_call("What is 12*7?"), None);
+    }
+
+    #[test]
+    fn json_answers_hold_the_answer() {
+        let mut asks = Asks {
+            json: Some(Json::Object),
+            ..Asks::default()
+        };
+        assert_eq!(asks.text("84"), r#"{"answer":84}"#);
+        assert_eq!(asks.text("2.5"), r#"{"answer":2.5}"#);
+        assert_eq!(asks.text("hi"), r#"{"answer":"hi"}"#);
+        asks.json = Some(Json::Schema(json!({"type": "object",
+            "properties": {"explanation": {"type": "string"}, "value": {"type": "integer"}},
+            "required": ["explanation", "value"], "additionalProperties": false})));
+        assert_eq!(
+            asks.text("84"),
+            r#"{"explanation":"fake explanation","value":84}"#
+        );
+        asks.tool_result = Some("85".into());
+        assert_eq!(
+            asks.text("84"),
+            r#"{"explanation":"fake explanation","value":85}"#
+        );
+    }
+
+    #[test]
+    fn refusals_need_what_they_refuse() {
+        let plain = Asks {
+            max_tokens: Some(("max_tokens", 16)),
+            input_tokens: 10,
+            ..Asks::default()
+        };
+        for b in [
+            Behaviour::NoTools,
+            Behaviour::OllamaNoTools,
+            Behaviour::NoJson,
+            Behaviour::NoImages,
+            Behaviour::MaxTokens(8192),
+            Behaviour::ContextWindow(8192),
+            Behaviour::Ok(std::time::Duration::ZERO),
+        ] {
+            assert_eq!(refusal(b, &plain), None, "{b}");
+        }
+        let all = Asks {
+            tools: tools(&[("t", Value::Null)]),
+            json: Some(Json::Object),
+            json_kind: Some("json_schema".into()),
+            image: true,
+            max_tokens: Some(("max_completion_tokens", 9000)),
+            input_tokens: 9000,
+            ..Asks::default()
+        };
+        assert_eq!(
+            refusal(Behaviour::OllamaNoTools, &all),
+            Some(Refusal::Tools { ollama: true })
+        );
+        assert_eq!(
+            refusal(Behaviour::NoJson, &all),
+            Some(Refusal::Json {
+                kind: "json_schema".into()
+            })
+        );
+        assert_eq!(refusal(Behaviour::NoImages, &all), Some(Refusal::Images));
+        assert_eq!(
+            refusal(Behaviour::MaxTokens(8192), &all),
+            Some(Refusal::MaxTokens {
+                field: "max_completion_tokens",
+                asked: 9000,
+                cap: 8192
+            })
+        );
+        assert_eq!(refusal(Behaviour::MaxTokens(9000), &all), None);
+        assert_eq!(
+            refusal(Behaviour::ContextWindow(8192), &all),
+            Some(Refusal::Context {
+                limit: 8192,
+                used: 9000
+            })
+        );
+    }
+
+    #[test]
+    fn text_is_counted_as_route_counts_it() {
+        let body = json!({
+            "system": "abcd",
+            "messages": [
+                {"role": "user", "content": "12345678"},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "abcd"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJDRA=="}},
+                ]},
+            ],
+            "tools": [{"type": "function", "function": {"name": "long_tool_name"}}],
+            "contents": [{"parts": [{"text": "ab"}, {"inlineData": {"data": "QUJD"}}]}],
+        });
+        assert_eq!(text_chars(&body), 4 + 8 + 4 + 2);
+        assert_eq!(estimated_tokens(&body), 5);
+    }
+
+    #[test]
+    fn results_read_as_text() {
+        assert_eq!(result_text(&json!("84")), "84");
+        assert_eq!(result_text(&json!({"result": 84})), "84");
+        assert_eq!(
+            result_text(&json!([{"type": "text", "text": "8"}, {"type": "text", "text": "4"}])),
+            "84"
+        );
+        assert_eq!(result_text(&json!({"a": 1, "b": 2})), r#"{"a":1,"b":2}"#);
+    }
+}
