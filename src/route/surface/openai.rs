@@ -247,9 +247,11 @@ pub fn request_timeout(timeout: std::time::Duration) -> ApiError {
 /// not by rewriting bodies). Any other is rendered from its reply: `id`,
 /// `object`, `created`, `model` (the candidate's), one choice with
 /// `message{role:"assistant",content}` (plus `reasoning_content` when the
-/// provider returned reasoning), `finish_reason` mapped by
-/// [`openai_finish_reason`], and `usage` when the provider reported both
-/// token counts.
+/// provider returned reasoning, and `tool_calls` when the model called
+/// tools, with `content` null if it wrote nothing else), `finish_reason`
+/// mapped by [`openai_finish_reason`] (`tool_calls` when the model called
+/// tools and otherwise stopped normally: Gemini says `STOP` then), and
+/// `usage` when the provider reported both token counts.
 pub fn completion_body(c: Completion) -> Value {
     match c.body {
         Some(body) if c.dialect == Dialect::Openai => body,
@@ -258,10 +260,32 @@ pub fn completion_body(c: Completion) -> Value {
 }
 
 fn completion(reply: &ChatReply, id: &str, model: &str) -> Value {
-    let mut message = json!({"role": "assistant", "content": reply.text});
+    let calls = &reply.tool_calls;
+    let content = if reply.text.is_empty() && !calls.is_empty() {
+        Value::Null
+    } else {
+        json!(reply.text)
+    };
+    let mut message = json!({"role": "assistant", "content": content});
     if let Some(r) = &reply.reasoning {
         message["reasoning_content"] = json!(r);
     }
+    if !calls.is_empty() {
+        message["tool_calls"] = calls
+            .iter()
+            .map(|c| {
+                json!({
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                })
+            })
+            .collect();
+    }
+    let finish = reply
+        .finish_reason
+        .as_deref()
+        .map(|r| finish_with_calls(r, !calls.is_empty()));
     let mut out = json!({
         "id": id,
         "object": "chat.completion",
@@ -270,7 +294,7 @@ fn completion(reply: &ChatReply, id: &str, model: &str) -> Value {
         "choices": [{
             "index": 0,
             "message": message,
-            "finish_reason": reply.finish_reason.as_deref().map(openai_finish_reason),
+            "finish_reason": finish,
         }],
     });
     if let Some(u) = reply.usage.and_then(usage_json) {
@@ -315,6 +339,15 @@ pub fn openai_finish_reason(reason: &str) -> &'static str {
     }
 }
 
+/// [`openai_finish_reason`], except that a reply that called tools and
+/// stopped normally ends with `tool_calls`, as OpenAI's do.
+fn finish_with_calls(reason: &str, called: bool) -> &'static str {
+    match openai_finish_reason(reason) {
+        "stop" if called => "tool_calls",
+        r => r,
+    }
+}
+
 /// One chunk as a server-sent event.
 pub fn sse_chunk(chunk: &serde_json::Value) -> String {
     format!("data: {chunk}\n\n")
@@ -333,8 +366,10 @@ pub fn stream_error(message: &str) -> String {
 /// OpenAI upstream's chunks pass through as they came (the same-dialect
 /// pass-through: nothing parsed or rebuilt here); any other's deltas
 /// become chunks that share one `id`, `created` and `model`, the first
-/// naming the role `assistant`, and the usage chunk is written only for a
-/// client that asked for it (`stream_options.include_usage`).
+/// naming the role `assistant`, tool calls as `delta.tool_calls` (the
+/// first delta of a call with its `id`, `type` and `name`, later ones
+/// with fragments of `arguments` only), and the usage chunk is written
+/// only for a client that asked for it (`stream_options.include_usage`).
 #[derive(Debug)]
 pub struct ChunkWriter {
     id: String,
@@ -342,6 +377,8 @@ pub struct ChunkWriter {
     model: String,
     wants_usage: bool,
     role_sent: bool,
+    /// A tool call has been written: a normal stop is `tool_calls`.
+    called: bool,
 }
 
 impl ChunkWriter {
@@ -354,6 +391,7 @@ impl ChunkWriter {
             model: model.to_string(),
             wants_usage,
             role_sent: false,
+            called: false,
         }
     }
 
@@ -380,8 +418,23 @@ impl ChunkWriter {
                 ReplyDelta::Reasoning(r) => {
                     Some(self.choice(json!({"reasoning_content": r}), Value::Null))
                 }
+                ReplyDelta::ToolCall(t) => {
+                    self.called = true;
+                    let mut call = json!({"index": t.index});
+                    if let Some(id) = t.id {
+                        call["id"] = json!(id);
+                        call["type"] = json!("function");
+                    }
+                    let mut function = json!({"arguments": t.arguments});
+                    if let Some(name) = t.name {
+                        function["name"] = json!(name);
+                    }
+                    call["function"] = function;
+                    Some(self.choice(json!({"tool_calls": [call]}), Value::Null))
+                }
                 ReplyDelta::Finish(reason) => {
-                    Some(self.choice(json!({}), json!(openai_finish_reason(&reason))))
+                    let reason = finish_with_calls(&reason, self.called);
+                    Some(self.choice(json!({}), json!(reason)))
                 }
                 // Carried by the events above, never as deltas.
                 ReplyDelta::Usage(_)
@@ -563,6 +616,7 @@ mod tests {
             body: (dialect == Dialect::Openai).then_some(json),
             upstream_id,
             model: model.to_string(),
+            dropped: Vec::new(),
         }))
     }
 
