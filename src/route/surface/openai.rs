@@ -823,6 +823,187 @@ mod tests {
         }
     }
 
+    const ANTHROPIC_TOOLS: &str =
+        include_str!("../../../tests/fixtures/dialects/anthropic-tool-use.sse");
+    const GEMINI_TOOLS: &str =
+        include_str!("../../../tests/fixtures/dialects/gemini-function-call.sse");
+
+    /// The tool calls a client assembles from a stream's chunks, as
+    /// (id, name, arguments), checking on the way what OpenAI clients
+    /// rely on: a call's first delta has its id, `type: "function"` and
+    /// name, later ones only fragments of arguments, and indices count up
+    /// from 0.
+    fn streamed_calls(items: &[StreamItem]) -> Vec<(String, String, String)> {
+        let mut calls: Vec<(String, String, String)> = Vec::new();
+        for c in chunks(items) {
+            let Some(deltas) = c.pointer("/choices/0/delta/tool_calls") else {
+                continue;
+            };
+            for d in deltas.as_array().unwrap() {
+                let i = d["index"].as_u64().unwrap() as usize;
+                let args = d["function"]["arguments"].as_str().unwrap();
+                if i == calls.len() {
+                    assert_eq!(d["type"], "function", "{d}");
+                    calls.push((
+                        d["id"].as_str().expect("a first delta has the id").into(),
+                        d["function"]["name"].as_str().expect("and the name").into(),
+                        args.into(),
+                    ));
+                } else {
+                    assert!(i < calls.len(), "index {i} skips ahead: {d}");
+                    assert!(d.get("id").is_none() && d["function"].get("name").is_none());
+                    calls[i].2.push_str(args);
+                }
+            }
+        }
+        calls
+    }
+
+    fn reply_calls(v: &Value) -> Vec<(String, String, String)> {
+        v["choices"][0]["message"]["tool_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                assert_eq!(c["type"], "function");
+                let s = |p: &str| c.pointer(p).unwrap().as_str().unwrap().to_string();
+                (s("/id"), s("/function/name"), s("/function/arguments"))
+            })
+            .collect()
+    }
+
+    fn parsed(args: &str) -> Value {
+        serde_json::from_str(args).unwrap()
+    }
+
+    #[test]
+    fn anthropic_tool_use_becomes_tool_calls() {
+        let body = include_bytes!("../../../tests/fixtures/dialects/anthropic-tool-use.json");
+        let v = reply_to_openai(Dialect::Anthropic, body, "a::claude").unwrap();
+        let choice = &v["choices"][0];
+        assert_eq!(
+            choice["message"]["content"],
+            "I'll check the current weather in San Francisco for you."
+        );
+        assert_eq!(choice["finish_reason"], "tool_calls");
+        let calls = reply_calls(&v);
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].0, "toolu_01A09q90qw90lq917835lq9");
+        assert_eq!(calls[0].1, "get_weather");
+        assert_eq!(
+            parsed(&calls[0].2),
+            json!({"location": "San Francisco, CA", "unit": "celsius"})
+        );
+    }
+
+    #[test]
+    fn gemini_function_calls_become_tool_calls_with_stable_ids() {
+        let body = include_bytes!("../../../tests/fixtures/dialects/gemini-function-call.json");
+        let v = reply_to_openai(Dialect::Gemini, body, "g::flash").unwrap();
+        let choice = &v["choices"][0];
+        // Only calls: no content, and Gemini's STOP is a tool_calls finish.
+        assert_eq!(choice["message"]["content"], Value::Null);
+        assert_eq!(choice["finish_reason"], "tool_calls");
+        let calls = reply_calls(&v);
+        let names: Vec<&str> = calls.iter().map(|c| c.1.as_str()).collect();
+        assert_eq!(names, ["power_disco_ball", "start_music", "dim_lights"]);
+        assert_eq!(
+            parsed(&calls[1].2),
+            json!({"energetic": true, "loud": true})
+        );
+        let ids: std::collections::BTreeSet<&str> = calls.iter().map(|c| c.0.as_str()).collect();
+        assert_eq!(ids.len(), 3, "{ids:?}");
+        assert!(ids.iter().all(|id| id.starts_with("call_")));
+        // The same reply parsed again names its calls the same.
+        assert_eq!(
+            reply_calls(&reply_to_openai(Dialect::Gemini, body, "g::flash").unwrap()),
+            calls
+        );
+    }
+
+    #[tokio::test]
+    async fn anthropic_tool_stream_becomes_tool_call_deltas() {
+        let items = run(Dialect::Anthropic, ANTHROPIC_TOOLS, false).await;
+        assert_consistent(&items, "p::model");
+        assert_eq!(items.last(), Some(&StreamItem::Done));
+        assert_eq!(
+            joined(&items, "content"),
+            "Okay, let's check the weather for San Francisco, CA:"
+        );
+        let calls = streamed_calls(&items);
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].0, "toolu_01T1x1fJ34qAmk2tNTrN7Up6");
+        assert_eq!(calls[0].1, "get_weather");
+        assert_eq!(
+            parsed(&calls[0].2),
+            json!({"location": "San Francisco, CA", "unit": "fahrenheit"})
+        );
+        assert_eq!(finish_reasons(&items), ["tool_calls"]);
+    }
+
+    #[tokio::test]
+    async fn gemini_function_call_stream_matches_the_whole_reply() {
+        let items = run(Dialect::Gemini, GEMINI_TOOLS, false).await;
+        assert_consistent(&items, "p::model");
+        assert_eq!(items.last(), Some(&StreamItem::Done));
+        let streamed = streamed_calls(&items);
+        let body = include_bytes!("../../../tests/fixtures/dialects/gemini-function-call.json");
+        let whole = reply_calls(&reply_to_openai(Dialect::Gemini, body, "m").unwrap());
+        // Same ids, names and arguments, streamed or not.
+        assert_eq!(streamed, whole);
+        assert_eq!(finish_reasons(&items), ["tool_calls"]);
+    }
+
+    /// JSON mode on Anthropic is a forced tool: its input is the content,
+    /// the call is never shown, and the reply ends as a plain stop.
+    #[tokio::test]
+    async fn anthropic_json_mode_is_content_not_a_call() {
+        let plan = dialect::ReplyPlan { json_tool: true };
+        let body = br#"{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_9","name":"json_output","input":{"city":"Paris","temp":21}}],"stop_reason":"tool_use","usage":{"input_tokens":5,"output_tokens":9}}"#;
+        let (mut reply, _) = parse_success(Dialect::Anthropic, body).unwrap();
+        plan.apply(&mut reply);
+        let v = completion_body(Completion {
+            reply,
+            dialect: Dialect::Anthropic,
+            body: None,
+            upstream_id: None,
+            model: "a::c".into(),
+            dropped: Vec::new(),
+        });
+        let choice = &v["choices"][0];
+        assert_eq!(
+            parsed(choice["message"]["content"].as_str().unwrap()),
+            json!({"city":"Paris","temp":21})
+        );
+        assert!(choice["message"].get("tool_calls").is_none());
+        assert_eq!(choice["finish_reason"], "stop");
+
+        let stream = concat!(
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_2\",\"usage\":{\"input_tokens\":5}}}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_9\",\"name\":\"json_output\",\"input\":{}}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"city\\\": \\\"Pa\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"ris\\\"}\"}}\n\n",
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":7}}\n\n",
+            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+        );
+        let mut m = StreamMapper::new(Dialect::Anthropic, "a::c");
+        m.inner = m.inner.clone().plan(plan);
+        let pieces = vec![Ok::<_, Infallible>(stream.as_bytes().to_vec())];
+        let deltas: Vec<ReplyDelta> = map_byte_stream(
+            futures_util::stream::iter(pieces),
+            m.inner.clone(),
+            |e| match e {},
+        )
+        .map(|r| r.unwrap())
+        .collect()
+        .await;
+        let items = m.render(deltas);
+        assert_eq!(parsed(&joined(&items, "content")), json!({"city": "Paris"}));
+        assert!(streamed_calls(&items).is_empty());
+        assert_eq!(finish_reasons(&items), ["stop"]);
+    }
+
     #[tokio::test]
     async fn openai_chunks_pass_through_and_comments_vanish() {
         let items = run(Dialect::Openai, OPENAI, false).await;

@@ -441,3 +441,152 @@ fn no_content(i: usize) -> BuildError {
         "messages[{i}] has no content, which anthropic does not accept"
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::dialect::{Dialect, ReplyPlan, fields};
+
+    fn request(json: &str) -> ChatRequest {
+        ChatRequest::from_openai_json(json.as_bytes()).unwrap()
+    }
+
+    /// A conversation with two parallel calls, their results and the
+    /// user's next words: OpenAI's shape in, Anthropic's out.
+    const CONVERSATION: &str = r#"{"model":"claude","messages":[
+        {"role":"system","content":"be brief"},
+        {"role":"user","content":"weather in SF and NYC?"},
+        {"role":"assistant","content":"Checking.","tool_calls":[
+            {"id":"toolu_1","type":"function","function":{"name":"get_weather","arguments":"{\"location\":\"SF\"}"}},
+            {"id":"toolu_2","type":"function","function":{"name":"get_weather","arguments":"{\"location\":\"NYC\"}"}}]},
+        {"role":"tool","tool_call_id":"toolu_1","content":"15 C"},
+        {"role":"tool","tool_call_id":"toolu_2","content":[{"type":"text","text":"20 C"}]},
+        {"role":"user","content":"which is warmer?"}],
+      "tools":[{"type":"function","function":{"name":"get_weather","description":"Weather now","parameters":{"type":"object","properties":{"location":{"type":"string"}},"required":["location"]}}}],
+      "tool_choice":"required","parallel_tool_calls":false,"user":"u-42","top_k":5,"seed":7}"#;
+
+    #[test]
+    fn tool_calls_and_results_become_blocks_in_alternating_turns() {
+        let req = request(CONVERSATION);
+        let body = Anthropic.body(&req).unwrap();
+        assert_eq!(body["system"], "be brief");
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role":"user","content":"weather in SF and NYC?"},
+                {"role":"assistant","content":[
+                    {"type":"text","text":"Checking."},
+                    {"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"location":"SF"}},
+                    {"type":"tool_use","id":"toolu_2","name":"get_weather","input":{"location":"NYC"}}]},
+                {"role":"user","content":[
+                    {"type":"tool_result","tool_use_id":"toolu_1","content":"15 C"},
+                    {"type":"tool_result","tool_use_id":"toolu_2","content":[{"type":"text","text":"20 C"}]},
+                    {"type":"text","text":"which is warmer?"}]}
+            ])
+        );
+        assert_eq!(
+            body["tools"],
+            json!([{"name":"get_weather","description":"Weather now","input_schema":{"type":"object","properties":{"location":{"type":"string"}},"required":["location"]}}])
+        );
+        assert_eq!(
+            body["tool_choice"],
+            json!({"type":"any","disable_parallel_tool_use":true})
+        );
+        assert_eq!(body["metadata"], json!({"user_id":"u-42"}));
+        assert_eq!(body["top_k"], 5);
+        assert!(body.get("seed").is_none());
+        assert_eq!(fields::dropped(Dialect::Anthropic, &req), ["seed"]);
+        assert_eq!(
+            ReplyPlan::new(Dialect::Anthropic, &req),
+            ReplyPlan::default()
+        );
+    }
+
+    #[test]
+    fn each_tool_choice_has_its_anthropic_form() {
+        let tools = r#""tools":[{"type":"function","function":{"name":"f"}}]"#;
+        let cases = [
+            (r#""auto""#, json!({"type":"auto"})),
+            (r#""none""#, json!({"type":"none"})),
+            (r#""required""#, json!({"type":"any"})),
+            (
+                r#"{"type":"function","function":{"name":"f"}}"#,
+                json!({"type":"tool","name":"f"}),
+            ),
+        ];
+        for (choice, want) in cases {
+            let body = Anthropic
+                .body(&request(&format!(
+                    r#"{{"messages":[{{"role":"user","content":"x"}}],{tools},"tool_choice":{choice}}}"#
+                )))
+                .unwrap();
+            assert_eq!(body["tool_choice"], want, "{choice}");
+            // A function without parameters still gets a schema.
+            assert_eq!(
+                body["tools"][0]["input_schema"],
+                json!({"type":"object","properties":{}})
+            );
+        }
+        // No choice given: Anthropic's default, nothing sent.
+        let body = Anthropic
+            .body(&request(&format!(
+                r#"{{"messages":[{{"role":"user","content":"x"}}],{tools}}}"#
+            )))
+            .unwrap();
+        assert!(body.get("tool_choice").is_none());
+    }
+
+    #[test]
+    fn json_mode_is_one_forced_tool_unless_the_client_has_tools() {
+        let req = request(
+            r#"{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"city","schema":{"type":"object","properties":{"name":{"type":"string"}}}}}}"#,
+        );
+        let body = Anthropic.body(&req).unwrap();
+        assert_eq!(body["tools"][0]["name"], JSON_TOOL);
+        assert_eq!(
+            body["tools"][0]["input_schema"],
+            json!({"type":"object","properties":{"name":{"type":"string"}}})
+        );
+        assert_eq!(body["tool_choice"], json!({"type":"tool","name":JSON_TOOL}));
+        assert!(ReplyPlan::new(Dialect::Anthropic, &req).json_tool);
+        assert!(fields::dropped(Dialect::Anthropic, &req).is_empty());
+        let object = request(
+            r#"{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}"#,
+        );
+        assert_eq!(
+            Anthropic.body(&object).unwrap()["tools"][0]["input_schema"],
+            json!({"type":"object"})
+        );
+        // With the client's own tools, they go and JSON mode is reported.
+        let both = request(
+            r#"{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"response_format":{"type":"json_object"}}"#,
+        );
+        let body = Anthropic.body(&both).unwrap();
+        assert_eq!(body["tools"].as_array().unwrap().len(), 1);
+        assert_eq!(body["tools"][0]["name"], "f");
+        assert!(!ReplyPlan::new(Dialect::Anthropic, &both).json_tool);
+        assert_eq!(
+            fields::dropped(Dialect::Anthropic, &both),
+            ["response_format"]
+        );
+    }
+
+    #[test]
+    fn what_cannot_be_translated_is_refused() {
+        let bad_args = request(
+            r#"{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"[1]"}}]}]}"#,
+        );
+        let e = Anthropic.body(&bad_args).unwrap_err();
+        assert!(e.to_string().contains("messages[0].tool_calls[0]"), "{e}");
+        let orphan = request(r#"{"messages":[{"role":"tool","content":"4"}]}"#);
+        assert!(Anthropic.body(&orphan).is_err());
+        // Empty arguments are no arguments.
+        let empty = request(
+            r#"{"messages":[{"role":"assistant","content":"","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":""}}]}]}"#,
+        );
+        assert_eq!(
+            Anthropic.body(&empty).unwrap()["messages"][0]["content"],
+            json!([{"type":"tool_use","id":"c","name":"f","input":{}}])
+        );
+    }
+}

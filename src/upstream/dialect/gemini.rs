@@ -393,3 +393,147 @@ fn part(p: &Value, i: usize, j: usize) -> Result<Value, BuildError> {
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::dialect::{Dialect, fields};
+
+    fn request(json: &str) -> ChatRequest {
+        ChatRequest::from_openai_json(json.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn tool_calls_and_results_become_parts_paired_by_name() {
+        let req = request(
+            r#"{"model":"g","messages":[
+                {"role":"user","content":"weather in SF and NYC?"},
+                {"role":"assistant","content":"Checking.","tool_calls":[
+                    {"id":"call_a","type":"function","function":{"name":"get_weather","arguments":"{\"location\":\"SF\"}"}},
+                    {"id":"call_b","type":"function","function":{"name":"get_time","arguments":"{}"}}]},
+                {"role":"tool","tool_call_id":"call_b","content":"{\"time\":\"09:00\"}"},
+                {"role":"tool","tool_call_id":"call_a","content":"15 C"},
+                {"role":"user","content":"thanks"}],
+              "tools":[{"type":"function","function":{"name":"get_weather","description":"Weather now","parameters":{
+                  "$schema":"http://json-schema.org/draft-07/schema#","type":"object","additionalProperties":false,
+                  "properties":{"location":{"type":"string","default":"SF"}},"required":["location"]}}},
+                {"type":"function","function":{"name":"get_time","parameters":{"type":"object","properties":{}}}}],
+              "tool_choice":{"type":"function","function":{"name":"get_weather"}},
+              "parallel_tool_calls":false,"seed":7,"top_k":3,"presence_penalty":0.5,"frequency_penalty":0.25,"user":"u"}"#,
+        );
+        let body = Gemini.body(&req).unwrap();
+        assert_eq!(
+            body["contents"],
+            json!([
+                {"role":"user","parts":[{"text":"weather in SF and NYC?"}]},
+                {"role":"model","parts":[
+                    {"text":"Checking."},
+                    {"functionCall":{"name":"get_weather","args":{"location":"SF"}}},
+                    {"functionCall":{"name":"get_time","args":{}}}]},
+                {"role":"user","parts":[
+                    {"functionResponse":{"name":"get_time","response":{"time":"09:00"}}},
+                    {"functionResponse":{"name":"get_weather","response":{"content":"15 C"}}},
+                    {"text":"thanks"}]}
+            ])
+        );
+        assert_eq!(
+            body["tools"],
+            json!([{"functionDeclarations":[
+                {"name":"get_weather","description":"Weather now","parameters":{"type":"object","properties":{"location":{"type":"string"}},"required":["location"]}},
+                {"name":"get_time"}]}])
+        );
+        assert_eq!(
+            body["toolConfig"],
+            json!({"functionCallingConfig":{"mode":"ANY","allowedFunctionNames":["get_weather"]}})
+        );
+        let config = &body["generationConfig"];
+        assert_eq!(
+            (
+                &config["seed"],
+                &config["topK"],
+                &config["presencePenalty"],
+                &config["frequencyPenalty"]
+            ),
+            (&json!(7), &json!(3), &json!(0.5), &json!(0.25))
+        );
+        assert_eq!(
+            fields::dropped(Dialect::Gemini, &req),
+            ["parallel_tool_calls"]
+        );
+    }
+
+    #[test]
+    fn each_tool_choice_has_its_gemini_mode() {
+        for (choice, mode) in [("auto", "AUTO"), ("none", "NONE"), ("required", "ANY")] {
+            let body = Gemini
+                .body(&request(&format!(
+                    r#"{{"messages":[{{"role":"user","content":"x"}}],"tools":[{{"type":"function","function":{{"name":"f"}}}}],"tool_choice":"{choice}"}}"#
+                )))
+                .unwrap();
+            assert_eq!(
+                body["toolConfig"],
+                json!({"functionCallingConfig":{"mode":mode}})
+            );
+        }
+    }
+
+    #[test]
+    fn json_mode_is_a_mime_type_and_a_sanitised_schema() {
+        let req = request(
+            r#"{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"city","strict":true,"schema":{"type":"object","additionalProperties":false,"properties":{"name":{"type":["string","null"]}},"required":["name"]}}}}"#,
+        );
+        let config = &Gemini.body(&req).unwrap()["generationConfig"];
+        assert_eq!(config["responseMimeType"], "application/json");
+        assert_eq!(
+            config["responseSchema"],
+            json!({"type":"object","properties":{"name":{"type":"string","nullable":true}},"required":["name"]})
+        );
+        let object = request(
+            r#"{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}"#,
+        );
+        let config = &Gemini.body(&object).unwrap()["generationConfig"];
+        assert_eq!(config["responseMimeType"], "application/json");
+        assert!(config.get("responseSchema").is_none());
+        // Gemini refuses JSON mode with function calling: the tools win.
+        let both = request(
+            r#"{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"response_format":{"type":"json_object"}}"#,
+        );
+        let body = Gemini.body(&both).unwrap();
+        assert!(body["generationConfig"].get("responseMimeType").is_none());
+        assert_eq!(fields::dropped(Dialect::Gemini, &both), ["response_format"]);
+    }
+
+    #[test]
+    fn a_result_for_no_known_call_is_refused() {
+        let req = request(
+            r#"{"messages":[{"role":"user","content":"x"},{"role":"tool","tool_call_id":"nope","content":"4"}]}"#,
+        );
+        let e = Gemini.body(&req).unwrap_err();
+        assert!(e.to_string().contains("messages[1]"), "{e}");
+    }
+
+    #[test]
+    fn call_ids_are_stable_and_distinct() {
+        let a = call_id(Some("r1"), 0, "f", "{}");
+        assert_eq!(a, call_id(Some("r1"), 0, "f", "{}"));
+        assert!(a.starts_with("call_") && a.len() == 21, "{a}");
+        for other in [
+            call_id(Some("r2"), 0, "f", "{}"),
+            call_id(Some("r1"), 1, "f", "{}"),
+            call_id(Some("r1"), 0, "g", "{}"),
+            call_id(None, 0, "f", "{}"),
+        ] {
+            assert_ne!(a, other);
+        }
+        // A call's own id, when a newer model gives one, is kept.
+        let c = tool_call(
+            &json!({"id":"fc_1","name":"f","args":{"x":1}}),
+            Some("r"),
+            0,
+        );
+        assert_eq!(
+            (c.id.as_str(), c.arguments.as_str()),
+            ("fc_1", r#"{"x":1}"#)
+        );
+    }
+}

@@ -336,4 +336,36 @@ mod tests {
         let ds = deltas(StreamMapper::new(Dialect::Gemini).native(true), GEMINI).await;
         assert!(matches!(ds[0], ReplyDelta::Start { .. }));
     }
+
+    #[tokio::test]
+    async fn openai_tool_call_chunks_become_tool_call_deltas() {
+        const TOOLS: &str = include_str!("../../../tests/fixtures/dialects/openai-tool-calls.sse");
+        let ds = deltas(StreamMapper::new(Dialect::Openai), TOOLS).await;
+        let calls: Vec<&super::super::ToolCallDelta> = ds
+            .iter()
+            .filter_map(|d| match d {
+                ReplyDelta::ToolCall(t) => Some(t),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            calls[0].id.as_deref(),
+            Some("call_DdmO9pD3xa9XTPNJ32zg2hcA")
+        );
+        assert_eq!(calls[0].name.as_deref(), Some("get_weather"));
+        assert!(calls[1..].iter().all(|c| c.id.is_none() && c.index == 0));
+        let args: String = calls.iter().map(|c| c.arguments.as_str()).collect();
+        assert_eq!(args, r#"{"location":"Paris, France"}"#);
+        assert!(ds.contains(&ReplyDelta::Finish("tool_calls".into())));
+        let reply = crate::upstream::dialect::parse_reply(
+            Dialect::Openai,
+            include_bytes!("../../../tests/fixtures/dialects/openai-tool-calls.json"),
+        )
+        .unwrap();
+        assert_eq!(reply.tool_calls[0].name, "get_weather");
+        assert_eq!(
+            reply.tool_calls[0].arguments,
+            r#"{"location":"Paris, France"}"#
+        );
+    }
 }
