@@ -20,7 +20,9 @@
 //! ([`Wire::stream_event`], and [`Wire::stream_ends_at_eof`] if its
 //! streams simply stop). Adding one touches its own file, a variant of the
 //! closed [`Dialect`] enum (defined here, once, for the catalog, the fake
-//! provider and `route`), and the one match in [`wire`].
+//! provider and `route`), the one match in [`wire`], and a column of the
+//! field table ([`fields`]), which says what becomes of every request
+//! field in each dialect.
 
 mod anthropic;
 pub mod fields;

@@ -299,7 +299,9 @@ impl ChatRequest {
 
     /// A rough token count for budgets (`tpm`, `tpd`) before the request is
     /// sent: every character of text (system prompt, message text and text
-    /// parts; not images or tool calls) divided by 4, rounded up, plus the
+    /// parts, tool calls' arguments, and the tool declarations as JSON,
+    /// which models read as part of the prompt; not images) divided by 4,
+    /// rounded up, plus the
     /// tokens the answer may use: `max_tokens`, or
     /// [`DEFAULT_ESTIMATED_COMPLETION_TOKENS`] when unset. Four characters a
     /// token is the usual rule of thumb for English; the provider's own
@@ -312,7 +314,20 @@ impl ChatRequest {
                 .iter()
                 .filter_map(|m| m.content.as_ref())
                 .map(|c| count(&c.text()))
-                .sum::<u64>();
+                .sum::<u64>()
+            + self
+                .messages
+                .iter()
+                .filter_map(|m| m.extra.get("tool_calls"))
+                .flat_map(|calls| calls.as_array().into_iter().flatten())
+                .filter_map(|c| c.pointer("/function/arguments")?.as_str())
+                .map(count)
+                .sum::<u64>()
+            + self
+                .extra
+                .get("tools")
+                .filter(|t| !t.is_null())
+                .map_or(0, |t| count(&t.to_string()));
         chars.div_ceil(4)
             + self
                 .max_tokens
@@ -897,6 +912,20 @@ mod tests {
         assert_eq!(
             r.estimated_tokens(),
             2 + DEFAULT_ESTIMATED_COMPLETION_TOKENS
+        );
+        // Tool declarations and calls' arguments are read as prompt.
+        let tools = serde_json::json!([{"type":"function","function":{"name":"f"}}]);
+        let tools_chars = tools.to_string().chars().count() as u64;
+        r.extra.insert("tools".into(), tools);
+        let mut call = ChatMessage::new("assistant", "");
+        call.extra.insert(
+            "tool_calls".into(),
+            serde_json::json!([{"id":"c","type":"function","function":{"name":"f","arguments":"{\"q\":1}"}}]),
+        );
+        r.messages.push(call);
+        assert_eq!(
+            r.estimated_tokens(),
+            (7 + tools_chars + 7).div_ceil(4) + DEFAULT_ESTIMATED_COMPLETION_TOKENS
         );
     }
 }
