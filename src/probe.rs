@@ -31,7 +31,8 @@ pub async fn probe(
     let redactor = redactor.with(key);
     let request = ChatRequest::probe(model, &question.text, provider.provider.max_tokens);
     let builder = match dialect::build_request(client, provider.endpoint(), key, &request) {
-        Ok(b) => b,
+        // A probe's request holds nothing a dialect could drop.
+        Ok(b) => b.builder,
         Err(e) => {
             return Outcome {
                 failure: Some(FailureType::Error),

@@ -891,3 +891,51 @@ fn a_model_without_its_key_names_the_variable_to_set() {
     assert_eq!(r.status, 404);
     assert!(r.body.contains("set P_UNSET_KEY (p)"), "{}", r.body);
 }
+
+/// A field an upstream's dialect cannot carry, and that may change the
+/// answer, is named in `X-Llmprobe-Dropped`, streamed or not; an OpenAI
+/// upstream gets every field, so nothing is named.
+#[test]
+fn dropped_fields_are_named_in_a_header() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("o", "openai", &["ok"], "priority = 1"),
+            fake.provider("b", "anthropic", &["ok"], "priority = 2"),
+            fake.provider("g", "gemini", &["ok"], "priority = 3"),
+        ],
+        "",
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let send = |model: &str, stream: bool| {
+        let mut body: Value = serde_json::from_str(&chat_body(model, stream)).unwrap();
+        body["seed"] = 7.into();
+        body["logit_bias"] = serde_json::json!({"50256": -100});
+        // Harmless to leave out for both: never named.
+        body["user"] = "u-1".into();
+        body["x_vendor_knob"] = true.into();
+        http(
+            "POST",
+            &format!("{}/v1/chat/completions", srv.url),
+            &[("content-type", "application/json")],
+            Some(&body.to_string()),
+        )
+    };
+    for stream in [false, true] {
+        let r = send("b::ok", stream);
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(
+            r.header("x-llmprobe-dropped"),
+            "seed, logit_bias, x_vendor_knob"
+        );
+        // Gemini has a seed.
+        let r = send("g::ok", stream);
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.header("x-llmprobe-dropped"), "logit_bias, x_vendor_knob");
+        let r = send("o::ok", stream);
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(r.headers.get("x-llmprobe-dropped").is_none());
+    }
+}

@@ -24,7 +24,8 @@ use super::engine::{Engine, Sent};
 use crate::clock::Clock;
 
 /// A complete reply, in no surface's shape: the parsed [`ChatReply`]
-/// (text, reasoning, finish reason, usage) for any surface to render, and,
+/// (text, reasoning, tool calls, finish reason, usage) for any surface to
+/// render, and,
 /// for the same-dialect pass-through, the upstream's own body. Both are
 /// redacted.
 #[derive(Debug)]
@@ -40,6 +41,10 @@ pub struct Completion {
     pub upstream_id: Option<String>,
     /// The candidate's model id, which a rendered reply names.
     pub model: String,
+    /// What the request lost on the way ([`dialect::Built::dropped`]),
+    /// for the `X-Llmprobe-Dropped` header: field names, and whatever
+    /// else the router notes (`max_tokens→8192` for a clamp).
+    pub dropped: Vec<String>,
 }
 
 /// The request as this candidate needs it: its own model id.
@@ -55,7 +60,7 @@ fn build(
     key: Option<&ApiKey>,
     req: &ChatRequest,
     redactor: &Redactor,
-) -> Result<reqwest::RequestBuilder, UpstreamError> {
+) -> Result<dialect::Built, UpstreamError> {
     dialect::build_request(
         client,
         c.provider.endpoint(),
@@ -80,7 +85,11 @@ pub async fn complete(
 ) -> Sent<Completion> {
     let (client, clock) = (&engine.client, &engine.clock);
     let redactor = engine.redactor.with(key.map(|k| &k.secret));
-    let builder = match build(client, c, key, req, &redactor) {
+    let dialect::Built {
+        builder,
+        dropped,
+        plan,
+    } = match build(client, c, key, req, &redactor) {
         Ok(b) => b,
         Err(e) => return Sent::failed(e),
     };
@@ -91,7 +100,8 @@ pub async fn complete(
         Err(e) => return Sent::failed(classify::transport_error(&e, &redactor)),
     };
     let result =
-        classify::read_reply(dialect, &resp, &redactor, clock.now()).map(|(reply, json)| {
+        classify::read_reply(dialect, &resp, &redactor, clock.now()).map(|(mut reply, json)| {
+            plan.apply(&mut reply);
             // The pass-through needs no id; a rendered reply is named after
             // the upstream's.
             let (body, upstream_id) = if dialect == Dialect::Openai {
@@ -106,6 +116,7 @@ pub async fn complete(
                 body,
                 upstream_id,
                 model: c.model.clone(),
+                dropped,
             }
         });
     let tokens = result
@@ -137,6 +148,8 @@ pub struct Opened {
     pub rest: ChunkStream,
     /// The candidate's model id, which rendered chunks name.
     pub model: String,
+    /// What the request lost on the way, as [`Completion::dropped`].
+    pub dropped: Vec<String>,
 }
 
 /// A streaming attempt: returns once the first chunk has arrived, so any
@@ -179,7 +192,11 @@ async fn open_stream_inner(
     headers_out: &mut Option<reqwest::header::HeaderMap>,
 ) -> Result<Opened, UpstreamError> {
     let redactor = redactor.with(key.map(|k| &k.secret));
-    let builder = build(client, c, key, req, &redactor)?;
+    let dialect::Built {
+        builder,
+        dropped,
+        plan,
+    } = build(client, c, key, req, &redactor)?;
     let dialect = c.provider.provider.dialect;
     let timeout = c.provider.provider.timeout;
     let resp = http::open(builder, timeout)
@@ -219,7 +236,9 @@ async fn open_stream_inner(
     // through natively; the usage chunk, which the OpenAI dialect always
     // asks for, corrects the token estimate and reaches only a client
     // that asked for it.
-    let mapper = StreamMapper::new(dialect).native(dialect == Dialect::Openai);
+    let mapper = StreamMapper::new(dialect)
+        .native(dialect == Dialect::Openai)
+        .plan(plan);
     let mut items: ItemStream = Box::pin(dialect::chunk_stream(resp, mapper));
     let fail = |class: ErrorClass, message: String| UpstreamError {
         status: Some(status),
@@ -261,6 +280,7 @@ async fn open_stream_inner(
         first: vec![first],
         rest: client_events(items, std::sync::Arc::new(redactor.into_owned()), idle),
         model: c.model.clone(),
+        dropped,
     })
 }
 
@@ -319,15 +339,29 @@ fn redacted_delta(mut d: ReplyDelta, redactor: &Redactor) -> ReplyDelta {
         | ReplyDelta::Reasoning(s)
         | ReplyDelta::Finish(s) => mask(s),
         ReplyDelta::Error(e) => mask(&mut e.message),
+        ReplyDelta::ToolCall(t) => {
+            for s in [&mut t.id, &mut t.name].into_iter().flatten() {
+                mask(s);
+            }
+            mask(&mut t.arguments);
+        }
         ReplyDelta::Start { id: None } | ReplyDelta::Usage(_) | ReplyDelta::Done => {}
     }
     d
 }
 
-/// `reply` with keys masked in its text and reasoning: an upstream may
-/// echo a key there too. Text with nothing to mask is not copied.
+/// `reply` with keys masked in its text, reasoning and tool calls: an
+/// upstream may echo a key there too. Text with nothing to mask is not
+/// copied.
 fn redacted_reply(mut reply: ChatReply, redactor: &Redactor) -> ChatReply {
-    for s in std::iter::once(&mut reply.text).chain(reply.reasoning.as_mut()) {
+    let calls = reply
+        .tool_calls
+        .iter_mut()
+        .flat_map(|c| [&mut c.id, &mut c.name, &mut c.arguments]);
+    for s in std::iter::once(&mut reply.text)
+        .chain(reply.reasoning.as_mut())
+        .chain(calls)
+    {
         if let std::borrow::Cow::Owned(masked) = redactor.redact_cow(s) {
             *s = masked;
         }
@@ -364,8 +398,15 @@ mod tests {
             reasoning: Some(format!("echo {key}")),
             finish_reason: Some("stop".into()),
             usage: None,
+            tool_calls: vec![dialect::ToolCall {
+                id: "c1".into(),
+                name: "f".into(),
+                arguments: format!(r#"{{"k":"{key}"}}"#),
+            }],
         };
         let out = redacted_reply(reply, &redactor);
+        assert!(!out.tool_calls[0].arguments.contains(key));
+        assert_eq!(out.tool_calls[0].name, "f");
         assert!(!out.text.contains(key), "{}", out.text);
         assert!(out.text.starts_with("your key is "), "{}", out.text);
         assert!(!out.reasoning.unwrap().contains(key));
@@ -384,6 +425,12 @@ mod tests {
                 id: Some(key.to_string()),
             },
             ReplyDelta::Native(native),
+            ReplyDelta::ToolCall(dialect::ToolCallDelta {
+                index: 0,
+                id: Some("c".into()),
+                name: None,
+                arguments: format!("\"{key}"),
+            }),
             ReplyDelta::Error(dialect::ProviderError {
                 message: format!("bad key {key}"),
                 ..Default::default()

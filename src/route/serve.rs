@@ -211,9 +211,11 @@ async fn complete(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) 
         })
         .await;
     match served {
-        Ok(s) => {
+        Ok(mut s) => {
+            let dropped = std::mem::take(&mut s.value.dropped);
             let mut resp = axum::Json(openai::completion_body(s.value)).into_response();
             routed_headers(resp.headers_mut(), Some(&s.via), &s.attempts);
+            dropped_header(resp.headers_mut(), &dropped);
             resp
         }
         Err(x) => exhausted(&engine, x),
@@ -244,6 +246,17 @@ fn routed_headers(h: &mut HeaderMap, via: Option<&str>, attempts: &[Attempt]) {
     }
 }
 
+/// `X-Llmprobe-Dropped: seed, logit_bias`: what the request lost on the
+/// way to the upstream that answered, when it lost anything.
+fn dropped_header(h: &mut HeaderMap, dropped: &[String]) {
+    if dropped.is_empty() {
+        return;
+    }
+    if let Ok(v) = HeaderValue::from_str(&dropped.join(", ")) {
+        h.insert("x-llmprobe-dropped", v);
+    }
+}
+
 async fn stream(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) -> Response {
     let wants_usage = req.wants_stream_usage();
     let e2 = engine.clone();
@@ -262,6 +275,7 @@ async fn stream(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) ->
     let writer = openai::ChunkWriter::new(&s.value.model, wants_usage);
     let mut resp = openai::event_stream(events, writer);
     routed_headers(resp.headers_mut(), Some(&s.via), &s.attempts);
+    dropped_header(resp.headers_mut(), &s.value.dropped);
     resp
 }
 

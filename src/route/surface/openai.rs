@@ -247,9 +247,11 @@ pub fn request_timeout(timeout: std::time::Duration) -> ApiError {
 /// not by rewriting bodies). Any other is rendered from its reply: `id`,
 /// `object`, `created`, `model` (the candidate's), one choice with
 /// `message{role:"assistant",content}` (plus `reasoning_content` when the
-/// provider returned reasoning), `finish_reason` mapped by
-/// [`openai_finish_reason`], and `usage` when the provider reported both
-/// token counts.
+/// provider returned reasoning, and `tool_calls` when the model called
+/// tools, with `content` null if it wrote nothing else), `finish_reason`
+/// mapped by [`openai_finish_reason`] (`tool_calls` when the model called
+/// tools and otherwise stopped normally: Gemini says `STOP` then), and
+/// `usage` when the provider reported both token counts.
 pub fn completion_body(c: Completion) -> Value {
     match c.body {
         Some(body) if c.dialect == Dialect::Openai => body,
@@ -258,10 +260,32 @@ pub fn completion_body(c: Completion) -> Value {
 }
 
 fn completion(reply: &ChatReply, id: &str, model: &str) -> Value {
-    let mut message = json!({"role": "assistant", "content": reply.text});
+    let calls = &reply.tool_calls;
+    let content = if reply.text.is_empty() && !calls.is_empty() {
+        Value::Null
+    } else {
+        json!(reply.text)
+    };
+    let mut message = json!({"role": "assistant", "content": content});
     if let Some(r) = &reply.reasoning {
         message["reasoning_content"] = json!(r);
     }
+    if !calls.is_empty() {
+        message["tool_calls"] = calls
+            .iter()
+            .map(|c| {
+                json!({
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                })
+            })
+            .collect();
+    }
+    let finish = reply
+        .finish_reason
+        .as_deref()
+        .map(|r| finish_with_calls(r, !calls.is_empty()));
     let mut out = json!({
         "id": id,
         "object": "chat.completion",
@@ -270,7 +294,7 @@ fn completion(reply: &ChatReply, id: &str, model: &str) -> Value {
         "choices": [{
             "index": 0,
             "message": message,
-            "finish_reason": reply.finish_reason.as_deref().map(openai_finish_reason),
+            "finish_reason": finish,
         }],
     });
     if let Some(u) = reply.usage.and_then(usage_json) {
@@ -315,6 +339,15 @@ pub fn openai_finish_reason(reason: &str) -> &'static str {
     }
 }
 
+/// [`openai_finish_reason`], except that a reply that called tools and
+/// stopped normally ends with `tool_calls`, as OpenAI's do.
+fn finish_with_calls(reason: &str, called: bool) -> &'static str {
+    match openai_finish_reason(reason) {
+        "stop" if called => "tool_calls",
+        r => r,
+    }
+}
+
 /// One chunk as a server-sent event.
 pub fn sse_chunk(chunk: &serde_json::Value) -> String {
     format!("data: {chunk}\n\n")
@@ -333,8 +366,10 @@ pub fn stream_error(message: &str) -> String {
 /// OpenAI upstream's chunks pass through as they came (the same-dialect
 /// pass-through: nothing parsed or rebuilt here); any other's deltas
 /// become chunks that share one `id`, `created` and `model`, the first
-/// naming the role `assistant`, and the usage chunk is written only for a
-/// client that asked for it (`stream_options.include_usage`).
+/// naming the role `assistant`, tool calls as `delta.tool_calls` (the
+/// first delta of a call with its `id`, `type` and `name`, later ones
+/// with fragments of `arguments` only), and the usage chunk is written
+/// only for a client that asked for it (`stream_options.include_usage`).
 #[derive(Debug)]
 pub struct ChunkWriter {
     id: String,
@@ -342,6 +377,8 @@ pub struct ChunkWriter {
     model: String,
     wants_usage: bool,
     role_sent: bool,
+    /// A tool call has been written: a normal stop is `tool_calls`.
+    called: bool,
 }
 
 impl ChunkWriter {
@@ -354,6 +391,7 @@ impl ChunkWriter {
             model: model.to_string(),
             wants_usage,
             role_sent: false,
+            called: false,
         }
     }
 
@@ -380,8 +418,23 @@ impl ChunkWriter {
                 ReplyDelta::Reasoning(r) => {
                     Some(self.choice(json!({"reasoning_content": r}), Value::Null))
                 }
+                ReplyDelta::ToolCall(t) => {
+                    self.called = true;
+                    let mut call = json!({"index": t.index});
+                    if let Some(id) = t.id {
+                        call["id"] = json!(id);
+                        call["type"] = json!("function");
+                    }
+                    let mut function = json!({"arguments": t.arguments});
+                    if let Some(name) = t.name {
+                        function["name"] = json!(name);
+                    }
+                    call["function"] = function;
+                    Some(self.choice(json!({"tool_calls": [call]}), Value::Null))
+                }
                 ReplyDelta::Finish(reason) => {
-                    Some(self.choice(json!({}), json!(openai_finish_reason(&reason))))
+                    let reason = finish_with_calls(&reason, self.called);
+                    Some(self.choice(json!({}), json!(reason)))
                 }
                 // Carried by the events above, never as deltas.
                 ReplyDelta::Usage(_)
@@ -563,6 +616,7 @@ mod tests {
             body: (dialect == Dialect::Openai).then_some(json),
             upstream_id,
             model: model.to_string(),
+            dropped: Vec::new(),
         }))
     }
 
@@ -767,6 +821,187 @@ mod tests {
             assert_eq!(c["created"], cs[0]["created"]);
             assert_eq!(c["model"], model);
         }
+    }
+
+    const ANTHROPIC_TOOLS: &str =
+        include_str!("../../../tests/fixtures/dialects/anthropic-tool-use.sse");
+    const GEMINI_TOOLS: &str =
+        include_str!("../../../tests/fixtures/dialects/gemini-function-call.sse");
+
+    /// The tool calls a client assembles from a stream's chunks, as
+    /// (id, name, arguments), checking on the way what OpenAI clients
+    /// rely on: a call's first delta has its id, `type: "function"` and
+    /// name, later ones only fragments of arguments, and indices count up
+    /// from 0.
+    fn streamed_calls(items: &[StreamItem]) -> Vec<(String, String, String)> {
+        let mut calls: Vec<(String, String, String)> = Vec::new();
+        for c in chunks(items) {
+            let Some(deltas) = c.pointer("/choices/0/delta/tool_calls") else {
+                continue;
+            };
+            for d in deltas.as_array().unwrap() {
+                let i = d["index"].as_u64().unwrap() as usize;
+                let args = d["function"]["arguments"].as_str().unwrap();
+                if i == calls.len() {
+                    assert_eq!(d["type"], "function", "{d}");
+                    calls.push((
+                        d["id"].as_str().expect("a first delta has the id").into(),
+                        d["function"]["name"].as_str().expect("and the name").into(),
+                        args.into(),
+                    ));
+                } else {
+                    assert!(i < calls.len(), "index {i} skips ahead: {d}");
+                    assert!(d.get("id").is_none() && d["function"].get("name").is_none());
+                    calls[i].2.push_str(args);
+                }
+            }
+        }
+        calls
+    }
+
+    fn reply_calls(v: &Value) -> Vec<(String, String, String)> {
+        v["choices"][0]["message"]["tool_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                assert_eq!(c["type"], "function");
+                let s = |p: &str| c.pointer(p).unwrap().as_str().unwrap().to_string();
+                (s("/id"), s("/function/name"), s("/function/arguments"))
+            })
+            .collect()
+    }
+
+    fn parsed(args: &str) -> Value {
+        serde_json::from_str(args).unwrap()
+    }
+
+    #[test]
+    fn anthropic_tool_use_becomes_tool_calls() {
+        let body = include_bytes!("../../../tests/fixtures/dialects/anthropic-tool-use.json");
+        let v = reply_to_openai(Dialect::Anthropic, body, "a::claude").unwrap();
+        let choice = &v["choices"][0];
+        assert_eq!(
+            choice["message"]["content"],
+            "I'll check the current weather in San Francisco for you."
+        );
+        assert_eq!(choice["finish_reason"], "tool_calls");
+        let calls = reply_calls(&v);
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].0, "toolu_01A09q90qw90lq917835lq9");
+        assert_eq!(calls[0].1, "get_weather");
+        assert_eq!(
+            parsed(&calls[0].2),
+            json!({"location": "San Francisco, CA", "unit": "celsius"})
+        );
+    }
+
+    #[test]
+    fn gemini_function_calls_become_tool_calls_with_stable_ids() {
+        let body = include_bytes!("../../../tests/fixtures/dialects/gemini-function-call.json");
+        let v = reply_to_openai(Dialect::Gemini, body, "g::flash").unwrap();
+        let choice = &v["choices"][0];
+        // Only calls: no content, and Gemini's STOP is a tool_calls finish.
+        assert_eq!(choice["message"]["content"], Value::Null);
+        assert_eq!(choice["finish_reason"], "tool_calls");
+        let calls = reply_calls(&v);
+        let names: Vec<&str> = calls.iter().map(|c| c.1.as_str()).collect();
+        assert_eq!(names, ["power_disco_ball", "start_music", "dim_lights"]);
+        assert_eq!(
+            parsed(&calls[1].2),
+            json!({"energetic": true, "loud": true})
+        );
+        let ids: std::collections::BTreeSet<&str> = calls.iter().map(|c| c.0.as_str()).collect();
+        assert_eq!(ids.len(), 3, "{ids:?}");
+        assert!(ids.iter().all(|id| id.starts_with("call_")));
+        // The same reply parsed again names its calls the same.
+        assert_eq!(
+            reply_calls(&reply_to_openai(Dialect::Gemini, body, "g::flash").unwrap()),
+            calls
+        );
+    }
+
+    #[tokio::test]
+    async fn anthropic_tool_stream_becomes_tool_call_deltas() {
+        let items = run(Dialect::Anthropic, ANTHROPIC_TOOLS, false).await;
+        assert_consistent(&items, "p::model");
+        assert_eq!(items.last(), Some(&StreamItem::Done));
+        assert_eq!(
+            joined(&items, "content"),
+            "Okay, let's check the weather for San Francisco, CA:"
+        );
+        let calls = streamed_calls(&items);
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].0, "toolu_01T1x1fJ34qAmk2tNTrN7Up6");
+        assert_eq!(calls[0].1, "get_weather");
+        assert_eq!(
+            parsed(&calls[0].2),
+            json!({"location": "San Francisco, CA", "unit": "fahrenheit"})
+        );
+        assert_eq!(finish_reasons(&items), ["tool_calls"]);
+    }
+
+    #[tokio::test]
+    async fn gemini_function_call_stream_matches_the_whole_reply() {
+        let items = run(Dialect::Gemini, GEMINI_TOOLS, false).await;
+        assert_consistent(&items, "p::model");
+        assert_eq!(items.last(), Some(&StreamItem::Done));
+        let streamed = streamed_calls(&items);
+        let body = include_bytes!("../../../tests/fixtures/dialects/gemini-function-call.json");
+        let whole = reply_calls(&reply_to_openai(Dialect::Gemini, body, "m").unwrap());
+        // Same ids, names and arguments, streamed or not.
+        assert_eq!(streamed, whole);
+        assert_eq!(finish_reasons(&items), ["tool_calls"]);
+    }
+
+    /// JSON mode on Anthropic is a forced tool: its input is the content,
+    /// the call is never shown, and the reply ends as a plain stop.
+    #[tokio::test]
+    async fn anthropic_json_mode_is_content_not_a_call() {
+        let plan = dialect::ReplyPlan { json_tool: true };
+        let body = br#"{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_9","name":"json_output","input":{"city":"Paris","temp":21}}],"stop_reason":"tool_use","usage":{"input_tokens":5,"output_tokens":9}}"#;
+        let (mut reply, _) = parse_success(Dialect::Anthropic, body).unwrap();
+        plan.apply(&mut reply);
+        let v = completion_body(Completion {
+            reply,
+            dialect: Dialect::Anthropic,
+            body: None,
+            upstream_id: None,
+            model: "a::c".into(),
+            dropped: Vec::new(),
+        });
+        let choice = &v["choices"][0];
+        assert_eq!(
+            parsed(choice["message"]["content"].as_str().unwrap()),
+            json!({"city":"Paris","temp":21})
+        );
+        assert!(choice["message"].get("tool_calls").is_none());
+        assert_eq!(choice["finish_reason"], "stop");
+
+        let stream = concat!(
+            "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_2\",\"usage\":{\"input_tokens\":5}}}\n\n",
+            "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_9\",\"name\":\"json_output\",\"input\":{}}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"city\\\": \\\"Pa\"}}\n\n",
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"ris\\\"}\"}}\n\n",
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":7}}\n\n",
+            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+        );
+        let mut m = StreamMapper::new(Dialect::Anthropic, "a::c");
+        m.inner = m.inner.clone().plan(plan);
+        let pieces = vec![Ok::<_, Infallible>(stream.as_bytes().to_vec())];
+        let deltas: Vec<ReplyDelta> = map_byte_stream(
+            futures_util::stream::iter(pieces),
+            m.inner.clone(),
+            |e| match e {},
+        )
+        .map(|r| r.unwrap())
+        .collect()
+        .await;
+        let items = m.render(deltas);
+        assert_eq!(parsed(&joined(&items, "content")), json!({"city": "Paris"}));
+        assert!(streamed_calls(&items).is_empty());
+        assert_eq!(finish_reasons(&items), ["stop"]);
     }
 
     #[tokio::test]

@@ -1,14 +1,23 @@
 //! Anthropic Messages (`POST {base}/messages`).
+//!
+//! Tool calls are `tool_use` blocks in assistant turns and their results
+//! `tool_result` blocks in the next user turn; turns must alternate, so
+//! adjacent turns of one role (several tool results, then the user's
+//! next words) are merged into one. JSON mode has no equivalent here: it
+//! is sent as one forced tool, [`JSON_TOOL`], whose input schema is the
+//! requested schema, and its input is read back as the content
+//! ([`super::ReplyPlan`]).
 
 use eventsource_stream::Event;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
-use super::request::{data_url_image, image_url_of, part_type};
+use super::request::{ChatMessage, data_url_image, image_url_of, part_type};
 use super::stream::{StreamState, unreadable};
 use super::{
-    ANTHROPIC_DEFAULT_MAX_TOKENS, BuildError, ChatReply, ChatRequest, Content, ProviderError,
-    ReplyDelta, ReplyError, Usage, Wire, error_from_json, secret_header, u64_at,
+    ANTHROPIC_DEFAULT_MAX_TOKENS, BuildError, ChatReply, ChatRequest, Content, JSON_TOOL,
+    ProviderError, ReplyDelta, ReplyError, ResponseFormat, ToolCall, ToolCallDelta, ToolChoice,
+    Usage, Wire, error_from_json, secret_header, u64_at,
 };
 
 pub struct Anthropic;
@@ -27,10 +36,12 @@ const VERSION: &str = "2023-06-01";
 
 impl Wire for Anthropic {
     /// `message_start` starts the reply (its id, and the input tokens),
-    /// text deltas give text, thinking deltas give reasoning,
-    /// `message_delta` gives the finish reason and output tokens,
-    /// `message_stop` ends it, and `event: error` is an error. `ping` and
-    /// block starts and stops carry nothing.
+    /// text deltas give text, thinking deltas give reasoning, a `tool_use`
+    /// block's start opens a tool call and its `input_json_delta`s give
+    /// the arguments, `message_delta` gives the finish reason and output
+    /// tokens, `message_stop` ends it, and `event: error` is an error.
+    /// `ping` and block stops carry nothing. In JSON mode the forced
+    /// tool's input is the text, and nothing else is.
     fn stream_event(&self, ev: &Event, st: &mut StreamState, out: &mut Vec<ReplyDelta>) {
         let Some(data) = super::parse_json(&ev.data) else {
             out.push(unreadable(&ev.data));
@@ -52,9 +63,26 @@ impl Wire for Anthropic {
                 out.push(ReplyDelta::Text(String::new()));
             }
             "content_block_start" => {
-                // A text block may open with text already in it.
-                if let Some(t) = data.pointer("/content_block/text").and_then(Value::as_str)
+                let block = data.get("content_block");
+                let field = |f: &str| block.and_then(|b| b.get(f)).and_then(Value::as_str);
+                let index = data.get("index").and_then(Value::as_u64);
+                if field("type") == Some("tool_use") {
+                    let name = field("name").unwrap_or_default();
+                    if st.plan.json_tool && name == JSON_TOOL {
+                        st.json_block = index;
+                    } else {
+                        let i = st.open_tool_call(index);
+                        out.push(ReplyDelta::ToolCall(ToolCallDelta {
+                            index: i,
+                            id: field("id").map(str::to_string),
+                            name: Some(name.to_string()),
+                            arguments: String::new(),
+                        }));
+                    }
+                } else if let Some(t) = field("text")
+                    // A text block may open with text already in it.
                     && !t.is_empty()
+                    && !st.plan.json_tool
                 {
                     out.push(ReplyDelta::Text(t.to_string()));
                 }
@@ -67,13 +95,31 @@ impl Wire for Anthropic {
                         .and_then(Value::as_str)
                         .map(str::to_string)
                 };
+                let index = data.get("index").and_then(Value::as_u64);
                 match delta.and_then(|d| d.get("type")).and_then(Value::as_str) {
+                    // In JSON mode the content is the tool's input alone.
+                    Some("text_delta") if st.plan.json_tool => {}
                     Some("text_delta") => out.extend(text("text").map(ReplyDelta::Text)),
                     Some("thinking_delta") => {
                         out.extend(text("thinking").map(ReplyDelta::Reasoning))
                     }
-                    // signature_delta, input_json_delta, citations: nothing
-                    // a reply carries yet.
+                    Some("input_json_delta") => {
+                        let Some(part) = text("partial_json") else {
+                            return;
+                        };
+                        if index.is_some() && index == st.json_block {
+                            out.push(ReplyDelta::Text(part));
+                        } else if let Some(i) = index.and_then(|b| st.tool_blocks.get(&b)) {
+                            out.push(ReplyDelta::ToolCall(ToolCallDelta {
+                                index: *i,
+                                id: None,
+                                name: None,
+                                arguments: part,
+                            }));
+                        }
+                    }
+                    // signature_delta, citations: nothing a reply carries
+                    // yet.
                     _ => {}
                 }
             }
@@ -82,6 +128,11 @@ impl Wire for Anthropic {
                     stream_usage(st, u);
                 }
                 if let Some(reason) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    // The forced JSON tool's call is the answer, not a call.
+                    let reason = match reason {
+                        "tool_use" if st.plan.json_tool => "end_turn",
+                        r => r,
+                    };
                     st.finish(reason.to_string(), out);
                 }
             }
@@ -121,26 +172,20 @@ impl Wire for Anthropic {
         req.check_translatable("anthropic")?;
         // System prompts are a top-level field here, not a message.
         let system = req.lifted_system();
-        let messages = req
-            .messages
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| !m.is_system())
-            .map(|(i, m)| {
-                let content = match &m.content {
-                    Some(Content::Text(t)) => json!(t),
-                    Some(Content::Parts(parts)) => Value::Array(
-                        parts
-                            .iter()
-                            .enumerate()
-                            .map(|(j, p)| block(p, i, j))
-                            .collect::<Result<_, _>>()?,
-                    ),
-                    None => return Err(no_content(i)),
-                };
-                Ok(json!({"role": m.role, "content": content}))
-            })
-            .collect::<Result<Vec<Value>, BuildError>>()?;
+        let mut turns: Vec<(&str, Value)> = Vec::new();
+        for (i, m) in req.messages.iter().enumerate() {
+            let turn = match m.role.as_str() {
+                _ if m.is_system() => continue,
+                "tool" => ("user", json!([tool_result(m, i)?])),
+                "assistant" => ("assistant", assistant_content(m, i)?),
+                _ => ("user", content(m, i)?),
+            };
+            push_turn(&mut turns, turn);
+        }
+        let messages: Vec<Value> = turns
+            .into_iter()
+            .map(|(role, content)| json!({"role": role, "content": content}))
+            .collect();
         let mut body = json!({
             "model": req.model,
             "max_tokens": req.max_tokens.unwrap_or(ANTHROPIC_DEFAULT_MAX_TOKENS),
@@ -155,12 +200,19 @@ impl Wire for Anthropic {
         if let Some(p) = req.top_p {
             body["top_p"] = json!(p);
         }
+        if let Some(k) = req.extra_number("top_k") {
+            body["top_k"] = json!(k);
+        }
         if !req.stop.is_empty() {
             body["stop_sequences"] = json!(req.stop);
         }
         if req.stream {
             body["stream"] = json!(true);
         }
+        if let Some(user) = req.extra.get("user").and_then(Value::as_str) {
+            body["metadata"] = json!({"user_id": user});
+        }
+        tools(req, &mut body)?;
         Ok(body)
     }
 
@@ -180,6 +232,18 @@ impl Wire for Anthropic {
                 .collect()
         };
         let reasoning = of_type("thinking", "thinking");
+        let tool_calls = content
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+            .map(|b| ToolCall {
+                id: str_at(b, "id"),
+                name: str_at(b, "name"),
+                arguments: b
+                    .get("input")
+                    .filter(|i| !i.is_null())
+                    .map_or_else(|| "{}".into(), Value::to_string),
+            })
+            .collect();
         Ok(ChatReply {
             text: of_type("text", "text"),
             reasoning: (!reasoning.is_empty()).then_some(reasoning),
@@ -191,7 +255,156 @@ impl Wire for Anthropic {
                 input_tokens: u64_at(u, "input_tokens"),
                 output_tokens: u64_at(u, "output_tokens"),
             }),
+            tool_calls,
         })
+    }
+}
+
+fn str_at(v: &Value, field: &str) -> String {
+    v.get(field)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Whether JSON mode goes as the forced tool [`JSON_TOOL`]: it was asked
+/// for, and the client's own tools do not take its place.
+pub(super) fn json_via_tool(req: &ChatRequest) -> bool {
+    !req.declares_tools() && matches!(req.response_format(), Ok(Some(_)))
+}
+
+/// The client's tools and tool choice, or JSON mode as a forced tool.
+fn tools(req: &ChatRequest, body: &mut Value) -> Result<(), BuildError> {
+    let declared = req.tools()?;
+    if declared.is_empty() {
+        if !json_via_tool(req) {
+            return Ok(());
+        }
+        let (schema, what) = match req.response_format()? {
+            Some(ResponseFormat::JsonSchema { name, schema }) => (schema, format!(" ({name})")),
+            _ => (json!({"type": "object"}), String::new()),
+        };
+        body["tools"] = json!([{
+            "name": JSON_TOOL,
+            "description": format!("Give your answer{what} as this tool's input."),
+            "input_schema": schema,
+        }]);
+        body["tool_choice"] = json!({"type": "tool", "name": JSON_TOOL});
+        return Ok(());
+    }
+    let tools: Vec<Value> = declared
+        .into_iter()
+        .map(|t| {
+            let mut tool = json!({"name": t.name});
+            if let Some(d) = t.description {
+                tool["description"] = json!(d);
+            }
+            // Anthropic requires a schema; OpenAI lets a function without
+            // parameters take none.
+            tool["input_schema"] = t
+                .parameters
+                .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+            tool
+        })
+        .collect();
+    body["tools"] = Value::Array(tools);
+    let choice = req.tool_choice()?;
+    let serial = req.parallel_tool_calls() == Some(false);
+    if choice.is_none() && !serial {
+        return Ok(());
+    }
+    let mut c = match choice.unwrap_or(ToolChoice::Auto) {
+        ToolChoice::Auto => json!({"type": "auto"}),
+        ToolChoice::None => json!({"type": "none"}),
+        ToolChoice::Required => json!({"type": "any"}),
+        ToolChoice::Function(name) => json!({"type": "tool", "name": name}),
+    };
+    if serial && c["type"] != "none" {
+        c["disable_parallel_tool_use"] = json!(true);
+    }
+    body["tool_choice"] = c;
+    Ok(())
+}
+
+/// A user message's content: its text, or its parts as blocks.
+fn content(m: &ChatMessage, i: usize) -> Result<Value, BuildError> {
+    match &m.content {
+        Some(Content::Text(t)) => Ok(json!(t)),
+        Some(Content::Parts(parts)) => blocks(parts, i),
+        None => Err(no_content(i)),
+    }
+}
+
+fn blocks(parts: &[Value], i: usize) -> Result<Value, BuildError> {
+    parts
+        .iter()
+        .enumerate()
+        .map(|(j, p)| block(p, i, j))
+        .collect::<Result<_, _>>()
+        .map(Value::Array)
+}
+
+/// An assistant message: its text, then a `tool_use` block per call.
+fn assistant_content(m: &ChatMessage, i: usize) -> Result<Value, BuildError> {
+    let calls = m.tool_calls(i)?;
+    if calls.is_empty() {
+        return content(m, i);
+    }
+    let mut out = match &m.content {
+        // Anthropic refuses an empty text block.
+        Some(Content::Text(t)) if !t.is_empty() => vec![json!({"type": "text", "text": t})],
+        Some(Content::Parts(parts)) => match blocks(parts, i)? {
+            Value::Array(a) => a,
+            _ => Vec::new(),
+        },
+        _ => Vec::new(),
+    };
+    for (j, c) in calls.iter().enumerate() {
+        out.push(json!({
+            "type": "tool_use",
+            "id": c.id,
+            "name": c.name,
+            "input": c.arguments_object(&format!("messages[{i}].tool_calls[{j}]"))?,
+        }));
+    }
+    Ok(Value::Array(out))
+}
+
+/// A `tool` message as a `tool_result` block.
+fn tool_result(m: &ChatMessage, i: usize) -> Result<Value, BuildError> {
+    let id = m.tool_call_id().ok_or_else(|| {
+        BuildError::Unsupported(format!(
+            "messages[{i}] is a tool result without a tool_call_id"
+        ))
+    })?;
+    let content = match &m.content {
+        Some(Content::Text(t)) => json!(t),
+        Some(Content::Parts(parts)) => blocks(parts, i)?,
+        None => json!(""),
+    };
+    Ok(json!({"type": "tool_result", "tool_use_id": id, "content": content}))
+}
+
+/// Add a turn, merged into the last one when both have the same role:
+/// Anthropic wants user and assistant turns to alternate.
+fn push_turn<'a>(turns: &mut Vec<(&'a str, Value)>, (role, content): (&'a str, Value)) {
+    match turns.last_mut() {
+        Some((last, prev)) if *last == role => {
+            let mut merged = as_blocks(std::mem::take(prev));
+            merged.extend(as_blocks(content));
+            *prev = Value::Array(merged);
+        }
+        _ => turns.push((role, content)),
+    }
+}
+
+/// Content as a list of blocks; an empty string is none.
+fn as_blocks(content: Value) -> Vec<Value> {
+    match content {
+        Value::String(s) if s.is_empty() => Vec::new(),
+        Value::String(s) => vec![json!({"type": "text", "text": s})],
+        Value::Array(a) => a,
+        _ => Vec::new(),
     }
 }
 
@@ -227,4 +440,153 @@ fn no_content(i: usize) -> BuildError {
     BuildError::Unsupported(format!(
         "messages[{i}] has no content, which anthropic does not accept"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::dialect::{Dialect, ReplyPlan, fields};
+
+    fn request(json: &str) -> ChatRequest {
+        ChatRequest::from_openai_json(json.as_bytes()).unwrap()
+    }
+
+    /// A conversation with two parallel calls, their results and the
+    /// user's next words: OpenAI's shape in, Anthropic's out.
+    const CONVERSATION: &str = r#"{"model":"claude","messages":[
+        {"role":"system","content":"be brief"},
+        {"role":"user","content":"weather in SF and NYC?"},
+        {"role":"assistant","content":"Checking.","tool_calls":[
+            {"id":"toolu_1","type":"function","function":{"name":"get_weather","arguments":"{\"location\":\"SF\"}"}},
+            {"id":"toolu_2","type":"function","function":{"name":"get_weather","arguments":"{\"location\":\"NYC\"}"}}]},
+        {"role":"tool","tool_call_id":"toolu_1","content":"15 C"},
+        {"role":"tool","tool_call_id":"toolu_2","content":[{"type":"text","text":"20 C"}]},
+        {"role":"user","content":"which is warmer?"}],
+      "tools":[{"type":"function","function":{"name":"get_weather","description":"Weather now","parameters":{"type":"object","properties":{"location":{"type":"string"}},"required":["location"]}}}],
+      "tool_choice":"required","parallel_tool_calls":false,"user":"u-42","top_k":5,"seed":7}"#;
+
+    #[test]
+    fn tool_calls_and_results_become_blocks_in_alternating_turns() {
+        let req = request(CONVERSATION);
+        let body = Anthropic.body(&req).unwrap();
+        assert_eq!(body["system"], "be brief");
+        assert_eq!(
+            body["messages"],
+            json!([
+                {"role":"user","content":"weather in SF and NYC?"},
+                {"role":"assistant","content":[
+                    {"type":"text","text":"Checking."},
+                    {"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"location":"SF"}},
+                    {"type":"tool_use","id":"toolu_2","name":"get_weather","input":{"location":"NYC"}}]},
+                {"role":"user","content":[
+                    {"type":"tool_result","tool_use_id":"toolu_1","content":"15 C"},
+                    {"type":"tool_result","tool_use_id":"toolu_2","content":[{"type":"text","text":"20 C"}]},
+                    {"type":"text","text":"which is warmer?"}]}
+            ])
+        );
+        assert_eq!(
+            body["tools"],
+            json!([{"name":"get_weather","description":"Weather now","input_schema":{"type":"object","properties":{"location":{"type":"string"}},"required":["location"]}}])
+        );
+        assert_eq!(
+            body["tool_choice"],
+            json!({"type":"any","disable_parallel_tool_use":true})
+        );
+        assert_eq!(body["metadata"], json!({"user_id":"u-42"}));
+        assert_eq!(body["top_k"], 5);
+        assert!(body.get("seed").is_none());
+        assert_eq!(fields::dropped(Dialect::Anthropic, &req), ["seed"]);
+        assert_eq!(
+            ReplyPlan::new(Dialect::Anthropic, &req),
+            ReplyPlan::default()
+        );
+    }
+
+    #[test]
+    fn each_tool_choice_has_its_anthropic_form() {
+        let tools = r#""tools":[{"type":"function","function":{"name":"f"}}]"#;
+        let cases = [
+            (r#""auto""#, json!({"type":"auto"})),
+            (r#""none""#, json!({"type":"none"})),
+            (r#""required""#, json!({"type":"any"})),
+            (
+                r#"{"type":"function","function":{"name":"f"}}"#,
+                json!({"type":"tool","name":"f"}),
+            ),
+        ];
+        for (choice, want) in cases {
+            let body = Anthropic
+                .body(&request(&format!(
+                    r#"{{"messages":[{{"role":"user","content":"x"}}],{tools},"tool_choice":{choice}}}"#
+                )))
+                .unwrap();
+            assert_eq!(body["tool_choice"], want, "{choice}");
+            // A function without parameters still gets a schema.
+            assert_eq!(
+                body["tools"][0]["input_schema"],
+                json!({"type":"object","properties":{}})
+            );
+        }
+        // No choice given: Anthropic's default, nothing sent.
+        let body = Anthropic
+            .body(&request(&format!(
+                r#"{{"messages":[{{"role":"user","content":"x"}}],{tools}}}"#
+            )))
+            .unwrap();
+        assert!(body.get("tool_choice").is_none());
+    }
+
+    #[test]
+    fn json_mode_is_one_forced_tool_unless_the_client_has_tools() {
+        let req = request(
+            r#"{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"city","schema":{"type":"object","properties":{"name":{"type":"string"}}}}}}"#,
+        );
+        let body = Anthropic.body(&req).unwrap();
+        assert_eq!(body["tools"][0]["name"], JSON_TOOL);
+        assert_eq!(
+            body["tools"][0]["input_schema"],
+            json!({"type":"object","properties":{"name":{"type":"string"}}})
+        );
+        assert_eq!(body["tool_choice"], json!({"type":"tool","name":JSON_TOOL}));
+        assert!(ReplyPlan::new(Dialect::Anthropic, &req).json_tool);
+        assert!(fields::dropped(Dialect::Anthropic, &req).is_empty());
+        let object = request(
+            r#"{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}"#,
+        );
+        assert_eq!(
+            Anthropic.body(&object).unwrap()["tools"][0]["input_schema"],
+            json!({"type":"object"})
+        );
+        // With the client's own tools, they go and JSON mode is reported.
+        let both = request(
+            r#"{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"response_format":{"type":"json_object"}}"#,
+        );
+        let body = Anthropic.body(&both).unwrap();
+        assert_eq!(body["tools"].as_array().unwrap().len(), 1);
+        assert_eq!(body["tools"][0]["name"], "f");
+        assert!(!ReplyPlan::new(Dialect::Anthropic, &both).json_tool);
+        assert_eq!(
+            fields::dropped(Dialect::Anthropic, &both),
+            ["response_format"]
+        );
+    }
+
+    #[test]
+    fn what_cannot_be_translated_is_refused() {
+        let bad_args = request(
+            r#"{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"[1]"}}]}]}"#,
+        );
+        let e = Anthropic.body(&bad_args).unwrap_err();
+        assert!(e.to_string().contains("messages[0].tool_calls[0]"), "{e}");
+        let orphan = request(r#"{"messages":[{"role":"tool","content":"4"}]}"#);
+        assert!(Anthropic.body(&orphan).is_err());
+        // Empty arguments are no arguments.
+        let empty = request(
+            r#"{"messages":[{"role":"assistant","content":"","tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":""}}]}]}"#,
+        );
+        assert_eq!(
+            Anthropic.body(&empty).unwrap()["messages"][0]["content"],
+            json!([{"type":"tool_use","id":"c","name":"f","input":{}}])
+        );
+    }
 }

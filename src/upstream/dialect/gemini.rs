@@ -2,16 +2,26 @@
 //!
 //! The key goes in the `x-goog-api-key` header, never in `?key=`: reqwest
 //! error messages and proxies' logs include the URL.
+//!
+//! Tool calls are `functionCall` parts of a `model` turn and their results
+//! `functionResponse` parts of the next `user` turn, named after the call
+//! they answer (Gemini pairs them by name, not id). Gemini gives calls no
+//! ids, so each gets one made from the reply's id and the call itself
+//! ([`call_id`]), the same whether the reply is streamed or not. Schemas
+//! are cut to Gemini's subset (`super::schema`).
 
 use eventsource_stream::Event;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
-use super::request::{data_url_image, part_type};
+use std::collections::HashMap;
+
+use super::request::{ChatMessage, data_url_image, part_type};
+use super::schema::{gemini_parameters, gemini_schema};
 use super::stream::{StreamState, unreadable};
 use super::{
-    BuildError, ChatReply, ChatRequest, Content, ReplyDelta, ReplyError, Usage, Wire,
-    error_from_json, secret_header, u64_at,
+    BuildError, ChatReply, ChatRequest, Content, ReplyDelta, ReplyError, ResponseFormat, ToolCall,
+    ToolCallDelta, ToolChoice, Usage, Wire, error_from_json, fields, secret_header, u64_at,
 };
 
 pub struct Gemini;
@@ -59,6 +69,18 @@ impl Wire for Gemini {
         if !text.is_empty() || first_event {
             out.push(ReplyDelta::Text(text));
         }
+        // Calls come whole, never in fragments.
+        let response_id = data.get("responseId").and_then(Value::as_str);
+        for call in parts.iter().filter_map(|p| p.get("functionCall")) {
+            let index = st.open_tool_call(None);
+            let c = tool_call(call, response_id, index);
+            out.push(ReplyDelta::ToolCall(ToolCallDelta {
+                index,
+                id: Some(c.id),
+                name: Some(c.name),
+                arguments: c.arguments,
+            }));
+        }
         let finish = first
             .and_then(|c| c.get("finishReason"))
             .and_then(Value::as_str);
@@ -104,33 +126,26 @@ impl Wire for Gemini {
             .into_iter()
             .map(|t| json!({"text": t}))
             .collect();
-        let contents = req
-            .messages
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| !m.is_system())
-            .map(|(i, m)| {
-                let role = if m.role == "assistant" {
-                    "model"
-                } else {
-                    "user"
-                };
-                let parts: Vec<Value> = match &m.content {
-                    Some(Content::Text(t)) => vec![json!({"text": t})],
-                    Some(Content::Parts(parts)) => parts
-                        .iter()
-                        .enumerate()
-                        .map(|(j, p)| part(p, i, j))
-                        .collect::<Result<_, _>>()?,
-                    None => {
-                        return Err(BuildError::Unsupported(format!(
-                            "messages[{i}] has no content, which gemini does not accept"
-                        )));
+        // Each call's name by its id, for the results that answer it.
+        let mut names: HashMap<String, String> = HashMap::new();
+        let mut contents: Vec<Value> = Vec::new();
+        for (i, m) in req.messages.iter().enumerate() {
+            let (role, parts) = match m.role.as_str() {
+                _ if m.is_system() => continue,
+                "tool" => ("user", vec![function_response(m, i, &names)?]),
+                "assistant" => ("model", model_parts(m, i, &mut names)?),
+                _ => ("user", parts(m, i)?),
+            };
+            // Turns of one role in a row (parallel calls' results) merge.
+            match contents.last_mut() {
+                Some(last) if last["role"] == role => {
+                    if let Some(a) = last["parts"].as_array_mut() {
+                        a.extend(parts);
                     }
-                };
-                Ok(json!({"role": role, "parts": parts}))
-            })
-            .collect::<Result<Vec<Value>, BuildError>>()?;
+                }
+                _ => contents.push(json!({"role": role, "parts": parts})),
+            }
+        }
         let mut config = serde_json::Map::new();
         if let Some(t) = req.temperature {
             config.insert("temperature".into(), json!(t));
@@ -144,10 +159,29 @@ impl Wire for Gemini {
         if !req.stop.is_empty() {
             config.insert("stopSequences".into(), json!(req.stop));
         }
+        for (from, to) in [
+            ("top_k", "topK"),
+            ("seed", "seed"),
+            ("presence_penalty", "presencePenalty"),
+            ("frequency_penalty", "frequencyPenalty"),
+        ] {
+            if let Some(n) = req.extra_number(from) {
+                config.insert(to.into(), json!(n));
+            }
+        }
+        if !fields::json_mode_yields_to_tools(req)
+            && let Some(format) = req.response_format()?
+        {
+            config.insert("responseMimeType".into(), json!("application/json"));
+            if let ResponseFormat::JsonSchema { schema, .. } = format {
+                config.insert("responseSchema".into(), gemini_schema(&schema));
+            }
+        }
         let mut body = json!({"contents": contents, "generationConfig": config});
         if !system.is_empty() {
             body["systemInstruction"] = json!({"parts": system});
         }
+        tools(req, &mut body)?;
         Ok(body)
     }
 
@@ -185,6 +219,13 @@ impl Wire for Gemini {
                 .collect()
         };
         let reasoning = join(true);
+        let response_id = self.reply_id(json);
+        let tool_calls = parts
+            .iter()
+            .filter_map(|p| p.get("functionCall"))
+            .enumerate()
+            .map(|(i, call)| tool_call(call, response_id, i))
+            .collect();
         Ok(ChatReply {
             text: join(false),
             reasoning: (!reasoning.is_empty()).then_some(reasoning),
@@ -196,8 +237,143 @@ impl Wire for Gemini {
                 input_tokens: u64_at(u, "promptTokenCount"),
                 output_tokens: u64_at(u, "candidatesTokenCount"),
             }),
+            tool_calls,
         })
     }
+}
+
+/// A `functionCall` part's call, with its own id when it has one (newer
+/// models give one) and otherwise [`call_id`].
+fn tool_call(call: &Value, response_id: Option<&str>, index: usize) -> ToolCall {
+    let name = call
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let arguments = call
+        .get("args")
+        .filter(|a| !a.is_null())
+        .map_or_else(|| "{}".into(), Value::to_string);
+    let id = match call.get("id").and_then(Value::as_str) {
+        Some(id) if !id.is_empty() => id.to_string(),
+        _ => call_id(response_id, index, &name, &arguments),
+    };
+    ToolCall {
+        id,
+        name,
+        arguments,
+    }
+}
+
+/// An id for the `index`th call of a reply, which Gemini does not name:
+/// `call_` and a hash (64-bit FNV-1a) of the reply's id, the index, the
+/// name and the arguments, so that a streamed reply and a whole one give
+/// their calls the same ids, and two replies' calls (almost surely)
+/// different ones.
+pub(super) fn call_id(response_id: Option<&str>, index: usize, name: &str, args: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let index = index.to_string();
+    for piece in [response_id.unwrap_or(""), &index, name, args] {
+        for b in piece.bytes().chain([0]) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("call_{h:016x}")
+}
+
+/// The client's tools as function declarations, and its tool choice.
+fn tools(req: &ChatRequest, body: &mut Value) -> Result<(), BuildError> {
+    let declared = req.tools()?;
+    if declared.is_empty() {
+        return Ok(());
+    }
+    let decls: Vec<Value> = declared
+        .into_iter()
+        .map(|t| {
+            let mut d = json!({"name": t.name});
+            if let Some(desc) = t.description {
+                d["description"] = json!(desc);
+            }
+            if let Some(p) = t.parameters.as_ref().and_then(gemini_parameters) {
+                d["parameters"] = p;
+            }
+            d
+        })
+        .collect();
+    body["tools"] = json!([{"functionDeclarations": decls}]);
+    let config = match req.tool_choice()? {
+        None => return Ok(()),
+        Some(ToolChoice::Auto) => json!({"mode": "AUTO"}),
+        Some(ToolChoice::None) => json!({"mode": "NONE"}),
+        Some(ToolChoice::Required) => json!({"mode": "ANY"}),
+        Some(ToolChoice::Function(name)) => {
+            json!({"mode": "ANY", "allowedFunctionNames": [name]})
+        }
+    };
+    body["toolConfig"] = json!({"functionCallingConfig": config});
+    Ok(())
+}
+
+/// A user message's parts.
+fn parts(m: &ChatMessage, i: usize) -> Result<Vec<Value>, BuildError> {
+    match &m.content {
+        Some(Content::Text(t)) => Ok(vec![json!({"text": t})]),
+        Some(Content::Parts(parts)) => parts
+            .iter()
+            .enumerate()
+            .map(|(j, p)| part(p, i, j))
+            .collect(),
+        None => Err(BuildError::Unsupported(format!(
+            "messages[{i}] has no content, which gemini does not accept"
+        ))),
+    }
+}
+
+/// An assistant message's parts: its text, then a `functionCall` per
+/// call (whose names are noted for the results that follow).
+fn model_parts(
+    m: &ChatMessage,
+    i: usize,
+    names: &mut HashMap<String, String>,
+) -> Result<Vec<Value>, BuildError> {
+    let calls = m.tool_calls(i)?;
+    if calls.is_empty() {
+        return parts(m, i);
+    }
+    let mut out = match &m.content {
+        Some(Content::Text(t)) if t.is_empty() => Vec::new(),
+        Some(_) => parts(m, i)?,
+        None => Vec::new(),
+    };
+    for (j, c) in calls.into_iter().enumerate() {
+        let args = c.arguments_object(&format!("messages[{i}].tool_calls[{j}]"))?;
+        out.push(json!({"functionCall": {"name": c.name, "args": args}}));
+        names.insert(c.id, c.name);
+    }
+    Ok(out)
+}
+
+/// A `tool` message as a `functionResponse` part, named after the call it
+/// answers. Gemini wants the response as an object: a JSON object's text
+/// is that object; anything else is wrapped as `{"content": …}`.
+fn function_response(
+    m: &ChatMessage,
+    i: usize,
+    names: &HashMap<String, String>,
+) -> Result<Value, BuildError> {
+    let name = m.tool_call_id().and_then(|id| names.get(id)).ok_or_else(|| {
+        BuildError::Unsupported(format!(
+            "messages[{i}] answers no earlier tool call (its tool_call_id is unknown), and gemini \
+             names a result after its call"
+        ))
+    })?;
+    let text = m.content.as_ref().map(Content::text).unwrap_or_default();
+    let response = match serde_json::from_str::<Value>(&text) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => json!({"content": text}),
+    };
+    Ok(json!({"functionResponse": {"name": name, "response": response}}))
 }
 
 /// An OpenAI content part as a Gemini part.
@@ -215,5 +391,149 @@ fn part(p: &Value, i: usize, j: usize) -> Result<Value, BuildError> {
         other => Err(BuildError::Unsupported(format!(
             "messages[{i}].content[{j}]: content parts of type {other:?} cannot be sent to gemini"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::dialect::{Dialect, fields};
+
+    fn request(json: &str) -> ChatRequest {
+        ChatRequest::from_openai_json(json.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn tool_calls_and_results_become_parts_paired_by_name() {
+        let req = request(
+            r#"{"model":"g","messages":[
+                {"role":"user","content":"weather in SF and NYC?"},
+                {"role":"assistant","content":"Checking.","tool_calls":[
+                    {"id":"call_a","type":"function","function":{"name":"get_weather","arguments":"{\"location\":\"SF\"}"}},
+                    {"id":"call_b","type":"function","function":{"name":"get_time","arguments":"{}"}}]},
+                {"role":"tool","tool_call_id":"call_b","content":"{\"time\":\"09:00\"}"},
+                {"role":"tool","tool_call_id":"call_a","content":"15 C"},
+                {"role":"user","content":"thanks"}],
+              "tools":[{"type":"function","function":{"name":"get_weather","description":"Weather now","parameters":{
+                  "$schema":"http://json-schema.org/draft-07/schema#","type":"object","additionalProperties":false,
+                  "properties":{"location":{"type":"string","default":"SF"}},"required":["location"]}}},
+                {"type":"function","function":{"name":"get_time","parameters":{"type":"object","properties":{}}}}],
+              "tool_choice":{"type":"function","function":{"name":"get_weather"}},
+              "parallel_tool_calls":false,"seed":7,"top_k":3,"presence_penalty":0.5,"frequency_penalty":0.25,"user":"u"}"#,
+        );
+        let body = Gemini.body(&req).unwrap();
+        assert_eq!(
+            body["contents"],
+            json!([
+                {"role":"user","parts":[{"text":"weather in SF and NYC?"}]},
+                {"role":"model","parts":[
+                    {"text":"Checking."},
+                    {"functionCall":{"name":"get_weather","args":{"location":"SF"}}},
+                    {"functionCall":{"name":"get_time","args":{}}}]},
+                {"role":"user","parts":[
+                    {"functionResponse":{"name":"get_time","response":{"time":"09:00"}}},
+                    {"functionResponse":{"name":"get_weather","response":{"content":"15 C"}}},
+                    {"text":"thanks"}]}
+            ])
+        );
+        assert_eq!(
+            body["tools"],
+            json!([{"functionDeclarations":[
+                {"name":"get_weather","description":"Weather now","parameters":{"type":"object","properties":{"location":{"type":"string"}},"required":["location"]}},
+                {"name":"get_time"}]}])
+        );
+        assert_eq!(
+            body["toolConfig"],
+            json!({"functionCallingConfig":{"mode":"ANY","allowedFunctionNames":["get_weather"]}})
+        );
+        let config = &body["generationConfig"];
+        assert_eq!(
+            (
+                &config["seed"],
+                &config["topK"],
+                &config["presencePenalty"],
+                &config["frequencyPenalty"]
+            ),
+            (&json!(7), &json!(3), &json!(0.5), &json!(0.25))
+        );
+        assert_eq!(
+            fields::dropped(Dialect::Gemini, &req),
+            ["parallel_tool_calls"]
+        );
+    }
+
+    #[test]
+    fn each_tool_choice_has_its_gemini_mode() {
+        for (choice, mode) in [("auto", "AUTO"), ("none", "NONE"), ("required", "ANY")] {
+            let body = Gemini
+                .body(&request(&format!(
+                    r#"{{"messages":[{{"role":"user","content":"x"}}],"tools":[{{"type":"function","function":{{"name":"f"}}}}],"tool_choice":"{choice}"}}"#
+                )))
+                .unwrap();
+            assert_eq!(
+                body["toolConfig"],
+                json!({"functionCallingConfig":{"mode":mode}})
+            );
+        }
+    }
+
+    #[test]
+    fn json_mode_is_a_mime_type_and_a_sanitised_schema() {
+        let req = request(
+            r#"{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"city","strict":true,"schema":{"type":"object","additionalProperties":false,"properties":{"name":{"type":["string","null"]}},"required":["name"]}}}}"#,
+        );
+        let config = &Gemini.body(&req).unwrap()["generationConfig"];
+        assert_eq!(config["responseMimeType"], "application/json");
+        assert_eq!(
+            config["responseSchema"],
+            json!({"type":"object","properties":{"name":{"type":"string","nullable":true}},"required":["name"]})
+        );
+        let object = request(
+            r#"{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}"#,
+        );
+        let config = &Gemini.body(&object).unwrap()["generationConfig"];
+        assert_eq!(config["responseMimeType"], "application/json");
+        assert!(config.get("responseSchema").is_none());
+        // Gemini refuses JSON mode with function calling: the tools win.
+        let both = request(
+            r#"{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"response_format":{"type":"json_object"}}"#,
+        );
+        let body = Gemini.body(&both).unwrap();
+        assert!(body["generationConfig"].get("responseMimeType").is_none());
+        assert_eq!(fields::dropped(Dialect::Gemini, &both), ["response_format"]);
+    }
+
+    #[test]
+    fn a_result_for_no_known_call_is_refused() {
+        let req = request(
+            r#"{"messages":[{"role":"user","content":"x"},{"role":"tool","tool_call_id":"nope","content":"4"}]}"#,
+        );
+        let e = Gemini.body(&req).unwrap_err();
+        assert!(e.to_string().contains("messages[1]"), "{e}");
+    }
+
+    #[test]
+    fn call_ids_are_stable_and_distinct() {
+        let a = call_id(Some("r1"), 0, "f", "{}");
+        assert_eq!(a, call_id(Some("r1"), 0, "f", "{}"));
+        assert!(a.starts_with("call_") && a.len() == 21, "{a}");
+        for other in [
+            call_id(Some("r2"), 0, "f", "{}"),
+            call_id(Some("r1"), 1, "f", "{}"),
+            call_id(Some("r1"), 0, "g", "{}"),
+            call_id(None, 0, "f", "{}"),
+        ] {
+            assert_ne!(a, other);
+        }
+        // A call's own id, when a newer model gives one, is kept.
+        let c = tool_call(
+            &json!({"id":"fc_1","name":"f","args":{"x":1}}),
+            Some("r"),
+            0,
+        );
+        assert_eq!(
+            (c.id.as_str(), c.arguments.as_str()),
+            ("fc_1", r#"{"x":1}"#)
+        );
     }
 }

@@ -20,13 +20,17 @@
 //! ([`Wire::stream_event`], and [`Wire::stream_ends_at_eof`] if its
 //! streams simply stop). Adding one touches its own file, a variant of the
 //! closed [`Dialect`] enum (defined here, once, for the catalog, the fake
-//! provider and `route`), and the one match in [`wire`].
+//! provider and `route`), the one match in [`wire`], and a column of the
+//! field table ([`fields`]), which says what becomes of every request
+//! field in each dialect.
 
 mod anthropic;
+pub mod fields;
 mod gemini;
 mod needs;
 mod openai;
 mod request;
+mod schema;
 mod stream;
 
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
@@ -42,6 +46,7 @@ pub use needs::{Need, Needs};
 pub use openai::OpenAi;
 pub use request::{
     ChatMessage, ChatRequest, Content, DEFAULT_ESTIMATED_COMPLETION_TOKENS, ROLES, RequestError,
+    ResponseFormat, ToolCall, ToolChoice, ToolDecl,
 };
 pub use stream::{StreamMapper, StreamState, chunk_stream, map_byte_stream};
 
@@ -100,6 +105,9 @@ pub struct ChatReply {
     /// `max_tokens`, `STOP`, `MAX_TOKENS`, `error`, …
     pub finish_reason: Option<String>,
     pub usage: Option<Usage>,
+    /// The tools the model called, in order (Anthropic `tool_use` blocks,
+    /// Gemini `functionCall` parts, OpenAI `tool_calls`).
+    pub tool_calls: Vec<ToolCall>,
 }
 
 impl ChatReply {
@@ -109,6 +117,49 @@ impl ChatReply {
             self.finish_reason.as_deref(),
             Some("length" | "max_tokens" | "MAX_TOKENS")
         )
+    }
+}
+
+/// The tool a request in JSON mode forces on Anthropic, which has no JSON
+/// mode of its own: its input schema is the requested schema, and its
+/// input is the answer ([`ReplyPlan::json_tool`]).
+pub const JSON_TOOL: &str = "json_output";
+
+/// How to read the replies to one translated request: what the
+/// translation put into the upstream's reply that the client did not ask
+/// for, to take back out. Made by [`build_request`]; applied by
+/// [`ReplyPlan::apply`] to a whole reply and by the dialect's
+/// [`Wire::stream_event`] to a stream ([`StreamMapper::plan`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReplyPlan {
+    /// JSON mode went as the forced tool [`JSON_TOOL`]: its call's input
+    /// is the reply's content, the call itself is not shown, and the reply
+    /// ends as a plain stop.
+    pub json_tool: bool,
+}
+
+impl ReplyPlan {
+    /// The plan for `req` sent in `dialect`.
+    pub fn new(dialect: Dialect, req: &ChatRequest) -> ReplyPlan {
+        ReplyPlan {
+            json_tool: dialect == Dialect::Anthropic && anthropic::json_via_tool(req),
+        }
+    }
+
+    /// Undo the translation in a whole reply. In JSON mode the forced
+    /// call's input becomes the content; any text the model wrote besides
+    /// (it writes none when a tool is forced) is dropped, since the
+    /// content must be the JSON alone, as in the stream.
+    pub fn apply(&self, reply: &mut ChatReply) {
+        if !self.json_tool {
+            return;
+        }
+        if let Some(i) = reply.tool_calls.iter().position(|c| c.name == JSON_TOOL) {
+            reply.text = reply.tool_calls.remove(i).arguments;
+        }
+        if reply.finish_reason.as_deref() == Some("tool_use") {
+            reply.finish_reason = Some("end_turn".into());
+        }
     }
 }
 
@@ -124,6 +175,8 @@ pub enum ReplyDelta {
     Text(String),
     /// More reasoning, given apart from the answer.
     Reasoning(String),
+    /// Part of a tool call (see [`ToolCallDelta`]).
+    ToolCall(ToolCallDelta),
     /// Why the model stopped, as the provider spells it (see
     /// [`ChatReply::finish_reason`]).
     Finish(String),
@@ -137,6 +190,20 @@ pub enum ReplyDelta {
     Error(ProviderError),
     /// The reply is complete.
     Done,
+}
+
+/// Part of one streamed tool call. The first delta of a call (by
+/// `index`) has its `id` and `name` and perhaps the first fragment of
+/// its arguments; later ones only more fragments. Calls are numbered from
+/// 0 in the order the reply makes them, whatever else the reply holds,
+/// as OpenAI numbers `delta.tool_calls`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolCallDelta {
+    pub index: usize,
+    pub id: Option<String>,
+    pub name: Option<String>,
+    /// A fragment of the JSON text of the arguments (possibly empty).
+    pub arguments: String,
 }
 
 /// An error as the provider described it, from whichever of the known
@@ -300,6 +367,18 @@ impl Endpoint {
     }
 }
 
+/// A request ready to send, with what its translation left out and how
+/// to read its reply.
+#[derive(Debug)]
+pub struct Built {
+    pub builder: reqwest::RequestBuilder,
+    /// The client's fields the dialect could not carry and that change the
+    /// answer ([`fields::dropped`]): `seed`, `logit_bias`, … Empty for
+    /// OpenAI-dialect upstreams, which get every field.
+    pub dropped: Vec<String>,
+    pub plan: ReplyPlan,
+}
+
 /// A POST for `req` to `ep`, authenticated with `key` (none for keyless
 /// providers), with the provider's extra headers. The key only ever goes
 /// into a sensitive header, never the URL.
@@ -308,7 +387,7 @@ pub fn build_request(
     ep: &Endpoint,
     key: Option<&Secret>,
     req: &ChatRequest,
-) -> Result<reqwest::RequestBuilder, BuildError> {
+) -> Result<Built, BuildError> {
     let w = wire(ep.dialect);
     let headers = ep.fixed.clone().map_err(BuildError::BadHeader)?;
     let builder = match &ep.url {
@@ -322,7 +401,11 @@ pub fn build_request(
             builder = builder.header(name, value);
         }
     }
-    Ok(builder)
+    Ok(Built {
+        builder,
+        dropped: fields::dropped(ep.dialect, req),
+        plan: ReplyPlan::new(ep.dialect, req),
+    })
 }
 
 /// A header value holding a secret: invalid characters are an error that
@@ -627,6 +710,7 @@ mod tests {
             &ChatRequest::probe(model, "What is 7 + 7?", 16),
         )
         .unwrap()
+        .builder
         .build()
         .unwrap()
     }
@@ -775,7 +859,8 @@ mod tests {
     }
 
     fn build(dialect: &str, req: &ChatRequest) -> Result<reqwest::Request, BuildError> {
-        build_request(&test_client(), &endpoint(dialect), None, req).map(|b| b.build().unwrap())
+        build_request(&test_client(), &endpoint(dialect), None, req)
+            .map(|b| b.builder.build().unwrap())
     }
 
     #[test]
@@ -797,12 +882,32 @@ mod tests {
         assert_eq!(body["tools"][0]["type"], "function");
         assert_eq!(body["seed"], 1);
         assert!(body.get("stream").is_none());
-        // The others cannot carry tools, so they refuse rather than drop them.
+        // The others carry tools now (tests below); the legacy functions
+        // they refuse rather than drop.
+        let legacy = client_request(
+            r#"{"messages":[{"role":"user","content":"hi"}],"functions":[{"name":"f"}]}"#,
+        );
         for d in ["anthropic", "gemini"] {
-            let e = build(d, &req).unwrap_err();
+            let e = build(d, &legacy).unwrap_err();
             assert!(matches!(e, BuildError::Unsupported(_)), "{e:?}");
             assert!(e.to_string().contains(d), "{e}");
         }
+    }
+
+    /// A client's tool-calling request reaches an OpenAI upstream byte for
+    /// byte as it was sent, when it was sent in the order route writes
+    /// (model, messages with role and content first, the modelled fields,
+    /// then the rest in the client's order): nothing in it is rebuilt.
+    #[test]
+    fn openai_tool_requests_pass_byte_for_byte() {
+        let sent = r#"{"model":"gpt","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"q\":1}"}}]},{"role":"tool","content":"42","tool_call_id":"call_1"}],"tools":[{"type":"function","function":{"name":"f","strict":true,"parameters":{"type":"object","$defs":{},"additionalProperties":false}}}],"tool_choice":{"type":"function","function":{"name":"f"}},"parallel_tool_calls":false,"response_format":{"type":"json_object"},"seed":1}"#;
+        let req = client_request(sent);
+        let built = build_request(&test_client(), &endpoint("openai"), None, &req).unwrap();
+        assert!(built.dropped.is_empty());
+        assert_eq!(built.plan, ReplyPlan::default());
+        let bytes = built.builder.build().unwrap();
+        let body = std::str::from_utf8(bytes.body().unwrap().as_bytes().unwrap()).unwrap();
+        assert_eq!(body, sent);
     }
 
     #[test]

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::stream::{StreamState, unreadable};
 use super::{
-    BuildError, ChatReply, ChatRequest, ProviderError, ReplyDelta, ReplyError, Usage, Wire,
-    error_from_json, secret_header, text_of, u64_at,
+    BuildError, ChatReply, ChatRequest, ProviderError, ReplyDelta, ReplyError, ToolCall,
+    ToolCallDelta, Usage, Wire, error_from_json, secret_header, text_of, u64_at,
 };
 
 pub struct OpenAi;
@@ -76,6 +76,20 @@ impl Wire for OpenAi {
         }
         if let Some(t) = text("/delta/content") {
             out.push(ReplyDelta::Text(t));
+        }
+        let calls = first.pointer("/delta/tool_calls").and_then(Value::as_array);
+        for c in calls.into_iter().flatten() {
+            let s = |p: &str| c.pointer(p).and_then(Value::as_str).map(str::to_string);
+            out.push(ReplyDelta::ToolCall(ToolCallDelta {
+                index: c
+                    .get("index")
+                    .and_then(Value::as_u64)
+                    .and_then(|i| usize::try_from(i).ok())
+                    .unwrap_or(0),
+                id: s("/id"),
+                name: s("/function/name"),
+                arguments: s("/function/arguments").unwrap_or_default(),
+            }));
         }
         if let Some(reason) = finish {
             st.finish(reason, out);
@@ -168,7 +182,29 @@ impl Wire for OpenAi {
             input_tokens: u64_at(u, "prompt_tokens"),
             output_tokens: u64_at(u, "completion_tokens"),
         });
+        let tool_calls = message
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .map_or_else(Vec::new, |calls| {
+                calls
+                    .iter()
+                    .map(|c| {
+                        let s = |p: &str| {
+                            c.pointer(p)
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                                .to_string()
+                        };
+                        ToolCall {
+                            id: s("/id"),
+                            name: s("/function/name"),
+                            arguments: s("/function/arguments"),
+                        }
+                    })
+                    .collect()
+            });
         Ok(ChatReply {
+            tool_calls,
             // null content is a legitimate (empty) answer, e.g. a reasoning
             // model that spent max_tokens thinking.
             text: text_of(message.get("content")).unwrap_or_default(),

@@ -100,25 +100,142 @@ impl ChatMessage {
         Value::Object(m)
     }
 
-    /// Refuse what only the OpenAI dialect can carry: tool calls and tool
-    /// results. Dropping them would change the conversation's meaning.
+    /// Refuse what only the OpenAI dialect can carry: the legacy
+    /// `function` role and `function_call` (superseded by tools, which
+    /// every dialect carries). Dropping them would change the
+    /// conversation's meaning.
     pub(super) fn check_translatable(&self, dialect: &str) -> Result<(), BuildError> {
-        if matches!(self.role.as_str(), "tool" | "function") {
+        if self.role == "function" {
             return Err(BuildError::Unsupported(format!(
-                "{} messages can only be sent to openai-dialect providers, not {dialect}",
-                self.role
+                "function messages (the legacy form of tool results) can only be sent to \
+                 openai-dialect providers, not {dialect}"
             )));
         }
-        if let Some(field) = ["tool_calls", "function_call"]
-            .iter()
-            .find(|f| self.extra.get(**f).is_some_and(|v| !v.is_null()))
+        if self
+            .extra
+            .get("function_call")
+            .is_some_and(|v| !v.is_null())
         {
             return Err(BuildError::Unsupported(format!(
-                "messages with {field} can only be sent to openai-dialect providers, not {dialect}"
+                "messages with function_call (the legacy form of tool_calls) can only be sent \
+                 to openai-dialect providers, not {dialect}"
             )));
         }
         Ok(())
     }
+
+    /// The tool calls of an assistant message (`tool_calls`), in order.
+    /// `i` is the message's index, for errors.
+    pub fn tool_calls(&self, i: usize) -> Result<Vec<ToolCall>, BuildError> {
+        let calls = match self.extra.get("tool_calls") {
+            None | Some(Value::Null) => return Ok(Vec::new()),
+            Some(Value::Array(a)) => a,
+            Some(_) => return Err(malformed(&format!("messages[{i}].tool_calls"), "an array")),
+        };
+        calls
+            .iter()
+            .enumerate()
+            .map(|(j, c)| {
+                let at = format!("messages[{i}].tool_calls[{j}]");
+                let kind = c.get("type").and_then(Value::as_str).unwrap_or("function");
+                if kind != "function" {
+                    return Err(BuildError::Unsupported(format!(
+                        "{at}: tool calls of type {kind:?} can only be sent to openai-dialect providers"
+                    )));
+                }
+                let f = c.get("function");
+                let name = f.and_then(|f| f.get("name")).and_then(Value::as_str);
+                let id = c.get("id").and_then(Value::as_str);
+                let (Some(id), Some(name)) = (id, name) else {
+                    return Err(malformed(&at, "an object with an id and a function name"));
+                };
+                let arguments = match f.and_then(|f| f.get("arguments")) {
+                    None | Some(Value::Null) => String::new(),
+                    Some(Value::String(s)) => s.clone(),
+                    // Some clients send the object itself.
+                    Some(other) => other.to_string(),
+                };
+                Ok(ToolCall {
+                    id: id.to_string(),
+                    name: name.to_string(),
+                    arguments,
+                })
+            })
+            .collect()
+    }
+
+    /// The call a `tool` message answers (`tool_call_id`).
+    pub fn tool_call_id(&self) -> Option<&str> {
+        self.extra.get("tool_call_id").and_then(Value::as_str)
+    }
+}
+
+/// A tool the model may call, from an OpenAI
+/// `{"type":"function","function":{name,description,parameters}}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDecl {
+    pub name: String,
+    pub description: Option<String>,
+    /// A JSON Schema for the arguments object, as the client wrote it;
+    /// each dialect adapts it (Gemini takes only a subset).
+    pub parameters: Option<Value>,
+}
+
+/// Whether and which tool the model must call (`tool_choice`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// The model decides (`"auto"`, the default with tools).
+    Auto,
+    /// No tool may be called (`"none"`).
+    None,
+    /// Some tool must be called (`"required"`).
+    Required,
+    /// This function must be called
+    /// (`{"type":"function","function":{"name"}}`).
+    Function(String),
+}
+
+/// A call the model made (or made earlier in the conversation): OpenAI's
+/// `{id,"type":"function","function":{name,arguments}}`, with `arguments`
+/// the JSON **text** of the arguments object, as OpenAI gives it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+impl ToolCall {
+    /// The arguments as the object Anthropic and Gemini want: empty text
+    /// is no arguments; anything but a JSON object is refused, since no
+    /// guess at what the client meant would be honest.
+    pub(super) fn arguments_object(&self, at: &str) -> Result<Value, BuildError> {
+        if self.arguments.trim().is_empty() {
+            return Ok(Value::Object(Map::new()));
+        }
+        match serde_json::from_str::<Value>(&self.arguments) {
+            Ok(v @ Value::Object(_)) => Ok(v),
+            _ => Err(BuildError::Unsupported(format!(
+                "{at}.function.arguments is not a JSON object, which only openai-dialect \
+                 providers take"
+            ))),
+        }
+    }
+}
+
+/// JSON output asked for with `response_format` (`{"type":"text"}` is
+/// no request at all, so it has no variant).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResponseFormat {
+    /// `{"type":"json_object"}`: any JSON object.
+    JsonObject,
+    /// `{"type":"json_schema","json_schema":{name,schema,strict}}`.
+    JsonSchema { name: String, schema: Value },
+}
+
+/// A client's value that cannot be read as the field it is in.
+fn malformed(field: &str, expected: &str) -> BuildError {
+    BuildError::Unsupported(format!("'{field}' is not {expected}"))
 }
 
 /// The whole OpenAI chat request, independent of dialect.
@@ -182,7 +299,9 @@ impl ChatRequest {
 
     /// A rough token count for budgets (`tpm`, `tpd`) before the request is
     /// sent: every character of text (system prompt, message text and text
-    /// parts; not images or tool calls) divided by 4, rounded up, plus the
+    /// parts, tool calls' arguments, and the tool declarations as JSON,
+    /// which models read as part of the prompt; not images) divided by 4,
+    /// rounded up, plus the
     /// tokens the answer may use: `max_tokens`, or
     /// [`DEFAULT_ESTIMATED_COMPLETION_TOKENS`] when unset. Four characters a
     /// token is the usual rule of thumb for English; the provider's own
@@ -195,7 +314,20 @@ impl ChatRequest {
                 .iter()
                 .filter_map(|m| m.content.as_ref())
                 .map(|c| count(&c.text()))
-                .sum::<u64>();
+                .sum::<u64>()
+            + self
+                .messages
+                .iter()
+                .filter_map(|m| m.extra.get("tool_calls"))
+                .flat_map(|calls| calls.as_array().into_iter().flatten())
+                .filter_map(|c| c.pointer("/function/arguments")?.as_str())
+                .map(count)
+                .sum::<u64>()
+            + self
+                .extra
+                .get("tools")
+                .filter(|t| !t.is_null())
+                .map_or(0, |t| count(&t.to_string()));
         chars.div_ceil(4)
             + self
                 .max_tokens
@@ -229,16 +361,20 @@ impl ChatRequest {
     }
 
     /// Refuse fields a non-OpenAI dialect cannot honour and whose loss
-    /// would change the answer (tools, several choices).
+    /// would change the answer: the legacy `functions` (tools replaced
+    /// them, and the reply would have to answer in their old shape too),
+    /// several choices. A safety net: the router skips a candidate whose
+    /// dialect cannot carry a request's needs before it gets here.
     pub(super) fn check_translatable(&self, dialect: &str) -> Result<(), BuildError> {
-        for field in ["tools", "functions"] {
+        for field in ["functions", "function_call"] {
             if self
                 .extra
                 .get(field)
-                .is_some_and(|v| v.as_array().is_none_or(|a| !a.is_empty()))
+                .is_some_and(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()))
             {
                 return Err(BuildError::Unsupported(format!(
-                    "`{field}` can only be sent to openai-dialect providers, not {dialect}"
+                    "`{field}` (the legacy form of tools) can only be sent to openai-dialect \
+                     providers, not {dialect}"
                 )));
             }
         }
@@ -256,6 +392,119 @@ impl ChatRequest {
             m.check_translatable(dialect)?;
         }
         Ok(())
+    }
+
+    /// The tools the client declared (`tools`), in order; none when it
+    /// sent none. Only function tools translate to other dialects.
+    pub fn tools(&self) -> Result<Vec<ToolDecl>, BuildError> {
+        let tools = match self.extra.get("tools") {
+            None | Some(Value::Null) => return Ok(Vec::new()),
+            Some(Value::Array(a)) => a,
+            Some(_) => return Err(malformed("tools", "an array")),
+        };
+        tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let kind = t.get("type").and_then(Value::as_str).unwrap_or("function");
+                if kind != "function" {
+                    return Err(BuildError::Unsupported(format!(
+                        "tools[{i}]: tools of type {kind:?} can only be sent to openai-dialect providers"
+                    )));
+                }
+                let f = t
+                    .get("function")
+                    .ok_or_else(|| malformed(&format!("tools[{i}]"), "a function tool"))?;
+                let name = f
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| malformed(&format!("tools[{i}].function.name"), "a string"))?;
+                Ok(ToolDecl {
+                    name: name.to_string(),
+                    description: f
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                    parameters: f.get("parameters").filter(|p| !p.is_null()).cloned(),
+                })
+            })
+            .collect()
+    }
+
+    /// Whether the client declared any tools (`tools`, non-empty).
+    pub fn declares_tools(&self) -> bool {
+        self.extra
+            .get("tools")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty())
+    }
+
+    /// `tool_choice`, if the client set one.
+    pub fn tool_choice(&self) -> Result<Option<ToolChoice>, BuildError> {
+        let Some(v) = self.extra.get("tool_choice").filter(|v| !v.is_null()) else {
+            return Ok(None);
+        };
+        let choice = match v.as_str() {
+            Some("auto") => ToolChoice::Auto,
+            Some("none") => ToolChoice::None,
+            Some("required") => ToolChoice::Required,
+            _ => match v.pointer("/function/name").and_then(Value::as_str) {
+                Some(name) => ToolChoice::Function(name.to_string()),
+                None => {
+                    return Err(malformed(
+                        "tool_choice",
+                        "\"auto\", \"none\", \"required\" or a named function",
+                    ));
+                }
+            },
+        };
+        Ok(Some(choice))
+    }
+
+    /// `parallel_tool_calls`, if the client set it.
+    pub fn parallel_tool_calls(&self) -> Option<bool> {
+        self.extra
+            .get("parallel_tool_calls")
+            .and_then(Value::as_bool)
+    }
+
+    /// The JSON output the client asked for with `response_format`, if any.
+    pub fn response_format(&self) -> Result<Option<ResponseFormat>, BuildError> {
+        let Some(f) = self.extra.get("response_format").filter(|v| !v.is_null()) else {
+            return Ok(None);
+        };
+        match f.get("type").and_then(Value::as_str) {
+            Some("text") => Ok(None),
+            Some("json_object") => Ok(Some(ResponseFormat::JsonObject)),
+            Some("json_schema") => {
+                let js = f.get("json_schema");
+                Ok(Some(ResponseFormat::JsonSchema {
+                    name: js
+                        .and_then(|j| j.get("name"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("response")
+                        .to_string(),
+                    schema: js
+                        .and_then(|j| j.get("schema"))
+                        .filter(|s| !s.is_null())
+                        .cloned()
+                        .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+                }))
+            }
+            _ => Err(malformed(
+                "response_format",
+                "of type text, json_object or json_schema",
+            )),
+        }
+    }
+
+    /// A number the model does not name but some dialects take
+    /// (`seed`, `top_k`, the penalties).
+    pub(super) fn extra_number(&self, field: &str) -> Option<&serde_json::Number> {
+        match self.extra.get(field) {
+            Some(Value::Number(n)) => Some(n),
+            _ => None,
+        }
     }
 
     /// Parse a client's request body. Errors read like OpenAI's own, naming
@@ -663,6 +912,20 @@ mod tests {
         assert_eq!(
             r.estimated_tokens(),
             2 + DEFAULT_ESTIMATED_COMPLETION_TOKENS
+        );
+        // Tool declarations and calls' arguments are read as prompt.
+        let tools = serde_json::json!([{"type":"function","function":{"name":"f"}}]);
+        let tools_chars = tools.to_string().chars().count() as u64;
+        r.extra.insert("tools".into(), tools);
+        let mut call = ChatMessage::new("assistant", "");
+        call.extra.insert(
+            "tool_calls".into(),
+            serde_json::json!([{"id":"c","type":"function","function":{"name":"f","arguments":"{\"q\":1}"}}]),
+        );
+        r.messages.push(call);
+        assert_eq!(
+            r.estimated_tokens(),
+            (7 + tools_chars + 7).div_ceil(4) + DEFAULT_ESTIMATED_COMPLETION_TOKENS
         );
     }
 }

@@ -9,13 +9,13 @@
 //! every dialect: nothing after the end, and a stream cut off before its
 //! end is an error.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::pin::Pin;
 
 use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures_util::{Stream, StreamExt};
 
-use super::{Dialect, ProviderError, ReplyDelta, Usage, Wire, wire};
+use super::{Dialect, ProviderError, ReplyDelta, ReplyPlan, Usage, Wire, wire};
 use crate::upstream::http::TransportError;
 
 /// What one stream has shown so far, for its dialect's
@@ -32,6 +32,16 @@ pub struct StreamState {
     pub finished: bool,
     /// Token counts seen so far.
     pub usage: Usage,
+    /// How the request was translated, so the reply can be read back.
+    pub plan: ReplyPlan,
+    /// Tool calls begun so far: the next call's index.
+    pub tool_calls: usize,
+    /// The upstream's own index of each tool call's block (Anthropic
+    /// numbers text and tool blocks together) and the call's index.
+    pub tool_blocks: BTreeMap<u64, usize>,
+    /// The block holding the JSON-mode tool's input
+    /// ([`ReplyPlan::json_tool`]), which streams as text.
+    pub json_block: Option<u64>,
 }
 
 impl StreamState {
@@ -43,6 +53,17 @@ impl StreamState {
                 id: id.map(str::to_string),
             });
         }
+    }
+
+    /// The index for a new tool call, opened in the upstream's block
+    /// `block` (if it numbers them).
+    pub fn open_tool_call(&mut self, block: Option<u64>) -> usize {
+        let index = self.tool_calls;
+        self.tool_calls += 1;
+        if let Some(b) = block {
+            self.tool_blocks.insert(b, index);
+        }
+        index
     }
 
     /// [`ReplyDelta::Finish`].
@@ -84,6 +105,12 @@ impl StreamMapper {
     /// chunk rebuilt. Dialects that cannot still give deltas.
     pub fn native(mut self, yes: bool) -> StreamMapper {
         self.st.native = yes;
+        self
+    }
+
+    /// Read the stream as `plan` says the request was translated.
+    pub fn plan(mut self, plan: ReplyPlan) -> StreamMapper {
+        self.st.plan = plan;
         self
     }
 
@@ -308,5 +335,37 @@ mod tests {
         // Dialects without a native form still give deltas.
         let ds = deltas(StreamMapper::new(Dialect::Gemini).native(true), GEMINI).await;
         assert!(matches!(ds[0], ReplyDelta::Start { .. }));
+    }
+
+    #[tokio::test]
+    async fn openai_tool_call_chunks_become_tool_call_deltas() {
+        const TOOLS: &str = include_str!("../../../tests/fixtures/dialects/openai-tool-calls.sse");
+        let ds = deltas(StreamMapper::new(Dialect::Openai), TOOLS).await;
+        let calls: Vec<&super::super::ToolCallDelta> = ds
+            .iter()
+            .filter_map(|d| match d {
+                ReplyDelta::ToolCall(t) => Some(t),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            calls[0].id.as_deref(),
+            Some("call_DdmO9pD3xa9XTPNJ32zg2hcA")
+        );
+        assert_eq!(calls[0].name.as_deref(), Some("get_weather"));
+        assert!(calls[1..].iter().all(|c| c.id.is_none() && c.index == 0));
+        let args: String = calls.iter().map(|c| c.arguments.as_str()).collect();
+        assert_eq!(args, r#"{"location":"Paris, France"}"#);
+        assert!(ds.contains(&ReplyDelta::Finish("tool_calls".into())));
+        let reply = crate::upstream::dialect::parse_reply(
+            Dialect::Openai,
+            include_bytes!("../../../tests/fixtures/dialects/openai-tool-calls.json"),
+        )
+        .unwrap();
+        assert_eq!(reply.tool_calls[0].name, "get_weather");
+        assert_eq!(
+            reply.tool_calls[0].arguments,
+            r#"{"location":"Paris, France"}"#
+        );
     }
 }

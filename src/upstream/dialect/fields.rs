@@ -1,0 +1,405 @@
+//! The fate of every Chat Completions request field in each dialect, in
+//! one table ([`FIELDS`]), so that nothing a client sends is dropped
+//! silently.
+//!
+//! OpenAI-dialect upstreams get every field as it came, known or not.
+//! Anthropic and Gemini get each field translated to their own
+//! equivalent where one exists; a field left out is either harmless (the
+//! answer is the same without it: `user` for Gemini, `store`, …) or
+//! reported: [`dropped`] names it, and `route --serve` answers with
+//! `X-Llmprobe-Dropped: seed, logit_bias`. A field no dialect table
+//! knows is reported too. What a dialect cannot carry at all (several
+//! choices, audio) is a need (`super::needs`): the router skips such a
+//! candidate, and building the request refuses it as a last resort.
+//! `docs/routing.md` has the same table; a test keeps them together.
+
+use serde_json::Value;
+
+use super::{ChatRequest, Dialect};
+
+/// What becomes of one field in one dialect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
+pub enum Fate {
+    /// Sent as it came.
+    Pass,
+    /// Sent as the dialect's own equivalent.
+    Translate,
+    /// Left out; the answer is the same without it.
+    DropHarmless,
+    /// Left out though it may change the answer; reported.
+    DropReported,
+    /// Cannot be carried: a need the router skips for (or the legacy
+    /// function-calling fields); building the request refuses it.
+    Need,
+}
+
+/// One field's fate per dialect, and why.
+#[derive(Debug, Clone, Copy)]
+pub struct Field {
+    pub name: &'static str,
+    pub openai: Fate,
+    pub anthropic: Fate,
+    pub gemini: Fate,
+    /// What the translation is, or why the field goes.
+    pub how: &'static str,
+}
+
+impl Field {
+    pub fn fate(&self, d: Dialect) -> Fate {
+        match d {
+            Dialect::Openai => self.openai,
+            Dialect::Anthropic => self.anthropic,
+            Dialect::Gemini => self.gemini,
+        }
+    }
+}
+
+use Fate::{DropHarmless as H, DropReported as R, Need as N, Pass as P, Translate as T};
+
+const fn f(name: &'static str, anthropic: Fate, gemini: Fate, how: &'static str) -> Field {
+    Field {
+        name,
+        openai: P,
+        anthropic,
+        gemini,
+        how,
+    }
+}
+
+/// Every field of a Chat Completions request.
+pub const FIELDS: &[Field] = &[
+    f(
+        "model",
+        T,
+        T,
+        "the candidate's model; Gemini's is in the URL",
+    ),
+    f(
+        "messages",
+        T,
+        T,
+        "system messages lifted out (`system`, `systemInstruction`); tool calls and results as \
+         `tool_use`/`tool_result` blocks or `functionCall`/`functionResponse` parts; adjacent \
+         turns of one role merged",
+    ),
+    f(
+        "max_tokens",
+        T,
+        T,
+        "`max_tokens` (Anthropic requires one: 4096 when unset), `maxOutputTokens`",
+    ),
+    f("max_completion_tokens", T, T, "as `max_tokens`"),
+    f("temperature", T, T, "`temperature`"),
+    f("top_p", T, T, "`top_p`, `topP`"),
+    f("stop", T, T, "`stop_sequences`, `stopSequences`"),
+    f(
+        "stream",
+        T,
+        T,
+        "`stream`; Gemini's streaming URL `:streamGenerateContent?alt=sse`",
+    ),
+    f(
+        "stream_options",
+        H,
+        H,
+        "usage is always read from the stream; the usage chunk reaches a client that asked",
+    ),
+    f(
+        "n",
+        N,
+        N,
+        "above 1 is the need `n`; 1 is the default and harmless",
+    ),
+    f(
+        "tools",
+        T,
+        T,
+        "`tools[].input_schema`; `tools[].functionDeclarations` with the schema cut to Gemini's \
+         subset",
+    ),
+    f(
+        "tool_choice",
+        T,
+        T,
+        "`auto`/`any`/`tool`/`none`; `functionCallingConfig.mode` `AUTO`/`ANY`/`NONE` with \
+         `allowedFunctionNames`",
+    ),
+    f(
+        "parallel_tool_calls",
+        T,
+        R,
+        "`false` is `tool_choice.disable_parallel_tool_use`; Gemini has no switch (`true`, its \
+         default, is harmless)",
+    ),
+    f(
+        "functions",
+        N,
+        N,
+        "the legacy form of `tools`: only openai-dialect upstreams",
+    ),
+    f(
+        "function_call",
+        N,
+        N,
+        "the legacy form of `tool_choice`: only openai-dialect upstreams",
+    ),
+    f(
+        "response_format",
+        T,
+        T,
+        "Anthropic: a forced tool `json_output` whose input is the content; Gemini: \
+         `responseMimeType` + `responseSchema`. Reported as dropped when the client also sent \
+         tools, which win",
+    ),
+    f("seed", R, T, "`generationConfig.seed`; Anthropic has none"),
+    f("logit_bias", R, R, "no equivalent"),
+    f(
+        "logprobs",
+        R,
+        R,
+        "Anthropic has none; Gemini's `responseLogprobs` would need a reply shape route does not \
+         render",
+    ),
+    f("top_logprobs", R, R, "as `logprobs`"),
+    f(
+        "frequency_penalty",
+        R,
+        T,
+        "`generationConfig.frequencyPenalty`; Anthropic has none",
+    ),
+    f(
+        "presence_penalty",
+        R,
+        T,
+        "`generationConfig.presencePenalty`; Anthropic has none",
+    ),
+    f(
+        "top_k",
+        T,
+        T,
+        "not OpenAI's own, but OpenRouter, vLLM, llama.cpp and Ollama take it: `top_k`, `topK`",
+    ),
+    f(
+        "user",
+        T,
+        H,
+        "`metadata.user_id`; Gemini has no end-user field (it only helps abuse monitoring)",
+    ),
+    f("metadata", H, H, "tags for OpenAI's stored completions"),
+    f("store", H, H, "OpenAI's stored completions"),
+    f(
+        "service_tier",
+        H,
+        H,
+        "OpenAI's processing tier; the answer is the same",
+    ),
+    f(
+        "prompt_cache_key",
+        H,
+        H,
+        "an OpenAI cache hint; the answer is the same",
+    ),
+    f("safety_identifier", H, H, "OpenAI's abuse-monitoring id"),
+    f(
+        "prediction",
+        H,
+        H,
+        "predicted output only makes OpenAI faster; the answer is the same",
+    ),
+    f(
+        "reasoning_effort",
+        R,
+        R,
+        "thinking budgets interact with `max_tokens`, `temperature` and forced tools, and not \
+         every model thinks: no honest mapping",
+    ),
+    f("verbosity", R, R, "no equivalent"),
+    f(
+        "web_search_options",
+        R,
+        R,
+        "a provider-side tool route does not translate",
+    ),
+    f(
+        "modalities",
+        N,
+        N,
+        "`[\"text\"]` is harmless; audio output is the need `audio`",
+    ),
+    f("audio", N, N, "audio output is the need `audio`"),
+    f("suffix", N, N, "fill-in-the-middle is the need `suffix`"),
+];
+
+/// The table's entry for `name`.
+pub fn field(name: &str) -> Option<&'static Field> {
+    FIELDS.iter().find(|f| f.name == name)
+}
+
+/// A value that asks for nothing beyond the default, so leaving it out
+/// changes nothing whatever the field's fate: `null`, `n: 1`,
+/// `modalities: ["text"]`, `parallel_tool_calls: true`, `tools: []`,
+/// `response_format: {"type":"text"}`.
+fn inert(name: &str, v: &Value) -> bool {
+    match (name, v) {
+        (_, Value::Null) => true,
+        ("n", v) => v.as_u64() == Some(1),
+        ("modalities", Value::Array(m)) => m.iter().all(|x| x == "text"),
+        ("parallel_tool_calls", Value::Bool(b)) => *b,
+        ("tools", Value::Array(a)) => a.is_empty(),
+        ("response_format", v) => v.get("type").and_then(Value::as_str) == Some("text"),
+        _ => false,
+    }
+}
+
+/// JSON mode and tools together: the client's tools go and JSON mode is
+/// dropped. Anthropic's JSON mode is itself a forced tool, which would
+/// take the choice away from the client's tools; Gemini refuses
+/// `responseMimeType: application/json` alongside function calling.
+pub(super) fn json_mode_yields_to_tools(req: &ChatRequest) -> bool {
+    req.declares_tools() && matches!(req.response_format(), Ok(Some(_)))
+}
+
+/// The client's fields that `req`, sent in `d`, leaves out although they
+/// may change the answer: those the table reports, and any it does not
+/// know. Fields the request models itself (`messages`, `temperature`, …)
+/// are always translated; only its unmodelled ones (`extra`) can go.
+pub fn dropped(d: Dialect, req: &ChatRequest) -> Vec<String> {
+    if d == Dialect::Openai {
+        return Vec::new();
+    }
+    let mut out: Vec<String> = req
+        .extra
+        .iter()
+        .filter(|(k, v)| !inert(k, v))
+        .filter(|(k, _)| field(k).is_none_or(|f| f.fate(d) == Fate::DropReported))
+        .map(|(k, _)| k.clone())
+        .collect();
+    if json_mode_yields_to_tools(req) {
+        out.push("response_format".into());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::dialect::wire;
+    use serde_json::json;
+
+    fn request(extra: Value) -> ChatRequest {
+        let mut r = ChatRequest::from_openai_json(
+            br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#,
+        )
+        .unwrap();
+        r.extra = extra.as_object().unwrap().clone();
+        r
+    }
+
+    /// A value for each field that asks for something.
+    fn sample(name: &str) -> Value {
+        match name {
+            "tools" => {
+                json!([{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"q":{"type":"string"}}}}}])
+            }
+            "tool_choice" => json!("required"),
+            "parallel_tool_calls" => json!(false),
+            "response_format" => json!({"type":"json_object"}),
+            "stream_options" => json!({"include_usage": true}),
+            "user" | "safety_identifier" | "prompt_cache_key" | "service_tier" => json!("u-1"),
+            "metadata" => json!({"k": "v"}),
+            "store" | "logprobs" => json!(true),
+            "logit_bias" => json!({"50256": -100}),
+            "reasoning_effort" | "verbosity" => json!("low"),
+            "prediction" => json!({"type":"content","content":"x"}),
+            "web_search_options" => json!({}),
+            _ => json!(3),
+        }
+    }
+
+    #[test]
+    fn the_table_says_what_the_bodies_do() {
+        let modelled = [
+            "model",
+            "messages",
+            "max_tokens",
+            "max_completion_tokens",
+            "temperature",
+            "top_p",
+            "stop",
+            "stream",
+        ];
+        for d in [Dialect::Anthropic, Dialect::Gemini] {
+            let w = wire(d);
+            let base = w.body(&request(json!({}))).unwrap();
+            for f in FIELDS.iter().filter(|f| !modelled.contains(&f.name)) {
+                let mut extra = json!({});
+                extra[f.name] = sample(f.name);
+                // tool_choice and parallel_tool_calls mean something only
+                // with tools; the baseline has the same tools.
+                let with_tools = matches!(f.name, "tool_choice" | "parallel_tool_calls");
+                let base = if with_tools {
+                    let mut b = json!({});
+                    b["tools"] = sample("tools");
+                    extra["tools"] = sample("tools");
+                    w.body(&request(b)).unwrap()
+                } else {
+                    base.clone()
+                };
+                let req = request(extra);
+                let body = w.body(&req);
+                let reported = dropped(d, &req).contains(&f.name.to_string());
+                match f.fate(d) {
+                    Fate::Translate => {
+                        assert_ne!(body.unwrap(), base, "{d:?} {}", f.name);
+                        assert!(!reported, "{d:?} {}", f.name);
+                    }
+                    Fate::DropHarmless => {
+                        assert_eq!(body.unwrap(), base, "{d:?} {}", f.name);
+                        assert!(!reported, "{d:?} {}", f.name);
+                    }
+                    Fate::DropReported => {
+                        assert_eq!(body.unwrap(), base, "{d:?} {}", f.name);
+                        assert!(reported, "{d:?} {}", f.name);
+                    }
+                    // Refused when building, or skipped before it by the
+                    // router; never sent and never reported.
+                    Fate::Need => assert!(!reported, "{d:?} {}", f.name),
+                    Fate::Pass => panic!("{d:?} passes {} as it came", f.name),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn openai_passes_every_field_and_reports_nothing() {
+        assert!(FIELDS.iter().all(|f| f.openai == Fate::Pass));
+        let req = request(json!({"seed": 1, "logit_bias": {"1": 1}, "x_custom": 2}));
+        assert!(dropped(Dialect::Openai, &req).is_empty());
+    }
+
+    #[test]
+    fn unknown_fields_and_default_values() {
+        let req = request(json!({
+            "seed": 1, "x_custom": true, "n": 1, "modalities": ["text"],
+            "parallel_tool_calls": true, "logprobs": null, "user": "u",
+            "response_format": {"type": "text"}
+        }));
+        assert_eq!(dropped(Dialect::Anthropic, &req), ["seed", "x_custom"]);
+        assert_eq!(dropped(Dialect::Gemini, &req), ["x_custom"]);
+        let both =
+            request(json!({"tools": sample("tools"), "response_format": {"type":"json_object"}}));
+        for d in [Dialect::Anthropic, Dialect::Gemini] {
+            assert_eq!(dropped(d, &both), ["response_format"], "{d:?}");
+        }
+    }
+
+    #[test]
+    fn every_field_is_in_the_docs_table() {
+        let doc = include_str!("../../../docs/routing.md");
+        for f in FIELDS {
+            let row = format!("| `{}` |", f.name);
+            assert!(doc.contains(&row), "docs/routing.md lacks the row {row}");
+        }
+    }
+}
