@@ -16,8 +16,8 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::request::{ChatRequest, Content, image_url_of};
 use super::Dialect;
+use super::request::{ChatRequest, Content, image_url_of};
 
 /// One thing a request needs from the model.
 #[derive(
