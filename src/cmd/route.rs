@@ -60,6 +60,9 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
     )?;
     if let Some(sh) = shared {
         engine = engine.with_shared(sh);
+        // What other instances learned, before the first request; the
+        // health poller keeps it current.
+        rt.block_on(engine.sync_verdicts());
     }
     let engine = Arc::new(engine);
     if a.status {
