@@ -289,6 +289,42 @@ fn what_a_model_cannot_take_is_skipped_before_sending() {
 }
 
 #[test]
+fn a_session_keeps_going_to_the_model_that_served_it() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("a", "openai", &["first"], "priority = 1"),
+            fake.provider("b", "openai", &["second"], "priority = 2"),
+        ],
+        "",
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let post = |model: &str, session: &str| {
+        let mut h = vec![("content-type", "application/json")];
+        if !session.is_empty() {
+            h.push(("x-session-id", session));
+        }
+        http(
+            "POST",
+            &format!("{}/v1/chat/completions", srv.url),
+            &h,
+            Some(&chat_body(model, false)),
+        )
+    };
+    // The session's first turn went to b (pinned); its next turns, for
+    // any model, try b first while b is healthy.
+    assert_eq!(post("b::second", "s1").header("x-routed-via"), "b::second");
+    assert_eq!(post("auto", "s1").header("x-routed-via"), "b::second");
+    // Another session takes the usual order.
+    assert_eq!(post("auto", "s2").header("x-routed-via"), "a::first");
+    // Past the TTL (30 min after the last turn), the usual order again.
+    advance(&env, 30 * 60);
+    assert_eq!(post("auto", "s1").header("x-routed-via"), "a::first");
+}
+
+#[test]
 fn max_tokens_over_the_catalog_cap_is_lowered_before_sending() {
     let env = env();
     let fake = Fake::start(&env, &[]);
