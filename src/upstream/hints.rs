@@ -209,7 +209,15 @@ pub fn capability(text: &str) -> Option<Capability> {
         "only supported by certain models",
         "not available for this model",
     ];
-    let refused = has(REFUSED);
+    // A malformed tool or JSON schema ("Invalid schema for function 'f':
+    // 'patternProperties' is not supported") is the request's own fault,
+    // however it is worded.
+    let refused = has(REFUSED)
+        && !has(&[
+            "invalid schema",
+            "invalid_function_parameters",
+            "invalid_json_schema",
+        ]);
     if has(&[
         "max_tokens",
         "max_completion_tokens",
@@ -438,6 +446,7 @@ mod tests {
             r#"{"error":{"message":"'messages.1' : for 'role:user' the following must be satisfied[('messages.1' : property 'tool_calls' is unsupported, did you mean 'tool_call_id'?)]","type":"invalid_request_error"}}"#,
             r#"{"error":{"message":"Invalid schema for function 'f': In context=(), 'required' is required to be supplied","type":"invalid_request_error","param":"tools[0].function.parameters","code":"invalid_function_parameters"}}"#,
             r#"{"error":{"message":"Missing required parameter: 'messages'.","type":"invalid_request_error"}}"#,
+            r#"{"error":{"message":"Invalid schema for function 'f': 'patternProperties' is not supported.","type":"invalid_request_error","param":"tools[0].function.parameters","code":"invalid_function_parameters"}}"#,
             r#"{"error":{"message":"max_tokens must be an integer","type":"invalid_request_error"}}"#,
         ] {
             assert_eq!(capability(text), None, "{text}");
