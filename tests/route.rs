@@ -187,7 +187,9 @@ fn a_model_failing_three_times_in_15_minutes_is_benched_for_10() {
 }
 
 #[test]
-fn a_client_fault_goes_back_at_once() {
+fn a_context_overflow_falls_back_and_alone_is_a_400() {
+    // A prompt too long for one model is not too long for every model
+    // (docs/routing.md, "What a request needs"): the next one serves.
     let env = env();
     let fake = Fake::start(&env, &[]);
     for dialect in ["openai", "anthropic", "gemini"] {
@@ -199,20 +201,19 @@ fn a_client_fault_goes_back_at_once() {
             ],
             "",
         );
-        let r = route(&env, &cfg, &[Q]).code(2);
+        let before = calls(&fake, "ok");
+        let r = route(&env, &cfg, &[Q]).ok();
+        assert_eq!(r.stdout.trim(), "14", "{dialect}: {}", r.stderr);
         assert!(
-            r.stderr.contains("context_length"),
+            r.stderr.contains("a::context-length=context_length"),
             "{dialect}: {}",
             r.stderr
         );
-        assert_eq!(
-            calls(&fake, "ok"),
-            0,
-            "{dialect}: no fallback for the client's own error"
-        );
-        // Not a cooldown either: the next request tries it again.
+        assert_eq!(calls(&fake, "ok"), before + 1, "{dialect}");
+        // Nothing is benched: the next request tries it again. Alone, its
+        // 400 is the answer, with OpenAI's code.
         let srv = RouteServer::start(&env, &cfg, &[]);
-        let r = chat(&srv, "auto", false);
+        let r = chat(&srv, "a::context-length", false);
         assert_eq!(r.status, 400, "{dialect}: {}", r.body);
         assert_eq!(
             r.json()["error"]["code"],
@@ -220,9 +221,135 @@ fn a_client_fault_goes_back_at_once() {
             "{}",
             r.body
         );
-        assert_eq!(calls(&fake, "ok"), 0);
+        route(&env, &cfg, &["--model", "a::context-length", Q]).code(2);
     }
-    assert_eq!(calls(&fake, "context-length"), 6);
+    assert_eq!(calls(&fake, "context-length"), 9);
+}
+
+/// A chat completion with `extra` fields merged into the body.
+fn chat_with(srv: &RouteServer, model: &str, extra: Value) -> crate::support::Http {
+    let mut body: Value = serde_json::from_str(&chat_body(model, false)).unwrap();
+    for (k, v) in extra.as_object().unwrap() {
+        body[k] = v.clone();
+    }
+    http(
+        "POST",
+        &format!("{}/v1/chat/completions", srv.url),
+        &[("content-type", "application/json")],
+        Some(&body.to_string()),
+    )
+}
+
+#[test]
+fn what_a_model_cannot_take_is_skipped_before_sending() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("a", "anthropic", &["ok"], "priority = 1"),
+            fake.provider(
+                "t",
+                "openai",
+                &["tiny"],
+                "priority = 2\nmodel_info = { \"tiny\" = { context_window = 5 } }",
+            ),
+            fake.provider("b", "openai", &["big"], "priority = 3"),
+        ],
+        "",
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    // n: 2 is more than the Anthropic dialect carries, and the prompt
+    // (about 11 tokens) more than t::tiny's window: neither is sent to.
+    let r = chat_with(&srv, "auto", serde_json::json!({"n": 2}));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("x-routed-via"), "b::big");
+    assert_eq!(r.header("x-fallback-attempts"), "0");
+    assert_eq!(
+        r.header("x-fallback-trail"),
+        "a::ok=skip:n, t::tiny=skip:context"
+    );
+    assert_eq!((calls(&fake, "ok"), calls(&fake, "tiny")), (0, 0));
+    // No active model could ever take it: a 400 that says why, and
+    // nothing sent.
+    let r = chat_with(&srv, "a::ok", serde_json::json!({"n": 2}));
+    assert_eq!(r.status, 400, "{}", r.body);
+    let e = &r.json()["error"];
+    assert_eq!(e["code"], "no_capable_model", "{}", r.body);
+    assert_eq!(
+        e["message"],
+        "no active model can take this request: it asks for several choices (n > 1), and none of the 1 active model can return several choices (a::ok: cannot return several choices (the anthropic dialect))"
+    );
+    assert!(r.header("retry-after").is_empty(), "{}", r.body);
+    assert_eq!(calls(&fake, "ok"), 0);
+    // Without the need, the same model serves.
+    let r = chat(&srv, "a::ok", false);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(calls(&fake, "ok"), 1);
+}
+
+#[test]
+fn a_session_keeps_going_to_the_model_that_served_it() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("a", "openai", &["first"], "priority = 1"),
+            fake.provider("b", "openai", &["second"], "priority = 2"),
+        ],
+        "",
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let post = |model: &str, session: &str| {
+        let mut h = vec![("content-type", "application/json")];
+        if !session.is_empty() {
+            h.push(("x-session-id", session));
+        }
+        http(
+            "POST",
+            &format!("{}/v1/chat/completions", srv.url),
+            &h,
+            Some(&chat_body(model, false)),
+        )
+    };
+    // The session's first turn went to b (pinned); its next turns, for
+    // any model, try b first while b is healthy.
+    assert_eq!(post("b::second", "s1").header("x-routed-via"), "b::second");
+    assert_eq!(post("auto", "s1").header("x-routed-via"), "b::second");
+    // Another session takes the usual order.
+    assert_eq!(post("auto", "s2").header("x-routed-via"), "a::first");
+    // Past the TTL (30 min after the last turn), the usual order again.
+    advance(&env, 30 * 60);
+    assert_eq!(post("auto", "s1").header("x-routed-via"), "a::first");
+}
+
+#[test]
+fn max_tokens_over_the_catalog_cap_is_lowered_before_sending() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[fake.provider(
+            "a",
+            "openai",
+            &["ok"],
+            "model_info = { \"ok\" = { max_output_tokens = 8 } }",
+        )],
+        "",
+    );
+    let r = route(&env, &cfg, &["--max-tokens", "100", Q]).ok();
+    assert!(
+        r.stderr.starts_with("via a::ok (max_tokens→8)"),
+        "{}",
+        r.stderr
+    );
+    let r = route(&env, &cfg, &["--max-tokens", "8", Q]).ok();
+    assert!(
+        r.stderr.starts_with("via a::ok\n") || r.stderr.trim() == "via a::ok",
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
@@ -721,7 +848,9 @@ fn providers_metrics_status_and_brief_show_what_route_knows() {
             ),
             fake.provider("b", "openai", &["ok", "other"], "priority = 2"),
         ],
-        "",
+        // Both requests take the usual order: without affinity to b::ok
+        // the second meets a's bench.
+        "[route]\naffinity_secs = 0\n",
     );
     env.run(&["--config", &cfg, "state", "disable", "b::other"])
         .ok();
@@ -788,7 +917,7 @@ fn limits_are_checked_before_sending() {
                 "priority = 2\nlimits = { tpm = 5000 }\ndaily_cap = 3",
             ),
         ],
-        "",
+        "[route]\nreserve_max_tokens = 10000\n",
     );
     // The `via` line (the first run also announces the stats directory).
     let via = |r: &crate::support::Run| {
@@ -818,11 +947,14 @@ fn limits_are_checked_before_sending() {
     // Pinned to b: a request estimated over b's whole tpm is never sent.
     let r = route(&env, &cfg, &["--model", "b::ok", "--max-tokens", "9000", Q]).code(5);
     assert!(r.stderr.contains("limit:tpm"), "{}", r.stderr);
+    // Without max_tokens, a request reserves [route] reserve_max_tokens.
+    let r = route(&env, &cfg, &["--model", "b::ok", Q]).code(5);
+    assert!(r.stderr.contains("limit:tpm"), "{}", r.stderr);
     // b's provider-wide daily cap: 3 requests a day (one already used).
     for _ in 0..2 {
-        route(&env, &cfg, &["--model", "b::ok", Q]).ok();
+        route(&env, &cfg, &["--model", "b::ok", "--max-tokens", "100", Q]).ok();
     }
-    let r = route(&env, &cfg, &["--model", "b::ok", Q]).code(5);
+    let r = route(&env, &cfg, &["--model", "b::ok", "--max-tokens", "100", Q]).code(5);
     assert!(r.stderr.contains("limit:daily_cap"), "{}", r.stderr);
     assert!(r.stderr.contains("usable again at"), "{}", r.stderr);
     let state = std::fs::read_to_string(env.stats().join("route_state.json")).unwrap();

@@ -152,6 +152,8 @@ fn learned_limits_and_token_corrections_reach_the_other_instance() {
     // `learn` answers with headers announcing 3 requests a minute.
     let fake = Fake::start(&env, &["learn=rpm-headers:3"]);
     let tables = [
+        // What a request without max_tokens reserves (4,096 by default).
+        "[route]\nreserve_max_tokens = 1024\n".to_string(),
         fake.provider("l", "openai", &["learn"], ""),
         fake.provider(
             "t",
@@ -195,7 +197,7 @@ fn learned_limits_and_token_corrections_reach_the_other_instance() {
     assert_eq!((&u["used"], &u["limit"]), (&3.into(), &3.into()), "{u}");
 
     // Token corrections. A request counts as ~1,035 tokens (its characters
-    // ÷ 4 plus 1,024) until the upstream says what it used, far less: with
+    // ÷ 4 plus reserve_max_tokens) until the upstream says what it used, far less: with
     // tpm = 3000 only the corrections let a third request through. Each
     // one lands in Redis just after the reply, so the other instance is
     // polled until it shows the corrected total.
@@ -230,6 +232,61 @@ fn learned_limits_and_token_corrections_reach_the_other_instance() {
         (&tpm["limit"], &tpm["learned"]),
         (&3000.into(), &false.into())
     );
+}
+
+fn what_an_upstream_said_a_model_cannot_take_reaches_the_other_instances() {
+    let redis = Redis::start();
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = env
+        .write(
+            "llmprobe.toml",
+            format!(
+                "include_default_catalog = false\n[defaults]\ntimeout_secs = 10\n\n{}\n{}",
+                fake.provider("a", "openai", &["context-length"], "priority = 1"),
+                fake.provider("b", "openai", &["ok"], "priority = 2"),
+            ),
+        )
+        .display()
+        .to_string();
+    let url = redis.url();
+    let args = ["--shared-state", url.as_str()];
+    // About 10,000 tokens: over the 8,192 the fake's 400 states.
+    let long = serde_json::json!({
+        "model": "auto",
+        "messages": [{"role": "user", "content": "x".repeat(40_000)}],
+    })
+    .to_string();
+    let post = |srv: &RouteServer| {
+        http(
+            "POST",
+            &format!("{}/v1/chat/completions", srv.url),
+            &[("content-type", "application/json")],
+            Some(&long),
+        )
+    };
+    let a = RouteServer::start(&env, &cfg, &args);
+    let r = post(&a);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.header("x-fallback-trail"),
+        "a::context-length=context_length"
+    );
+    // An instance started later knows the window without sending.
+    let b = RouteServer::start(&env, &cfg, &args);
+    let r = post(&b);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.header("x-fallback-trail"),
+        "a::context-length=skip:context"
+    );
+    assert_eq!(r.header("x-fallback-attempts"), "0");
+    let calls = fake
+        .seen()
+        .iter()
+        .filter(|s| s.model() == "context-length")
+        .count();
+    assert_eq!(calls, 1);
 }
 
 fn status_displays_show_the_shared_state_and_say_when_they_cannot() {
@@ -354,6 +411,11 @@ pub fn tests() -> Vec<crate::Test> {
             "shared::learned_limits_and_token_corrections_reach_the_other_instance",
             needs,
             learned_limits_and_token_corrections_reach_the_other_instance,
+        ),
+        crate::Test::new(
+            "shared::what_an_upstream_said_a_model_cannot_take_reaches_the_other_instances",
+            needs,
+            what_an_upstream_said_a_model_cannot_take_reaches_the_other_instances,
         ),
         crate::Test::new(
             "shared::status_displays_show_the_shared_state_and_say_when_they_cannot",

@@ -193,6 +193,31 @@ impl Limits {
     }
 }
 
+/// What a provider documents about one model (`model_info`), for `route`:
+/// the longest prompt it holds and the most it writes in one reply. A
+/// request over the window is not sent there (`skip:context`), and a
+/// `max_tokens` over the cap is lowered to it (docs/routing.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelInfo {
+    /// Tokens of prompt (and reply) the model holds.
+    pub context_window: Option<u64>,
+    /// The largest `max_tokens` the upstream accepts.
+    pub max_output_tokens: Option<u32>,
+}
+
+impl ModelInfo {
+    fn zero_field(&self) -> Option<&'static str> {
+        if self.context_window == Some(0) {
+            Some("context_window")
+        } else if self.max_output_tokens == Some(0) {
+            Some("max_output_tokens")
+        } else {
+            None
+        }
+    }
+}
+
 /// `day_reset = "HH:MM"`: the UTC time of day a provider's daily windows
 /// reset. A fixed UTC time, never a time zone, so a reset that follows
 /// daylight saving (Gemini: midnight Pacific) is written as the later of
@@ -238,6 +263,7 @@ struct ProviderToml {
     priority: Option<i64>,
     limits: Option<Limits>,
     model_limits: Option<BTreeMap<String, Limits>>,
+    model_info: Option<BTreeMap<String, ModelInfo>>,
     key_limits: Option<Limits>,
     daily_cap: Option<u64>,
     day_reset: Option<String>,
@@ -298,6 +324,9 @@ pub struct Provider {
     /// Per-model overrides of `limits`, field by field. Every key names a
     /// model in `models`.
     pub model_limits: BTreeMap<String, Limits>,
+    /// Context windows and output caps of the models that document them.
+    /// Every key names a model in `models`.
+    pub model_info: BTreeMap<String, ModelInfo>,
     /// Limits of each key across all models of the provider.
     pub key_limits: Limits,
     /// Requests per day across the whole provider, every key and model.
@@ -620,6 +649,11 @@ pub fn model_key(provider: &str, model: &str) -> String {
 }
 
 impl Provider {
+    /// What the catalog knows of `model` (nothing, when it documents none).
+    pub fn info(&self, model: &str) -> ModelInfo {
+        self.model_info.get(model).copied().unwrap_or_default()
+    }
+
     /// Read the environment: fill the URL and find the key.
     pub fn resolve(&self) -> std::result::Result<Resolved, Unusable> {
         self.resolve_with(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
@@ -703,6 +737,10 @@ fn merge_provider(into: &mut ProviderToml, from: ProviderToml) {
     {
         limits.retain(|m, _| models.contains(m));
     }
+    if let (Some(models), None, Some(info)) = (&from.models, &from.model_info, &mut into.model_info)
+    {
+        info.retain(|m, _| models.contains(m));
+    }
     macro_rules! take {
         ($($f:ident),*) => { $( if from.$f.is_some() { into.$f = from.$f; } )* };
     }
@@ -722,6 +760,7 @@ fn merge_provider(into: &mut ProviderToml, from: ProviderToml) {
         priority,
         limits,
         model_limits,
+        model_info,
         key_limits,
         daily_cap,
         day_reset,
@@ -844,6 +883,19 @@ fn validate_provider(t: ProviderToml, d: &Defaults, origin: &str) -> Result<Prov
             return Err(zero(format!("model_limits.{model:?}.{f}")));
         }
     }
+    let model_info = t.model_info.clone().unwrap_or_default();
+    for (model, i) in &model_info {
+        if !models.contains(model) {
+            return Err(bad(format!(
+                "model_info names {model:?}, which is not in `models`"
+            )));
+        }
+        if let Some(f) = i.zero_field() {
+            return Err(bad(format!(
+                "model_info.{model:?}.{f} is 0: remove it when it is not known"
+            )));
+        }
+    }
     let day_reset = match &t.day_reset {
         Some(s) => parse_day_reset(s).map_err(bad)?,
         None => NaiveTime::MIN,
@@ -872,6 +924,7 @@ fn validate_provider(t: ProviderToml, d: &Defaults, origin: &str) -> Result<Prov
         priority: t.priority.unwrap_or(100),
         limits,
         model_limits,
+        model_info,
         key_limits,
         daily_cap: t.daily_cap,
         day_reset,

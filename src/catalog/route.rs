@@ -21,6 +21,8 @@ pub(super) struct RouteToml {
     request_timeout_secs: Option<f64>,
     max_body_bytes: Option<u64>,
     shared_state: Option<String>,
+    reserve_max_tokens: Option<u32>,
+    affinity_secs: Option<f64>,
 }
 
 /// How `route` behaves, validated. Command-line flags override these.
@@ -42,11 +44,20 @@ pub struct RouteSettings {
     pub max_body_bytes: usize,
     /// `redis://…` to share cooldowns and limits between instances.
     pub shared_state: Option<String>,
+    /// The answer's tokens counted against token limits before the
+    /// upstream reports its usage, when the client sets no `max_tokens` or
+    /// one above this (docs/configuration.md).
+    pub reserve_max_tokens: u32,
+    /// How long a conversation keeps going to the model that served its
+    /// previous turn; zero turns affinity off (docs/routing.md).
+    pub affinity: Duration,
 }
 
 pub const MAX_ATTEMPTS: std::ops::RangeInclusive<u32> = 1..=100;
 pub const BUDGET_SECS: std::ops::RangeInclusive<f64> = 0.0..=3600.0;
 pub const MAX_BODY: std::ops::RangeInclusive<u64> = 1024..=(256 << 20);
+pub const RESERVE_MAX_TOKENS: std::ops::RangeInclusive<u32> = 1..=1_000_000;
+pub const AFFINITY_SECS: std::ops::RangeInclusive<f64> = 0.0..=86400.0;
 
 impl Default for RouteSettings {
     fn default() -> Self {
@@ -59,6 +70,8 @@ impl Default for RouteSettings {
             request_timeout: Duration::from_secs(300),
             max_body_bytes: 4 << 20,
             shared_state: None,
+            reserve_max_tokens: 4096,
+            affinity: Duration::from_secs(30 * 60),
         }
     }
 }
@@ -104,6 +117,22 @@ impl RouteSettings {
                 ));
             }
         };
+        let reserve_max_tokens = match t.reserve_max_tokens {
+            None => d.reserve_max_tokens,
+            Some(n) if RESERVE_MAX_TOKENS.contains(&n) => n,
+            Some(n) => {
+                return Err(format!(
+                    "route.reserve_max_tokens {n} is out of range: expected {} to {}",
+                    RESERVE_MAX_TOKENS.start(),
+                    RESERVE_MAX_TOKENS.end()
+                ));
+            }
+        };
+        let affinity = match t.affinity_secs {
+            None => d.affinity,
+            Some(v) => bounded_secs(v, AFFINITY_SECS, false)
+                .map_err(|why| format!("route.affinity_secs {why}"))?,
+        };
         if let Some(url) = &t.shared_state
             && !url.starts_with("redis://")
         {
@@ -124,6 +153,8 @@ impl RouteSettings {
             )?,
             max_body_bytes,
             shared_state: t.shared_state.clone(),
+            reserve_max_tokens,
+            affinity,
         })
     }
 }

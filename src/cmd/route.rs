@@ -13,6 +13,7 @@ use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::output;
+use crate::route::ask::Ask;
 use crate::route::engine::{Engine, Exhausted, trail};
 use crate::route::shared::SharedState;
 use crate::route::status::{RouteSnapshot, Source, Want};
@@ -59,6 +60,9 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
     )?;
     if let Some(sh) = shared {
         engine = engine.with_shared(sh);
+        // What other instances learned, before the first request; the
+        // health poller keeps it current.
+        rt.block_on(engine.sync_verdicts());
     }
     let engine = Arc::new(engine);
     if a.status {
@@ -148,12 +152,10 @@ fn one_shot(rt: &tokio::runtime::Runtime, engine: Arc<Engine>, a: &RouteArgs) ->
     let req = request(a)?;
     engine.refresh_health()?;
     let e = engine.clone();
-    let result = rt.block_on(
-        engine.route(a.model.as_deref(), req.estimated_tokens(), |c, key| {
-            let (e, req) = (e.clone(), req.clone());
-            async move { send::complete(&e, &c, key.as_ref(), &req).await }
-        }),
-    );
+    let result = rt.block_on(engine.route(&Ask::new(a.model.as_deref(), &req), |c, key| {
+        let (e, req) = (e.clone(), req.clone());
+        async move { send::complete(&e, &c, key.as_ref(), &req).await }
+    }));
     engine.save_if_dirty()?;
     match result {
         Ok(s) => {
@@ -170,6 +172,9 @@ fn one_shot(rt: &tokio::runtime::Runtime, engine: Arc<Engine>, a: &RouteArgs) ->
                 output::println(&answer_text(&body))?;
             }
             let mut via = format!("via {}", s.via);
+            if !s.clamped.is_empty() {
+                via.push_str(&format!(" ({})", s.clamped.join(", ")));
+            }
             if fallbacks > 0 {
                 via.push_str(&format!(" after {} failed attempt(s)", fallbacks));
             }

@@ -24,6 +24,9 @@ use super::health::HealthMap;
 pub struct Candidate {
     pub provider: Arc<Resolved>,
     pub model: String,
+    /// The `max_tokens` to send instead of the request's, when the router
+    /// lowered it to the model's output cap (`None`: the request's own).
+    pub max_tokens: Option<u32>,
 }
 
 impl Candidate {
@@ -138,6 +141,7 @@ fn cand(p: &Arc<Resolved>, m: &str) -> Candidate {
     Candidate {
         provider: p.clone(),
         model: m.to_string(),
+        max_tokens: None,
     }
 }
 

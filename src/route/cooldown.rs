@@ -16,7 +16,8 @@
 //! | `server_error`, `overloaded`, `timeout` | nothing lasting (but see below) | — | skip the provider for the rest of the request |
 //! | `transport` | nothing lasting | — | skip the provider for the rest of the request |
 //! | `model_not_found` | nothing lasting (but see below) | — | next candidate |
-//! | `context_length`, `bad_request` | nothing | — | return the error to the client at once |
+//! | `context_length`, `unsupported` | nothing (the router remembers the model's verdict for a day instead) | — | next candidate |
+//! | `bad_request` | nothing | — | return the error to the client at once |
 //!
 //! A model whose own failures (`server_error`, `overloaded`, `timeout`,
 //! `model_not_found`) reach [`MODEL_FAILURES`] within [`MODEL_WINDOW`] is
@@ -267,9 +268,18 @@ impl Cooldowns {
         shared: Option<usize>,
     ) -> Decision {
         let (scope, until) = match err.class {
-            ErrorClass::ContextLength | ErrorClass::BadRequest => {
+            ErrorClass::BadRequest => {
                 return Decision {
                     action: Action::ReturnToClient,
+                    bench: None,
+                };
+            }
+            // More than this model can take: another may take it, and the
+            // model is no less healthy for it (the router remembers the
+            // verdict instead of benching).
+            ErrorClass::ContextLength | ErrorClass::Unsupported => {
+                return Decision {
+                    action: Action::TryNext,
                     bench: None,
                 };
             }
@@ -793,19 +803,29 @@ mod rule_tests {
     }
 
     #[test]
-    fn the_clients_own_errors_go_straight_back() {
-        for class in [ContextLength, BadRequest] {
+    fn capability_errors_move_on_and_the_clients_own_go_straight_back() {
+        for class in [ContextLength, Unsupported] {
             let mut c = Cooldowns::new();
             let d = c.record_failure(&groq("llama", 0), &err(class), t0());
             assert_eq!(
                 d,
                 Decision {
-                    action: Action::ReturnToClient,
+                    action: Action::TryNext,
                     bench: None
                 }
             );
             assert_eq!(c, Cooldowns::new());
         }
+        let mut c = Cooldowns::new();
+        let d = c.record_failure(&groq("llama", 0), &err(BadRequest), t0());
+        assert_eq!(
+            d,
+            Decision {
+                action: Action::ReturnToClient,
+                bench: None
+            }
+        );
+        assert_eq!(c, Cooldowns::new());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::upstream::classify::ErrorClass;
-use crate::upstream::dialect::{ReplyDelta, Usage};
+use crate::upstream::dialect::{Need, ReplyDelta, Usage};
 
 /// Why a request was not served.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +33,18 @@ pub enum RouteError {
     AllFailed {
         attempts: u32,
         retry_at: Option<DateTime<Utc>>,
+    },
+    /// No active candidate could ever take the request: each lacks
+    /// something it needs (its dialect cannot carry it, its context window
+    /// is too small, or an upstream said so within the day). Nothing was
+    /// sent.
+    Incapable {
+        /// The needs some candidate was passed over for, in order.
+        needs: Vec<Need>,
+        /// How many active candidates there were.
+        active: usize,
+        /// Per candidate: `groq::x: cannot carry tools (…)`.
+        reasons: Vec<String>,
     },
     /// The upstream refused the client's own request; trying elsewhere
     /// would fail the same way.
@@ -70,7 +82,7 @@ impl RouteError {
     /// opposed to one that found nothing to serve it now.
     pub fn is_usage_error(&self) -> bool {
         match self {
-            RouteError::UnknownModel { .. } => true,
+            RouteError::UnknownModel { .. } | RouteError::Incapable { .. } => true,
             RouteError::ClientFault { status, .. } => matches!(status, 400 | 413 | 422),
             _ => false,
         }
@@ -86,7 +98,8 @@ pub struct Attempt {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
     /// `ok`, an error class (`rate_limit`, `server_error`, …), or, for a
-    /// candidate skipped without sending, `cooldown:<reason>` or
+    /// candidate skipped without sending, `skip:<need>` (it cannot take
+    /// the request), `cooldown:<reason>` or
     /// `limit:<rpm|rpd|tpm|tpd|daily_cap>`.
     pub class: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -99,9 +112,11 @@ pub struct Attempt {
 }
 
 impl Attempt {
-    /// Sent and failed (not skipped for a cooldown or a limit, not served).
+    /// Sent and failed (not skipped for a need, a cooldown or a limit,
+    /// not served).
     pub fn failed(&self) -> bool {
         self.class != "ok"
+            && !self.class.starts_with("skip:")
             && !self.class.starts_with("cooldown:")
             && !self.class.starts_with("limit:")
     }
@@ -139,6 +154,21 @@ impl Exhausted {
                 if *attempts == 1 { "" } else { "s" },
                 trail(&self.attempts, 400)
             ),
+            RouteError::Incapable {
+                needs,
+                active,
+                reasons,
+            } => {
+                let phrases: Vec<&str> = needs.iter().map(|n| n.phrase()).collect();
+                let abilities: Vec<&str> = needs.iter().map(|n| n.ability()).collect();
+                format!(
+                    "no active model can take this request: {}, and none of the {active} active model{} can {} ({})",
+                    phrases.join(" and "),
+                    if *active == 1 { "" } else { "s" },
+                    abilities.join(" and "),
+                    reasons.join("; ")
+                )
+            }
             RouteError::ClientFault { message, .. } => {
                 format!("the upstream rejected the request itself: {message}")
             }

@@ -23,6 +23,8 @@ use crate::state::{ModelState, StateWatcher};
 use crate::upstream::classify::{ErrorClass, UpstreamError};
 use crate::upstream::secret::Redactor;
 
+use super::affinity::{AFFINITY_CAP, Affinity};
+use super::ask::Ask;
 use super::choose::{self, Candidate, Choice, NoCandidate};
 pub use super::domain::{Attempt, Exhausted, trail};
 use super::domain::{RouteError, StreamEvent};
@@ -30,6 +32,8 @@ use super::health::HealthCache;
 use super::limits::Reservation;
 use super::persist::{self, RouteState};
 use super::shared::SharedState;
+use super::verdicts::Verdicts;
+use crate::upstream::dialect::{Dialect, Need};
 use run::{Admission, AfterAttempt, Picker, Run};
 
 mod run;
@@ -47,6 +51,10 @@ pub struct Served<T> {
     /// The request as counted against limits, for a later correction from
     /// a stream's usage.
     pub reservation: Option<Reservation>,
+    /// What the router changed in the request for the model that served,
+    /// in the `X-Llmprobe-Dropped` vocabulary: `max_tokens→8192` when it
+    /// lowered `max_tokens` to the model's output cap.
+    pub clamped: Vec<String>,
     pub value: T,
 }
 
@@ -108,6 +116,8 @@ pub struct Engine {
     shared: Option<Arc<SharedState>>,
     /// Providers this instance could not reach ([`super::reach`]).
     pub reach: super::reach::Reach,
+    /// Which model served each conversation last ([`super::affinity`]).
+    affinity: Mutex<Affinity>,
 }
 
 /// The provider names of `provider::model` keys, each once, in order.
@@ -158,7 +168,10 @@ impl Engine {
         )?);
         let mut saved: RouteState<Cooldowns> = persist::load(&persist::path(&stats_dir))?;
         saved.cooldowns.prune(clock.now());
+        saved.verdicts.prune(clock.now());
+        let affinity = Mutex::new(Affinity::new(settings.affinity, AFFINITY_CAP));
         Ok(Engine {
+            affinity,
             settings,
             aliases: catalog.aliases.clone(),
             rotation: providers.iter().map(|_| AtomicUsize::new(0)).collect(),
@@ -314,27 +327,36 @@ impl Engine {
             .collect()
     }
 
-    /// Try the candidates for `model` in order with `send`, which makes one
-    /// attempt on one candidate with one key.
-    /// `tokens` is the request's estimate, counted against token limits
-    /// until the upstream reports its usage.
+    /// Try the candidates for `ask` in order with `send`, which makes one
+    /// attempt on one candidate with one key. A candidate that cannot take
+    /// the request (its dialect, its context window, or an upstream's word
+    /// within the day) is passed over before anything is sent
+    /// (`skip:<need>`); a `max_tokens` over a candidate's output cap is
+    /// lowered to it ([`Candidate::max_tokens`]); the model that served the
+    /// conversation's previous turn goes first while it is healthy.
     pub async fn route<T, F, Fut>(
         &self,
-        model: Option<&str>,
-        tokens: u64,
+        ask: &Ask,
         mut send: F,
     ) -> std::result::Result<Served<T>, Exhausted>
     where
         F: FnMut(Candidate, Option<ApiKey>) -> Fut,
         Fut: Future<Output = Sent<T>>,
     {
-        let candidates = self.candidates(model).map_err(|error| Exhausted {
-            error,
-            attempts: Vec::new(),
-        })?;
-        let mut run = Run::new(self, tokens);
+        let mut candidates = self
+            .candidates(ask.model.as_deref())
+            .map_err(|error| Exhausted {
+                error,
+                attempts: Vec::new(),
+            })?;
+        let now = self.clock.now();
+        self.previous_first(&mut candidates, ask, now);
+        let (candidates, skipped) = self.able(candidates, ask, now)?;
+        let mut run = Run::new(self, 0);
+        run.attempts = skipped;
         let mut picker = Picker::new(&candidates);
         while let Some((c, key, target)) = picker.next(self, &run.skip) {
+            run.tokens = self.reserved_tokens(c, ask);
             let mut reservation = match run.admit(c, key.as_ref(), &target).await {
                 Admission::Skipped => continue,
                 Admission::Stop => break,
@@ -346,13 +368,223 @@ impl Engine {
                 .record_outcome(c, key.as_ref(), target, reservation, sent.result, took)
                 .await;
             match next {
-                AfterAttempt::Served(s) => return Ok(s),
+                AfterAttempt::Served(s) => {
+                    if let Some(conv) = &ask.conversation {
+                        lock(&self.affinity).record(conv, &s.via, self.clock.now());
+                    }
+                    return Ok(s);
+                }
                 AfterAttempt::Rejected(x) => return Err(x),
                 AfterAttempt::NextKey => {}
                 AfterAttempt::NextCandidate => picker.next_candidate(),
             }
         }
         Err(run.exhausted())
+    }
+
+    /// Put the model that served this conversation's previous turn first,
+    /// if it is among the (active) candidates and not benched under every
+    /// key.
+    fn previous_first(&self, candidates: &mut Vec<Candidate>, ask: &Ask, now: DateTime<Utc>) {
+        let Some(conv) = &ask.conversation else {
+            return;
+        };
+        let Some(prev) = lock(&self.affinity).get(conv, now).map(str::to_string) else {
+            return;
+        };
+        let Some(i) = candidates.iter().position(|c| c.key() == prev) else {
+            return;
+        };
+        let c = &candidates[i];
+        let benched = {
+            let st = lock(&self.state);
+            targets(&c.provider, &c.model)
+                .iter()
+                .all(|t| st.cooldowns.blocked(t, now).is_some())
+        };
+        if !benched {
+            let c = candidates.remove(i);
+            candidates.insert(0, c);
+        }
+    }
+
+    /// The candidates that can take `ask` (each with its `max_tokens`
+    /// clamped to its output cap), and a `skip:<need>` attempt for each
+    /// that cannot. When none can, the request is refused as one no
+    /// active model could ever take ([`RouteError::Incapable`]).
+    fn able(
+        &self,
+        candidates: Vec<Candidate>,
+        ask: &Ask,
+        now: DateTime<Utc>,
+    ) -> std::result::Result<(Vec<Candidate>, Vec<Attempt>), Exhausted> {
+        let active = candidates.len();
+        let mut able = Vec::new();
+        let mut skipped = Vec::new();
+        let mut needs = Vec::new();
+        let mut reasons = Vec::new();
+        {
+            let st = lock(&self.state);
+            for mut c in candidates {
+                if let Some((need, why)) = self.cannot(&c, ask, &st.verdicts, now) {
+                    tracing::debug!(model = %c.key(), need = need.as_str(), why = %why, "route: skipped, cannot take it");
+                    self.count_skip(&c, need.as_str());
+                    if !needs.contains(&need) {
+                        needs.push(need);
+                    }
+                    reasons.push(format!("{}: {why}", c.key()));
+                    skipped.push(Attempt {
+                        model: c.key(),
+                        key: None,
+                        class: format!("skip:{}", need.as_str()),
+                        status: None,
+                        message: Some(why),
+                        retry_at: None,
+                    });
+                    continue;
+                }
+                c.max_tokens = self.clamp(&c, ask, &st.verdicts, now);
+                able.push(c);
+            }
+        }
+        if able.is_empty() {
+            self.count_request("rejected");
+            return Err(Exhausted {
+                error: RouteError::Incapable {
+                    needs,
+                    active,
+                    reasons,
+                },
+                attempts: skipped,
+            });
+        }
+        Ok((able, skipped))
+    }
+
+    /// Why `c` cannot take `ask`, if it cannot: the first need its dialect
+    /// cannot carry, a prompt over its context window (the catalog's or
+    /// one an upstream stated), or a need an upstream refused within the
+    /// day.
+    fn cannot(
+        &self,
+        c: &Candidate,
+        ask: &Ask,
+        verdicts: &Verdicts,
+        now: DateTime<Utc>,
+    ) -> Option<(Need, String)> {
+        let dialect = c.provider.provider.dialect;
+        if let Some(n) = ask.needs.iter().find(|n| !dialect.carries(**n)) {
+            return Some((
+                *n,
+                format!("cannot {} (the {} dialect)", n.ability(), dialect.as_str()),
+            ));
+        }
+        let key = c.key();
+        let window = [
+            c.provider.provider.info(&c.model).context_window,
+            verdicts.context_window(&key, now),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        if let Some(w) = window
+            && ask.prompt_tokens > w
+        {
+            return Some((
+                Need::Context,
+                format!(
+                    "cannot {} (context window {w} tokens, prompt about {})",
+                    Need::Context.ability(),
+                    ask.prompt_tokens
+                ),
+            ));
+        }
+        ask.needs.iter().find_map(|n| {
+            verdicts.lacks(&key, *n, now).map(|v| {
+                (
+                    *n,
+                    format!(
+                        "cannot {} (the upstream said so: {}; until {})",
+                        n.ability(),
+                        v.message.as_deref().unwrap_or("refused"),
+                        crate::time::format_ts(v.until)
+                    ),
+                )
+            })
+        })
+    }
+
+    /// The `max_tokens` to send to `c` instead of the request's: its
+    /// output cap (the catalog's or one an upstream stated), when the
+    /// request asks for more. A request with none asks Anthropic for the
+    /// dialect's default.
+    fn clamp(
+        &self,
+        c: &Candidate,
+        ask: &Ask,
+        verdicts: &Verdicts,
+        now: DateTime<Utc>,
+    ) -> Option<u32> {
+        let asked = ask.max_tokens.or_else(|| {
+            (c.provider.provider.dialect == Dialect::Anthropic)
+                .then_some(crate::upstream::dialect::ANTHROPIC_DEFAULT_MAX_TOKENS)
+        })?;
+        let cap = [
+            c.provider.provider.info(&c.model).max_output_tokens,
+            verdicts.output_cap(&c.key(), now),
+        ]
+        .into_iter()
+        .flatten()
+        .min()?;
+        (asked > cap).then_some(cap)
+    }
+
+    /// What a request to `c` counts against token limits until the
+    /// upstream reports its usage: the prompt, and the answer's
+    /// `max_tokens` (as clamped) up to `[route] reserve_max_tokens`, or
+    /// that setting when the request sets none.
+    fn reserved_tokens(&self, c: &Candidate, ask: &Ask) -> u64 {
+        let reserve = self.settings.reserve_max_tokens;
+        let answer = match c.max_tokens.or(ask.max_tokens) {
+            Some(m) if m <= reserve => m,
+            _ => reserve,
+        };
+        ask.prompt_tokens + u64::from(answer)
+    }
+
+    /// Remember what a capability error said about `c`'s model, here and
+    /// in the shared store.
+    fn learn_verdict(&self, c: &Candidate, err: &UpstreamError) {
+        let Some(cap) = crate::upstream::classify::capability_of(err) else {
+            return;
+        };
+        let now = self.clock.now();
+        let key = c.key();
+        let made = lock(&self.state)
+            .verdicts
+            .learn(&key, cap, &err.message, now);
+        let Some((name, v)) = made else {
+            return;
+        };
+        tracing::debug!(model = %key, verdict = %name, until = %crate::time::format_ts(v.until), "route: learned what the model cannot take");
+        self.mark_dirty();
+        if let Some(s) = self.shared.clone() {
+            tokio::spawn(async move { s.put_verdict(&key, &name, &v).await });
+        }
+    }
+
+    /// Take in what other instances learned about models (off the request
+    /// path: the server's health poller calls it).
+    pub async fn sync_verdicts(&self) {
+        let Some(s) = self.shared.clone() else {
+            return;
+        };
+        if let Ok(found) = s.verdicts(self.clock.now()).await {
+            let mut st = lock(&self.state);
+            for (model, name, v) in found.entries() {
+                st.verdicts.insert(model, name, v.clone());
+            }
+        }
     }
 
     fn count_request(&self, outcome: &str) {
@@ -472,6 +704,7 @@ impl Engine {
         let snapshot = {
             let mut cd = lock(&self.state);
             cd.cooldowns.prune(self.clock.now());
+            cd.verdicts.prune(self.clock.now());
             cd.saved_at = Some(crate::time::format_ts(self.clock.now()));
             cd.clone()
         };

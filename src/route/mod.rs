@@ -10,6 +10,8 @@
 //!   [`surface`] (the OpenAI API today) renders them; [`serve`] mounts the
 //!   surfaces over axum.
 
+pub mod affinity;
+pub mod ask;
 pub mod choose;
 pub mod cooldown;
 pub mod domain;
@@ -24,3 +26,4 @@ pub mod serve;
 pub mod shared;
 pub mod status;
 pub mod surface;
+pub mod verdicts;

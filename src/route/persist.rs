@@ -1,6 +1,6 @@
 //! `stats/route_state.json`: what `route` must remember between one-shot
 //! calls and across restarts (cooldowns and ladder hits, usage windows and
-//! learned limits). Keys appear only as index and fingerprint.
+//! learned limits, and what upstreams said models cannot take). Keys appear only as index and fingerprint.
 //!
 //! Read like the other data files: missing means empty; a file that cannot
 //! be parsed stops the command with exit 4 and is left byte-identical.
@@ -17,6 +17,7 @@ use crate::error::{DataError, Result, json_error_offset};
 use crate::fsutil::{self, DataLock};
 
 use super::limits::LimitLedger;
+use super::verdicts::Verdicts;
 
 pub const FILE: &str = "route_state.json";
 
@@ -38,6 +39,10 @@ pub struct RouteState<T> {
         skip_serializing_if = "LimitLedger::is_empty"
     )]
     pub limits: LimitLedger,
+    /// What upstreams said models cannot take ([`Verdicts`]); absent from
+    /// files written before, and while it is empty.
+    #[serde(default, skip_serializing_if = "Verdicts::is_empty")]
+    pub verdicts: Verdicts,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -53,6 +58,7 @@ impl<T: Default> RouteState<T> {
             saved_at: None,
             cooldowns: T::default(),
             limits: LimitLedger::default(),
+            verdicts: Verdicts::default(),
             extra: Map::new(),
         }
     }
@@ -106,6 +112,7 @@ mod tests {
         .unwrap();
         let mut state: RouteState<Cooldowns> = load(&file).unwrap();
         assert!(state.limits.is_empty());
+        assert!(state.verdicts.is_empty());
         let now = "2026-05-04T12:00:00Z".parse().unwrap();
         let eff = EffectiveLimits {
             model: Limits {
@@ -130,10 +137,26 @@ mod tests {
         // A restart respects the window.
         let mut back: RouteState<Cooldowns> = load(&file).unwrap();
         assert_eq!(back.limits, state.limits);
+        assert!(!text.contains("verdicts"), "{text}");
         assert!(back.limits.check_and_count(&req, now).is_err());
         // An empty budget is not written at all.
         save(dir.path(), &RouteState::<Cooldowns>::empty()).unwrap();
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(!text.contains("budget"), "{text}");
+    }
+
+    #[test]
+    fn verdicts_are_saved_and_read_back() {
+        use crate::upstream::dialect::Need;
+        use crate::upstream::hints::Capability;
+        let dir = tempfile::tempdir().unwrap();
+        let now = "2026-05-04T12:00:00Z".parse().unwrap();
+        let mut state = RouteState::<Cooldowns>::empty();
+        state
+            .verdicts
+            .learn("groq::m", Capability::Lacks(Need::Tools), "no tools", now);
+        save(dir.path(), &state).unwrap();
+        let back: RouteState<Cooldowns> = load(&path(dir.path())).unwrap();
+        assert!(back.verdicts.lacks("groq::m", Need::Tools, now).is_some());
     }
 }

@@ -51,6 +51,10 @@ pub struct Completion {
 fn for_candidate(req: &ChatRequest, c: &Candidate) -> ChatRequest {
     let mut r = req.clone();
     r.model = c.model.clone();
+    // The router's clamp to the model's output cap (docs/routing.md).
+    if c.max_tokens.is_some() {
+        r.max_tokens = c.max_tokens;
+    }
     r
 }
 

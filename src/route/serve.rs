@@ -27,6 +27,7 @@ use serde_json::json;
 use crate::upstream::dialect::ChatRequest;
 use crate::upstream::secret::Secret;
 
+use super::ask::Ask;
 use super::engine::{Attempt, Engine, Exhausted, trail};
 use super::send;
 use super::status::{RouteSnapshot, Source, Want};
@@ -188,31 +189,42 @@ async fn models(State(app): State<Arc<App>>) -> Response {
     axum::Json(json!({"object": "list", "data": data})).into_response()
 }
 
-async fn chat(State(app): State<Arc<App>>, ChatBody(req): ChatBody) -> Response {
+async fn chat(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    ChatBody(req): ChatBody,
+) -> Response {
     let engine = app.engine.clone();
     let model = Some(req.model.clone()).filter(|m| !m.is_empty());
+    let session = super::ask::SESSION_HEADERS
+        .iter()
+        .find_map(|h| headers.get(*h).and_then(|v| v.to_str().ok()));
+    let ask = Ask::new(model.as_deref(), &req).with_session(session);
     let timeout = engine.settings.request_timeout;
     if req.stream {
-        stream(engine, req, model).await
+        stream(engine, req, ask).await
     } else {
-        match tokio::time::timeout(timeout, complete(engine.clone(), req, model)).await {
+        match tokio::time::timeout(timeout, complete(engine.clone(), req, ask)).await {
             Ok(r) => r,
             Err(_) => openai::request_timeout(timeout).into_response_at(engine.clock.now()),
         }
     }
 }
 
-async fn complete(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) -> Response {
+async fn complete(engine: Arc<Engine>, req: ChatRequest, ask: Ask) -> Response {
     let e2 = engine.clone();
     let served = engine
-        .route(model.as_deref(), req.estimated_tokens(), |c, key| {
+        .route(&ask, |c, key| {
             let (e, req) = (e2.clone(), req.clone());
             async move { send::complete(&e, &c, key.as_ref(), &req).await }
         })
         .await;
     match served {
         Ok(mut s) => {
-            let dropped = std::mem::take(&mut s.value.dropped);
+            // The router's clamps (`max_tokens→8192`), then the fields the
+            // dialect could not carry.
+            let mut dropped = std::mem::take(&mut s.clamped);
+            dropped.append(&mut s.value.dropped);
             let mut resp = axum::Json(openai::completion_body(s.value)).into_response();
             routed_headers(resp.headers_mut(), Some(&s.via), &s.attempts);
             dropped_header(resp.headers_mut(), &dropped);
@@ -257,25 +269,27 @@ fn dropped_header(h: &mut HeaderMap, dropped: &[String]) {
     }
 }
 
-async fn stream(engine: Arc<Engine>, req: ChatRequest, model: Option<String>) -> Response {
+async fn stream(engine: Arc<Engine>, req: ChatRequest, ask: Ask) -> Response {
     let wants_usage = req.wants_stream_usage();
     let e2 = engine.clone();
     let served = engine
-        .route(model.as_deref(), req.estimated_tokens(), |c, key| {
+        .route(&ask, |c, key| {
             let (e, req) = (e2.clone(), req.clone());
             async move { send::open_stream(&e, &c, key.as_ref(), &req).await }
         })
         .await;
-    let s = match served {
+    let mut s = match served {
         Ok(s) => s,
         Err(x) => return exhausted(&engine, x),
     };
+    let mut dropped = std::mem::take(&mut s.clamped);
+    dropped.append(&mut s.value.dropped);
     let first = futures_util::stream::iter(s.value.first);
     let events = engine.watch_stream(s.target.clone(), s.reservation, first.chain(s.value.rest));
     let writer = openai::ChunkWriter::new(&s.value.model, wants_usage);
     let mut resp = openai::event_stream(events, writer);
     routed_headers(resp.headers_mut(), Some(&s.via), &s.attempts);
-    dropped_header(resp.headers_mut(), &s.value.dropped);
+    dropped_header(resp.headers_mut(), &dropped);
     resp
 }
 
@@ -310,6 +324,7 @@ pub async fn health_poller(engine: Arc<Engine>) {
         if let Ok(Err(err)) = tokio::task::spawn_blocking(move || e.refresh_health()).await {
             eprintln!("warning: {err}; the candidate order keeps the health read before");
         }
+        engine.sync_verdicts().await;
         let down = engine.reach.unreachable();
         if !down.is_empty() {
             let again: Vec<_> = engine

@@ -1,6 +1,7 @@
 //! State shared between `route --serve` instances through Redis
 //! (`--shared-state redis://…`): cooldowns, ladder hits, model failure
-//! counts, usage windows and learned limits.
+//! counts, usage windows and learned limits, and what upstreams said
+//! models cannot take (one hash, read by each instance's health poller).
 //!
 //! - **One round trip per decision.** [`SharedState::admit`] is one Lua
 //!   script that looks up the benches on a target's provider, key, model
@@ -34,6 +35,7 @@ use redis::aio::ConnectionManager;
 
 use crate::error::{Error, Result};
 use crate::route::cooldown::{Bench, Counter, Target};
+use crate::route::verdicts::{VERDICT_TTL, Verdict, Verdicts};
 
 use super::limits::{
     self, DayCount, Learned, LimitHit, LimitKind, LimitLedger, LimitRequest, MinuteEntry,
@@ -45,6 +47,8 @@ pub const CALL_TIMEOUT: Duration = Duration::from_millis(250);
 /// How often an unavailable store checks whether Redis is back.
 pub const RETRY_EVERY: Duration = Duration::from_millis(500);
 const PREFIX: &str = "llmprobe:";
+/// The hash of every model's verdicts (`provider::model|name` → JSON).
+const VERDICTS_KEY: &str = "llmprobe:verdicts";
 const MINUTE_TTL_MS: i64 = 61_000;
 
 /// Check benches, then limits; count only if everything passes.
@@ -544,6 +548,42 @@ impl SharedState {
             .ignore();
         let mut c = self.manager.clone();
         self.call(p.query_async::<()>(&mut c)).await
+    }
+
+    /// Share what an upstream said a model cannot take
+    /// ([`crate::route::verdicts`]): one field of one hash per model and
+    /// verdict, the hash kept as long as its newest verdict.
+    pub async fn put_verdict(&self, model: &str, name: &str, v: &Verdict) -> Shared<()> {
+        let json = serde_json::to_string(v).unwrap_or_default();
+        let mut p = redis::pipe();
+        p.atomic()
+            .hset(VERDICTS_KEY, format!("{model}|{name}"), json)
+            .ignore()
+            .pexpire(VERDICTS_KEY, VERDICT_TTL.num_milliseconds())
+            .ignore();
+        let mut c = self.manager.clone();
+        self.call(p.query_async::<()>(&mut c)).await
+    }
+
+    /// Every verdict still in force, from every instance.
+    pub async fn verdicts(&self, now: DateTime<Utc>) -> Shared<Verdicts> {
+        let mut c = self.manager.clone();
+        let all: HashMap<String, String> = self
+            .call(redis::cmd("HGETALL").arg(VERDICTS_KEY).query_async(&mut c))
+            .await?;
+        let mut out = Verdicts::default();
+        for (field, json) in all {
+            let (Some((model, name)), Ok(v)) = (
+                field.rsplit_once('|'),
+                serde_json::from_str::<Verdict>(&json),
+            ) else {
+                continue;
+            };
+            if v.until > now {
+                out.insert(model, name, v);
+            }
+        }
+        Ok(out)
     }
 
     /// Every instance's benches, usage windows and learned limits, as

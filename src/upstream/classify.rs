@@ -14,6 +14,7 @@
 //! | 403 (but Together's 403 context overflow is `context_length`, and OpenRouter's moderation 403 is `bad_request`) | `forbidden` | `error` |
 //! | 404, 410; a 4xx saying the model does not exist (Groq `model_decommissioned`, Cloudflare 5007, OpenRouter "not a valid model ID") | `model_not_found` | `error` |
 //! | 413 (incl. Groq's "rate_limit_exceeded" size error); a 4xx about the context (`context_length_exceeded`, llama.cpp `exceed_context_size_error`, Anthropic "prompt is too long") | `context_length` | `error` |
+//! | a 4xx naming a capability the model lacks (Groq "tools are not supported", Ollama "does not support tools", Gemini "Function calling / JSON mode is not enabled", OpenAI "'response_format' … is not supported with this model", "image_url is only supported by certain models") or an output cap `max_tokens` is over ("must be less than or equal to 8192", "> 8192, which is the maximum") | `unsupported` | `error` |
 //! | any other 4xx | `bad_request` | `error` |
 //! | 503, 529, a 5xx saying "overloaded" | `overloaded` | `http_error` |
 //! | any other 5xx; a 2xx with an error object and no other code; a 2xx whose `finish_reason` is `error` (the upstream behind a gateway failed mid-generation) | `server_error` | `http_error` |
@@ -70,6 +71,10 @@ pub enum ErrorClass {
     Forbidden,
     ModelNotFound,
     ContextLength,
+    /// A 4xx naming a capability this model lacks (tools, JSON mode,
+    /// images, …) or an output cap `max_tokens` is over
+    /// ([`hints::capability`]): another model may take the request.
+    Unsupported,
     BadRequest,
     Overloaded,
     ServerError,
@@ -97,15 +102,25 @@ impl ErrorClass {
             | ErrorClass::Forbidden
             | ErrorClass::ModelNotFound
             | ErrorClass::ContextLength
+            | ErrorClass::Unsupported
             | ErrorClass::BadRequest
             | ErrorClass::Transport => FailureType::Error,
         }
     }
 
     /// The client's own request is at fault: `route` returns the error at
-    /// once instead of trying another provider.
+    /// once instead of trying another provider. A context overflow or an
+    /// unsupported capability is the model's limit, not the request's
+    /// fault: another model may take it.
     pub fn is_client_fault(self) -> bool {
-        matches!(self, ErrorClass::ContextLength | ErrorClass::BadRequest)
+        self == ErrorClass::BadRequest
+    }
+
+    /// The request asked for more than this model can take (a longer
+    /// prompt, a capability, more output): `route` tries the next
+    /// candidate without benching this one.
+    pub fn is_capability(self) -> bool {
+        matches!(self, ErrorClass::ContextLength | ErrorClass::Unsupported)
     }
 }
 
@@ -130,6 +145,19 @@ pub struct UpstreamError {
     pub daily: bool,
     /// A short reason (≤ 200 chars), already redacted.
     pub message: String,
+}
+
+/// What a capability error says the model cannot take, read back from its
+/// (redacted) message: `None` for any other class. A context overflow
+/// whose message states no window is still a [`hints::Capability::Context`].
+pub fn capability_of(err: &UpstreamError) -> Option<hints::Capability> {
+    match err.class {
+        ErrorClass::ContextLength => Some(hints::Capability::Context(
+            hints::context_window_stated(&err.message),
+        )),
+        ErrorClass::Unsupported => hints::capability(&err.message),
+        _ => None,
+    }
 }
 
 /// Classify the result of [`crate::upstream::http::send`] for a probe that expects
@@ -347,6 +375,11 @@ pub fn class_for_status(status: u16, body: &[u8]) -> ErrorClass {
                 || said.any(SPENT_CREDITS)
             {
                 ErrorClass::Payment
+            } else if let Some(c) = hints::capability(&said.lower) {
+                match c {
+                    hints::Capability::Context(_) => ErrorClass::ContextLength,
+                    _ => ErrorClass::Unsupported,
+                }
             } else if said.is_context_overflow() {
                 ErrorClass::ContextLength
             } else if said.is_missing_model() {
@@ -958,7 +991,8 @@ mod class_tests {
             (Payment, F::Error, false),
             (Forbidden, F::Error, false),
             (ModelNotFound, F::Error, false),
-            (ContextLength, F::Error, true),
+            (ContextLength, F::Error, false),
+            (Unsupported, F::Error, false),
             (BadRequest, F::Error, true),
             (Overloaded, F::HttpError, false),
             (ServerError, F::HttpError, false),
@@ -1043,6 +1077,48 @@ mod class_tests {
     }
 
     #[test]
+    fn capability_refusals_are_unsupported_and_name_what_is_missing() {
+        use crate::upstream::dialect::Need;
+        use hints::Capability;
+        for (status, body, want) in [
+            (
+                400,
+                r#"{"error":{"message":"tools are not supported","type":"invalid_request_error"}}"#,
+                Capability::Lacks(Need::Tools),
+            ),
+            (
+                400,
+                r#"{"error":{"code":400,"message":"JSON mode is not enabled for models/gemma-3-27b-it","status":"INVALID_ARGUMENT"}}"#,
+                Capability::Lacks(Need::Json),
+            ),
+            (
+                400,
+                r#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: 65536 > 8192, which is the maximum allowed number of output tokens for claude-3-haiku-20240307"}}"#,
+                Capability::OutputCap(Some(8192)),
+            ),
+        ] {
+            let e = err(status, body);
+            assert_eq!(e.class, ErrorClass::Unsupported, "{body}");
+            assert!(e.class.is_capability() && !e.class.is_client_fault());
+            // Read back from the message the router keeps.
+            assert_eq!(capability_of(&e), Some(want), "{}", e.message);
+        }
+        let e = err(
+            400,
+            r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
+        );
+        assert_eq!(capability_of(&e), Some(Capability::Context(Some(8192))));
+        let bad = err(
+            400,
+            r#"{"error":{"message":"Invalid value for 'temperature': must be <= 2.","type":"invalid_request_error"}}"#,
+        );
+        assert_eq!(
+            (bad.class, capability_of(&bad)),
+            (ErrorClass::BadRequest, None)
+        );
+    }
+
+    #[test]
     fn size_and_context_errors_are_the_clients() {
         // Groq's 413 says rate_limit_exceeded but is about size.
         assert_eq!(
@@ -1067,7 +1143,8 @@ mod class_tests {
         ] {
             let e = err(400, body);
             assert_eq!(e.class, ErrorClass::ContextLength, "{body}");
-            assert!(e.class.is_client_fault());
+            // Another model, with a larger window, may take it.
+            assert!(!e.class.is_client_fault() && e.class.is_capability());
         }
         assert_eq!(
             class(

@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
-use crate::upstream::dialect;
+use crate::upstream::dialect::{self, Need};
 
 /// The time from `now` until `t`, zero when `t` has passed.
 fn until(t: DateTime<Utc>, now: DateTime<Utc>) -> Duration {
@@ -173,6 +173,164 @@ pub fn is_daily_quota(body: &[u8]) -> bool {
         .is_some_and(|c| c == "3036")
 }
 
+/// What a 4xx says the model cannot take, when it names a capability
+/// rather than a mistake any model would refuse: `route` sends such a
+/// request elsewhere and remembers the verdict for a day.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capability {
+    /// The model cannot take this need at all ("tools are not supported").
+    Lacks(Need),
+    /// The prompt is over the model's context window: the window, when the
+    /// message states it.
+    Context(Option<u64>),
+    /// `max_tokens` is over the model's output cap: the cap, when stated.
+    OutputCap(Option<u32>),
+}
+
+/// The capability an error message names, if any. `text` is the body or
+/// the message, in any case. Wordings are the providers' own (tests below):
+/// Groq "tools are not supported" / "tool calling is not supported with
+/// this model", Ollama "… does not support tools", Gemini "Function calling
+/// is not enabled for models/…" and "JSON mode is not enabled for
+/// models/…", OpenAI "'response_format' of type 'json_schema' is not
+/// supported with this model" and "image_url is only supported by certain
+/// models", and the output caps "must be less than or equal to 8192"
+/// (Groq), "supports at most 4096 completion tokens" (OpenAI), "> 8192,
+/// which is the maximum allowed number of output tokens" (Anthropic).
+pub fn capability(text: &str) -> Option<Capability> {
+    let t = text.to_lowercase().replace('`', "");
+    let has = |words: &[&str]| words.iter().any(|w| t.contains(w));
+    const REFUSED: &[&str] = &[
+        "not supported",
+        "not enabled",
+        "does not support",
+        "doesn't support",
+        "unsupported",
+        "only supported by certain models",
+        "not available for this model",
+    ];
+    // A malformed tool or JSON schema ("Invalid schema for function 'f':
+    // 'patternProperties' is not supported") is the request's own fault,
+    // however it is worded.
+    let refused = has(REFUSED)
+        && !has(&[
+            "invalid schema",
+            "invalid_function_parameters",
+            "invalid_json_schema",
+        ]);
+    if has(&[
+        "max_tokens",
+        "max_completion_tokens",
+        "max_output_tokens",
+        "maxoutputtokens",
+    ]) && has(&[
+        "less than or equal to",
+        "at most",
+        "too large",
+        "which is the maximum",
+        "supported range",
+        "maximum value for",
+    ]) {
+        return Some(Capability::OutputCap(output_cap_stated(&t)));
+    }
+    if refused {
+        if has(&[
+            "tools",
+            "tool calling",
+            "tool use",
+            "tool_choice",
+            "function calling",
+        ]) {
+            return Some(Capability::Lacks(Need::Tools));
+        }
+        if has(&[
+            "response_format",
+            "json mode",
+            "json_schema",
+            "json_object",
+            "structured output",
+        ]) {
+            return Some(Capability::Lacks(Need::Json));
+        }
+        if has(&["image url", "image urls", "url image", "url sources"]) {
+            return Some(Capability::Lacks(Need::ImageUrl));
+        }
+        if has(&["image", "vision", "multimodal"]) {
+            return Some(Capability::Lacks(Need::Vision));
+        }
+        if has(&["audio"]) {
+            return Some(Capability::Lacks(Need::Audio));
+        }
+        if has(&["suffix"]) {
+            return Some(Capability::Lacks(Need::Suffix));
+        }
+    }
+    if has(&[
+        "cannot read image",
+        "can't read image",
+        "does not have vision",
+    ]) {
+        return Some(Capability::Lacks(Need::Vision));
+    }
+    if has(&[
+        "'n' : number must be at most 1",
+        "n must be 1",
+        "only n=1",
+        "n > 1 is not",
+    ]) {
+        return Some(Capability::Lacks(Need::N));
+    }
+    None
+}
+
+/// The context window a context-overflow message states: OpenAI "maximum
+/// context length is 8192 tokens", Anthropic "215000 tokens > 200000
+/// maximum", Gemini "exceeds the maximum number of tokens allowed
+/// (1048576)", llama.cpp "available context size (4096 tokens)".
+pub fn context_window_stated(text: &str) -> Option<u64> {
+    let t = text.to_lowercase();
+    [
+        "context length is",
+        "tokens > ",
+        "tokens allowed (",
+        "context size (",
+    ]
+    .iter()
+    .find_map(|m| number_after(&t, m))
+}
+
+/// The output cap a max_tokens message states. Gemini's range "to 8193
+/// (exclusive)" is one above it.
+fn output_cap_stated(t: &str) -> Option<u32> {
+    if let Some(i) = t.find("(exclusive)")
+        && let Some(n) = number_after(&t[..i], " to ")
+    {
+        return u32::try_from(n.saturating_sub(1)).ok();
+    }
+    [
+        "less than or equal to",
+        "at most",
+        "> ",
+        "maximum value for max_tokens is",
+    ]
+    .iter()
+    .find_map(|m| number_after(t, m))
+    .and_then(|n| u32::try_from(n).ok())
+}
+
+/// The number right after the last `marker` in `t` (spaces, quotes and
+/// thousands separators allowed).
+fn number_after(t: &str, marker: &str) -> Option<u64> {
+    let at = t.rfind(marker)? + marker.len();
+    let rest = t[at..].trim_start_matches([' ', '\'', '"', ':']);
+    let digits: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == ',')
+        .filter(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
 /// The longest reset among buckets whose `*remaining*` header is 0. Reset
 /// values come as Go durations (OpenAI, Groq), float seconds (Cerebras),
 /// RFC 3339 (Anthropic) or epoch milliseconds (OpenRouter).
@@ -215,6 +373,113 @@ pub fn parse_reset(v: &str, now: DateTime<Utc>) -> Option<Duration> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn capability_refusals_name_the_need_in_each_providers_words() {
+        use Capability::*;
+        for (text, want) in [
+            (
+                r#"{"error":{"message":"tools are not supported","type":"invalid_request_error"}}"#,
+                Lacks(Need::Tools),
+            ),
+            (
+                r#"{"error":{"message":"tool calling is not supported with this model","type":"invalid_request_error","param":"tool calling"}}"#,
+                Lacks(Need::Tools),
+            ),
+            (
+                r#"{"error":{"message":"registry.ollama.ai/library/gemma3:4b does not support tools","type":"api_error","param":null,"code":null}}"#,
+                Lacks(Need::Tools),
+            ),
+            (
+                r#"{"error":"llama3 does not support tools"}"#,
+                Lacks(Need::Tools),
+            ),
+            (
+                r#"{"error":{"code":400,"message":"Function calling is not enabled for models/gemma-3-27b-it","status":"INVALID_ARGUMENT"}}"#,
+                Lacks(Need::Tools),
+            ),
+            (
+                r#"{"error":{"code":400,"message":"JSON mode is not enabled for models/gemma-3-27b-it","status":"INVALID_ARGUMENT"}}"#,
+                Lacks(Need::Json),
+            ),
+            (
+                r#"{"error":{"message":"Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.","type":"invalid_request_error","param":"response_format","code":null}}"#,
+                Lacks(Need::Json),
+            ),
+            (
+                r#"{"error":{"message":"Invalid content type. image_url is only supported by certain models.","type":"invalid_request_error","param":"messages.[0].content.[1].type","code":null}}"#,
+                Lacks(Need::Vision),
+            ),
+            (
+                r#"{"error":{"message":"max_tokens for `llama-3.1-8b-instant` must be less than or equal to 8000","type":"invalid_request_error"}}"#,
+                OutputCap(Some(8000)),
+            ),
+            (
+                r#"{"error":{"message":"`max_tokens` must be less than or equal to `8192`, the maximum value for `max_tokens` is less than the `context_window` for this model","type":"invalid_request_error","param":"max_tokens"}}"#,
+                OutputCap(Some(8192)),
+            ),
+            (
+                r#"{"error":{"message":"max_completion_tokens must be less than or equal to 40960, the maximum value for max_completion_tokens is less than the context_window for this model","type":"invalid_request_error","param":"max_completion_tokens"}}"#,
+                OutputCap(Some(40960)),
+            ),
+            (
+                r#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: 65536 > 8192, which is the maximum allowed number of output tokens for claude-3-haiku-20240307"}}"#,
+                OutputCap(Some(8192)),
+            ),
+            (
+                r#"{"error":{"message":"max_tokens is too large: 100000. This model supports at most 4096 completion tokens, whereas you provided 100000.","type":"invalid_request_error","param":"max_tokens","code":"invalid_value"}}"#,
+                OutputCap(Some(4096)),
+            ),
+            (
+                r#"{"error":{"code":400,"message":"Unable to submit request because it has a maxOutputTokens value of 100000 but the supported range is from 1 (inclusive) to 65537 (exclusive). Update the value and try again.","status":"INVALID_ARGUMENT"}}"#,
+                OutputCap(Some(65536)),
+            ),
+        ] {
+            assert_eq!(capability(text), Some(want), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_mistake_any_model_would_refuse_names_no_capability() {
+        for text in [
+            r#"{"error":{"message":"Invalid value for 'temperature': must be <= 2.","type":"invalid_request_error","param":"temperature","code":"invalid_value"}}"#,
+            r#"{"error":{"message":"'messages.1' : for 'role:user' the following must be satisfied[('messages.1' : property 'tool_calls' is unsupported, did you mean 'tool_call_id'?)]","type":"invalid_request_error"}}"#,
+            r#"{"error":{"message":"Invalid schema for function 'f': In context=(), 'required' is required to be supplied","type":"invalid_request_error","param":"tools[0].function.parameters","code":"invalid_function_parameters"}}"#,
+            r#"{"error":{"message":"Missing required parameter: 'messages'.","type":"invalid_request_error"}}"#,
+            r#"{"error":{"message":"Invalid schema for function 'f': 'patternProperties' is not supported.","type":"invalid_request_error","param":"tools[0].function.parameters","code":"invalid_function_parameters"}}"#,
+            r#"{"error":{"message":"max_tokens must be an integer","type":"invalid_request_error"}}"#,
+        ] {
+            assert_eq!(capability(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn context_windows_are_read_where_stated() {
+        for (text, want) in [
+            (
+                "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
+                Some(8192),
+            ),
+            (
+                "prompt is too long: 215000 tokens > 200000 maximum",
+                Some(200000),
+            ),
+            (
+                "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+                Some(1048576),
+            ),
+            (
+                "the request exceeds the available context size (4096 tokens), try increasing it",
+                Some(4096),
+            ),
+            (
+                "the request exceeds the available context size, try increasing it",
+                None,
+            ),
+        ] {
+            assert_eq!(context_window_stated(text), want, "{text}");
+        }
+    }
     use super::*;
     use reqwest::header::{HeaderName, HeaderValue};
 

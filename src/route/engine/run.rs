@@ -94,10 +94,11 @@ pub(super) enum AfterAttempt<T> {
 /// One request's progress.
 pub(super) struct Run<'e> {
     engine: &'e Engine,
-    /// The request's token estimate.
-    tokens: u64,
+    /// The request's token estimate for the candidate at hand.
+    pub(super) tokens: u64,
     started: tokio::time::Instant,
-    attempts: Vec<Attempt>,
+    /// The trail so far, `skip:<need>` entries first.
+    pub(super) attempts: Vec<Attempt>,
     /// Attempts sent so far.
     sent: u32,
     /// Providers passed over for the rest of the request.
@@ -106,6 +107,10 @@ pub(super) struct Run<'e> {
     targets: Vec<Target>,
     /// The last failure, counted as a fallback once another attempt goes.
     pending_fallback: Option<AttemptLabels>,
+    /// Sent attempts refused for a capability, and the last such refusal:
+    /// when every attempt was one, the upstreams' 400 is the answer.
+    refusals: u32,
+    last_refusal: Option<UpstreamError>,
 }
 
 impl<'e> Run<'e> {
@@ -119,6 +124,8 @@ impl<'e> Run<'e> {
             skip: HashSet::new(),
             targets: Vec::new(),
             pending_fallback: None,
+            refusals: 0,
+            last_refusal: None,
         }
     }
 
@@ -338,12 +345,22 @@ impl<'e> Run<'e> {
                     target,
                     attempts: std::mem::take(&mut self.attempts),
                     reservation: reservation.counted().then_some(reservation),
+                    clamped: c
+                        .max_tokens
+                        .map(|n| format!("max_tokens→{n}"))
+                        .into_iter()
+                        .collect(),
                     value,
                 });
             }
             Err(err) => err,
         };
         let decision = e.record_failure(&target, &err, e.clock.now()).await;
+        if err.class.is_capability() {
+            e.learn_verdict(c, &err);
+            self.refusals += 1;
+            self.last_refusal = Some(err.clone());
+        }
         // The message is redacted where the error was made.
         tracing::debug!(
             model = %c.key(),
@@ -381,7 +398,9 @@ impl<'e> Run<'e> {
                 AfterAttempt::NextCandidate
             }
             // A model-level failure: the other keys would fail the same way.
-            Action::TryNext if err.class == ErrorClass::ModelNotFound => {
+            Action::TryNext
+                if err.class == ErrorClass::ModelNotFound || err.class.is_capability() =>
+            {
                 AfterAttempt::NextCandidate
             }
             Action::TryNext => AfterAttempt::NextKey,
@@ -390,7 +409,8 @@ impl<'e> Run<'e> {
 
     /// Why nothing served: everything is cooling down or at a limit when
     /// nothing was sent and something names a time, or when every target
-    /// is benched now; otherwise every attempt failed.
+    /// is benched now; the upstreams' own refusal when every attempt sent
+    /// was refused for a capability; otherwise every attempt failed.
     pub(super) fn exhausted(self) -> Exhausted {
         let e = self.engine;
         let now = e.clock.now();
@@ -415,8 +435,13 @@ impl<'e> Run<'e> {
                     .targets
                     .iter()
                     .all(|t| lock(&e.state).cooldowns.blocked(t, now).is_some()));
-        let error = match retry_at {
-            Some(retry_at) if cooling => RouteError::AllCoolingDown { retry_at },
+        let error = match (retry_at, self.last_refusal) {
+            (Some(retry_at), _) if cooling => RouteError::AllCoolingDown { retry_at },
+            // Every model sent to said it cannot take the request: that is
+            // the answer, not a failure of the upstreams.
+            (_, Some(r)) if self.refusals == self.sent => {
+                RouteError::client_fault(r.class, r.status, r.message)
+            }
             _ => RouteError::AllFailed {
                 attempts: self.sent,
                 retry_at,
@@ -435,6 +460,8 @@ mod tests {
     use super::*;
     use crate::catalog::Catalog;
     use crate::clock::Clock;
+    use crate::route::ask::Ask;
+    use crate::upstream::dialect::ChatRequest;
 
     // Two keyless providers on a port nothing listens on: no step here
     // sends anything; `send` is a closure.
@@ -462,8 +489,12 @@ mod tests {
 
     /// An engine on the test clock, which [`Fixture::advance`] moves.
     fn fixture() -> Fixture {
+        fixture_with(CATALOG)
+    }
+
+    fn fixture_with(catalog: &str) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
-        let catalog = Catalog::from_toml_str(CATALOG, "test.toml").unwrap();
+        let catalog = Catalog::from_toml_str(catalog, "test.toml").unwrap();
         let engine = Engine::new(
             &catalog,
             catalog.route.clone(),
@@ -639,13 +670,18 @@ mod tests {
             AfterAttempt::NextCandidate => {}
             other => panic!("{other:?}"),
         }
+        // Too long for this model, not for every model: the next one.
         match outcome(Err(err(ErrorClass::ContextLength, 413))).await {
+            AfterAttempt::NextCandidate => {}
+            other => panic!("{other:?}"),
+        }
+        match outcome(Err(err(ErrorClass::BadRequest, 400))).await {
             AfterAttempt::Rejected(x) => {
                 assert_eq!(
                     x.error,
-                    RouteError::client_fault(ErrorClass::ContextLength, Some(413), "boom".into())
+                    RouteError::client_fault(ErrorClass::BadRequest, Some(400), "boom".into())
                 );
-                assert_eq!(x.attempts.len(), 2);
+                assert_eq!(x.attempts.len(), 3);
             }
             other => panic!("{other:?}"),
         }
@@ -745,5 +781,327 @@ mod tests {
             matches!(&stalled[..], [StreamEvent::Failed(m)] if m.starts_with("the upstream sent nothing for")),
             "{stalled:?}"
         );
+    }
+
+    // One model per dialect; the OpenAI one documents a small window and
+    // cap, and a second OpenAI provider has none.
+    const DIALECTS: &str = r#"
+        include_default_catalog = false
+        [[providers]]
+        name = "anth"
+        dialect = "anthropic"
+        base_url = "http://127.0.0.1:9/v1"
+        models = ["c"]
+        [[providers]]
+        name = "gem"
+        dialect = "gemini"
+        base_url = "http://127.0.0.1:9/v1"
+        models = ["g"]
+        [[providers]]
+        name = "oai"
+        dialect = "openai"
+        base_url = "http://127.0.0.1:9/v1"
+        models = ["o"]
+        [providers.model_info]
+        "o" = { context_window = 50, max_output_tokens = 64 }
+        [[providers]]
+        name = "big"
+        dialect = "openai"
+        base_url = "http://127.0.0.1:9/v1"
+        models = ["b"]
+    "#;
+
+    fn ask(model: Option<&str>, body: &str) -> Ask {
+        Ask::new(
+            model,
+            &ChatRequest::from_openai_json(body.as_bytes()).unwrap(),
+        )
+    }
+
+    fn ok<T>(v: T) -> Sent<T> {
+        Sent {
+            result: Ok(v),
+            headers: None,
+            tokens: None,
+        }
+    }
+
+    fn refused(message: &str) -> Sent<String> {
+        Sent::failed(UpstreamError {
+            message: format!("HTTP 400: {message}"),
+            ..err(ErrorClass::Unsupported, 400)
+        })
+    }
+
+    fn classes(attempts: &[Attempt]) -> Vec<String> {
+        attempts
+            .iter()
+            .map(|a| format!("{}={}", a.model, a.class))
+            .collect()
+    }
+
+    /// Route `ask` with `reply` deciding each attempt; the models tried,
+    /// in order, with the `max_tokens` each was given.
+    async fn route_with(
+        engine: &Engine,
+        ask: &Ask,
+        mut reply: impl FnMut(&Candidate) -> Sent<String>,
+    ) -> (
+        Result<Served<String>, Exhausted>,
+        Vec<(String, Option<u32>)>,
+    ) {
+        let mut tried = Vec::new();
+        let out = engine
+            .route(ask, |c, _k| {
+                tried.push((c.key(), c.max_tokens));
+                let sent = reply(&c);
+                async move { sent }
+            })
+            .await;
+        (out, tried)
+    }
+
+    const TWO: &str = r#"{"messages":[{"role":"user","content":"hi"}],"n":2}"#;
+
+    #[tokio::test]
+    async fn what_a_dialect_cannot_carry_is_skipped_before_sending() {
+        let f = fixture_with(DIALECTS);
+        let (out, tried) = route_with(&f.engine, &ask(None, TWO), |c| ok(c.key())).await;
+        let s = out.unwrap();
+        assert_eq!(s.via, "oai::o");
+        assert_eq!(tried, [("oai::o".to_string(), None)]);
+        assert_eq!(classes(&s.attempts), ["anth::c=skip:n", "gem::g=skip:n"]);
+        // Nothing was sent to them: no fallback.
+        assert_eq!(s.fallbacks(), 0);
+        // A prompt over the catalog's window of 50 tokens: skip:context.
+        let long = format!(
+            r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
+            "x".repeat(400)
+        );
+        let (out, tried) = route_with(&f.engine, &ask(Some("o"), &long), |c| ok(c.key())).await;
+        let x = out.unwrap_err();
+        assert!(tried.is_empty());
+        assert_eq!(classes(&x.attempts), ["oai::o=skip:context"]);
+        assert!(
+            matches!(x.error, RouteError::Incapable { .. }),
+            "{:?}",
+            x.error
+        );
+    }
+
+    #[tokio::test]
+    async fn none_that_could_ever_take_it_is_a_400_and_capable_but_cooling_a_429() {
+        let f = fixture_with(DIALECTS);
+        let pinned = ask(Some("anth::c"), TWO);
+        let (out, tried) = route_with(&f.engine, &pinned, |c| ok(c.key())).await;
+        let x = out.unwrap_err();
+        assert!(tried.is_empty());
+        assert!(x.error.is_usage_error());
+        assert_eq!(
+            x.message(),
+            "no active model can take this request: it asks for several choices (n > 1), and none of the 1 active model can return several choices (anth::c: cannot return several choices (the anthropic dialect))"
+        );
+        assert_eq!(
+            crate::route::surface::openai::route_error(&x).code,
+            "no_capable_model"
+        );
+        // The OpenAI models could take it, but both are rate limited.
+        let limited = || {
+            Sent::<String>::failed(UpstreamError {
+                retry_after: Some(Duration::from_secs(30)),
+                ..err(ErrorClass::RateLimit, 429)
+            })
+        };
+        let (out, tried) = route_with(&f.engine, &ask(None, TWO), |_| limited()).await;
+        assert_eq!(tried.len(), 2);
+        assert!(out.is_err());
+        let (out, tried) = route_with(&f.engine, &ask(None, TWO), |c| ok(c.key())).await;
+        let x = out.unwrap_err();
+        assert!(tried.is_empty());
+        assert!(
+            matches!(x.error, RouteError::AllCoolingDown { .. }),
+            "{:?}",
+            x.error
+        );
+        assert!(!x.error.is_usage_error());
+    }
+
+    #[tokio::test]
+    async fn a_capability_400_falls_back_and_is_remembered_for_a_day() {
+        let f = fixture_with(DIALECTS);
+        // n: 2 leaves the two OpenAI models; oai::o refuses tools.
+        let tools = r#"{"messages":[{"role":"user","content":"hi"}],"n":2,"tools":[{"type":"function","function":{"name":"f"}}]}"#;
+        let a = ask(None, tools);
+        let reply = |c: &Candidate| {
+            if c.key() == "oai::o" {
+                refused("tools are not supported")
+            } else {
+                ok(c.key())
+            }
+        };
+        let (out, tried) = route_with(&f.engine, &a, reply).await;
+        let s = out.unwrap();
+        assert_eq!(s.via, "big::b");
+        let names: Vec<&str> = tried.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["oai::o", "big::b"]);
+        assert_eq!(s.fallbacks(), 1);
+        // The next request with tools passes oai::o over without sending.
+        let (out, tried) = route_with(&f.engine, &a, reply).await;
+        let s = out.unwrap();
+        assert_eq!(tried, [("big::b".to_string(), None)]);
+        assert_eq!(
+            classes(&s.attempts),
+            ["anth::c=skip:n", "gem::g=skip:n", "oai::o=skip:tools"]
+        );
+        assert_eq!(s.fallbacks(), 0);
+        // One without tools still goes there.
+        let plain = ask(
+            Some("o"),
+            r#"{"messages":[{"role":"user","content":"hi"}]}"#,
+        );
+        assert_eq!(
+            route_with(&f.engine, &plain, |c| ok(c.key()))
+                .await
+                .0
+                .unwrap()
+                .via,
+            "oai::o"
+        );
+        // Just short of a day it stands; a day after, it is tried again
+        // (new conversations, so affinity to big::b plays no part).
+        f.advance(24 * 3600 - 1);
+        let fresh = |s| a.clone().with_session(Some(s));
+        let (_, tried) = route_with(&f.engine, &fresh("one"), reply).await;
+        assert_eq!(tried, [("big::b".to_string(), None)]);
+        f.advance(24 * 3600);
+        let (_, tried) = route_with(&f.engine, &fresh("two"), reply).await;
+        assert_eq!(tried[0].0, "oai::o");
+    }
+
+    #[tokio::test]
+    async fn when_every_model_sent_to_refuses_the_upstreams_400_is_the_answer() {
+        let f = fixture_with(DIALECTS);
+        let tools = r#"{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}]}"#;
+        let (out, _) = route_with(&f.engine, &ask(Some("o"), tools), |_| {
+            refused("tools are not supported")
+        })
+        .await;
+        let x = out.unwrap_err();
+        assert!(x.error.is_usage_error(), "{:?}", x.error);
+        assert!(
+            x.message().contains("tools are not supported"),
+            "{}",
+            x.message()
+        );
+    }
+
+    #[tokio::test]
+    async fn max_tokens_is_clamped_to_the_cap_and_reserved_up_to_the_setting() {
+        let f = fixture_with(DIALECTS);
+        let body = |n: Option<u32>| match n {
+            Some(n) => format!(
+                r#"{{"messages":[{{"role":"user","content":"12345678"}}],"max_tokens":{n}}}"#
+            ),
+            None => r#"{"messages":[{"role":"user","content":"12345678"}]}"#.to_string(),
+        };
+        let (out, tried) = route_with(
+            &f.engine,
+            &ask(Some("o"), &body(Some(100))),
+            |c| ok(c.key()),
+        )
+        .await;
+        let s = out.unwrap();
+        assert_eq!(tried, [("oai::o".to_string(), Some(64))]);
+        assert_eq!(s.clamped, ["max_tokens→64"]);
+        // Under the cap: sent as asked, nothing reported.
+        let (out, tried) =
+            route_with(&f.engine, &ask(Some("o"), &body(Some(10))), |c| ok(c.key())).await;
+        assert_eq!(tried, [("oai::o".to_string(), None)]);
+        assert!(out.unwrap().clamped.is_empty());
+        // Reserved: the prompt (2) and the answer as clamped, at most the
+        // setting, which is also what a request without max_tokens gets.
+        let e = &f.engine;
+        let mut c = f.candidate("oai::o");
+        c.max_tokens = Some(64);
+        assert_eq!(e.reserved_tokens(&c, &ask(None, &body(Some(100)))), 2 + 64);
+        let c = f.candidate("big::b");
+        assert_eq!(e.reserved_tokens(&c, &ask(None, &body(None))), 2 + 4096);
+        assert_eq!(
+            e.reserved_tokens(&c, &ask(None, &body(Some(10_000)))),
+            2 + 4096
+        );
+        assert_eq!(e.reserved_tokens(&c, &ask(None, &body(Some(300)))), 2 + 300);
+        // A cap an upstream states is learned and applied next time.
+        let (out, _) = route_with(&f.engine, &ask(Some("b"), &body(Some(100))), |_| {
+            refused("max_tokens must be less than or equal to 30")
+        })
+        .await;
+        assert!(out.is_err());
+        let (out, tried) = route_with(
+            &f.engine,
+            &ask(Some("b"), &body(Some(100))),
+            |c| ok(c.key()),
+        )
+        .await;
+        assert_eq!(tried, [("big::b".to_string(), Some(30))]);
+        assert_eq!(out.unwrap().clamped, ["max_tokens→30"]);
+    }
+
+    #[tokio::test]
+    async fn a_conversation_goes_back_to_its_model_while_it_is_healthy() {
+        let f = fixture();
+        let turn = ask(
+            Some("m"),
+            r#"{"messages":[{"role":"user","content":"hi"}]}"#,
+        );
+        // a::m fails the first turn, b::m serves it.
+        let (out, _) = route_with(&f.engine, &turn, |c| {
+            if c.key() == "a::m" {
+                Sent::failed(err(ErrorClass::Transport, 502))
+            } else {
+                ok(c.key())
+            }
+        })
+        .await;
+        assert_eq!(out.unwrap().via, "b::m");
+        // The next turn tries b::m first, though a::m works again.
+        let (out, tried) = route_with(&f.engine, &turn, |c| ok(c.key())).await;
+        assert_eq!(out.unwrap().via, "b::m");
+        assert_eq!(tried[0].0, "b::m");
+        // Another conversation keeps the usual order.
+        let other = ask(
+            Some("m"),
+            r#"{"messages":[{"role":"user","content":"yo"}]}"#,
+        );
+        assert_eq!(
+            route_with(&f.engine, &other, |c| ok(c.key())).await.1[0].0,
+            "a::m"
+        );
+        // Past the TTL after the last turn, the usual order again.
+        f.advance(30 * 60);
+        let (_, tried) = route_with(&f.engine, &turn, |c| ok(c.key())).await;
+        assert_eq!(tried[0].0, "a::m");
+        // Benched, the previous model is not put first.
+        let limited = UpstreamError {
+            retry_after: Some(Duration::from_secs(300)),
+            ..err(ErrorClass::RateLimit, 429)
+        };
+        let (out, _) = route_with(&f.engine, &other, |c| ok(c.key())).await;
+        assert_eq!(out.unwrap().via, "a::m");
+        let c = f.candidate("a::m");
+        let mut run = Run::new(&f.engine, 1);
+        let r = send(&run.admit(&c, None, &target(&c)).await);
+        run.record_outcome(
+            &c,
+            None,
+            target(&c),
+            r,
+            Err::<(), _>(limited),
+            Duration::ZERO,
+        )
+        .await;
+        let (out, tried) = route_with(&f.engine, &other, |c| ok(c.key())).await;
+        assert_eq!(out.unwrap().via, "b::m");
+        assert_eq!(tried[0].0, "b::m");
     }
 }

@@ -140,13 +140,18 @@ pub fn route_error(x: &Exhausted) -> ApiError {
             "api_error",
             "all_candidates_failed",
         ),
+        RouteError::Incapable { .. } => (
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "no_capable_model",
+        ),
         RouteError::ClientFault { class, status, .. } => (
             StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST),
             "invalid_request_error",
-            if *class == ErrorClass::ContextLength {
-                "context_length_exceeded"
-            } else {
-                "bad_request"
+            match class {
+                ErrorClass::ContextLength => "context_length_exceeded",
+                ErrorClass::Unsupported => "unsupported",
+                _ => "bad_request",
             },
         ),
     };
@@ -573,6 +578,16 @@ mod tests {
                 400,
                 "invalid_request_error",
                 "bad_request",
+            ),
+            (
+                RouteError::Incapable {
+                    needs: vec![crate::upstream::dialect::Need::Tools],
+                    active: 1,
+                    reasons: vec!["a::m: cannot carry tools".into()],
+                },
+                400,
+                "invalid_request_error",
+                "no_capable_model",
             ),
         ];
         for (error, status, kind, code) in cases {

@@ -1,0 +1,179 @@
+//! What upstreams said a model cannot take, remembered for a day: a 400
+//! that named a capability ("tools are not supported"), or that stated the
+//! model's output cap or context window. The router passes over a model
+//! for a need it was refused (`skip:<need>`), lowers `max_tokens` to a cap
+//! it learned, and skips a model whose learned window a prompt exceeds,
+//! so the next request does not spend an attempt to hear the same 400.
+//!
+//! Saved with the route state (`verdicts` in `route_state.json`, absent
+//! while empty) and, for instances that share their state, in one Redis
+//! hash ([`crate::route::shared`]), read back off the request path.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::upstream::dialect::Need;
+use crate::upstream::hints::Capability;
+
+/// How long a verdict stands: a provider that adds tools to a model, or
+/// raises its cap, is believed again the next day.
+pub const VERDICT_TTL: chrono::TimeDelta = chrono::TimeDelta::hours(24);
+
+/// The name an output cap is kept under, beside the needs' names.
+pub const OUTPUT_CAP: &str = "max_output_tokens";
+/// The name a context window is kept under.
+pub const CONTEXT_WINDOW: &str = "context_window";
+
+/// One thing an upstream said about a model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub until: DateTime<Utc>,
+    /// The cap or window it stated, for those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// The upstream's words (redacted), for the trail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// `provider::model` → a need's name, [`OUTPUT_CAP`] or [`CONTEXT_WINDOW`]
+/// → what was said.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Verdicts(BTreeMap<String, BTreeMap<String, Verdict>>);
+
+impl Verdicts {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Remember what a capability error said about `model` (a
+    /// `provider::model`); the entry it made, as `(name, verdict)`, to
+    /// share. A context overflow or cap that states no number teaches
+    /// nothing: the request just moves on.
+    pub fn learn(
+        &mut self,
+        model: &str,
+        cap: Capability,
+        message: &str,
+        now: DateTime<Utc>,
+    ) -> Option<(String, Verdict)> {
+        let until = now + VERDICT_TTL;
+        let (name, limit) = match cap {
+            Capability::Lacks(need) => (need.as_str().to_string(), None),
+            Capability::OutputCap(Some(n)) => (OUTPUT_CAP.to_string(), Some(u64::from(n))),
+            Capability::Context(Some(n)) => (CONTEXT_WINDOW.to_string(), Some(n)),
+            Capability::OutputCap(None) | Capability::Context(None) => return None,
+        };
+        let v = Verdict {
+            until,
+            limit,
+            message: Some(message.to_string()),
+        };
+        self.insert(model, &name, v.clone());
+        Some((name, v))
+    }
+
+    /// Put one entry in force (learned here or read from the shared
+    /// store); a later end wins.
+    pub fn insert(&mut self, model: &str, name: &str, v: Verdict) {
+        let slot = self.0.entry(model.to_string()).or_default();
+        match slot.get(name) {
+            Some(old) if old.until >= v.until => {}
+            _ => {
+                slot.insert(name.to_string(), v);
+            }
+        }
+    }
+
+    fn get(&self, model: &str, name: &str, now: DateTime<Utc>) -> Option<&Verdict> {
+        self.0
+            .get(model)
+            .and_then(|m| m.get(name))
+            .filter(|v| v.until > now)
+    }
+
+    /// An upstream refused `need` for `model` within the last day.
+    pub fn lacks(&self, model: &str, need: Need, now: DateTime<Utc>) -> Option<&Verdict> {
+        self.get(model, need.as_str(), now)
+    }
+
+    /// The output cap an upstream stated for `model`.
+    pub fn output_cap(&self, model: &str, now: DateTime<Utc>) -> Option<u32> {
+        self.get(model, OUTPUT_CAP, now)
+            .and_then(|v| v.limit)
+            .and_then(|n| u32::try_from(n).ok())
+    }
+
+    /// The context window an upstream stated for `model`.
+    pub fn context_window(&self, model: &str, now: DateTime<Utc>) -> Option<u64> {
+        self.get(model, CONTEXT_WINDOW, now).and_then(|v| v.limit)
+    }
+
+    /// Drop what has expired.
+    pub fn prune(&mut self, now: DateTime<Utc>) {
+        for m in self.0.values_mut() {
+            m.retain(|_, v| v.until > now);
+        }
+        self.0.retain(|_, m| !m.is_empty());
+    }
+
+    /// Every entry, as `(model, name, verdict)`.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, &str, &Verdict)> {
+        self.0
+            .iter()
+            .flat_map(|(m, e)| e.iter().map(move |(n, v)| (m.as_str(), n.as_str(), v)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t0() -> DateTime<Utc> {
+        "2026-05-04T12:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn a_verdict_stands_for_a_day_and_a_stated_number_is_kept() {
+        let mut v = Verdicts::default();
+        v.learn("groq::x", Capability::Lacks(Need::Tools), "no tools", t0());
+        v.learn("groq::x", Capability::OutputCap(Some(8192)), "cap", t0());
+        v.learn("groq::x", Capability::Context(Some(8192)), "ctx", t0());
+        assert!(
+            v.learn("groq::y", Capability::OutputCap(None), "?", t0())
+                .is_none()
+        );
+        assert!(v.lacks("groq::x", Need::Tools, t0()).is_some());
+        assert!(v.lacks("groq::x", Need::Json, t0()).is_none());
+        assert!(v.lacks("groq::y", Need::Tools, t0()).is_none());
+        assert_eq!(v.output_cap("groq::x", t0()), Some(8192));
+        assert_eq!(v.context_window("groq::x", t0()), Some(8192));
+        let later = t0() + VERDICT_TTL - chrono::TimeDelta::seconds(1);
+        assert!(v.lacks("groq::x", Need::Tools, later).is_some());
+        let day = t0() + VERDICT_TTL;
+        assert!(v.lacks("groq::x", Need::Tools, day).is_none());
+        assert_eq!(v.output_cap("groq::x", day), None);
+        v.prune(day);
+        assert!(v.is_empty());
+    }
+
+    #[test]
+    fn the_later_end_wins_and_the_file_shape_round_trips() {
+        let mut v = Verdicts::default();
+        v.learn("a::m", Capability::Lacks(Need::Json), "later", t0());
+        let early = Verdict {
+            until: t0(),
+            limit: None,
+            message: None,
+        };
+        v.insert("a::m", "json", early);
+        assert!(v.lacks("a::m", Need::Json, t0()).is_some());
+        let text = serde_json::to_string(&v).unwrap();
+        assert!(text.starts_with(r#"{"a::m":{"json":{"until":"#), "{text}");
+        let back: Verdicts = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, v);
+    }
+}
