@@ -58,6 +58,99 @@ fn the_openai_python_sdk_as_a_client() {
     );
 }
 
+/// The official OpenAI SDK calling tools and asking for JSON through
+/// route, with each upstream dialect behind it (tests/sdk/openai_tools.py
+/// says what it does), then an `auto` request with `n: 2` that passes over
+/// the candidates whose dialect cannot return several choices.
+fn the_openai_sdk_calls_tools_and_asks_for_json_through_each_dialect() {
+    let env = clock_env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = route_config(
+        &env,
+        &[
+            fake.provider("a", "anthropic", &["ok"], "priority = 1"),
+            fake.provider("g", "gemini", &["ok"], "priority = 2"),
+            fake.provider("o", "openai", &["ok"], "priority = 3"),
+        ],
+        "",
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let script = format!("{}/tests/sdk/openai_tools.py", env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(need::python())
+        .args([
+            script.as_str(),
+            &format!("{}/v1", srv.url),
+            "o::ok",
+            "a::ok",
+            "g::ok",
+        ])
+        .env("NO_PROXY", "*")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for m in ["o::ok", "a::ok", "g::ok"] {
+        let r = &v["models"][m];
+        assert_eq!(r["call"]["name"], "add", "{m}: {r}");
+        assert_eq!(
+            r["call"]["arguments"],
+            json!({"a": 12, "b": 30}),
+            "{m}: {r}"
+        );
+        assert!(
+            r["call"]["id"].as_str().is_some_and(|id| !id.is_empty()),
+            "{m}: {r}"
+        );
+        assert_eq!(r["finish_reason"], "tool_calls", "{m}: {r}");
+        let calls = r["stream"]["calls"].as_array().unwrap();
+        assert_eq!(calls.len(), 1, "{m}: {r}");
+        assert_eq!(calls[0]["name"], "add", "{m}: {r}");
+        assert_eq!(calls[0]["arguments"], json!({"a": 12, "b": 30}), "{m}: {r}");
+        assert_eq!(r["stream"]["finish_reason"], "tool_calls", "{m}: {r}");
+        assert!(
+            r["round_trip"]["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("42")),
+            "{m}: {r}"
+        );
+        assert_eq!(r["round_trip"]["finish_reason"], "stop", "{m}: {r}");
+        assert!(r["json_object"].is_object(), "{m}: {r}");
+        assert!(r["json_schema"]["answer"].is_i64(), "{m}: {r}");
+        assert!(r["json_schema"]["unit"].is_string(), "{m}: {r}");
+    }
+    let skip = &v["skip"];
+    assert_eq!(skip["routed_via"], "o::ok", "{skip}");
+    assert_eq!(skip["fallback_attempts"], "0", "{skip}");
+    let trail = skip["fallback_trail"].as_str().unwrap_or_default();
+    assert!(
+        trail.contains("a::ok") && trail.contains("g::ok") && trail.contains("skip:n"),
+        "{trail}"
+    );
+    // What each upstream received: the tools in its own dialect.
+    let bodies: Vec<Value> = fake.seen().into_iter().filter_map(|s| s.body).collect();
+    let a = bodies
+        .iter()
+        .find(|b| b["tools"][0]["input_schema"].is_object())
+        .unwrap_or_else(|| panic!("no Anthropic request with the tool: {bodies:?}"));
+    assert_eq!(a["tools"][0]["name"], "add", "{a}");
+    let g = bodies
+        .iter()
+        .find(|b| b["tools"][0]["functionDeclarations"].is_array())
+        .unwrap_or_else(|| panic!("no Gemini request with the tool: {bodies:?}"));
+    let decl = &g["tools"][0]["functionDeclarations"][0];
+    assert_eq!(decl["name"], "add", "{g}");
+    assert!(
+        decl["parameters"].get("additionalProperties").is_none(),
+        "{g}"
+    );
+    assert!(decl["parameters"].get("$schema").is_none(), "{g}");
+}
+
 /// `check --prom-file`, read by the official parser: every family, the
 /// escaped label, and one sample per series.
 fn the_prom_file_is_read_by_the_official_parser() {
@@ -204,6 +297,11 @@ pub fn tests() -> Vec<Test> {
             "clients::the_openai_python_sdk_as_a_client",
             &[Need::Python("openai")],
             the_openai_python_sdk_as_a_client,
+        ),
+        Test::new(
+            "clients::the_openai_sdk_calls_tools_and_asks_for_json_through_each_dialect",
+            &[Need::Python("openai")],
+            the_openai_sdk_calls_tools_and_asks_for_json_through_each_dialect,
         ),
         Test::new(
             "clients::the_readme_python_block_works",

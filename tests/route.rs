@@ -278,9 +278,24 @@ fn what_a_model_cannot_take_is_skipped_before_sending() {
     assert_eq!(e["code"], "no_capable_model", "{}", r.body);
     assert_eq!(
         e["message"],
-        "no active model can take this request: it asks for several choices (n > 1), and none of the 1 active model can return several choices (a::ok: cannot return several choices (the anthropic dialect))"
+        "no active model can take this request: it asks for several choices (n > 1), and the one active model cannot return several choices (a::ok: cannot return several choices (the anthropic dialect))"
     );
     assert!(r.header("retry-after").is_empty(), "{}", r.body);
+    assert_eq!(calls(&fake, "ok"), 0);
+    // Legacy `functions` are tools only the OpenAI dialect takes in that
+    // form: skipped at the Anthropic model, served by an OpenAI one.
+    let r = chat_with(
+        &srv,
+        "auto",
+        serde_json::json!({"functions": [{"name": "add", "parameters": {"type": "object"}}]}),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("x-fallback-attempts"), "0");
+    assert!(
+        r.header("x-fallback-trail").starts_with("a::ok=skip:tools"),
+        "{}",
+        r.header("x-fallback-trail")
+    );
     assert_eq!(calls(&fake, "ok"), 0);
     // Without the need, the same model serves.
     let r = chat(&srv, "a::ok", false);
@@ -776,7 +791,7 @@ fn serve_says_when_no_routable_provider_is_reachable() {
     let srv = RouteServer::start(&env, &cfg, &[]);
     assert!(
         srv.line.contains(&format!(
-            "(1 routable model); none of them is reachable from here: far (127.0.0.1:{port}: connection refused)"
+            "(1 routable model); no routable provider is reachable from here: far (127.0.0.1:{port}: connection refused)"
         )),
         "{}",
         srv.line

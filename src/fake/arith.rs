@@ -9,8 +9,37 @@
 //! (no floating point: `1/3 * 3` is 1); an answer that is not a whole number
 //! is given as a decimal.
 
-/// The answer to `text`, if it is an arithmetic question.
+/// The answer to `text`, if it is an arithmetic question or has one as a
+/// sentence of its own ("What is 6 * 7? Answer in JSON.").
 pub fn answer(text: &str) -> Option<String> {
+    evaluate(question(text)?)
+}
+
+/// The part of `text` that is the arithmetic question: all of it, or else
+/// its first sentence that is one (sentences end at `?`, `!`, a new line, or
+/// a full stop before a space, so that `1.5` stays whole).
+fn question(text: &str) -> Option<&str> {
+    if evaluate(text).is_some() {
+        return Some(text);
+    }
+    let mut start = 0;
+    let bytes = text.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        let end = matches!(b, b'?' | b'!' | b'\n')
+            || (b == b'.' && bytes.get(i + 1).is_none_or(u8::is_ascii_whitespace));
+        if end {
+            let piece = &text[start..=i];
+            if evaluate(piece).is_some() {
+                return Some(piece);
+            }
+            start = i + 1;
+        }
+    }
+    let rest = &text[start..];
+    evaluate(rest).is_some().then_some(rest)
+}
+
+fn evaluate(text: &str) -> Option<String> {
     let tokens = tokenize(text)?;
     if !tokens.iter().any(|t| matches!(t, Tok::Op(_))) {
         return None;
@@ -27,8 +56,7 @@ pub fn answer(text: &str) -> Option<String> {
 /// and `7` for "What is 12 * 7?"), for a tool call's numeric arguments
 /// (`fake/asks.rs`); `None` when `text` is not an arithmetic question.
 pub fn operands(text: &str) -> Option<Vec<f64>> {
-    answer(text)?;
-    let numbers = tokenize(text)?
+    let numbers = tokenize(question(text)?)?
         .into_iter()
         .filter_map(|t| match t {
             Tok::Num(q) => Some(q.num as f64 / q.den as f64),
@@ -421,6 +449,17 @@ mod tests {
         assert_eq!(operands("0.5 + 1"), Some(vec![0.5, 1.0]));
         assert_eq!(operands("Hello there"), None);
         assert_eq!(operands("42"), None);
+    }
+
+    #[test]
+    fn a_question_among_other_sentences_is_found() {
+        assert_eq!(answer("What is 6 * 7? Answer in JSON."), Some("42".into()));
+        assert_eq!(
+            operands("What is 12 + 30? Use the add tool."),
+            Some(vec![12.0, 30.0])
+        );
+        assert_eq!(answer("Be terse.\nwhat is 1.5 + 1.5"), Some("3".into()));
+        assert_eq!(answer("Hello. How are you?"), None);
     }
 
     #[test]

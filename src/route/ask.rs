@@ -8,7 +8,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use serde_json::Value;
 
-use crate::upstream::dialect::{ChatRequest, DEFAULT_ESTIMATED_COMPLETION_TOKENS, Needs};
+use crate::upstream::dialect::{ChatRequest, DEFAULT_ESTIMATED_COMPLETION_TOKENS, Need, Needs};
 
 /// One request, as the router sees it.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -16,6 +16,9 @@ pub struct Ask {
     /// As the client named it; `None` (or `auto`) for any model.
     pub model: Option<String>,
     pub needs: Needs,
+    /// A need in a form only OpenAI-dialect upstreams carry (legacy
+    /// `functions`, built-in tools): [`ChatRequest::openai_only`].
+    pub openai_only: Option<Need>,
     /// The prompt's estimated tokens (text only; see
     /// [`ChatRequest::estimated_tokens`]), checked against context windows.
     pub prompt_tokens: u64,
@@ -43,6 +46,7 @@ impl Ask {
         Ask {
             model: model.map(str::to_string),
             needs: req.needs(),
+            openai_only: req.openai_only(),
             // The estimate without its answer part, so both agree on the
             // prompt's length.
             prompt_tokens: req.estimated_tokens().saturating_sub(answer),

@@ -161,10 +161,14 @@ impl Exhausted {
             } => {
                 let phrases: Vec<&str> = needs.iter().map(|n| n.phrase()).collect();
                 let abilities: Vec<&str> = needs.iter().map(|n| n.ability()).collect();
+                let who = if *active == 1 {
+                    "the one active model cannot".to_string()
+                } else {
+                    format!("none of the {active} active models can")
+                };
                 format!(
-                    "no active model can take this request: {}, and none of the {active} active model{} can {} ({})",
+                    "no active model can take this request: {}, and {who} {} ({})",
                     phrases.join(" and "),
-                    if *active == 1 { "" } else { "s" },
                     abilities.join(" and "),
                     reasons.join("; ")
                 )

@@ -479,6 +479,18 @@ impl Engine {
                 format!("cannot {} (the {} dialect)", n.ability(), dialect.as_str()),
             ));
         }
+        if let Some(n) = ask.openai_only
+            && dialect != crate::upstream::dialect::Dialect::Openai
+        {
+            return Some((
+                n,
+                format!(
+                    "cannot {} in this form (legacy functions or built-in tools; the {} dialect takes function tools)",
+                    n.ability(),
+                    dialect.as_str()
+                ),
+            ));
+        }
         let key = c.key();
         let window = [
             c.provider.provider.info(&c.model).context_window,

@@ -99,7 +99,7 @@ pub fn startup_note(
     }
     Some(if out.len() == routable_providers.len() {
         format!(
-            "none of them is reachable from here: {}. Requests will fail until the network or the provider's base_url is fixed; /readyz answers 503 meanwhile",
+            "no routable provider is reachable from here: {}. Requests will fail until the network or the provider's base_url is fixed; /readyz answers 503 meanwhile",
             out.join("; ")
         )
     } else {
@@ -152,7 +152,7 @@ mod tests {
         let all = startup_note(&["groq".to_string()], &down).unwrap();
         assert!(
             all.starts_with(
-                "none of them is reachable from here: groq (api.groq.com:443: dns error)"
+                "no routable provider is reachable from here: groq (api.groq.com:443: dns error)"
             ),
             "{all}"
         );

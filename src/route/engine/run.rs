@@ -899,7 +899,7 @@ mod tests {
         assert!(x.error.is_usage_error());
         assert_eq!(
             x.message(),
-            "no active model can take this request: it asks for several choices (n > 1), and none of the 1 active model can return several choices (anth::c: cannot return several choices (the anthropic dialect))"
+            "no active model can take this request: it asks for several choices (n > 1), and the one active model cannot return several choices (anth::c: cannot return several choices (the anthropic dialect))"
         );
         assert_eq!(
             crate::route::surface::openai::route_error(&x).code,

@@ -168,6 +168,38 @@ impl ChatRequest {
     }
 }
 
+impl ChatRequest {
+    /// The need this request has in a form only the OpenAI dialect
+    /// carries, if any: the legacy `functions` / `function_call` (and
+    /// `function` messages), or tools and tool calls of a type other than
+    /// `function` (OpenAI's built-in tools). Both are [`Need::Tools`] in the
+    /// trail; other dialects take only function tools, in the current form.
+    pub fn openai_only(&self) -> Option<Need> {
+        let set = |m: &serde_json::Map<String, Value>, f: &str| {
+            m.get(f)
+                .is_some_and(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()))
+        };
+        let not_function = |v: Option<&Value>| {
+            v.and_then(Value::as_array).is_some_and(|items| {
+                items.iter().any(|t| {
+                    t.get("type")
+                        .and_then(Value::as_str)
+                        .is_some_and(|k| k != "function")
+                })
+            })
+        };
+        let legacy = set(&self.extra, "functions")
+            || set(&self.extra, "function_call")
+            || not_function(self.extra.get("tools"))
+            || self.messages.iter().any(|m| {
+                m.role == "function"
+                    || set(&m.extra, "function_call")
+                    || not_function(m.extra.get("tool_calls"))
+            });
+        legacy.then_some(Need::Tools)
+    }
+}
+
 impl Dialect {
     /// Whether this dialect can carry `need` at all, whatever the model.
     /// A model of a dialect that can may still not (the catalog, or an
@@ -249,6 +281,22 @@ mod tests {
             ),
             ["vision", "image_url", "n", "audio"]
         );
+    }
+
+    #[test]
+    fn legacy_functions_and_built_in_tools_are_openai_only() {
+        let req = |body: &str| ChatRequest::from_openai_json(body.as_bytes()).unwrap();
+        let plain = req(
+            r#"{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}]}"#,
+        );
+        assert_eq!(plain.openai_only(), None);
+        for body in [
+            r#"{"messages":[{"role":"user","content":"hi"}],"functions":[{"name":"f"}]}"#,
+            r#"{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"web_search"}]}"#,
+            r#"{"messages":[{"role":"user","content":"hi"},{"role":"function","name":"f","content":"4"}]}"#,
+        ] {
+            assert_eq!(req(body).openai_only(), Some(Need::Tools), "{body}");
+        }
     }
 
     #[test]
