@@ -297,6 +297,32 @@ fn what_a_model_cannot_take_is_skipped_before_sending() {
         r.header("x-fallback-trail")
     );
     assert_eq!(calls(&fake, "ok"), 0);
+    // A content part the Anthropic dialect cannot express (a file) is not
+    // sent there: passed over as skip:dialect, not counted, never called
+    // an upstream's refusal.
+    let file = serde_json::json!({"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "What is 2+2?"},
+        {"type": "file", "file": {"file_id": "file-abc"}}
+    ]}]});
+    let r = chat_with(&srv, "auto", file.clone());
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("x-fallback-attempts"), "0");
+    assert!(
+        r.header("x-fallback-trail")
+            .starts_with("a::ok=skip:dialect"),
+        "{}",
+        r.header("x-fallback-trail")
+    );
+    let r = chat_with(&srv, "a::ok", file);
+    assert_eq!(r.status, 400, "{}", r.body);
+    let e = &r.json()["error"];
+    assert_eq!(e["code"], "no_capable_model", "{}", r.body);
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("no active model can take this request: its dialect cannot express it (a::ok: not sent: the anthropic dialect cannot express it"),
+        "{message}"
+    );
+    assert_eq!(calls(&fake, "ok"), 0);
     // Without the need, the same model serves.
     let r = chat(&srv, "a::ok", false);
     assert_eq!(r.status, 200, "{}", r.body);

@@ -158,6 +158,14 @@ impl Exhausted {
                 needs,
                 active,
                 reasons,
+            } if needs.is_empty() => format!(
+                "no active model can take this request: its dialect cannot express it ({})",
+                reasons.join("; ")
+            ),
+            RouteError::Incapable {
+                needs,
+                active,
+                reasons,
             } => {
                 let phrases: Vec<&str> = needs.iter().map(|n| n.phrase()).collect();
                 let abilities: Vec<&str> = needs.iter().map(|n| n.ability()).collect();

@@ -74,6 +74,10 @@ pub struct Sent<T> {
     pub headers: Option<reqwest::header::HeaderMap>,
     /// Tokens the upstream reported using (prompt + completion).
     pub tokens: Option<u64>,
+    /// Nothing was sent: the candidate's dialect cannot express the
+    /// request. The router passes over it (`skip:dialect`) and does not
+    /// count it as an attempt.
+    pub unsent: bool,
 }
 
 impl<T> Sent<T> {
@@ -82,6 +86,7 @@ impl<T> Sent<T> {
             result: Err(err),
             headers: None,
             tokens: None,
+            unsent: false,
         }
     }
 }
@@ -363,6 +368,11 @@ impl Engine {
                 Admission::Send(r) => r,
             };
             let (sent, took) = run.send_one(c, &key, &mut send).await;
+            if sent.unsent {
+                run.not_sent(c, &mut reservation, sent.result.err());
+                picker.next_candidate();
+                continue;
+            }
             run.account(c, &target, &mut reservation, &sent);
             let next = run
                 .record_outcome(c, key.as_ref(), target, reservation, sent.result, took)

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::catalog::ApiKey;
 use crate::upstream::classify::{self, ErrorClass, UpstreamError};
 use crate::upstream::dialect::{
-    self, ChatReply, ChatRequest, Dialect, ReplyDelta, StreamMapper, Usage,
+    self, BuildError, ChatReply, ChatRequest, Dialect, ReplyDelta, StreamMapper, Usage,
 };
 use crate::upstream::http;
 use crate::upstream::secret::Redactor;
@@ -58,25 +58,44 @@ fn for_candidate(req: &ChatRequest, c: &Candidate) -> ChatRequest {
     r
 }
 
-fn build(
+/// The wire request for `c`, or the attempt that could not be made: a
+/// request its dialect cannot express ([`BuildError::Unsupported`]: an
+/// unknown content part, tool arguments that are not an object, …) is
+/// not sent at all, and the router passes over the candidate as
+/// `skip:dialect`; a bad key or header from the config fails as before.
+fn build<T>(
     client: &reqwest::Client,
     c: &Candidate,
     key: Option<&ApiKey>,
     req: &ChatRequest,
     redactor: &Redactor,
-) -> Result<dialect::Built, UpstreamError> {
+) -> Result<dialect::Built, Box<Sent<T>>> {
     dialect::build_request(
         client,
         c.provider.endpoint(),
         key.map(|k| &k.secret),
         &for_candidate(req, c),
     )
-    .map_err(|e| UpstreamError {
-        status: None,
-        class: ErrorClass::BadRequest,
-        retry_after: None,
-        daily: false,
-        message: redactor.redact(&e.to_string()),
+    .map_err(|e| {
+        let unsent = matches!(e, BuildError::Unsupported(_));
+        let message = if unsent {
+            format!(
+                "not sent: the {} dialect cannot express it: {e}",
+                c.provider.provider.dialect.as_str()
+            )
+        } else {
+            e.to_string()
+        };
+        Box::new(Sent {
+            unsent,
+            ..Sent::failed(UpstreamError {
+                status: None,
+                class: ErrorClass::BadRequest,
+                retry_after: None,
+                daily: false,
+                message: redactor.redact(&message),
+            })
+        })
     })
 }
 
@@ -95,7 +114,7 @@ pub async fn complete(
         plan,
     } = match build(client, c, key, req, &redactor) {
         Ok(b) => b,
-        Err(e) => return Sent::failed(e),
+        Err(unsent) => return *unsent,
     };
     let dialect = c.provider.provider.dialect;
     let resp = match http::send(builder, c.provider.provider.timeout, http::DEFAULT_BODY_CAP).await
@@ -131,6 +150,7 @@ pub async fn complete(
         result,
         headers: Some(resp.headers),
         tokens,
+        unsent: false,
     }
 }
 
@@ -166,12 +186,15 @@ pub async fn open_stream(
     req: &ChatRequest,
 ) -> Sent<Opened> {
     let mut headers = None;
+    let redactor = engine.redactor.with(key.map(|k| &k.secret));
+    let built = match build(&engine.client, c, key, req, &redactor) {
+        Ok(b) => b,
+        Err(unsent) => return *unsent,
+    };
     let result = open_stream_inner(
-        &engine.client,
+        built,
         c,
-        key,
-        req,
-        &engine.redactor,
+        &redactor,
         &engine.clock,
         engine.settings.idle_timeout,
         &mut headers,
@@ -181,26 +204,24 @@ pub async fn open_stream(
         result,
         headers,
         tokens: None,
+        unsent: false,
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn open_stream_inner(
-    client: &reqwest::Client,
+    built: dialect::Built,
     c: &Candidate,
-    key: Option<&ApiKey>,
-    req: &ChatRequest,
     redactor: &Redactor,
     clock: &Clock,
     idle: Duration,
     headers_out: &mut Option<reqwest::header::HeaderMap>,
 ) -> Result<Opened, UpstreamError> {
-    let redactor = redactor.with(key.map(|k| &k.secret));
+    let redactor = redactor.clone();
     let dialect::Built {
         builder,
         dropped,
         plan,
-    } = build(client, c, key, req, &redactor)?;
+    } = built;
     let dialect = c.provider.provider.dialect;
     let timeout = c.provider.provider.timeout;
     let resp = http::open(builder, timeout)
@@ -282,7 +303,7 @@ async fn open_stream_inner(
     };
     Ok(Opened {
         first: vec![first],
-        rest: client_events(items, std::sync::Arc::new(redactor.into_owned()), idle),
+        rest: client_events(items, std::sync::Arc::new(redactor), idle),
         model: c.model.clone(),
         dropped,
     })

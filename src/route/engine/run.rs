@@ -107,6 +107,9 @@ pub(super) struct Run<'e> {
     targets: Vec<Target>,
     /// The last failure, counted as a fallback once another attempt goes.
     pending_fallback: Option<AttemptLabels>,
+    /// Candidates passed over because their dialect cannot express the
+    /// request ([`Run::not_sent`]).
+    unbuildable: u32,
     /// Sent attempts refused for a capability, and the last such refusal:
     /// when every attempt was one, the upstreams' 400 is the answer.
     refusals: u32,
@@ -126,6 +129,7 @@ impl<'e> Run<'e> {
             pending_fallback: None,
             refusals: 0,
             last_refusal: None,
+            unbuildable: 0,
         }
     }
 
@@ -256,6 +260,39 @@ impl<'e> Run<'e> {
         let took = t0.elapsed();
         e.count_attempt(c, &sent.result, took);
         (sent, took)
+    }
+
+    /// An attempt that was never sent (its dialect cannot express the
+    /// request): uncount it, give its reservation back, and leave
+    /// `skip:dialect` in the trail.
+    pub(super) fn not_sent(
+        &mut self,
+        c: &Candidate,
+        reservation: &mut Reservation,
+        err: Option<UpstreamError>,
+    ) {
+        let e = self.engine;
+        self.sent -= 1;
+        if reservation.counted() && !reservation.is_shared() {
+            lock(&e.state).limits.correct(reservation, 0);
+        } else if reservation.is_shared()
+            && let Some(s) = e.shared.clone()
+        {
+            let mut r = reservation.clone();
+            tokio::spawn(async move {
+                let _ = s.correct(&mut r, 0).await;
+            });
+        }
+        tracing::debug!(model = %c.key(), "route: not sent, the dialect cannot express the request");
+        self.attempts.push(Attempt {
+            model: c.key(),
+            key: None,
+            class: "skip:dialect".to_string(),
+            status: None,
+            message: err.map(|e| e.message),
+            retry_at: None,
+        });
+        self.unbuildable += 1;
     }
 
     /// Learn limits from an attempt's headers and replace its token
@@ -429,14 +466,34 @@ impl<'e> Run<'e> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        // A candidate that could take the request was passed over for
+        // time (benched, or at a limit): waiting would serve it.
+        let waited = self
+            .attempts
+            .iter()
+            .any(|a| a.class.starts_with("cooldown:") || a.class.starts_with("limit:"));
         let cooling = retry_at.is_some()
             && (self.sent == 0
+                || (waited && self.refusals == self.sent)
                 || self
                     .targets
                     .iter()
                     .all(|t| lock(&e.state).cooldowns.blocked(t, now).is_some()));
+        let unbuildable: Vec<String> = self
+            .attempts
+            .iter()
+            .filter(|a| a.class == "skip:dialect")
+            .map(|a| format!("{}: {}", a.model, a.message.as_deref().unwrap_or("")))
+            .collect();
         let error = match (retry_at, self.last_refusal) {
             (Some(retry_at), _) if cooling => RouteError::AllCoolingDown { retry_at },
+            // Nothing was sent, and some candidate's dialect could not
+            // express the request: no upstream saw it.
+            (_, None) if self.sent == 0 && self.unbuildable > 0 => RouteError::Incapable {
+                needs: Vec::new(),
+                active: self.unbuildable as usize,
+                reasons: unbuildable,
+            },
             // Every model sent to said it cannot take the request: that is
             // the answer, not a failure of the upstreams.
             (_, Some(r)) if self.refusals == self.sent => {
@@ -731,6 +788,31 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_refusal_while_a_capable_candidate_waits_is_a_429_not_the_400() {
+        let f = fixture();
+        let a = f.candidate("a::n");
+        // Another request used a::n's one request of the minute.
+        send(&Run::new(&f.engine, 10).admit(&a, None, &target(&a)).await);
+        let mut run = Run::new(&f.engine, 10);
+        assert!(matches!(
+            run.admit(&a, None, &target(&a)).await,
+            Admission::Skipped
+        ));
+        let b = f.candidate("b::m");
+        let r = send(&run.admit(&b, None, &target(&b)).await);
+        let mut refuse = |_c, _k| async { refused("tools are not supported") };
+        let (sent, took) = run.send_one(&b, &None, &mut refuse).await;
+        run.record_outcome(&b, None, target(&b), r, sent.result, took)
+            .await;
+        let x = run.exhausted();
+        assert!(
+            matches!(x.error, RouteError::AllCoolingDown { .. }),
+            "{:?}",
+            x.error
+        );
+    }
+
+    #[tokio::test]
     async fn a_watched_stream_corrects_its_tokens_and_counts_a_late_failure() {
         use crate::route::send::StreamEvent;
         use futures_util::StreamExt;
@@ -823,6 +905,7 @@ mod tests {
             result: Ok(v),
             headers: None,
             tokens: None,
+            unsent: false,
         }
     }
 
