@@ -375,17 +375,21 @@ pub fn class_for_status(status: u16, body: &[u8]) -> ErrorClass {
                 || said.any(SPENT_CREDITS)
             {
                 ErrorClass::Payment
-            } else if let Some(c) = hints::capability(&said.lower) {
+            } else if said.is_missing_model() {
+                ErrorClass::ModelNotFound
+            } else if is_rate_limited(body) {
+                limit_class(body)
+            } else if let Some(c) = said
+                .may_name_capability(status)
+                .then(|| hints::capability(&said.lower))
+                .flatten()
+            {
                 match c {
                     hints::Capability::Context(_) => ErrorClass::ContextLength,
                     _ => ErrorClass::Unsupported,
                 }
             } else if said.is_context_overflow() {
                 ErrorClass::ContextLength
-            } else if said.is_missing_model() {
-                ErrorClass::ModelNotFound
-            } else if is_rate_limited(body) {
-                limit_class(body)
             } else if status == 403 && said.any(&["moderation", "flagged"]) {
                 // OpenRouter refuses flagged input with a 403: the
                 // request is at fault, not the key.
@@ -500,9 +504,18 @@ impl Said {
         ])
     }
 
+    /// Whether a refusal may be about what the model lacks: a 400 or a
+    /// 422 (vLLM, TGI), or OpenRouter's 404 "No endpoints found that
+    /// support tool use". Any other 403 or 404 is about the key or the
+    /// model itself, whatever else its wording says.
+    fn may_name_capability(&self, status: u16) -> bool {
+        matches!(status, 400 | 422) || self.any(&["no endpoints found that support"])
+    }
+
     /// The model does not exist (any more) at this provider: Groq
     /// `model_decommissioned`, Cloudflare 5007, OpenRouter "not a valid
-    /// model ID", OpenAI `model_not_found`.
+    /// model ID", OpenAI `model_not_found`, Gemini "is not found for API
+    /// version".
     fn is_missing_model(&self) -> bool {
         self.code_is(&["model_not_found", "model_decommissioned", "5007"])
             || (self.lower.contains("model")
@@ -512,6 +525,9 @@ impl Said {
                     "model not found",
                     "does not exist",
                     "decommissioned",
+                    // Gemini: "models/… is not found for API version v1beta,
+                    // or is not supported for generateContent".
+                    "is not found for api version",
                 ]))
     }
 }
@@ -1116,6 +1132,83 @@ mod class_tests {
             (bad.class, capability_of(&bad)),
             (ErrorClass::BadRequest, None)
         );
+    }
+
+    #[test]
+    fn only_a_400_or_422_refuses_a_capability_after_the_missing_model_check() {
+        use crate::upstream::dialect::Need;
+        use hints::Capability;
+        // The same refusal as a 422 (vLLM, TGI) is one; as a 403 or a
+        // 404 it is about the key or the model, not what the model lacks.
+        let tools =
+            r#"{"error":{"message":"tools are not supported","type":"invalid_request_error"}}"#;
+        assert_eq!(class(422, tools), ErrorClass::Unsupported);
+        assert_eq!(class(403, tools), ErrorClass::Forbidden);
+        assert_eq!(class(404, tools), ErrorClass::ModelNotFound);
+        // A model that is gone, named with a need word in its id, or
+        // refused in words that also say "not supported".
+        for (status, body) in [
+            (
+                404,
+                r#"{"error":{"code":404,"message":"models/gemini-2.0-flash-exp-image-generation is not found for API version v1beta, or is not supported for generateContent. Call ListModels to see the list of available models and their supported methods.","status":"NOT_FOUND"}}"#,
+            ),
+            (
+                400,
+                r#"{"error":{"code":400,"message":"models/gemini-2.0-flash-exp-image-generation is not found for API version v1beta, or is not supported for generateContent.","status":"INVALID_ARGUMENT"}}"#,
+            ),
+            (
+                400,
+                r#"{"error":{"message":"The model `whisper-audio-tools` does not exist or you do not have access to it; audio is not supported.","type":"invalid_request_error","param":null,"code":"model_not_found"}}"#,
+            ),
+        ] {
+            let e = err(status, body);
+            assert_eq!(e.class, ErrorClass::ModelNotFound, "{body}");
+            assert_eq!(capability_of(&e), None, "{body}");
+        }
+        // OpenRouter says a capability is missing with a 404.
+        for (body, need) in [
+            (
+                r#"{"error":{"message":"No endpoints found that support tool use. Try disabling \"add\". To learn more about provider routing, visit: https://openrouter.ai/docs/provider-routing","code":404}}"#,
+                Need::Tools,
+            ),
+            (
+                r#"{"error":{"message":"No endpoints found that support image input","code":404}}"#,
+                Need::Vision,
+            ),
+        ] {
+            let e = err(404, body);
+            assert_eq!(e.class, ErrorClass::Unsupported, "{body}");
+            assert_eq!(capability_of(&e), Some(Capability::Lacks(need)), "{body}");
+        }
+        // Its plain missing model stays one.
+        assert_eq!(
+            class(
+                404,
+                r#"{"error":{"message":"No endpoints found for meta-llama/llama-9-70b.","code":404}}"#
+            ),
+            ErrorClass::ModelNotFound
+        );
+    }
+
+    #[test]
+    fn a_bad_image_file_is_the_requests_fault() {
+        let e = err(
+            400,
+            r#"{"error":{"message":"You uploaded an unsupported image. Please make sure your image is valid.","type":"invalid_request_error","param":null,"code":"invalid_image"}}"#,
+        );
+        assert_eq!((e.class, capability_of(&e)), (ErrorClass::BadRequest, None));
+    }
+
+    #[test]
+    fn a_max_tokens_refusal_stating_the_context_window_is_about_context() {
+        use hints::Capability;
+        // vLLM: 8192 is the whole window, not an output cap.
+        let e = err(
+            400,
+            r#"{"object":"error","message":"'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's maximum context length is 8192 tokens and your request has 500 input tokens (8000 > 8192 - 500). None","type":"BadRequestError","param":null,"code":400}"#,
+        );
+        assert_eq!(e.class, ErrorClass::ContextLength);
+        assert_eq!(capability_of(&e), Some(Capability::Context(Some(8192))));
     }
 
     #[test]

@@ -194,30 +194,24 @@ pub enum Capability {
 /// is not enabled for models/…" and "JSON mode is not enabled for
 /// models/…", OpenAI "'response_format' of type 'json_schema' is not
 /// supported with this model" and "image_url is only supported by certain
-/// models", and the output caps "must be less than or equal to 8192"
-/// (Groq), "supports at most 4096 completion tokens" (OpenAI), "> 8192,
-/// which is the maximum allowed number of output tokens" (Anthropic).
+/// models", OpenRouter "No endpoints found that support tool use", and the
+/// output caps "must be less than or equal to 8192" (Groq), "supports at
+/// most 4096 completion tokens" (OpenAI), "> 8192, which is the maximum
+/// allowed number of output tokens" (Anthropic).
+///
+/// The need must be named in the refusal phrase itself ([`refuses`]): a
+/// body that says "not supported" and "image" apart ("You uploaded an
+/// unsupported image", a model id with "image" in it) names none.
 pub fn capability(text: &str) -> Option<Capability> {
-    let t = text.to_lowercase().replace('`', "");
+    let t = text.to_lowercase().replace(['`', '\'', '"'], "");
     let has = |words: &[&str]| words.iter().any(|w| t.contains(w));
-    const REFUSED: &[&str] = &[
-        "not supported",
-        "not enabled",
-        "does not support",
-        "doesn't support",
-        "unsupported",
-        "only supported by certain models",
-        "not available for this model",
-    ];
-    // A malformed tool or JSON schema ("Invalid schema for function 'f':
-    // 'patternProperties' is not supported") is the request's own fault,
-    // however it is worded.
-    let refused = has(REFUSED)
-        && !has(&[
-            "invalid schema",
-            "invalid_function_parameters",
-            "invalid_json_schema",
-        ]);
+    // vLLM words a prompt that leaves no room for `max_tokens` as a
+    // max_tokens error ("'max_tokens' … is too large: 8000. This model's
+    // maximum context length is 8192 tokens …"): the number it states is
+    // the window, not an output cap.
+    if t.contains("maximum context length") {
+        return Some(Capability::Context(context_window_stated(&t)));
+    }
     if has(&[
         "max_tokens",
         "max_completion_tokens",
@@ -233,36 +227,58 @@ pub fn capability(text: &str) -> Option<Capability> {
     ]) {
         return Some(Capability::OutputCap(output_cap_stated(&t)));
     }
-    if refused {
-        if has(&[
-            "tools",
-            "tool calling",
-            "tool use",
-            "tool_choice",
-            "function calling",
-        ]) {
-            return Some(Capability::Lacks(Need::Tools));
-        }
-        if has(&[
-            "response_format",
-            "json mode",
-            "json_schema",
-            "json_object",
-            "structured output",
-        ]) {
-            return Some(Capability::Lacks(Need::Json));
-        }
-        if has(&["image url", "image urls", "url image", "url sources"]) {
-            return Some(Capability::Lacks(Need::ImageUrl));
-        }
-        if has(&["image", "vision", "multimodal"]) {
-            return Some(Capability::Lacks(Need::Vision));
-        }
-        if has(&["audio"]) {
-            return Some(Capability::Lacks(Need::Audio));
-        }
-        if has(&["suffix"]) {
-            return Some(Capability::Lacks(Need::Suffix));
+    // A malformed tool or JSON schema ("Invalid schema for function 'f':
+    // 'patternProperties' is not supported") is the request's own fault,
+    // however it is worded.
+    let malformed = has(&[
+        "invalid schema",
+        "invalid_function_parameters",
+        "invalid_json_schema",
+    ]);
+    if !malformed {
+        // Most specific first: "image url" before "image".
+        const NEEDS: &[(Need, &[&str])] = &[
+            (
+                Need::Tools,
+                &[
+                    "tools",
+                    "tool use",
+                    "tool calling",
+                    "tool_choice",
+                    "function calling",
+                ],
+            ),
+            (
+                Need::Json,
+                &[
+                    "response_format",
+                    "json mode",
+                    "json_schema",
+                    "json_object",
+                    "structured output",
+                ],
+            ),
+            (
+                Need::ImageUrl,
+                &["image url", "image urls", "url image", "url sources"],
+            ),
+            (
+                Need::Vision,
+                &[
+                    "image",
+                    "image input",
+                    "image input modality",
+                    "image_url",
+                    "images",
+                    "vision",
+                    "multimodal",
+                ],
+            ),
+            (Need::Audio, &["audio", "audio input", "input_audio"]),
+            (Need::Suffix, &["suffix"]),
+        ];
+        if let Some((need, _)) = NEEDS.iter().find(|(_, terms)| refuses(&t, terms)) {
+            return Some(Capability::Lacks(*need));
         }
     }
     if has(&[
@@ -273,7 +289,7 @@ pub fn capability(text: &str) -> Option<Capability> {
         return Some(Capability::Lacks(Need::Vision));
     }
     if has(&[
-        "'n' : number must be at most 1",
+        "n : number must be at most 1",
         "n must be 1",
         "only n=1",
         "n > 1 is not",
@@ -281,6 +297,38 @@ pub fn capability(text: &str) -> Option<Capability> {
         return Some(Capability::Lacks(Need::N));
     }
     None
+}
+
+/// Whether `t` (lowercased, quotes dropped) refuses one of `terms` in one
+/// phrase: the term right before "is not supported" / "are not enabled" /
+/// "is only supported by certain models", or right after "does not
+/// support (the)" / "no endpoints found that support". A refusal and a
+/// need word apart from each other are not enough.
+fn refuses(t: &str, terms: &[&str]) -> bool {
+    const AFTER: &[&str] = &[
+        " not supported",
+        " is not supported",
+        " are not supported",
+        " is not enabled",
+        " are not enabled",
+        " is only supported by certain models",
+        " are only supported by certain models",
+        " is not available for this model",
+        " are not available for this model",
+    ];
+    const BEFORE: &[&str] = &[
+        "does not support ",
+        "doesnt support ",
+        "do not support ",
+        "dont support ",
+        "does not support the ",
+        "doesnt support the ",
+        "no endpoints found that support ",
+    ];
+    terms.iter().any(|term| {
+        AFTER.iter().any(|a| t.contains(&format!("{term}{a}")))
+            || BEFORE.iter().any(|b| t.contains(&format!("{b}{term}")))
+    })
 }
 
 /// The context window a context-overflow message states: OpenAI "maximum
@@ -436,6 +484,56 @@ mod tests {
             ),
         ] {
             assert_eq!(capability(text), Some(want), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_need_word_must_be_in_the_refusal_itself() {
+        use Capability::*;
+        for (text, want) in [
+            (
+                r#"{"error":{"message":"No endpoints found that support tool use. Try disabling \"add\". To learn more about provider routing, visit: https://openrouter.ai/docs/provider-routing","code":404}}"#,
+                Some(Lacks(Need::Tools)),
+            ),
+            (
+                r#"{"error":{"message":"No endpoints found that support image input","code":404}}"#,
+                Some(Lacks(Need::Vision)),
+            ),
+            (
+                "tool use is not supported for this model",
+                Some(Lacks(Need::Tools)),
+            ),
+            ("image input is not supported", Some(Lacks(Need::Vision))),
+            (
+                "this model does not support image inputs",
+                Some(Lacks(Need::Vision)),
+            ),
+            (
+                "Image input modality is not enabled for models/gemma",
+                Some(Lacks(Need::Vision)),
+            ),
+            (
+                "This model doesn't support the image content block that you provided.",
+                Some(Lacks(Need::Vision)),
+            ),
+            (
+                r#"{"error":{"message":"You uploaded an unsupported image. Please make sure your image is valid.","type":"invalid_request_error","param":null,"code":"invalid_image"}}"#,
+                None,
+            ),
+            (
+                r#"{"error":{"code":404,"message":"models/gemini-2.0-flash-exp-image-generation is not found for API version v1beta, or is not supported for generateContent.","status":"NOT_FOUND"}}"#,
+                None,
+            ),
+            (
+                "models/some-vision-audio-tools-model is not found, or is not supported for generateContent",
+                None,
+            ),
+            (
+                "'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's maximum context length is 8192 tokens and your request has 500 input tokens (8000 > 8192 - 500).",
+                Some(Context(Some(8192))),
+            ),
+        ] {
+            assert_eq!(capability(text), want, "{text}");
         }
     }
 
