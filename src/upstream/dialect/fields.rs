@@ -239,11 +239,18 @@ pub fn field(name: &str) -> Option<&'static Field> {
 /// A value that asks for nothing beyond the default, so leaving it out
 /// changes nothing whatever the field's fate: `null`, `n: 1`,
 /// `modalities: ["text"]`, `parallel_tool_calls: true`, `tools: []`,
-/// `response_format: {"type":"text"}`.
+/// `response_format: {"type":"text"}`, and OpenAI's documented defaults
+/// `frequency_penalty: 0`, `presence_penalty: 0`, `logprobs: false`,
+/// `top_logprobs: 0`, `logit_bias: {}`, `verbosity: "medium"`. SDKs and
+/// proxies often send these explicitly.
 fn inert(name: &str, v: &Value) -> bool {
     match (name, v) {
         (_, Value::Null) => true,
         ("n", v) => v.as_u64() == Some(1),
+        ("frequency_penalty" | "presence_penalty" | "top_logprobs", v) => v.as_f64() == Some(0.0),
+        ("logprobs", Value::Bool(b)) => !*b,
+        ("logit_bias", Value::Object(m)) => m.is_empty(),
+        ("verbosity", v) => v == "medium",
         ("modalities", Value::Array(m)) => m.iter().all(|x| x == "text"),
         ("parallel_tool_calls", Value::Bool(b)) => *b,
         ("tools", Value::Array(a)) => a.is_empty(),
@@ -387,6 +394,20 @@ mod tests {
         }));
         assert_eq!(dropped(Dialect::Anthropic, &req), ["seed", "x_custom"]);
         assert_eq!(dropped(Dialect::Gemini, &req), ["x_custom"]);
+        // OpenAI's documented defaults, as SDKs send them.
+        let defaults = request(json!({
+            "frequency_penalty": 0, "presence_penalty": 0.0, "logprobs": false,
+            "top_logprobs": 0, "logit_bias": {}, "verbosity": "medium",
+            "stream_options": {"include_usage": true}
+        }));
+        for d in [Dialect::Anthropic, Dialect::Gemini] {
+            assert!(dropped(d, &defaults).is_empty(), "{d:?}");
+        }
+        let asks = request(json!({"presence_penalty": 0.5, "logprobs": true, "verbosity": "low"}));
+        assert_eq!(
+            dropped(Dialect::Anthropic, &asks),
+            ["presence_penalty", "logprobs", "verbosity"]
+        );
         let both =
             request(json!({"tools": sample("tools"), "response_format": {"type":"json_object"}}));
         for d in [Dialect::Anthropic, Dialect::Gemini] {
