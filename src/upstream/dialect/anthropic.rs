@@ -388,6 +388,9 @@ fn blocks(parts: &[Value], i: usize) -> Result<Value, BuildError> {
 fn assistant_content(m: &ChatMessage, i: usize) -> Result<Value, BuildError> {
     let calls = m.tool_calls(i)?;
     if calls.is_empty() {
+        if let Some(r) = m.refusal() {
+            return Ok(json!(r));
+        }
         return content(m, i);
     }
     let mut out = match &m.content {
