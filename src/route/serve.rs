@@ -261,12 +261,25 @@ fn routed_headers(h: &mut HeaderMap, via: Option<&str>, attempts: &[Attempt]) {
 /// `X-Llmprobe-Dropped: seed, logit_bias`: what the request lost on the
 /// way to the upstream that answered, when it lost anything.
 fn dropped_header(h: &mut HeaderMap, dropped: &[String]) {
-    if dropped.is_empty() {
-        return;
-    }
-    if let Ok(v) = HeaderValue::from_str(&dropped.join(", ")) {
+    if let Some(v) = dropped_value(dropped) {
         h.insert("x-llmprobe-dropped", v);
     }
+}
+
+/// The header's value: the names that can be in a header, UTF-8 bytes
+/// included (obs-text, so the clamp `max_tokens→8192` stays as written).
+/// A client's unknown field can be named anything, a control character
+/// say; such a name is left out rather than the whole header.
+fn dropped_value(dropped: &[String]) -> Option<HeaderValue> {
+    let names: Vec<&str> = dropped
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !n.is_empty() && HeaderValue::from_bytes(n.as_bytes()).is_ok())
+        .collect();
+    if names.is_empty() {
+        return None;
+    }
+    HeaderValue::from_bytes(names.join(", ").as_bytes()).ok()
 }
 
 async fn stream(engine: Arc<Engine>, req: ChatRequest, ask: Ask) -> Response {
@@ -340,5 +353,19 @@ pub async fn health_poller(engine: Arc<Engine>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropped_names_that_cannot_be_in_a_header_are_left_out_alone() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let v = dropped_value(&names(&["max_tokens→8192", "bad\nname", "seed"])).unwrap();
+        assert_eq!(v.as_bytes(), "max_tokens→8192, seed".as_bytes());
+        assert!(dropped_value(&names(&["\r"])).is_none());
+        assert!(dropped_value(&[]).is_none());
     }
 }

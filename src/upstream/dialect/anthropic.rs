@@ -277,19 +277,31 @@ pub(super) fn json_via_tool(req: &ChatRequest) -> bool {
 fn tools(req: &ChatRequest, body: &mut Value) -> Result<(), BuildError> {
     let declared = req.tools()?;
     if declared.is_empty() {
-        if !json_via_tool(req) {
-            return Ok(());
+        let mut tools = history_stubs(req)?;
+        if json_via_tool(req) {
+            let (schema, what) = match req.response_format()? {
+                Some(ResponseFormat::JsonSchema { name, schema }) => (schema, format!(" ({name})")),
+                _ => (json!({"type": "object"}), String::new()),
+            };
+            tools.retain(|t| t["name"] != JSON_TOOL);
+            tools.insert(
+                0,
+                json!({
+                    "name": JSON_TOOL,
+                    "description": format!("Give your answer{what} as this tool's input."),
+                    "input_schema": schema,
+                }),
+            );
+            body["tool_choice"] = json!({"type": "tool", "name": JSON_TOOL});
+        } else if !tools.is_empty() {
+            // The client declared no tools, so it expects no new call:
+            // OpenAI makes none without tools, and `none` is how
+            // Anthropic says so while the stubs are declared.
+            body["tool_choice"] = json!({"type": "none"});
         }
-        let (schema, what) = match req.response_format()? {
-            Some(ResponseFormat::JsonSchema { name, schema }) => (schema, format!(" ({name})")),
-            _ => (json!({"type": "object"}), String::new()),
-        };
-        body["tools"] = json!([{
-            "name": JSON_TOOL,
-            "description": format!("Give your answer{what} as this tool's input."),
-            "input_schema": schema,
-        }]);
-        body["tool_choice"] = json!({"type": "tool", "name": JSON_TOOL});
+        if !tools.is_empty() {
+            body["tools"] = Value::Array(tools);
+        }
         return Ok(());
     }
     let tools: Vec<Value> = declared
@@ -326,6 +338,34 @@ fn tools(req: &ChatRequest, body: &mut Value) -> Result<(), BuildError> {
     Ok(())
 }
 
+/// A stub declaration per tool the history's assistant turns called, in
+/// order of first call. Anthropic refuses `tool_use`/`tool_result` blocks
+/// in a request that defines no tools (400 "must define tools"), while
+/// OpenAI takes a follow-up turn that no longer declares them.
+fn history_stubs(req: &ChatRequest) -> Result<Vec<Value>, BuildError> {
+    let mut names: Vec<String> = Vec::new();
+    for (i, m) in req.messages.iter().enumerate() {
+        if m.role != "assistant" {
+            continue;
+        }
+        for c in m.tool_calls(i)? {
+            if !names.contains(&c.name) {
+                names.push(c.name);
+            }
+        }
+    }
+    Ok(names
+        .into_iter()
+        .map(|name| {
+            json!({
+                "name": name,
+                "description": "(declared earlier in this conversation)",
+                "input_schema": {"type": "object"},
+            })
+        })
+        .collect())
+}
+
 /// A user message's content: its text, or its parts as blocks.
 fn content(m: &ChatMessage, i: usize) -> Result<Value, BuildError> {
     match &m.content {
@@ -348,6 +388,9 @@ fn blocks(parts: &[Value], i: usize) -> Result<Value, BuildError> {
 fn assistant_content(m: &ChatMessage, i: usize) -> Result<Value, BuildError> {
     let calls = m.tool_calls(i)?;
     if calls.is_empty() {
+        if let Some(r) = m.refusal() {
+            return Ok(json!(r));
+        }
         return content(m, i);
     }
     let mut out = match &m.content {
@@ -569,6 +612,39 @@ mod tests {
             fields::dropped(Dialect::Anthropic, &both),
             ["response_format"]
         );
+    }
+
+    #[test]
+    fn a_history_of_tool_calls_without_tools_declares_stubs() {
+        // The follow-up turn drops `tools`; Anthropic would answer 400.
+        let mut v: Value = serde_json::from_str(CONVERSATION).unwrap();
+        let o = v.as_object_mut().unwrap();
+        for k in ["tools", "tool_choice", "parallel_tool_calls"] {
+            o.remove(k);
+        }
+        let req = ChatRequest::from_openai_json(v.to_string().as_bytes()).unwrap();
+        let body = Anthropic.body(&req).unwrap();
+        assert_eq!(
+            body["tools"],
+            json!([{"name":"get_weather","description":"(declared earlier in this conversation)","input_schema":{"type":"object"}}])
+        );
+        assert_eq!(body["tool_choice"], json!({"type":"none"}));
+        // JSON mode keeps its forced tool, and the stubs come after it.
+        v["response_format"] = json!({"type":"json_object"});
+        let req = ChatRequest::from_openai_json(v.to_string().as_bytes()).unwrap();
+        let body = Anthropic.body(&req).unwrap();
+        let names: Vec<_> = body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].clone())
+            .collect();
+        assert_eq!(names, [json!(JSON_TOOL), json!("get_weather")]);
+        assert_eq!(body["tool_choice"], json!({"type":"tool","name":JSON_TOOL}));
+        // No tool in the history, no stub.
+        let plain = request(r#"{"messages":[{"role":"user","content":"x"}]}"#);
+        let body = Anthropic.body(&plain).unwrap();
+        assert!(body.get("tools").is_none() && body.get("tool_choice").is_none());
     }
 
     #[test]

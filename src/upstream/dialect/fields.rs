@@ -229,21 +229,67 @@ pub const FIELDS: &[Field] = &[
     ),
     f("audio", N, N, "audio output is the need `audio`"),
     f("suffix", N, N, "fill-in-the-middle is the need `suffix`"),
+    // Fields inside others; `dropped` reports these under the short names
+    // `tools.strict`, `response_format.strict` and `messages.name`.
+    f(
+        "tools[].function.strict",
+        R,
+        R,
+        "`true` is reported as `tools.strict`: neither dialect promises arguments that match \
+         the schema exactly",
+    ),
+    f(
+        "response_format.json_schema.strict",
+        R,
+        R,
+        "`true` is reported as `response_format.strict`, as `tools[].function.strict`",
+    ),
+    f(
+        "messages[].name",
+        R,
+        R,
+        "a participant's name, reported as `messages.name`: neither dialect names participants",
+    ),
+    f(
+        "messages[].refusal",
+        T,
+        T,
+        "an assistant turn's refusal (with `content: null`) becomes its text",
+    ),
+    f(
+        "image_url.detail",
+        H,
+        H,
+        "OpenAI's image resolution; the others read the image at their own",
+    ),
 ];
+
+/// Whether the row is a field inside another (`tools[].function.strict`),
+/// not a top-level one.
+fn nested(f: &Field) -> bool {
+    f.name.contains('.')
+}
 
 /// The table's entry for `name`.
 pub fn field(name: &str) -> Option<&'static Field> {
-    FIELDS.iter().find(|f| f.name == name)
+    FIELDS.iter().find(|f| f.name == name && !nested(f))
 }
 
 /// A value that asks for nothing beyond the default, so leaving it out
 /// changes nothing whatever the field's fate: `null`, `n: 1`,
 /// `modalities: ["text"]`, `parallel_tool_calls: true`, `tools: []`,
-/// `response_format: {"type":"text"}`.
+/// `response_format: {"type":"text"}`, and OpenAI's documented defaults
+/// `frequency_penalty: 0`, `presence_penalty: 0`, `logprobs: false`,
+/// `top_logprobs: 0`, `logit_bias: {}`, `verbosity: "medium"`. SDKs and
+/// proxies often send these explicitly.
 fn inert(name: &str, v: &Value) -> bool {
     match (name, v) {
         (_, Value::Null) => true,
         ("n", v) => v.as_u64() == Some(1),
+        ("frequency_penalty" | "presence_penalty" | "top_logprobs", v) => v.as_f64() == Some(0.0),
+        ("logprobs", Value::Bool(b)) => !*b,
+        ("logit_bias", Value::Object(m)) => m.is_empty(),
+        ("verbosity", v) => v == "medium",
         ("modalities", Value::Array(m)) => m.iter().all(|x| x == "text"),
         ("parallel_tool_calls", Value::Bool(b)) => *b,
         ("tools", Value::Array(a)) => a.is_empty(),
@@ -275,8 +321,29 @@ pub fn dropped(d: Dialect, req: &ChatRequest) -> Vec<String> {
         .filter(|(k, _)| field(k).is_none_or(|f| f.fate(d) == Fate::DropReported))
         .map(|(k, _)| k.clone())
         .collect();
-    if json_mode_yields_to_tools(req) {
+    let yields = json_mode_yields_to_tools(req);
+    if yields {
         out.push("response_format".into());
+    }
+    let strict = |v: Option<&Value>| v.and_then(Value::as_bool) == Some(true);
+    let tools = req.extra.get("tools").and_then(Value::as_array);
+    if tools.is_some_and(|t| t.iter().any(|t| strict(t.pointer("/function/strict")))) {
+        out.push("tools.strict".into());
+    }
+    let format = req.extra.get("response_format");
+    if !yields && strict(format.and_then(|f| f.pointer("/json_schema/strict"))) {
+        out.push("response_format.strict".into());
+    }
+    // A tool result's name is the function's, carried by the dialects.
+    let named = req.messages.iter().any(|m| {
+        !matches!(m.role.as_str(), "tool" | "function")
+            && m.extra
+                .get("name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty())
+    });
+    if named {
+        out.push("messages.name".into());
     }
     out
 }
@@ -332,7 +399,10 @@ mod tests {
         for d in [Dialect::Anthropic, Dialect::Gemini] {
             let w = wire(d);
             let base = w.body(&request(json!({}))).unwrap();
-            for f in FIELDS.iter().filter(|f| !modelled.contains(&f.name)) {
+            for f in FIELDS
+                .iter()
+                .filter(|f| !modelled.contains(&f.name) && !nested(f))
+            {
                 let mut extra = json!({});
                 extra[f.name] = sample(f.name);
                 // tool_choice and parallel_tool_calls mean something only
@@ -387,10 +457,67 @@ mod tests {
         }));
         assert_eq!(dropped(Dialect::Anthropic, &req), ["seed", "x_custom"]);
         assert_eq!(dropped(Dialect::Gemini, &req), ["x_custom"]);
+        // OpenAI's documented defaults, as SDKs send them.
+        let defaults = request(json!({
+            "frequency_penalty": 0, "presence_penalty": 0.0, "logprobs": false,
+            "top_logprobs": 0, "logit_bias": {}, "verbosity": "medium",
+            "stream_options": {"include_usage": true}
+        }));
+        for d in [Dialect::Anthropic, Dialect::Gemini] {
+            assert!(dropped(d, &defaults).is_empty(), "{d:?}");
+        }
+        let asks = request(json!({"presence_penalty": 0.5, "logprobs": true, "verbosity": "low"}));
+        assert_eq!(
+            dropped(Dialect::Anthropic, &asks),
+            ["presence_penalty", "logprobs", "verbosity"]
+        );
         let both =
             request(json!({"tools": sample("tools"), "response_format": {"type":"json_object"}}));
         for d in [Dialect::Anthropic, Dialect::Gemini] {
             assert_eq!(dropped(d, &both), ["response_format"], "{d:?}");
+        }
+    }
+
+    #[test]
+    fn nested_fields_are_reported_or_carried_as_the_table_says() {
+        let mut r = ChatRequest::from_openai_json(
+            br#"{"model":"m","messages":[
+              {"role":"user","name":"ann","content":[{"type":"text","text":"see"},{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA","detail":"low"}}]},
+              {"role":"assistant","content":null,"refusal":"I cannot."},
+              {"role":"user","content":"why?"}],
+             "tools":[{"type":"function","function":{"name":"f","strict":true,"parameters":{"type":"object","properties":{"q":{"type":"string"}}}}}]}"#,
+        )
+        .unwrap();
+        for d in [Dialect::Anthropic, Dialect::Gemini] {
+            assert_eq!(dropped(d, &r), ["tools.strict", "messages.name"], "{d:?}");
+            let body = wire(d).body(&r).unwrap().to_string();
+            assert!(body.contains("I cannot."), "{d:?}: {body}");
+            assert!(
+                !body.contains("\"detail\"") && !body.contains("\"ann\""),
+                "{d:?}"
+            );
+        }
+        for (n, fate) in [
+            ("tools[].function.strict", Fate::DropReported),
+            ("response_format.json_schema.strict", Fate::DropReported),
+            ("messages[].name", Fate::DropReported),
+            ("messages[].refusal", Fate::Translate),
+            ("image_url.detail", Fate::DropHarmless),
+        ] {
+            let f = FIELDS.iter().find(|f| f.name == n).unwrap();
+            assert_eq!((f.anthropic, f.gemini), (fate, fate), "{n}");
+            // A client's top-level field of that name is unknown.
+            assert!(field(n).is_none());
+        }
+        r.extra.remove("tools");
+        r.messages.truncate(1);
+        r.messages[0].extra.remove("name");
+        r.extra.insert(
+            "response_format".into(),
+            json!({"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"object"}}}),
+        );
+        for d in [Dialect::Anthropic, Dialect::Gemini] {
+            assert_eq!(dropped(d, &r), ["response_format.strict"], "{d:?}");
         }
     }
 

@@ -339,6 +339,9 @@ fn model_parts(
 ) -> Result<Vec<Value>, BuildError> {
     let calls = m.tool_calls(i)?;
     if calls.is_empty() {
+        if let Some(r) = m.refusal() {
+            return Ok(vec![json!({"text": r})]);
+        }
         return parts(m, i);
     }
     let mut out = match &m.content {

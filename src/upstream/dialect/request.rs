@@ -164,6 +164,16 @@ impl ChatMessage {
             .collect()
     }
 
+    /// What an assistant turn said in place of content: OpenAI's
+    /// `refusal`, which comes with `content: null`. Other dialects get it
+    /// as the turn's text, since it is what the model said.
+    pub(super) fn refusal(&self) -> Option<&str> {
+        if self.content.is_some() {
+            return None;
+        }
+        self.extra.get("refusal").and_then(Value::as_str)
+    }
+
     /// The call a `tool` message answers (`tool_call_id`).
     pub fn tool_call_id(&self) -> Option<&str> {
         self.extra.get("tool_call_id").and_then(Value::as_str)

@@ -10,7 +10,8 @@
 //! one" becomes "at least one"), `allOf` is merged into its parent, and
 //! every other keyword Gemini does not document (`$schema`,
 //! `additionalProperties`, `default`, `examples`, `patternProperties`,
-//! `exclusiveMinimum`, …) is left out. The answer is still checked against
+//! `exclusiveMinimum`, …) is left out; a nested object left without
+//! properties (a map, a cut `$ref`) is asked for as a JSON string. The answer is still checked against
 //! the client's own schema by nobody but the client; what is left out only
 //! loosens the constraint the model is given.
 
@@ -127,7 +128,7 @@ fn convert(s: &Value, root: &Value, depth: usize) -> Value {
     if let Some(Value::Object(props)) = obj.get("properties") {
         let props: Map<String, Value> = props
             .iter()
-            .map(|(k, v)| (k.clone(), convert(v, root, depth)))
+            .map(|(k, v)| (k.clone(), nested(v, root, depth)))
             .collect();
         if let Some(Value::Array(req)) = obj.get("required") {
             // Gemini refuses a required property it was not given.
@@ -146,12 +147,12 @@ fn convert(s: &Value, root: &Value, depth: usize) -> Value {
     }
     match obj.get("items") {
         Some(items @ Value::Object(_)) => {
-            out.insert("items".into(), convert(items, root, depth));
+            out.insert("items".into(), nested(items, root, depth));
         }
         // A tuple (the old `items: [...]`): its first schema is the best
         // single one.
         Some(Value::Array(tuple)) if !tuple.is_empty() => {
-            out.insert("items".into(), convert(&tuple[0], root, depth));
+            out.insert("items".into(), nested(&tuple[0], root, depth));
         }
         _ => {}
     }
@@ -165,7 +166,7 @@ fn convert(s: &Value, root: &Value, depth: usize) -> Value {
             if a.get("type").and_then(Value::as_str) == Some("null") {
                 nullable = true;
             } else {
-                any.push(convert(a, root, depth));
+                any.push(nested(a, root, depth));
             }
         }
         match any.len() {
@@ -203,6 +204,39 @@ fn convert(s: &Value, root: &Value, depth: usize) -> Value {
     }
     Value::Object(out)
 }
+
+/// A schema inside another (a property, the items, an alternative), in
+/// Gemini's subset. Gemini refuses an object without properties below the
+/// top level (400 "properties: should be non-empty for OBJECT type"), and
+/// that is what a map (`additionalProperties` only, Pydantic's
+/// `Dict[str, X]`) or a `$ref` cut at [`MAX_REF_DEPTH`] becomes; such an
+/// object is asked for as a string holding the JSON object. Dropping the
+/// property instead would lose its value altogether, and would empty a
+/// cut recursive schema level by level up to the top; a string keeps the
+/// value, which the client can parse.
+fn nested(s: &Value, root: &Value, depth: usize) -> Value {
+    let out = convert(s, root, depth);
+    let no_properties = out
+        .get("properties")
+        .and_then(Value::as_object)
+        .is_none_or(Map::is_empty);
+    if out.get("type").and_then(Value::as_str) != Some("object") || !no_properties {
+        return out;
+    }
+    let said = out.get("description").and_then(Value::as_str);
+    let description = match said {
+        Some(d) if !d.is_empty() => format!("{d} {OBJECT_AS_STRING}"),
+        _ => OBJECT_AS_STRING.to_string(),
+    };
+    let mut s = json!({"type": "string", "description": description});
+    if out.get("nullable") == Some(&json!(true)) {
+        s["nullable"] = json!(true);
+    }
+    s
+}
+
+/// What a nested object without properties is asked for as (see [`nested`]).
+const OBJECT_AS_STRING: &str = "A JSON object, as a string.";
 
 /// The JSON Schema type of a value.
 fn json_type(v: &Value) -> Option<&'static str> {
@@ -346,18 +380,53 @@ mod tests {
     }
 
     #[test]
+    fn nested_objects_without_properties_are_asked_for_as_strings() {
+        // Pydantic's Dict[str, int] and Optional[Dict[str, str]].
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "counts": {"type": "object", "additionalProperties": {"type": "integer"}, "description": "per word"},
+                "labels": {"anyOf": [{"type": "object", "additionalProperties": {"type": "string"}}, {"type": "null"}]},
+                "rows": {"type": "array", "items": {"type": "object"}},
+                "q": {"type": "string"}
+            },
+            "required": ["counts"]
+        });
+        let as_string = |d: &str| json!({"type": "string", "description": d});
+        let out = gemini_parameters(&schema).unwrap();
+        assert_eq!(
+            out["properties"]["counts"],
+            as_string("per word A JSON object, as a string.")
+        );
+        let mut labels = as_string(OBJECT_AS_STRING);
+        labels["nullable"] = json!(true);
+        assert_eq!(out["properties"]["labels"], labels);
+        assert_eq!(
+            out["properties"]["rows"]["items"],
+            as_string(OBJECT_AS_STRING)
+        );
+        assert_eq!(out["required"], json!(["counts"]));
+        // The top level stays an object; gemini_parameters guards it.
+        assert_eq!(
+            gemini_schema(&json!({"type": "object", "additionalProperties": {}})),
+            json!({"type": "object"})
+        );
+    }
+
+    #[test]
     fn recursive_refs_are_cut_and_empty_parameters_left_out() {
         let tree = json!({
             "$defs": {"Node": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/Node"}}}}},
             "$ref": "#/$defs/Node"
         });
         let out = gemini_schema(&tree);
-        // Six levels deep, then an object of any shape.
+        // Six levels deep, then an object of any shape, as a string.
         let mut at = &out;
         for _ in 0..5 {
             at = &at["properties"]["kids"]["items"];
             assert_eq!(at["type"], "object");
         }
+        assert_eq!(at["properties"]["kids"]["items"]["type"], "string");
         assert_eq!(
             gemini_schema(&json!({"$ref": "#/nowhere"})),
             json!({"type": "object"})
