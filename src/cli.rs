@@ -122,7 +122,8 @@ the cron job (a systemd timer or a Windows task with --with) that exports the
 keys and names the binary by its full path; lines for a job written by hand
 are in the repository's docs/scheduling.md. Watched by healthchecks.io, with
 node_exporter's textfile collector:
-  llmprobe check --if-due 1h --jitter 5m --ping-url https://hc-ping.com/UUID --prom-file llmprobe.prom
+  llmprobe check --if-due 1h --jitter 5m \\
+    --ping-url https://hc-ping.com/UUID --prom-file llmprobe.prom
 
 Order: --if-due is decided first (a run that is not due exits 0 at once,
 without waiting, pinging or taking the lock); then the --jitter wait; then
@@ -387,8 +388,8 @@ Examples:
   llmprobe route --json --system \"Be terse.\" \"hi\"  the OpenAI-style response plus the attempt trail
   llmprobe route --serve                           OpenAI-compatible server on 127.0.0.1:8080
   llmprobe route --serve --listen 127.0.0.1:9000
-  llmprobe route --status                          providers, keys, cooldowns, usage and uptime, without a server
-  llmprobe route --status --shared-state redis://127.0.0.1:6379/0   the same, as every --serve instance shares it
+  llmprobe route --status                          what route knows, no server
+  llmprobe route --status --shared-state redis://127.0.0.1:6379/0
 
 With --serve, point any OpenAI client at http://127.0.0.1:8080/v1 (any API
 key, or the token named by [route] auth_token_env / --auth-token-env).

@@ -145,6 +145,18 @@ fn demo_says_whether_it_continues_and_fresh_starts_over() {
         "{second}"
     );
     assert_eq!(crate::support::log_entries(&env.log()).len(), 2 * entries);
+    // The count keeps up once a model is disabled and runs add fewer
+    // entries than there are models.
+    for n in 2..=5 {
+        let out = env.run(&["demo", "--spacing", "0"]).ok().stdout;
+        assert!(
+            out.starts_with(&format!(
+                "llmprobe demo: continuing {n} earlier demo runs in "
+            )),
+            "run {}: {out}",
+            n + 1
+        );
+    }
     let fresh = env.run(&["demo", "--fresh", "--spacing", "0"]).ok().stdout;
     assert!(
         fresh.starts_with("llmprobe demo: a fresh start in "),

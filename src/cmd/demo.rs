@@ -71,8 +71,7 @@ pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
     if a.fresh {
         forget_earlier_runs(&stats_dir)?;
     }
-    let models: usize = PROVIDERS.iter().map(|p| p.3.len()).sum();
-    let round = previous_entries(&stats_dir) / models;
+    let round = previous_runs(&stats_dir);
     output::println(&if round == 0 {
         format!(
             "llmprobe demo: a fresh start in {}",
@@ -272,10 +271,26 @@ fn forget_earlier_runs(stats_dir: &Path) -> Result<()> {
 }
 
 /// Entries already in the demo's log (one per line, as `check` writes them).
-fn previous_entries(stats_dir: &std::path::Path) -> usize {
-    std::fs::read_to_string(stats_dir.join(crate::settings::LOG_FILE))
-        .map(|t| t.lines().filter(|l| l.starts_with('{')).count())
-        .unwrap_or(0)
+/// How many demo runs the log holds: the most probes of any one model.
+/// Each run probes every model not disabled once, so once a model is
+/// disabled a run adds fewer entries than there are models, and dividing
+/// the entries by the models would fall behind (and repeat a run).
+fn previous_runs(stats_dir: &std::path::Path) -> usize {
+    let Ok(text) = std::fs::read_to_string(stats_dir.join(crate::settings::LOG_FILE)) else {
+        return 0;
+    };
+    let mut per_model: std::collections::HashMap<(String, String), usize> = Default::default();
+    for line in text.lines().filter(|l| l.starts_with('{')) {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line.trim_end_matches(',')) else {
+            continue;
+        };
+        let key = (
+            v["provider"].as_str().unwrap_or_default().to_string(),
+            v["model"].as_str().unwrap_or_default().to_string(),
+        );
+        *per_model.entry(key).or_default() += 1;
+    }
+    per_model.into_values().max().unwrap_or(0)
 }
 
 fn demo_config(url: &str, spacing: f64) -> String {
