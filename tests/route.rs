@@ -548,12 +548,26 @@ fn bad_input_gets_openai_shaped_4xx_and_the_server_stays_up() {
     let r = http("GET", &format!("{}/v2/nothing", srv.url), &[], None);
     assert_eq!(r.status, 404);
     assert_eq!(r.json()["error"]["code"], "unknown_url");
+    // A served path with the wrong method: a JSON error, not an empty 405.
+    let r = http("GET", &url, &[], None);
+    assert_eq!(r.status, 405, "{}", r.body);
+    assert_eq!(
+        r.json()["error"]["code"],
+        "method_not_allowed",
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        r.json()["error"]["message"],
+        "GET is not allowed on /v1/chat/completions"
+    );
     let r = chat(&srv, "gpt-9", false);
     assert_eq!(r.status, 404, "{}", r.body);
     assert_eq!(r.json()["error"]["code"], "model_not_found");
-    // Still serving.
+    // Still serving; the trail says nothing was passed over.
     let r = chat(&srv, "auto", false);
     assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("x-fallback-trail"), "none");
 }
 
 #[test]

@@ -65,6 +65,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
         .layer(middleware::from_fn(header_limit))
         .with_state(app)
@@ -102,6 +103,10 @@ async fn auth(State(app): State<Arc<App>>, req: Request, next: Next) -> Response
 
 async fn not_found() -> Response {
     openai::unknown_url().into_response()
+}
+
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    openai::method_not_allowed(method.as_str(), uri.path()).into_response()
 }
 
 async fn livez() -> Response {
@@ -253,9 +258,16 @@ fn routed_headers(h: &mut HeaderMap, via: Option<&str>, attempts: &[Attempt]) {
         "x-fallback-attempts",
         attempts.iter().filter(|a| a.failed()).count().to_string(),
     );
-    if !attempts.is_empty() {
-        set("x-fallback-trail", trail(attempts, TRAIL_CAP));
-    }
+    // Present on every routed response: `none` says the first candidate
+    // tried served (or, for an error, that nothing was tried).
+    set(
+        "x-fallback-trail",
+        if attempts.is_empty() {
+            "none".to_string()
+        } else {
+            trail(attempts, TRAIL_CAP)
+        },
+    );
 }
 
 /// `X-Llmprobe-Dropped: seed, logit_bias`: what the request lost on the

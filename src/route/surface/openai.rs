@@ -234,6 +234,17 @@ pub fn unknown_url() -> ApiError {
     )
 }
 
+/// A path this server serves, asked with a method it does not take
+/// (`GET /v1/chat/completions`): a JSON error rather than axum's empty 405.
+pub fn method_not_allowed(method: &str, path: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "invalid_request_error",
+        "method_not_allowed",
+        format!("{method} is not allowed on {path}"),
+    )
+}
+
 /// No answer within the request timeout.
 pub fn request_timeout(timeout: std::time::Duration) -> ApiError {
     ApiError::new(
