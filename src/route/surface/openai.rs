@@ -801,6 +801,14 @@ mod tests {
             .map(|c| Ok(c.to_vec()))
             .collect();
         let mut m = StreamMapper::new(dialect, "p::model").include_usage(include_usage);
+        map_pieces(&mut m, pieces).await
+    }
+
+    /// The chunks `m` renders from a stream delivered in `pieces`.
+    async fn map_pieces(
+        m: &mut StreamMapper,
+        pieces: Vec<Result<Vec<u8>, Infallible>>,
+    ) -> Vec<StreamItem> {
         let deltas: Vec<ReplyDelta> = map_byte_stream(
             futures_util::stream::iter(pieces),
             m.inner.clone(),
@@ -1016,15 +1024,7 @@ mod tests {
         let mut m = StreamMapper::new(Dialect::Anthropic, "a::c");
         m.inner = m.inner.clone().plan(plan);
         let pieces = vec![Ok::<_, Infallible>(stream.as_bytes().to_vec())];
-        let deltas: Vec<ReplyDelta> = map_byte_stream(
-            futures_util::stream::iter(pieces),
-            m.inner.clone(),
-            |e| match e {},
-        )
-        .map(|r| r.unwrap())
-        .collect()
-        .await;
-        let items = m.render(deltas);
+        let items = map_pieces(&mut m, pieces).await;
         assert_eq!(parsed(&joined(&items, "content")), json!({"city": "Paris"}));
         assert!(streamed_calls(&items).is_empty());
         assert_eq!(finish_reasons(&items), ["stop"]);
