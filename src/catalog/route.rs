@@ -23,6 +23,7 @@ pub(super) struct RouteToml {
     shared_state: Option<String>,
     reserve_max_tokens: Option<u32>,
     affinity_secs: Option<f64>,
+    detail_header: Option<bool>,
 }
 
 /// How `route` behaves, validated. Command-line flags override these.
@@ -51,6 +52,9 @@ pub struct RouteSettings {
     /// How long a conversation keeps going to the model that served its
     /// previous turn; zero turns affinity off (docs/routing.md).
     pub affinity: Duration,
+    /// Send `X-Fallback-Detail` (each failed attempt's class and short,
+    /// redacted reason) on routed responses (docs/routing.md).
+    pub detail_header: bool,
 }
 
 pub const MAX_ATTEMPTS: std::ops::RangeInclusive<u32> = 1..=100;
@@ -72,6 +76,7 @@ impl Default for RouteSettings {
             shared_state: None,
             reserve_max_tokens: 4096,
             affinity: Duration::from_secs(30 * 60),
+            detail_header: false,
         }
     }
 }
@@ -155,6 +160,7 @@ impl RouteSettings {
             shared_state: t.shared_state.clone(),
             reserve_max_tokens,
             affinity,
+            detail_header: t.detail_header.unwrap_or(d.detail_header),
         })
     }
 }

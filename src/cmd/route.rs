@@ -154,7 +154,7 @@ fn one_shot(rt: &tokio::runtime::Runtime, engine: Arc<Engine>, a: &RouteArgs) ->
     let e = engine.clone();
     let result = rt.block_on(engine.route(&Ask::new(a.model.as_deref(), &req), |c, key| {
         let (e, req) = (e.clone(), req.clone());
-        async move { send::complete(&e, &c, key.as_ref(), &req).await }
+        async move { send::complete(&e, &c, key.as_ref(), &req, true).await }
     }));
     engine.save_if_dirty()?;
     match result {

@@ -348,12 +348,18 @@ impl Engine {
         F: FnMut(Candidate, Option<ApiKey>) -> Fut,
         Fut: Future<Output = Sent<T>>,
     {
-        let mut candidates = self
-            .candidates(ask.model.as_deref())
-            .map_err(|error| Exhausted {
+        let mut candidates = self.candidates(ask.model.as_deref()).map_err(|error| {
+            // An unknown model is refused before routing, as a body that
+            // does not parse is; a known one with nothing active is not.
+            self.count_request(match error {
+                RouteError::UnknownModel { .. } => "refused",
+                _ => "exhausted",
+            });
+            Exhausted {
                 error,
                 attempts: Vec::new(),
-            })?;
+            }
+        })?;
         let now = self.clock.now();
         self.previous_first(&mut candidates, ask, now);
         let (candidates, skipped) = self.able(candidates, ask, now)?;
@@ -609,7 +615,11 @@ impl Engine {
         }
     }
 
-    fn count_request(&self, outcome: &str) {
+    /// Count one request under `outcome` in `/metrics`: `served`,
+    /// `exhausted`, `rejected` (an upstream said the request itself is at
+    /// fault) or `refused` (refused before routing: a body that does not
+    /// parse, an unknown model).
+    pub fn count_request(&self, outcome: &str) {
         self.metrics
             .requests
             .get_or_create(&super::metrics::OutcomeLabels {

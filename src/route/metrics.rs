@@ -13,7 +13,9 @@ use prometheus_client::registry::{Registry, Unit};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
-    /// `served`, `exhausted` or `rejected` (the client's own error).
+    /// `served`, `exhausted`, `rejected` (an upstream refused the
+    /// client's request) or `refused` (refused before routing: a body that
+    /// does not parse, an unknown model).
     pub outcome: String,
 }
 

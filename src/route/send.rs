@@ -34,8 +34,9 @@ pub struct Completion {
     /// The dialect the upstream spoke.
     pub dialect: Dialect,
     /// The upstream's body as JSON, for a surface that speaks `dialect`
-    /// and passes it on as it came. Kept only for OpenAI upstreams, the
-    /// one dialect a surface speaks today, so others cost no redaction.
+    /// and passes it on as it came. Kept only for OpenAI upstreams, and
+    /// only when the caller asked for it (`native`), so others cost no
+    /// redaction.
     pub body: Option<Value>,
     /// The upstream's id for the reply, if it gave one.
     pub upstream_id: Option<String>,
@@ -99,12 +100,16 @@ fn build<T>(
     })
 }
 
-/// A non-streaming attempt.
+/// A non-streaming attempt. `native`: the caller passes an OpenAI
+/// upstream's body on as it came (the Chat Completions surface and the
+/// one-shot command), so [`Completion::body`] keeps it; other surfaces
+/// render from the parsed reply alone.
 pub async fn complete(
     engine: &Engine,
     c: &Candidate,
     key: Option<&ApiKey>,
     req: &ChatRequest,
+    native: bool,
 ) -> Sent<Completion> {
     let (client, clock) = (&engine.client, &engine.clock);
     let redactor = engine.redactor.with(key.map(|k| &k.secret));
@@ -127,7 +132,7 @@ pub async fn complete(
             plan.apply(&mut reply);
             // The pass-through needs no id; a rendered reply is named after
             // the upstream's.
-            let (body, upstream_id) = if dialect == Dialect::Openai {
+            let (body, upstream_id) = if native && dialect == Dialect::Openai {
                 (Some(redacted(json, &redactor)), None)
             } else {
                 let id = dialect::wire(dialect).reply_id(&json);
@@ -179,11 +184,15 @@ pub struct Opened {
 /// A streaming attempt: returns once the first chunk has arrived, so any
 /// failure before it is an [`UpstreamError`] the engine can fall over on.
 /// The stream fails when no chunk arrives within the engine's idle timeout.
+/// `native`: an OpenAI upstream's chunks pass as they came
+/// ([`StreamEvent::Native`]) for the Chat Completions surface; every other
+/// surface gets deltas from every dialect.
 pub async fn open_stream(
     engine: &Engine,
     c: &Candidate,
     key: Option<&ApiKey>,
     req: &ChatRequest,
+    native: bool,
 ) -> Sent<Opened> {
     let mut headers = None;
     let redactor = engine.redactor.with(key.map(|k| &k.secret));
@@ -197,6 +206,7 @@ pub async fn open_stream(
         &redactor,
         &engine.clock,
         engine.settings.idle_timeout,
+        native,
         &mut headers,
     )
     .await;
@@ -214,6 +224,7 @@ async fn open_stream_inner(
     redactor: &Redactor,
     clock: &Clock,
     idle: Duration,
+    native: bool,
     headers_out: &mut Option<reqwest::header::HeaderMap>,
 ) -> Result<Opened, UpstreamError> {
     let redactor = redactor.clone();
@@ -257,12 +268,12 @@ async fn open_stream_inner(
                 }),
         );
     }
-    // The one surface speaks OpenAI, so an OpenAI upstream's chunks pass
+    // For the Chat Completions surface an OpenAI upstream's chunks pass
     // through natively; the usage chunk, which the OpenAI dialect always
     // asks for, corrects the token estimate and reaches only a client
     // that asked for it.
     let mapper = StreamMapper::new(dialect)
-        .native(dialect == Dialect::Openai)
+        .native(native && dialect == Dialect::Openai)
         .plan(plan);
     let mut items: ItemStream = Box::pin(dialect::chunk_stream(resp, mapper));
     let fail = |class: ErrorClass, message: String| UpstreamError {

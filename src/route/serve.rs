@@ -1,17 +1,22 @@
-//! `route --serve`: the OpenAI-compatible endpoint.
+//! `route --serve`: one endpoint for every client, whatever API it speaks.
 //!
-//! - `POST /v1/chat/completions`, streaming or not: routed by the engine;
-//!   failures before the first byte fall over invisibly, a failure after it
-//!   ends the stream with an OpenAI-style error event and `data: [DONE]`.
+//! - `POST /v1/chat/completions` (OpenAI Chat Completions), and the other
+//!   surfaces beside it (`serve/`): each handler parses its request with
+//!   its surface (`route::surface`), routes it here ([`complete`],
+//!   [`open`]), and renders the reply, stream or error in its own shape.
+//!   Failures before the first byte fall over invisibly; a failure after
+//!   it ends the stream with the surface's error event.
 //! - `GET /v1/models`: the routable models, plus `auto`.
 //! - `GET /livez`, `GET /readyz`, and `GET /v1/providers` and `/metrics`
 //!   for watching route; these read the shared state when there is one
 //!   (one round trip to Redis), requests never wait for them.
 //!
-//! Every response carries `X-Routed-Via`, `X-Fallback-Attempts` and
-//! `X-Fallback-Trail` where a request was routed. Bad input gets an
-//! OpenAI-shaped 4xx and the server stays up.
+//! Every routed response carries `X-Routed-Via`, `X-Fallback-Attempts`,
+//! `X-Fallback-Trail` and, when the request lost anything on the way,
+//! `X-Llmprobe-Dropped` ([`Routed`]). Bad input gets a 4xx in the shape of
+//! the API the client spoke, and the server stays up.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,7 +26,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use futures_util::StreamExt;
+use futures_util::{Stream, StreamExt};
 use serde_json::json;
 
 use crate::upstream::dialect::ChatRequest;
@@ -29,10 +34,12 @@ use crate::upstream::secret::Secret;
 
 use super::ask::Ask;
 use super::engine::{Attempt, Engine, Exhausted, trail};
-use super::send;
+use super::send::{self, Completion, StreamEvent};
 use super::status::{RouteSnapshot, Source, Want};
-use super::surface::BodyLimit;
-use super::surface::openai::{self, ChatBody};
+use super::surface::openai::{self, ApiError};
+use super::surface::{BodyLimit, Shape};
+
+mod chat;
 
 /// Request heads larger than this get a 431.
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
@@ -55,7 +62,7 @@ impl axum::extract::FromRef<Arc<App>> for BodyLimit {
 pub fn router(app: Arc<App>) -> Router {
     let limit = app.engine.settings.max_body_bytes;
     let v1 = Router::new()
-        .route("/v1/chat/completions", post(chat))
+        .route("/v1/chat/completions", post(chat::chat))
         .route("/v1/models", get(models))
         .route("/v1/providers", get(providers))
         .route_layer(middleware::from_fn_with_state(app.clone(), auth));
@@ -78,35 +85,50 @@ async fn header_limit(req: Request, next: Next) -> Response {
         .map(|(k, v)| k.as_str().len() + v.len() + 4)
         .sum();
     if size > MAX_HEADER_BYTES {
-        return openai::headers_too_large(MAX_HEADER_BYTES).into_response();
+        let shape = Shape::of(req.uri().path(), req.headers());
+        return shape.error(
+            openai::headers_too_large(MAX_HEADER_BYTES),
+            chrono::Utc::now(),
+        );
     }
     next.run(req).await
 }
 
-/// Bearer auth, compared in constant time.
+/// The inbound token, compared in constant time, from `Authorization:
+/// Bearer …` or, as Anthropic's clients send it, `x-api-key`.
 async fn auth(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
     if let Some(token) = &app.token {
-        let given = req
-            .headers()
+        let h = req.headers();
+        let bearer = h
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
+            .and_then(|v| v.strip_prefix("Bearer "));
+        let given = bearer
+            .or_else(|| h.get("x-api-key").and_then(|v| v.to_str().ok()))
             .unwrap_or("");
         let ok: bool =
             subtle::ConstantTimeEq::ct_eq(given.as_bytes(), token.expose().as_bytes()).into();
         if !ok {
-            return openai::ApiError::unauthorized().into_response_at(app.engine.clock.now());
+            let shape = Shape::of(req.uri().path(), h);
+            return shape.error(ApiError::unauthorized(), app.engine.clock.now());
         }
     }
     next.run(req).await
 }
 
-async fn not_found() -> Response {
-    openai::unknown_url().into_response()
+async fn not_found(uri: axum::http::Uri, headers: HeaderMap) -> Response {
+    Shape::of(uri.path(), &headers).error(openai::unknown_url(), chrono::Utc::now())
 }
 
-async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> Response {
-    openai::method_not_allowed(method.as_str(), uri.path()).into_response()
+async fn method_not_allowed(
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+) -> Response {
+    Shape::of(uri.path(), &headers).error(
+        openai::method_not_allowed(method.as_str(), uri.path()),
+        chrono::Utc::now(),
+    )
 }
 
 async fn livez() -> Response {
@@ -194,55 +216,190 @@ async fn models(State(app): State<Arc<App>>) -> Response {
     axum::Json(json!({"object": "list", "data": data})).into_response()
 }
 
-async fn chat(
-    State(app): State<Arc<App>>,
-    headers: HeaderMap,
-    ChatBody(req): ChatBody,
-) -> Response {
-    let engine = app.engine.clone();
-    let model = Some(req.model.clone()).filter(|m| !m.is_empty());
-    let session = super::ask::SESSION_HEADERS
-        .iter()
-        .find_map(|h| headers.get(*h).and_then(|v| v.to_str().ok()));
-    let ask = Ask::new(model.as_deref(), &req).with_session(session);
-    let timeout = engine.settings.request_timeout;
-    if req.stream {
-        stream(engine, req, ask).await
-    } else {
-        match tokio::time::timeout(timeout, complete(engine.clone(), req, ask)).await {
-            Ok(r) => r,
-            Err(_) => openai::request_timeout(timeout).into_response_at(engine.clock.now()),
+/// What every routed response carries besides its body, whichever
+/// surface renders it: where it went, what was tried, what the request
+/// lost on the way.
+#[derive(Debug, Default)]
+pub struct Routed {
+    /// `provider::model` that served; `None` for an error.
+    pub via: Option<String>,
+    pub attempts: Vec<Attempt>,
+    /// For `X-Llmprobe-Dropped`: what the surface dropped before routing,
+    /// the router's clamps, then the fields the dialect could not carry.
+    pub dropped: Vec<String>,
+}
+
+impl Routed {
+    /// `X-Routed-Via`, `X-Fallback-Attempts`, `X-Fallback-Trail`,
+    /// `X-Llmprobe-Dropped`, and `X-Fallback-Detail` when `[route]
+    /// detail_header` is on.
+    pub fn apply(&self, h: &mut HeaderMap, detail: bool) {
+        routed_headers(h, self.via.as_deref(), &self.attempts);
+        dropped_header(h, &self.dropped);
+        if detail {
+            detail_header(h, &self.attempts);
         }
     }
 }
 
-async fn complete(engine: Arc<Engine>, req: ChatRequest, ask: Ask) -> Response {
+/// One request as a surface hands it to the server: the chat request
+/// every dialect starts from, the router's view of it, and what the
+/// surface itself dropped.
+#[derive(Debug)]
+pub struct Routing {
+    pub req: ChatRequest,
+    pub ask: Ask,
+    /// Dropped by the surface before routing (`thinking`, a built-in
+    /// tool), reported ahead of everything else in `X-Llmprobe-Dropped`.
+    pub dropped: Vec<String>,
+    /// Pass an OpenAI upstream's body or chunks on as they came (the Chat
+    /// Completions surface); other surfaces render from parsed replies.
+    pub native: bool,
+}
+
+impl Routing {
+    /// `req` as asked with these headers (a session header names the
+    /// conversation).
+    pub fn new(req: ChatRequest, headers: &HeaderMap) -> Routing {
+        let model = Some(req.model.clone()).filter(|m| !m.is_empty());
+        let session = super::ask::SESSION_HEADERS
+            .iter()
+            .find_map(|h| headers.get(*h).and_then(|v| v.to_str().ok()));
+        let ask = Ask::new(model.as_deref(), &req).with_session(session);
+        Routing {
+            req,
+            ask,
+            dropped: Vec::new(),
+            native: false,
+        }
+    }
+}
+
+/// A request that was not served: the error, for the surface to render
+/// in its shape, and the headers to set on it.
+#[derive(Debug)]
+pub struct Failure {
+    pub error: ApiError,
+    pub routed: Routed,
+}
+
+impl Failure {
+    fn exhausted(x: Exhausted) -> Failure {
+        Failure {
+            error: openai::route_error(&x),
+            routed: Routed {
+                via: None,
+                attempts: x.attempts,
+                dropped: Vec::new(),
+            },
+        }
+    }
+
+    /// The error as `shape` writes it, with the routing headers.
+    pub fn into_response(self, app: &App, shape: Shape) -> Response {
+        let mut resp = shape.error(self.error, app.engine.clock.now());
+        self.routed
+            .apply(resp.headers_mut(), app.engine.settings.detail_header);
+        resp
+    }
+}
+
+impl App {
+    /// Count a request refused before routing (a body that does not
+    /// parse) and render its error in `shape`.
+    pub fn refuse(&self, e: ApiError, shape: Shape) -> Response {
+        self.engine.count_request("refused");
+        shape.error(e, self.engine.clock.now())
+    }
+
+    /// Set the routing headers on a served response.
+    pub fn headers(&self, resp: &mut Response, routed: &Routed) {
+        routed.apply(resp.headers_mut(), self.engine.settings.detail_header);
+    }
+}
+
+/// Route a non-streamed request within the request timeout: the
+/// completion (in no surface's shape) and its headers, or why not.
+pub async fn complete(app: &App, r: Routing) -> Result<(Completion, Routed), Failure> {
+    let engine = app.engine.clone();
+    let timeout = engine.settings.request_timeout;
+    let Routing {
+        req,
+        ask,
+        mut dropped,
+        native,
+    } = r;
+    let e2 = engine.clone();
+    let routed = engine.route(&ask, |c, key| {
+        let (e, req) = (e2.clone(), req.clone());
+        async move { send::complete(&e, &c, key.as_ref(), &req, native).await }
+    });
+    match tokio::time::timeout(timeout, routed).await {
+        Ok(Ok(mut s)) => {
+            dropped.append(&mut s.clamped);
+            dropped.append(&mut s.value.dropped);
+            let routed = Routed {
+                via: Some(s.via),
+                attempts: s.attempts,
+                dropped,
+            };
+            Ok((s.value, routed))
+        }
+        Ok(Err(x)) => Err(Failure::exhausted(x)),
+        Err(_) => Err(Failure {
+            error: openai::request_timeout(timeout),
+            routed: Routed::default(),
+        }),
+    }
+}
+
+/// A served stream's events, for a surface's writer: the reply's deltas
+/// (or, natively, an OpenAI upstream's chunks), usage, then the end or a
+/// failure. Usage correction and failure accounting are already applied.
+pub type Events = Pin<Box<dyn Stream<Item = StreamEvent> + Send>>;
+
+/// A stream that has begun: its events, the candidate's model id (which
+/// rendered events name), and its headers.
+pub struct Opened {
+    pub events: Events,
+    pub model: String,
+    pub routed: Routed,
+}
+
+/// Route a streamed request: returns once the first event has arrived,
+/// so every failure before it falls over; or why nothing could serve it.
+pub async fn open(app: &App, r: Routing) -> Result<Opened, Failure> {
+    let engine = app.engine.clone();
+    let Routing {
+        req,
+        ask,
+        mut dropped,
+        native,
+    } = r;
     let e2 = engine.clone();
     let served = engine
         .route(&ask, |c, key| {
             let (e, req) = (e2.clone(), req.clone());
-            async move { send::complete(&e, &c, key.as_ref(), &req).await }
+            async move { send::open_stream(&e, &c, key.as_ref(), &req, native).await }
         })
         .await;
-    match served {
-        Ok(mut s) => {
-            // The router's clamps (`max_tokens→8192`), then the fields the
-            // dialect could not carry.
-            let mut dropped = std::mem::take(&mut s.clamped);
-            dropped.append(&mut s.value.dropped);
-            let mut resp = axum::Json(openai::completion_body(s.value)).into_response();
-            routed_headers(resp.headers_mut(), Some(&s.via), &s.attempts);
-            dropped_header(resp.headers_mut(), &dropped);
-            resp
-        }
-        Err(x) => exhausted(&engine, x),
-    }
-}
-
-fn exhausted(engine: &Engine, x: Exhausted) -> Response {
-    let mut resp = openai::route_error(&x).into_response_at(engine.clock.now());
-    routed_headers(resp.headers_mut(), None, &x.attempts);
-    resp
+    let mut s = match served {
+        Ok(s) => s,
+        Err(x) => return Err(Failure::exhausted(x)),
+    };
+    dropped.append(&mut s.clamped);
+    dropped.append(&mut s.value.dropped);
+    let first = futures_util::stream::iter(s.value.first);
+    let events = engine.watch_stream(s.target.clone(), s.reservation, first.chain(s.value.rest));
+    Ok(Opened {
+        events: Box::pin(events),
+        model: s.value.model,
+        routed: Routed {
+            via: Some(s.via),
+            attempts: s.attempts,
+            dropped,
+        },
+    })
 }
 
 fn routed_headers(h: &mut HeaderMap, via: Option<&str>, attempts: &[Attempt]) {
@@ -270,6 +427,46 @@ fn routed_headers(h: &mut HeaderMap, via: Option<&str>, attempts: &[Attempt]) {
     );
 }
 
+/// `X-Fallback-Detail: p::m=rate_limit (429: slow down); …`: each failed
+/// attempt's class and its short, redacted reason. Off unless `[route]
+/// detail_header = true`: the reasons are the upstreams' words.
+fn detail_header(h: &mut HeaderMap, attempts: &[Attempt]) {
+    let mut out = String::new();
+    for a in attempts.iter().filter(|a| a.failed()) {
+        let mut reason: String = a
+            .message
+            .as_deref()
+            .unwrap_or("")
+            .chars()
+            .filter(|c| !c.is_control())
+            .take(DETAIL_REASON_CAP)
+            .collect();
+        if let Some(status) = a.status {
+            reason = format!("{status}: {reason}");
+        }
+        let item = format!("{}={} ({})", a.model, a.class, reason.trim());
+        if out.len() + item.len() + 2 > DETAIL_CAP {
+            out.push_str("; …");
+            break;
+        }
+        if !out.is_empty() {
+            out.push_str("; ");
+        }
+        out.push_str(&item);
+    }
+    if out.is_empty() {
+        return;
+    }
+    if let Ok(v) = HeaderValue::from_bytes(out.as_bytes()) {
+        h.insert("x-fallback-detail", v);
+    }
+}
+
+/// Each reason in `X-Fallback-Detail` is cut to this many characters.
+const DETAIL_REASON_CAP: usize = 120;
+/// `X-Fallback-Detail` is cut to about this many bytes.
+const DETAIL_CAP: usize = 2048;
+
 /// `X-Llmprobe-Dropped: seed, logit_bias`: what the request lost on the
 /// way to the upstream that answered, when it lost anything.
 fn dropped_header(h: &mut HeaderMap, dropped: &[String]) {
@@ -292,30 +489,6 @@ fn dropped_value(dropped: &[String]) -> Option<HeaderValue> {
         return None;
     }
     HeaderValue::from_bytes(names.join(", ").as_bytes()).ok()
-}
-
-async fn stream(engine: Arc<Engine>, req: ChatRequest, ask: Ask) -> Response {
-    let wants_usage = req.wants_stream_usage();
-    let e2 = engine.clone();
-    let served = engine
-        .route(&ask, |c, key| {
-            let (e, req) = (e2.clone(), req.clone());
-            async move { send::open_stream(&e, &c, key.as_ref(), &req).await }
-        })
-        .await;
-    let mut s = match served {
-        Ok(s) => s,
-        Err(x) => return exhausted(&engine, x),
-    };
-    let mut dropped = std::mem::take(&mut s.clamped);
-    dropped.append(&mut s.value.dropped);
-    let first = futures_util::stream::iter(s.value.first);
-    let events = engine.watch_stream(s.target.clone(), s.reservation, first.chain(s.value.rest));
-    let writer = openai::ChunkWriter::new(&s.value.model, wants_usage);
-    let mut resp = openai::event_stream(events, writer);
-    routed_headers(resp.headers_mut(), Some(&s.via), &s.attempts);
-    dropped_header(resp.headers_mut(), &dropped);
-    resp
 }
 
 /// Save the cooldowns shortly after they change, until `stop` fires.

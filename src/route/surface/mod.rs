@@ -6,7 +6,11 @@
 //! mounts each surface's handlers.
 //!
 //! [`openai`] is OpenAI chat completions; siblings for other APIs sit
-//! beside it and share [`BodyLimit`]. A new surface implements:
+//! beside it and share [`JsonBody`] (the body, read within
+//! [`BodyLimit`]), [`openai::ApiError`] (an error in no particular shape:
+//! status, message, OpenAI's type and code, retry time; each surface
+//! renders it) and the server's routing helpers (`serve::complete`,
+//! `serve::open`, `serve::Routed`). A new surface implements:
 //!
 //! - a body extractor that parses its request into a `ChatRequest`, with
 //!   rejections in its own error shape;
@@ -22,9 +26,103 @@
 //!   accounting are the engine's, for every surface
 //!   (`Engine::watch_stream`).
 
+pub mod anthropic;
 pub mod openai;
+
+use axum::body::Bytes;
+use axum::extract::{FromRef, FromRequest, Request};
+use axum::http::{HeaderMap, StatusCode, header};
+
+use openai::ApiError;
 
 /// What every surface's body extractor needs from the server's state: the
 /// body size limit, to say it in the rejection.
 #[derive(Debug, Clone, Copy)]
 pub struct BodyLimit(pub usize);
+
+/// A request body sent as JSON (`Content-Type: application/json`) within
+/// the body limit, not yet parsed. Its rejections are [`ApiError`]s, which
+/// each surface renders in its own shape (take `Result<JsonBody,
+/// ApiError>` in a handler to do so).
+#[derive(Debug)]
+pub struct JsonBody(pub Bytes);
+
+impl<S> FromRequest<S> for JsonBody
+where
+    S: Send + Sync,
+    BodyLimit: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<JsonBody, ApiError> {
+        let is_json = is_json(req.headers());
+        let body = match Bytes::from_request(req, state).await {
+            Ok(b) => b,
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                return Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "invalid_request_error",
+                    "request_too_large",
+                    format!(
+                        "request body exceeds {} bytes",
+                        BodyLimit::from_ref(state).0
+                    ),
+                ));
+            }
+            Err(e) => {
+                return Err(ApiError::invalid(
+                    "invalid_body",
+                    format!("cannot read the request body: {e}"),
+                ));
+            }
+        };
+        if !is_json {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "invalid_request_error",
+                "unsupported_media_type",
+                "send the request as Content-Type: application/json",
+            ));
+        }
+        Ok(JsonBody(body))
+    }
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// Which error shape a request gets where no handler of its own answers
+/// (auth, unknown paths, methods, oversized heads): Anthropic's for its
+/// paths and for any request with `anthropic-version`, OpenAI's otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    OpenAi,
+    Anthropic,
+}
+
+impl Shape {
+    pub fn of(path: &str, headers: &HeaderMap) -> Shape {
+        if path.starts_with("/v1/messages") || headers.contains_key("anthropic-version") {
+            Shape::Anthropic
+        } else {
+            Shape::OpenAi
+        }
+    }
+
+    /// `e` as this shape's error response.
+    pub fn error(
+        self,
+        e: ApiError,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> axum::response::Response {
+        match self {
+            Shape::OpenAi => e.into_response_at(now),
+            Shape::Anthropic => anthropic::error_response(e, now),
+        }
+    }
+}

@@ -13,7 +13,7 @@
 
 use axum::body::Bytes;
 use axum::extract::{FromRef, FromRequest, Request};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -23,7 +23,7 @@ use crate::route::send::Completion;
 use crate::upstream::classify::ErrorClass;
 use crate::upstream::dialect::{ChatReply, ChatRequest, Dialect, ReplyDelta, Usage};
 
-use super::BodyLimit;
+use super::{BodyLimit, JsonBody};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
@@ -171,47 +171,11 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<ChatBody, ApiError> {
-        let is_json = is_json(req.headers());
-        let body = match Bytes::from_request(req, state).await {
-            Ok(b) => b,
-            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                return Err(ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "invalid_request_error",
-                    "request_too_large",
-                    format!(
-                        "request body exceeds {} bytes",
-                        BodyLimit::from_ref(state).0
-                    ),
-                ));
-            }
-            Err(e) => {
-                return Err(ApiError::invalid(
-                    "invalid_body",
-                    format!("cannot read the request body: {e}"),
-                ));
-            }
-        };
-        if !is_json {
-            return Err(ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "invalid_request_error",
-                "unsupported_media_type",
-                "send the request as Content-Type: application/json",
-            ));
-        }
+        let JsonBody(body) = JsonBody::from_request(req, state).await?;
         ChatRequest::from_openai_json(&body)
             .map(ChatBody)
             .map_err(|e| ApiError::invalid("invalid_request", e.to_string()))
     }
-}
-
-fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
 }
 
 /// A request whose head exceeds `max` bytes.
