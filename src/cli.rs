@@ -367,8 +367,8 @@ pub struct StateChange {
     pub reason: Option<String>,
 }
 
-/// Send a prompt to a model that works now, or serve an OpenAI-compatible
-/// endpoint that does so for every request.
+/// Send a prompt to a model that works now, or serve an endpoint that does
+/// so for every request, for OpenAI and Anthropic clients.
 ///
 /// Only `active` models are used (see `llmprobe state`). Candidates are
 /// tried in order, falling back on failure, at most --max-attempts within
@@ -386,20 +386,23 @@ Examples:
   echo \"Summarise: ...\" | llmprobe route          the prompt from stdin
   llmprobe route --model groq::llama-3.1-8b-instant \"hi\"
   llmprobe route --json --system \"Be terse.\" \"hi\"  the OpenAI-style response plus the attempt trail
-  llmprobe route --serve                           OpenAI-compatible server on 127.0.0.1:8080
+  llmprobe route --serve                           serve on 127.0.0.1:8080
   llmprobe route --serve --listen 127.0.0.1:9000
   llmprobe route --status                          what route knows, no server
   llmprobe route --status --shared-state redis://127.0.0.1:6379/0
 
-With --serve, point any OpenAI client at http://127.0.0.1:8080/v1 (any API
-key, or the token named by [route] auth_token_env / --auth-token-env).
+With --serve, point OpenAI clients (Chat Completions, Responses, Completions)
+at http://127.0.0.1:8080/v1 and Anthropic clients (Messages) at
+http://127.0.0.1:8080, with any API key, or the token named by [route]
+auth_token_env / --auth-token-env. docs/routing.md says which clients work.
 Exit codes: 0 answered, 2 usage, 4 route_state.json unreadable, 5 every
 candidate failed (the message lists each attempt and when to retry).")]
 #[command(group(clap::ArgGroup::new("shares").args(["serve", "status"])))]
 pub struct RouteArgs {
     /// The prompt; read from stdin when absent (and not --serve).
     pub prompt: Option<String>,
-    /// Serve an OpenAI-compatible endpoint instead of answering one prompt.
+    /// Serve an endpoint (OpenAI Chat Completions, Responses and Completions,
+    /// Anthropic Messages) instead of answering one prompt.
     #[arg(long)]
     pub serve: bool,
     /// Where --serve listens: HOST:PORT, such as 127.0.0.1:9000 or

@@ -294,6 +294,31 @@ fn the_readme_config_block_is_read_as_it_stands() {
     }
 }
 
+/// Every `llmprobe.toml` example in docs/routing.md (the `[route]`
+/// settings, the aliases that map clients' model names onto free models)
+/// loads as it stands over the embedded catalog.
+#[test]
+fn the_routing_doc_config_blocks_load() {
+    let env = Env::new();
+    let blocks = doc_blocks("docs/routing.md", "toml");
+    assert!(blocks.len() >= 2, "too few toml blocks in docs/routing.md");
+    for (start, text) in blocks {
+        let file: PathBuf = env.write(&format!("routing-{start}.toml"), &text);
+        let r = env.run(&[
+            "--config",
+            file.to_str().unwrap(),
+            "check",
+            "--list",
+            "--json",
+        ]);
+        assert_eq!(
+            r.code, 0,
+            "docs/routing.md:{start} does not load:\n{}\n{}",
+            r.stdout, r.stderr
+        );
+    }
+}
+
 #[test]
 fn every_readme_rule_is_one_a_line_can_meet() {
     assert_eq!(rule("llmprobe brief"), Rule::Run);

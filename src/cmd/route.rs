@@ -1,5 +1,5 @@
 //! `llmprobe route`: one prompt from the command line, or `--serve` for an
-//! OpenAI-compatible endpoint. Both go through one [`Engine`].
+//! endpoint for OpenAI and Anthropic clients. Both go through one [`Engine`].
 
 use std::io::{IsTerminal, Read};
 use std::sync::Arc;
