@@ -453,7 +453,7 @@ fn one_model_by_id_and_anthropic_shaped_lists() {
     assert_eq!(v["last_id"], "or::meta-llama/llama-3.3-70b:free", "{v}");
     assert_eq!(
         v["data"][2],
-        json!({"type": "model", "id": "groq::ok", "display_name": "groq::ok", "created_at": "1970-01-01T00:00:00Z"}),
+        json!({"type": "model", "id": "groq::ok", "display_name": "groq::ok", "created_at": "1970-01-01T00:00:00Z", "lifecycle": "active"}),
         "{v}"
     );
     let r = get(&srv, "/v1/models/fast", &av);

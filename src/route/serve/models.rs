@@ -1,9 +1,9 @@
 //! `GET /v1/models` and `GET /v1/models/{id}`: what a client can ask
 //! for. OpenAI's shape (`{"object":"list","data":[{"id","object":"model",
 //! "created","owned_by"}]}`), or Anthropic's
-//! (`{"data":[{"type":"model","id","display_name","created_at"}],
-//! "has_more","first_id","last_id"}`) for a request that carries
-//! `anthropic-version`.
+//! (`{"data":[{"type":"model","id","display_name","created_at",
+//! "lifecycle"}],"has_more","first_id","last_id"}`) for a request that
+//! carries `anthropic-version`.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -41,7 +41,13 @@ fn entry(id: &str, shape: Shape) -> Value {
             json!({"id": id, "object": "model", "created": 0, "owned_by": owner})
         }
         Shape::Anthropic => {
-            json!({"type": "model", "id": id, "display_name": id, "created_at": CREATED_AT})
+            json!({
+                "type": "model",
+                "id": id,
+                "display_name": id,
+                "created_at": CREATED_AT,
+                "lifecycle": "active",
+            })
         }
     }
 }
