@@ -6,7 +6,8 @@
 //!   [`open`]), and renders the reply, stream or error in its own shape.
 //!   Failures before the first byte fall over invisibly; a failure after
 //!   it ends the stream with the surface's error event.
-//! - `GET /v1/models`: the routable models, plus `auto`.
+//! - `GET /v1/models`: the routable models, plus `auto`; `GET
+//!   /v1/models/{id}`: one of them (`serve/models.rs`).
 //! - `GET /livez`, `GET /readyz`, and `GET /v1/providers` and `/metrics`
 //!   for watching route; these read the shared state when there is one
 //!   (one round trip to Redis), requests never wait for them.
@@ -40,6 +41,8 @@ use super::surface::openai::{self, ApiError};
 use super::surface::{BodyLimit, Shape};
 
 mod chat;
+mod completions;
+mod models;
 
 /// Request heads larger than this get a 431.
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
@@ -63,7 +66,9 @@ pub fn router(app: Arc<App>) -> Router {
     let limit = app.engine.settings.max_body_bytes;
     let v1 = Router::new()
         .route("/v1/chat/completions", post(chat::chat))
-        .route("/v1/models", get(models))
+        .route("/v1/completions", post(completions::completions))
+        .route("/v1/models", get(models::list))
+        .route("/v1/models/{*id}", get(models::one))
         .route("/v1/providers", get(providers))
         .route_layer(middleware::from_fn_with_state(app.clone(), auth));
     Router::new()
@@ -71,6 +76,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/v1/embeddings", post(completions::embeddings))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(limit))
@@ -197,23 +203,6 @@ async fn providers(State(app): State<Arc<App>>) -> Response {
         Some(v) => axum::Json(v).into_response(),
         None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
-}
-
-async fn models(State(app): State<Arc<App>>) -> Response {
-    let engine = app.engine.clone();
-    let routable = tokio::task::spawn_blocking(move || engine.routable())
-        .await
-        .unwrap_or_default();
-    let mut data =
-        vec![json!({"id": "auto", "object": "model", "created": 0, "owned_by": "llmprobe"})];
-    for m in routable {
-        let owner = m
-            .split_once("::")
-            .map(|(p, _)| p.to_string())
-            .unwrap_or_default();
-        data.push(json!({"id": m, "object": "model", "created": 0, "owned_by": owner}));
-    }
-    axum::Json(json!({"object": "list", "data": data})).into_response()
 }
 
 /// What every routed response carries besides its body, whichever

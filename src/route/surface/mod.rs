@@ -27,6 +27,7 @@
 //!   (`Engine::watch_stream`).
 
 pub mod anthropic;
+pub mod completions;
 pub mod openai;
 
 use axum::body::Bytes;

@@ -188,13 +188,29 @@ pub fn headers_too_large(max: usize) -> ApiError {
     )
 }
 
+/// Every path this server serves, for the 404s that say so.
+pub const SERVED: &str = "POST /v1/chat/completions, /v1/completions, /v1/messages, \
+     /v1/messages/count_tokens and /v1/responses; GET /v1/models, /v1/models/{id}, \
+     /v1/providers, /metrics, /livez and /readyz";
+
 /// A path this server does not serve.
 pub fn unknown_url() -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         "invalid_request_error",
         "unknown_url",
-        "unknown path: this server serves POST /v1/chat/completions, GET /v1/models, /v1/providers, /metrics, /livez and /readyz",
+        format!("unknown path: this server serves {SERVED}"),
+    )
+}
+
+/// An API clients call that this server does not serve yet
+/// (`embeddings`): a 404 that says so, and what it serves.
+pub fn not_served(what: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "invalid_request_error",
+        "unknown_url",
+        format!("{what} are not served yet: this server serves {SERVED}"),
     )
 }
 
@@ -292,14 +308,14 @@ fn completion_id(upstream: Option<&str>) -> String {
 }
 
 /// Seconds since the Unix epoch, for `created`.
-fn unix_now() -> u64 {
+pub fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
 
 /// OpenAI's `usage` object, when both counts are known.
-fn usage_json(u: Usage) -> Option<Value> {
+pub fn usage_json(u: Usage) -> Option<Value> {
     let (Some(p), Some(c)) = (u.input_tokens, u.output_tokens) else {
         return None;
     };
@@ -456,12 +472,26 @@ impl ChunkWriter {
     }
 }
 
+/// What writes a served stream's events as OpenAI-style `data:` chunks:
+/// chat completion chunks ([`ChunkWriter`]) or text completion ones.
+pub trait Chunks {
+    /// The chunk `ev` becomes, if any; the end and failures are written
+    /// by [`event_stream`].
+    fn chunk(&mut self, ev: StreamEvent) -> Option<Value>;
+}
+
+impl Chunks for ChunkWriter {
+    fn chunk(&mut self, ev: StreamEvent) -> Option<Value> {
+        ChunkWriter::chunk(self, ev)
+    }
+}
+
 /// A served stream as an OpenAI `text/event-stream` response: chunks as
-/// `data:` events ([`ChunkWriter`]), a failure as an error event, and
+/// `data:` events ([`Chunks`]), a failure as an error event, and
 /// `data: [DONE]` last.
 pub fn event_stream(
     events: impl futures_util::Stream<Item = StreamEvent> + Send + 'static,
-    mut writer: ChunkWriter,
+    mut writer: impl Chunks + Send + 'static,
 ) -> Response {
     let body = futures_util::StreamExt::filter_map(events, move |ev| {
         let out = match ev {

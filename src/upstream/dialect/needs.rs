@@ -202,12 +202,18 @@ impl ChatRequest {
 
 impl Dialect {
     /// Whether this dialect can carry `need` at all, whatever the model.
+    /// None carries [`Need::Suffix`]: they all speak chat endpoints.
     /// A model of a dialect that can may still not (the catalog, or an
     /// upstream's 400, says so); one of a dialect that cannot never does.
     pub fn carries(self, need: Need) -> bool {
         match (self, need) {
             // A context window belongs to the model, not the dialect.
             (_, Need::Context) => true,
+            // Fill-in-the-middle needs a completions endpoint that takes a
+            // suffix (Codestral's, DeepSeek's); every dialect here speaks a
+            // chat endpoint, which ignores or refuses one. No candidate
+            // meets it until a FIM endpoint is a dialect of its own.
+            (_, Need::Suffix) => false,
             (Dialect::Openai, _) => true,
             // Anthropic: tools, JSON through a forced tool, images inline
             // or by URL; one choice, no audio, no suffix.
@@ -300,14 +306,18 @@ mod tests {
     }
 
     #[test]
-    fn openai_carries_everything_and_the_names_are_the_trails() {
+    fn openai_carries_everything_but_a_suffix_and_the_names_are_the_trails() {
         for n in Need::iter() {
-            assert!(Dialect::Openai.carries(n));
+            assert_eq!(Dialect::Openai.carries(n), n != Need::Suffix, "{n:?}");
             let name: &str = n.into();
             assert_eq!(name.parse::<Need>().unwrap(), n);
             assert_eq!(serde_json::to_value(n).unwrap(), name);
         }
         assert!(!Dialect::Gemini.carries(Need::ImageUrl));
         assert!(!Dialect::Anthropic.carries(Need::N));
+        // A chat endpoint does not fill in the middle, whatever its dialect.
+        for d in [Dialect::Openai, Dialect::Anthropic, Dialect::Gemini] {
+            assert!(!d.carries(Need::Suffix), "{d:?}");
+        }
     }
 }
