@@ -505,13 +505,18 @@ fn the_fallback_detail_header_names_each_failure_when_on() {
         let items: Vec<&str> = detail.split("; ").collect();
         assert_eq!(items.len(), 2, "{detail}");
         // The key the upstream echoed is redacted out of its reason.
-        assert!(items[0].starts_with("a::echo-key=auth (401: "), "{detail}");
+        assert!(
+            items[0].starts_with("a::echo-key=auth (HTTP 401: "),
+            "{detail}"
+        );
         assert!(items[0].contains("[REDACTED]"), "{detail}");
         assert!(
-            items[1].starts_with("b::e500=server_error (500: ")
+            items[1].starts_with("b::e500=server_error (HTTP 500: ")
                 && items[1].contains("The server had an error"),
             "{detail}"
         );
+        // The status is said once, not as `500: HTTP 500: …`.
+        assert!(!detail.contains("500: HTTP 500"), "{detail}");
         let all = format!("{:?}{}", r.headers, r.body);
         assert!(!all.contains(CANARY), "{all}");
         assert!(!all.contains("0f3e9d2c1b4a"), "not even its tail: {all}");

@@ -430,7 +430,11 @@ fn detail_header(h: &mut HeaderMap, attempts: &[Attempt]) {
             .filter(|c| !c.is_control())
             .take(DETAIL_REASON_CAP)
             .collect();
-        if let Some(status) = a.status {
+        // The classifier's own words often start with the status already
+        // (`HTTP 500: …`); say it once.
+        if let Some(status) = a.status
+            && !reason.starts_with(&format!("HTTP {status}"))
+        {
             reason = format!("{status}: {reason}");
         }
         let item = format!("{}={} ({})", a.model, a.class, reason.trim());
