@@ -9,7 +9,7 @@ use crate::support::need::{self, Need};
 use crate::support::{Fake, RouteServer, clock_env, route_config};
 
 /// `messages.create`, `messages.stream`, a tool call and its result
-/// (streamed and not) and a `NotFoundError`, through route to an OpenAI-,
+/// (streamed and not), `count_tokens` and a `NotFoundError`, through route to an OpenAI-,
 /// an Anthropic- and a Gemini-dialect upstream
 /// (tests/sdk/anthropic_client.py says what it does).
 fn the_anthropic_python_sdk_through_each_dialect() {
@@ -83,6 +83,8 @@ fn the_anthropic_python_sdk_through_each_dialect() {
             assert_eq!(t["stop_reason"], "end_turn", "{m} {key}: {r}");
         }
     }
+    // The question and the tool's declaration, four characters a token.
+    assert!(v["count_tokens"].as_u64().is_some_and(|n| n > 40), "{v}");
     assert_eq!(
         v["unknown_model"],
         json!({"status": 404, "type": "not_found_error"}),

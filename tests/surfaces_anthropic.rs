@@ -429,6 +429,31 @@ fn errors_are_anthropic_shaped() {
     assert!((1..=120).contains(&wait), "{wait}");
 }
 
+/// A client's own model name, aliased onto a free model.
+#[test]
+fn a_clients_model_name_resolves_through_an_alias() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("o", "openai", &["ok"], "priority = 1"),
+            fake.provider("g", "gemini", &["ok"], "priority = 2"),
+        ],
+        "[aliases]\n\"claude-sonnet-4-5\" = [\"g::ok\", \"o::ok\"]\n",
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let r = post(
+        &srv,
+        "/v1/messages",
+        &ask("claude-sonnet-4-5", Q, json!({})),
+        &[],
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("x-routed-via"), "g::ok");
+    assert_eq!(r.json()["content"][0]["text"], "14");
+}
+
 #[test]
 fn a_stream_that_fails_after_the_first_byte_ends_with_an_error_event() {
     let env = env();

@@ -15,7 +15,8 @@ back:
 - the round trip: the assistant's `tool_use` and a `tool_result` sent
   back, not streamed and streamed, and the model's answer.
 
-Then an unknown model, which must raise `NotFoundError`. Prints one JSON
+Then `messages.count_tokens`, and an unknown model, which must raise
+`NotFoundError`. Prints one JSON
 object for the Rust test to check; any other exception fails the script.
 """
 
@@ -122,6 +123,8 @@ def main() -> None:
     out = {"sdk_version": anthropic.__version__, "models": {}}
     for m in models:
         out["models"][m] = one_model(client, m)
+    counted = client.messages.count_tokens(model=models[0], messages=QUESTION, tools=TOOLS)
+    out["count_tokens"] = counted.input_tokens
     try:
         client.messages.create(model="no-such-model", max_tokens=16, messages=QUESTION)
         out["unknown_model"] = "served"
