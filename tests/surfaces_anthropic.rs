@@ -408,6 +408,9 @@ fn errors_are_anthropic_shaped() {
     );
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["error"]["type"], "invalid_request_error");
+    let r = http("GET", &format!("{}/v1/messages", srv.url), &[], None);
+    assert_eq!(r.status, 405, "{}", r.body);
+    assert_eq!(r.json()["type"], "error", "{}", r.body);
 
     // The rate-limited model benches itself; then nothing is left.
     let r = post(
