@@ -10,6 +10,7 @@
 
 mod clients;
 mod sdk_legacy;
+mod sdk_anthropic;
 mod shared;
 mod support;
 mod tools;
@@ -36,6 +37,7 @@ fn main() -> std::process::ExitCode {
     let tests: Vec<Test> = [
         clients::tests(),
         sdk_legacy::tests(),
+        sdk_anthropic::tests(),
         shared::tests(),
         tools::tests(),
     ]

@@ -14,3 +14,4 @@ mod route;
 mod schedule;
 mod support;
 mod surfaces_misc;
+mod surfaces_anthropic;

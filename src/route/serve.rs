@@ -43,6 +43,7 @@ use super::surface::{BodyLimit, Shape};
 mod chat;
 mod completions;
 mod models;
+mod messages;
 
 /// Request heads larger than this get a 431.
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
@@ -69,6 +70,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/completions", post(completions::completions))
         .route("/v1/models", get(models::list))
         .route("/v1/models/{*id}", get(models::one))
+        .route("/v1/messages", post(messages::messages))
+        .route("/v1/messages/count_tokens", post(messages::count_tokens))
         .route("/v1/providers", get(providers))
         .route_layer(middleware::from_fn_with_state(app.clone(), auth));
     Router::new()

@@ -1,6 +1,21 @@
-//! The Anthropic Messages surface: `POST /v1/messages`, what is
-//! Anthropic-shaped about `route --serve`.
+//! The Anthropic Messages surface: `POST /v1/messages` and
+//! `POST /v1/messages/count_tokens`, what is Anthropic-shaped about
+//! `route --serve`.
 //!
+//! - [`read_messages`] reads a Messages request into the chat request
+//!   every dialect starts from: `system` (a string or text blocks) as the
+//!   request's system prompt; `text`, `image`, `tool_use` and
+//!   `tool_result` blocks as OpenAI content parts, `tool_calls` and `tool`
+//!   messages; `tools`, `tool_choice`, `stop_sequences`, `top_k`,
+//!   `metadata.user_id` and `output_config.format` as their chat
+//!   equivalents. What no upstream behind route can take is dropped and
+//!   reported (`thinking`, server tools) or refused with a 400 that names
+//!   the field (`document` blocks, `mcp_servers`, a forced server tool).
+//! - [`message_body`] renders a completion as a `message`, and
+//!   [`MessageWriter`] a served stream as Anthropic's named events
+//!   (`message_start`, `content_block_*`, `message_delta`,
+//!   `message_stop`, `ping` while waiting, `error` for a failure after the
+//!   first byte), written by [`event_stream`].
 //! - errors as Anthropic writes them,
 //!   `{"type":"error","error":{"type","message"}}`, with its types
 //!   (`invalid_request_error`, `authentication_error`,
@@ -8,12 +23,20 @@
 //!   `rate_limit_error`, `api_error`, `overloaded_error`) and
 //!   `Retry-After` whenever a retry time is known ([`error_response`]).
 
+use std::convert::Infallible;
+use std::fmt::Display;
+
 use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
+use futures_util::{Stream, StreamExt};
+use serde_json::{Map, Value, json};
 
-use super::openai::ApiError;
+use super::openai::{ApiError, openai_finish_reason};
+use crate::route::domain::StreamEvent;
+use crate::route::send::Completion;
+use crate::upstream::dialect::{ChatMessage, ChatRequest, Content, ReplyDelta, Usage};
 
 /// Anthropic's error type for a status, as its API documents them.
 pub fn error_type(status: StatusCode) -> &'static str {
@@ -49,9 +72,1463 @@ pub fn error_response(e: ApiError, now: DateTime<Utc>) -> Response {
     resp
 }
 
+/// What a Messages request is read for: a reply (`max_tokens` required)
+/// or `count_tokens` (which takes none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    Create,
+    Count,
+}
+
+/// A Messages request, read into the chat request every dialect starts
+/// from.
+#[derive(Debug)]
+pub struct Messages {
+    pub req: ChatRequest,
+    /// What was left out although it may change the answer (`thinking`,
+    /// `tools[web_search]`), for `X-Llmprobe-Dropped`.
+    pub dropped: Vec<String>,
+}
+
+/// Pydantic's words, which Anthropic's 400s use.
+const REQUIRED: &str = "Field required";
+
+/// A 400 about the field at `at` (`messages.1.content.0.source.type`), in
+/// Anthropic's `path: reason` form.
+fn invalid(at: impl Display, why: impl Display) -> ApiError {
+    ApiError::invalid("invalid_request", format!("{at}: {why}"))
+}
+
+/// A block route cannot pass on to any upstream.
+fn not_carried(at: &str, kind: &str) -> ApiError {
+    invalid(
+        at,
+        format!(
+            "content blocks of type {kind:?} cannot be passed on: no upstream behind route \
+             takes them (route passes on text, image, tool_use and tool_result blocks)"
+        ),
+    )
+}
+
+/// A string field; `None` when absent or null.
+fn opt_str(at: &str, v: Option<Value>) -> Result<Option<String>, ApiError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(invalid(at, "Input should be a valid string")),
+    }
+}
+
+/// A required string field of a block.
+fn req_str(at: &str, b: &Value, field: &str) -> Result<String, ApiError> {
+    match b.get(field) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        None | Some(Value::Null) => Err(invalid(format!("{at}.{field}"), REQUIRED)),
+        Some(_) => Err(invalid(
+            format!("{at}.{field}"),
+            "Input should be a valid string",
+        )),
+    }
+}
+
+fn opt_f64(at: &str, v: Option<Value>) -> Result<Option<f64>, ApiError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => Ok(n.as_f64()),
+        Some(_) => Err(invalid(at, "Input should be a valid number")),
+    }
+}
+
+/// A block's `type`.
+fn block_type<'a>(at: &str, b: &'a Value) -> Result<&'a str, ApiError> {
+    if !b.is_object() {
+        return Err(invalid(at, "Input should be a valid dictionary"));
+    }
+    match b.get("type") {
+        Some(Value::String(t)) => Ok(t),
+        None | Some(Value::Null) => Err(invalid(format!("{at}.type"), REQUIRED)),
+        Some(_) => Err(invalid(
+            format!("{at}.type"),
+            "Input should be a valid string",
+        )),
+    }
+}
+
+/// Read a Messages request body. Errors are Anthropic-style 400s that
+/// name the field (`max_tokens: Field required`).
+pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::invalid(
+            "invalid_request",
+            format!("The request body is not valid JSON: {e}"),
+        )
+    })?;
+    let Value::Object(mut obj) = v else {
+        return Err(ApiError::invalid(
+            "invalid_request",
+            "The request body must be a JSON object",
+        ));
+    };
+    let mut dropped = Vec::new();
+    let mut extra = Map::new();
+    let model = match obj.shift_remove("model") {
+        Some(Value::String(s)) => s,
+        None | Some(Value::Null) => return Err(invalid("model", REQUIRED)),
+        Some(_) => return Err(invalid("model", "Input should be a valid string")),
+    };
+    let max_tokens = match obj.shift_remove("max_tokens") {
+        // count_tokens takes no max_tokens, and counts only the prompt.
+        _ if purpose == Purpose::Count => None,
+        Some(Value::Number(n)) => match n.as_u64().and_then(|v| u32::try_from(v).ok()) {
+            Some(v) if v >= 1 => Some(v),
+            _ => {
+                return Err(invalid(
+                    "max_tokens",
+                    "Input should be an integer of at least 1",
+                ));
+            }
+        },
+        None | Some(Value::Null) => return Err(invalid("max_tokens", REQUIRED)),
+        Some(_) => return Err(invalid("max_tokens", "Input should be a valid integer")),
+    };
+    let system = match obj.shift_remove("system") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(Value::Array(blocks)) => {
+            let mut texts = Vec::with_capacity(blocks.len());
+            for (i, b) in blocks.iter().enumerate() {
+                let at = format!("system.{i}");
+                match block_type(&at, b)? {
+                    "text" => texts.push(req_str(&at, b, "text")?),
+                    other => {
+                        return Err(invalid(
+                            format!("{at}.type"),
+                            format!("system blocks must be of type \"text\", not {other:?}"),
+                        ));
+                    }
+                }
+            }
+            Some(texts.join("\n\n"))
+        }
+        Some(_) => {
+            return Err(invalid(
+                "system",
+                "Input should be a valid string or a list of text blocks",
+            ));
+        }
+    }
+    .filter(|s| !s.is_empty());
+    let raw = match obj.shift_remove("messages") {
+        Some(Value::Array(a)) => a,
+        None | Some(Value::Null) => return Err(invalid("messages", REQUIRED)),
+        Some(_) => return Err(invalid("messages", "Input should be a valid list")),
+    };
+    if raw.is_empty() {
+        return Err(invalid("messages", "at least one message is required"));
+    }
+    let mut messages = Vec::with_capacity(raw.len());
+    for (i, m) in raw.into_iter().enumerate() {
+        read_message(i, m, &mut messages)?;
+    }
+    if messages.is_empty() {
+        return Err(invalid(
+            "messages",
+            "no message has content route can pass on (only thinking blocks)",
+        ));
+    }
+    read_tools(&mut obj, &mut extra, &mut dropped)?;
+    let stop = match obj.shift_remove("stop_sequences") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| match s {
+                Value::String(s) => Ok(s),
+                _ => Err(invalid(
+                    format!("stop_sequences.{i}"),
+                    "Input should be a valid string",
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(invalid("stop_sequences", "Input should be a valid list")),
+    };
+    let temperature = opt_f64("temperature", obj.shift_remove("temperature"))?;
+    let top_p = opt_f64("top_p", obj.shift_remove("top_p"))?;
+    match obj.shift_remove("top_k") {
+        None | Some(Value::Null) => {}
+        Some(Value::Number(n)) if n.is_u64() => {
+            extra.insert("top_k".into(), Value::Number(n));
+        }
+        Some(_) => return Err(invalid("top_k", "Input should be a valid integer")),
+    }
+    let stream = match obj.shift_remove("stream") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => b,
+        Some(_) => return Err(invalid("stream", "Input should be a valid boolean")),
+    };
+    // The router reads `metadata.user_id` as the conversation; the
+    // server moves it to `user` once it has (`metadata_to_user`).
+    if let Some(m) = obj.shift_remove("metadata").filter(|m| !m.is_null()) {
+        let Value::Object(mut m) = m else {
+            return Err(invalid("metadata", "Input should be a valid dictionary"));
+        };
+        if let Some(u) = opt_str("metadata.user_id", m.shift_remove("user_id"))? {
+            extra.insert("metadata".into(), json!({ "user_id": u }));
+        }
+    }
+    match obj.shift_remove("thinking") {
+        None | Some(Value::Null) => {}
+        Some(t) if t.get("type").and_then(Value::as_str) == Some("disabled") => {}
+        Some(_) => dropped.push("thinking".into()),
+    }
+    if let Some(c) = obj.shift_remove("output_config").filter(|c| !c.is_null()) {
+        if c.get("effort").is_some_and(|e| !e.is_null()) {
+            dropped.push("output_config.effort".into());
+        }
+        if let Some(f) = c.get("format").filter(|f| !f.is_null()) {
+            extra.insert(
+                "response_format".into(),
+                output_format("output_config.format", f)?,
+            );
+        }
+    }
+    // The structured-outputs beta's spelling of `output_config.format`.
+    if let Some(f) = obj.shift_remove("output_format").filter(|f| !f.is_null()) {
+        extra.insert(
+            "response_format".into(),
+            output_format("output_format", &f)?,
+        );
+    }
+    if obj
+        .get("mcp_servers")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty())
+    {
+        return Err(invalid(
+            "mcp_servers",
+            "route cannot connect to MCP servers and no upstream behind it can: call the MCP \
+             tools from the client and declare them as tools",
+        ));
+    }
+    // Everything else (`cache_control`, `service_tier`, `container`,
+    // `context_management`, `inference_geo`, `speed`, unknown fields) does
+    // not change the answer, or needs a tool route drops: ignored.
+    Ok(Messages {
+        req: ChatRequest {
+            system,
+            max_tokens,
+            temperature,
+            top_p,
+            stop,
+            stream,
+            extra,
+            ..ChatRequest::new(&model, messages)
+        },
+        dropped,
+    })
+}
+
+/// `{"type":"json_schema","schema"}` as a chat `response_format`.
+fn output_format(at: &str, f: &Value) -> Result<Value, ApiError> {
+    if f.get("type").and_then(Value::as_str) != Some("json_schema") {
+        return Err(invalid(
+            format!("{at}.type"),
+            "Input should be 'json_schema'",
+        ));
+    }
+    let schema = f
+        .get("schema")
+        .filter(|s| s.is_object())
+        .ok_or_else(|| invalid(format!("{at}.schema"), REQUIRED))?;
+    Ok(json!({
+        "type": "json_schema",
+        "json_schema": {"name": "output", "schema": schema},
+    }))
+}
+
+/// One message (`messages.{i}`), as one or more chat messages: a user
+/// turn's tool results become `tool` messages ahead of the rest of it, as
+/// the chat API wants them right after the assistant's calls.
+fn read_message(i: usize, m: Value, out: &mut Vec<ChatMessage>) -> Result<(), ApiError> {
+    let at = format!("messages.{i}");
+    let Value::Object(mut m) = m else {
+        return Err(invalid(at, "Input should be a valid dictionary"));
+    };
+    let role = match m.get("role") {
+        Some(Value::String(r)) if r == "user" || r == "assistant" => r.clone(),
+        None | Some(Value::Null) => return Err(invalid(format!("{at}.role"), REQUIRED)),
+        Some(_) => {
+            return Err(invalid(
+                format!("{at}.role"),
+                "Input should be 'user' or 'assistant'",
+            ));
+        }
+    };
+    let blocks = match m.shift_remove("content") {
+        Some(Value::String(s)) => {
+            out.push(ChatMessage::new(role, s));
+            return Ok(());
+        }
+        Some(Value::Array(blocks)) => blocks,
+        None | Some(Value::Null) => return Err(invalid(format!("{at}.content"), REQUIRED)),
+        Some(_) => {
+            return Err(invalid(
+                format!("{at}.content"),
+                "Input should be a valid string or a list of content blocks",
+            ));
+        }
+    };
+    if role == "user" {
+        user_turn(&at, blocks, out)
+    } else {
+        assistant_turn(&at, blocks, out)
+    }
+}
+
+/// Content parts as a message's content: one text part as plain text
+/// (which every OpenAI-compatible upstream takes), otherwise the parts.
+fn content_of(mut parts: Vec<Value>) -> Content {
+    if parts.len() == 1
+        && parts[0]["type"] == "text"
+        && let Some(Value::String(t)) = parts[0].get_mut("text").map(Value::take)
+    {
+        return Content::Text(t);
+    }
+    Content::Parts(parts)
+}
+
+fn user_turn(at: &str, blocks: Vec<Value>, out: &mut Vec<ChatMessage>) -> Result<(), ApiError> {
+    let mut parts = Vec::new();
+    for (j, b) in blocks.into_iter().enumerate() {
+        let at = format!("{at}.content.{j}");
+        match block_type(&at, &b)? {
+            "text" => parts.push(json!({"type": "text", "text": req_str(&at, &b, "text")?})),
+            "image" => parts.push(image_part(&at, &b)?),
+            "tool_result" => {
+                let (msg, images) = tool_result(&at, &b)?;
+                out.push(msg);
+                parts.extend(images);
+            }
+            "thinking" | "redacted_thinking" => {}
+            "tool_use" => {
+                return Err(invalid(
+                    format!("{at}.type"),
+                    "tool_use blocks belong in assistant messages",
+                ));
+            }
+            other => return Err(not_carried(&at, other)),
+        }
+    }
+    if !parts.is_empty() {
+        out.push(ChatMessage {
+            role: "user".into(),
+            content: Some(content_of(parts)),
+            extra: Map::new(),
+        });
+    }
+    Ok(())
+}
+
+/// An `image` block as an `image_url` part: a `base64` source as a data
+/// URL, a `url` source as its URL.
+fn image_part(at: &str, b: &Value) -> Result<Value, ApiError> {
+    let source = b
+        .get("source")
+        .filter(|s| s.is_object())
+        .ok_or_else(|| invalid(format!("{at}.source"), REQUIRED))?;
+    let sat = format!("{at}.source");
+    let url = match source.get("type").and_then(Value::as_str) {
+        Some("base64") => format!(
+            "data:{};base64,{}",
+            req_str(&sat, source, "media_type")?,
+            req_str(&sat, source, "data")?
+        ),
+        Some("url") => req_str(&sat, source, "url")?,
+        Some("file") => {
+            return Err(invalid(
+                format!("{sat}.type"),
+                "images given by file_id cannot be passed on: route has no Files API; send \
+                 the image as base64 or by url",
+            ));
+        }
+        _ => {
+            return Err(invalid(
+                format!("{sat}.type"),
+                "Input should be 'base64' or 'url'",
+            ));
+        }
+    };
+    Ok(json!({"type": "image_url", "image_url": {"url": url}}))
+}
+
+/// A `tool_result` block as a `tool` message, and the images it holds,
+/// which a `tool` message cannot: they go into the user turn that follows
+/// the tool messages, and the tool message says so. `is_error` is said in
+/// the text (`Error: …`), since a `tool` message has no flag for it.
+fn tool_result(at: &str, b: &Value) -> Result<(ChatMessage, Vec<Value>), ApiError> {
+    let id = req_str(at, b, "tool_use_id")?;
+    let mut texts = Vec::new();
+    let mut images = Vec::new();
+    match b.get("content") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) => texts.push(s.clone()),
+        Some(Value::Array(blocks)) => {
+            for (k, c) in blocks.iter().enumerate() {
+                let at = format!("{at}.content.{k}");
+                match block_type(&at, c)? {
+                    "text" => texts.push(req_str(&at, c, "text")?),
+                    "image" => images.push(image_part(&at, c)?),
+                    other => return Err(not_carried(&at, other)),
+                }
+            }
+        }
+        Some(_) => {
+            return Err(invalid(
+                format!("{at}.content"),
+                "Input should be a valid string or a list of content blocks",
+            ));
+        }
+    }
+    let mut text = texts.join("\n\n");
+    if !images.is_empty() {
+        let note = match images.len() {
+            1 => "[the tool returned an image: it follows in the next user message]".to_string(),
+            n => format!("[the tool returned {n} images: they follow in the next user message]"),
+        };
+        text = if text.is_empty() {
+            note
+        } else {
+            format!("{text}\n\n{note}")
+        };
+    }
+    if b.get("is_error").and_then(Value::as_bool) == Some(true) {
+        text = format!("Error: {text}");
+    }
+    let mut extra = Map::new();
+    extra.insert("tool_call_id".into(), Value::String(id));
+    let msg = ChatMessage {
+        role: "tool".into(),
+        content: Some(Content::Text(text)),
+        extra,
+    };
+    Ok((msg, images))
+}
+
+fn assistant_turn(
+    at: &str,
+    blocks: Vec<Value>,
+    out: &mut Vec<ChatMessage>,
+) -> Result<(), ApiError> {
+    let mut texts = Vec::new();
+    let mut calls = Vec::new();
+    for (j, b) in blocks.into_iter().enumerate() {
+        let at = format!("{at}.content.{j}");
+        match block_type(&at, &b)? {
+            "text" => texts.push(req_str(&at, &b, "text")?),
+            "tool_use" => {
+                let id = req_str(&at, &b, "id")?;
+                let name = req_str(&at, &b, "name")?;
+                let arguments = match b.get("input") {
+                    None | Some(Value::Null) => "{}".to_string(),
+                    Some(v @ Value::Object(_)) => v.to_string(),
+                    Some(_) => {
+                        return Err(invalid(
+                            format!("{at}.input"),
+                            "Input should be a valid dictionary",
+                        ));
+                    }
+                };
+                calls.push(json!({
+                    "id": id,
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments},
+                }));
+            }
+            "thinking" | "redacted_thinking" => {}
+            "tool_result" | "image" => {
+                return Err(invalid(
+                    format!("{at}.type"),
+                    format!(
+                        "{} blocks belong in user messages",
+                        b["type"].as_str().unwrap_or("")
+                    ),
+                ));
+            }
+            other => return Err(not_carried(&at, other)),
+        }
+    }
+    if texts.is_empty() && calls.is_empty() {
+        // Only thinking: nothing the upstream could read.
+        return Ok(());
+    }
+    let content = (!texts.is_empty()).then(|| Content::Text(texts.join("\n\n")));
+    let mut extra = Map::new();
+    if !calls.is_empty() {
+        extra.insert("tool_calls".into(), Value::Array(calls));
+    }
+    out.push(ChatMessage {
+        role: "assistant".into(),
+        content,
+        extra,
+    });
+    Ok(())
+}
+
+/// `tools` and `tool_choice` as chat `tools`, `tool_choice` and
+/// `parallel_tool_calls`. Custom tools (no `type`, or `custom`) become
+/// function tools; Anthropic's server tools (`web_search_*`, `bash_*`,
+/// …), which no upstream behind route runs, are dropped and reported as
+/// `tools[name]`, unless `tool_choice` forces one: then a 400.
+fn read_tools(
+    obj: &mut Map<String, Value>,
+    extra: &mut Map<String, Value>,
+    dropped: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    let mut tools = Vec::new();
+    let mut server = Vec::new();
+    match obj.shift_remove("tools") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(a)) => {
+            for (i, mut t) in a.into_iter().enumerate() {
+                let at = format!("tools.{i}");
+                if !t.is_object() {
+                    return Err(invalid(at, "Input should be a valid dictionary"));
+                }
+                let name = req_str(&at, &t, "name")?;
+                match t.get("type").and_then(Value::as_str) {
+                    None | Some("custom") => {}
+                    Some(_) => {
+                        dropped.push(format!("tools[{name}]"));
+                        server.push(name);
+                        continue;
+                    }
+                }
+                let mut function = json!({"name": name});
+                if let Some(d) = t.get_mut("description").map(Value::take)
+                    && !d.is_null()
+                {
+                    function["description"] = d;
+                }
+                match t.get_mut("input_schema").map(Value::take) {
+                    None | Some(Value::Null) => {}
+                    Some(s @ Value::Object(_)) => function["parameters"] = s,
+                    Some(_) => {
+                        return Err(invalid(
+                            format!("{at}.input_schema"),
+                            "Input should be a valid dictionary",
+                        ));
+                    }
+                }
+                if t.get("strict").and_then(Value::as_bool) == Some(true) {
+                    function["strict"] = json!(true);
+                }
+                tools.push(json!({"type": "function", "function": function}));
+            }
+        }
+        Some(_) => return Err(invalid("tools", "Input should be a valid list")),
+    }
+    let choice = match obj.shift_remove("tool_choice") {
+        None | Some(Value::Null) => None,
+        Some(c @ Value::Object(_)) => Some(c),
+        Some(_) => return Err(invalid("tool_choice", "Input should be a valid dictionary")),
+    };
+    let mut parallel = None;
+    let choice = match &choice {
+        None => None,
+        Some(c) => {
+            if c.get("disable_parallel_tool_use").and_then(Value::as_bool) == Some(true) {
+                parallel = Some(false);
+            }
+            let forced_server = |name: &str| {
+                invalid(
+                    "tool_choice",
+                    format!(
+                        "it forces {name:?}, one of Anthropic's server tools, which no upstream \
+                         behind route runs"
+                    ),
+                )
+            };
+            match c.get("type").and_then(Value::as_str) {
+                Some("auto") => Some(json!("auto")),
+                Some("none") => Some(json!("none")),
+                Some("any") => {
+                    if tools.is_empty() {
+                        return Err(match server.first() {
+                            Some(name) => forced_server(name),
+                            None => {
+                                invalid("tool_choice", "\"any\" needs tools, and none are declared")
+                            }
+                        });
+                    }
+                    Some(json!("required"))
+                }
+                Some("tool") => {
+                    let name = req_str("tool_choice", c, "name")?;
+                    if server.contains(&name) {
+                        return Err(forced_server(&name));
+                    }
+                    if !tools.iter().any(|t| t["function"]["name"] == name.as_str()) {
+                        return Err(invalid(
+                            "tool_choice.name",
+                            format!("no tool named {name:?} is declared"),
+                        ));
+                    }
+                    Some(json!({"type": "function", "function": {"name": name}}))
+                }
+                _ => {
+                    return Err(invalid(
+                        "tool_choice.type",
+                        "Input should be 'auto', 'any', 'tool' or 'none'",
+                    ));
+                }
+            }
+        }
+    };
+    // Without tools, `auto` and `none` ask for nothing (and the chat API
+    // refuses tool fields without tools).
+    if tools.is_empty() {
+        return Ok(());
+    }
+    extra.insert("tools".into(), Value::Array(tools));
+    if let Some(c) = choice {
+        extra.insert("tool_choice".into(), c);
+    }
+    if let Some(p) = parallel {
+        extra.insert("parallel_tool_calls".into(), json!(p));
+    }
+    Ok(())
+}
+
+/// Move `metadata.user_id` to the chat field `user` (which the Anthropic
+/// dialect sends back as `metadata.user_id`), once the router has read it
+/// as the conversation: OpenAI-compatible upstreams know no `metadata`
+/// that means this.
+pub fn metadata_to_user(req: &mut ChatRequest) {
+    if let Some(m) = req.extra.shift_remove("metadata")
+        && let Some(Value::String(u)) = m.get("user_id")
+    {
+        req.extra.insert("user".into(), Value::String(u.clone()));
+    }
+}
+
+/// `msg_` and the upstream's id (as it came when it already starts with
+/// `msg_`), or a random one when it gave none.
+fn message_id(upstream: Option<&str>) -> String {
+    match upstream.filter(|s| !s.is_empty()) {
+        Some(id) if id.starts_with("msg_") => id.to_string(),
+        Some(id) => format!("msg_{id}"),
+        None => format!("msg_{:024x}", rand::random::<u128>() >> 32),
+    }
+}
+
+/// A provider's finish reason as Anthropic's `stop_reason`: `end_turn`,
+/// `max_tokens`, `stop_sequence`, `tool_use` (also for a reply that
+/// called tools and otherwise stopped normally, as Gemini's do) or
+/// `refusal` (a content filter).
+pub fn stop_reason(reason: Option<&str>, called: bool) -> &'static str {
+    match reason {
+        Some("stop_sequence") => "stop_sequence",
+        Some(r) => match openai_finish_reason(r) {
+            "length" => "max_tokens",
+            "tool_calls" => "tool_use",
+            "content_filter" => "refusal",
+            _ if called => "tool_use",
+            _ => "end_turn",
+        },
+        None if called => "tool_use",
+        None => "end_turn",
+    }
+}
+
+/// The sequence a `stop_sequence` stop hit: known only when the request
+/// had one (the reply does not say which).
+fn stop_sequence(reason: &str, stop: &[String]) -> Value {
+    match stop {
+        [one] if reason == "stop_sequence" => json!(one),
+        _ => Value::Null,
+    }
+}
+
+/// Anthropic's `usage`: the upstream's counts, or route's estimate of the
+/// prompt and 0 for the answer where it gave none. Route caches nothing,
+/// so the cache counts are 0.
+fn usage(u: Option<Usage>, input_estimate: u64) -> Value {
+    let u = u.unwrap_or_default();
+    json!({
+        "input_tokens": u.input_tokens.unwrap_or(input_estimate),
+        "output_tokens": u.output_tokens.unwrap_or(0),
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    })
+}
+
+/// A tool call's arguments as the `input` object: empty text is `{}`;
+/// text that is not JSON stays a string, so the client sees it rather
+/// than an invented object.
+fn tool_input(arguments: &str) -> Value {
+    if arguments.trim().is_empty() {
+        return json!({});
+    }
+    serde_json::from_str(arguments).unwrap_or_else(|_| Value::String(arguments.to_string()))
+}
+
+/// A completion as Anthropic's `message`: `text` and `tool_use` blocks
+/// (no empty text block beside tool calls), `stop_reason`,
+/// `stop_sequence`, `usage` ([`usage`]), the candidate's model id. The
+/// reply's reasoning is left out: `thinking` is never passed on.
+pub fn message_body(c: &Completion, input_estimate: u64, stop: &[String]) -> Value {
+    let reply = &c.reply;
+    let called = !reply.tool_calls.is_empty();
+    let mut content = Vec::with_capacity(1 + reply.tool_calls.len());
+    if !reply.text.is_empty() || !called {
+        content.push(json!({"type": "text", "text": reply.text}));
+    }
+    for t in &reply.tool_calls {
+        content.push(json!({
+            "type": "tool_use",
+            "id": t.id,
+            "name": t.name,
+            "input": tool_input(&t.arguments),
+        }));
+    }
+    let reason = stop_reason(reply.finish_reason.as_deref(), called);
+    json!({
+        "id": message_id(c.upstream_id.as_deref()),
+        "type": "message",
+        "role": "assistant",
+        "model": c.model,
+        "content": content,
+        "stop_reason": reason,
+        "stop_sequence": stop_sequence(reason, stop),
+        "usage": usage(reply.usage, input_estimate),
+    })
+}
+
+/// The content block a stream has open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Open {
+    Text { index: usize },
+    Tool { call: usize, index: usize },
+}
+
+/// Writes one served stream's events as Anthropic's named events:
+/// `message_start` (at the reply's start, with route's estimate of the
+/// prompt as `input_tokens`), then per block `content_block_start`,
+/// `content_block_delta` (`text_delta`, or `input_json_delta` with each
+/// fragment of a tool call's arguments as it came) and
+/// `content_block_stop`, closing the open block before the next opens;
+/// at the end `message_delta` (`stop_reason`, `stop_sequence`, usage)
+/// and `message_stop`. A failure is an `error` event. Reasoning is left
+/// out, as in [`message_body`].
+#[derive(Debug)]
+pub struct MessageWriter {
+    model: String,
+    input_estimate: u64,
+    stop: Vec<String>,
+    started: bool,
+    open: Option<Open>,
+    next_index: usize,
+    /// Each call's block index, by the call's index.
+    calls: Vec<(usize, usize)>,
+    finish: Option<String>,
+    usage: Option<Usage>,
+}
+
+/// One event: its name and its data.
+pub type Named = (&'static str, Value);
+
+impl MessageWriter {
+    /// For a reply from `model` (the candidate's id) to a request whose
+    /// prompt route estimates at `input_estimate` tokens, with these stop
+    /// sequences.
+    pub fn new(model: &str, input_estimate: u64, stop: &[String]) -> MessageWriter {
+        MessageWriter {
+            model: model.to_string(),
+            input_estimate,
+            stop: stop.to_vec(),
+            started: false,
+            open: None,
+            next_index: 0,
+            calls: Vec::new(),
+            finish: None,
+            usage: None,
+        }
+    }
+
+    /// The events `ev` becomes, in order.
+    pub fn events(&mut self, ev: StreamEvent) -> Vec<Named> {
+        let mut out = Vec::new();
+        match ev {
+            StreamEvent::Delta(ReplyDelta::Start { id }) => self.start(id.as_deref(), &mut out),
+            StreamEvent::Delta(ReplyDelta::Text(t)) if !t.is_empty() => {
+                self.start(None, &mut out);
+                let index = match self.open {
+                    Some(Open::Text { index }) => index,
+                    _ => {
+                        let index = self.open_block(json!({"type": "text", "text": ""}), &mut out);
+                        self.open = Some(Open::Text { index });
+                        index
+                    }
+                };
+                out.push(delta(index, json!({"type": "text_delta", "text": t})));
+            }
+            StreamEvent::Delta(ReplyDelta::ToolCall(d)) => {
+                self.start(None, &mut out);
+                let known = self.calls.iter().find(|(c, _)| *c == d.index).map(|p| p.1);
+                let index = match known {
+                    Some(index) => index,
+                    None => {
+                        let block = json!({
+                            "type": "tool_use",
+                            "id": d.id.unwrap_or_else(|| format!("toolu_{:016x}", rand::random::<u64>())),
+                            "name": d.name.unwrap_or_default(),
+                            "input": {},
+                        });
+                        let index = self.open_block(block, &mut out);
+                        self.open = Some(Open::Tool {
+                            call: d.index,
+                            index,
+                        });
+                        self.calls.push((d.index, index));
+                        index
+                    }
+                };
+                // A later fragment of a call whose block was closed goes
+                // to that block still: clients gather by index.
+                if !d.arguments.is_empty() {
+                    out.push(delta(
+                        index,
+                        json!({"type": "input_json_delta", "partial_json": d.arguments}),
+                    ));
+                }
+            }
+            StreamEvent::Delta(ReplyDelta::Finish(r)) => self.finish = Some(r),
+            StreamEvent::Usage { counts, .. } => self.usage = Some(counts),
+            StreamEvent::Done => {
+                self.start(None, &mut out);
+                self.close(&mut out);
+                let reason = stop_reason(self.finish.as_deref(), !self.calls.is_empty());
+                let u = self.usage.unwrap_or_default();
+                out.push((
+                    "message_delta",
+                    json!({
+                        "type": "message_delta",
+                        "delta": {
+                            "stop_reason": reason,
+                            "stop_sequence": stop_sequence(reason, &self.stop),
+                        },
+                        "usage": {
+                            "input_tokens": u.input_tokens.unwrap_or(self.input_estimate),
+                            "output_tokens": u.output_tokens.unwrap_or(0),
+                        },
+                    }),
+                ));
+                out.push(("message_stop", json!({"type": "message_stop"})));
+            }
+            StreamEvent::Failed(msg) => out.push((
+                "error",
+                json!({"type": "error", "error": {"type": "api_error", "message": msg}}),
+            )),
+            // Reasoning is not passed on; empty text says nothing; the
+            // engine turns a stall into a failure; native events are
+            // never asked for.
+            StreamEvent::Delta(_) | StreamEvent::Stalled | StreamEvent::Native(_) => {}
+        }
+        out
+    }
+
+    fn start(&mut self, id: Option<&str>, out: &mut Vec<Named>) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        out.push((
+            "message_start",
+            json!({
+                "type": "message_start",
+                "message": {
+                    "id": message_id(id),
+                    "type": "message",
+                    "role": "assistant",
+                    "model": self.model,
+                    "content": [],
+                    "stop_reason": null,
+                    "stop_sequence": null,
+                    "usage": usage(None, self.input_estimate),
+                },
+            }),
+        ));
+    }
+
+    fn open_block(&mut self, block: Value, out: &mut Vec<Named>) -> usize {
+        self.close(out);
+        let index = self.next_index;
+        self.next_index += 1;
+        out.push((
+            "content_block_start",
+            json!({"type": "content_block_start", "index": index, "content_block": block}),
+        ));
+        index
+    }
+
+    fn close(&mut self, out: &mut Vec<Named>) {
+        if let Some(Open::Text { index } | Open::Tool { index, .. }) = self.open.take() {
+            out.push((
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": index}),
+            ));
+        }
+    }
+}
+
+fn delta(index: usize, d: Value) -> Named {
+    (
+        "content_block_delta",
+        json!({"type": "content_block_delta", "index": index, "delta": d}),
+    )
+}
+
+/// A served stream as Anthropic's `text/event-stream`: named events from
+/// [`MessageWriter`], and a `ping` event whenever nothing else was sent
+/// for a while.
+pub fn event_stream(
+    events: impl Stream<Item = StreamEvent> + Send + 'static,
+    mut writer: MessageWriter,
+) -> Response {
+    let body = events.flat_map(move |ev| {
+        let named = writer.events(ev).into_iter().map(|(name, data)| {
+            Ok::<Event, Infallible>(Event::default().event(name).data(data.to_string()))
+        });
+        futures_util::stream::iter(named)
+    });
+    let ping = Event::default().event("ping").data(r#"{"type": "ping"}"#);
+    Sse::new(body)
+        .keep_alive(KeepAlive::new().event(ping))
+        .into_response()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn read(body: Value) -> Result<Messages, ApiError> {
+        read_messages(body.to_string().as_bytes(), Purpose::Create)
+    }
+
+    fn message(role: &str, content: Value) -> Value {
+        json!({"role": role, "content": content})
+    }
+
+    fn request(messages: Value, more: Value) -> Value {
+        let mut v = json!({"model": "claude-x", "max_tokens": 100, "messages": messages});
+        for (k, x) in more.as_object().unwrap() {
+            v[k] = x.clone();
+        }
+        v
+    }
+
+    fn err_message(body: Value) -> String {
+        let e = read(body).unwrap_err();
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        e.message
+    }
+
+    #[test]
+    fn system_blocks_become_the_system_prompt_and_cache_control_goes() {
+        let m = read(request(
+            json!([message("user", json!("hi"))]),
+            json!({"system": [
+                {"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}},
+                {"type": "text", "text": "Answer in French."}
+            ], "cache_control": {"type": "ephemeral"}, "service_tier": "auto", "whatever": 1}),
+        ))
+        .unwrap();
+        assert_eq!(
+            m.req.system.as_deref(),
+            Some("You are terse.\n\nAnswer in French.")
+        );
+        assert_eq!(m.req.model, "claude-x");
+        assert_eq!(m.req.max_tokens, Some(100));
+        assert_eq!(m.req.messages, vec![ChatMessage::user("hi")]);
+        assert!(m.req.extra.is_empty(), "{:?}", m.req.extra);
+        assert!(m.dropped.is_empty());
+    }
+
+    #[test]
+    fn images_become_image_url_parts() {
+        let m = read(request(
+            json!([message("user", json!([
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "QUJD"}},
+                {"type": "image", "source": {"type": "url", "url": "https://x.test/a.png"}},
+                {"type": "text", "text": "what are these?", "cache_control": {"type": "ephemeral"}}
+            ]))]),
+            json!({}),
+        ))
+        .unwrap();
+        let Some(Content::Parts(parts)) = &m.req.messages[0].content else {
+            panic!("{:?}", m.req.messages)
+        };
+        assert_eq!(
+            parts,
+            &vec![
+                json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}}),
+                json!({"type": "image_url", "image_url": {"url": "https://x.test/a.png"}}),
+                json!({"type": "text", "text": "what are these?"}),
+            ]
+        );
+        let needs = m.req.needs();
+        assert!(needs.contains(&crate::upstream::dialect::Need::Vision));
+        assert!(needs.contains(&crate::upstream::dialect::Need::ImageUrl));
+    }
+
+    #[test]
+    fn tool_use_and_tool_result_keep_the_chat_apis_order() {
+        let m = read(request(
+            json!([
+                message("user", json!("What is 12 + 30?")),
+                message("assistant", json!([
+                    {"type": "thinking", "thinking": "add", "signature": "s"},
+                    {"type": "text", "text": "Let me add."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {"a": 12, "b": 30}}
+                ])),
+                message("user", json!([
+                    {"type": "text", "text": "here you go"},
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "42"}]},
+                    {"type": "tool_result", "tool_use_id": "toolu_2", "content": "no such file", "is_error": true}
+                ]))
+            ]),
+            json!({}),
+        ))
+        .unwrap();
+        let roles: Vec<&str> = m.req.messages.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "tool", "user"]);
+        let a = &m.req.messages[1];
+        assert_eq!(a.content, Some(Content::Text("Let me add.".into())));
+        let calls = a.tool_calls(1).unwrap();
+        assert_eq!(
+            (calls[0].id.as_str(), calls[0].name.as_str()),
+            ("toolu_1", "add")
+        );
+        assert_eq!(
+            serde_json::from_str::<Value>(&calls[0].arguments).unwrap(),
+            json!({"a": 12, "b": 30})
+        );
+        assert_eq!(m.req.messages[2].tool_call_id(), Some("toolu_1"));
+        assert_eq!(m.req.messages[2].content, Some(Content::Text("42".into())));
+        assert_eq!(
+            m.req.messages[3].content,
+            Some(Content::Text("Error: no such file".into()))
+        );
+        assert_eq!(
+            m.req.messages[4].content,
+            Some(Content::Text("here you go".into()))
+        );
+        // Calls alone: no content.
+        let m = read(request(
+            json!([
+                message("user", json!("q")),
+                message(
+                    "assistant",
+                    json!([{"type": "tool_use", "id": "t", "name": "f", "input": {}}])
+                ),
+                message("user", json!([{"type": "tool_result", "tool_use_id": "t"}]))
+            ]),
+            json!({}),
+        ))
+        .unwrap();
+        assert_eq!(m.req.messages[1].content, None);
+        assert_eq!(m.req.messages.len(), 3);
+    }
+
+    #[test]
+    fn a_tool_results_images_follow_the_tool_messages() {
+        let m = read(request(
+            json!([
+                message("user", json!("look")),
+                message("assistant", json!([{"type": "tool_use", "id": "t", "name": "shot", "input": {}}])),
+                message("user", json!([{"type": "tool_result", "tool_use_id": "t", "content": [
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "QUJD"}}
+                ]}]))
+            ]),
+            json!({}),
+        ))
+        .unwrap();
+        assert_eq!(m.req.messages[2].role, "tool");
+        assert!(
+            m.req.messages[2]
+                .content
+                .as_ref()
+                .unwrap()
+                .text()
+                .contains("image")
+        );
+        assert_eq!(m.req.messages[3].role, "user");
+        let Some(Content::Parts(p)) = &m.req.messages[3].content else {
+            panic!()
+        };
+        assert_eq!(p[0]["image_url"]["url"], "data:image/png;base64,QUJD");
+    }
+
+    #[test]
+    fn tools_and_tool_choice_become_function_tools() {
+        let tools = json!([
+            {"name": "add", "description": "Add.", "input_schema": {"type": "object"}, "cache_control": {"type": "ephemeral"}},
+            {"type": "custom", "name": "mul", "input_schema": {"type": "object"}, "strict": true},
+            {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}
+        ]);
+        let m = read(request(
+            json!([message("user", json!("q"))]),
+            json!({"tools": tools, "tool_choice": {"type": "any", "disable_parallel_tool_use": true}}),
+        ))
+        .unwrap();
+        assert_eq!(m.dropped, ["tools[web_search]"]);
+        assert_eq!(
+            m.req.extra["tools"],
+            json!([
+                {"type": "function", "function": {"name": "add", "description": "Add.", "parameters": {"type": "object"}}},
+                {"type": "function", "function": {"name": "mul", "parameters": {"type": "object"}, "strict": true}}
+            ])
+        );
+        assert_eq!(m.req.extra["tool_choice"], "required");
+        assert_eq!(m.req.extra["parallel_tool_calls"], false);
+        for (choice, want) in [
+            (json!({"type": "auto"}), json!("auto")),
+            (json!({"type": "none"}), json!("none")),
+            (
+                json!({"type": "tool", "name": "mul"}),
+                json!({"type": "function", "function": {"name": "mul"}}),
+            ),
+        ] {
+            let m = read(request(
+                json!([message("user", json!("q"))]),
+                json!({"tools": tools, "tool_choice": choice}),
+            ))
+            .unwrap();
+            assert_eq!(m.req.extra["tool_choice"], want);
+        }
+        // Only server tools: none is sent, and `auto` asks for nothing.
+        let m = read(request(
+            json!([message("user", json!("q"))]),
+            json!({"tools": [tools[2].clone()], "tool_choice": {"type": "auto"}}),
+        ))
+        .unwrap();
+        assert!(m.req.extra.is_empty(), "{:?}", m.req.extra);
+        assert_eq!(m.dropped, ["tools[web_search]"]);
+    }
+
+    #[test]
+    fn forcing_a_server_tool_is_a_400() {
+        let tools = json!([{"type": "web_search_20250305", "name": "web_search"}]);
+        for choice in [
+            json!({"type": "tool", "name": "web_search"}),
+            json!({"type": "any"}),
+        ] {
+            let msg = err_message(request(
+                json!([message("user", json!("q"))]),
+                json!({"tools": tools, "tool_choice": choice}),
+            ));
+            assert!(msg.starts_with("tool_choice: "), "{msg}");
+            assert!(
+                msg.contains("web_search") && msg.contains("server tools"),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn thinking_is_dropped_and_reported_and_the_rest_translated() {
+        let m = read(request(
+            json!([message("user", json!("q"))]),
+            json!({"thinking": {"type": "enabled", "budget_tokens": 2048},
+                   "stop_sequences": ["END"], "temperature": 0.5, "top_p": 0.9, "top_k": 40,
+                   "metadata": {"user_id": "u-1"}, "stream": true}),
+        ))
+        .unwrap();
+        assert_eq!(m.dropped, ["thinking"]);
+        assert_eq!(m.req.stop, ["END"]);
+        assert_eq!((m.req.temperature, m.req.top_p), (Some(0.5), Some(0.9)));
+        assert_eq!(m.req.extra["top_k"], 40);
+        assert!(m.req.stream);
+        let mut req = m.req;
+        // The router reads the conversation from metadata.user_id…
+        let ask = crate::route::ask::Ask::new(None, &req);
+        assert_eq!(ask.conversation.as_deref(), Some("user:u-1"));
+        // …then it travels as `user`.
+        metadata_to_user(&mut req);
+        assert_eq!(req.extra.get("metadata"), None);
+        assert_eq!(req.extra["user"], "u-1");
+        let m = read(request(
+            json!([message("user", json!("q"))]),
+            json!({"thinking": {"type": "disabled"}}),
+        ))
+        .unwrap();
+        assert!(m.dropped.is_empty());
+    }
+
+    #[test]
+    fn output_config_format_is_json_mode() {
+        let m = read(request(
+            json!([message("user", json!("q"))]),
+            json!({"output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}, "effort": "low"}}),
+        ))
+        .unwrap();
+        assert_eq!(m.req.extra["response_format"]["type"], "json_schema");
+        assert_eq!(m.dropped, ["output_config.effort"]);
+    }
+
+    #[test]
+    fn missing_max_tokens_and_bad_blocks_are_named_400s() {
+        let mut no_max = request(json!([message("user", json!("q"))]), json!({}));
+        no_max.as_object_mut().unwrap().shift_remove("max_tokens");
+        assert_eq!(err_message(no_max.clone()), "max_tokens: Field required");
+        // count_tokens takes none.
+        let m = read_messages(no_max.to_string().as_bytes(), Purpose::Count).unwrap();
+        assert_eq!(m.req.max_tokens, None);
+        let e = read(no_max).unwrap_err();
+        assert_eq!(error_body(&e)["error"]["type"], "invalid_request_error");
+        let cases = [
+            (
+                json!([
+                    message("user", json!("q")),
+                    message(
+                        "user",
+                        json!([{"type": "image", "source": {"type": "svg"}}])
+                    )
+                ]),
+                "messages.1.content.0.source.type: Input should be 'base64' or 'url'",
+            ),
+            (
+                json!([message(
+                    "user",
+                    json!([{"type": "document", "source": {"type": "text", "data": "x"}}])
+                )]),
+                "messages.0.content.0: content blocks of type \"document\" cannot be passed on",
+            ),
+            (
+                json!([message(
+                    "user",
+                    json!([{"type": "search_result", "source": "s", "title": "t", "content": []}])
+                )]),
+                "messages.0.content.0: content blocks of type \"search_result\"",
+            ),
+            (
+                json!([message(
+                    "user",
+                    json!([{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "document"}]}])
+                )]),
+                "messages.0.content.0.content.0: content blocks of type \"document\"",
+            ),
+            (
+                json!([message("system", json!("q"))]),
+                "messages.0.role: Input should be 'user' or 'assistant'",
+            ),
+            (
+                json!([message("user", json!([{"type": "text"}]))]),
+                "messages.0.content.0.text: Field required",
+            ),
+            (json!([]), "messages: at least one message is required"),
+        ];
+        for (messages, want) in cases {
+            let msg = err_message(request(messages, json!({})));
+            assert!(msg.starts_with(want), "{msg}");
+        }
+        let msg = err_message(request(
+            json!([message("user", json!("q"))]),
+            json!({"mcp_servers": [{"type": "url", "url": "https://x.test", "name": "x"}]}),
+        ));
+        assert!(msg.starts_with("mcp_servers: "), "{msg}");
+        assert!(err_message(json!({"max_tokens": 1, "messages": []})).starts_with("model: "));
+    }
+
+    fn completion(reply: crate::upstream::dialect::ChatReply) -> Completion {
+        Completion {
+            reply,
+            dialect: crate::upstream::dialect::Dialect::Openai,
+            body: None,
+            upstream_id: Some("abc".into()),
+            model: "o::ok".into(),
+            dropped: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn replies_become_messages() {
+        use crate::upstream::dialect::{ChatReply, ToolCall};
+        let v = message_body(
+            &completion(ChatReply {
+                text: String::new(),
+                reasoning: Some("hmm".into()),
+                finish_reason: Some("tool_calls".into()),
+                usage: Some(Usage {
+                    input_tokens: Some(12),
+                    output_tokens: Some(7),
+                }),
+                tool_calls: vec![ToolCall {
+                    id: "call_1".into(),
+                    name: "add".into(),
+                    arguments: r#"{"a":12,"b":30}"#.into(),
+                }],
+            }),
+            99,
+            &[],
+        );
+        assert_eq!(v["id"], "msg_abc");
+        assert_eq!(v["type"], "message");
+        assert_eq!(v["model"], "o::ok");
+        assert_eq!(
+            v["content"],
+            json!([{"type": "tool_use", "id": "call_1", "name": "add", "input": {"a": 12, "b": 30}}])
+        );
+        assert_eq!(v["stop_reason"], "tool_use");
+        assert_eq!(v["usage"]["input_tokens"], 12);
+        assert_eq!(v["usage"]["output_tokens"], 7);
+        // No usage from the upstream: route's estimate, and 0.
+        let v = message_body(
+            &completion(ChatReply {
+                text: "14".into(),
+                finish_reason: Some("stop_sequence".into()),
+                ..ChatReply::default()
+            }),
+            99,
+            &["END".to_string()],
+        );
+        assert_eq!(v["content"], json!([{"type": "text", "text": "14"}]));
+        assert_eq!(
+            (v["stop_reason"].as_str(), v["stop_sequence"].as_str()),
+            (Some("stop_sequence"), Some("END"))
+        );
+        assert_eq!(v["usage"]["input_tokens"], 99);
+        assert_eq!(v["usage"]["output_tokens"], 0);
+        for (from, called, to) in [
+            (Some("stop"), false, "end_turn"),
+            (Some("STOP"), true, "tool_use"),
+            (Some("length"), false, "max_tokens"),
+            (Some("MAX_TOKENS"), false, "max_tokens"),
+            (Some("end_turn"), false, "end_turn"),
+            (Some("SAFETY"), false, "refusal"),
+            (None, false, "end_turn"),
+        ] {
+            assert_eq!(stop_reason(from, called), to, "{from:?}");
+        }
+    }
+
+    fn call(index: usize, id: Option<&str>, args: &str) -> StreamEvent {
+        StreamEvent::Delta(ReplyDelta::ToolCall(
+            crate::upstream::dialect::ToolCallDelta {
+                index,
+                id: id.map(str::to_string),
+                name: id.map(|_| "add".to_string()),
+                arguments: args.into(),
+            },
+        ))
+    }
+
+    #[test]
+    fn a_stream_is_anthropics_events_in_order() {
+        let mut w = MessageWriter::new("g::ok", 30, &[]);
+        let evs = [
+            StreamEvent::Delta(ReplyDelta::Start {
+                id: Some("x1".into()),
+            }),
+            StreamEvent::Delta(ReplyDelta::Text(String::new())),
+            StreamEvent::Delta(ReplyDelta::Reasoning("hmm".into())),
+            StreamEvent::Delta(ReplyDelta::Text("Let me ".into())),
+            StreamEvent::Delta(ReplyDelta::Text("add.".into())),
+            call(0, Some("call_1"), ""),
+            call(0, None, "{\"a\":"),
+            call(0, None, "12,\"b\":30}"),
+            call(1, Some("call_2"), "{}"),
+            StreamEvent::Delta(ReplyDelta::Finish("STOP".into())),
+            StreamEvent::Usage {
+                tokens: None,
+                counts: Usage {
+                    input_tokens: None,
+                    output_tokens: Some(9),
+                },
+                chunk: None,
+            },
+            StreamEvent::Done,
+        ];
+        let out: Vec<Named> = evs.into_iter().flat_map(|e| w.events(e)).collect();
+        let names: Vec<&str> = out.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names,
+            [
+                "message_start",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop",
+            ]
+        );
+        for (name, data) in &out {
+            assert_eq!(data["type"], *name);
+        }
+        let start = &out[0].1["message"];
+        assert_eq!(start["id"], "msg_x1");
+        assert_eq!(start["model"], "g::ok");
+        assert_eq!(start["content"], json!([]));
+        assert_eq!(start["usage"]["input_tokens"], 30);
+        assert_eq!(
+            out[1].1["content_block"],
+            json!({"type": "text", "text": ""})
+        );
+        assert_eq!(
+            out[2].1["delta"],
+            json!({"type": "text_delta", "text": "Let me "})
+        );
+        assert_eq!(
+            out[5].1["content_block"],
+            json!({"type": "tool_use", "id": "call_1", "name": "add", "input": {}})
+        );
+        assert_eq!(out[5].1["index"], 1);
+        // The fragments, in order, as input_json_delta.
+        let fragments: Vec<&str> = out[6..8]
+            .iter()
+            .map(|(_, d)| {
+                assert_eq!(d["index"], 1);
+                assert_eq!(d["delta"]["type"], "input_json_delta");
+                d["delta"]["partial_json"].as_str().unwrap()
+            })
+            .collect();
+        assert_eq!(fragments, ["{\"a\":", "12,\"b\":30}"]);
+        assert_eq!(out[9].1["index"], 2);
+        assert_eq!(
+            out[12].1,
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null},
+                   "usage": {"input_tokens": 30, "output_tokens": 9}})
+        );
+    }
+
+    #[test]
+    fn a_failure_after_the_first_byte_is_an_error_event() {
+        let mut w = MessageWriter::new("a::ok", 3, &[]);
+        let mut out = w.events(StreamEvent::Delta(ReplyDelta::Text("Hel".into())));
+        out.extend(w.events(StreamEvent::Failed("upstream went away".into())));
+        let names: Vec<&str> = out.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names,
+            [
+                "message_start",
+                "content_block_start",
+                "content_block_delta",
+                "error"
+            ]
+        );
+        assert_eq!(
+            out[3].1,
+            json!({"type": "error", "error": {"type": "api_error", "message": "upstream went away"}})
+        );
+    }
 
     #[test]
     fn statuses_take_anthropics_error_types() {

@@ -1,0 +1,72 @@
+//! `POST /v1/messages` and `POST /v1/messages/count_tokens`: Anthropic
+//! Messages, the API Anthropic's SDKs and coding agents speak. Every
+//! upstream's reply is rendered from its parsed deltas ([`anthropic`]),
+//! and every error is Anthropic-shaped.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::{App, Routing, complete, open};
+use crate::route::surface::anthropic::{self, Purpose};
+use crate::route::surface::openai::ApiError;
+use crate::route::surface::{JsonBody, Shape};
+
+/// A Messages request, routed: a `message`, or a stream of its events.
+pub async fn messages(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Result<JsonBody, ApiError>,
+) -> Response {
+    let m = match body.and_then(|JsonBody(b)| anthropic::read_messages(&b, Purpose::Create)) {
+        Ok(m) => m,
+        Err(e) => return app.refuse(e, Shape::Anthropic),
+    };
+    let (stream, stop) = (m.req.stream, m.req.stop.clone());
+    let mut r = Routing::new(m.req, &headers);
+    // After the router has read `metadata.user_id` as the conversation.
+    anthropic::metadata_to_user(&mut r.req);
+    r.dropped = m.dropped;
+    let estimate = r.ask.prompt_tokens;
+    if stream {
+        match open(&app, r).await {
+            Ok(o) => {
+                let writer = anthropic::MessageWriter::new(&o.model, estimate, &stop);
+                let mut resp = anthropic::event_stream(o.events, writer);
+                app.headers(&mut resp, &o.routed);
+                resp
+            }
+            Err(f) => f.into_response(&app, Shape::Anthropic),
+        }
+    } else {
+        match complete(&app, r).await {
+            Ok((c, routed)) => {
+                let body = anthropic::message_body(&c, estimate, &stop);
+                let mut resp = axum::Json(body).into_response();
+                app.headers(&mut resp, &routed);
+                resp
+            }
+            Err(f) => f.into_response(&app, Shape::Anthropic),
+        }
+    }
+}
+
+/// `{"input_tokens"}`: route's own estimate of the prompt (text, tool
+/// declarations and calls, four characters a token), the number the
+/// router checks context windows and token limits with.
+pub async fn count_tokens(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Result<JsonBody, ApiError>,
+) -> Response {
+    match body.and_then(|JsonBody(b)| anthropic::read_messages(&b, Purpose::Count)) {
+        Ok(m) => {
+            let r = Routing::new(m.req, &headers);
+            axum::Json(json!({"input_tokens": r.ask.prompt_tokens})).into_response()
+        }
+        Err(e) => app.refuse(e, Shape::Anthropic),
+    }
+}
