@@ -40,6 +40,7 @@ use super::surface::openai::{self, ApiError};
 use super::surface::{BodyLimit, Shape};
 
 mod chat;
+mod responses;
 
 /// Request heads larger than this get a 431.
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
@@ -63,6 +64,7 @@ pub fn router(app: Arc<App>) -> Router {
     let limit = app.engine.settings.max_body_bytes;
     let v1 = Router::new()
         .route("/v1/chat/completions", post(chat::chat))
+        .route("/v1/responses", post(responses::responses))
         .route("/v1/models", get(models))
         .route("/v1/providers", get(providers))
         .route_layer(middleware::from_fn_with_state(app.clone(), auth));

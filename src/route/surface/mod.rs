@@ -28,6 +28,7 @@
 
 pub mod anthropic;
 pub mod openai;
+pub mod responses;
 
 use axum::body::Bytes;
 use axum::extract::{FromRef, FromRequest, Request};
