@@ -13,3 +13,4 @@ mod route;
 #[cfg(unix)]
 mod schedule;
 mod support;
+mod surfaces_responses;
