@@ -9,6 +9,7 @@
 //! missing prerequisite fails its tests.
 
 mod clients;
+mod sdk_responses;
 mod shared;
 mod support;
 mod tools;
@@ -32,7 +33,13 @@ impl Test {
 
 fn main() -> std::process::ExitCode {
     let args = Arguments::from_args();
-    let tests: Vec<Test> = [clients::tests(), shared::tests(), tools::tests()].concat();
+    let tests: Vec<Test> = [
+        clients::tests(),
+        sdk_responses::tests(),
+        shared::tests(),
+        tools::tests(),
+    ]
+    .concat();
     let mut missing: Vec<(Need, usize)> = Vec::new();
     let trials = tests
         .into_iter()

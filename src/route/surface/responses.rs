@@ -510,6 +510,13 @@ fn tools(
                 let name = string(c, "name", "tool_choice.name")?;
                 Some(json!({"type": "function", "function": {"name": name}}))
             }
+            Some("allowed_tools") => {
+                return Err(refused(
+                    "tool_choice",
+                    "allowed_tools is not translated; send only the tools the model may call, \
+                     with tool_choice 'auto' or 'required'",
+                ));
+            }
             Some(t) => {
                 return Err(refused(
                     "tool_choice",
