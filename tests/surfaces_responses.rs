@@ -1,6 +1,7 @@
 //! `POST /v1/responses` end to end: the real binary, against fake
 //! providers of each upstream dialect. Replies, streams (event order and
-//! sequence numbers), a function call and its output sent back, what is
+//! sequence numbers), a function call and its output sent back, images,
+//! what is
 //! dropped and reported, the 400s, and a request shaped like Codex CLI's.
 
 use serde_json::{Value, json};
@@ -531,4 +532,45 @@ fn a_request_shaped_like_codex_clis_is_served_through_each_dialect() {
         .expect("anthropic");
     assert_eq!(a["tools"].as_array().unwrap().len(), 40);
     assert!(a["system"].to_string().contains("You are a coding agent"));
+}
+
+/// A one-pixel PNG.
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+
+#[test]
+fn an_input_image_reaches_each_dialect_as_its_own_image() {
+    let (_env, fake, srv) = setup(&["ok"]);
+    for m in MODELS {
+        let r = post(
+            &srv,
+            &json!({"model": m, "input": [{"role": "user", "content": [
+                {"type": "input_text", "text": Q},
+                {"type": "input_image", "image_url": format!("data:image/png;base64,{PNG}"), "detail": "low"},
+            ]}]}),
+        );
+        assert_eq!(r.status, 200, "{m}: {}", r.body);
+        assert_eq!(r.json()["output_text"], "14", "{m}");
+    }
+    let bodies = sent(&fake);
+    let text = |b: &Value| b.to_string();
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b["messages"][0]["content"][1]["image_url"]["url"]
+                .as_str()
+                .is_some_and(|u| u.ends_with(PNG))),
+        "openai: {bodies:?}"
+    );
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b["messages"][0]["content"][1]["type"] == "image" && text(b).contains(PNG)),
+        "anthropic: {bodies:?}"
+    );
+    assert!(
+        bodies
+            .iter()
+            .any(|b| b["contents"][0]["parts"][1]["inlineData"]["data"] == PNG),
+        "gemini: {bodies:?}"
+    );
 }
