@@ -1,8 +1,8 @@
 //! `POST /v1/responses` end to end: the real binary, against fake
 //! providers of each upstream dialect. Replies, streams (event order and
 //! sequence numbers), a function call and its output sent back, images,
-//! what is
-//! dropped and reported, the 400s, and a request shaped like Codex CLI's.
+//! what is dropped and reported, the 400s, and a request shaped like
+//! Codex CLI's.
 
 use serde_json::{Value, json};
 
