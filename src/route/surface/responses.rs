@@ -533,6 +533,14 @@ fn tools(
     for t in built_in {
         dropped.push(format!("tools[{t}]"));
     }
+    if let Some(name) = choice.as_ref().and_then(|c| c["function"]["name"].as_str())
+        && !functions.iter().any(|f| f["function"]["name"] == name)
+    {
+        return Err(bad(
+            "tool_choice",
+            format!("it names the function {name:?}, which is not among the function tools"),
+        ));
+    }
     if functions.is_empty() {
         return Ok(());
     }
@@ -1371,6 +1379,14 @@ mod tests {
         );
         assert!(
             e.message.contains("required") && e.message.contains("web_search"),
+            "{}",
+            e.message
+        );
+        let e = refusal(
+            json!({"input": "hi", "tools": [add()], "tool_choice": {"type": "function", "name": "sub"}}),
+        );
+        assert!(
+            e.message.contains("'tool_choice'") && e.message.contains("sub"),
             "{}",
             e.message
         );
