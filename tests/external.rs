@@ -9,8 +9,9 @@
 //! missing prerequisite fails its tests.
 
 mod clients;
-mod sdk_legacy;
 mod sdk_anthropic;
+mod sdk_legacy;
+mod sdk_responses;
 mod shared;
 mod support;
 mod tools;
@@ -38,6 +39,7 @@ fn main() -> std::process::ExitCode {
         clients::tests(),
         sdk_legacy::tests(),
         sdk_anthropic::tests(),
+        sdk_responses::tests(),
         shared::tests(),
         tools::tests(),
     ]

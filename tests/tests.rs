@@ -13,5 +13,6 @@ mod route;
 #[cfg(unix)]
 mod schedule;
 mod support;
-mod surfaces_misc;
 mod surfaces_anthropic;
+mod surfaces_misc;
+mod surfaces_responses;

@@ -42,8 +42,9 @@ use super::surface::{BodyLimit, Shape};
 
 mod chat;
 mod completions;
-mod models;
 mod messages;
+mod models;
+mod responses;
 
 /// Request heads larger than this get a 431.
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
@@ -72,6 +73,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/models/{*id}", get(models::one))
         .route("/v1/messages", post(messages::messages))
         .route("/v1/messages/count_tokens", post(messages::count_tokens))
+        .route("/v1/responses", post(responses::responses))
         .route("/v1/providers", get(providers))
         .route_layer(middleware::from_fn_with_state(app.clone(), auth));
     Router::new()

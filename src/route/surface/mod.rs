@@ -29,6 +29,7 @@
 pub mod anthropic;
 pub mod completions;
 pub mod openai;
+pub mod responses;
 
 use axum::body::Bytes;
 use axum::extract::{FromRef, FromRequest, Request};

@@ -1,0 +1,1633 @@
+//! The OpenAI Responses surface: `POST /v1/responses`, what is
+//! Responses-shaped about `route --serve`.
+//!
+//! - [`ResponsesBody`] reads a request (an axum extractor whose rejections
+//!   are OpenAI errors) and [`parse`] turns it into the chat request every
+//!   dialect starts from: `instructions` and the `input` items become chat
+//!   messages, function tools chat tools, `text.format` a
+//!   `response_format`, `max_output_tokens` `max_tokens`. Route keeps no
+//!   conversation store, so what needs one (`previous_response_id`,
+//!   `conversation`, `item_reference`, `background`, a stored `prompt`)
+//!   gets a 400 that says so; built-in tools (`web_search`, …) no upstream
+//!   here runs are dropped and reported, unless the request forces one.
+//! - [`response_body`] renders a completion as a `response` object;
+//!   [`EventWriter`] and [`event_stream`] render a served stream as the
+//!   Responses API's named events (`response.created`, …,
+//!   `response.completed`), each with its `sequence_number`.
+//! - Errors are OpenAI's ([`ApiError`]), as on the chat surface.
+
+use axum::body::Bytes;
+use axum::extract::{FromRef, FromRequest, Request};
+use axum::http::{HeaderValue, header};
+use axum::response::Response;
+use serde_json::{Map, Value, json};
+
+use crate::route::domain::StreamEvent;
+use crate::route::send::Completion;
+use crate::upstream::dialect::{ChatReply, ChatRequest, ReplyDelta, Usage};
+
+use super::openai::{ApiError, openai_finish_reason};
+use super::{BodyLimit, JsonBody};
+
+/// Input items that record a built-in tool's call or result. Route never
+/// produces them, so in a conversation's history they came from a
+/// conversation held elsewhere; they are dropped and reported
+/// (`input[web_search_call]`), since no upstream here could read them.
+const BUILT_IN_ITEMS: &[&str] = &[
+    "web_search_call",
+    "file_search_call",
+    "computer_call",
+    "computer_call_output",
+    "code_interpreter_call",
+    "image_generation_call",
+    "local_shell_call",
+    "local_shell_call_output",
+    "shell_call",
+    "shell_call_output",
+    "apply_patch_call",
+    "apply_patch_call_output",
+    "mcp_call",
+    "mcp_list_tools",
+    "mcp_approval_request",
+    "mcp_approval_response",
+    "custom_tool_call",
+    "custom_tool_call_output",
+];
+
+/// A Responses request as route serves it: the chat request, what the
+/// surface dropped on the way (for `X-Llmprobe-Dropped`), and the request
+/// fields a `response` object repeats back.
+#[derive(Debug)]
+pub struct Parsed {
+    pub req: ChatRequest,
+    pub dropped: Vec<String>,
+    pub echo: Echo,
+}
+
+/// The request's settings as every `response` object repeats them
+/// (`tools`, `tool_choice`, `temperature`, `text`, …), with OpenAI's
+/// defaults where the client sent nothing.
+#[derive(Debug, Clone, Default)]
+pub struct Echo(Map<String, Value>);
+
+/// A Responses request body: JSON, within the body limit, that [`parse`]
+/// reads. Every rejection is an OpenAI 4xx.
+#[derive(Debug)]
+pub struct ResponsesBody(pub Parsed);
+
+impl<S> FromRequest<S> for ResponsesBody
+where
+    S: Send + Sync,
+    BodyLimit: FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<ResponsesBody, ApiError> {
+        let JsonBody(body) = JsonBody::from_request(req, state).await?;
+        parse(&body).map(ResponsesBody)
+    }
+}
+
+/// A 400 about the field `at`.
+fn bad(at: &str, why: impl std::fmt::Display) -> ApiError {
+    ApiError::invalid("invalid_request", format!("Invalid '{at}': {why}"))
+}
+
+/// A 400 for a field route cannot honour (`unsupported_parameter`).
+fn refused(at: &str, why: impl std::fmt::Display) -> ApiError {
+    ApiError::invalid(
+        "unsupported_parameter",
+        format!("'{at}' is not supported here: {why}"),
+    )
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn expected(at: &str, what: &str, got: &Value) -> ApiError {
+    bad(
+        at,
+        format!("expected {what}, but got {} instead", kind(got)),
+    )
+}
+
+/// The value of `field`, unless absent or `null`.
+fn field<'a>(obj: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+    obj.get(name).filter(|v| !v.is_null())
+}
+
+fn string<'a>(obj: &'a Map<String, Value>, name: &str, at: &str) -> Result<&'a str, ApiError> {
+    match field(obj, name) {
+        Some(Value::String(s)) => Ok(s),
+        Some(other) => Err(expected(at, "a string", other)),
+        None => Err(ApiError::invalid(
+            "missing_required_parameter",
+            format!("Missing required parameter: '{at}'."),
+        )),
+    }
+}
+
+/// Parse a Responses request body into the chat request route sends on.
+/// Errors are OpenAI 400s naming the field at fault (`input[2].call_id`).
+pub fn parse(body: &[u8]) -> Result<Parsed, ApiError> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::invalid(
+            "invalid_json",
+            format!("We could not parse the JSON body of your request: {e}."),
+        )
+    })?;
+    let Value::Object(obj) = value else {
+        return Err(bad("body", "expected a JSON object"));
+    };
+    refuse_stateful(&obj)?;
+    let mut dropped = Vec::new();
+    let mut chat = Map::new();
+    match field(&obj, "model") {
+        None => {}
+        Some(Value::String(m)) => {
+            chat.insert("model".into(), json!(m));
+        }
+        Some(other) => return Err(expected("model", "a string", other)),
+    }
+    let mut messages = Vec::new();
+    match field(&obj, "instructions") {
+        None => {}
+        Some(Value::String(s)) => messages.push(json!({"role": "system", "content": s})),
+        Some(other) => return Err(expected("instructions", "a string", other)),
+    }
+    match field(&obj, "input") {
+        None => {
+            return Err(ApiError::invalid(
+                "missing_required_parameter",
+                "Missing required parameter: 'input'. Route keeps no conversation store: send \
+                 the whole conversation as input.",
+            ));
+        }
+        Some(Value::String(s)) => messages.push(json!({"role": "user", "content": s})),
+        Some(Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                input_item(i, item, &mut messages, &mut dropped)?;
+            }
+        }
+        Some(other) => return Err(expected("input", "a string or an array", other)),
+    }
+    if messages.is_empty() {
+        return Err(bad("input", "no message to answer"));
+    }
+    chat.insert("messages".into(), Value::Array(messages));
+    tools(&obj, &mut chat, &mut dropped)?;
+    if let Some(n) = field(&obj, "max_output_tokens") {
+        chat.insert("max_tokens".into(), n.clone());
+    }
+    for name in ["temperature", "top_p"] {
+        if let Some(v) = field(&obj, name) {
+            chat.insert(name.into(), v.clone());
+        }
+    }
+    text(&obj, &mut chat)?;
+    if field(&obj, "reasoning").is_some() {
+        dropped.push("reasoning".into());
+    }
+    for name in ["top_logprobs", "max_tool_calls"] {
+        if field(&obj, name).is_some() {
+            dropped.push(name.into());
+        }
+    }
+    let stream = match field(&obj, "stream") {
+        None => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => return Err(expected("stream", "a boolean", other)),
+    };
+    chat.insert("stream".into(), json!(stream));
+    let chat = serde_json::to_vec(&Value::Object(chat)).unwrap_or_default();
+    let req = ChatRequest::from_openai_json(&chat)
+        .map_err(|e| ApiError::invalid("invalid_request", e.to_string()))?;
+    Ok(Parsed {
+        req,
+        dropped,
+        echo: echo(&obj),
+    })
+}
+
+/// What needs a store route does not keep, or a mode it does not run.
+fn refuse_stateful(obj: &Map<String, Value>) -> Result<(), ApiError> {
+    const NO_STORE: &str = "route keeps no conversation store; send the whole conversation as \
+                            input, with store: false";
+    if field(obj, "previous_response_id").is_some() {
+        return Err(refused("previous_response_id", NO_STORE));
+    }
+    if field(obj, "conversation").is_some() {
+        return Err(refused("conversation", NO_STORE));
+    }
+    if field(obj, "background") == Some(&Value::Bool(true)) {
+        return Err(refused(
+            "background",
+            "route answers while the request is open and keeps no responses to poll",
+        ));
+    }
+    if field(obj, "prompt").is_some() {
+        return Err(refused(
+            "prompt",
+            "a stored prompt template lives in an OpenAI project; send its text as \
+             instructions and input",
+        ));
+    }
+    Ok(())
+}
+
+/// One `input` item, appended to `messages` as chat messages.
+fn input_item(
+    i: usize,
+    item: &Value,
+    messages: &mut Vec<Value>,
+    dropped: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    let at = format!("input[{i}]");
+    let Value::Object(obj) = item else {
+        return Err(expected(&at, "an object", item));
+    };
+    let ty = match field(obj, "type") {
+        None if obj.contains_key("role") => "message",
+        None => return Err(bad(&format!("{at}.type"), "missing")),
+        Some(Value::String(t)) => t.as_str(),
+        Some(other) => return Err(expected(&format!("{at}.type"), "a string", other)),
+    };
+    match ty {
+        "message" => messages.push(message(&at, obj)?),
+        "function_call" => {
+            let call_id = string(obj, "call_id", &format!("{at}.call_id"))?;
+            let name = string(obj, "name", &format!("{at}.name"))?;
+            let arguments = match field(obj, "arguments") {
+                None => String::new(),
+                Some(Value::String(s)) => s.clone(),
+                Some(other) => other.to_string(),
+            };
+            let call = json!({
+                "id": call_id,
+                "type": "function",
+                "function": {"name": name, "arguments": arguments},
+            });
+            // Calls after an assistant turn (its text, or other calls)
+            // belong to that turn, as chat has them.
+            match messages.last_mut() {
+                Some(m) if m["role"] == "assistant" => match m.get_mut("tool_calls") {
+                    Some(Value::Array(calls)) => calls.push(call),
+                    _ => m["tool_calls"] = json!([call]),
+                },
+                _ => messages.push(json!({
+                    "role": "assistant",
+                    "content": null,
+                    "tool_calls": [call],
+                })),
+            }
+        }
+        "function_call_output" => {
+            let call_id = string(obj, "call_id", &format!("{at}.call_id"))?;
+            let output = match field(obj, "output") {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Array(parts)) => {
+                    let mut text = Vec::new();
+                    for (j, p) in parts.iter().enumerate() {
+                        let pat = format!("{at}.output[{j}]");
+                        match p.get("type").and_then(Value::as_str) {
+                            Some("input_text" | "output_text") => match p.get("text") {
+                                Some(Value::String(t)) => text.push(t.clone()),
+                                other => {
+                                    return Err(expected(
+                                        &format!("{pat}.text"),
+                                        "a string",
+                                        other.unwrap_or(&Value::Null),
+                                    ));
+                                }
+                            },
+                            Some(t) => {
+                                return Err(refused(
+                                    &format!("{pat}.type"),
+                                    format!(
+                                        "a tool output of type {t:?}: route passes on text \
+                                         tool outputs only"
+                                    ),
+                                ));
+                            }
+                            None => return Err(bad(&format!("{pat}.type"), "missing")),
+                        }
+                    }
+                    text.join("\n")
+                }
+                Some(other) => {
+                    return Err(expected(
+                        &format!("{at}.output"),
+                        "a string or an array",
+                        other,
+                    ));
+                }
+                None => {
+                    return Err(ApiError::invalid(
+                        "missing_required_parameter",
+                        format!("Missing required parameter: '{at}.output'."),
+                    ));
+                }
+            };
+            messages.push(json!({"role": "tool", "tool_call_id": call_id, "content": output}));
+        }
+        // Reasoning from an earlier turn: only the model that wrote it can
+        // read it (it is encrypted, or a summary), and the answer does not
+        // depend on it.
+        "reasoning" => {}
+        "item_reference" => {
+            return Err(refused(
+                &format!("{at}.type"),
+                "an item_reference points into a conversation store, which route does not \
+                 keep; send the item itself",
+            ));
+        }
+        t if BUILT_IN_ITEMS.contains(&t) => dropped.push(format!("input[{t}]")),
+        t => {
+            return Err(bad(
+                &format!("{at}.type"),
+                format!("unknown item type {t:?}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A `message` input item as a chat message.
+fn message(at: &str, obj: &Map<String, Value>) -> Result<Value, ApiError> {
+    let role = string(obj, "role", &format!("{at}.role"))?;
+    if !matches!(role, "user" | "assistant" | "system" | "developer") {
+        return Err(bad(
+            &format!("{at}.role"),
+            format!(
+                "{role:?} is not one of 'user', 'assistant', 'system' and 'developer' (tool \
+                 results are function_call_output items)"
+            ),
+        ));
+    }
+    let content = match field(obj, "content") {
+        Some(Value::String(s)) => json!(s),
+        Some(Value::Array(parts)) => {
+            let mut out = Vec::new();
+            for (j, p) in parts.iter().enumerate() {
+                out.push(content_part(&format!("{at}.content[{j}]"), p)?);
+            }
+            // All text: one string, which every dialect reads the same way.
+            if out.iter().all(|p| p["type"] == "text") {
+                let texts: Vec<&str> = out.iter().filter_map(|p| p["text"].as_str()).collect();
+                json!(texts.join("\n\n"))
+            } else {
+                Value::Array(out)
+            }
+        }
+        Some(other) => {
+            return Err(expected(
+                &format!("{at}.content"),
+                "a string or an array",
+                other,
+            ));
+        }
+        None => {
+            return Err(ApiError::invalid(
+                "missing_required_parameter",
+                format!("Missing required parameter: '{at}.content'."),
+            ));
+        }
+    };
+    Ok(json!({"role": role, "content": content}))
+}
+
+/// One content part as a chat content part.
+fn content_part(at: &str, p: &Value) -> Result<Value, ApiError> {
+    let Value::Object(obj) = p else {
+        return Err(expected(at, "an object", p));
+    };
+    let ty = string(obj, "type", &format!("{at}.type"))?;
+    match ty {
+        "input_text" | "output_text" | "text" => {
+            let text = string(obj, "text", &format!("{at}.text"))?;
+            Ok(json!({"type": "text", "text": text}))
+        }
+        // An assistant turn that refused: what the model said.
+        "refusal" => {
+            let text = string(obj, "refusal", &format!("{at}.refusal"))?;
+            Ok(json!({"type": "text", "text": text}))
+        }
+        "input_image" => {
+            if field(obj, "file_id").is_some() {
+                return Err(refused(
+                    &format!("{at}.file_id"),
+                    "route has no file store; send the image as image_url (a URL or a data: URL)",
+                ));
+            }
+            let url = string(obj, "image_url", &format!("{at}.image_url"))?;
+            let mut image = json!({"url": url});
+            if let Some(d) = field(obj, "detail") {
+                image["detail"] = d.clone();
+            }
+            Ok(json!({"type": "image_url", "image_url": image}))
+        }
+        "input_file" => Err(refused(
+            &format!("{at}.type"),
+            "file inputs need a file store and document reading no upstream here is known to \
+             have; send the text as input_text",
+        )),
+        "input_audio" => Err(refused(&format!("{at}.type"), "audio input is not routed")),
+        t => Err(bad(
+            &format!("{at}.type"),
+            format!("unknown content part type {t:?}"),
+        )),
+    }
+}
+
+/// `tools`, `tool_choice` and `parallel_tool_calls` as chat's.
+fn tools(
+    obj: &Map<String, Value>,
+    chat: &mut Map<String, Value>,
+    dropped: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    let mut functions = Vec::new();
+    let mut built_in = Vec::new();
+    match field(obj, "tools") {
+        None => {}
+        Some(Value::Array(list)) => {
+            for (i, t) in list.iter().enumerate() {
+                let at = format!("tools[{i}]");
+                let Value::Object(t) = t else {
+                    return Err(expected(&at, "an object", t));
+                };
+                let ty = string(t, "type", &format!("{at}.type"))?;
+                // Any other type (`web_search`, `file_search`, `local_shell`,
+                // `mcp`, `custom`, …) is a tool OpenAI runs or a grammar
+                // no upstream here takes.
+                if ty != "function" {
+                    built_in.push(ty.to_string());
+                    continue;
+                }
+                let name = string(t, "name", &format!("{at}.name"))?;
+                let mut function = json!({"name": name});
+                for k in ["description", "parameters", "strict"] {
+                    if let Some(v) = field(t, k) {
+                        function[k] = v.clone();
+                    }
+                }
+                functions.push(json!({"type": "function", "function": function}));
+            }
+        }
+        Some(other) => return Err(expected("tools", "an array", other)),
+    }
+    let choice = match field(obj, "tool_choice") {
+        None => None,
+        Some(Value::String(s)) => match s.as_str() {
+            "auto" | "none" => Some(json!(s)),
+            "required" if functions.is_empty() && !built_in.is_empty() => {
+                return Err(refused(
+                    "tool_choice",
+                    format!(
+                        "'required' with only built-in tools ({}): no upstream here runs them; \
+                         offer function tools",
+                        built_in.join(", ")
+                    ),
+                ));
+            }
+            "required" => Some(json!(s)),
+            _ => {
+                return Err(bad(
+                    "tool_choice",
+                    format!("{s:?} is not one of 'auto', 'none' and 'required'"),
+                ));
+            }
+        },
+        Some(Value::Object(c)) => match c.get("type").and_then(Value::as_str) {
+            Some("function") => {
+                let name = string(c, "name", "tool_choice.name")?;
+                Some(json!({"type": "function", "function": {"name": name}}))
+            }
+            Some("allowed_tools") => {
+                return Err(refused(
+                    "tool_choice",
+                    "allowed_tools is not translated; send only the tools the model may call, \
+                     with tool_choice 'auto' or 'required'",
+                ));
+            }
+            Some(t) => {
+                return Err(refused(
+                    "tool_choice",
+                    format!(
+                        "it forces the tool type {t:?}: only function tools are routed (built-in \
+                         tools run at OpenAI, which no upstream here is)"
+                    ),
+                ));
+            }
+            None => return Err(bad("tool_choice.type", "missing")),
+        },
+        Some(other) => return Err(expected("tool_choice", "a string or an object", other)),
+    };
+    for t in built_in {
+        dropped.push(format!("tools[{t}]"));
+    }
+    if let Some(name) = choice.as_ref().and_then(|c| c["function"]["name"].as_str())
+        && !functions.iter().any(|f| f["function"]["name"] == name)
+    {
+        return Err(bad(
+            "tool_choice",
+            format!("it names the function {name:?}, which is not among the function tools"),
+        ));
+    }
+    if functions.is_empty() {
+        return Ok(());
+    }
+    chat.insert("tools".into(), Value::Array(functions));
+    if let Some(c) = choice {
+        chat.insert("tool_choice".into(), c);
+    }
+    if let Some(p) = field(obj, "parallel_tool_calls") {
+        chat.insert("parallel_tool_calls".into(), p.clone());
+    }
+    Ok(())
+}
+
+/// `text.format` as `response_format`, `text.verbosity` as `verbosity`.
+fn text(obj: &Map<String, Value>, chat: &mut Map<String, Value>) -> Result<(), ApiError> {
+    let Some(text) = field(obj, "text") else {
+        return Ok(());
+    };
+    let Value::Object(text) = text else {
+        return Err(expected("text", "an object", text));
+    };
+    if let Some(v) = field(text, "verbosity") {
+        chat.insert("verbosity".into(), v.clone());
+    }
+    let Some(format) = field(text, "format") else {
+        return Ok(());
+    };
+    let Value::Object(format) = format else {
+        return Err(expected("text.format", "an object", format));
+    };
+    match string(format, "type", "text.format.type")? {
+        "text" => {}
+        "json_object" => {
+            chat.insert("response_format".into(), json!({"type": "json_object"}));
+        }
+        "json_schema" => {
+            let name = string(format, "name", "text.format.name")?;
+            let Some(schema) = field(format, "schema") else {
+                return Err(ApiError::invalid(
+                    "missing_required_parameter",
+                    "Missing required parameter: 'text.format.schema'.",
+                ));
+            };
+            let mut js = json!({"name": name, "schema": schema});
+            for k in ["strict", "description"] {
+                if let Some(v) = field(format, k) {
+                    js[k] = v.clone();
+                }
+            }
+            chat.insert(
+                "response_format".into(),
+                json!({"type": "json_schema", "json_schema": js}),
+            );
+        }
+        t => {
+            return Err(bad(
+                "text.format.type",
+                format!("{t:?} is not one of 'text', 'json_object' and 'json_schema'"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The request settings a `response` object repeats: the function tools
+/// (built-in ones were not offered to the model), `tool_choice`, and the
+/// sampling and text settings as sent, with OpenAI's defaults.
+fn echo(obj: &Map<String, Value>) -> Echo {
+    let get = |k: &str| field(obj, k).cloned().unwrap_or(Value::Null);
+    let tools: Vec<Value> = match field(obj, "tools") {
+        Some(Value::Array(t)) => t
+            .iter()
+            .filter(|t| t["type"] == "function")
+            .cloned()
+            .collect(),
+        _ => Vec::new(),
+    };
+    let mut m = Map::new();
+    m.insert("instructions".into(), get("instructions"));
+    m.insert("max_output_tokens".into(), get("max_output_tokens"));
+    m.insert(
+        "metadata".into(),
+        field(obj, "metadata").cloned().unwrap_or(json!({})),
+    );
+    m.insert(
+        "parallel_tool_calls".into(),
+        json!(
+            field(obj, "parallel_tool_calls")
+                .and_then(Value::as_bool)
+                .unwrap_or(true)
+        ),
+    );
+    m.insert("previous_response_id".into(), Value::Null);
+    m.insert("reasoning".into(), get("reasoning"));
+    // Nothing is stored, whatever the client asked.
+    m.insert("store".into(), json!(false));
+    m.insert(
+        "temperature".into(),
+        field(obj, "temperature").cloned().unwrap_or(json!(1.0)),
+    );
+    m.insert(
+        "text".into(),
+        field(obj, "text")
+            .cloned()
+            .unwrap_or(json!({"format": {"type": "text"}})),
+    );
+    m.insert(
+        "tool_choice".into(),
+        field(obj, "tool_choice").cloned().unwrap_or(json!("auto")),
+    );
+    m.insert("tools".into(), Value::Array(tools));
+    m.insert(
+        "top_p".into(),
+        field(obj, "top_p").cloned().unwrap_or(json!(1.0)),
+    );
+    m.insert(
+        "truncation".into(),
+        field(obj, "truncation")
+            .cloned()
+            .unwrap_or(json!("disabled")),
+    );
+    m.insert("user".into(), get("user"));
+    Echo(m)
+}
+
+/// `resp_`, `msg_`, `fc_` and 32 hex digits.
+fn new_id(prefix: &str) -> String {
+    format!(
+        "{prefix}_{:016x}{:016x}",
+        rand::random::<u64>(),
+        rand::random::<u64>()
+    )
+}
+
+fn unix_now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+/// How a reply ended, as a response's `status` and `incomplete_details`:
+/// cut by the output cap or by a content filter is `incomplete`.
+fn ending(finish: Option<&str>) -> (&'static str, Value) {
+    match finish.map(openai_finish_reason) {
+        Some("length") => ("incomplete", json!({"reason": "max_output_tokens"})),
+        Some("content_filter") => ("incomplete", json!({"reason": "content_filter"})),
+        _ => ("completed", Value::Null),
+    }
+}
+
+/// The Responses `usage` object, when both counts are known.
+fn usage_json(u: Option<Usage>) -> Value {
+    match u {
+        Some(Usage {
+            input_tokens: Some(i),
+            output_tokens: Some(o),
+        }) => json!({
+            "input_tokens": i,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": o,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": i + o,
+        }),
+        _ => Value::Null,
+    }
+}
+
+/// A `response` object: `id`, `created_at`, `model`, `status`, `output`,
+/// `output_text`, `usage`, and the echoed request settings.
+fn response_object(
+    id: &str,
+    created_at: i64,
+    model: &str,
+    status: &str,
+    output: Vec<Value>,
+    echo: &Echo,
+) -> Value {
+    let text: String = output
+        .iter()
+        .filter(|o| o["type"] == "message")
+        .flat_map(|o| o["content"].as_array().cloned().unwrap_or_default())
+        .filter_map(|p| p["text"].as_str().map(str::to_string))
+        .collect();
+    let mut m = Map::new();
+    m.insert("id".into(), json!(id));
+    m.insert("object".into(), json!("response"));
+    m.insert("created_at".into(), json!(created_at));
+    m.insert("status".into(), json!(status));
+    m.insert("background".into(), json!(false));
+    m.insert("error".into(), Value::Null);
+    m.insert("incomplete_details".into(), Value::Null);
+    m.insert("model".into(), json!(model));
+    m.insert("output".into(), Value::Array(output));
+    m.insert("output_text".into(), json!(text));
+    m.insert("usage".into(), Value::Null);
+    for (k, v) in &echo.0 {
+        m.insert(k.clone(), v.clone());
+    }
+    Value::Object(m)
+}
+
+fn message_item(id: &str, text: &str, status: &str) -> Value {
+    json!({
+        "id": id,
+        "type": "message",
+        "status": status,
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
+    })
+}
+
+fn call_item(id: &str, call_id: &str, name: &str, arguments: &str, status: &str) -> Value {
+    json!({
+        "id": id,
+        "type": "function_call",
+        "status": status,
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+    })
+}
+
+/// A completion as a `response` object: the answer text as one `message`
+/// item, then each tool call as a `function_call` item; `status`
+/// `incomplete` (with `incomplete_details.reason`) when the output cap or
+/// a content filter cut the reply. Reasoning is left out: only the model
+/// that wrote it could read it back.
+pub fn response_body(c: &Completion, echo: &Echo) -> Value {
+    reply_body(&c.reply, &c.model, echo)
+}
+
+fn reply_body(reply: &ChatReply, model: &str, echo: &Echo) -> Value {
+    let (status, incomplete) = ending(reply.finish_reason.as_deref());
+    let mut output = Vec::new();
+    if !reply.text.is_empty() {
+        output.push(message_item(&new_id("msg"), &reply.text, status));
+    }
+    for call in &reply.tool_calls {
+        let call_id = if call.id.is_empty() {
+            new_id("call")
+        } else {
+            call.id.clone()
+        };
+        output.push(call_item(
+            &new_id("fc"),
+            &call_id,
+            &call.name,
+            &call.arguments,
+            "completed",
+        ));
+    }
+    let mut r = response_object(&new_id("resp"), unix_now(), model, status, output, echo);
+    r["incomplete_details"] = incomplete;
+    r["usage"] = usage_json(reply.usage);
+    r
+}
+
+/// The output item a stream is writing.
+#[derive(Debug)]
+enum Open {
+    Text {
+        id: String,
+        text: String,
+    },
+    Call {
+        id: String,
+        index: usize,
+        call_id: String,
+        name: String,
+        arguments: String,
+    },
+}
+
+/// Writes one served stream's events as the Responses API's: first
+/// `response.created` and `response.in_progress`; then each output item
+/// opened with `response.output_item.added` and closed with
+/// `response.output_item.done`, text as `response.content_part.added`,
+/// `response.output_text.delta`s, `response.output_text.done` and
+/// `response.content_part.done`, a tool call as
+/// `response.function_call_arguments.delta`s and `.done`; then
+/// `response.completed` (or `response.incomplete`) with the whole
+/// response, or `response.failed` when the upstream failed after the
+/// first byte. Text and calls may interleave in a reply: each item is
+/// closed before the next opens. Every event has a `sequence_number`
+/// counting from 0.
+#[derive(Debug)]
+pub struct EventWriter {
+    id: String,
+    created_at: i64,
+    model: String,
+    echo: Echo,
+    seq: u64,
+    started: bool,
+    ended: bool,
+    output: Vec<Value>,
+    open: Option<Open>,
+    /// Tool-call indexes whose item is closed: later fragments for them
+    /// cannot be written (no upstream here sends such).
+    closed_calls: Vec<usize>,
+    finish: Option<String>,
+    usage: Option<Usage>,
+}
+
+impl EventWriter {
+    /// For a reply from `model` (the candidate's id) to a request whose
+    /// settings are `echo`.
+    pub fn new(model: &str, echo: Echo) -> EventWriter {
+        EventWriter {
+            id: new_id("resp"),
+            created_at: unix_now(),
+            model: model.to_string(),
+            echo,
+            seq: 0,
+            started: false,
+            ended: false,
+            output: Vec::new(),
+            open: None,
+            closed_calls: Vec::new(),
+            finish: None,
+            usage: None,
+        }
+    }
+
+    /// The events `ev` becomes, as `(type, data)` pairs, in order.
+    pub fn events(&mut self, ev: StreamEvent) -> Vec<(&'static str, Value)> {
+        let mut out = Vec::new();
+        if self.ended {
+            return out;
+        }
+        if !self.started {
+            self.started = true;
+            let r = self.response("in_progress");
+            self.push(&mut out, "response.created", json!({"response": r}));
+            self.push(&mut out, "response.in_progress", json!({"response": r}));
+        }
+        match ev {
+            StreamEvent::Delta(ReplyDelta::Text(t)) if !t.is_empty() => self.text(&mut out, &t),
+            StreamEvent::Delta(ReplyDelta::ToolCall(d)) => {
+                if self.closed_calls.contains(&d.index) {
+                    return out;
+                }
+                let same =
+                    matches!(&self.open, Some(Open::Call { index, .. }) if *index == d.index);
+                if !same {
+                    self.close(&mut out);
+                    let id = new_id("fc");
+                    let call_id = d.id.clone().unwrap_or_else(|| new_id("call"));
+                    let name = d.name.clone().unwrap_or_default();
+                    let item = call_item(&id, &call_id, &name, "", "in_progress");
+                    let at = self.output.len();
+                    self.push(
+                        &mut out,
+                        "response.output_item.added",
+                        json!({"output_index": at, "item": item}),
+                    );
+                    self.open = Some(Open::Call {
+                        id,
+                        index: d.index,
+                        call_id,
+                        name,
+                        arguments: String::new(),
+                    });
+                }
+                if !d.arguments.is_empty() {
+                    let at = self.output.len();
+                    let item_id = match &mut self.open {
+                        Some(Open::Call { id, arguments, .. }) => {
+                            arguments.push_str(&d.arguments);
+                            id.clone()
+                        }
+                        _ => return out,
+                    };
+                    self.push(
+                        &mut out,
+                        "response.function_call_arguments.delta",
+                        json!({"item_id": item_id, "output_index": at, "delta": d.arguments}),
+                    );
+                }
+            }
+            StreamEvent::Delta(ReplyDelta::Finish(r)) => self.finish = Some(r),
+            StreamEvent::Usage { counts, .. } => self.usage = Some(counts),
+            StreamEvent::Done => {
+                self.close(&mut out);
+                self.ended = true;
+                let (status, incomplete) = ending(self.finish.as_deref());
+                let mut r = self.response(status);
+                r["incomplete_details"] = incomplete;
+                r["usage"] = usage_json(self.usage);
+                let kind = if status == "completed" {
+                    "response.completed"
+                } else {
+                    "response.incomplete"
+                };
+                self.push(&mut out, kind, json!({"response": r}));
+            }
+            StreamEvent::Failed(msg) => {
+                self.ended = true;
+                let mut r = self.response("failed");
+                r["error"] = json!({"code": "server_error", "message": msg});
+                self.push(&mut out, "response.failed", json!({"response": r}));
+            }
+            // Reasoning is left out (see `response_body`); the engine turns
+            // a stall into a failure; `Native` is never asked for.
+            _ => {}
+        }
+        out
+    }
+
+    fn response(&self, status: &str) -> Value {
+        response_object(
+            &self.id,
+            self.created_at,
+            &self.model,
+            status,
+            self.output.clone(),
+            &self.echo,
+        )
+    }
+
+    fn push(&mut self, out: &mut Vec<(&'static str, Value)>, kind: &'static str, mut data: Value) {
+        data["type"] = json!(kind);
+        data["sequence_number"] = json!(self.seq);
+        self.seq += 1;
+        out.push((kind, data));
+    }
+
+    fn text(&mut self, out: &mut Vec<(&'static str, Value)>, t: &str) {
+        if !matches!(self.open, Some(Open::Text { .. })) {
+            self.close(out);
+            let id = new_id("msg");
+            let at = self.output.len();
+            let mut item = message_item(&id, "", "in_progress");
+            item["content"] = json!([]);
+            self.push(
+                out,
+                "response.output_item.added",
+                json!({"output_index": at, "item": item}),
+            );
+            self.push(
+                out,
+                "response.content_part.added",
+                json!({
+                    "item_id": id, "output_index": at, "content_index": 0,
+                    "part": {"type": "output_text", "text": "", "annotations": []},
+                }),
+            );
+            self.open = Some(Open::Text {
+                id,
+                text: String::new(),
+            });
+        }
+        let at = self.output.len();
+        let item_id = match &mut self.open {
+            Some(Open::Text { id, text }) => {
+                text.push_str(t);
+                id.clone()
+            }
+            _ => return,
+        };
+        self.push(
+            out,
+            "response.output_text.delta",
+            json!({
+                "item_id": item_id, "output_index": at, "content_index": 0,
+                "delta": t, "logprobs": [],
+            }),
+        );
+    }
+
+    /// Close the open item, if any, and add it to the output.
+    fn close(&mut self, out: &mut Vec<(&'static str, Value)>) {
+        let at = self.output.len();
+        let item = match self.open.take() {
+            None => return,
+            Some(Open::Text { id, text }) => {
+                self.push(
+                    out,
+                    "response.output_text.done",
+                    json!({
+                        "item_id": id, "output_index": at, "content_index": 0,
+                        "text": text, "logprobs": [],
+                    }),
+                );
+                self.push(
+                    out,
+                    "response.content_part.done",
+                    json!({
+                        "item_id": id, "output_index": at, "content_index": 0,
+                        "part": {"type": "output_text", "text": text, "annotations": []},
+                    }),
+                );
+                message_item(&id, &text, "completed")
+            }
+            Some(Open::Call {
+                id,
+                index,
+                call_id,
+                name,
+                arguments,
+            }) => {
+                self.closed_calls.push(index);
+                self.push(
+                    out,
+                    "response.function_call_arguments.done",
+                    json!({"item_id": id, "output_index": at, "arguments": arguments}),
+                );
+                call_item(&id, &call_id, &name, &arguments, "completed")
+            }
+        };
+        self.push(
+            out,
+            "response.output_item.done",
+            json!({"output_index": at, "item": item}),
+        );
+        self.output.push(item);
+    }
+}
+
+/// One event as server-sent event text: `event: <type>` and its data.
+fn sse(kind: &str, data: &Value) -> String {
+    format!("event: {kind}\ndata: {data}\n\n")
+}
+
+/// A served stream as a Responses `text/event-stream` response
+/// ([`EventWriter`]). The stream ends after `response.completed`,
+/// `response.incomplete` or `response.failed`; there is no `[DONE]`.
+pub fn event_stream(
+    events: impl futures_util::Stream<Item = StreamEvent> + Send + 'static,
+    mut writer: EventWriter,
+) -> Response {
+    let body = futures_util::StreamExt::filter_map(events, move |ev| {
+        let text: String = writer
+            .events(ev)
+            .iter()
+            .map(|(kind, data)| sse(kind, data))
+            .collect();
+        let out =
+            (!text.is_empty()).then(|| Ok::<Bytes, std::convert::Infallible>(Bytes::from(text)));
+        std::future::ready(out)
+    });
+    let mut resp = Response::new(axum::body::Body::from_stream(body));
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::dialect::{
+        Dialect, ResponseFormat, ToolCall, ToolCallDelta, ToolChoice, wire,
+    };
+
+    fn parsed(v: Value) -> Parsed {
+        parse(v.to_string().as_bytes()).unwrap()
+    }
+
+    fn refusal(v: Value) -> ApiError {
+        parse(v.to_string().as_bytes()).unwrap_err()
+    }
+
+    /// The chat request as OpenAI JSON, as an OpenAI upstream gets it.
+    fn chat(p: &Parsed) -> Value {
+        wire(Dialect::Openai).body(&p.req).unwrap()
+    }
+
+    #[test]
+    fn a_string_input_and_instructions_are_a_system_and_a_user_message() {
+        let p = parsed(json!({
+            "model": "auto", "instructions": "Be brief.", "input": "What is 2 + 2?",
+            "max_output_tokens": 50, "temperature": 0.2, "top_p": 0.9,
+            "store": false, "include": ["reasoning.encrypted_content"], "prompt_cache_key": "k",
+            "service_tier": "auto", "truncation": "auto", "user": "u", "metadata": {"a": "b"},
+            "safety_identifier": "s", "stream_options": {"include_obfuscation": false},
+            "some_future_field": {"x": 1},
+        }));
+        assert_eq!(p.req.model, "auto");
+        assert_eq!(p.req.max_tokens, Some(50));
+        assert_eq!(p.req.temperature, Some(0.2));
+        assert_eq!(p.req.top_p, Some(0.9));
+        assert!(!p.req.stream);
+        let m = &p.req.messages;
+        assert_eq!(
+            (m[0].role.as_str(), m[0].content.as_ref().unwrap().text()),
+            ("system", "Be brief.".into())
+        );
+        assert_eq!(
+            (m[1].role.as_str(), m[1].content.as_ref().unwrap().text()),
+            ("user", "What is 2 + 2?".into())
+        );
+        assert!(p.dropped.is_empty(), "{:?}", p.dropped);
+        // Nothing Responses-only reaches an OpenAI upstream's chat body.
+        let body = chat(&p);
+        for k in [
+            "include",
+            "store",
+            "prompt_cache_key",
+            "some_future_field",
+            "instructions",
+            "input",
+        ] {
+            assert!(body.get(k).is_none(), "{k} in {body}");
+        }
+        assert_eq!(p.echo.0["instructions"], "Be brief.");
+        assert_eq!(p.echo.0["temperature"], 0.2);
+    }
+
+    #[test]
+    fn each_input_item_kind_becomes_its_chat_message() {
+        let p = parsed(json!({"input": [
+            {"role": "developer", "content": "Use tools."},
+            {"type": "message", "role": "user", "content": [
+                {"type": "input_text", "text": "Add these."},
+                {"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "low"},
+            ]},
+            {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "xyz"},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Sure."}]},
+            {"type": "function_call", "call_id": "call_1", "name": "add", "arguments": "{\"a\":1,\"b\":2}"},
+            {"type": "function_call", "call_id": "call_2", "name": "add", "arguments": "{\"a\":3,\"b\":4}"},
+            {"type": "function_call_output", "call_id": "call_1", "output": "3"},
+            {"type": "function_call_output", "call_id": "call_2",
+             "output": [{"type": "input_text", "text": "7"}]},
+            {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+            {"role": "user", "content": [{"type": "input_text", "text": "a"}, {"type": "input_text", "text": "b"}]},
+        ]}));
+        let m = &p.req.messages;
+        let roles: Vec<&str> = m.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(
+            roles,
+            ["developer", "user", "assistant", "tool", "tool", "user"]
+        );
+        let body = chat(&p);
+        let msgs = &body["messages"];
+        assert_eq!(
+            msgs[1]["content"][1]["image_url"],
+            json!({"url": "data:image/png;base64,AAAA", "detail": "low"})
+        );
+        // The text and both calls are one assistant turn.
+        assert_eq!(msgs[2]["content"], "Sure.");
+        let calls = m[2].tool_calls(2).unwrap();
+        assert_eq!(
+            calls,
+            [
+                ToolCall {
+                    id: "call_1".into(),
+                    name: "add".into(),
+                    arguments: "{\"a\":1,\"b\":2}".into()
+                },
+                ToolCall {
+                    id: "call_2".into(),
+                    name: "add".into(),
+                    arguments: "{\"a\":3,\"b\":4}".into()
+                },
+            ]
+        );
+        assert_eq!(
+            (m[3].tool_call_id(), msgs[3]["content"].as_str()),
+            (Some("call_1"), Some("3"))
+        );
+        assert_eq!(
+            (m[4].tool_call_id(), msgs[4]["content"].as_str()),
+            (Some("call_2"), Some("7"))
+        );
+        assert_eq!(msgs[5]["content"], "a\n\nb");
+        assert_eq!(p.dropped, ["input[web_search_call]"]);
+    }
+
+    #[test]
+    fn calls_with_no_assistant_turn_before_them_open_one() {
+        let p = parsed(json!({"input": [
+            {"role": "user", "content": "hi"},
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c", "output": "ok"},
+        ]}));
+        let body = chat(&p);
+        assert_eq!(body["messages"][1]["role"], "assistant");
+        assert_eq!(body["messages"][1]["content"], Value::Null);
+        assert_eq!(body["messages"][1]["tool_calls"][0]["id"], "c");
+    }
+
+    #[test]
+    fn malformed_items_get_a_400_naming_the_field() {
+        let cases = [
+            (
+                json!([{"role": "user", "content": "x"}, {}, {"type": "function_call", "name": "f"}]),
+                "input[1].type",
+            ),
+            (
+                json!([{"type": "function_call", "name": "f"}]),
+                "input[0].call_id",
+            ),
+            (
+                json!([{"type": "function_call_output", "call_id": "c"}]),
+                "input[0].output",
+            ),
+            (
+                json!([{"type": "message", "role": "tool", "content": "x"}]),
+                "input[0].role",
+            ),
+            (
+                json!([{"role": "user", "content": [{"type": "input_text"}]}]),
+                "input[0].content[0].text",
+            ),
+            (
+                json!([{"role": "user", "content": [{"type": "input_image", "file_id": "file-1"}]}]),
+                "input[0].content[0].file_id",
+            ),
+            (
+                json!([{"role": "user", "content": [{"type": "input_file", "file_id": "file-1"}]}]),
+                "input[0].content[0].type",
+            ),
+            (
+                json!([{"type": "item_reference", "id": "msg_1"}]),
+                "input[0].type",
+            ),
+            (json!([{"type": "teleport"}]), "input[0].type"),
+            (json!(7), "input"),
+        ];
+        for (input, at) in cases {
+            let e = refusal(json!({"model": "m", "input": input}));
+            assert_eq!(e.status, 400, "{at}");
+            assert!(
+                e.message.contains(&format!("'{at}'")),
+                "{at}: {}",
+                e.message
+            );
+        }
+        let e =
+            refusal(json!({"model": "m", "input": [{"type": "item_reference", "id": "msg_1"}]}));
+        assert!(e.message.contains("store"), "{}", e.message);
+    }
+
+    #[test]
+    fn what_needs_a_store_gets_a_400_that_says_to_send_the_whole_input() {
+        for (field, value) in [
+            ("previous_response_id", json!("resp_1")),
+            ("conversation", json!("conv_1")),
+            ("background", json!(true)),
+            ("prompt", json!({"id": "pmpt_1"})),
+        ] {
+            let mut req = json!({"model": "m", "input": "hi"});
+            req[field] = value;
+            let e = refusal(req);
+            assert_eq!(
+                (e.status.as_u16(), e.kind),
+                (400, "invalid_request_error"),
+                "{field}"
+            );
+            assert!(e.message.contains(field), "{}", e.message);
+        }
+        let e = refusal(json!({"model": "m", "input": "hi", "previous_response_id": "resp_1"}));
+        assert!(
+            e.message.contains("send the whole conversation as input"),
+            "{}",
+            e.message
+        );
+        // Null is no value at all; background false is the default.
+        parsed(
+            json!({"input": "hi", "previous_response_id": null, "background": false, "store": true}),
+        );
+    }
+
+    const ADD: &str = r#"{"type":"function","name":"add","description":"Add.","strict":true,
+        "parameters":{"type":"object","properties":{"a":{"type":"number"}},"required":["a"]}}"#;
+
+    fn add() -> Value {
+        serde_json::from_str(ADD).unwrap()
+    }
+
+    #[test]
+    fn function_tools_and_tool_choice_become_chats() {
+        let p = parsed(json!({
+            "input": "hi", "tools": [add(), {"type": "web_search"}],
+            "tool_choice": {"type": "function", "name": "add"}, "parallel_tool_calls": false,
+        }));
+        let decls = p.req.tools().unwrap();
+        assert_eq!(decls.len(), 1);
+        assert_eq!(decls[0].name, "add");
+        assert_eq!(decls[0].description.as_deref(), Some("Add."));
+        assert_eq!(
+            decls[0].parameters.as_ref().unwrap()["required"],
+            json!(["a"])
+        );
+        assert_eq!(
+            p.req.tool_choice().unwrap(),
+            Some(ToolChoice::Function("add".into()))
+        );
+        assert_eq!(p.req.parallel_tool_calls(), Some(false));
+        assert_eq!(chat(&p)["tools"][0]["function"]["strict"], true);
+        assert_eq!(p.dropped, ["tools[web_search]"]);
+        // Only the function tool is echoed: the model was offered no other.
+        assert_eq!(p.echo.0["tools"], json!([add()]));
+        for (choice, want) in [
+            ("auto", ToolChoice::Auto),
+            ("none", ToolChoice::None),
+            ("required", ToolChoice::Required),
+        ] {
+            let p = parsed(json!({"input": "hi", "tools": [add()], "tool_choice": choice}));
+            assert_eq!(p.req.tool_choice().unwrap(), Some(want));
+        }
+    }
+
+    #[test]
+    fn built_in_tools_are_dropped_unless_forced() {
+        // Only built-in tools, none required: dropped, and no tools sent.
+        for choice in [json!(null), json!("auto"), json!("none")] {
+            let p = parsed(json!({
+                "input": "hi", "tool_choice": choice,
+                "tools": [{"type": "web_search_preview"}, {"type": "file_search", "vector_store_ids": ["v"]},
+                          {"type": "local_shell"}, {"type": "mcp", "server_label": "x"}],
+            }));
+            assert_eq!(
+                p.dropped,
+                [
+                    "tools[web_search_preview]",
+                    "tools[file_search]",
+                    "tools[local_shell]",
+                    "tools[mcp]"
+                ]
+            );
+            assert!(!p.req.declares_tools());
+            assert!(chat(&p).get("tool_choice").is_none());
+        }
+        let e = refusal(
+            json!({"input": "hi", "tools": [add(), {"type": "web_search"}], "tool_choice": {"type": "web_search"}}),
+        );
+        assert!(
+            e.message.contains("tool_choice") && e.message.contains("web_search"),
+            "{}",
+            e.message
+        );
+        let e = refusal(
+            json!({"input": "hi", "tools": [{"type": "web_search"}], "tool_choice": "required"}),
+        );
+        assert!(
+            e.message.contains("required") && e.message.contains("web_search"),
+            "{}",
+            e.message
+        );
+        let e = refusal(
+            json!({"input": "hi", "tools": [add()], "tool_choice": {"type": "function", "name": "sub"}}),
+        );
+        assert!(
+            e.message.contains("'tool_choice'") && e.message.contains("sub"),
+            "{}",
+            e.message
+        );
+        // Required with a function tool beside the built-in one is fine.
+        let p = parsed(
+            json!({"input": "hi", "tools": [add(), {"type": "code_interpreter"}], "tool_choice": "required"}),
+        );
+        assert_eq!(p.req.tool_choice().unwrap(), Some(ToolChoice::Required));
+        assert_eq!(p.dropped, ["tools[code_interpreter]"]);
+    }
+
+    #[test]
+    fn text_format_becomes_response_format_and_reasoning_is_dropped() {
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+        let p = parsed(json!({
+            "input": "hi", "reasoning": {"effort": "high", "summary": "auto"},
+            "text": {"format": {"type": "json_schema", "name": "n", "schema": schema, "strict": true}, "verbosity": "low"},
+        }));
+        assert_eq!(
+            p.req.response_format().unwrap(),
+            Some(ResponseFormat::JsonSchema {
+                name: "n".into(),
+                schema: schema.clone()
+            })
+        );
+        assert_eq!(chat(&p)["response_format"]["json_schema"]["strict"], true);
+        assert_eq!(chat(&p)["verbosity"], "low");
+        assert!(chat(&p).get("reasoning_effort").is_none());
+        assert_eq!(p.dropped, ["reasoning"]);
+        let p = parsed(json!({"input": "hi", "text": {"format": {"type": "json_object"}}}));
+        assert_eq!(
+            p.req.response_format().unwrap(),
+            Some(ResponseFormat::JsonObject)
+        );
+        let p = parsed(json!({"input": "hi", "text": {"format": {"type": "text"}}}));
+        assert_eq!(p.req.response_format().unwrap(), None);
+        let e = refusal(
+            json!({"input": "hi", "text": {"format": {"type": "json_schema", "name": "n"}}}),
+        );
+        assert!(e.message.contains("text.format.schema"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_reply_with_text_and_two_calls_is_a_message_and_two_function_call_items() {
+        let reply = ChatReply {
+            text: "Adding.".into(),
+            finish_reason: Some("tool_calls".into()),
+            usage: Some(Usage {
+                input_tokens: Some(10),
+                output_tokens: Some(5),
+            }),
+            tool_calls: vec![
+                ToolCall {
+                    id: "call_a".into(),
+                    name: "add".into(),
+                    arguments: "{\"a\":1}".into(),
+                },
+                ToolCall {
+                    id: "call_b".into(),
+                    name: "mul".into(),
+                    arguments: "{\"a\":2}".into(),
+                },
+            ],
+            ..ChatReply::default()
+        };
+        let echo = parsed(json!({"input": "hi", "tools": [add()], "temperature": 0.5})).echo;
+        let r = reply_body(&reply, "p::m", &echo);
+        assert!(r["id"].as_str().unwrap().starts_with("resp_"), "{r}");
+        assert_eq!(
+            (
+                r["object"].as_str(),
+                r["status"].as_str(),
+                r["model"].as_str()
+            ),
+            (Some("response"), Some("completed"), Some("p::m"))
+        );
+        assert_eq!(r["output_text"], "Adding.");
+        let out = r["output"].as_array().unwrap();
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[0]["type"], "message");
+        assert!(out[0]["id"].as_str().unwrap().starts_with("msg_"));
+        assert_eq!(
+            out[0]["content"],
+            json!([{"type": "output_text", "text": "Adding.", "annotations": [], "logprobs": []}])
+        );
+        for (item, (call_id, name, args)) in out[1..].iter().zip([
+            ("call_a", "add", "{\"a\":1}"),
+            ("call_b", "mul", "{\"a\":2}"),
+        ]) {
+            assert!(item["id"].as_str().unwrap().starts_with("fc_"));
+            assert_eq!(
+                (
+                    item["type"].as_str(),
+                    item["call_id"].as_str(),
+                    item["name"].as_str(),
+                    item["arguments"].as_str(),
+                    item["status"].as_str()
+                ),
+                (
+                    Some("function_call"),
+                    Some(call_id),
+                    Some(name),
+                    Some(args),
+                    Some("completed")
+                )
+            );
+        }
+        assert_eq!(r["usage"]["input_tokens"], 10);
+        assert_eq!(r["usage"]["output_tokens"], 5);
+        assert_eq!(r["usage"]["total_tokens"], 15);
+        assert_eq!(r["usage"]["output_tokens_details"]["reasoning_tokens"], 0);
+        assert_eq!(r["temperature"], 0.5);
+        assert_eq!(r["tool_choice"], "auto");
+        assert_eq!(r["error"], Value::Null);
+        // Cut by the cap: incomplete.
+        let cut = ChatReply {
+            text: "Lo".into(),
+            finish_reason: Some("MAX_TOKENS".into()),
+            ..ChatReply::default()
+        };
+        let r = reply_body(&cut, "p::m", &echo);
+        assert_eq!(r["status"], "incomplete");
+        assert_eq!(
+            r["incomplete_details"],
+            json!({"reason": "max_output_tokens"})
+        );
+        assert_eq!(r["usage"], Value::Null);
+    }
+
+    fn call(index: usize, id: Option<&str>, name: Option<&str>, args: &str) -> StreamEvent {
+        StreamEvent::Delta(ReplyDelta::ToolCall(ToolCallDelta {
+            index,
+            id: id.map(str::to_string),
+            name: name.map(str::to_string),
+            arguments: args.into(),
+        }))
+    }
+
+    fn text(t: &str) -> StreamEvent {
+        StreamEvent::Delta(ReplyDelta::Text(t.into()))
+    }
+
+    #[test]
+    fn a_stream_with_interleaved_text_and_fragmented_calls_closes_each_item_before_the_next() {
+        let mut w = EventWriter::new("p::m", Echo::default());
+        let events = [
+            StreamEvent::Delta(ReplyDelta::Start { id: None }),
+            text("Let me "),
+            text("add."),
+            call(0, Some("call_a"), Some("add"), "{\"a\":"),
+            call(0, None, None, "1}"),
+            call(1, Some("call_b"), Some("mul"), ""),
+            call(1, None, None, "{}"),
+            text("Done."),
+            StreamEvent::Delta(ReplyDelta::Finish("tool_calls".into())),
+            StreamEvent::Usage {
+                tokens: Some(9),
+                counts: Usage {
+                    input_tokens: Some(4),
+                    output_tokens: Some(5),
+                },
+                chunk: None,
+            },
+            StreamEvent::Done,
+        ];
+        let out: Vec<(&str, Value)> = events.into_iter().flat_map(|e| w.events(e)).collect();
+        let kinds: Vec<&str> = out.iter().map(|(k, _)| *k).collect();
+        assert_eq!(
+            kinds,
+            [
+                "response.created",
+                "response.in_progress",
+                "response.output_item.added",
+                "response.content_part.added",
+                "response.output_text.delta",
+                "response.output_text.delta",
+                "response.output_text.done",
+                "response.content_part.done",
+                "response.output_item.done",
+                "response.output_item.added",
+                "response.function_call_arguments.delta",
+                "response.function_call_arguments.delta",
+                "response.function_call_arguments.done",
+                "response.output_item.done",
+                "response.output_item.added",
+                "response.function_call_arguments.delta",
+                "response.function_call_arguments.done",
+                "response.output_item.done",
+                "response.output_item.added",
+                "response.content_part.added",
+                "response.output_text.delta",
+                "response.output_text.done",
+                "response.content_part.done",
+                "response.output_item.done",
+                "response.completed",
+            ]
+        );
+        for (i, (k, d)) in out.iter().enumerate() {
+            assert_eq!(d["sequence_number"], i, "{k}");
+            assert_eq!(d["type"], *k);
+        }
+        let data = |i: usize| &out[i].1;
+        assert_eq!(data(0)["response"]["status"], "in_progress");
+        assert_eq!(data(6)["text"], "Let me add.");
+        assert_eq!(data(10)["output_index"], 1);
+        assert_eq!(data(12)["arguments"], "{\"a\":1}");
+        assert_eq!(data(13)["item"]["call_id"], "call_a");
+        assert_eq!(data(17)["item"]["name"], "mul");
+        assert_eq!(data(17)["item"]["arguments"], "{}");
+        assert_eq!(data(21)["output_index"], 3);
+        let done = &data(24)["response"];
+        assert_eq!(done["status"], "completed");
+        assert_eq!(done["output"].as_array().unwrap().len(), 4);
+        assert_eq!(done["output_text"], "Let me add.Done.");
+        assert_eq!(done["usage"]["total_tokens"], 9);
+        assert_eq!(done["id"], data(0)["response"]["id"]);
+        // Nothing after the end.
+        assert!(w.events(text("late")).is_empty());
+    }
+
+    #[test]
+    fn a_stream_cut_by_the_cap_is_incomplete_and_a_failure_is_response_failed() {
+        let mut w = EventWriter::new("p::m", Echo::default());
+        let mut out = w.events(text("Lo"));
+        out.extend(w.events(StreamEvent::Delta(ReplyDelta::Finish("length".into()))));
+        out.extend(w.events(StreamEvent::Done));
+        let (kind, last) = out.last().unwrap();
+        assert_eq!(*kind, "response.incomplete");
+        assert_eq!(
+            last["response"]["incomplete_details"]["reason"],
+            "max_output_tokens"
+        );
+
+        let mut w = EventWriter::new("p::m", Echo::default());
+        let mut out = w.events(text("Lo"));
+        out.extend(w.events(StreamEvent::Failed("upstream went away".into())));
+        let (kind, last) = out.last().unwrap();
+        assert_eq!(*kind, "response.failed");
+        assert_eq!(last["response"]["status"], "failed");
+        assert_eq!(last["response"]["error"]["message"], "upstream went away");
+        assert_eq!(last["sequence_number"], out.len() - 1);
+        assert!(w.events(StreamEvent::Done).is_empty());
+    }
+}
