@@ -239,22 +239,27 @@ fn route_metrics_are_read_by_the_official_parser() {
     assert_eq!(served.value, 2.0);
 }
 
-/// The OpenAI SDK line that `demo --serve` prints, run as printed (with
-/// the venv's Python for `python3`).
+/// The OpenAI and Anthropic SDK lines that `demo --serve` prints, run as
+/// printed (with the venv's Python for `python3`).
 #[cfg(unix)]
-fn the_demo_serve_sdk_line_works_as_printed() {
+fn the_demo_serve_sdk_lines_work_as_printed() {
     let env = crate::support::Env::new();
     let demo = crate::support::DemoServer::start(&env);
-    let line = demo.line("python3 -c");
-    let line = line.replacen("python3", &need::python(), 1);
-    let out = std::process::Command::new("sh")
-        .args(["-c", &line])
-        .env("NO_PROXY", "*")
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{line}: {out:?}");
-    assert!(said.trim_end().ends_with('4'), "{said}");
+    for (prefix, answer) in [
+        ("python3 -c 'from openai", "4"),
+        ("python3 -c 'import anthropic", "7"),
+    ] {
+        let line = demo.line(prefix);
+        let line = line.replacen("python3", &need::python(), 1);
+        let out = std::process::Command::new("sh")
+            .args(["-c", &line])
+            .env("NO_PROXY", "*")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{line}: {out:?}");
+        assert!(said.trim_end().ends_with(answer), "{line}: {said}");
+    }
     assert_eq!(demo.interrupt(), 0);
 }
 
@@ -310,9 +315,9 @@ pub fn tests() -> Vec<Test> {
         ),
         #[cfg(unix)]
         Test::new(
-            "clients::the_demo_serve_sdk_line_works_as_printed",
-            &[Need::Python("openai")],
-            the_demo_serve_sdk_line_works_as_printed,
+            "clients::the_demo_serve_sdk_lines_work_as_printed",
+            &[Need::Python("openai"), Need::Python("anthropic")],
+            the_demo_serve_sdk_lines_work_as_printed,
         ),
         Test::new(
             "clients::the_prom_file_is_read_by_the_official_parser",

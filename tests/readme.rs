@@ -294,29 +294,37 @@ fn the_readme_config_block_is_read_as_it_stands() {
     }
 }
 
-/// Every `llmprobe.toml` example in docs/routing.md (the `[route]`
-/// settings, the aliases that map clients' model names onto free models)
-/// loads as it stands over the embedded catalog.
+/// Every `llmprobe.toml` example in docs/routing.md and the surfaces'
+/// pages (the `[route]` settings, the aliases that map clients' model
+/// names onto free models) loads as it stands over the embedded catalog.
+/// A client's own config file shown there (Codex CLI's
+/// `[model_providers.…]`) is not llmprobe's and is left out.
 #[test]
-fn the_routing_doc_config_blocks_load() {
+fn the_routing_docs_config_blocks_load() {
     let env = Env::new();
-    let blocks = doc_blocks("docs/routing.md", "toml");
-    assert!(blocks.len() >= 2, "too few toml blocks in docs/routing.md");
-    for (start, text) in blocks {
-        let file: PathBuf = env.write(&format!("routing-{start}.toml"), &text);
-        let r = env.run(&[
-            "--config",
-            file.to_str().unwrap(),
-            "check",
-            "--list",
-            "--json",
-        ]);
-        assert_eq!(
-            r.code, 0,
-            "docs/routing.md:{start} does not load:\n{}\n{}",
-            r.stdout, r.stderr
-        );
+    let mut loaded = 0;
+    for doc in [
+        "docs/routing.md",
+        "docs/surfaces/anthropic.md",
+        "docs/surfaces/responses.md",
+        "docs/surfaces/completions.md",
+    ] {
+        for (start, text) in doc_blocks(doc, "toml") {
+            if text.contains("[model_providers.") {
+                continue;
+            }
+            let name = format!("{}-{start}.toml", doc.replace('/', "-"));
+            let file: PathBuf = env.write(&name, &text);
+            let r = env.run(&["--config", file.to_str().unwrap(), "check", "--list", "--json"]);
+            assert_eq!(
+                r.code, 0,
+                "{doc}:{start} does not load:\n{}\n{}",
+                r.stdout, r.stderr
+            );
+            loaded += 1;
+        }
     }
+    assert!(loaded >= 3, "too few llmprobe.toml blocks in the routing docs");
 }
 
 #[test]

@@ -187,6 +187,9 @@ fn paste_lines(url: &str, config: &Path, stats: &Path) -> String {
          \nthe OpenAI Python SDK (pip install openai):\n  python3 -c 'from openai import OpenAI; \
          c = OpenAI(base_url=\"{url}/v1\", api_key=\"demo\"); \
          print(c.chat.completions.create(model=\"auto\", messages=[{{\"role\": \"user\", \"content\": \"What is 2+2?\"}}]).choices[0].message.content)'\n\
+         \nthe Anthropic Python SDK (pip install anthropic), through the same route:\n  python3 -c 'import anthropic; \
+         c = anthropic.Anthropic(base_url=\"{url}\", api_key=\"demo\"); \
+         print(c.messages.create(model=\"auto\", max_tokens=64, messages=[{{\"role\": \"user\", \"content\": \"What is 3+4?\"}}]).content[0].text)'\n\
          \na one-shot route, in another terminal:\n  {} --config '{}' --stats-dir '{}' route \"What is 12 * 7?\"\n\
          \nthe models route would use, and what it knows of each provider:\n  curl -s {url}/v1/models\n  curl -s {url}/v1/providers\n",
         invocation(),
