@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::catalog::{RouteSettings, bounded_secs};
+use crate::catalog::{Origin, RouteSettings, bounded_secs};
 use crate::cli::RouteArgs;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
@@ -87,9 +87,20 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
     }
 }
 
-/// `[route]` with the command line's overrides, validated.
+/// `[route]` (the environment's and the file's) with the command line's
+/// overrides, validated; each flag given is recorded as its key's origin.
 fn settings(base: &RouteSettings, a: &RouteArgs) -> Result<RouteSettings> {
     let mut s = base.clone();
+    let given = [
+        ("max_attempts", a.max_attempts.is_some()),
+        ("budget_secs", a.budget.is_some()),
+        ("listen", a.listen.is_some()),
+        ("auth_token_env", a.auth_token_env.is_some()),
+        ("shared_state", a.shared_state.is_some()),
+    ];
+    for (key, _) in given.iter().filter(|(_, given)| *given) {
+        s.origins.route.insert(key.to_string(), Origin::Flag);
+    }
     if let Some(n) = a.max_attempts {
         if !crate::catalog::route_bounds::MAX_ATTEMPTS.contains(&n) {
             return Err(Error::config(format!(
