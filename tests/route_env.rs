@@ -1,7 +1,7 @@
 //! `[route]` settings and `daily_cap`s from the environment
 //! (`LLMPROBE_ROUTE_<KEY>`, `LLMPROBE_DAILY_CAP_<PROVIDER>`), where
-//! `route --status` says each value came from: the real binary against
-//! fake providers on 127.0.0.1.
+//! `route --status` says each value came from, and SIGHUP on a running
+//! `route --serve`: the real binary against fake providers on 127.0.0.1.
 
 use serde_json::Value;
 
@@ -254,4 +254,79 @@ fn two_providers_with_one_variable_are_a_config_error() {
         "{}",
         r.stderr
     );
+}
+
+/// SIGHUP does not end `route --serve`: it says the configuration is read
+/// at start only, and keeps serving with the one it has.
+#[cfg(unix)]
+#[test]
+fn sighup_keeps_the_server_and_says_to_restart() {
+    use std::io::BufRead;
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(&env, &[fake.provider("a", "openai", &["ok"], "")], "");
+    let mut child = env
+        .command(&[
+            "--config",
+            &cfg,
+            "route",
+            "--serve",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start route");
+    let (tx, rx) = std::sync::mpsc::channel();
+    for pipe in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+    }
+    drop(tx);
+    let wait_for = |what: &str| loop {
+        let l = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("route --serve never printed {what:?}"));
+        if l.contains(what) {
+            break l;
+        }
+    };
+    let line = wait_for("listening on");
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .trim_end_matches("/v1")
+        .to_string();
+    let pid = child.id().to_string();
+    std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap();
+    wait_for(
+        "route: SIGHUP: llmprobe.toml is read at start only; restart route --serve to apply changes (the running configuration is kept)",
+    );
+    // Still serving, with the configuration it started with.
+    let r = http(
+        "POST",
+        &format!("{url}/v1/chat/completions"),
+        &[("content-type", "application/json")],
+        Some(&chat_body("auto", false)),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("x-routed-via"), "a::ok");
+    assert!(child.try_wait().unwrap().is_none(), "still running");
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(0));
 }

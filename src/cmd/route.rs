@@ -286,6 +286,9 @@ pub(crate) fn serve_until_signal(
         token,
     });
     rt.block_on(async {
+        // Before the server says it listens: from then on SIGHUP no longer
+        // kills it.
+        let hangup = on_hangup()?;
         let poller = engine.states.clone().spawn_poller(serve::STATE_POLL);
         let health = tokio::spawn(serve::health_poller(engine.clone()));
         let watch = engine.shared().cloned().map(|s| tokio::spawn(s.watch()));
@@ -317,6 +320,9 @@ pub(crate) fn serve_until_signal(
         srv.shutdown(SHUTDOWN_GRACE).await;
         poller.abort();
         health.abort();
+        if let Some(h) = hangup {
+            h.abort();
+        }
         if let Some(w) = watch {
             w.abort();
         }
@@ -325,4 +331,29 @@ pub(crate) fn serve_until_signal(
     })?;
     engine.save_if_dirty()?;
     Ok(exit::SUCCESS)
+}
+
+/// What `route --serve` says on SIGHUP, which conventionally asks a server
+/// to re-read its configuration. The catalog and settings live in many
+/// parts of the engine, so they are read at start only (docs/configuration.md).
+const HANGUP_LINE: &str = "route: SIGHUP: llmprobe.toml is read at start only; restart route --serve to apply changes (the running configuration is kept)";
+
+/// Catch SIGHUP for the server's lifetime (by default it would end the
+/// process): each one prints [`HANGUP_LINE`] to stderr and the server
+/// keeps serving. `None` where there is no SIGHUP (Windows).
+#[cfg(unix)]
+fn on_hangup() -> Result<Option<tokio::task::JoinHandle<()>>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup =
+        signal(SignalKind::hangup()).map_err(|e| Error::io("cannot listen for SIGHUP", e))?;
+    Ok(Some(tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            eprintln!("{HANGUP_LINE}");
+        }
+    })))
+}
+
+#[cfg(not(unix))]
+fn on_hangup() -> Result<Option<tokio::task::JoinHandle<()>>> {
+    Ok(None)
 }
