@@ -342,7 +342,8 @@ fn env_value(raw: &str) -> toml::Value {
     }
 }
 
-/// `value` read as a `T`; a value that reads as a number or boolean but
+/// `raw` read as a `T` (`wrap` puts the value where `T` wants it); text
+/// that reads as a number or boolean but
 /// is wanted as text is taken as text (`LLMPROBE_ROUTE_AUTH_TOKEN_ENV=1`).
 fn read_as<T: serde::de::DeserializeOwned>(
     raw: &str,
@@ -379,8 +380,9 @@ fn expected<T: serde::de::DeserializeOwned>(
 /// validated, before they are laid over `llmprobe.toml`.
 #[derive(Debug, Default)]
 pub(super) struct FromEnv {
-    /// The `[route]` keys the environment sets, with the variable of each.
+    /// The `[route]` keys the environment sets.
     pub route: RouteToml,
+    /// The variable that set each of those keys.
     pub route_vars: BTreeMap<String, String>,
     /// `daily_cap` by provider name, with its variable.
     pub daily_cap: BTreeMap<String, (u64, String)>,
