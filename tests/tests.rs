@@ -10,6 +10,7 @@ mod read_cmds;
 #[cfg(unix)]
 mod readme;
 mod route;
+mod route_env;
 #[cfg(unix)]
 mod schedule;
 mod support;

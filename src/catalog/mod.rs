@@ -71,7 +71,10 @@ fn bounded_u32(v: u32, range: RangeInclusive<u32>) -> std::result::Result<u32, S
 }
 
 pub use crate::upstream::dialect::{Dialect, Endpoint};
-pub use route::RouteSettings;
+pub use route::{
+    CapOrigin, DAILY_CAP_PREFIX, Effective, Origin, Origins, ROUTE_PREFIX, RouteSettings,
+    daily_cap_var, redact_url, route_keys, route_var,
+};
 
 mod route;
 
@@ -450,11 +453,12 @@ fn parse_toml(text: &str, origin: &str) -> Result<ConfigToml> {
 impl Catalog {
     /// The embedded default catalog alone.
     pub fn embedded() -> Catalog {
-        Catalog::build(None).expect("the embedded catalog is valid")
+        Catalog::build(None, &[]).expect("the embedded catalog is valid")
     }
 
     /// Load the catalog: the embedded default, layered with the user file at
-    /// `path` when given.
+    /// `path` when given, then with the `LLMPROBE_ROUTE_*` and
+    /// `LLMPROBE_DAILY_CAP_*` variables of the environment.
     pub fn load(path: Option<&Path>) -> Result<Catalog> {
         let user = match path {
             None => None,
@@ -468,15 +472,19 @@ impl Catalog {
                 ))
             }
         };
-        Catalog::build(user)
+        Catalog::build(user, &settings_env()?)
     }
 
-    /// Load from TOML text (for tests and the demo).
+    /// Load from TOML text (for tests and the demo), without the
+    /// environment's settings.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Catalog> {
-        Catalog::build(Some((parse_toml(text, origin)?, origin.to_string())))
+        Catalog::build(Some((parse_toml(text, origin)?, origin.to_string())), &[])
     }
 
-    fn build(user: Option<(ConfigToml, String)>) -> Result<Catalog> {
+    /// `user` over the embedded catalog, then `env`'s settings (`(name,
+    /// value)` of the `LLMPROBE_ROUTE_*` and `LLMPROBE_DAILY_CAP_*`
+    /// variables) over both.
+    fn build(user: Option<(ConfigToml, String)>, env: &[(String, String)]) -> Result<Catalog> {
         let base = parse_toml(DEFAULT_CATALOG, "(embedded default catalog)")?;
         let (user, origin) = match user {
             Some((u, o)) => (u, o),
@@ -489,6 +497,12 @@ impl Catalog {
         } else {
             Vec::new()
         };
+        let capped_in_file: Vec<String> = user
+            .providers
+            .iter()
+            .filter(|p| p.daily_cap.is_some())
+            .map(|p| p.name.clone())
+            .collect();
         for p in user.providers {
             if let Some(existing) = tables.iter_mut().find(|e| e.name == p.name) {
                 merge_provider(existing, p);
@@ -530,7 +544,26 @@ impl Catalog {
         }
         let invalid =
             |why: String| Error::config(format!("invalid config {}: {why}", origin_name(&origin)));
-        let route = RouteSettings::from_toml(&user.route).map_err(invalid)?;
+        RouteSettings::from_toml(&user.route).map_err(invalid)?;
+        let names: Vec<&str> = providers.iter().map(|p| p.name.as_str()).collect();
+        let env = route::from_env(env, &names).map_err(Error::config)?;
+        let mut route = route::layered(&user.route, &env).map_err(invalid)?;
+        for p in &mut providers {
+            let origin = match env.daily_cap.get(&p.name) {
+                Some((cap, var)) => {
+                    p.daily_cap = Some(*cap);
+                    route::Origin::Env(var.clone())
+                }
+                None if capped_in_file.contains(&p.name) => route::Origin::File,
+                None => route::Origin::Default,
+            };
+            if let Some(value) = p.daily_cap {
+                route
+                    .origins
+                    .daily_cap
+                    .insert(p.name.clone(), route::CapOrigin { value, origin });
+            }
+        }
         route::validate_aliases(&user.aliases, |key| {
             key.split_once("::").is_some_and(|(p, m)| {
                 providers
@@ -800,6 +833,33 @@ fn count(v: u32, range: RangeInclusive<u32>, field: &str, origin: &str) -> Resul
     })
 }
 
+/// A `daily_cap`, from the file or the environment: 0 is refused.
+fn check_daily_cap(cap: u64) -> std::result::Result<(), String> {
+    if cap == 0 {
+        return Err("daily_cap is 0: remove it for no limit".into());
+    }
+    Ok(())
+}
+
+/// The `LLMPROBE_ROUTE_*` and `LLMPROBE_DAILY_CAP_*` variables of this
+/// process, sorted by name. A value that is not UTF-8 is an error that
+/// names the variable.
+fn settings_env() -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for (name, value) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        if !(name.starts_with(ROUTE_PREFIX) || name.starts_with(DAILY_CAP_PREFIX)) {
+            continue;
+        }
+        let value = value
+            .into_string()
+            .map_err(|_| Error::config(format!("{name} is not valid UTF-8")))?;
+        out.push((name.to_string(), value));
+    }
+    out.sort();
+    Ok(out)
+}
+
 fn validate_provider(t: ProviderToml, d: &Defaults, origin: &str) -> Result<Provider> {
     let bad = |msg: String| -> Error {
         ConfigError(format!(
@@ -870,8 +930,8 @@ fn validate_provider(t: ProviderToml, d: &Defaults, origin: &str) -> Result<Prov
     if let Some(f) = key_limits.zero_field() {
         return Err(zero(format!("key_limits.{f}")));
     }
-    if t.daily_cap == Some(0) {
-        return Err(zero("daily_cap".into()));
+    if let Some(cap) = t.daily_cap {
+        check_daily_cap(cap).map_err(bad)?;
     }
     for (model, l) in &model_limits {
         if !models.contains(model) {
@@ -963,6 +1023,73 @@ mod tests {
             assert!(!p.models.is_empty());
         }
         assert_eq!(c.defaults.spacing, Duration::from_secs(90));
+    }
+
+    #[test]
+    fn the_environment_sets_route_keys_and_daily_caps_over_the_file() {
+        let text = r#"
+            include_default_catalog = false
+            [route]
+            budget_secs = 30
+            max_attempts = 4
+            [[providers]]
+            name = "a"
+            dialect = "openai"
+            base_url = "http://127.0.0.1:1/v1"
+            models = ["m"]
+            daily_cap = 5
+            [[providers]]
+            name = "b-2"
+            dialect = "openai"
+            base_url = "http://127.0.0.1:1/v1"
+            models = ["m"]
+        "#;
+        let build = |env: &[(&str, &str)]| {
+            let env: Vec<(String, String)> = env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            Catalog::build(
+                Some((parse_toml(text, "t.toml").unwrap(), "t.toml".into())),
+                &env,
+            )
+        };
+        let c = build(&[
+            ("LLMPROBE_ROUTE_BUDGET_SECS", "20"),
+            ("LLMPROBE_DAILY_CAP_B_2", "3"),
+        ])
+        .unwrap();
+        assert_eq!(c.route.time_budget, Duration::from_secs(20));
+        assert_eq!(c.route.max_attempts, 4);
+        assert_eq!(c.provider("b-2").unwrap().daily_cap, Some(3));
+        assert_eq!(c.provider("a").unwrap().daily_cap, Some(5));
+        let caps = &c.route.origins.daily_cap;
+        assert_eq!(caps["a"].origin, Origin::File);
+        assert_eq!(
+            caps["b-2"],
+            CapOrigin {
+                value: 3,
+                origin: Origin::Env("LLMPROBE_DAILY_CAP_B_2".into())
+            }
+        );
+        let shown: Vec<String> = c
+            .route
+            .effective()
+            .iter()
+            .map(|e| format!("{}={} ({})", e.setting, e.value, e.origin))
+            .collect();
+        assert!(shown.contains(&"route.budget_secs=20.0 (env LLMPROBE_ROUTE_BUDGET_SECS)".into()));
+        assert!(shown.contains(&"route.max_attempts=4 (llmprobe.toml)".into()));
+        assert!(shown.contains(&"route.idle_timeout_secs=60.0 (default)".into()));
+        assert!(shown.contains(&"providers.a.daily_cap=5 (llmprobe.toml)".into()));
+        // Errors are config errors (exit 2) that name the variable.
+        let e = build(&[("LLMPROBE_DAILY_CAP_B", "3")]).unwrap_err();
+        assert_eq!(e.exit_code(), crate::exit::USAGE);
+        assert!(e.to_string().contains("LLMPROBE_DAILY_CAP_B_2"), "{e}");
+        // Without the variables, the file's values, from the file.
+        let c = build(&[]).unwrap();
+        assert_eq!(c.route.origins.route["budget_secs"], Origin::File);
+        assert!(!c.route.origins.daily_cap.contains_key("b-2"));
     }
 
     #[test]

@@ -5,12 +5,14 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::bounded_secs;
 
-/// `[route]` as written. Every field is optional.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// `[route]` as written. Every field is optional. Every field is also a
+/// variable `LLMPROBE_ROUTE_<FIELD>`: [`route_keys`] reads the fields from
+/// the serde derive, so one added here is one there.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RouteToml {
     max_attempts: Option<u32>,
@@ -55,6 +57,8 @@ pub struct RouteSettings {
     /// Send `X-Fallback-Detail` (each failed attempt's class and short,
     /// redacted reason) on routed responses (docs/routing.md).
     pub detail_header: bool,
+    /// Where each value came from, for `route --status`.
+    pub origins: Origins,
 }
 
 pub const MAX_ATTEMPTS: std::ops::RangeInclusive<u32> = 1..=100;
@@ -77,6 +81,7 @@ impl Default for RouteSettings {
             reserve_max_tokens: 4096,
             affinity: Duration::from_secs(30 * 60),
             detail_header: false,
+            origins: Origins::default(),
         }
     }
 }
@@ -142,7 +147,8 @@ impl RouteSettings {
             && !url.starts_with("redis://")
         {
             return Err(format!(
-                "route.shared_state {url:?} must start with redis://"
+                "route.shared_state {:?} must start with redis://",
+                redact_url(url)
             ));
         }
         Ok(RouteSettings {
@@ -161,8 +167,345 @@ impl RouteSettings {
             reserve_max_tokens,
             affinity,
             detail_header: t.detail_header.unwrap_or(d.detail_header),
+            origins: Origins::default(),
         })
     }
+
+    /// The settings as `[route]` would write them (a password in
+    /// `shared_state` masked), for `route --status`. Every field is named,
+    /// so a field added to [`RouteToml`] must be added here.
+    fn to_toml(&self) -> RouteToml {
+        RouteToml {
+            max_attempts: Some(self.max_attempts),
+            budget_secs: Some(self.time_budget.as_secs_f64()),
+            listen: Some(self.listen.to_string()),
+            auth_token_env: self.auth_token_env.clone(),
+            idle_timeout_secs: Some(self.idle_timeout.as_secs_f64()),
+            request_timeout_secs: Some(self.request_timeout.as_secs_f64()),
+            max_body_bytes: Some(self.max_body_bytes as u64),
+            shared_state: self.shared_state.as_deref().map(redact_url),
+            reserve_max_tokens: Some(self.reserve_max_tokens),
+            affinity_secs: Some(self.affinity.as_secs_f64()),
+            detail_header: Some(self.detail_header),
+        }
+    }
+
+    /// Every `[route]` setting and every `daily_cap` that is set: its
+    /// value and where it came from, `[route]` keys first in the table's
+    /// order. A value that is unset (no auth token variable, no shared
+    /// state) is `null`.
+    pub fn effective(&self) -> Vec<Effective> {
+        let values = match serde_json::to_value(self.to_toml()) {
+            Ok(serde_json::Value::Object(m)) => m,
+            _ => Default::default(),
+        };
+        let mut out: Vec<Effective> = values
+            .into_iter()
+            .map(|(key, value)| Effective {
+                origin: self
+                    .origins
+                    .route
+                    .get(&key)
+                    .cloned()
+                    .unwrap_or(Origin::Default),
+                variable: route_var(&key),
+                setting: format!("route.{key}"),
+                value,
+            })
+            .collect();
+        for (provider, cap) in &self.origins.daily_cap {
+            out.push(Effective {
+                setting: format!("providers.{provider}.daily_cap"),
+                value: cap.value.into(),
+                origin: cap.origin.clone(),
+                variable: daily_cap_var(provider),
+            });
+        }
+        out
+    }
+}
+
+/// Where a setting's value came from, by precedence: a command-line flag,
+/// then the environment, then `llmprobe.toml`, then the default (the
+/// embedded catalog's, for a `daily_cap`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    Flag,
+    /// The variable that set it.
+    Env(String),
+    File,
+    Default,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Flag => f.write_str("flag"),
+            Origin::Env(var) => write!(f, "env {var}"),
+            // Whatever the file is called: the name says what kind of source.
+            Origin::File => f.write_str("llmprobe.toml"),
+            Origin::Default => f.write_str("default"),
+        }
+    }
+}
+
+impl Serialize for Origin {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A provider's `daily_cap` and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapOrigin {
+    pub value: u64,
+    pub origin: Origin,
+}
+
+/// Where each `[route]` setting and each `daily_cap` came from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Origins {
+    /// By `[route]` key; a key missing here has its default.
+    pub route: BTreeMap<String, Origin>,
+    /// By provider name: the providers whose `daily_cap` is set.
+    pub daily_cap: BTreeMap<String, CapOrigin>,
+}
+
+/// One setting in force, for `route --status`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Effective {
+    /// `route.budget_secs`, `providers.groq.daily_cap`.
+    pub setting: String,
+    pub value: serde_json::Value,
+    /// `flag`, `env LLMPROBE_ROUTE_…`, `llmprobe.toml` or `default`.
+    #[serde(rename = "source")]
+    pub origin: Origin,
+    /// The variable that would set it.
+    pub variable: String,
+}
+
+/// A URL without its password, for what is shown.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
+        _ => url.to_string(),
+    }
+}
+
+/// The prefix of the variables that set `[route]` keys.
+pub const ROUTE_PREFIX: &str = "LLMPROBE_ROUTE_";
+/// The prefix of the variables that set a provider's `daily_cap`.
+pub const DAILY_CAP_PREFIX: &str = "LLMPROBE_DAILY_CAP_";
+
+/// Every `[route]` key, in the table's order, read from [`RouteToml`]'s
+/// serde derive: the TOML reader and the environment's share this list.
+pub fn route_keys() -> Vec<String> {
+    match serde_json::to_value(RouteToml::default()) {
+        Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `LLMPROBE_ROUTE_BUDGET_SECS` for `budget_secs`.
+pub fn route_var(key: &str) -> String {
+    format!("{ROUTE_PREFIX}{}", key.to_ascii_uppercase())
+}
+
+/// `LLMPROBE_DAILY_CAP_GITHUB_MODELS` for `github-models`: the name upper
+/// case, every character other than an ASCII letter or digit written `_`.
+pub fn daily_cap_var(provider: &str) -> String {
+    let name: String = provider
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{DAILY_CAP_PREFIX}{name}")
+}
+
+/// A variable's text as a TOML value would read: `true`/`false`, an
+/// integer, a float, a quoted string; anything else is the text itself
+/// (`127.0.0.1:9000`, `redis://…`, a variable name).
+fn env_value(raw: &str) -> toml::Value {
+    let parsed = toml::from_str::<toml::Table>(&format!("v = {}", raw.trim()))
+        .ok()
+        .filter(|t| t.len() == 1)
+        .and_then(|mut t| t.remove("v"));
+    match parsed {
+        Some(v @ (toml::Value::Boolean(_) | toml::Value::Integer(_) | toml::Value::Float(_))) => v,
+        Some(v @ toml::Value::String(_)) if raw.trim().starts_with(['"', '\'']) => v,
+        _ => toml::Value::String(raw.to_string()),
+    }
+}
+
+/// `raw` read as a `T` (`wrap` puts the value where `T` wants it); text
+/// that reads as a number or boolean but
+/// is wanted as text is taken as text (`LLMPROBE_ROUTE_AUTH_TOKEN_ENV=1`).
+fn read_as<T: serde::de::DeserializeOwned>(
+    raw: &str,
+    wrap: impl Fn(toml::Value) -> toml::Value,
+) -> Option<T> {
+    let v = env_value(raw);
+    if v.is_str() {
+        return wrap(v).try_into().ok();
+    }
+    wrap(v)
+        .try_into()
+        .ok()
+        .or_else(|| wrap(toml::Value::String(raw.to_string())).try_into().ok())
+}
+
+/// What a `T` takes, said for an operator: found by trying one value of
+/// each kind, so it follows the field's type.
+fn expected<T: serde::de::DeserializeOwned>(
+    wrap: impl Fn(toml::Value) -> toml::Value,
+) -> &'static str {
+    let takes = |v: toml::Value| wrap(v).try_into::<T>().is_ok();
+    if takes(toml::Value::Boolean(true)) {
+        "true or false"
+    } else if takes(toml::Value::Float(0.5)) {
+        "a number"
+    } else if takes(toml::Value::Integer(1)) {
+        "a whole number"
+    } else {
+        "text"
+    }
+}
+
+/// `[route]` keys and `daily_cap`s from the environment, parsed and
+/// validated, before they are laid over `llmprobe.toml`.
+#[derive(Debug, Default)]
+pub(super) struct FromEnv {
+    /// The `[route]` keys the environment sets.
+    pub route: RouteToml,
+    /// The variable that set each of those keys.
+    pub route_vars: BTreeMap<String, String>,
+    /// `daily_cap` by provider name, with its variable.
+    pub daily_cap: BTreeMap<String, (u64, String)>,
+}
+
+/// Read the `LLMPROBE_ROUTE_*` and `LLMPROBE_DAILY_CAP_*` variables of
+/// `vars` (the process's, or a test's). `providers` is every provider name
+/// of the catalog. An empty variable counts as unset. Every error names
+/// the variable and says what was expected.
+pub(super) fn from_env(vars: &[(String, String)], providers: &[&str]) -> Result<FromEnv, String> {
+    let keys = route_keys();
+    let mut caps: BTreeMap<String, &str> = BTreeMap::new();
+    for p in providers {
+        if let Some(other) = caps.insert(daily_cap_var(p), p) {
+            return Err(format!(
+                "providers {other:?} and {p:?} both take the variable {}: rename one",
+                daily_cap_var(p)
+            ));
+        }
+    }
+    let mut out = FromEnv::default();
+    let mut table = serde_json::Map::new();
+    for (name, raw) in vars {
+        // A redis:// URL may hold a password: messages show it masked.
+        let shown = redact_url(raw);
+        if let Some(rest) = name.strip_prefix(ROUTE_PREFIX) {
+            let key = rest.to_ascii_lowercase();
+            if !keys.contains(&key) || route_var(&key) != *name {
+                let all: Vec<String> = keys.iter().map(|k| route_var(k)).collect();
+                return Err(format!(
+                    "unknown variable {name}: it sets no [route] key.{} The variables are {}",
+                    did_you_mean(name, &all),
+                    all.join(", ")
+                ));
+            }
+            if raw.is_empty() {
+                continue;
+            }
+            let wrap =
+                |v: toml::Value| toml::Value::Table(toml::Table::from_iter([(key.clone(), v)]));
+            let Some(one) = read_as::<RouteToml>(raw, wrap) else {
+                return Err(format!(
+                    "{name}={shown:?}: expected {} (as [route] {key} in llmprobe.toml)",
+                    expected::<RouteToml>(wrap)
+                ));
+            };
+            // The same checks and ranges as the file's.
+            RouteSettings::from_toml(&one).map_err(|why| {
+                let why = why.strip_prefix(&format!("route.{key} ")).unwrap_or(&why);
+                format!("{name}={shown:?}: {why}")
+            })?;
+            if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&one) {
+                table.extend(m.into_iter().filter(|(_, v)| !v.is_null()));
+            }
+            out.route_vars.insert(key, name.clone());
+        } else if name.starts_with(DAILY_CAP_PREFIX) {
+            let Some(provider) = caps.get(name) else {
+                let all: Vec<String> = caps.keys().cloned().collect();
+                return Err(format!(
+                    "unknown variable {name}: it names no provider of the catalog.{} The providers' variables are {}",
+                    did_you_mean(name, &all),
+                    all.join(", ")
+                ));
+            };
+            if raw.is_empty() {
+                continue;
+            }
+            let Some(cap) = read_as::<u64>(raw, |v| v) else {
+                return Err(format!(
+                    "{name}={shown:?}: expected a whole number of requests a day (as daily_cap in llmprobe.toml)"
+                ));
+            };
+            super::check_daily_cap(cap).map_err(|why| format!("{name}={shown:?}: {why}"))?;
+            out.daily_cap
+                .insert(provider.to_string(), (cap, name.clone()));
+        }
+    }
+    out.route = serde_json::from_value(serde_json::Value::Object(table))
+        .map_err(|e| format!("the LLMPROBE_ROUTE_* variables: {e}"))?;
+    Ok(out)
+}
+
+/// ` Did you mean X?` when one of `names` is a likely typo of `name`.
+fn did_you_mean(name: &str, names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| (strsim::levenshtein(name, n), n))
+        .filter(|(d, _)| *d <= (name.len() / 4).max(2))
+        .min()
+        .map(|(_, n)| format!(" Did you mean {n}?"))
+        .unwrap_or_default()
+}
+
+/// `file`'s `[route]` with `env`'s keys laid over it, validated, each key's
+/// origin recorded.
+pub(super) fn layered(file: &RouteToml, env: &FromEnv) -> Result<RouteSettings, String> {
+    let object = |t: &RouteToml| match serde_json::to_value(t) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => Default::default(),
+    };
+    let mut merged = object(file);
+    let mut origins = BTreeMap::new();
+    for (key, v) in &merged {
+        if !v.is_null() {
+            origins.insert(key.clone(), Origin::File);
+        }
+    }
+    for (key, v) in object(&env.route) {
+        if !v.is_null() {
+            merged.insert(key.clone(), v);
+            let var = env
+                .route_vars
+                .get(&key)
+                .cloned()
+                .unwrap_or_else(|| route_var(&key));
+            origins.insert(key, Origin::Env(var));
+        }
+    }
+    let t: RouteToml = serde_json::from_value(serde_json::Value::Object(merged))
+        .map_err(|e| format!("[route]: {e}"))?;
+    let mut s = RouteSettings::from_toml(&t)?;
+    s.origins.route = origins;
+    Ok(s)
 }
 
 /// Check `[aliases]`: every target is a `provider::model` of the catalog.
@@ -191,4 +534,179 @@ pub(super) fn validate_aliases(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(v: &[(&str, &str)]) -> Vec<(String, String)> {
+        v.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn env(v: &[(&str, &str)]) -> Result<FromEnv, String> {
+        from_env(&vars(v), &["groq", "github-models"])
+    }
+
+    #[test]
+    fn variable_names() {
+        assert_eq!(route_var("budget_secs"), "LLMPROBE_ROUTE_BUDGET_SECS");
+        assert_eq!(
+            daily_cap_var("github-models"),
+            "LLMPROBE_DAILY_CAP_GITHUB_MODELS"
+        );
+        assert_eq!(daily_cap_var("my.vLLM 2"), "LLMPROBE_DAILY_CAP_MY_VLLM_2");
+        assert_eq!(daily_cap_var("café"), "LLMPROBE_DAILY_CAP_CAF_");
+    }
+
+    /// Every field of [`RouteToml`] is a key, has a variable that sets it,
+    /// and is shown by `route --status`: a field added later cannot be
+    /// left out of any of them.
+    #[test]
+    fn every_route_key_has_a_variable_and_a_shown_value() {
+        let keys = route_keys();
+        assert!(keys.len() >= 11, "{keys:?}");
+        assert!(keys.contains(&"budget_secs".to_string()));
+        let d = RouteSettings::default();
+        // `to_toml` names every field and reads back as the same settings.
+        assert_eq!(RouteSettings::from_toml(&d.to_toml()).unwrap(), d);
+        let shown: Vec<String> = d.effective().into_iter().map(|e| e.setting).collect();
+        let want: Vec<String> = keys.iter().map(|k| format!("route.{k}")).collect();
+        assert_eq!(shown, want);
+        // Each key's variable sets it, to a value other than the default.
+        let other = RouteSettings {
+            max_attempts: 7,
+            time_budget: Duration::from_secs(9),
+            listen: "127.0.0.1:9".parse().unwrap(),
+            auth_token_env: Some("TOKEN".into()),
+            idle_timeout: Duration::from_secs(8),
+            request_timeout: Duration::from_secs(7),
+            max_body_bytes: 4096,
+            shared_state: Some("redis://h:1".into()),
+            reserve_max_tokens: 6,
+            affinity: Duration::from_secs(5),
+            detail_header: true,
+            origins: Origins::default(),
+        };
+        let values = match serde_json::to_value(other.to_toml()).unwrap() {
+            serde_json::Value::Object(m) => m,
+            v => panic!("{v}"),
+        };
+        let mut set = Vec::new();
+        for (key, v) in &values {
+            assert_ne!(Some(v), serde_json::to_value(d.to_toml()).unwrap().get(key));
+            let text = match v {
+                serde_json::Value::String(s) => s.clone(),
+                v => v.to_string(),
+            };
+            set.push((route_var(key), text));
+        }
+        let from = from_env(&set, &[]).unwrap();
+        let s = layered(&RouteToml::default(), &from).unwrap();
+        assert_eq!(
+            RouteSettings {
+                origins: Origins::default(),
+                ..s.clone()
+            },
+            other
+        );
+        for key in &keys {
+            assert_eq!(s.origins.route[key], Origin::Env(route_var(key)), "{key}");
+        }
+    }
+
+    #[test]
+    fn values_read_as_toml_would() {
+        let f = env(&[
+            ("LLMPROBE_ROUTE_BUDGET_SECS", "20"),
+            ("LLMPROBE_ROUTE_AFFINITY_SECS", "1.5"),
+            ("LLMPROBE_ROUTE_MAX_BODY_BYTES", "1_048_576"),
+            ("LLMPROBE_ROUTE_DETAIL_HEADER", "true"),
+            ("LLMPROBE_ROUTE_LISTEN", "localhost:9000"),
+            ("LLMPROBE_ROUTE_AUTH_TOKEN_ENV", "\"MY_TOKEN\""),
+            ("LLMPROBE_ROUTE_SHARED_STATE", "redis://127.0.0.1:6379/0"),
+            // Empty: unset, the file's value stands.
+            ("LLMPROBE_ROUTE_MAX_ATTEMPTS", ""),
+        ])
+        .unwrap();
+        let file: RouteToml = toml::from_str("max_attempts = 4\nbudget_secs = 30").unwrap();
+        let s = layered(&file, &f).unwrap();
+        assert_eq!(s.time_budget, Duration::from_secs(20));
+        assert_eq!(s.affinity, Duration::from_millis(1500));
+        assert_eq!(s.max_body_bytes, 1 << 20);
+        assert!(s.detail_header);
+        assert_eq!(s.listen.port(), 9000);
+        assert_eq!(s.auth_token_env.as_deref(), Some("MY_TOKEN"));
+        assert_eq!(s.shared_state.as_deref(), Some("redis://127.0.0.1:6379/0"));
+        assert_eq!(s.max_attempts, 4);
+        assert_eq!(s.origins.route["max_attempts"], Origin::File);
+        assert_eq!(
+            s.origins.route["budget_secs"],
+            Origin::Env("LLMPROBE_ROUTE_BUDGET_SECS".into())
+        );
+        assert!(!s.origins.route.contains_key("idle_timeout_secs"));
+        // A number wanted as text is text.
+        let f = env(&[("LLMPROBE_ROUTE_AUTH_TOKEN_ENV", "12")]).unwrap();
+        assert_eq!(f.route.auth_token_env.as_deref(), Some("12"));
+    }
+
+    #[test]
+    fn bad_values_name_the_variable_and_what_was_expected() {
+        let err = |k: &str, v: &str| env(&[(k, v)]).unwrap_err();
+        let e = err("LLMPROBE_ROUTE_BUDGET_SECS", "soon");
+        assert_eq!(
+            e,
+            "LLMPROBE_ROUTE_BUDGET_SECS=\"soon\": expected a number (as [route] budget_secs in llmprobe.toml)"
+        );
+        let e = err("LLMPROBE_ROUTE_MAX_ATTEMPTS", "2.5");
+        assert!(e.contains("expected a whole number"), "{e}");
+        let e = err("LLMPROBE_ROUTE_MAX_ATTEMPTS", "-1");
+        assert!(e.contains("expected a whole number"), "{e}");
+        let e = err("LLMPROBE_ROUTE_MAX_ATTEMPTS", "0");
+        assert_eq!(
+            e,
+            "LLMPROBE_ROUTE_MAX_ATTEMPTS=\"0\": 0 is out of range: expected 1 to 100"
+        );
+        let e = err("LLMPROBE_ROUTE_DETAIL_HEADER", "yes");
+        assert!(e.contains("expected true or false"), "{e}");
+        let e = err("LLMPROBE_ROUTE_AFFINITY_SECS", "90000");
+        assert!(e.contains("expected 0 to 86400 seconds"), "{e}");
+        // A password is never echoed.
+        let e = err("LLMPROBE_ROUTE_SHARED_STATE", "http://:hunter2@h");
+        assert!(!e.contains("hunter2") && e.contains("redis://"), "{e}");
+        let e = err("LLMPROBE_DAILY_CAP_GROQ", "many");
+        assert!(e.starts_with("LLMPROBE_DAILY_CAP_GROQ=\"many\": expected a whole number"));
+        let e = err("LLMPROBE_DAILY_CAP_GROQ", "0");
+        assert!(e.contains("daily_cap is 0"), "{e}");
+    }
+
+    #[test]
+    fn unknown_variables_and_colliding_providers() {
+        let e = env(&[("LLMPROBE_ROUTE_BUDGET", "3")]).unwrap_err();
+        assert!(
+            e.starts_with("unknown variable LLMPROBE_ROUTE_BUDGET: it sets no [route] key. Did you mean LLMPROBE_ROUTE_BUDGET_SECS?"),
+            "{e}"
+        );
+        assert!(e.contains("LLMPROBE_ROUTE_DETAIL_HEADER"), "{e}");
+        // The key is the variable's name upper case, exactly.
+        let e = env(&[("LLMPROBE_ROUTE_budget_secs", "3")]).unwrap_err();
+        assert!(e.starts_with("unknown variable"), "{e}");
+        let e = env(&[("LLMPROBE_DAILY_CAP_GITHUB", "3")]).unwrap_err();
+        assert!(
+            e.contains("names no provider") && e.contains("LLMPROBE_DAILY_CAP_GITHUB_MODELS"),
+            "{e}"
+        );
+        let f = env(&[("LLMPROBE_DAILY_CAP_GITHUB_MODELS", "50")]).unwrap();
+        assert_eq!(
+            f.daily_cap["github-models"],
+            (50, "LLMPROBE_DAILY_CAP_GITHUB_MODELS".to_string())
+        );
+        let e = from_env(&[], &["github-models", "github_models"]).unwrap_err();
+        assert_eq!(
+            e,
+            "providers \"github-models\" and \"github_models\" both take the variable LLMPROBE_DAILY_CAP_GITHUB_MODELS: rename one"
+        );
+    }
 }

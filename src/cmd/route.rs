@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::catalog::{RouteSettings, bounded_secs};
+use crate::catalog::{Origin, RouteSettings, bounded_secs};
 use crate::cli::RouteArgs;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
@@ -87,9 +87,20 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
     }
 }
 
-/// `[route]` with the command line's overrides, validated.
+/// `[route]` (the environment's and the file's) with the command line's
+/// overrides, validated; each flag given is recorded as its key's origin.
 fn settings(base: &RouteSettings, a: &RouteArgs) -> Result<RouteSettings> {
     let mut s = base.clone();
+    let given = [
+        ("max_attempts", a.max_attempts.is_some()),
+        ("budget_secs", a.budget.is_some()),
+        ("listen", a.listen.is_some()),
+        ("auth_token_env", a.auth_token_env.is_some()),
+        ("shared_state", a.shared_state.is_some()),
+    ];
+    for (key, _) in given.iter().filter(|(_, given)| *given) {
+        s.origins.route.insert(key.to_string(), Origin::Flag);
+    }
     if let Some(n) = a.max_attempts {
         if !crate::catalog::route_bounds::MAX_ATTEMPTS.contains(&n) {
             return Err(Error::config(format!(
@@ -275,6 +286,9 @@ pub(crate) fn serve_until_signal(
         token,
     });
     rt.block_on(async {
+        // Before the server says it listens: from then on SIGHUP no longer
+        // kills it.
+        let hangup = on_hangup()?;
         let poller = engine.states.clone().spawn_poller(serve::STATE_POLL);
         let health = tokio::spawn(serve::health_poller(engine.clone()));
         let watch = engine.shared().cloned().map(|s| tokio::spawn(s.watch()));
@@ -306,6 +320,9 @@ pub(crate) fn serve_until_signal(
         srv.shutdown(SHUTDOWN_GRACE).await;
         poller.abort();
         health.abort();
+        if let Some(h) = hangup {
+            h.abort();
+        }
         if let Some(w) = watch {
             w.abort();
         }
@@ -314,4 +331,29 @@ pub(crate) fn serve_until_signal(
     })?;
     engine.save_if_dirty()?;
     Ok(exit::SUCCESS)
+}
+
+/// What `route --serve` says on SIGHUP, which conventionally asks a server
+/// to re-read its configuration. The catalog and settings live in many
+/// parts of the engine, so they are read at start only (docs/configuration.md).
+const HANGUP_LINE: &str = "route: SIGHUP: llmprobe.toml is read at start only; restart route --serve to apply changes (the running configuration is kept)";
+
+/// Catch SIGHUP for the server's lifetime (by default it would end the
+/// process): each one prints [`HANGUP_LINE`] to stderr and the server
+/// keeps serving. `None` where there is no SIGHUP (Windows).
+#[cfg(unix)]
+fn on_hangup() -> Result<Option<tokio::task::JoinHandle<()>>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hup =
+        signal(SignalKind::hangup()).map_err(|e| Error::io("cannot listen for SIGHUP", e))?;
+    Ok(Some(tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            eprintln!("{HANGUP_LINE}");
+        }
+    })))
+}
+
+#[cfg(not(unix))]
+fn on_hangup() -> Result<Option<tokio::task::JoinHandle<()>>> {
+    Ok(None)
 }

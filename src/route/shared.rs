@@ -33,6 +33,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use redis::aio::ConnectionManager;
 
+use crate::catalog::redact_url as redact;
 use crate::error::{Error, Result};
 use crate::route::cooldown::{Bench, Counter, Target};
 use crate::route::verdicts::{VERDICT_TTL, Verdict, Verdicts};
@@ -289,14 +290,6 @@ fn bench_key(id: &str) -> String {
 
 fn ladder_key(id: &str) -> String {
     format!("{PREFIX}ladder:{id}")
-}
-
-/// A URL without its password, for messages.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => format!("{}***{}", &url[..s + 3], &url[at..]),
-        _ => url.to_string(),
-    }
 }
 
 impl SharedState {

@@ -3,8 +3,9 @@
 //! in the shape of FreeLLMAPI's endpoint
 //! (`{"providers":[{"platform","name","status","keys","resume_at"?}],
 //! "counts":{…}}`), with the models by state, the cooldowns in force, the
-//! usage against each limit and the 24 h uptime added. Keys appear as index
-//! and fingerprint only.
+//! usage against each limit and the 24 h uptime added, and the `[route]`
+//! settings and `daily_cap`s in force with where each came from. Keys
+//! appear as index and fingerprint only.
 //!
 //! A view is built from a [`RouteSnapshot`]: this process's own state, or, with
 //! `--shared-state`, what every instance wrote to Redis, read in one round
@@ -15,7 +16,7 @@ use std::collections::{BTreeMap, HashSet};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::catalog::model_key;
+use crate::catalog::{Effective, model_key};
 use crate::route::cooldown::{Bench, Cooldowns};
 use crate::state::ModelState;
 
@@ -207,6 +208,10 @@ pub struct StatusView {
     /// Where the cooldowns and usage were read: `redis`, `local`, or
     /// `local (redis unavailable)`.
     pub state: Source,
+    /// Every `[route]` setting and every `daily_cap` that is set, with its
+    /// value and where it came from (`flag`, `env LLMPROBE_…`,
+    /// `llmprobe.toml`, `default`).
+    pub settings: Vec<Effective>,
 }
 
 /// The view of every usable provider, from `snap`.
@@ -304,6 +309,7 @@ pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
         providers,
         counts,
         state: snap.source,
+        settings: engine.settings.effective(),
     }
 }
 
@@ -372,8 +378,17 @@ pub fn table(v: &StatusView) -> String {
             or_dash(usage),
         ]);
     }
+    let mut settings = crate::output::table(&["Setting", "Value", "Source"]);
+    for e in &v.settings {
+        let value = match &e.value {
+            serde_json::Value::Null => "—".to_string(),
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        settings.add_row(vec![e.setting.clone(), value, e.origin.to_string()]);
+    }
     format!(
-        "{t}\n{} providers: {} active, {} cooling down, {} down; {} routable models, {} cooldowns in force; state: {}\n",
+        "{t}\n{} providers: {} active, {} cooling down, {} down; {} routable models, {} cooldowns in force; state: {}\n\n{settings}\n",
         v.counts.providers,
         v.counts.active,
         v.counts.cooling_down,
