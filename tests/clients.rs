@@ -9,13 +9,12 @@ use serde_json::{Value, json};
 use crate::Test;
 use crate::support::need::{self, Need};
 use crate::support::{
-    Fake, RouteServer, advance, chat_body, check, clock_env, closed_port, config, http,
-    prometheus_samples, provider_toml, route_config,
+    Fake, RouteServer, advance, chat_body, check, clock_env, closed_port, config,
+    each_dialect_config, http, prometheus_samples, provider_toml, route_config, sdk_script,
 };
 
 /// The official OpenAI Python SDK against `route --serve`.
 fn the_openai_python_sdk_as_a_client() {
-    let python = need::python();
     let env = clock_env();
     let fake = Fake::start(&env, &[]);
     let cfg = route_config(
@@ -27,19 +26,7 @@ fn the_openai_python_sdk_as_a_client() {
         "",
     );
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let script = format!("{}/tests/sdk/openai_client.py", env!("CARGO_MANIFEST_DIR"));
-    let out = std::process::Command::new(&python)
-        .args([script.as_str(), &format!("{}/v1", srv.url), "any-key"])
-        .env("NO_PROXY", "*")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = sdk_script("openai_client.py", &[&format!("{}/v1", srv.url), "any-key"]);
     assert_eq!(v["plain"]["content"], "14", "{v}");
     assert_eq!(v["raw"]["routed_via"], "b::ok", "{v}");
     assert_eq!(v["stream"]["content"], "14", "{v}");
@@ -65,35 +52,12 @@ fn the_openai_python_sdk_as_a_client() {
 fn the_openai_sdk_calls_tools_and_asks_for_json_through_each_dialect() {
     let env = clock_env();
     let fake = Fake::start(&env, &[]);
-    let cfg = route_config(
-        &env,
-        &[
-            fake.provider("a", "anthropic", &["ok"], "priority = 1"),
-            fake.provider("g", "gemini", &["ok"], "priority = 2"),
-            fake.provider("o", "openai", &["ok"], "priority = 3"),
-        ],
-        "",
-    );
+    let cfg = each_dialect_config(&env, &fake);
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let script = format!("{}/tests/sdk/openai_tools.py", env!("CARGO_MANIFEST_DIR"));
-    let out = std::process::Command::new(need::python())
-        .args([
-            script.as_str(),
-            &format!("{}/v1", srv.url),
-            "o::ok",
-            "a::ok",
-            "g::ok",
-        ])
-        .env("NO_PROXY", "*")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let v = sdk_script(
+        "openai_tools.py",
+        &[&format!("{}/v1", srv.url), "o::ok", "a::ok", "g::ok"],
     );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     for m in ["o::ok", "a::ok", "g::ok"] {
         let r = &v["models"][m];
         assert_eq!(r["call"]["name"], "add", "{m}: {r}");

@@ -315,7 +315,13 @@ fn the_routing_docs_config_blocks_load() {
             }
             let name = format!("{}-{start}.toml", doc.replace('/', "-"));
             let file: PathBuf = env.write(&name, &text);
-            let r = env.run(&["--config", file.to_str().unwrap(), "check", "--list", "--json"]);
+            let r = env.run(&[
+                "--config",
+                file.to_str().unwrap(),
+                "check",
+                "--list",
+                "--json",
+            ]);
             assert_eq!(
                 r.code, 0,
                 "{doc}:{start} does not load:\n{}\n{}",
@@ -324,7 +330,10 @@ fn the_routing_docs_config_blocks_load() {
             loaded += 1;
         }
     }
-    assert!(loaded >= 3, "too few llmprobe.toml blocks in the routing docs");
+    assert!(
+        loaded >= 3,
+        "too few llmprobe.toml blocks in the routing docs"
+    );
 }
 
 #[test]

@@ -5,8 +5,8 @@
 use serde_json::{Value, json};
 
 use crate::Test;
-use crate::support::need::{self, Need};
-use crate::support::{Fake, RouteServer, clock_env, route_config};
+use crate::support::need::Need;
+use crate::support::{Fake, RouteServer, clock_env, each_dialect_config, sdk_script};
 
 /// `messages.create`, `messages.stream`, a tool call and its result
 /// (streamed and not), `count_tokens` and a `NotFoundError`, through route to an OpenAI-,
@@ -15,32 +15,12 @@ use crate::support::{Fake, RouteServer, clock_env, route_config};
 fn the_anthropic_python_sdk_through_each_dialect() {
     let env = clock_env();
     let fake = Fake::start(&env, &[]);
-    let cfg = route_config(
-        &env,
-        &[
-            fake.provider("a", "anthropic", &["ok"], "priority = 1"),
-            fake.provider("g", "gemini", &["ok"], "priority = 2"),
-            fake.provider("o", "openai", &["ok"], "priority = 3"),
-        ],
-        "",
-    );
+    let cfg = each_dialect_config(&env, &fake);
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let script = format!(
-        "{}/tests/sdk/anthropic_client.py",
-        env!("CARGO_MANIFEST_DIR")
+    let v = sdk_script(
+        "anthropic_client.py",
+        &[&srv.url, "o::ok", "a::ok", "g::ok"],
     );
-    let out = std::process::Command::new(need::python())
-        .args([script.as_str(), &srv.url, "o::ok", "a::ok", "g::ok"])
-        .env("NO_PROXY", "*")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     for m in ["o::ok", "a::ok", "g::ok"] {
         let r = &v["models"][m];
         let create = &r["create"];

@@ -4,11 +4,11 @@
 //! and the Anthropic-shaped model list. In the external harness, which
 //! reports the test as ignored where the SDKs are missing.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::Test;
-use crate::support::need::{self, Need};
-use crate::support::{Fake, RouteServer, clock_env, route_config};
+use crate::support::need::Need;
+use crate::support::{Fake, RouteServer, clock_env, route_config, sdk_script};
 
 fn the_sdks_call_completions_and_models_through_each_dialect() {
     let env = clock_env();
@@ -29,22 +29,10 @@ fn the_sdks_call_completions_and_models_through_each_dialect() {
         "",
     );
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let script = format!("{}/tests/sdk/openai_legacy.py", env!("CARGO_MANIFEST_DIR"));
     let models = ["o::ok", "a::ok", "g::ok"];
-    let mut args = vec![script.clone(), srv.url.clone(), "any-key".to_string()];
-    args.extend(models.iter().map(|m| m.to_string()));
-    let out = std::process::Command::new(need::python())
-        .args(&args)
-        .env("NO_PROXY", "*")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut args = vec![srv.url.as_str(), "any-key"];
+    args.extend(models);
+    let v = sdk_script("openai_legacy.py", &args);
     for m in models {
         let r = &v["models"][m];
         let plain = &r["plain"];

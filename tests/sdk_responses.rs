@@ -6,46 +6,20 @@
 use serde_json::{Value, json};
 
 use crate::Test;
-use crate::support::need::{self, Need};
-use crate::support::{Fake, RouteServer, clock_env, route_config};
+use crate::support::need::Need;
+use crate::support::{Fake, RouteServer, clock_env, each_dialect_config, sdk_script};
 
 /// tests/sdk/openai_responses.py says what it does; this checks what it
 /// got back from each dialect.
 fn the_openai_sdk_speaks_the_responses_api_through_each_dialect() {
     let env = clock_env();
     let fake = Fake::start(&env, &[]);
-    let cfg = route_config(
-        &env,
-        &[
-            fake.provider("a", "anthropic", &["ok"], "priority = 1"),
-            fake.provider("g", "gemini", &["ok"], "priority = 2"),
-            fake.provider("o", "openai", &["ok"], "priority = 3"),
-        ],
-        "",
-    );
+    let cfg = each_dialect_config(&env, &fake);
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let script = format!(
-        "{}/tests/sdk/openai_responses.py",
-        env!("CARGO_MANIFEST_DIR")
+    let v = sdk_script(
+        "openai_responses.py",
+        &[&format!("{}/v1", srv.url), "o::ok", "a::ok", "g::ok"],
     );
-    let out = std::process::Command::new(need::python())
-        .args([
-            script.as_str(),
-            &format!("{}/v1", srv.url),
-            "o::ok",
-            "a::ok",
-            "g::ok",
-        ])
-        .env("NO_PROXY", "*")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     for m in ["o::ok", "a::ok", "g::ok"] {
         let r = &v["models"][m];
         let plain = &r["plain"];

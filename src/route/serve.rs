@@ -396,6 +396,34 @@ pub async fn open(app: &App, r: Routing) -> Result<Opened, Failure> {
     })
 }
 
+/// Route `r` and answer it whole: when the client asked for a stream
+/// (`r.req.stream`), `stream` renders the events once the first has come;
+/// otherwise `reply` renders the completion. Either way the response gets
+/// the routing headers; a request nothing served gets its error in
+/// `shape`. Every surface's handler ends here.
+pub async fn answer(
+    app: &App,
+    r: Routing,
+    shape: Shape,
+    reply: impl FnOnce(Completion) -> Response,
+    stream: impl FnOnce(Events, &str) -> Response,
+) -> Response {
+    let served = if r.req.stream {
+        open(app, r)
+            .await
+            .map(|o| (stream(o.events, &o.model), o.routed))
+    } else {
+        complete(app, r).await.map(|(c, routed)| (reply(c), routed))
+    };
+    match served {
+        Ok((mut resp, routed)) => {
+            app.headers(&mut resp, &routed);
+            resp
+        }
+        Err(f) => f.into_response(app, shape),
+    }
+}
+
 fn routed_headers(h: &mut HeaderMap, via: Option<&str>, attempts: &[Attempt]) {
     let mut set = |name: &'static str, value: String| {
         if let Ok(v) = HeaderValue::from_str(&value) {

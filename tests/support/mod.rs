@@ -175,6 +175,42 @@ pub fn config(env: &Env, tables: &[String]) -> String {
     env.write("llmprobe.toml", text).display().to_string()
 }
 
+/// A `route` config with one model `ok` behind each upstream dialect:
+/// `a::ok` (Anthropic), `g::ok` (Gemini), `o::ok` (OpenAI), in that
+/// priority, for a client to pin each in turn.
+pub fn each_dialect_config(env: &Env, fake: &Fake) -> String {
+    route_config(
+        env,
+        &[
+            fake.provider("a", "anthropic", &["ok"], "priority = 1"),
+            fake.provider("g", "gemini", &["ok"], "priority = 2"),
+            fake.provider("o", "openai", &["ok"], "priority = 3"),
+        ],
+        "",
+    )
+}
+
+/// Run `tests/sdk/<script>` with the Python that has the official SDKs
+/// (`need::python`), proxies off for loopback, and return the JSON object
+/// it printed; a script that fails fails the test with its output.
+pub fn sdk_script(script: &str, args: &[&str]) -> serde_json::Value {
+    let path = format!("{}/tests/sdk/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(need::python())
+        .arg(&path)
+        .args(args)
+        .env("NO_PROXY", "*")
+        .output()
+        .unwrap_or_else(|e| panic!("{script}: {e}"));
+    assert!(
+        out.status.success(),
+        "{script}:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{script} printed no JSON object ({e})"))
+}
+
 /// A `route` config: `extra` (a `[route]` table, aliases) and `tables`.
 pub fn route_config(env: &Env, tables: &[String], extra: &str) -> String {
     let text = format!(

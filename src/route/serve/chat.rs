@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 
-use super::{App, Routing, complete, open};
+use super::{App, Routing, answer};
 use crate::route::surface::Shape;
 use crate::route::surface::openai::{self, ApiError, ChatBody};
 
@@ -21,27 +21,15 @@ pub async fn chat(
         Ok(ChatBody(req)) => req,
         Err(e) => return app.refuse(e, Shape::OpenAi),
     };
-    let (stream, wants_usage) = (req.stream, req.wants_stream_usage());
+    let wants_usage = req.wants_stream_usage();
     let mut r = Routing::new(req, &headers);
     r.native = true;
-    if stream {
-        match open(&app, r).await {
-            Ok(o) => {
-                let writer = openai::ChunkWriter::new(&o.model, wants_usage);
-                let mut resp = openai::event_stream(o.events, writer);
-                app.headers(&mut resp, &o.routed);
-                resp
-            }
-            Err(f) => f.into_response(&app, Shape::OpenAi),
-        }
-    } else {
-        match complete(&app, r).await {
-            Ok((c, routed)) => {
-                let mut resp = axum::Json(openai::completion_body(c)).into_response();
-                app.headers(&mut resp, &routed);
-                resp
-            }
-            Err(f) => f.into_response(&app, Shape::OpenAi),
-        }
-    }
+    answer(
+        &app,
+        r,
+        Shape::OpenAi,
+        |c| axum::Json(openai::completion_body(c)).into_response(),
+        |events, model| openai::event_stream(events, openai::ChunkWriter::new(model, wants_usage)),
+    )
+    .await
 }

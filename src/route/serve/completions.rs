@@ -8,42 +8,29 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 
-use super::{App, Routing, complete, open};
-use crate::route::surface::Shape;
-use crate::route::surface::completions::{self, CompletionsBody, TextWriter};
+use super::{App, Routing, answer};
+use crate::route::surface::completions::{self, TextWriter};
 use crate::route::surface::openai::{self, ApiError};
+use crate::route::surface::{JsonBody, Shape};
 
 pub async fn completions(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
-    body: Result<CompletionsBody, ApiError>,
+    body: Result<JsonBody, ApiError>,
 ) -> Response {
-    let req = match body {
-        Ok(CompletionsBody(req)) => req,
+    let req = match body.and_then(|JsonBody(b)| completions::parse(&b)) {
+        Ok(req) => req,
         Err(e) => return app.refuse(e, Shape::OpenAi),
     };
-    let (stream, wants_usage) = (req.stream, req.wants_stream_usage());
-    let r = Routing::new(req, &headers);
-    if stream {
-        match open(&app, r).await {
-            Ok(o) => {
-                let writer = TextWriter::new(&o.model, wants_usage);
-                let mut resp = openai::event_stream(o.events, writer);
-                app.headers(&mut resp, &o.routed);
-                resp
-            }
-            Err(f) => f.into_response(&app, Shape::OpenAi),
-        }
-    } else {
-        match complete(&app, r).await {
-            Ok((c, routed)) => {
-                let mut resp = axum::Json(completions::text_completion(&c)).into_response();
-                app.headers(&mut resp, &routed);
-                resp
-            }
-            Err(f) => f.into_response(&app, Shape::OpenAi),
-        }
-    }
+    let wants_usage = req.wants_stream_usage();
+    answer(
+        &app,
+        Routing::new(req, &headers),
+        Shape::OpenAi,
+        |c| axum::Json(completions::text_completion(&c)).into_response(),
+        |events, model| openai::event_stream(events, TextWriter::new(model, wants_usage)),
+    )
+    .await
 }
 
 /// `POST /v1/embeddings`: not served yet; a 404 that says so and names

@@ -10,7 +10,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use super::{App, Routing, complete, open};
+use super::{App, Routing, answer};
 use crate::route::surface::anthropic::{self, Purpose};
 use crate::route::surface::openai::ApiError;
 use crate::route::surface::{JsonBody, Shape};
@@ -25,33 +25,25 @@ pub async fn messages(
         Ok(m) => m,
         Err(e) => return app.refuse(e, Shape::Anthropic),
     };
-    let (stream, stop) = (m.req.stream, m.req.stop.clone());
+    let stop = m.req.stop.clone();
     let mut r = Routing::new(m.req, &headers);
     // After the router has read `metadata.user_id` as the conversation.
     anthropic::metadata_to_user(&mut r.req);
     r.dropped = m.dropped;
     let estimate = r.ask.prompt_tokens;
-    if stream {
-        match open(&app, r).await {
-            Ok(o) => {
-                let writer = anthropic::MessageWriter::new(&o.model, estimate, &stop);
-                let mut resp = anthropic::event_stream(o.events, writer);
-                app.headers(&mut resp, &o.routed);
-                resp
-            }
-            Err(f) => f.into_response(&app, Shape::Anthropic),
-        }
-    } else {
-        match complete(&app, r).await {
-            Ok((c, routed)) => {
-                let body = anthropic::message_body(&c, estimate, &stop);
-                let mut resp = axum::Json(body).into_response();
-                app.headers(&mut resp, &routed);
-                resp
-            }
-            Err(f) => f.into_response(&app, Shape::Anthropic),
-        }
-    }
+    answer(
+        &app,
+        r,
+        Shape::Anthropic,
+        |c| axum::Json(anthropic::message_body(&c, estimate, &stop)).into_response(),
+        |events, model| {
+            anthropic::event_stream(
+                events,
+                anthropic::MessageWriter::new(model, estimate, &stop),
+            )
+        },
+    )
+    .await
 }
 
 /// `{"input_tokens"}`: route's own estimate of the prompt (text, tool

@@ -1,7 +1,7 @@
 //! The legacy OpenAI Completions surface: `POST /v1/completions`, which
 //! editors use for ghost text, served through chat models.
 //!
-//! - [`CompletionsBody`] reads a request: its `prompt` (a string, or a
+//! - [`parse`] reads a request: its `prompt` (a string, or a
 //!   list of one) becomes one user message of a chat request, and the
 //!   other fields are read as Chat Completions reads them (`max_tokens`,
 //!   `temperature`, `top_p`, `stop`, `stream`, `stream_options`, `n` of
@@ -17,7 +17,6 @@
 //! A reply's tool calls and reasoning are not shown: the request offered
 //! no tools, and a completion has only text.
 
-use axum::extract::{FromRef, FromRequest, Request};
 use serde_json::{Map, Value, json};
 
 use crate::route::domain::StreamEvent;
@@ -25,25 +24,6 @@ use crate::route::send::Completion;
 use crate::upstream::dialect::{ChatRequest, ReplyDelta};
 
 use super::openai::{self, ApiError, Chunks};
-use super::{BodyLimit, JsonBody};
-
-/// A completions request body: JSON, within the body limit, read as the
-/// chat request it is served as. Every rejection is an OpenAI 4xx.
-#[derive(Debug)]
-pub struct CompletionsBody(pub ChatRequest);
-
-impl<S> FromRequest<S> for CompletionsBody
-where
-    S: Send + Sync,
-    BodyLimit: FromRef<S>,
-{
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<CompletionsBody, ApiError> {
-        let JsonBody(body) = JsonBody::from_request(req, state).await?;
-        parse(&body).map(CompletionsBody)
-    }
-}
 
 /// A completions request as the chat request that serves it: the prompt
 /// as one user message, a non-empty `suffix` kept (the need `suffix`),

@@ -1,8 +1,8 @@
 //! The OpenAI Responses surface: `POST /v1/responses`, what is
 //! Responses-shaped about `route --serve`.
 //!
-//! - [`ResponsesBody`] reads a request (an axum extractor whose rejections
-//!   are OpenAI errors) and [`parse`] turns it into the chat request every
+//! - [`parse`] reads a request body (within the body limit, as
+//!   [`super::JsonBody`] takes it) and turns it into the chat request every
 //!   dialect starts from: `instructions` and the `input` items become chat
 //!   messages, function tools chat tools, `text.format` a
 //!   `response_format`, `max_output_tokens` `max_tokens`. Route keeps no
@@ -17,7 +17,6 @@
 //! - Errors are OpenAI's ([`ApiError`]), as on the chat surface.
 
 use axum::body::Bytes;
-use axum::extract::{FromRef, FromRequest, Request};
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use serde_json::{Map, Value, json};
@@ -27,7 +26,6 @@ use crate::route::send::Completion;
 use crate::upstream::dialect::{ChatReply, ChatRequest, ReplyDelta, Usage};
 
 use super::openai::{ApiError, openai_finish_reason};
-use super::{BodyLimit, JsonBody};
 
 /// Input items that record a built-in tool's call or result. Route never
 /// produces them, so in a conversation's history they came from a
@@ -69,24 +67,6 @@ pub struct Parsed {
 /// defaults where the client sent nothing.
 #[derive(Debug, Clone, Default)]
 pub struct Echo(Map<String, Value>);
-
-/// A Responses request body: JSON, within the body limit, that [`parse`]
-/// reads. Every rejection is an OpenAI 4xx.
-#[derive(Debug)]
-pub struct ResponsesBody(pub Parsed);
-
-impl<S> FromRequest<S> for ResponsesBody
-where
-    S: Send + Sync,
-    BodyLimit: FromRef<S>,
-{
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<ResponsesBody, ApiError> {
-        let JsonBody(body) = JsonBody::from_request(req, state).await?;
-        parse(&body).map(ResponsesBody)
-    }
-}
 
 /// A 400 about the field `at`.
 fn bad(at: &str, why: impl std::fmt::Display) -> ApiError {
