@@ -524,13 +524,20 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
             let wrong = expected.map_or(13, |n| n.saturating_add(1));
             Reply::Text(wrong.to_string(), false, finish)
         }
+        // A reasoning model: its reasoning in the text before the answer.
+        // Asked to call a tool or for JSON, it does so (the reasoning then
+        // stays apart, as such models keep it out of JSON and calls).
         Behaviour::Think => {
             inner.sleep(latency).await;
-            let text = format!(
-                "<think>Let me work this out. 12 + 30 = 42? No, that is another \
-                 question. Check twice: 3 steps, 2 carries.</think>\n\n{right}"
-            );
-            Reply::Text(text, false, finish)
+            if tool.is_some() || call.asks.json.is_some() {
+                answered(finish)
+            } else {
+                let text = format!(
+                    "<think>Let me work this out. 12 + 30 = 42? No, that is another \
+                     question. Check twice: 3 steps, 2 carries.</think>\n\n{text}"
+                );
+                Reply::Text(text, false, finish)
+            }
         }
         Behaviour::Truncated => {
             inner.sleep(latency).await;

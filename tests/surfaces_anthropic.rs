@@ -327,6 +327,10 @@ fn x_api_key_is_the_inbound_token_and_a_wrong_one_an_anthropic_401() {
         assert_eq!(r.status, 401, "{}", r.body);
         assert_eq!(r.json()["type"], "error");
         assert_eq!(r.json()["error"]["type"], "authentication_error");
+        // It names the header this client sends.
+        let said = r.json()["error"]["message"].as_str().unwrap().to_string();
+        assert!(said.contains("x-api-key"), "{said}");
+        assert!(!said.contains("s3cret-token"), "{said}");
     }
     let r = post(
         &srv,

@@ -324,16 +324,31 @@ fn embeddings_get_a_404_naming_what_is_served_in_the_clients_shape() {
             .contains("/v1/messages"),
         "{v}"
     );
-    // An unknown path names every served one too.
+    // An unknown path is named, with every served one too.
     let r = get(&srv, "/v1/nothing", &[]);
     assert_eq!(r.status, 404);
+    let said = r.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(
-        r.json()["error"]["message"]
+        said.starts_with("unknown path /v1/nothing:")
+            && said.contains("/v1/completions, /v1/messages"),
+        "{said}"
+    );
+    // The usual mistake, a base URL ending in /v1 given to the Anthropic
+    // SDK, is said so, in Anthropic's shape for a client that speaks it.
+    let r = get(
+        &srv,
+        "/v1/v1/messages",
+        &[("anthropic-version", "2023-06-01")],
+    );
+    assert_eq!(r.status, 404);
+    let v = r.json();
+    assert_eq!(v["error"]["type"], "not_found_error", "{v}");
+    assert!(
+        v["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("/v1/completions, /v1/messages"),
-        "{}",
-        r.body
+            .contains("base URL one with /v1 at the end"),
+        "{v}"
     );
 }
 
@@ -442,6 +457,8 @@ fn one_model_by_id_and_anthropic_shaped_lists() {
         ids,
         [
             "auto",
+            // An alias is listed: a client picking from the list sees it.
+            "fast",
             "groq::llama-3.1-8b-instant",
             "groq::ok",
             "or::meta-llama/llama-3.3-70b:free"
@@ -452,7 +469,7 @@ fn one_model_by_id_and_anthropic_shaped_lists() {
     assert_eq!(v["first_id"], "auto", "{v}");
     assert_eq!(v["last_id"], "or::meta-llama/llama-3.3-70b:free", "{v}");
     assert_eq!(
-        v["data"][2],
+        v["data"][3],
         json!({"type": "model", "id": "groq::ok", "display_name": "groq::ok", "created_at": "1970-01-01T00:00:00Z", "lifecycle": "active"}),
         "{v}"
     );

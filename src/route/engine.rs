@@ -231,6 +231,11 @@ impl Engine {
     }
 
     /// The candidates for a requested model, in order.
+    /// The `[aliases]` names, in order.
+    pub fn alias_names(&self) -> impl Iterator<Item = &str> {
+        self.aliases.keys().map(String::as_str)
+    }
+
     pub fn candidates(
         &self,
         model: Option<&str>,

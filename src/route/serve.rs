@@ -128,7 +128,7 @@ async fn auth(State(app): State<Arc<App>>, req: Request, next: Next) -> Response
 }
 
 async fn not_found(uri: axum::http::Uri, headers: HeaderMap) -> Response {
-    Shape::of(uri.path(), &headers).error(openai::unknown_url(), chrono::Utc::now())
+    Shape::of(uri.path(), &headers).error(openai::unknown_url(uri.path()), chrono::Utc::now())
 }
 
 async fn method_not_allowed(

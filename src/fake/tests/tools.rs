@@ -120,23 +120,24 @@ fn call_of(d: Dialect, v: &Value) -> (String, Value) {
 #[tokio::test]
 async fn tools_are_called_in_every_dialect() {
     let fake = start(FakeConfig::default()).await.unwrap();
-    for d in DIALECTS {
+    // `think` (a reasoning model) calls tools too.
+    for (d, model) in DIALECTS.iter().flat_map(|d| [(*d, "m"), (*d, "think")]) {
         let extra = json!({"tools": calculator(d)});
         let r = send(post(
             &fake.url(),
             d,
-            "m",
+            model,
             None,
             "What is 12*7?",
             extra,
             false,
         ))
         .await;
-        assert_eq!(r.status, 200, "{d:?}: {}", r.text);
+        assert_eq!(r.status, 200, "{d:?} {model}: {}", r.text);
         let (name, args) = call_of(d, &r.json());
-        assert_eq!(name, "multiply", "{d:?}");
+        assert_eq!(name, "multiply", "{d:?} {model}");
         // The question's operands, in the schema's order.
-        assert_eq!(args, json!({"a": 12, "b": 7}), "{d:?}");
+        assert_eq!(args, json!({"a": 12, "b": 7}), "{d:?} {model}");
     }
     fake.shutdown().await;
 }
@@ -425,20 +426,24 @@ async fn json_mode_answers_json() {
             json!({"value": 84}),
         ),
     ];
-    for (d, extra, want) in cases {
+    // `think` (a reasoning model) answers JSON too, its reasoning kept out.
+    for ((d, extra, want), model) in cases
+        .iter()
+        .flat_map(|c| [(c.clone(), "m"), (c.clone(), "think")])
+    {
         let r = send(post(
             &fake.url(),
             d,
-            "m",
+            model,
             None,
             "What is 12*7?",
             extra.clone(),
             false,
         ))
         .await;
-        assert_eq!(r.status, 200, "{d:?}: {}", r.text);
+        assert_eq!(r.status, 200, "{d:?} {model}: {}", r.text);
         let got: Value = serde_json::from_str(&r.content(d)).unwrap();
-        assert_eq!(got, want, "{d:?} {extra}");
+        assert_eq!(got, want, "{d:?} {model} {extra}");
     }
     fake.shutdown().await;
 }

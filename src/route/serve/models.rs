@@ -21,15 +21,30 @@ use crate::route::surface::openai::ApiError;
 /// provider released one.
 const CREATED_AT: &str = "1970-01-01T00:00:00Z";
 
-/// Every routable `provider::model`, plus `auto` first.
+/// `auto` first, then each alias with a routable model (a client that
+/// picks its model from the list sees the names route maps for it), then
+/// every routable `provider::model`.
 async fn listed(app: &App) -> Vec<String> {
     let engine = app.engine.clone();
-    let routable = tokio::task::spawn_blocking(move || engine.routable())
-        .await
-        .unwrap_or_default();
-    std::iter::once("auto".to_string())
-        .chain(routable)
-        .collect()
+    tokio::task::spawn_blocking(move || {
+        let routable = engine.routable();
+        let set: BTreeSet<&String> = routable.iter().collect();
+        let aliases: Vec<String> = engine
+            .alias_names()
+            .filter(|a| {
+                engine
+                    .candidates(Some(a))
+                    .is_ok_and(|cs| cs.iter().any(|c| set.contains(&c.key())))
+            })
+            .map(str::to_string)
+            .collect();
+        std::iter::once("auto".to_string())
+            .chain(aliases)
+            .chain(routable)
+            .collect()
+    })
+    .await
+    .unwrap_or_else(|_| vec!["auto".to_string()])
 }
 
 /// One model's entry in `shape`: its provider owns a `provider::model`;
@@ -52,7 +67,8 @@ fn entry(id: &str, shape: Shape) -> Value {
     }
 }
 
-/// `GET /v1/models`: `auto` and every routable `provider::model`.
+/// `GET /v1/models`: `auto`, the aliases, and every routable
+/// `provider::model`.
 pub async fn list(State(app): State<Arc<App>>, uri: Uri, headers: HeaderMap) -> Response {
     let shape = Shape::of(uri.path(), &headers);
     let ids = listed(&app).await;

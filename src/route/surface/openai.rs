@@ -68,7 +68,7 @@ impl ApiError {
             StatusCode::UNAUTHORIZED,
             "authentication_error",
             "invalid_api_key",
-            "missing or wrong bearer token: send Authorization: Bearer <the token in the variable named by auth_token_env>",
+            "missing or wrong token: send the token in the variable named by auth_token_env, as Authorization: Bearer <token> or as x-api-key: <token> (which the Anthropic SDKs send)",
         )
     }
 
@@ -193,13 +193,20 @@ pub const SERVED: &str = "POST /v1/chat/completions, /v1/completions, /v1/messag
      /v1/messages/count_tokens and /v1/responses; GET /v1/models, /v1/models/{id}, \
      /v1/providers, /metrics, /livez and /readyz";
 
-/// A path this server does not serve.
-pub fn unknown_url() -> ApiError {
+/// A path this server does not serve, named, with a hint for the usual
+/// mistake: a base URL ending in `/v1` given to a client that adds `/v1`
+/// itself (the Anthropic SDKs do), which asks for `/v1/v1/messages`.
+pub fn unknown_url(path: &str) -> ApiError {
+    let hint = if path.starts_with("/v1/v1/") {
+        " (is the client's base URL one with /v1 at the end, for a client that adds /v1 itself?          The Anthropic SDKs take the server's root, http://HOST:PORT)"
+    } else {
+        ""
+    };
     ApiError::new(
         StatusCode::NOT_FOUND,
         "invalid_request_error",
         "unknown_url",
-        format!("unknown path: this server serves {SERVED}"),
+        format!("unknown path {path}{hint}: this server serves {SERVED}"),
     )
 }
 
