@@ -612,3 +612,38 @@ fn a_real_clients_request_is_served() {
         "{system:.200}"
     );
 }
+
+#[test]
+fn interleaved_parallel_calls_from_an_openai_upstream_stream_as_sequential_blocks() {
+    let env = env();
+    let url = crate::support::canned_stream(crate::support::INTERLEAVED_CALLS);
+    let cfg = config(
+        &env,
+        &[crate::support::provider_toml(
+            "o",
+            "openai",
+            &url,
+            &["m"],
+            "",
+        )],
+        "",
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let body = ask("o::m", TOOL_Q, json!({"tools": add_tool(), "stream": true}));
+    let r = post(&srv, "/v1/messages", &body, &[]);
+    assert_eq!(r.status, 200, "{}", r.body);
+    // `assemble` checks one block at a time and no delta outside its block.
+    let m = assemble(&events(&r.body));
+    assert_eq!(
+        m["content"],
+        json!([
+            {"type": "text", "text": "Both."},
+            {"type": "tool_use", "id": "call_a", "name": "add", "input": {"a": 1, "b": 2}},
+            {"type": "tool_use", "id": "call_b", "name": "add", "input": {"a": 3, "b": 4}},
+        ]),
+        "{}",
+        r.body
+    );
+    assert_eq!(m["stop_reason"], "tool_use");
+    assert_eq!(m["usage"]["output_tokens"], 30);
+}

@@ -574,3 +574,78 @@ fn an_input_image_reaches_each_dialect_as_its_own_image() {
         "gemini: {bodies:?}"
     );
 }
+
+#[test]
+fn interleaved_parallel_calls_from_an_openai_upstream_keep_all_their_arguments() {
+    let env = clock_env();
+    let url = crate::support::canned_stream(crate::support::INTERLEAVED_CALLS);
+    let cfg = route_config(
+        &env,
+        &[crate::support::provider_toml(
+            "o",
+            "openai",
+            &url,
+            &["m"],
+            "",
+        )],
+        "",
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let add: Value = serde_json::from_str(ADD).unwrap();
+    let r = post(
+        &srv,
+        &json!({"model": "o::m", "input": ASK, "tools": [add], "stream": true}),
+    );
+    // `events` checks the sequence numbers count from 0.
+    let evs = events(&r);
+    // Items open and close one at a time; each call's deltas add up to
+    // the arguments its `.done` and `output_item.done` give.
+    let mut open: Option<String> = None;
+    let mut deltas = String::new();
+    let mut done = Vec::new();
+    for (k, d) in &evs {
+        match k.as_str() {
+            "response.output_item.added" => {
+                assert!(open.is_none(), "{}", r.body);
+                assert_eq!(d["output_index"], done.len());
+                open = Some(d["item"]["id"].as_str().unwrap().to_string());
+                deltas.clear();
+            }
+            "response.function_call_arguments.delta" => {
+                assert_eq!(d["item_id"].as_str(), open.as_deref(), "{}", r.body);
+                deltas.push_str(d["delta"].as_str().unwrap());
+            }
+            "response.function_call_arguments.done" => {
+                assert_eq!(d["item_id"].as_str(), open.as_deref(), "{}", r.body);
+                assert_eq!(d["arguments"], deltas.as_str(), "{}", r.body);
+            }
+            "response.output_item.done" => {
+                assert_eq!(d["item"]["id"].as_str(), open.take().as_deref());
+                done.push(d["item"].clone());
+            }
+            _ => {}
+        }
+    }
+    let calls: Vec<(&str, Value)> = done
+        .iter()
+        .filter(|i| i["type"] == "function_call")
+        .map(|i| {
+            let args = serde_json::from_str(i["arguments"].as_str().unwrap()).unwrap();
+            (i["call_id"].as_str().unwrap(), args)
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("call_a", json!({"a": 1, "b": 2})),
+            ("call_b", json!({"a": 3, "b": 4})),
+        ],
+        "{}",
+        r.body
+    );
+    let (kind, last) = evs.last().unwrap();
+    assert_eq!(kind, "response.completed");
+    assert_eq!(last["response"]["output"], json!(done));
+    assert_eq!(last["response"]["output"][0]["content"][0]["text"], "Both.");
+    assert_eq!(last["response"]["usage"]["output_tokens"], 30);
+}

@@ -351,6 +351,72 @@ pub fn provider_toml(
     )
 }
 
+/// An OpenAI chat stream with two parallel tool calls whose argument
+/// fragments interleave, as OpenAI and compatible providers send them:
+/// text, call 0 (`add`, `call_a`) opens, call 1 (`add`, `call_b`) opens,
+/// then fragments for 0, 1, 0, 1. Call 0's arguments are `{"a":1,"b":2}`,
+/// call 1's `{"a":3,"b":4}`.
+pub const INTERLEAVED_CALLS: &str = concat!(
+    r#"data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Both."},"finish_reason":null}]}"#,
+    "\n\n",
+    r#"data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"add","arguments":""}}]},"finish_reason":null}]}"#,
+    "\n\n",
+    r#"data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"add","arguments":""}}]},"finish_reason":null}]}"#,
+    "\n\n",
+    r#"data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"a\":"}}]},"finish_reason":null}]}"#,
+    "\n\n",
+    r#"data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{\"a\":"}}]},"finish_reason":null}]}"#,
+    "\n\n",
+    r#"data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"1,\"b\":2}"}}]},"finish_reason":null}]}"#,
+    "\n\n",
+    r#"data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"3,\"b\":4}"}}]},"finish_reason":null}]}"#,
+    "\n\n",
+    r#"data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+    "\n\n",
+    r#"data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":20,"completion_tokens":30,"total_tokens":50}}"#,
+    "\n\n",
+    "data: [DONE]\n\n",
+);
+
+/// An upstream on 127.0.0.1:0 that answers every request with `body` as
+/// `text/event-stream`: a provider's stream replayed, for streams the fake
+/// provider does not make. Returns its base URL (`http://…/v1`); it serves
+/// until the test process ends.
+pub fn canned_stream(body: &'static str) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(&conn);
+                let mut length = 0;
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+                    if line.trim().is_empty() {
+                        break;
+                    }
+                    let lower = line.to_ascii_lowercase();
+                    if let Some(v) = lower.strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                    line.clear();
+                }
+                let mut request = vec![0; length];
+                let _ = reader.read_exact(&mut request);
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let mut conn = &conn;
+                let _ = conn.write_all(head.as_bytes());
+                let _ = conn.write_all(body.as_bytes());
+            });
+        }
+    });
+    url
+}
+
 /// Parse a log file strictly: it must be one valid JSON array.
 pub fn log_entries(path: &Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

@@ -33,6 +33,7 @@ use chrono::{DateTime, Utc};
 use futures_util::{Stream, StreamExt};
 use serde_json::{Map, Value, json};
 
+use super::calls::Holdback;
 use super::openai::{ApiError, openai_finish_reason};
 use crate::route::domain::StreamEvent;
 use crate::route::send::Completion;
@@ -816,8 +817,10 @@ enum Open {
 /// prompt as `input_tokens`), then per block `content_block_start`,
 /// `content_block_delta` (`text_delta`, or `input_json_delta` with each
 /// fragment of a tool call's arguments as it came) and
-/// `content_block_stop`, closing the open block before the next opens;
-/// at the end `message_delta` (`stop_reason`, `stop_sequence`, usage)
+/// `content_block_stop`, closing the open block before the next opens.
+/// The first call streams live; parallel calls interleaved with it, and
+/// text while it is open, are written whole after it at the end
+/// ([`Holdback`]). At the end `message_delta` (`stop_reason`, `stop_sequence`, usage)
 /// and `message_stop`. A failure is an `error` event. Reasoning is left
 /// out, as in [`message_body`].
 #[derive(Debug)]
@@ -832,6 +835,8 @@ pub struct MessageWriter {
     calls: Vec<(usize, usize)>,
     finish: Option<String>,
     usage: Option<Usage>,
+    /// Parallel calls and text held while a call streams.
+    hold: Holdback,
 }
 
 /// One event: its name and its data.
@@ -852,6 +857,7 @@ impl MessageWriter {
             calls: Vec::new(),
             finish: None,
             usage: None,
+            hold: Holdback::new(),
         }
     }
 
@@ -859,53 +865,19 @@ impl MessageWriter {
     pub fn events(&mut self, ev: StreamEvent) -> Vec<Named> {
         let mut out = Vec::new();
         match ev {
-            StreamEvent::Delta(ReplyDelta::Start { id }) => self.start(id.as_deref(), &mut out),
-            StreamEvent::Delta(ReplyDelta::Text(t)) if !t.is_empty() => {
-                self.start(None, &mut out);
-                let index = match self.open {
-                    Some(Open::Text { index }) => index,
-                    _ => {
-                        let index = self.open_block(json!({"type": "text", "text": ""}), &mut out);
-                        self.open = Some(Open::Text { index });
-                        index
-                    }
-                };
-                out.push(delta(index, json!({"type": "text_delta", "text": t})));
-            }
-            StreamEvent::Delta(ReplyDelta::ToolCall(d)) => {
-                self.start(None, &mut out);
-                let known = self.calls.iter().find(|(c, _)| *c == d.index).map(|p| p.1);
-                let index = match known {
-                    Some(index) => index,
-                    None => {
-                        let block = json!({
-                            "type": "tool_use",
-                            "id": d.id.unwrap_or_else(|| format!("toolu_{:016x}", rand::random::<u64>())),
-                            "name": d.name.unwrap_or_default(),
-                            "input": {},
-                        });
-                        let index = self.open_block(block, &mut out);
-                        self.open = Some(Open::Tool {
-                            call: d.index,
-                            index,
-                        });
-                        self.calls.push((d.index, index));
-                        index
-                    }
-                };
-                // A later fragment of a call whose block was closed goes
-                // to that block still: clients gather by index.
-                if !d.arguments.is_empty() {
-                    out.push(delta(
-                        index,
-                        json!({"type": "input_json_delta", "partial_json": d.arguments}),
-                    ));
+            StreamEvent::Delta(d) => {
+                if let Some(d) = self.hold.pass(d) {
+                    self.delta(d, &mut out);
                 }
             }
-            StreamEvent::Delta(ReplyDelta::Finish(r)) => self.finish = Some(r),
             StreamEvent::Usage { counts, .. } => self.usage = Some(counts),
             StreamEvent::Done => {
                 self.start(None, &mut out);
+                // The live call stays open to the end; calls and text
+                // held meanwhile follow it, each a whole block.
+                for d in self.hold.end() {
+                    self.delta(d, &mut out);
+                }
                 self.close(&mut out);
                 let reason = stop_reason(self.finish.as_deref(), !self.calls.is_empty());
                 let u = self.usage.unwrap_or_default();
@@ -929,12 +901,64 @@ impl MessageWriter {
                 "error",
                 json!({"type": "error", "error": {"type": "api_error", "message": msg}}),
             )),
-            // Reasoning is not passed on; empty text says nothing; the
-            // engine turns a stall into a failure; native events are
+            // The engine turns a stall into a failure; native events are
             // never asked for.
-            StreamEvent::Delta(_) | StreamEvent::Stalled | StreamEvent::Native(_) => {}
+            StreamEvent::Stalled | StreamEvent::Native(_) => {}
         }
         out
+    }
+
+    /// The events a delta the holdback passed on becomes.
+    fn delta(&mut self, d: ReplyDelta, out: &mut Vec<Named>) {
+        match d {
+            ReplyDelta::Start { id } => self.start(id.as_deref(), out),
+            ReplyDelta::Text(t) if !t.is_empty() => {
+                self.start(None, out);
+                let index = match self.open {
+                    Some(Open::Text { index }) => index,
+                    _ => {
+                        let index = self.open_block(json!({"type": "text", "text": ""}), out);
+                        self.open = Some(Open::Text { index });
+                        index
+                    }
+                };
+                out.push(delta(index, json!({"type": "text_delta", "text": t})));
+            }
+            ReplyDelta::ToolCall(d) => {
+                self.start(None, out);
+                let known = self.calls.iter().find(|(c, _)| *c == d.index).map(|p| p.1);
+                let index = match known {
+                    Some(index) => index,
+                    None => {
+                        let block = json!({
+                            "type": "tool_use",
+                            "id": d.id.unwrap_or_else(|| format!("toolu_{:016x}", rand::random::<u64>())),
+                            "name": d.name.unwrap_or_default(),
+                            "input": {},
+                        });
+                        let index = self.open_block(block, out);
+                        self.open = Some(Open::Tool {
+                            call: d.index,
+                            index,
+                        });
+                        self.calls.push((d.index, index));
+                        index
+                    }
+                };
+                // The live call's later fragments go to its block, which
+                // stays open (see `Holdback`).
+                if !d.arguments.is_empty() {
+                    out.push(delta(
+                        index,
+                        json!({"type": "input_json_delta", "partial_json": d.arguments}),
+                    ));
+                }
+            }
+            ReplyDelta::Finish(r) => self.finish = Some(r),
+            // Reasoning is not passed on; empty text says nothing; usage,
+            // errors and the end come as their own stream events.
+            _ => {}
+        }
     }
 
     fn start(&mut self, id: Option<&str>, out: &mut Vec<Named>) {
@@ -1507,6 +1531,103 @@ mod tests {
             json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null},
                    "usage": {"input_tokens": 30, "output_tokens": 9}})
         );
+    }
+
+    /// Checks Anthropic's stream rules (one block open at a time, indexes
+    /// from 0 in order, deltas only to the open block) and gives each
+    /// block as its start with its deltas' text gathered.
+    fn blocks(out: &[Named]) -> Vec<(Value, String)> {
+        let mut blocks: Vec<(Value, String)> = Vec::new();
+        let mut open = None;
+        for (name, d) in out {
+            match *name {
+                "content_block_start" => {
+                    assert_eq!(open, None, "{d} while a block is open");
+                    assert_eq!(d["index"], blocks.len());
+                    open = Some(blocks.len());
+                    blocks.push((d["content_block"].clone(), String::new()));
+                }
+                "content_block_delta" => {
+                    let i = open.expect("a delta with no block open");
+                    assert_eq!(d["index"], i, "{d}");
+                    let part = &d["delta"];
+                    let text = part["partial_json"].as_str().or(part["text"].as_str());
+                    blocks[i].1.push_str(text.unwrap());
+                }
+                "content_block_stop" => {
+                    assert_eq!(d["index"], open.take().expect("a stop with no block open"));
+                }
+                _ => assert_eq!(open, None, "{name} while a block is open"),
+            }
+        }
+        blocks
+    }
+
+    #[test]
+    fn interleaved_parallel_calls_and_text_after_a_call_are_sequential_whole_blocks() {
+        let mut w = MessageWriter::new("o::ok", 10, &[]);
+        let evs = [
+            StreamEvent::Delta(ReplyDelta::Text("Both.".into())),
+            call(0, Some("call_a"), ""),
+            call(1, Some("call_b"), ""),
+            call(0, None, "{\"a\":"),
+            call(1, None, "{\"b\":"),
+            call(0, None, "1,\"c\":"),
+            StreamEvent::Delta(ReplyDelta::Text("Then ".into())),
+            call(1, None, "2}"),
+            StreamEvent::Delta(ReplyDelta::Text("more.".into())),
+            call(0, None, "3}"),
+            StreamEvent::Delta(ReplyDelta::Finish("tool_calls".into())),
+            StreamEvent::Done,
+        ];
+        let mut out = Vec::new();
+        let mut live = Vec::new();
+        for e in evs {
+            let n = w.events(e);
+            live.push(n.len());
+            out.extend(n);
+        }
+        // Call A streams live: its fragments go out as they come.
+        assert_eq!(live[3], 1);
+        assert_eq!(live[5], 1);
+        assert_eq!(live[9], 1);
+        let got = blocks(&out);
+        assert_eq!(
+            got,
+            [
+                (json!({"type": "text", "text": ""}), "Both.".to_string()),
+                (
+                    json!({"type": "tool_use", "id": "call_a", "name": "add", "input": {}}),
+                    "{\"a\":1,\"c\":3}".to_string()
+                ),
+                (
+                    json!({"type": "tool_use", "id": "call_b", "name": "add", "input": {}}),
+                    "{\"b\":2}".to_string()
+                ),
+                (
+                    json!({"type": "text", "text": ""}),
+                    "Then more.".to_string()
+                ),
+            ]
+        );
+        let names: Vec<&str> = out.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names[0], "message_start");
+        assert_eq!(&names[names.len() - 2..], ["message_delta", "message_stop"]);
+        // A held call is one start, one delta, one stop.
+        let b = out
+            .iter()
+            .position(|(_, d)| d["content_block"]["id"] == "call_b")
+            .unwrap();
+        assert_eq!(
+            names[b..b + 3],
+            [
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop"
+            ]
+        );
+        let end = &out[out.len() - 2].1;
+        assert_eq!(end["delta"]["stop_reason"], "tool_use");
     }
 
     #[test]

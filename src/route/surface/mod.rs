@@ -27,6 +27,7 @@
 //!   (`Engine::watch_stream`).
 
 pub mod anthropic;
+pub mod calls;
 pub mod completions;
 pub mod openai;
 pub mod responses;

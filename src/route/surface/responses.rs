@@ -25,6 +25,7 @@ use crate::route::domain::StreamEvent;
 use crate::route::send::Completion;
 use crate::upstream::dialect::{ChatReply, ChatRequest, ReplyDelta, Usage};
 
+use super::calls::Holdback;
 use super::openai::{ApiError, openai_finish_reason};
 
 /// Input items that record a built-in tool's call or result. Route never
@@ -802,8 +803,10 @@ enum Open {
 /// `response.completed` (or `response.incomplete`) with the whole
 /// response, or `response.failed` when the upstream failed after the
 /// first byte. Text and calls may interleave in a reply: each item is
-/// closed before the next opens. Every event has a `sequence_number`
-/// counting from 0.
+/// closed before the next opens. The first call streams live; parallel
+/// calls interleaved with it, and text while it is open, are written
+/// whole after it at the end ([`Holdback`]). Every event has a
+/// `sequence_number` counting from 0.
 #[derive(Debug)]
 pub struct EventWriter {
     id: String,
@@ -815,9 +818,9 @@ pub struct EventWriter {
     ended: bool,
     output: Vec<Value>,
     open: Option<Open>,
-    /// Tool-call indexes whose item is closed: later fragments for them
-    /// cannot be written (no upstream here sends such).
-    closed_calls: Vec<usize>,
+    /// Parallel calls and text held while a call streams: a closed item
+    /// takes no more fragments.
+    hold: Holdback,
     finish: Option<String>,
     usage: Option<Usage>,
 }
@@ -836,7 +839,7 @@ impl EventWriter {
             ended: false,
             output: Vec::new(),
             open: None,
-            closed_calls: Vec::new(),
+            hold: Holdback::new(),
             finish: None,
             usage: None,
         }
@@ -855,52 +858,18 @@ impl EventWriter {
             self.push(&mut out, "response.in_progress", json!({"response": r}));
         }
         match ev {
-            StreamEvent::Delta(ReplyDelta::Text(t)) if !t.is_empty() => self.text(&mut out, &t),
-            StreamEvent::Delta(ReplyDelta::ToolCall(d)) => {
-                if self.closed_calls.contains(&d.index) {
-                    return out;
-                }
-                let same =
-                    matches!(&self.open, Some(Open::Call { index, .. }) if *index == d.index);
-                if !same {
-                    self.close(&mut out);
-                    let id = new_id("fc");
-                    let call_id = d.id.clone().unwrap_or_else(|| new_id("call"));
-                    let name = d.name.clone().unwrap_or_default();
-                    let item = call_item(&id, &call_id, &name, "", "in_progress");
-                    let at = self.output.len();
-                    self.push(
-                        &mut out,
-                        "response.output_item.added",
-                        json!({"output_index": at, "item": item}),
-                    );
-                    self.open = Some(Open::Call {
-                        id,
-                        index: d.index,
-                        call_id,
-                        name,
-                        arguments: String::new(),
-                    });
-                }
-                if !d.arguments.is_empty() {
-                    let at = self.output.len();
-                    let item_id = match &mut self.open {
-                        Some(Open::Call { id, arguments, .. }) => {
-                            arguments.push_str(&d.arguments);
-                            id.clone()
-                        }
-                        _ => return out,
-                    };
-                    self.push(
-                        &mut out,
-                        "response.function_call_arguments.delta",
-                        json!({"item_id": item_id, "output_index": at, "delta": d.arguments}),
-                    );
+            StreamEvent::Delta(d) => {
+                if let Some(d) = self.hold.pass(d) {
+                    self.delta(&mut out, d);
                 }
             }
-            StreamEvent::Delta(ReplyDelta::Finish(r)) => self.finish = Some(r),
             StreamEvent::Usage { counts, .. } => self.usage = Some(counts),
             StreamEvent::Done => {
+                // The live call stays open to the end; calls and text
+                // held meanwhile follow it, each a whole item.
+                for d in self.hold.end() {
+                    self.delta(&mut out, d);
+                }
                 self.close(&mut out);
                 self.ended = true;
                 let (status, incomplete) = ending(self.finish.as_deref());
@@ -920,11 +889,61 @@ impl EventWriter {
                 r["error"] = json!({"code": "server_error", "message": msg});
                 self.push(&mut out, "response.failed", json!({"response": r}));
             }
-            // Reasoning is left out (see `response_body`); the engine turns
-            // a stall into a failure; `Native` is never asked for.
-            _ => {}
+            // The engine turns a stall into a failure; `Native` is never
+            // asked for.
+            StreamEvent::Stalled | StreamEvent::Native(_) => {}
         }
         out
+    }
+
+    /// The events a delta the holdback passed on becomes.
+    fn delta(&mut self, out: &mut Vec<(&'static str, Value)>, d: ReplyDelta) {
+        match d {
+            ReplyDelta::Text(t) if !t.is_empty() => self.text(out, &t),
+            ReplyDelta::ToolCall(d) => {
+                let same =
+                    matches!(&self.open, Some(Open::Call { index, .. }) if *index == d.index);
+                if !same {
+                    self.close(out);
+                    let id = new_id("fc");
+                    let call_id = d.id.clone().unwrap_or_else(|| new_id("call"));
+                    let name = d.name.clone().unwrap_or_default();
+                    let item = call_item(&id, &call_id, &name, "", "in_progress");
+                    let at = self.output.len();
+                    self.push(
+                        out,
+                        "response.output_item.added",
+                        json!({"output_index": at, "item": item}),
+                    );
+                    self.open = Some(Open::Call {
+                        id,
+                        index: d.index,
+                        call_id,
+                        name,
+                        arguments: String::new(),
+                    });
+                }
+                if !d.arguments.is_empty() {
+                    let at = self.output.len();
+                    let item_id = match &mut self.open {
+                        Some(Open::Call { id, arguments, .. }) => {
+                            arguments.push_str(&d.arguments);
+                            id.clone()
+                        }
+                        _ => return,
+                    };
+                    self.push(
+                        out,
+                        "response.function_call_arguments.delta",
+                        json!({"item_id": item_id, "output_index": at, "delta": d.arguments}),
+                    );
+                }
+            }
+            ReplyDelta::Finish(r) => self.finish = Some(r),
+            // Reasoning is left out (see `response_body`); usage, errors
+            // and the end come as their own stream events.
+            _ => {}
+        }
     }
 
     fn response(&self, status: &str) -> Value {
@@ -1014,12 +1033,11 @@ impl EventWriter {
             }
             Some(Open::Call {
                 id,
-                index,
                 call_id,
                 name,
                 arguments,
+                ..
             }) => {
-                self.closed_calls.push(index);
                 self.push(
                     out,
                     "response.function_call_arguments.done",
@@ -1585,6 +1603,94 @@ mod tests {
         assert_eq!(done["id"], data(0)["response"]["id"]);
         // Nothing after the end.
         assert!(w.events(text("late")).is_empty());
+    }
+
+    #[test]
+    fn interleaved_parallel_calls_keep_every_fragment_and_items_stay_sequential() {
+        let mut w = EventWriter::new("p::m", Echo::default());
+        let events = [
+            text("Both."),
+            call(0, Some("call_a"), Some("add"), ""),
+            call(1, Some("call_b"), Some("mul"), ""),
+            call(0, None, None, "{\"a\":"),
+            call(1, None, None, "{\"b\":"),
+            call(0, None, None, "1,\"c\":"),
+            text("Then "),
+            call(1, None, None, "2}"),
+            text("more."),
+            call(0, None, None, "3}"),
+            StreamEvent::Delta(ReplyDelta::Finish("tool_calls".into())),
+            StreamEvent::Done,
+        ];
+        let out: Vec<(&str, Value)> = events.into_iter().flat_map(|e| w.events(e)).collect();
+        for (i, (k, d)) in out.iter().enumerate() {
+            assert_eq!(d["sequence_number"], i, "{k}");
+        }
+        // Items open and close one at a time, at output indexes in order;
+        // every event inside an item names it.
+        let mut open: Option<(u64, String)> = None;
+        let mut done = Vec::new();
+        let mut arguments = std::collections::BTreeMap::<String, String>::new();
+        for (k, d) in &out {
+            match *k {
+                "response.output_item.added" => {
+                    assert!(open.is_none(), "{d}");
+                    assert_eq!(d["output_index"], done.len());
+                    let id = d["item"]["id"].as_str().unwrap().to_string();
+                    open = Some((d["output_index"].as_u64().unwrap(), id));
+                }
+                "response.output_item.done" => {
+                    let (at, id) = open.take().unwrap();
+                    assert_eq!(
+                        (
+                            d["output_index"].as_u64().unwrap(),
+                            d["item"]["id"].as_str().unwrap()
+                        ),
+                        (at, id.as_str())
+                    );
+                    done.push(d["item"].clone());
+                }
+                "response.created" | "response.in_progress" | "response.completed" => {
+                    assert!(open.is_none(), "{k}")
+                }
+                _ => {
+                    let (at, id) = open.as_ref().unwrap();
+                    assert_eq!(d["output_index"], *at, "{d}");
+                    assert_eq!(d["item_id"], id.as_str(), "{d}");
+                    if *k == "response.function_call_arguments.delta" {
+                        let a = arguments.entry(id.clone()).or_default();
+                        a.push_str(d["delta"].as_str().unwrap());
+                    }
+                    if *k == "response.function_call_arguments.done" {
+                        assert_eq!(d["arguments"], arguments[id].as_str(), "{d}");
+                    }
+                }
+            }
+        }
+        let summary: Vec<(&str, &str)> = done
+            .iter()
+            .map(|i| match i["type"].as_str().unwrap() {
+                "message" => ("text", i["content"][0]["text"].as_str().unwrap()),
+                _ => (
+                    i["call_id"].as_str().unwrap(),
+                    i["arguments"].as_str().unwrap(),
+                ),
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("text", "Both."),
+                ("call_a", "{\"a\":1,\"c\":3}"),
+                ("call_b", "{\"b\":2}"),
+                ("text", "Then more."),
+            ]
+        );
+        let (kind, last) = out.last().unwrap();
+        assert_eq!(*kind, "response.completed");
+        assert_eq!(last["response"]["output"], json!(done));
+        assert_eq!(last["response"]["output"][2]["name"], "mul");
+        assert_eq!(last["response"]["output_text"], "Both.Then more.");
     }
 
     #[test]
