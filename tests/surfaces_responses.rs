@@ -284,6 +284,51 @@ fn reasoning_and_built_in_tools_are_dropped_and_reported() {
     }
 }
 
+/// A Codex CLI history with a shell call route does not run, its output
+/// (sent as a `function_call_output`) and a compaction: all three are
+/// dropped and reported, so no upstream sees a tool result that answers
+/// no call; `text.verbosity` is reported by its Responses name where the
+/// dialect drops it.
+#[test]
+fn a_codex_history_with_built_in_calls_is_served_without_them() {
+    let (_env, fake, srv) = setup(&["ok"]);
+    for m in MODELS {
+        let r = post(
+            &srv,
+            &json!({"model": m, "text": {"verbosity": "low"}, "input": [
+                {"type": "compaction", "id": "cmp_1", "encrypted_content": "zzz"},
+                {"role": "user", "content": "list the files"},
+                {"type": "local_shell_call", "id": "lsh_1", "call_id": "ls1", "status": "completed",
+                 "action": {"type": "exec", "command": ["ls"], "env": {}}},
+                {"type": "function_call_output", "call_id": "ls1", "output": "README.md"},
+                {"role": "assistant", "content": "There is a README."},
+                {"role": "user", "content": Q},
+            ]}),
+        );
+        assert_eq!(r.status, 200, "{m}: {}", r.body);
+        assert_eq!(r.json()["output_text"], "14", "{m}");
+        let dropped = r.header("x-llmprobe-dropped");
+        let want = "input[compaction], input[local_shell_call], input[function_call_output]";
+        // The fake's OpenAI dialect takes verbosity; the others drop it.
+        let want = if m.starts_with("o::") {
+            want.to_string()
+        } else {
+            format!("{want}, text.verbosity")
+        };
+        assert_eq!(dropped, want, "{m}");
+    }
+    let bodies = sent(&fake);
+    assert_eq!(bodies.len(), 3);
+    for b in bodies {
+        let body = b.to_string();
+        assert!(
+            !body.contains("ls1") && !body.contains("README.md") && !body.contains("zzz"),
+            "{body}"
+        );
+        assert!(body.contains("There is a README."), "{body}");
+    }
+}
+
 #[test]
 fn what_route_cannot_honour_is_a_400_and_reaches_no_upstream() {
     let (_env, fake, srv) = setup(&["ok"]);
@@ -326,6 +371,24 @@ fn what_route_cannot_honour_is_a_400_and_reaches_no_upstream() {
             "input[1].call_id",
         ),
         (json!({"model": "o::ok"}), "input"),
+        (
+            json!({"model": "o::ok", "input": "", "instructions": "Be brief."}),
+            "input",
+        ),
+        (
+            json!({"model": "o::ok", "input": Q, "max_output_tokens": 0}),
+            "max_output_tokens",
+        ),
+        (
+            json!({"model": "o::ok", "input": [{"role": "user", "content": Q},
+                {"type": "function_call_output", "call_id": "ls1", "output": "a.txt"}]}),
+            "input[1].call_id",
+        ),
+        (
+            json!({"model": "o::ok", "input": [{"role": "user", "content": Q},
+                {"type": "compaction_trigger"}]}),
+            "input[1].type",
+        ),
     ];
     for (body, field) in cases {
         let r = post(&srv, &body);
@@ -360,6 +423,16 @@ fn what_route_cannot_honour_is_a_400_and_reaches_no_upstream() {
     );
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(r.json()["error"]["type"], "invalid_request_error");
+    // The chat surface's code and words for a body that is not JSON.
+    assert_eq!(r.json()["error"]["code"], "invalid_request", "{}", r.body);
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("We could not parse the JSON body of your request"),
+        "{}",
+        r.body
+    );
     let r = post(&srv, &json!({"model": "nope::nothing", "input": Q}));
     assert_eq!(r.status, 404, "{}", r.body);
     assert_eq!(r.json()["error"]["code"], "model_not_found");

@@ -249,6 +249,11 @@ pub struct Routing {
     /// Pass an OpenAI upstream's body or chunks on as they came (the Chat
     /// Completions surface); other surfaces render from parsed replies.
     pub native: bool,
+    /// Chat field names the surface mapped from fields of its own, with
+    /// their names there (`verbosity` is `text.verbosity` on the
+    /// Responses surface): the router's clamps and the dialect's dropped
+    /// fields are reported under the client's name.
+    pub renamed: &'static [(&'static str, &'static str)],
 }
 
 impl Routing {
@@ -265,6 +270,7 @@ impl Routing {
             ask,
             dropped: Vec::new(),
             native: false,
+            renamed: &[],
         }
     }
 }
@@ -322,6 +328,7 @@ pub async fn complete(app: &App, r: Routing) -> Result<(Completion, Routed), Fai
         ask,
         mut dropped,
         native,
+        renamed,
     } = r;
     let e2 = engine.clone();
     let routed = engine.route(&ask, |c, key| {
@@ -329,9 +336,9 @@ pub async fn complete(app: &App, r: Routing) -> Result<(Completion, Routed), Fai
         async move { send::complete(&e, &c, key.as_ref(), &req, native).await }
     });
     match tokio::time::timeout(timeout, routed).await {
-        Ok(Ok(mut s)) => {
-            dropped.append(&mut s.clamped);
-            dropped.append(&mut s.value.dropped);
+        Ok(Ok(s)) => {
+            dropped.extend(rename(&s.clamped, renamed));
+            dropped.extend(rename(&s.value.dropped, renamed));
             let routed = Routed {
                 via: Some(s.via),
                 attempts: s.attempts,
@@ -369,6 +376,7 @@ pub async fn open(app: &App, r: Routing) -> Result<Opened, Failure> {
         ask,
         mut dropped,
         native,
+        renamed,
     } = r;
     let e2 = engine.clone();
     let served = engine
@@ -377,12 +385,12 @@ pub async fn open(app: &App, r: Routing) -> Result<Opened, Failure> {
             async move { send::open_stream(&e, &c, key.as_ref(), &req, native).await }
         })
         .await;
-    let mut s = match served {
+    let s = match served {
         Ok(s) => s,
         Err(x) => return Err(Failure::exhausted(x)),
     };
-    dropped.append(&mut s.clamped);
-    dropped.append(&mut s.value.dropped);
+    dropped.extend(rename(&s.clamped, renamed));
+    dropped.extend(rename(&s.value.dropped, renamed));
     let first = futures_util::stream::iter(s.value.first);
     let events = engine.watch_stream(s.target.clone(), s.reservation, first.chain(s.value.rest));
     Ok(Opened {
@@ -495,6 +503,22 @@ const DETAIL_CAP: usize = 2048;
 
 /// `X-Llmprobe-Dropped: seed, logit_bias`: what the request lost on the
 /// way to the upstream that answered, when it lost anything.
+/// `names` with each chat field name in `renamed` as the surface's client
+/// names it: `verbosity` and a clamp `max_tokens→8192` become
+/// `text.verbosity` and `max_output_tokens→8192`.
+fn rename<'a>(
+    names: &'a [String],
+    renamed: &'static [(&'static str, &'static str)],
+) -> impl Iterator<Item = String> + 'a {
+    names.iter().map(move |n| {
+        let (head, tail) = n.split_at(n.find('→').unwrap_or(n.len()));
+        match renamed.iter().find(|(chat, _)| *chat == head) {
+            Some((_, theirs)) => format!("{theirs}{tail}"),
+            None => n.clone(),
+        }
+    })
+}
+
 fn dropped_header(h: &mut HeaderMap, dropped: &[String]) {
     if let Some(v) = dropped_value(dropped) {
         h.insert("x-llmprobe-dropped", v);
@@ -570,6 +594,19 @@ pub async fn health_poller(engine: Arc<Engine>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dropped_chat_names_are_reported_by_the_surfaces_names() {
+        let renamed = &[
+            ("max_tokens", "max_output_tokens"),
+            ("verbosity", "text.verbosity"),
+        ];
+        let names: Vec<String> = ["max_tokens→8192", "verbosity", "seed"]
+            .map(String::from)
+            .into();
+        let got: Vec<String> = rename(&names, renamed).collect();
+        assert_eq!(got, ["max_output_tokens→8192", "text.verbosity", "seed"]);
+    }
 
     #[test]
     fn dropped_names_that_cannot_be_in_a_header_are_left_out_alone() {

@@ -25,6 +25,7 @@ pub async fn responses(
     };
     let mut r = Routing::new(req, &headers);
     r.dropped = dropped;
+    r.renamed = responses::RENAMED;
     answer(
         &app,
         r,

@@ -227,6 +227,13 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
     if raw.is_empty() {
         return Err(invalid("messages", "at least one message is required"));
     }
+    // Whether any message has a block: if none does, the messages are
+    // empty, not made only of thinking.
+    let any_block = raw.iter().any(|m| {
+        m.get("content")
+            .and_then(Value::as_array)
+            .is_some_and(|b| !b.is_empty())
+    });
     let mut messages = Vec::with_capacity(raw.len());
     for (i, m) in raw.into_iter().enumerate() {
         read_message(i, m, &mut messages)?;
@@ -234,7 +241,11 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
     if messages.is_empty() {
         return Err(invalid(
             "messages",
-            "no message has content route can pass on (only thinking blocks)",
+            if any_block {
+                "no message has content route can pass on (only thinking blocks)"
+            } else {
+                "every message's content is an empty list: send at least one content block"
+            },
         ));
     }
     read_tools(&mut obj, &mut extra, &mut dropped)?;
@@ -463,8 +474,9 @@ fn image_part(at: &str, b: &Value) -> Result<Value, ApiError> {
 }
 
 /// A `tool_result` block as a `tool` message, and the images it holds,
-/// which a `tool` message cannot: they go into the user turn that follows
-/// the tool messages, and the tool message says so. `is_error` is said in
+/// which a `tool` message cannot: they go into the user turn's own content
+/// (after its tool results, which come first), and the tool message says
+/// so. `is_error` is said in
 /// the text (`Error: …`), since a `tool` message has no flag for it.
 fn tool_result(at: &str, b: &Value) -> Result<(ChatMessage, Vec<Value>), ApiError> {
     let id = req_str(at, b, "tool_use_id")?;
@@ -493,8 +505,10 @@ fn tool_result(at: &str, b: &Value) -> Result<(ChatMessage, Vec<Value>), ApiErro
     let mut text = texts.join("\n\n");
     if !images.is_empty() {
         let note = match images.len() {
-            1 => "[the tool returned an image: it follows in the next user message]".to_string(),
-            n => format!("[the tool returned {n} images: they follow in the next user message]"),
+            1 => "[the tool returned an image: it is attached after the tool results]".to_string(),
+            n => {
+                format!("[the tool returned {n} images: they are attached after the tool results]")
+            }
         };
         text = if text.is_empty() {
             note
@@ -1178,19 +1192,39 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(m.req.messages[2].role, "tool");
-        assert!(
-            m.req.messages[2]
-                .content
-                .as_ref()
-                .unwrap()
-                .text()
-                .contains("image")
+        // The note says where the image is: after the tool results, in
+        // the user turn's own content (the dialect may merge the two).
+        assert_eq!(
+            m.req.messages[2].content.as_ref().unwrap().text(),
+            "[the tool returned an image: it is attached after the tool results]"
         );
         assert_eq!(m.req.messages[3].role, "user");
         let Some(Content::Parts(p)) = &m.req.messages[3].content else {
             panic!()
         };
         assert_eq!(p[0]["image_url"]["url"], "data:image/png;base64,QUJD");
+        assert_eq!(m.req.messages.len(), 4);
+    }
+
+    #[test]
+    fn messages_with_no_blocks_get_a_400_that_says_they_are_empty() {
+        let msg = err_message(request(json!([message("user", json!([]))]), json!({})));
+        assert_eq!(
+            msg,
+            "messages: every message's content is an empty list: send at least one content block"
+        );
+        // Thinking blocks alone are another matter, and said so.
+        let msg = err_message(request(
+            json!([
+                message("user", json!([])),
+                message(
+                    "assistant",
+                    json!([{"type": "thinking", "thinking": "hm", "signature": "s"}])
+                )
+            ]),
+            json!({}),
+        ));
+        assert!(msg.ends_with("(only thinking blocks)"), "{msg}");
     }
 
     #[test]

@@ -21,27 +21,16 @@ use serde_json::{Map, Value, json};
 
 use crate::route::domain::StreamEvent;
 use crate::route::send::Completion;
-use crate::upstream::dialect::{ChatRequest, ReplyDelta};
+use crate::upstream::dialect::{ChatRequest, ReplyDelta, openai_object};
 
-use super::openai::{self, ApiError, Chunks};
+use super::openai::{self, ApiError, Chunks, invalid_request};
 
 /// A completions request as the chat request that serves it: the prompt
 /// as one user message, a non-empty `suffix` kept (the need `suffix`),
 /// every other field as Chat Completions reads it. A 400 names what a
 /// chat model cannot serve.
 pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
-        ApiError::invalid(
-            "invalid_request",
-            format!("We could not parse the JSON body of your request: {e}."),
-        )
-    })?;
-    let Value::Object(mut obj) = value else {
-        return Err(ApiError::invalid(
-            "invalid_request",
-            "Invalid request body: expected a JSON object.",
-        ));
-    };
+    let mut obj = openai_object(body).map_err(invalid_request)?;
     if obj.contains_key("messages") {
         return Err(ApiError::invalid(
             "invalid_request",
@@ -69,9 +58,7 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
     if let Some(s) = suffix {
         obj.insert("suffix".into(), json!(s));
     }
-    let body = serde_json::to_vec(&Value::Object(obj)).unwrap_or_default();
-    ChatRequest::from_openai_json(&body)
-        .map_err(|e| ApiError::invalid("invalid_request", e.to_string()))
+    ChatRequest::from_openai_value(Value::Object(obj)).map_err(invalid_request)
 }
 
 /// The one prompt: a string, or a list of one string.

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use crate::route::domain::{Exhausted, RouteError, StreamEvent};
 use crate::route::send::Completion;
 use crate::upstream::classify::ErrorClass;
-use crate::upstream::dialect::{ChatReply, ChatRequest, Dialect, ReplyDelta, Usage};
+use crate::upstream::dialect::{ChatReply, ChatRequest, Dialect, ReplyDelta, RequestError, Usage};
 
 use super::{BodyLimit, JsonBody};
 
@@ -174,8 +174,14 @@ where
         let JsonBody(body) = JsonBody::from_request(req, state).await?;
         ChatRequest::from_openai_json(&body)
             .map(ChatBody)
-            .map_err(|e| ApiError::invalid("invalid_request", e.to_string()))
+            .map_err(invalid_request)
     }
+}
+
+/// A chat request the dialect layer refused, as the 400 the chat surface
+/// answers (`invalid_request`, OpenAI's words naming the field).
+pub fn invalid_request(e: RequestError) -> ApiError {
+    ApiError::invalid("invalid_request", e.to_string())
 }
 
 /// A request whose head exceeds `max` bytes.

@@ -23,15 +23,17 @@ use serde_json::{Map, Value, json};
 
 use crate::route::domain::StreamEvent;
 use crate::route::send::Completion;
-use crate::upstream::dialect::{ChatReply, ChatRequest, ReplyDelta, Usage};
+use crate::upstream::dialect::{ChatReply, ChatRequest, ReplyDelta, Usage, openai_object};
 
 use super::calls::Holdback;
-use super::openai::{ApiError, openai_finish_reason};
+use super::openai::{ApiError, invalid_request, openai_finish_reason};
 
 /// Input items that record a built-in tool's call or result. Route never
 /// produces them, so in a conversation's history they came from a
 /// conversation held elsewhere; they are dropped and reported
-/// (`input[web_search_call]`), since no upstream here could read them.
+/// (`input[web_search_call]`), since no upstream here could read them. So
+/// is a `function_call_output` that answers one of them (Codex CLI sends a
+/// `local_shell_call`'s output so), as `input[function_call_output]`.
 const BUILT_IN_ITEMS: &[&str] = &[
     "web_search_call",
     "file_search_call",
@@ -51,7 +53,51 @@ const BUILT_IN_ITEMS: &[&str] = &[
     "mcp_approval_response",
     "custom_tool_call",
     "custom_tool_call_output",
+    "tool_search_call",
+    "tool_search_output",
+    "program",
+    "program_output",
+    // A compacted stretch of an earlier conversation, encrypted: only
+    // OpenAI can read it.
+    "compaction",
 ];
+
+/// Input items that change what the model is asked or may do from that
+/// point on, which route does not translate: a 400 says why.
+const REFUSED_ITEMS: &[(&str, &str)] = &[
+    (
+        "compaction_trigger",
+        "it asks OpenAI to compact the conversation, which route cannot do; send the \
+         conversation without it",
+    ),
+    (
+        "additional_tools",
+        "tools added mid-conversation are not translated; declare every tool in the \
+         request's tools",
+    ),
+    (
+        "configuration_update",
+        "settings changed mid-conversation are not translated; send them as the request's \
+         text and reasoning",
+    ),
+];
+
+/// The chat field names route reports in `X-Llmprobe-Dropped` (the
+/// router's clamps, what a dialect could not carry) for the fields this
+/// surface mapped to them, as the client named them.
+pub const RENAMED: &[(&str, &str)] = &[
+    ("max_tokens", "max_output_tokens"),
+    ("verbosity", "text.verbosity"),
+];
+
+/// The tool calls seen so far in `input`: each function call's
+/// `call_id`, and the `call_id` and `id` of each built-in call dropped,
+/// so that an output answering one is dropped with it.
+#[derive(Default)]
+struct Calls {
+    function: std::collections::HashSet<String>,
+    dropped: std::collections::HashSet<String>,
+}
 
 /// A Responses request as route serves it: the chat request, what the
 /// surface dropped on the way (for `X-Llmprobe-Dropped`), and the request
@@ -119,15 +165,7 @@ fn string<'a>(obj: &'a Map<String, Value>, name: &str, at: &str) -> Result<&'a s
 /// Parse a Responses request body into the chat request route sends on.
 /// Errors are OpenAI 400s naming the field at fault (`input[2].call_id`).
 pub fn parse(body: &[u8]) -> Result<Parsed, ApiError> {
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
-        ApiError::invalid(
-            "invalid_json",
-            format!("We could not parse the JSON body of your request: {e}."),
-        )
-    })?;
-    let Value::Object(obj) = value else {
-        return Err(bad("body", "expected a JSON object"));
-    };
+    let obj = openai_object(body).map_err(invalid_request)?;
     refuse_stateful(&obj)?;
     let mut dropped = Vec::new();
     let mut chat = Map::new();
@@ -154,19 +192,37 @@ pub fn parse(body: &[u8]) -> Result<Parsed, ApiError> {
         }
         Some(Value::String(s)) => messages.push(json!({"role": "user", "content": s})),
         Some(Value::Array(items)) => {
+            let mut calls = Calls::default();
             for (i, item) in items.iter().enumerate() {
-                input_item(i, item, &mut messages, &mut dropped)?;
+                input_item(i, item, &mut messages, &mut calls, &mut dropped)?;
             }
         }
         Some(other) => return Err(expected("input", "a string or an array", other)),
     }
-    if messages.is_empty() {
-        return Err(bad("input", "no message to answer"));
+    // Instructions alone, or an empty text, ask nothing.
+    if !messages
+        .iter()
+        .any(|m| m["role"] != "system" && has_content(m))
+    {
+        return Err(bad(
+            "input",
+            "input is empty: it holds no message with content, nothing for the model to \
+             answer",
+        ));
     }
     chat.insert("messages".into(), Value::Array(messages));
     tools(&obj, &mut chat, &mut dropped)?;
-    if let Some(n) = field(&obj, "max_output_tokens") {
-        chat.insert("max_tokens".into(), n.clone());
+    match field(&obj, "max_output_tokens") {
+        None => {}
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|v| v >= 1) => {
+            chat.insert("max_tokens".into(), json!(n));
+        }
+        Some(other) => {
+            return Err(bad(
+                "max_output_tokens",
+                format!("expected an integer of at least 1, but got {other} instead"),
+            ));
+        }
     }
     for name in ["temperature", "top_p"] {
         if let Some(v) = field(&obj, name) {
@@ -188,9 +244,7 @@ pub fn parse(body: &[u8]) -> Result<Parsed, ApiError> {
         Some(other) => return Err(expected("stream", "a boolean", other)),
     };
     chat.insert("stream".into(), json!(stream));
-    let chat = serde_json::to_vec(&Value::Object(chat)).unwrap_or_default();
-    let req = ChatRequest::from_openai_json(&chat)
-        .map_err(|e| ApiError::invalid("invalid_request", e.to_string()))?;
+    let req = ChatRequest::from_openai_value(Value::Object(chat)).map_err(invalid_request)?;
     Ok(Parsed {
         req,
         dropped,
@@ -224,11 +278,22 @@ fn refuse_stateful(obj: &Map<String, Value>) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Whether a chat message built here says anything: text that is not
+/// empty, any other part, or tool calls.
+fn has_content(m: &Value) -> bool {
+    match &m["content"] {
+        Value::String(s) => !s.is_empty(),
+        Value::Array(parts) => !parts.is_empty(),
+        _ => m.get("tool_calls").is_some(),
+    }
+}
+
 /// One `input` item, appended to `messages` as chat messages.
 fn input_item(
     i: usize,
     item: &Value,
     messages: &mut Vec<Value>,
+    calls: &mut Calls,
     dropped: &mut Vec<String>,
 ) -> Result<(), ApiError> {
     let at = format!("input[{i}]");
@@ -251,6 +316,7 @@ fn input_item(
                 Some(Value::String(s)) => s.clone(),
                 Some(other) => other.to_string(),
             };
+            calls.function.insert(call_id.to_string());
             let call = json!({
                 "id": call_id,
                 "type": "function",
@@ -272,6 +338,19 @@ fn input_item(
         }
         "function_call_output" => {
             let call_id = string(obj, "call_id", &format!("{at}.call_id"))?;
+            if calls.dropped.contains(call_id) {
+                dropped.push(format!("input[{ty}]"));
+                return Ok(());
+            }
+            if !calls.function.contains(call_id) {
+                return Err(bad(
+                    &format!("{at}.call_id"),
+                    format!(
+                        "no function_call item before it has the call_id {call_id:?}: a tool \
+                         output must follow the call it answers"
+                    ),
+                ));
+            }
             let output = match field(obj, "output") {
                 Some(Value::String(s)) => s.clone(),
                 Some(Value::Array(parts)) => {
@@ -330,7 +409,20 @@ fn input_item(
                  keep; send the item itself",
             ));
         }
-        t if BUILT_IN_ITEMS.contains(&t) => dropped.push(format!("input[{t}]")),
+        t if BUILT_IN_ITEMS.contains(&t) => {
+            for k in ["call_id", "id"] {
+                if let Some(Value::String(id)) = field(obj, k) {
+                    calls.dropped.insert(id.clone());
+                }
+            }
+            dropped.push(format!("input[{t}]"));
+        }
+        t if let Some((_, why)) = REFUSED_ITEMS.iter().find(|(r, _)| *r == t) => {
+            return Err(refused(
+                &format!("{at}.type"),
+                format!("an item of type {t:?}: {why}"),
+            ));
+        }
         t => {
             return Err(bad(
                 &format!("{at}.type"),
@@ -535,7 +627,8 @@ fn tools(
     Ok(())
 }
 
-/// `text.format` as `response_format`, `text.verbosity` as `verbosity`.
+/// `text.format` as `response_format`, `text.verbosity` as `verbosity`
+/// (reported as `text.verbosity` when dropped: [`RENAMED`]).
 fn text(obj: &Map<String, Value>, chat: &mut Map<String, Value>) -> Result<(), ApiError> {
     let Some(text) = field(obj, "text") else {
         return Ok(());
@@ -1233,8 +1326,11 @@ mod tests {
                 "input[0].call_id",
             ),
             (
-                json!([{"type": "function_call_output", "call_id": "c"}]),
-                "input[0].output",
+                json!([
+                    {"type": "function_call", "call_id": "c", "name": "f"},
+                    {"type": "function_call_output", "call_id": "c"}
+                ]),
+                "input[1].output",
             ),
             (
                 json!([{"type": "message", "role": "tool", "content": "x"}]),
@@ -1271,6 +1367,141 @@ mod tests {
         let e =
             refusal(json!({"model": "m", "input": [{"type": "item_reference", "id": "msg_1"}]}));
         assert!(e.message.contains("store"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_built_in_calls_output_is_dropped_with_it_and_an_orphan_output_is_a_400() {
+        // Codex CLI sends a local_shell_call's output as a
+        // function_call_output; one may also answer a call by its `id`.
+        let p = parsed(json!({"input": [
+            {"role": "user", "content": "list the files"},
+            {"type": "local_shell_call", "id": "lsh_1", "call_id": "ls1", "status": "completed",
+             "action": {"type": "exec", "command": ["ls"]}},
+            {"type": "function_call_output", "call_id": "ls1", "output": "a.txt"},
+            {"type": "shell_call", "id": "sh_1", "action": {"commands": ["pwd"]}},
+            {"type": "function_call_output", "call_id": "sh_1", "output": "/w"},
+            {"type": "shell_call_output", "call_id": "sh_1", "output": []},
+            {"type": "function_call", "call_id": "c1", "name": "read", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "text"},
+        ]}));
+        let roles: Vec<&str> = p.req.messages.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["user", "assistant", "tool"]);
+        assert_eq!(p.req.messages[2].tool_call_id(), Some("c1"));
+        assert_eq!(
+            p.dropped,
+            [
+                "input[local_shell_call]",
+                "input[function_call_output]",
+                "input[shell_call]",
+                "input[function_call_output]",
+                "input[shell_call_output]",
+            ]
+        );
+        // An output that answers no call at all never reaches an upstream.
+        let e = refusal(json!({"input": [
+            {"role": "user", "content": "hi"},
+            {"type": "function_call_output", "call_id": "nope", "output": "x"},
+        ]}));
+        assert_eq!(e.status, 400);
+        assert!(
+            e.message
+                .starts_with("Invalid 'input[1].call_id': no function_call item"),
+            "{}",
+            e.message
+        );
+        // The call must come first.
+        let e = refusal(json!({"input": [
+            {"type": "function_call_output", "call_id": "c", "output": "x"},
+            {"type": "function_call", "call_id": "c", "name": "f"},
+        ]}));
+        assert!(e.message.contains("'input[0].call_id'"), "{}", e.message);
+    }
+
+    #[test]
+    fn every_history_item_type_is_translated_dropped_or_refused() {
+        // Opaque or built-in: dropped and reported.
+        for t in [
+            "compaction",
+            "tool_search_call",
+            "tool_search_output",
+            "program",
+            "program_output",
+        ] {
+            let p = parsed(json!({"input": [
+                {"role": "user", "content": "hi"},
+                {"type": t, "id": "x_1", "encrypted_content": "zzz"},
+            ]}));
+            assert_eq!(p.dropped, [format!("input[{t}]")], "{t}");
+            assert_eq!(p.req.messages.len(), 1, "{t}");
+        }
+        // What changes the request from that point on: a 400 saying why.
+        for (t, why) in [
+            ("compaction_trigger", "compact"),
+            ("additional_tools", "declare every tool"),
+            ("configuration_update", "settings changed mid-conversation"),
+        ] {
+            let e = refusal(json!({"input": [
+                {"role": "user", "content": "hi"},
+                {"type": t, "role": "developer", "tools": []},
+            ]}));
+            assert_eq!(e.code, "unsupported_parameter", "{t}");
+            assert!(
+                e.message
+                    .starts_with("'input[1].type' is not supported here")
+                    && e.message.contains(why),
+                "{t}: {}",
+                e.message
+            );
+        }
+    }
+
+    #[test]
+    fn an_empty_input_or_no_positive_output_cap_is_a_400() {
+        for body in [
+            json!({"input": ""}),
+            json!({"input": "", "instructions": "Be brief."}),
+            json!({"input": []}),
+            json!({"input": [{"role": "user", "content": []}], "instructions": "x"}),
+            json!({"input": [{"type": "reasoning", "id": "rs_1", "summary": []}]}),
+            json!({"input": [{"type": "compaction", "encrypted_content": "z"}]}),
+        ] {
+            let e = refusal(body.clone());
+            assert_eq!(e.status, 400, "{body}");
+            assert!(
+                e.message.starts_with("Invalid 'input': input is empty"),
+                "{body}: {}",
+                e.message
+            );
+        }
+        for n in [json!(0), json!(-5), json!(1.5), json!("100")] {
+            let e = refusal(json!({"input": "hi", "max_output_tokens": n}));
+            assert_eq!(
+                e.message,
+                format!(
+                    "Invalid 'max_output_tokens': expected an integer of at least 1, but got {n} \
+                     instead"
+                )
+            );
+        }
+        assert_eq!(
+            parsed(json!({"input": "hi", "max_output_tokens": 1}))
+                .req
+                .max_tokens,
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn a_body_that_is_not_json_or_not_an_object_gets_the_chat_surfaces_400() {
+        for body in ["{not json", "[1]", "\"hi\""] {
+            let e = parse(body.as_bytes()).unwrap_err();
+            let chat = ChatRequest::from_openai_json(body.as_bytes()).unwrap_err();
+            assert_eq!(
+                (e.status.as_u16(), e.code, e.message),
+                (400, "invalid_request", chat.to_string()),
+                "{body}"
+            );
+        }
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub use needs::{Need, Needs};
 pub use openai::OpenAi;
 pub use request::{
     ChatMessage, ChatRequest, Content, DEFAULT_ESTIMATED_COMPLETION_TOKENS, ROLES, RequestError,
-    ResponseFormat, ToolCall, ToolChoice, ToolDecl,
+    ResponseFormat, ToolCall, ToolChoice, ToolDecl, openai_object,
 };
 pub use stream::{StreamMapper, StreamState, chunk_stream, map_byte_stream};
 

@@ -520,23 +520,15 @@ impl ChatRequest {
     /// Parse a client's request body. Errors read like OpenAI's own, naming
     /// the field at fault.
     pub fn from_openai_json(body: &[u8]) -> Result<ChatRequest, RequestError> {
-        let value: Value = serde_json::from_slice(body).map_err(|e| {
-            RequestError::new(
-                format!(
-                    "We could not parse the JSON body of your request: {e}. \
-                     The OpenAI API expects a JSON payload."
-                ),
-                None,
-            )
-        })?;
+        ChatRequest::from_openai_value(Value::Object(openai_object(body)?))
+    }
+
+    /// Read an OpenAI chat request already parsed as JSON (a surface that
+    /// built it from its own request), with the errors of
+    /// [`ChatRequest::from_openai_json`].
+    pub fn from_openai_value(value: Value) -> Result<ChatRequest, RequestError> {
         let Value::Object(mut obj) = value else {
-            return Err(RequestError::new(
-                format!(
-                    "Invalid request body: expected a JSON object, but got {} instead.",
-                    type_name(&value)
-                ),
-                None,
-            ));
+            return Err(not_an_object(&value));
         };
         let model = match obj.shift_remove("model") {
             None | Some(Value::Null) => String::new(),
@@ -763,6 +755,35 @@ impl RequestError {
     }
 }
 
+/// A request body as the JSON object an OpenAI-style request is, with
+/// OpenAI's words for a body that is not JSON or not an object. Every
+/// OpenAI-shaped surface reads its body with this.
+pub fn openai_object(body: &[u8]) -> Result<Map<String, Value>, RequestError> {
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        RequestError::new(
+            format!(
+                "We could not parse the JSON body of your request: {e}. \
+                 The OpenAI API expects a JSON payload."
+            ),
+            None,
+        )
+    })?;
+    match value {
+        Value::Object(obj) => Ok(obj),
+        other => Err(not_an_object(&other)),
+    }
+}
+
+fn not_an_object(value: &Value) -> RequestError {
+    RequestError::new(
+        format!(
+            "Invalid request body: expected a JSON object, but got {} instead.",
+            type_name(value)
+        ),
+        None,
+    )
+}
+
 /// An `image_url` part's image as (media type, base64 data), when its URL
 /// is a base64 `data:` URL.
 pub(super) fn data_url_image(part: &Value) -> Option<(String, String)> {
@@ -791,6 +812,34 @@ mod tests {
 
     fn err(body: &str) -> RequestError {
         ChatRequest::from_openai_json(body.as_bytes()).unwrap_err()
+    }
+
+    #[test]
+    fn a_parsed_value_reads_as_its_bytes_do() {
+        let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"seed":3}"#;
+        let value: Value = serde_json::from_str(body).unwrap();
+        assert_eq!(
+            ChatRequest::from_openai_value(value).unwrap(),
+            ChatRequest::from_openai_json(body.as_bytes()).unwrap()
+        );
+        for body in [
+            r#"[1]"#,
+            r#"{"messages":[]}"#,
+            r#"{"messages":[],"top_p":"x"}"#,
+        ] {
+            let value: Value = serde_json::from_str(body).unwrap();
+            assert_eq!(
+                ChatRequest::from_openai_value(value).unwrap_err().message,
+                err(body).message,
+                "{body}"
+            );
+        }
+        assert!(
+            openai_object(b"{oops")
+                .unwrap_err()
+                .message
+                .starts_with("We could not parse")
+        );
     }
 
     #[test]
