@@ -99,6 +99,29 @@ fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"))
 }
 
+/// A `text/event-stream` response (`Cache-Control: no-cache`) whose body
+/// is `chunks`, each one or more whole events: the OpenAI-style surfaces
+/// write their own `data:` and `event:` lines (Anthropic's uses axum's
+/// `Sse`, for its keep-alive pings).
+pub fn sse_response(
+    chunks: impl futures_util::Stream<Item = String> + Send + 'static,
+) -> axum::response::Response {
+    let body = futures_util::StreamExt::map(chunks, |text| {
+        Ok::<Bytes, std::convert::Infallible>(Bytes::from(text))
+    });
+    let mut resp = axum::response::Response::new(axum::body::Body::from_stream(body));
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        axum::http::HeaderValue::from_static("no-cache"),
+    );
+    resp
+}
+
 /// Which error shape a request gets where no handler of its own answers
 /// (auth, unknown paths, methods, oversized heads): Anthropic's for its
 /// paths and for any request with `anthropic-version`, OpenAI's otherwise.

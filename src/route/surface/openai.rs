@@ -11,7 +11,6 @@
 //! - replies and stream chunks as `chat.completion` JSON and
 //!   `data: {chunk}` events.
 
-use axum::body::Bytes;
 use axum::extract::{FromRef, FromRequest, Request};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -514,16 +513,9 @@ pub fn event_stream(
             StreamEvent::Stalled => None,
             ev => writer.chunk(ev).map(|c| sse_chunk(&c)),
         };
-        std::future::ready(out.map(|text| Ok::<Bytes, std::convert::Infallible>(Bytes::from(text))))
+        std::future::ready(out)
     });
-    let mut resp = Response::new(axum::body::Body::from_stream(body));
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    resp
+    super::sse_response(body)
 }
 
 #[cfg(test)]

@@ -16,8 +16,6 @@
 //!   `response.completed`), each with its `sequence_number`.
 //! - Errors are OpenAI's ([`ApiError`]), as on the chat surface.
 
-use axum::body::Bytes;
-use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use serde_json::{Map, Value, json};
 
@@ -1166,18 +1164,9 @@ pub fn event_stream(
             .iter()
             .map(|(kind, data)| sse(kind, data))
             .collect();
-        let out =
-            (!text.is_empty()).then(|| Ok::<Bytes, std::convert::Infallible>(Bytes::from(text)));
-        std::future::ready(out)
+        std::future::ready((!text.is_empty()).then_some(text))
     });
-    let mut resp = Response::new(axum::body::Body::from_stream(body));
-    let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    resp
+    super::sse_response(body)
 }
 
 #[cfg(test)]
