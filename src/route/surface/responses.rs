@@ -17,6 +17,7 @@
 //! - Errors are OpenAI's ([`ApiError`]), as on the chat surface.
 
 use axum::response::Response;
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::route::domain::StreamEvent;
@@ -109,9 +110,28 @@ pub struct Parsed {
 
 /// The request's settings as every `response` object repeats them
 /// (`tools`, `tool_choice`, `temperature`, `text`, …), with OpenAI's
-/// defaults where the client sent nothing.
-#[derive(Debug, Clone, Default)]
-pub struct Echo(Map<String, Value>);
+/// defaults where the client sent nothing. Serialized straight into each
+/// `response` object, in this order: no JSON map is built per reply.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Echo {
+    instructions: Value,
+    max_output_tokens: Value,
+    metadata: Value,
+    parallel_tool_calls: bool,
+    /// Always null: route keeps no responses to chain.
+    previous_response_id: (),
+    reasoning: Value,
+    /// Always false: nothing is stored, whatever the client asked.
+    store: bool,
+    temperature: Value,
+    text: Value,
+    tool_choice: Value,
+    /// The function tools only (built-in ones were dropped).
+    tools: Vec<Value>,
+    top_p: Value,
+    truncation: Value,
+    user: Value,
+}
 
 /// A 400 about the field `at`.
 fn bad(at: &str, why: impl std::fmt::Display) -> ApiError {
@@ -682,60 +702,32 @@ fn text(obj: &Map<String, Value>, chat: &mut Map<String, Value>) -> Result<(), A
 /// sampling and text settings as sent, with OpenAI's defaults.
 fn echo(obj: &Map<String, Value>) -> Echo {
     let get = |k: &str| field(obj, k).cloned().unwrap_or(Value::Null);
-    let tools: Vec<Value> = match field(obj, "tools") {
-        Some(Value::Array(t)) => t
-            .iter()
-            .filter(|t| t["type"] == "function")
-            .cloned()
-            .collect(),
-        _ => Vec::new(),
-    };
-    let mut m = Map::new();
-    m.insert("instructions".into(), get("instructions"));
-    m.insert("max_output_tokens".into(), get("max_output_tokens"));
-    m.insert(
-        "metadata".into(),
-        field(obj, "metadata").cloned().unwrap_or(json!({})),
-    );
-    m.insert(
-        "parallel_tool_calls".into(),
-        json!(
-            field(obj, "parallel_tool_calls")
-                .and_then(Value::as_bool)
-                .unwrap_or(true)
-        ),
-    );
-    m.insert("previous_response_id".into(), Value::Null);
-    m.insert("reasoning".into(), get("reasoning"));
-    // Nothing is stored, whatever the client asked.
-    m.insert("store".into(), json!(false));
-    m.insert(
-        "temperature".into(),
-        field(obj, "temperature").cloned().unwrap_or(json!(1.0)),
-    );
-    m.insert(
-        "text".into(),
-        field(obj, "text")
-            .cloned()
-            .unwrap_or(json!({"format": {"type": "text"}})),
-    );
-    m.insert(
-        "tool_choice".into(),
-        field(obj, "tool_choice").cloned().unwrap_or(json!("auto")),
-    );
-    m.insert("tools".into(), Value::Array(tools));
-    m.insert(
-        "top_p".into(),
-        field(obj, "top_p").cloned().unwrap_or(json!(1.0)),
-    );
-    m.insert(
-        "truncation".into(),
-        field(obj, "truncation")
-            .cloned()
-            .unwrap_or(json!("disabled")),
-    );
-    m.insert("user".into(), get("user"));
-    Echo(m)
+    let or = |k: &str, default: Value| field(obj, k).cloned().unwrap_or(default);
+    Echo {
+        instructions: get("instructions"),
+        max_output_tokens: get("max_output_tokens"),
+        metadata: or("metadata", json!({})),
+        parallel_tool_calls: field(obj, "parallel_tool_calls")
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
+        previous_response_id: (),
+        reasoning: get("reasoning"),
+        store: false,
+        temperature: or("temperature", json!(1.0)),
+        text: or("text", json!({"format": {"type": "text"}})),
+        tool_choice: or("tool_choice", json!("auto")),
+        tools: match field(obj, "tools") {
+            Some(Value::Array(t)) => t
+                .iter()
+                .filter(|t| t["type"] == "function")
+                .cloned()
+                .collect(),
+            _ => Vec::new(),
+        },
+        top_p: or("top_p", json!(1.0)),
+        truncation: or("truncation", json!("disabled")),
+        user: get("user"),
+    }
 }
 
 /// `resp_`, `msg_`, `fc_` and 32 hex digits.
@@ -779,7 +771,27 @@ fn usage_json(u: Option<Usage>) -> Value {
 }
 
 /// A `response` object: `id`, `created_at`, `model`, `status`, `output`,
-/// `output_text`, `usage`, and the echoed request settings.
+/// `output_text`, `usage`, and the echoed request settings, serialized as
+/// it stands (a reply is written straight from it, with no JSON map built).
+#[derive(Debug, Serialize)]
+pub struct ResponseObject<'a> {
+    id: String,
+    object: &'static str,
+    created_at: i64,
+    status: &'a str,
+    background: bool,
+    error: Value,
+    incomplete_details: Value,
+    model: &'a str,
+    output: Vec<Value>,
+    output_text: String,
+    usage: Value,
+    #[serde(flatten)]
+    echo: &'a Echo,
+}
+
+/// A `response` object as JSON, for the stream's events, which carry it
+/// whole (`response.created`, `response.completed`, …).
 fn response_object(
     id: &str,
     created_at: i64,
@@ -788,28 +800,27 @@ fn response_object(
     output: Vec<Value>,
     echo: &Echo,
 ) -> Value {
-    let text: String = output
+    let output_text: String = output
         .iter()
         .filter(|o| o["type"] == "message")
-        .flat_map(|o| o["content"].as_array().cloned().unwrap_or_default())
-        .filter_map(|p| p["text"].as_str().map(str::to_string))
+        .flat_map(|o| o["content"].as_array().into_iter().flatten())
+        .filter_map(|p| p["text"].as_str())
         .collect();
-    let mut m = Map::new();
-    m.insert("id".into(), json!(id));
-    m.insert("object".into(), json!("response"));
-    m.insert("created_at".into(), json!(created_at));
-    m.insert("status".into(), json!(status));
-    m.insert("background".into(), json!(false));
-    m.insert("error".into(), Value::Null);
-    m.insert("incomplete_details".into(), Value::Null);
-    m.insert("model".into(), json!(model));
-    m.insert("output".into(), Value::Array(output));
-    m.insert("output_text".into(), json!(text));
-    m.insert("usage".into(), Value::Null);
-    for (k, v) in &echo.0 {
-        m.insert(k.clone(), v.clone());
-    }
-    Value::Object(m)
+    serde_json::to_value(ResponseObject {
+        id: id.to_string(),
+        object: "response",
+        created_at,
+        status,
+        background: false,
+        error: Value::Null,
+        incomplete_details: Value::Null,
+        model,
+        output,
+        output_text,
+        usage: Value::Null,
+        echo,
+    })
+    .unwrap_or_default()
 }
 
 fn message_item(id: &str, text: &str, status: &str) -> Value {
@@ -838,11 +849,11 @@ fn call_item(id: &str, call_id: &str, name: &str, arguments: &str, status: &str)
 /// `incomplete` (with `incomplete_details.reason`) when the output cap or
 /// a content filter cut the reply. Reasoning is left out: only the model
 /// that wrote it could read it back.
-pub fn response_body(c: &Completion, echo: &Echo) -> Value {
-    reply_body(&c.reply, &c.model, echo)
+pub fn response_body<'a>(c: &'a Completion, echo: &'a Echo) -> ResponseObject<'a> {
+    reply_object(&c.reply, &c.model, echo)
 }
 
-fn reply_body(reply: &ChatReply, model: &str, echo: &Echo) -> Value {
+fn reply_object<'a>(reply: &'a ChatReply, model: &'a str, echo: &'a Echo) -> ResponseObject<'a> {
     let (status, incomplete) = ending(reply.finish_reason.as_deref());
     let mut output = Vec::new();
     if !reply.text.is_empty() {
@@ -862,10 +873,20 @@ fn reply_body(reply: &ChatReply, model: &str, echo: &Echo) -> Value {
             "completed",
         ));
     }
-    let mut r = response_object(&new_id("resp"), unix_now(), model, status, output, echo);
-    r["incomplete_details"] = incomplete;
-    r["usage"] = usage_json(reply.usage);
-    r
+    ResponseObject {
+        id: new_id("resp"),
+        object: "response",
+        created_at: unix_now(),
+        status,
+        background: false,
+        error: Value::Null,
+        incomplete_details: incomplete,
+        model,
+        output,
+        output_text: reply.text.clone(),
+        usage: usage_json(reply.usage),
+        echo,
+    }
 }
 
 /// The output item a stream is writing.
@@ -1226,8 +1247,9 @@ mod tests {
         ] {
             assert!(body.get(k).is_none(), "{k} in {body}");
         }
-        assert_eq!(p.echo.0["instructions"], "Be brief.");
-        assert_eq!(p.echo.0["temperature"], 0.2);
+        let echo = serde_json::to_value(&p.echo).unwrap();
+        assert_eq!(echo["instructions"], "Be brief.");
+        assert_eq!(echo["temperature"], 0.2);
     }
 
     #[test]
@@ -1552,7 +1574,10 @@ mod tests {
         assert_eq!(chat(&p)["tools"][0]["function"]["strict"], true);
         assert_eq!(p.dropped, ["tools[web_search]"]);
         // Only the function tool is echoed: the model was offered no other.
-        assert_eq!(p.echo.0["tools"], json!([add()]));
+        assert_eq!(
+            serde_json::to_value(&p.echo).unwrap()["tools"],
+            json!([add()])
+        );
         for (choice, want) in [
             ("auto", ToolChoice::Auto),
             ("none", ToolChoice::None),
@@ -1671,7 +1696,7 @@ mod tests {
             ..ChatReply::default()
         };
         let echo = parsed(json!({"input": "hi", "tools": [add()], "temperature": 0.5})).echo;
-        let r = reply_body(&reply, "p::m", &echo);
+        let r = serde_json::to_value(reply_object(&reply, "p::m", &echo)).unwrap();
         assert!(r["id"].as_str().unwrap().starts_with("resp_"), "{r}");
         assert_eq!(
             (
@@ -1725,7 +1750,7 @@ mod tests {
             finish_reason: Some("MAX_TOKENS".into()),
             ..ChatReply::default()
         };
-        let r = reply_body(&cut, "p::m", &echo);
+        let r = serde_json::to_value(reply_object(&cut, "p::m", &echo)).unwrap();
         assert_eq!(r["status"], "incomplete");
         assert_eq!(
             r["incomplete_details"],
