@@ -336,6 +336,7 @@ pub(crate) fn serve_until_signal(
 /// What `route --serve` says on SIGHUP, which conventionally asks a server
 /// to re-read its configuration. The catalog and settings live in many
 /// parts of the engine, so they are read at start only (docs/configuration.md).
+#[cfg(unix)]
 const HANGUP_LINE: &str = "route: SIGHUP: llmprobe.toml is read at start only; restart route --serve to apply changes (the running configuration is kept)";
 
 /// Catch SIGHUP for the server's lifetime (by default it would end the
