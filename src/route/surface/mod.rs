@@ -122,6 +122,25 @@ pub fn sse_response(
     resp
 }
 
+/// One server-sent event: `event: <name>` when named, then `data:` and
+/// the JSON, then the blank line. The JSON is written straight into the
+/// event's bytes (`serde_json::to_writer`), which costs about half what
+/// formatting the value with `Display` does.
+pub fn sse_event(name: Option<&str>, data: &serde_json::Value) -> String {
+    let mut out = Vec::with_capacity(256);
+    if let Some(name) = name {
+        out.extend_from_slice(b"event: ");
+        out.extend_from_slice(name.as_bytes());
+        out.push(b'\n');
+    }
+    out.extend_from_slice(b"data: ");
+    // Writing a Value into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut out, data);
+    out.extend_from_slice(b"\n\n");
+    // JSON text is UTF-8, as are the names.
+    String::from_utf8(out).unwrap_or_default()
+}
+
 /// Which error shape a request gets where no handler of its own answers
 /// (auth, unknown paths, methods, oversized heads): Anthropic's for its
 /// paths and for any request with `anthropic-version`, OpenAI's otherwise.

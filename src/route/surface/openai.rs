@@ -358,7 +358,7 @@ fn finish_with_calls(reason: &str, called: bool) -> &'static str {
 
 /// One chunk as a server-sent event.
 pub fn sse_chunk(chunk: &serde_json::Value) -> String {
-    format!("data: {chunk}\n\n")
+    super::sse_event(None, chunk)
 }
 
 /// The event that ends every stream.

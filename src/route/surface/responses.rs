@@ -1169,7 +1169,7 @@ impl EventWriter {
 
 /// One event as server-sent event text: `event: <type>` and its data.
 fn sse(kind: &str, data: &Value) -> String {
-    format!("event: {kind}\ndata: {data}\n\n")
+    super::sse_event(Some(kind), data)
 }
 
 /// A served stream as a Responses `text/event-stream` response
