@@ -616,19 +616,7 @@ fn a_real_clients_request_is_served() {
 #[test]
 fn interleaved_parallel_calls_from_an_openai_upstream_stream_as_sequential_blocks() {
     let env = env();
-    let url = crate::support::canned_stream(crate::support::INTERLEAVED_CALLS);
-    let cfg = config(
-        &env,
-        &[crate::support::provider_toml(
-            "o",
-            "openai",
-            &url,
-            &["m"],
-            "",
-        )],
-        "",
-    );
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let srv = crate::support::route_over_canned_stream(&env, crate::support::INTERLEAVED_CALLS);
     let body = ask("o::m", TOOL_Q, json!({"tools": add_tool(), "stream": true}));
     let r = post(&srv, "/v1/messages", &body, &[]);
     assert_eq!(r.status, 200, "{}", r.body);

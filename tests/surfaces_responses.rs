@@ -651,19 +651,7 @@ fn an_input_image_reaches_each_dialect_as_its_own_image() {
 #[test]
 fn interleaved_parallel_calls_from_an_openai_upstream_keep_all_their_arguments() {
     let env = clock_env();
-    let url = crate::support::canned_stream(crate::support::INTERLEAVED_CALLS);
-    let cfg = route_config(
-        &env,
-        &[crate::support::provider_toml(
-            "o",
-            "openai",
-            &url,
-            &["m"],
-            "",
-        )],
-        "",
-    );
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let srv = crate::support::route_over_canned_stream(&env, crate::support::INTERLEAVED_CALLS);
     let add: Value = serde_json::from_str(ADD).unwrap();
     let r = post(
         &srv,

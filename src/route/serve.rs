@@ -224,6 +224,26 @@ pub struct Routed {
 }
 
 impl Routed {
+    /// A served request's headers: where it went, what was tried, and
+    /// what it lost: the surface's own drops, then `lost` (the router's
+    /// clamps, the dialect's drops) in the surface's words (`renamed`).
+    fn served(
+        via: String,
+        attempts: Vec<Attempt>,
+        mut dropped: Vec<String>,
+        lost: [&[String]; 2],
+        renamed: &'static [(&'static str, &'static str)],
+    ) -> Routed {
+        for names in lost {
+            dropped.extend(rename(names, renamed));
+        }
+        Routed {
+            via: Some(via),
+            attempts,
+            dropped,
+        }
+    }
+
     /// `X-Routed-Via`, `X-Fallback-Attempts`, `X-Fallback-Trail`,
     /// `X-Llmprobe-Dropped`, and `X-Fallback-Detail` when `[route]
     /// detail_header` is on.
@@ -326,7 +346,7 @@ pub async fn complete(app: &App, r: Routing) -> Result<(Completion, Routed), Fai
     let Routing {
         req,
         ask,
-        mut dropped,
+        dropped,
         native,
         renamed,
     } = r;
@@ -337,13 +357,8 @@ pub async fn complete(app: &App, r: Routing) -> Result<(Completion, Routed), Fai
     });
     match tokio::time::timeout(timeout, routed).await {
         Ok(Ok(s)) => {
-            dropped.extend(rename(&s.clamped, renamed));
-            dropped.extend(rename(&s.value.dropped, renamed));
-            let routed = Routed {
-                via: Some(s.via),
-                attempts: s.attempts,
-                dropped,
-            };
+            let lost = [&s.clamped[..], &s.value.dropped[..]];
+            let routed = Routed::served(s.via, s.attempts, dropped, lost, renamed);
             Ok((s.value, routed))
         }
         Ok(Err(x)) => Err(Failure::exhausted(x)),
@@ -374,7 +389,7 @@ pub async fn open(app: &App, r: Routing) -> Result<Opened, Failure> {
     let Routing {
         req,
         ask,
-        mut dropped,
+        dropped,
         native,
         renamed,
     } = r;
@@ -389,18 +404,14 @@ pub async fn open(app: &App, r: Routing) -> Result<Opened, Failure> {
         Ok(s) => s,
         Err(x) => return Err(Failure::exhausted(x)),
     };
-    dropped.extend(rename(&s.clamped, renamed));
-    dropped.extend(rename(&s.value.dropped, renamed));
+    let lost = [&s.clamped[..], &s.value.dropped[..]];
+    let routed = Routed::served(s.via, s.attempts, dropped, lost, renamed);
     let first = futures_util::stream::iter(s.value.first);
     let events = engine.watch_stream(s.target.clone(), s.reservation, first.chain(s.value.rest));
     Ok(Opened {
         events: Box::pin(events),
         model: s.value.model,
-        routed: Routed {
-            via: Some(s.via),
-            attempts: s.attempts,
-            dropped,
-        },
+        routed,
     })
 }
 

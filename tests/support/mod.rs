@@ -378,6 +378,14 @@ pub const INTERLEAVED_CALLS: &str = concat!(
     "data: [DONE]\n\n",
 );
 
+/// `route --serve` in front of one OpenAI-dialect provider `o` whose
+/// model `m` answers every request with `body` ([`canned_stream`]).
+pub fn route_over_canned_stream(env: &Env, body: &'static str) -> RouteServer {
+    let url = canned_stream(body);
+    let cfg = route_config(env, &[provider_toml("o", "openai", &url, &["m"], "")], "");
+    RouteServer::start(env, &cfg, &[])
+}
+
 /// An upstream on 127.0.0.1:0 that answers every request with `body` as
 /// `text/event-stream`: a provider's stream replayed, for streams the fake
 /// provider does not make. Returns its base URL (`http://…/v1`); it serves
