@@ -26,8 +26,11 @@
 //!   (its command glue is `cmd::fake`);
 //! - [`due`], [`ping`] and [`textfile`] make scheduled `check` runs safe and
 //!   watched (`--if-due`, `--jitter`, `--ping-url`, `--prom-file`);
+//! - [`capabilities`] probes and keeps what each model can do beyond a
+//!   plain answer (tools, JSON, vision);
 //! - [`logging`] sends diagnostics to stderr (`-v`, `-q`, `RUST_LOG`).
 
+pub(crate) mod capabilities;
 pub mod catalog;
 pub(crate) mod check;
 pub(crate) mod cli;

@@ -114,6 +114,11 @@ pub struct Entry {
     pub ok: u8,
     pub latency_ms: u64,
     pub failure_type: &'static str,
+    /// Which capability a capability probe tested (`tools`, `json`,
+    /// `vision`); absent from the health log, whose entries are all basic
+    /// probes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe: Option<crate::capabilities::Capability>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -129,6 +134,7 @@ impl Entry {
             ok: outcome.ok() as u8,
             latency_ms: outcome.latency_ms,
             failure_type: outcome.failure.map(FailureType::as_str).unwrap_or(""),
+            probe: None,
             status: outcome.status,
             error: outcome.error.clone(),
         }

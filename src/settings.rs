@@ -83,6 +83,16 @@ impl Settings {
         self.stats_dir.join(STATE_FILE)
     }
 
+    /// `stats/capability_log.json`: the capability probes' log.
+    pub fn capability_log_path(&self) -> PathBuf {
+        self.stats_dir.join(crate::capabilities::LOG_FILE)
+    }
+
+    /// `stats/capabilities.json`: the latest capability verdicts.
+    pub fn capabilities_path(&self) -> PathBuf {
+        self.stats_dir.join(crate::capabilities::FINDINGS_FILE)
+    }
+
     pub fn stats_dir(&self) -> &Path {
         &self.stats_dir
     }

@@ -207,6 +207,10 @@ pub struct ModelInfo {
     pub context_window: Option<u64>,
     /// The largest `max_tokens` the upstream accepts.
     pub max_output_tokens: Option<u32>,
+    /// What `check` probes this model for (`capabilities = ["tools",
+    /// "json", "vision"]`); none when unset, unless `check --capabilities
+    /// all`.
+    pub capabilities: Option<crate::capabilities::CapSet>,
 }
 
 impl ModelInfo {
@@ -243,6 +247,7 @@ struct DefaultsToml {
     timeout_secs: Option<f64>,
     max_tokens: Option<u32>,
     disable_after: Option<u32>,
+    capability_max_tokens: Option<u32>,
 }
 
 /// One `[[providers]]` table. Every field but `name` is optional so that a
@@ -269,6 +274,7 @@ struct ProviderToml {
     model_info: Option<BTreeMap<String, ModelInfo>>,
     key_limits: Option<Limits>,
     daily_cap: Option<u64>,
+    capabilities: Option<bool>,
     day_reset: Option<String>,
     /// Read as text so that a bad value is reported with the provider's
     /// name, which toml's own error would not give.
@@ -296,6 +302,9 @@ pub struct Defaults {
     pub timeout: Duration,
     pub max_tokens: u32,
     pub disable_after: u32,
+    /// `max_tokens` for a capability probe: a tool call does not fit in the
+    /// plain probe's few tokens.
+    pub capability_max_tokens: u32,
 }
 
 /// A validated provider, as configured (keys not yet read).
@@ -334,6 +343,9 @@ pub struct Provider {
     pub key_limits: Limits,
     /// Requests per day across the whole provider, every key and model.
     pub daily_cap: Option<u64>,
+    /// `capabilities = false`: `check` never probes this provider's models
+    /// for capabilities, whatever `model_info` lists.
+    pub capabilities: bool,
     /// When daily windows reset, as a UTC time of day; midnight by default.
     pub day_reset: NaiveTime,
     /// What `x-ratelimit-*-requests` counts; per minute by default.
@@ -535,6 +547,12 @@ impl Catalog {
                 defaults.disable_after.unwrap_or(3),
                 bounds::DISABLE_AFTER,
                 "defaults.disable_after",
+                &origin,
+            )?,
+            capability_max_tokens: count(
+                defaults.capability_max_tokens.unwrap_or(256),
+                bounds::MAX_TOKENS,
+                "defaults.capability_max_tokens",
                 &origin,
             )?,
         };
@@ -760,6 +778,9 @@ fn merge_defaults(into: &mut DefaultsToml, from: &DefaultsToml) {
     if from.disable_after.is_some() {
         into.disable_after = from.disable_after;
     }
+    if from.capability_max_tokens.is_some() {
+        into.capability_max_tokens = from.capability_max_tokens;
+    }
 }
 
 fn merge_provider(into: &mut ProviderToml, from: ProviderToml) {
@@ -796,6 +817,7 @@ fn merge_provider(into: &mut ProviderToml, from: ProviderToml) {
         model_info,
         key_limits,
         daily_cap,
+        capabilities,
         day_reset,
         requests_header_window
     );
@@ -987,6 +1009,7 @@ fn validate_provider(t: ProviderToml, d: &Defaults, origin: &str) -> Result<Prov
         model_info,
         key_limits,
         daily_cap: t.daily_cap,
+        capabilities: t.capabilities.unwrap_or(true),
         day_reset,
         requests_header_window,
         name: t.name,

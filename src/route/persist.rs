@@ -148,13 +148,13 @@ mod tests {
     #[test]
     fn verdicts_are_saved_and_read_back() {
         use crate::upstream::dialect::Need;
-        use crate::upstream::hints::Capability;
+        use crate::upstream::hints::Refusal;
         let dir = tempfile::tempdir().unwrap();
         let now = "2026-05-04T12:00:00Z".parse().unwrap();
         let mut state = RouteState::<Cooldowns>::empty();
         state
             .verdicts
-            .learn("groq::m", Capability::Lacks(Need::Tools), "no tools", now);
+            .learn("groq::m", Refusal::Lacks(Need::Tools), "no tools", now);
         save(dir.path(), &state).unwrap();
         let back: RouteState<Cooldowns> = load(&path(dir.path())).unwrap();
         assert!(back.verdicts.lacks("groq::m", Need::Tools, now).is_some());

@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::upstream::dialect::Need;
-use crate::upstream::hints::Capability;
+use crate::upstream::hints::Refusal;
 
 /// How long a verdict stands: a provider that adds tools to a model, or
 /// raises its cap, is believed again the next day.
@@ -56,16 +56,16 @@ impl Verdicts {
     pub fn learn(
         &mut self,
         model: &str,
-        cap: Capability,
+        cap: Refusal,
         message: &str,
         now: DateTime<Utc>,
     ) -> Option<(String, Verdict)> {
         let until = now + VERDICT_TTL;
         let (name, limit) = match cap {
-            Capability::Lacks(need) => (need.as_str().to_string(), None),
-            Capability::OutputCap(Some(n)) => (OUTPUT_CAP.to_string(), Some(u64::from(n))),
-            Capability::Context(Some(n)) => (CONTEXT_WINDOW.to_string(), Some(n)),
-            Capability::OutputCap(None) | Capability::Context(None) => return None,
+            Refusal::Lacks(need) => (need.as_str().to_string(), None),
+            Refusal::OutputCap(Some(n)) => (OUTPUT_CAP.to_string(), Some(u64::from(n))),
+            Refusal::Context(Some(n)) => (CONTEXT_WINDOW.to_string(), Some(n)),
+            Refusal::OutputCap(None) | Refusal::Context(None) => return None,
         };
         let v = Verdict {
             until,
@@ -139,11 +139,11 @@ mod tests {
     #[test]
     fn a_verdict_stands_for_a_day_and_a_stated_number_is_kept() {
         let mut v = Verdicts::default();
-        v.learn("groq::x", Capability::Lacks(Need::Tools), "no tools", t0());
-        v.learn("groq::x", Capability::OutputCap(Some(8192)), "cap", t0());
-        v.learn("groq::x", Capability::Context(Some(8192)), "ctx", t0());
+        v.learn("groq::x", Refusal::Lacks(Need::Tools), "no tools", t0());
+        v.learn("groq::x", Refusal::OutputCap(Some(8192)), "cap", t0());
+        v.learn("groq::x", Refusal::Context(Some(8192)), "ctx", t0());
         assert!(
-            v.learn("groq::y", Capability::OutputCap(None), "?", t0())
+            v.learn("groq::y", Refusal::OutputCap(None), "?", t0())
                 .is_none()
         );
         assert!(v.lacks("groq::x", Need::Tools, t0()).is_some());
@@ -163,7 +163,7 @@ mod tests {
     #[test]
     fn the_later_end_wins_and_the_file_shape_round_trips() {
         let mut v = Verdicts::default();
-        v.learn("a::m", Capability::Lacks(Need::Json), "later", t0());
+        v.learn("a::m", Refusal::Lacks(Need::Json), "later", t0());
         let early = Verdict {
             until: t0(),
             limit: None,

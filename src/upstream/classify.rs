@@ -149,10 +149,10 @@ pub struct UpstreamError {
 
 /// What a capability error says the model cannot take, read back from its
 /// (redacted) message: `None` for any other class. A context overflow
-/// whose message states no window is still a [`hints::Capability::Context`].
-pub fn capability_of(err: &UpstreamError) -> Option<hints::Capability> {
+/// whose message states no window is still a [`hints::Refusal::Context`].
+pub fn capability_of(err: &UpstreamError) -> Option<hints::Refusal> {
     match err.class {
-        ErrorClass::ContextLength => Some(hints::Capability::Context(
+        ErrorClass::ContextLength => Some(hints::Refusal::Context(
             hints::context_window_stated(&err.message),
         )),
         ErrorClass::Unsupported => hints::capability(&err.message),
@@ -385,7 +385,7 @@ pub fn class_for_status(status: u16, body: &[u8]) -> ErrorClass {
                 .flatten()
             {
                 match c {
-                    hints::Capability::Context(_) => ErrorClass::ContextLength,
+                    hints::Refusal::Context(_) => ErrorClass::ContextLength,
                     _ => ErrorClass::Unsupported,
                 }
             } else if said.is_context_overflow() {
@@ -1095,22 +1095,22 @@ mod class_tests {
     #[test]
     fn capability_refusals_are_unsupported_and_name_what_is_missing() {
         use crate::upstream::dialect::Need;
-        use hints::Capability;
+        use hints::Refusal;
         for (status, body, want) in [
             (
                 400,
                 r#"{"error":{"message":"tools are not supported","type":"invalid_request_error"}}"#,
-                Capability::Lacks(Need::Tools),
+                Refusal::Lacks(Need::Tools),
             ),
             (
                 400,
                 r#"{"error":{"code":400,"message":"JSON mode is not enabled for models/gemma-3-27b-it","status":"INVALID_ARGUMENT"}}"#,
-                Capability::Lacks(Need::Json),
+                Refusal::Lacks(Need::Json),
             ),
             (
                 400,
                 r#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: 65536 > 8192, which is the maximum allowed number of output tokens for claude-3-haiku-20240307"}}"#,
-                Capability::OutputCap(Some(8192)),
+                Refusal::OutputCap(Some(8192)),
             ),
         ] {
             let e = err(status, body);
@@ -1123,7 +1123,7 @@ mod class_tests {
             400,
             r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#,
         );
-        assert_eq!(capability_of(&e), Some(Capability::Context(Some(8192))));
+        assert_eq!(capability_of(&e), Some(Refusal::Context(Some(8192))));
         let bad = err(
             400,
             r#"{"error":{"message":"Invalid value for 'temperature': must be <= 2.","type":"invalid_request_error"}}"#,
@@ -1137,7 +1137,7 @@ mod class_tests {
     #[test]
     fn only_a_400_or_422_refuses_a_capability_after_the_missing_model_check() {
         use crate::upstream::dialect::Need;
-        use hints::Capability;
+        use hints::Refusal;
         // The same refusal as a 422 (vLLM, TGI) is one; as a 403 or a
         // 404 it is about the key or the model, not what the model lacks.
         let tools =
@@ -1178,7 +1178,7 @@ mod class_tests {
         ] {
             let e = err(404, body);
             assert_eq!(e.class, ErrorClass::Unsupported, "{body}");
-            assert_eq!(capability_of(&e), Some(Capability::Lacks(need)), "{body}");
+            assert_eq!(capability_of(&e), Some(Refusal::Lacks(need)), "{body}");
         }
         // Its plain missing model stays one.
         assert_eq!(
@@ -1201,14 +1201,14 @@ mod class_tests {
 
     #[test]
     fn a_max_tokens_refusal_stating_the_context_window_is_about_context() {
-        use hints::Capability;
+        use hints::Refusal;
         // vLLM: 8192 is the whole window, not an output cap.
         let e = err(
             400,
             r#"{"object":"error","message":"'max_tokens' or 'max_completion_tokens' is too large: 8000. This model's maximum context length is 8192 tokens and your request has 500 input tokens (8000 > 8192 - 500). None","type":"BadRequestError","param":null,"code":400}"#,
         );
         assert_eq!(e.class, ErrorClass::ContextLength);
-        assert_eq!(capability_of(&e), Some(Capability::Context(Some(8192))));
+        assert_eq!(capability_of(&e), Some(Refusal::Context(Some(8192))));
     }
 
     #[test]

@@ -177,7 +177,7 @@ pub fn is_daily_quota(body: &[u8]) -> bool {
 /// rather than a mistake any model would refuse: `route` sends such a
 /// request elsewhere and remembers the verdict for a day.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Capability {
+pub enum Refusal {
     /// The model cannot take this need at all ("tools are not supported").
     Lacks(Need),
     /// The prompt is over the model's context window: the window, when the
@@ -202,7 +202,7 @@ pub enum Capability {
 /// The need must be named in the refusal phrase itself ([`refuses`]): a
 /// body that says "not supported" and "image" apart ("You uploaded an
 /// unsupported image", a model id with "image" in it) names none.
-pub fn capability(text: &str) -> Option<Capability> {
+pub fn capability(text: &str) -> Option<Refusal> {
     let t = text.to_lowercase().replace(['`', '\'', '"'], "");
     let has = |words: &[&str]| words.iter().any(|w| t.contains(w));
     // vLLM words a prompt that leaves no room for `max_tokens` as a
@@ -210,7 +210,7 @@ pub fn capability(text: &str) -> Option<Capability> {
     // maximum context length is 8192 tokens …"): the number it states is
     // the window, not an output cap.
     if t.contains("maximum context length") {
-        return Some(Capability::Context(context_window_stated(&t)));
+        return Some(Refusal::Context(context_window_stated(&t)));
     }
     if has(&[
         "max_tokens",
@@ -225,7 +225,7 @@ pub fn capability(text: &str) -> Option<Capability> {
         "supported range",
         "maximum value for",
     ]) {
-        return Some(Capability::OutputCap(output_cap_stated(&t)));
+        return Some(Refusal::OutputCap(output_cap_stated(&t)));
     }
     // A malformed tool or JSON schema ("Invalid schema for function 'f':
     // 'patternProperties' is not supported") is the request's own fault,
@@ -278,7 +278,7 @@ pub fn capability(text: &str) -> Option<Capability> {
             (Need::Suffix, &["suffix"]),
         ];
         if let Some((need, _)) = NEEDS.iter().find(|(_, terms)| refuses(&t, terms)) {
-            return Some(Capability::Lacks(*need));
+            return Some(Refusal::Lacks(*need));
         }
     }
     if has(&[
@@ -286,7 +286,7 @@ pub fn capability(text: &str) -> Option<Capability> {
         "can't read image",
         "does not have vision",
     ]) {
-        return Some(Capability::Lacks(Need::Vision));
+        return Some(Refusal::Lacks(Need::Vision));
     }
     if has(&[
         "n : number must be at most 1",
@@ -294,7 +294,7 @@ pub fn capability(text: &str) -> Option<Capability> {
         "only n=1",
         "n > 1 is not",
     ]) {
-        return Some(Capability::Lacks(Need::N));
+        return Some(Refusal::Lacks(Need::N));
     }
     None
 }
@@ -424,7 +424,7 @@ mod tests {
 
     #[test]
     fn capability_refusals_name_the_need_in_each_providers_words() {
-        use Capability::*;
+        use Refusal::*;
         for (text, want) in [
             (
                 r#"{"error":{"message":"tools are not supported","type":"invalid_request_error"}}"#,
@@ -489,7 +489,7 @@ mod tests {
 
     #[test]
     fn the_need_word_must_be_in_the_refusal_itself() {
-        use Capability::*;
+        use Refusal::*;
         for (text, want) in [
             (
                 r#"{"error":{"message":"No endpoints found that support tool use. Try disabling \"add\". To learn more about provider routing, visit: https://openrouter.ai/docs/provider-routing","code":404}}"#,

@@ -1,0 +1,394 @@
+//! What each model can do beyond a plain answer: call a tool, return JSON
+//! that matches a schema, read an image.
+//!
+//! `check` probes these the way it probes plain answers, with randomised
+//! operands and an exact check ([`probe`]), far less often: a verdict falls
+//! due a day after it was seen, or when the model comes back to `active`
+//! ([`due`]). Each probe is appended to `stats/capability_log.json` (the
+//! health log's format plus a `probe` field), and the latest verdict per
+//! model and capability is kept in `stats/capabilities.json`
+//! ([`Findings`]), written atomically under the data lock like the state
+//! file and, like it, never overwritten when it cannot be parsed.
+//!
+//! `route` reads the verdicts to order candidates in three bands (known
+//! able, unknown, known unable), and `state`, `brief` and `/v1/models`
+//! show them.
+
+pub mod probe;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::{DataError, Result, json_error_offset};
+use crate::fsutil::{self, DataLock};
+use crate::state::{ModelState, StateEntry};
+use crate::upstream::dialect::Need;
+
+/// The file name of the latest verdicts, in the stats directory.
+pub const FINDINGS_FILE: &str = "capabilities.json";
+/// The file name of the capability probes' log, in the stats directory.
+pub const LOG_FILE: &str = "capability_log.json";
+
+/// How long a verdict stands before it is probed again.
+pub const VERDICT_AGE: chrono::TimeDelta = chrono::TimeDelta::hours(24);
+
+/// What to do about a verdicts file that cannot be parsed.
+const FIX_HINT: &str = "fix it by hand, or move it aside (and keep it): the next check starts a new one, and every capability is unknown until then";
+
+/// One thing a model may or may not be able to do, probed by `check`.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::EnumIter,
+)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+pub enum Capability {
+    /// A call of an offered function, with the right arguments.
+    Tools,
+    /// Content that parses as JSON and matches a `json_schema`.
+    Json,
+    /// The reading of an image.
+    Vision,
+}
+
+impl Capability {
+    /// Every capability, in the order they are shown.
+    pub const ALL: [Capability; 3] = [Capability::Tools, Capability::Json, Capability::Vision];
+
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    /// The request need this capability serves.
+    pub fn need(self) -> Need {
+        match self {
+            Capability::Tools => Need::Tools,
+            Capability::Json => Need::Json,
+            Capability::Vision => Need::Vision,
+        }
+    }
+
+    /// The capability a request need calls for, if a probe covers it.
+    pub fn of_need(need: Need) -> Option<Capability> {
+        match need {
+            Need::Tools => Some(Capability::Tools),
+            Need::Json => Some(Capability::Json),
+            Need::Vision => Some(Capability::Vision),
+            _ => None,
+        }
+    }
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+impl std::fmt::Display for Capability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A set of capabilities (the catalog's `capabilities = [...]`), small
+/// enough to copy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct CapSet(u8);
+
+impl CapSet {
+    /// Every capability.
+    pub fn all() -> CapSet {
+        Capability::ALL.into_iter().collect()
+    }
+
+    pub fn contains(self, c: Capability) -> bool {
+        self.0 & c.bit() != 0
+    }
+
+    pub fn insert(&mut self, c: Capability) {
+        self.0 |= c.bit();
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The members, in [`Capability::ALL`]'s order.
+    pub fn iter(self) -> impl Iterator<Item = Capability> {
+        Capability::ALL.into_iter().filter(move |c| self.contains(*c))
+    }
+}
+
+impl FromIterator<Capability> for CapSet {
+    fn from_iter<I: IntoIterator<Item = Capability>>(iter: I) -> CapSet {
+        let mut s = CapSet::default();
+        for c in iter {
+            s.insert(c);
+        }
+        s
+    }
+}
+
+impl<'de> Deserialize<'de> for CapSet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<CapSet, D::Error> {
+        Ok(Vec::<Capability>::deserialize(d)?.into_iter().collect())
+    }
+}
+
+impl Serialize for CapSet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+/// What the latest probe of a capability concluded.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+pub enum Judgement {
+    /// The probe passed.
+    Yes,
+    /// The model answered, and the answer failed the check.
+    No,
+    /// Never probed, or nothing decided yet.
+    #[default]
+    Unknown,
+}
+
+impl Judgement {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// One model's verdict on one capability, as `capabilities.json` keeps it.
+/// Fields llmprobe does not know ride along in `extra`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Finding {
+    pub verdict: Judgement,
+    /// When the probe that decided it started (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen: Option<String>,
+    /// Why a `no`: the failure class and a short reason, redacted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl Finding {
+    /// `seen`, parsed; `None` when absent or unreadable.
+    pub fn seen_at(&self) -> Option<DateTime<Utc>> {
+        let s = crate::time::parse_ts(self.seen.as_deref()?)?;
+        DateTime::from_timestamp(s, 0)
+    }
+}
+
+/// `stats/capabilities.json`: `provider::model` → capability name → the
+/// latest [`Finding`]. A missing model or capability is unknown. Names
+/// llmprobe does not know (a capability a newer version probes) are kept.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Findings(BTreeMap<String, BTreeMap<String, Finding>>);
+
+impl Findings {
+    /// Read the verdicts file. A missing or blank file means every
+    /// capability is unknown; one that cannot be parsed is a data error
+    /// naming the file (exit 4), and is left as it is.
+    pub fn load(path: &Path) -> Result<Findings> {
+        let Some(bytes) = fsutil::read_data_file(path)? else {
+            return Ok(Findings::default());
+        };
+        serde_json::from_slice(&bytes).map_err(|e| {
+            let offset = json_error_offset(&bytes, &e);
+            DataError::new(
+                path,
+                Some(offset),
+                format!(
+                    "not a valid capabilities file (an object keyed by \"provider::model\", each capability {{\"verdict\": \"yes\"|\"no\"|\"unknown\", \"seen\", \"reason\"}}): {e}; {FIX_HINT}"
+                ),
+            )
+            .into()
+        })
+    }
+
+    /// Write the file atomically. The caller holds the data lock.
+    pub fn save(&self, path: &Path, lock: &DataLock) -> Result<()> {
+        let mut text = serde_json::to_string_pretty(self).expect("findings serialise");
+        text.push('\n');
+        fsutil::atomic_write(path, text.as_bytes(), lock)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The finding for `key` (`provider::model`) and `cap`, if any.
+    pub fn get(&self, key: &str, cap: Capability) -> Option<&Finding> {
+        self.0.get(key)?.get(cap.as_str())
+    }
+
+    /// The verdict for `key` and `cap`: `unknown` when there is none.
+    pub fn verdict(&self, key: &str, cap: Capability) -> Judgement {
+        self.get(key, cap).map_or(Judgement::Unknown, |f| f.verdict)
+    }
+
+    /// Record what a probe decided (`yes` or `no`), seen at `seen`.
+    pub fn record(&mut self, key: &str, cap: Capability, finding: Finding) {
+        self.0
+            .entry(key.to_string())
+            .or_default()
+            .insert(cap.as_str().to_string(), finding);
+    }
+
+    /// Every model with at least one finding, and its findings.
+    pub fn models(&self) -> impl Iterator<Item = (&str, &BTreeMap<String, Finding>)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v))
+    }
+}
+
+/// How overdue a capability's verdict is at `now`: `None` when it is not
+/// due. A verdict never seen is the most overdue of all (`TimeDelta::MAX`);
+/// one seen falls due [`VERDICT_AGE`] later; and one seen before the model
+/// last came back to `active` (from `paused` by a probe, or from
+/// `disabled` by hand: the state entry's `since`) is due at once, overdue
+/// by the time since it came back.
+pub fn overdue(
+    finding: Option<&Finding>,
+    state: Option<&StateEntry>,
+    now: DateTime<Utc>,
+) -> Option<chrono::TimeDelta> {
+    let Some(seen) = finding.and_then(Finding::seen_at) else {
+        return Some(chrono::TimeDelta::MAX);
+    };
+    let back = state
+        .filter(|e| e.state == ModelState::Active)
+        .and_then(|e| e.since.as_deref())
+        .and_then(crate::time::parse_ts)
+        .and_then(|s| DateTime::from_timestamp(s, 0))
+        .filter(|back| *back > seen);
+    if let Some(back) = back {
+        return Some(now - back);
+    }
+    let due = seen + VERDICT_AGE;
+    (due <= now).then(|| now - due)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    fn seen(ts: &str) -> Finding {
+        Finding {
+            verdict: Judgement::Yes,
+            seen: Some(ts.into()),
+            ..Finding::default()
+        }
+    }
+
+    fn active_since(ts: &str) -> StateEntry {
+        serde_json::from_value(serde_json::json!({"state": "active", "since": ts})).unwrap()
+    }
+
+    #[test]
+    fn a_verdict_falls_due_a_day_after_it_was_seen_or_when_the_model_came_back() {
+        let now = t("2026-12-02T12:00:00Z");
+        assert_eq!(overdue(None, None, now), Some(chrono::TimeDelta::MAX));
+        let f = seen("2026-12-01T13:00:00Z");
+        assert_eq!(overdue(Some(&f), None, now), None, "23 h old");
+        let f = seen("2026-12-01T11:00:00Z");
+        assert_eq!(
+            overdue(Some(&f), None, now),
+            Some(chrono::TimeDelta::hours(1))
+        );
+        // Back from paused after the verdict: due at once.
+        let f = seen("2026-12-02T08:00:00Z");
+        let back = active_since("2026-12-02T10:00:00Z");
+        assert_eq!(
+            overdue(Some(&f), Some(&back), now),
+            Some(chrono::TimeDelta::hours(2))
+        );
+        // Active since before the verdict: not due.
+        let before = active_since("2026-12-02T07:00:00Z");
+        assert_eq!(overdue(Some(&f), Some(&before), now), None);
+    }
+
+    #[test]
+    fn the_file_round_trips_and_keeps_what_it_does_not_know() {
+        let text = r#"{
+  "groq::llama-3.1-8b-instant": {
+    "tools": {"verdict": "yes", "seen": "2026-12-01T10:00:05Z"},
+    "json": {"verdict": "no", "seen": "2026-12-01T11:00:07Z", "reason": "wrong_answer: not JSON"},
+    "vision": {"verdict": "unknown"},
+    "audio": {"verdict": "yes", "note": "from a newer llmprobe"}
+  }
+}"#;
+        let f: Findings = serde_json::from_str(text).unwrap();
+        let k = "groq::llama-3.1-8b-instant";
+        assert_eq!(f.verdict(k, Capability::Tools), Judgement::Yes);
+        assert_eq!(f.verdict(k, Capability::Json), Judgement::No);
+        assert_eq!(f.verdict(k, Capability::Vision), Judgement::Unknown);
+        assert_eq!(f.verdict("x::y", Capability::Tools), Judgement::Unknown);
+        let back = serde_json::to_value(&f).unwrap();
+        assert_eq!(back[k]["audio"]["note"], "from a newer llmprobe");
+        assert_eq!(back[k]["json"]["reason"], "wrong_answer: not JSON");
+    }
+
+    #[test]
+    fn a_file_that_does_not_parse_is_an_error_naming_it_and_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(FINDINGS_FILE);
+        std::fs::write(&path, "{\"a::b\": {\"tools\": {\"verdict\": \"maybe\"}}}").unwrap();
+        let err = Findings::load(&path).unwrap_err();
+        assert_eq!(err.exit_code(), crate::exit::DATA);
+        assert!(err.to_string().contains("capabilities.json"), "{err}");
+        assert!(
+            std::fs::read_to_string(&path).unwrap().contains("maybe"),
+            "left as it was"
+        );
+        assert!(
+            Findings::load(&dir.path().join("none.json"))
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_capability_list_parses_into_a_set() {
+        let s: CapSet = serde_json::from_str(r#"["json", "tools"]"#).unwrap();
+        assert!(s.contains(Capability::Tools) && s.contains(Capability::Json));
+        assert!(!s.contains(Capability::Vision));
+        assert_eq!(serde_json::to_string(&s).unwrap(), r#"["tools","json"]"#);
+        assert!(serde_json::from_str::<CapSet>(r#"["audio"]"#).is_err());
+        assert_eq!(CapSet::all().iter().count(), 3);
+    }
+}
