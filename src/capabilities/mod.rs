@@ -129,7 +129,9 @@ impl CapSet {
 
     /// The members, in [`Capability::ALL`]'s order.
     pub fn iter(self) -> impl Iterator<Item = Capability> {
-        Capability::ALL.into_iter().filter(move |c| self.contains(*c))
+        Capability::ALL
+            .into_iter()
+            .filter(move |c| self.contains(*c))
     }
 }
 

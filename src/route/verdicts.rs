@@ -26,6 +26,37 @@ pub const OUTPUT_CAP: &str = "max_output_tokens";
 /// The name a context window is kept under.
 pub const CONTEXT_WINDOW: &str = "context_window";
 
+/// Where a context window came from, for the views that show one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+pub enum WindowSource {
+    /// The catalog's `model_info.context_window` (the provider's documentation).
+    Catalog,
+    /// A provider's model listing.
+    Listing,
+    /// A 400 from the upstream that stated it.
+    Learned,
+}
+
+/// The one rule for which context window counts: the smallest known among
+/// the catalog's, a provider listing's and a learned one, with where it
+/// came from (on a tie, the first of those).
+pub fn known_window(
+    catalog: Option<u64>,
+    listing: Option<u64>,
+    learned: Option<u64>,
+) -> Option<(u64, WindowSource)> {
+    [
+        (catalog, WindowSource::Catalog),
+        (listing, WindowSource::Listing),
+        (learned, WindowSource::Learned),
+    ]
+    .into_iter()
+    .filter_map(|(w, s)| w.map(|w| (w, s)))
+    .min_by_key(|(w, _)| *w)
+}
+
 /// One thing an upstream said about a model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
@@ -158,6 +189,19 @@ mod tests {
         assert_eq!(v.output_cap("groq::x", day), None);
         v.prune(day);
         assert!(v.is_empty());
+    }
+
+    #[test]
+    fn the_smallest_known_window_counts_and_names_its_source() {
+        assert_eq!(known_window(None, None, None), None);
+        assert_eq!(
+            known_window(Some(131_072), None, Some(8192)),
+            Some((8192, WindowSource::Learned))
+        );
+        assert_eq!(
+            known_window(Some(8192), Some(8192), Some(16_384)),
+            Some((8192, WindowSource::Catalog))
+        );
     }
 
     #[test]

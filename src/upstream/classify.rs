@@ -152,9 +152,9 @@ pub struct UpstreamError {
 /// whose message states no window is still a [`hints::Refusal::Context`].
 pub fn capability_of(err: &UpstreamError) -> Option<hints::Refusal> {
     match err.class {
-        ErrorClass::ContextLength => Some(hints::Refusal::Context(
-            hints::context_window_stated(&err.message),
-        )),
+        ErrorClass::ContextLength => Some(hints::Refusal::Context(hints::context_window_stated(
+            &err.message,
+        ))),
         ErrorClass::Unsupported => hints::capability(&err.message),
         _ => None,
     }
