@@ -118,7 +118,7 @@ pub struct Entry {
     /// `vision`); absent from the health log, whose entries are all basic
     /// probes.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub probe: Option<crate::capabilities::Capability>,
+    pub probe: Option<Capability>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -168,5 +168,109 @@ mod tests {
             assert_eq!(FailureType::parse(v.as_str()), Some(v));
         }
         assert_eq!(FailureType::parse("http-error"), None);
+    }
+}
+
+/// One thing a model may or may not be able to do beyond a plain answer,
+/// probed by `check` (see `crate::capabilities`). Kept here, with the
+/// log entry that names it, so that the catalog and the log can name one
+/// without depending on the probes.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    serde::Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::EnumIter,
+)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+pub enum Capability {
+    /// A call of an offered function, with the right arguments.
+    Tools,
+    /// Content that parses as JSON and matches a `json_schema`.
+    Json,
+    /// The reading of an image.
+    Vision,
+}
+
+impl Capability {
+    /// Every capability, in the order they are shown.
+    pub const ALL: [Capability; 3] = [Capability::Tools, Capability::Json, Capability::Vision];
+
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+impl std::fmt::Display for Capability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A set of capabilities (the catalog's `capabilities = [...]`), small
+/// enough to copy.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct CapSet(u8);
+
+impl CapSet {
+    /// Every capability.
+    pub fn all() -> CapSet {
+        Capability::ALL.into_iter().collect()
+    }
+
+    pub fn contains(self, c: Capability) -> bool {
+        self.0 & c.bit() != 0
+    }
+
+    pub fn insert(&mut self, c: Capability) {
+        self.0 |= c.bit();
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The members, in [`Capability::ALL`]'s order.
+    pub fn iter(self) -> impl Iterator<Item = Capability> {
+        Capability::ALL
+            .into_iter()
+            .filter(move |c| self.contains(*c))
+    }
+}
+
+impl FromIterator<Capability> for CapSet {
+    fn from_iter<I: IntoIterator<Item = Capability>>(iter: I) -> CapSet {
+        let mut s = CapSet::default();
+        for c in iter {
+            s.insert(c);
+        }
+        s
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for CapSet {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<CapSet, D::Error> {
+        Ok(<Vec<Capability> as serde::Deserialize>::deserialize(d)?
+            .into_iter()
+            .collect())
+    }
+}
+
+impl Serialize for CapSet {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
     }
 }

@@ -25,6 +25,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{DataError, Result, json_error_offset};
 use crate::fsutil::{self, DataLock};
+pub use crate::outcome::{CapSet, Capability};
 use crate::state::{ModelState, StateEntry};
 use crate::upstream::dialect::Need;
 
@@ -39,41 +40,8 @@ pub const VERDICT_AGE: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 /// What to do about a verdicts file that cannot be parsed.
 const FIX_HINT: &str = "fix it by hand, or move it aside (and keep it): the next check starts a new one, and every capability is unknown until then";
 
-/// One thing a model may or may not be able to do, probed by `check`.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    strum::IntoStaticStr,
-    strum::EnumString,
-    strum::EnumIter,
-)]
-#[serde(rename_all = "lowercase")]
-#[strum(serialize_all = "lowercase")]
-pub enum Capability {
-    /// A call of an offered function, with the right arguments.
-    Tools,
-    /// Content that parses as JSON and matches a `json_schema`.
-    Json,
-    /// The reading of an image.
-    Vision,
-}
-
+/// The request needs a capability serves, and back.
 impl Capability {
-    /// Every capability, in the order they are shown.
-    pub const ALL: [Capability; 3] = [Capability::Tools, Capability::Json, Capability::Vision];
-
-    pub fn as_str(self) -> &'static str {
-        self.into()
-    }
-
     /// The request need this capability serves.
     pub fn need(self) -> Need {
         match self {
@@ -91,69 +59,6 @@ impl Capability {
             Need::Vision => Some(Capability::Vision),
             _ => None,
         }
-    }
-
-    fn bit(self) -> u8 {
-        1 << self as u8
-    }
-}
-
-impl std::fmt::Display for Capability {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A set of capabilities (the catalog's `capabilities = [...]`), small
-/// enough to copy.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct CapSet(u8);
-
-impl CapSet {
-    /// Every capability.
-    pub fn all() -> CapSet {
-        Capability::ALL.into_iter().collect()
-    }
-
-    pub fn contains(self, c: Capability) -> bool {
-        self.0 & c.bit() != 0
-    }
-
-    pub fn insert(&mut self, c: Capability) {
-        self.0 |= c.bit();
-    }
-
-    pub fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-
-    /// The members, in [`Capability::ALL`]'s order.
-    pub fn iter(self) -> impl Iterator<Item = Capability> {
-        Capability::ALL
-            .into_iter()
-            .filter(move |c| self.contains(*c))
-    }
-}
-
-impl FromIterator<Capability> for CapSet {
-    fn from_iter<I: IntoIterator<Item = Capability>>(iter: I) -> CapSet {
-        let mut s = CapSet::default();
-        for c in iter {
-            s.insert(c);
-        }
-        s
-    }
-}
-
-impl<'de> Deserialize<'de> for CapSet {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<CapSet, D::Error> {
-        Ok(Vec::<Capability>::deserialize(d)?.into_iter().collect())
-    }
-}
-
-impl Serialize for CapSet {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        s.collect_seq(self.iter())
     }
 }
 

@@ -210,7 +210,7 @@ pub struct ModelInfo {
     /// What `check` probes this model for (`capabilities = ["tools",
     /// "json", "vision"]`); none when unset, unless `check --capabilities
     /// all`.
-    pub capabilities: Option<crate::capabilities::CapSet>,
+    pub capabilities: Option<crate::outcome::CapSet>,
 }
 
 impl ModelInfo {
