@@ -18,10 +18,11 @@ pub const MARGIN: usize = 20;
 const GAP: usize = 1;
 
 /// The digits 0–9, one row a string, `#` for ink. Every glyph has ink in
-/// its top and bottom rows.
+/// its top and bottom rows. The zero is plain (no slash or dot), so that
+/// no model reads it as a letter.
 const DIGITS: [[&str; HEIGHT]; 10] = [
     [
-        ".###.", "#...#", "#..##", "#.#.#", "##..#", "#...#", ".###.",
+        ".###.", "#...#", "#...#", "#...#", "#...#", "#...#", ".###.",
     ],
     [
         "..#..", ".##..", "..#..", "..#..", "..#..", "..#..", ".###.",

@@ -474,3 +474,26 @@ async fn a_scripted_model_fails_then_passes() {
     }
     assert_eq!(seen, vec![None, Some(Judgement::No), Some(Judgement::Yes)]);
 }
+
+#[tokio::test]
+async fn a_probe_can_run_on_any_thread() {
+    // `check` spawns its probes: the future must be Send.
+    fn spawnable<F: std::future::Future + Send>(f: F) -> F {
+        f
+    }
+    let fake = start().await;
+    let p = provider(Dialect::Gemini, &fake);
+    let client = http::client().unwrap();
+    let redactor = Redactor::default();
+    let o = spawnable(probe(
+        &client,
+        &p,
+        "ok",
+        Capability::Vision,
+        256,
+        Duration::from_secs(10),
+        &redactor,
+    ))
+    .await;
+    assert_eq!(o.decided, Some(Judgement::Yes));
+}
