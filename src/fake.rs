@@ -49,12 +49,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 
+use self::behaviour::INVENTED_TOOL;
 pub use self::behaviour::{Behaviour, parse_script, script_help};
 use self::responder::DialectResponder;
 use crate::error::{Error, Result};
 use crate::prompts::Pool;
 use crate::server::{self, Server};
 pub use crate::upstream::dialect::Dialect;
+use crate::upstream::dialect::JSON_TOOL;
 
 /// How long a graceful shutdown may wait for open requests before they are
 /// cut off.
@@ -478,15 +480,71 @@ enum Reply {
     Fixed(Response),
 }
 
+/// How a behaviour that fails a capability probe answers, when the request
+/// asks for that capability: `tool` is the right call, `right` the right
+/// answer, `reading` what the request's image shows.
+fn capability_failure(
+    behaviour: Behaviour,
+    call: &Call,
+    tool: Option<&asks::ToolCall>,
+    right: &str,
+    reading: Option<u64>,
+) -> Option<Reply> {
+    let finish = stream::Ending::Finish;
+    // A call of a tool the request offered (not JSON mode's, on Anthropic).
+    let offered = tool.filter(|t| t.name != JSON_TOOL);
+    let off_by_one = |s: &str| {
+        s.trim()
+            .parse::<i64>()
+            .map_or_else(|_| "13".to_string(), |n| n.saturating_add(1).to_string())
+    };
+    let reply = match behaviour {
+        Behaviour::TextNotCall => {
+            offered?;
+            Reply::Text(right.to_string(), false, finish)
+        }
+        Behaviour::WrongArgs => {
+            let mut c = offered?.clone();
+            asks::bump_first_number(&mut c.args);
+            Reply::Tool(c, finish)
+        }
+        Behaviour::InventedTool => {
+            let mut c = offered?.clone();
+            c.name = INVENTED_TOOL.to_string();
+            Reply::Tool(c, finish)
+        }
+        Behaviour::BadJson => {
+            call.asks.json.as_ref()?;
+            Reply::Text(format!("Sure! The answer is {right}."), false, finish)
+        }
+        Behaviour::JsonWrong => {
+            call.asks.json.as_ref()?;
+            let wrong = off_by_one(right);
+            match call.asks.tool_call(&call.prompt, &wrong) {
+                Some(t) => Reply::Tool(t, finish),
+                None => Reply::Text(call.asks.text(&wrong), false, finish),
+            }
+        }
+        Behaviour::Misread => Reply::Text(off_by_one(&reading?.to_string()), false, finish),
+        _ => return None,
+    };
+    Some(reply)
+}
+
 async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
     let d = call.dialect;
     let r = responder(d);
     let expected = inner.cfg.pool.solve(&call.prompt);
-    // A probe's question, else any arithmetic question a person typed.
-    let right = expected.map_or_else(
-        || arith::answer(&call.prompt).unwrap_or_else(|| arith::NOT_ARITHMETIC.to_string()),
-        |n| n.to_string(),
-    );
+    // What the image shows, when the request holds one the fake can read.
+    let reading = call.asks.reading();
+    // A probe's question, else an image's number, else any arithmetic
+    // question a person typed.
+    let right = expected
+        .map(|n| n.to_string())
+        .or_else(|| reading.map(|n| n.to_string()))
+        .unwrap_or_else(|| {
+            arith::answer(&call.prompt).unwrap_or_else(|| arith::NOT_ARITHMETIC.to_string())
+        });
     let latency = inner.cfg.latency;
     let finish = stream::Ending::Finish;
     if let Some(why) = asks::refusal(behaviour, &call.asks) {
@@ -494,7 +552,7 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
     }
     // What a correct answer is: a tool call, or text (JSON when asked for,
     // a sentence quoting a tool result).
-    let tool = call.asks.tool_call(&call.prompt);
+    let tool = call.asks.tool_call(&call.prompt, &right);
     let text = call.asks.text(&right);
     let answered = |ending| match &tool {
         Some(t) => Reply::Tool(t.clone(), ending),
@@ -519,6 +577,20 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
             inner.sleep(latency).await;
             answered(finish)
         }
+        // The capability failures: each answers like `ok` a request that
+        // does not ask for what it gets wrong.
+        Behaviour::TextNotCall
+        | Behaviour::WrongArgs
+        | Behaviour::InventedTool
+        | Behaviour::BadJson
+        | Behaviour::JsonWrong
+        | Behaviour::Misread => {
+            inner.sleep(latency).await;
+            capability_failure(behaviour, call, tool.as_ref(), &right, reading)
+                .unwrap_or_else(|| answered(finish))
+        }
+        Behaviour::GroqContextLength => Reply::Fixed(respond::groq_context_length()),
+        Behaviour::GroqTpm => Reply::Fixed(respond::groq_tpm(&call.model)),
         Behaviour::Wrong => {
             inner.sleep(latency).await;
             let wrong = expected.map_or(13, |n| n.saturating_add(1));

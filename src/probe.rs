@@ -1,5 +1,7 @@
 //! One probe: ask one model one question through its provider's dialect,
 //! read the whole response under the provider's deadline, and classify it.
+//! [`exchange`] is that path for any request and check; the capability
+//! probes (`capabilities::probe`) take it too.
 //!
 //! A probe never fails: every problem, from a refused connection to a wrong
 //! answer, becomes an [`Outcome`] for the health log.
@@ -26,28 +28,57 @@ pub async fn probe(
     timeout: Duration,
     redactor: &Redactor,
 ) -> Outcome {
-    // The provider's own key is always masked, whatever the caller passed.
+    let request = ChatRequest::probe(model, &question.text, provider.provider.max_tokens);
+    exchange(
+        client,
+        provider,
+        &request,
+        timeout,
+        redactor,
+        classify::answers(question.expected),
+    )
+    .await
+    .outcome
+}
+
+/// Send `request` to `provider` through its dialect, read the whole
+/// response under `timeout`, and classify it, a usable reply being judged
+/// by `judge`: the path every probe takes, the plain one ([`probe`]) and
+/// the capability probes (`capabilities::probe`). Never fails. The
+/// provider's own key is masked in every message, whatever `redactor`
+/// knows.
+pub async fn exchange(
+    client: &reqwest::Client,
+    provider: &Resolved,
+    request: &ChatRequest,
+    timeout: Duration,
+    redactor: &Redactor,
+    judge: impl classify::Judge,
+) -> classify::Classified {
     let key = provider.first_key().map(|k| &k.secret);
     let redactor = redactor.with(key);
-    let request = ChatRequest::probe(model, &question.text, provider.provider.max_tokens);
-    let builder = match dialect::build_request(client, provider.endpoint(), key, &request) {
+    let built = match dialect::build_request(client, provider.endpoint(), key, request) {
         // A probe's request holds nothing a dialect could drop.
-        Ok(b) => b.builder,
+        Ok(b) => b,
         Err(e) => {
-            return Outcome {
-                failure: Some(FailureType::Error),
-                latency_ms: 0,
-                status: None,
-                error: Some(truncate_reason(&redactor.redact(&e.to_string()))),
-                unreachable: false,
+            return classify::Classified {
+                outcome: Outcome {
+                    failure: Some(FailureType::Error),
+                    latency_ms: 0,
+                    status: None,
+                    error: Some(truncate_reason(&redactor.redact(&e.to_string()))),
+                    unreachable: false,
+                },
+                error: None,
             };
         }
     };
-    let result = http::send(builder, timeout, http::DEFAULT_BODY_CAP).await;
+    let result = http::send(built.builder, timeout, http::DEFAULT_BODY_CAP).await;
     classify::classify(
         provider.provider.dialect,
         &result,
-        question.expected,
+        built.plan,
+        judge,
         &redactor,
     )
 }

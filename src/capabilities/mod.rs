@@ -14,6 +14,11 @@
 //! able, unknown, known unable), and `state`, `brief` and `/v1/models`
 //! show them.
 
+// Until `check` runs the capability probes (the lead's merge of issue 18
+// wires them in): remove these two allows then.
+#[cfg_attr(not(test), allow(dead_code))]
+pub mod glyphs;
+#[cfg_attr(not(test), allow(dead_code))]
 pub mod probe;
 
 use std::collections::BTreeMap;

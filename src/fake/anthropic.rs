@@ -3,7 +3,8 @@
 //! `{"type": "error", "error": {type, message}}`, and the named stream
 //! events in their documented order; tool calls as `tool_use` blocks
 //! (streamed as `input_json_delta` fragments) and results as
-//! `tool_result` blocks. Anthropic has no JSON mode.
+//! `tool_result` blocks. Anthropic has no JSON mode: `llmprobe` asks for it
+//! as a forced call of its JSON tool, which the fake answers with JSON.
 
 use axum::http::header::RETRY_AFTER;
 use axum::http::{HeaderMap, HeaderValue, Uri};
@@ -14,6 +15,7 @@ use super::asks::{self, Asks, Choice, Refusal, Tool, ToolCall, result_text};
 use super::respond::{RETRY_SECS, error_response};
 use super::responder::{DialectResponder, Usage, header, last_user_message};
 use super::stream::{Answer, Step, named};
+use crate::upstream::dialect::JSON_TOOL;
 
 pub struct Anthropic;
 
@@ -61,7 +63,7 @@ impl DialectResponder for Anthropic {
     }
 
     fn asks(&self, body: &Value) -> Asks {
-        let tools = body
+        let tools: Vec<Tool> = body
             .get("tools")
             .and_then(Value::as_array)
             .into_iter()
@@ -97,6 +99,26 @@ impl DialectResponder for Anthropic {
             .unwrap_or_default();
         let tool_result = (!results.is_empty()).then(|| results.join(", "));
         let image = messages.iter().any(|m| blocks(m, "image").next().is_some());
+        let pngs = messages
+            .iter()
+            .flat_map(|m| blocks(m, "image"))
+            .filter_map(|b| b.get("source"))
+            .filter(|s| {
+                s.get("type").and_then(Value::as_str) == Some("base64")
+                    && s.get("media_type").and_then(Value::as_str) == Some("image/png")
+            })
+            .filter_map(|s| s.get("data").and_then(Value::as_str).map(str::to_string))
+            .collect();
+        // JSON mode comes as a forced call of the JSON tool, whose schema
+        // is the one asked for (`upstream::dialect::JSON_TOOL`).
+        let json = match &choice {
+            Choice::Named(n) if n == JSON_TOOL => tools
+                .iter()
+                .find(|t| t.name == JSON_TOOL)
+                .map(|t| asks::Json::Schema(t.schema.clone())),
+            _ => None,
+        };
+        let json_kind = json.as_ref().map(|_| JSON_TOOL.to_string());
         let max_tokens = body
             .get("max_tokens")
             .and_then(Value::as_u64)
@@ -105,10 +127,12 @@ impl DialectResponder for Anthropic {
             tools,
             choice,
             tool_result,
+            json,
+            json_kind,
             image,
+            pngs,
             max_tokens,
             input_tokens: asks::estimated_tokens(body),
-            ..Asks::default()
         }
     }
 
@@ -208,12 +232,14 @@ impl DialectResponder for Anthropic {
     /// Claude model takes tools, and images since Claude 3, so those have
     /// no Anthropic wording to copy: images use Bedrock's for Claude 3.5
     /// Haiku (boto/boto3#4581), tools the `field: message` form of
-    /// Anthropic's own validation errors. JSON mode cannot be asked for in
-    /// this dialect; an unknown field is rejected so.
+    /// Anthropic's own validation errors, which JSON mode (a forced call of
+    /// the JSON tool in this dialect) meets too.
     fn refuse(&self, why: &Refusal, model: &str) -> Response {
         let message = match why {
             Refusal::Tools { .. } => "tools: this model does not support tool use".to_string(),
-            Refusal::Json { .. } => "response_format: Extra inputs are not permitted".to_string(),
+            // JSON mode comes as a forced tool call: a model without tool
+            // use refuses it so.
+            Refusal::Json { .. } => "tools: this model does not support tool use".to_string(),
             Refusal::Images => "This model doesn't support the image content block that you \
                                 provided. Update the content block and try again."
                 .to_string(),

@@ -18,10 +18,13 @@
 //!   for what they refuse ([`refusal`]); any other request they answer
 //!   like `ok`.
 
+use base64::Engine as _;
 use serde_json::{Map, Number, Value, json};
 
 use super::arith;
 use super::behaviour::Behaviour;
+use crate::capabilities::glyphs;
+use crate::upstream::dialect::JSON_TOOL;
 
 /// A tool the request declares.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,6 +69,10 @@ pub struct Asks {
     pub json_kind: Option<String>,
     /// A message holds an image.
     pub image: bool,
+    /// The base64 data of every PNG image the request holds inline (a
+    /// `data:image/png;base64,…` URL, an Anthropic base64 source, a Gemini
+    /// `inlineData`), for the fake to read ([`Asks::reading`]).
+    pub pngs: Vec<String>,
     /// The output cap asked for: the field that holds it and its value.
     pub max_tokens: Option<(&'static str, u64)>,
     /// The prompt's length in tokens, estimated as `route` counts a
@@ -96,8 +103,23 @@ impl ToolCall {
 pub const CALL_ID: &str = "fake_1";
 
 impl Asks {
-    /// The tool call the fake answers `prompt` with, if any.
-    pub fn tool_call(&self, prompt: &str) -> Option<ToolCall> {
+    /// The number the request's image shows, read from its pixels with the
+    /// font the vision probe draws with ([`glyphs::read`]): the first PNG
+    /// that reads.
+    pub fn reading(&self) -> Option<u64> {
+        self.pngs.iter().find_map(|data| {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(data.trim())
+                .ok()?;
+            glyphs::read(&bytes)
+        })
+    }
+
+    /// The tool call the fake answers `prompt` with, if any. Numeric
+    /// arguments take the question's numbers, except for the tool that
+    /// carries JSON mode on Anthropic ([`JSON_TOOL`]), whose input is the
+    /// answer, `answer`, as JSON output would hold it.
+    pub fn tool_call(&self, prompt: &str, answer: &str) -> Option<ToolCall> {
         if self.tool_result.is_some() {
             return None;
         }
@@ -110,7 +132,12 @@ impl Asks {
                 .find(|t| &t.name == n)
                 .or(self.tools.first())?,
         };
-        let mut numbers = arith::operands(prompt).unwrap_or_default().into_iter();
+        let mut numbers = if tool.name == JSON_TOOL {
+            answer.trim().parse::<f64>().ok().into_iter().collect()
+        } else {
+            arith::operands(prompt).unwrap_or_default()
+        }
+        .into_iter();
         let args = match instance(&tool.schema, None, &mut numbers) {
             Value::Object(m) => Value::Object(m),
             _ => json!({}),
@@ -140,6 +167,19 @@ impl Asks {
                 }
             }
         }
+    }
+}
+
+/// Add one to the first number among `args`' fields (for `wrong-args`).
+pub fn bump_first_number(args: &mut Value) {
+    let Some(m) = args.as_object_mut() else {
+        return;
+    };
+    if let Some(v) = m.values_mut().find(|v| v.is_number()) {
+        *v = match v.as_i64() {
+            Some(n) => json!(n.saturating_add(1)),
+            None => json!(v.as_f64().unwrap_or(0.0) + 1.0),
+        };
     }
 }
 
@@ -362,6 +402,12 @@ pub fn result_text(v: &Value) -> String {
     }
 }
 
+/// The base64 data of a `data:image/png;base64,…` URL.
+pub fn png_of_data_url(url: &str) -> Option<String> {
+    url.strip_prefix("data:image/png;base64,")
+        .map(str::to_string)
+}
+
 /// A JSON schema's name for a `response_format` type, for refusals.
 pub fn json_kind(format: &Value) -> Option<(Json, String)> {
     let kind = format.get("type").and_then(Value::as_str)?;
@@ -448,13 +494,13 @@ mod tests {
             ]),
             ..Asks::default()
         };
-        let c = asks.tool_call("What is 12*7?").unwrap();
+        let c = asks.tool_call("What is 12*7?", "84").unwrap();
         assert_eq!(c.name, "multiply");
         // The operands go to the numeric fields in the order `required` lists them.
         assert_eq!(c.args, json!({"b": 12, "a": 7}));
         assert_eq!(c.args_text(), r#"{"b":12,"a":7}"#);
         asks.choice = Choice::Named("weather".into());
-        let c = asks.tool_call("What is 12*7?").unwrap();
+        let c = asks.tool_call("What is 12*7?", "84").unwrap();
         assert_eq!(
             (c.name.as_str(), c.args),
             ("weather", json!({"city": "fake city"}))
@@ -462,16 +508,16 @@ mod tests {
         // Not arithmetic: defaults.
         asks.choice = Choice::Auto;
         assert_eq!(
-            asks.tool_call("Hello").unwrap().args,
+            asks.tool_call("Hello", "84").unwrap().args,
             json!({"b": 1.5, "a": 1.5})
         );
         asks.choice = Choice::None;
-        assert_eq!(asks.tool_call("What is 12*7?"), None);
+        assert_eq!(asks.tool_call("What is 12*7?", "84"), None);
         asks.choice = Choice::Auto;
         asks.tool_result = Some("84".into());
-        assert_eq!(asks.tool_call("What is 12*7?"), None);
+        assert_eq!(asks.tool_call("What is 12*7?", "84"), None);
         assert_eq!(asks.text("84"), "The result is 84.");
-        assert_eq!(Asks::default().tool_call("What is 12*7?"), None);
+        assert_eq!(Asks::default().tool_call("What is 12*7?", "84"), None);
     }
 
     #[test]
@@ -569,6 +615,43 @@ mod tests {
         });
         assert_eq!(text_chars(&body), 4 + 8 + 4 + 2);
         assert_eq!(estimated_tokens(&body), 5);
+    }
+
+    #[test]
+    fn images_drawn_by_the_vision_probe_are_read() {
+        use base64::Engine as _;
+        let png = glyphs::draw(4071);
+        let asks = Asks {
+            pngs: vec![
+                "not base64!".into(),
+                base64::engine::general_purpose::STANDARD.encode(b"not a png"),
+                base64::engine::general_purpose::STANDARD.encode(&png),
+            ],
+            ..Asks::default()
+        };
+        assert_eq!(asks.reading(), Some(4071));
+        assert_eq!(Asks::default().reading(), None);
+        assert_eq!(
+            png_of_data_url("data:image/png;base64,QUJD").as_deref(),
+            Some("QUJD")
+        );
+        assert_eq!(png_of_data_url("data:image/jpeg;base64,QUJD"), None);
+    }
+
+    #[test]
+    fn json_modes_tool_takes_the_answer_and_wrong_args_bump_a_number() {
+        let schema = json!({"type": "object", "properties": {"answer": {"type": "integer"}},
+                            "required": ["answer"]});
+        let asks = Asks {
+            tools: tools(&[(JSON_TOOL, schema)]),
+            choice: Choice::Named(JSON_TOOL.into()),
+            ..Asks::default()
+        };
+        let c = asks.tool_call("What is 12 * 7?", "84").unwrap();
+        assert_eq!(c.args, json!({"answer": 84}));
+        let mut args = json!({"x": "s", "a": 4, "b": 9});
+        bump_first_number(&mut args);
+        assert_eq!(args, json!({"x": "s", "a": 5, "b": 9}));
     }
 
     #[test]

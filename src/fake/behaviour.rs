@@ -90,16 +90,46 @@ pub enum Behaviour {
     /// 400 to a prompt longer than N tokens, estimated as `route` does
     /// (characters / 4), with the numbers in the message.
     ContextWindow(u64),
+    /// Groq's 400 `context_length_exceeded` ("Please reduce the length of
+    /// the messages or completion."), which states no window, in
+    /// OpenAI's shape whatever the dialect (Groq speaks only OpenAI's).
+    GroqContextLength,
+    /// Groq's 413 "Request too large … on tokens per minute (TPM): Limit
+    /// 6000", a per-key size limit and not a context window, in OpenAI's
+    /// shape whatever the dialect.
+    GroqTpm,
+    /// Offered tools, answers in text instead of calling one; any other
+    /// request: like `ok`.
+    TextNotCall,
+    /// Offered tools, calls the right one with its first number one too
+    /// high; any other request: like `ok`.
+    WrongArgs,
+    /// Offered tools, calls one the request did not offer
+    /// ([`INVENTED_TOOL`]); any other request: like `ok`.
+    InventedTool,
+    /// Asked for JSON, answers with a sentence that is not JSON; any other
+    /// request: like `ok`.
+    BadJson,
+    /// Asked for JSON, answers JSON of the right shape with the answer one
+    /// too high; any other request: like `ok`.
+    JsonWrong,
+    /// Shown an image it can read, answers its number one too high; any
+    /// other request: like `ok`.
+    Misread,
 }
+
+/// The function `invented-tool` calls.
+pub const INVENTED_TOOL: &str = "calculate";
 
 /// Names accepted by [`Behaviour::from_str`], for error messages and help.
 pub const NAMES: &str = "ok, ok:MS, wrong, think, rate-limit, e500, overloaded, e503, \
 unauthorized, forbidden, not-found, context-length, echo-key, error-in-200, empty-choices, slow, slow:MS, \
 garbage, html, html200, huge, reset, truncated, stream-cut, stream-error, stream-stall, rpm-headers:N, \
-no-tools, ollama-no-tools, no-json, no-images, max-tokens, max-tokens:N, context-window, context-window:N";
+no-tools, ollama-no-tools, no-json, no-images, max-tokens, max-tokens:N, context-window, context-window:N, \
+groq-context-length, groq-tpm, text-not-call, wrong-args, invented-tool, bad-json, json-wrong, misread";
 
 /// What the refusing behaviours refuse, for help text.
-pub const REFUSING: &str = "no-tools, ollama-no-tools, no-json, no-images, max-tokens[:N] and context-window[:N] answer 400 in the dialect's shape, with a real provider's wording, only to a request that declares tools, asks for JSON output, holds an image, asks for more than N output tokens, or has a prompt over N tokens (characters / 4; N is 8192 unless given); any other request they answer like ok. Every answering behaviour calls a tool when the request declares tools (the first, or the one tool_choice names; arguments made from its schema, numeric ones taking the question's numbers in order), answers a tool result with \"The result is …\", and answers a request for JSON output with JSON.";
+pub const REFUSING: &str = "no-tools, ollama-no-tools, no-json, no-images, max-tokens[:N] and context-window[:N] answer 400 in the dialect's shape, with a real provider's wording, only to a request that declares tools, asks for JSON output, holds an image, asks for more than N output tokens, or has a prompt over N tokens (characters / 4; N is 8192 unless given); any other request they answer like ok. Every answering behaviour calls a tool when the request declares tools (the first, or the one tool_choice names; arguments made from its schema, numeric ones taking the question's numbers in order), answers a tool result with \"The result is …\", and answers a request for JSON output with JSON; it reads a PNG image drawn by llmprobe's vision probe and answers its number. Failing the capability probes honestly: text-not-call answers in text where tools are offered, wrong-args calls the tool with its first number one too high, invented-tool calls a tool nobody offered (calculate), bad-json answers a JSON request with a sentence, json-wrong with JSON holding a number one too high, misread reads an image's number one too high; each answers any other request like ok. groq-context-length and groq-tpm answer Groq's 400 context_length_exceeded and 413 \"Request too large … tokens per minute (TPM): Limit 6000\", in OpenAI's shape.";
 
 /// How behaviours meet a streamed request (`"stream": true`, Gemini's
 /// `:streamGenerateContent`), for help text.
@@ -169,6 +199,14 @@ impl FromStr for Behaviour {
             "ollama-no-tools" => Behaviour::OllamaNoTools,
             "no-json" => Behaviour::NoJson,
             "no-images" => Behaviour::NoImages,
+            "groq-context-length" => Behaviour::GroqContextLength,
+            "groq-tpm" => Behaviour::GroqTpm,
+            "text-not-call" => Behaviour::TextNotCall,
+            "wrong-args" => Behaviour::WrongArgs,
+            "invented-tool" => Behaviour::InventedTool,
+            "bad-json" => Behaviour::BadJson,
+            "json-wrong" => Behaviour::JsonWrong,
+            "misread" => Behaviour::Misread,
             _ => return Err(format!("unknown behaviour {s:?} (known: {NAMES})")),
         };
         Ok(b)
@@ -191,6 +229,14 @@ impl fmt::Display for Behaviour {
             Behaviour::OllamaNoTools => "ollama-no-tools",
             Behaviour::NoJson => "no-json",
             Behaviour::NoImages => "no-images",
+            Behaviour::GroqContextLength => "groq-context-length",
+            Behaviour::GroqTpm => "groq-tpm",
+            Behaviour::TextNotCall => "text-not-call",
+            Behaviour::WrongArgs => "wrong-args",
+            Behaviour::InventedTool => "invented-tool",
+            Behaviour::BadJson => "bad-json",
+            Behaviour::JsonWrong => "json-wrong",
+            Behaviour::Misread => "misread",
             Behaviour::Wrong => "wrong",
             Behaviour::Think => "think",
             Behaviour::RateLimit => "rate-limit",

@@ -139,6 +139,15 @@ impl DialectResponder for Gemini {
                 .filter_map(|d| field(d, "mimeType", "mime_type").and_then(Value::as_str))
                 .any(|m| m.starts_with("image/"))
         });
+        let pngs = contents
+            .iter()
+            .flat_map(parts)
+            .filter_map(|p| field(p, "inlineData", "inline_data"))
+            .filter(|d| {
+                field(d, "mimeType", "mime_type").and_then(Value::as_str) == Some("image/png")
+            })
+            .filter_map(|d| d.get("data").and_then(Value::as_str).map(str::to_string))
+            .collect();
         let generation = field(body, "generationConfig", "generation_config");
         let mime = generation
             .and_then(|g| field(g, "responseMimeType", "response_mime_type"))
@@ -167,6 +176,7 @@ impl DialectResponder for Gemini {
             json,
             json_kind,
             image,
+            pngs,
             max_tokens,
             input_tokens: asks::estimated_tokens(body),
         }

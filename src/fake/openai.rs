@@ -122,6 +122,16 @@ impl DialectResponder for OpenAi {
                         .any(|p| p.get("type").and_then(Value::as_str) == Some("image_url"))
                 })
         });
+        let pngs = messages
+            .iter()
+            .filter_map(|m| m.get("content").and_then(Value::as_array))
+            .flatten()
+            .filter_map(|p| {
+                let url = p.get("image_url")?;
+                url.get("url").unwrap_or(url).as_str()
+            })
+            .filter_map(asks::png_of_data_url)
+            .collect();
         // The newer name wins when both are sent, as OpenAI reads them.
         let max_tokens = ["max_completion_tokens", "max_tokens"]
             .into_iter()
@@ -133,6 +143,7 @@ impl DialectResponder for OpenAi {
             json,
             json_kind,
             image,
+            pngs,
             max_tokens,
             input_tokens: asks::estimated_tokens(body),
         }

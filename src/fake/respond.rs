@@ -88,6 +88,37 @@ pub fn error_in_200() -> Response {
     )
 }
 
+/// Groq's context overflow: OpenAI's code, with no window stated.
+pub fn groq_context_length() -> Response {
+    json_response(
+        StatusCode::BAD_REQUEST,
+        &json!({"error": {
+            "message": "Please reduce the length of the messages or completion.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }}),
+    )
+}
+
+/// Groq's 413 for a request over the key's tokens-per-minute limit: the
+/// 6000 it names is a rate limit's, not the model's context window.
+pub fn groq_tpm(model: &str) -> Response {
+    json_response(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &json!({"error": {
+            "message": format!(
+                "Request too large for model `{model}` in organization `org_fake` service tier \
+                 `on_demand` on tokens per minute (TPM): Limit 6000, Requested 9120, please \
+                 reduce your message size and try again. Need more tokens? Upgrade to Dev Tier \
+                 today at https://console.groq.com/settings/billing"
+            ),
+            "type": "tokens",
+            "code": "rate_limit_exceeded",
+        }}),
+    )
+}
+
 pub fn garbage() -> Response {
     (
         StatusCode::OK,

@@ -10,6 +10,7 @@ use super::*;
 use crate::prompts::{Question, check_answer};
 
 mod tools;
+mod windows;
 
 const KEY: &str = "sk-fake-0123456789abcdef";
 
@@ -213,7 +214,8 @@ fn expected_status(b: Behaviour, d: Dialect) -> u16 {
         Behaviour::Unauthorized | Behaviour::EchoKey => 401,
         Behaviour::Forbidden => 403,
         Behaviour::NotFound => 404,
-        Behaviour::ContextLength => 400,
+        Behaviour::ContextLength | Behaviour::GroqContextLength => 400,
+        Behaviour::GroqTpm => 413,
         Behaviour::Html => 502,
         _ => 200,
     }
@@ -267,8 +269,27 @@ async fn every_behaviour_in_every_dialect() {
                 | Behaviour::NoJson
                 | Behaviour::NoImages
                 | Behaviour::MaxTokens(_)
-                | Behaviour::ContextWindow(_) => {
+                | Behaviour::ContextWindow(_)
+                // Nor for these to get wrong (`capabilities::probe`'s tests
+                // meet each with the probe it fails).
+                | Behaviour::TextNotCall
+                | Behaviour::WrongArgs
+                | Behaviour::InventedTool
+                | Behaviour::BadJson
+                | Behaviour::JsonWrong
+                | Behaviour::Misread => {
                     assert_eq!(r.content(d), right, "{ctx}")
+                }
+                // Groq speaks only OpenAI's dialect: its errors keep that
+                // shape wherever they are sent.
+                Behaviour::GroqContextLength | Behaviour::GroqTpm => {
+                    let e = &r.json()["error"];
+                    let code = if b == Behaviour::GroqTpm {
+                        "rate_limit_exceeded"
+                    } else {
+                        "context_length_exceeded"
+                    };
+                    assert_eq!(e["code"], code, "{ctx}");
                 }
                 Behaviour::RpmHeaders(n) => {
                     assert!(check_answer(&r.content(d), q.expected), "{ctx}");

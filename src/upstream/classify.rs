@@ -1,7 +1,8 @@
 //! Turn whatever came back from an upstream into one of two things: an
 //! [`UpstreamError`] with a fine [`ErrorClass`] (used by both `check` and
 //! `route`), or a usable reply, which a probe then checks for the right
-//! answer ([`classify`]). The log's five-class `failure_type` is always
+//! answer, or for what a capability probe asked ([`classify`], with a
+//! [`Judge`]). The log's five-class `failure_type` is always
 //! [`ErrorClass::failure_type`], so the two commands can never disagree.
 //!
 //! | what happened | class | `failure_type` |
@@ -40,7 +41,7 @@ use chrono::{DateTime, Utc};
 
 use crate::outcome::{FailureType, Outcome, truncate_reason};
 use crate::prompts::check_answer;
-use crate::upstream::dialect::{self, ChatReply, Dialect, ProviderError, ReplyError};
+use crate::upstream::dialect::{self, ChatReply, Dialect, ProviderError, ReplyError, ReplyPlan};
 use crate::upstream::hints;
 use crate::upstream::http::{RawResponse, TransportError};
 use crate::upstream::secret::Redactor;
@@ -160,17 +161,49 @@ pub fn capability_of(err: &UpstreamError) -> Option<hints::Refusal> {
     }
 }
 
-/// Classify the result of [`crate::upstream::http::send`] for a probe that expects
-/// `expected`.
+/// What a probe makes of a usable reply: `Ok(())` passes, `Err(reason)`
+/// is a wrong answer for that reason ([`answers`] for the plain probe, the
+/// capability probes' own checks in `capabilities::probe`).
+pub trait Judge: FnOnce(&ChatReply) -> Result<(), String> {}
+impl<F: FnOnce(&ChatReply) -> Result<(), String>> Judge for F {}
+
+/// The plain probe's judge: the reply's text answers `expected`
+/// ([`check_answer`]).
+pub fn answers(expected: i64) -> impl Judge {
+    move |reply: &ChatReply| {
+        if check_answer(&reply.text, expected) {
+            Ok(())
+        } else {
+            Err(wrong_answer_reason(reply, expected))
+        }
+    }
+}
+
+/// A probe's exchange, classified: the log's outcome and, when the
+/// upstream gave no usable reply, its error (whose class and message say,
+/// for instance, which capability a 400 refused: [`capability_of`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Classified {
+    pub outcome: Outcome,
+    pub error: Option<UpstreamError>,
+}
+
+/// Classify the result of [`crate::upstream::http::send`] for a probe:
+/// the reply, once `plan` has undone the dialect's translation, is judged
+/// by `judge`.
 pub fn classify(
     dialect: Dialect,
     result: &Result<RawResponse, TransportError>,
-    expected: i64,
+    plan: ReplyPlan,
+    judge: impl Judge,
     redactor: &Redactor,
-) -> Outcome {
+) -> Classified {
     match result {
-        Ok(resp) => classify_response(dialect, resp, expected, redactor),
-        Err(e) => classify_transport(e, redactor),
+        Ok(resp) => classify_response(dialect, resp, plan, judge, redactor),
+        Err(e) => Classified {
+            outcome: classify_transport(e, redactor),
+            error: Some(transport_error(e, redactor)),
+        },
     }
 }
 
@@ -186,37 +219,42 @@ pub fn classify_transport(err: &TransportError, redactor: &Redactor) -> Outcome 
 pub fn classify_response(
     dialect: Dialect,
     resp: &RawResponse,
-    expected: i64,
+    plan: ReplyPlan,
+    judge: impl Judge,
     redactor: &Redactor,
-) -> Outcome {
+) -> Classified {
     // Rounded up: a response that took 0.4 ms must not read as "no
     // response", which is what 0 means in the log.
     let latency_ms = u64::try_from(resp.elapsed.as_micros().div_ceil(1000))
         .unwrap_or(u64::MAX)
         .max(1);
     // The clock only dates an HTTP-date Retry-After, which a probe ignores.
-    let reply = match read_response(dialect, resp, redactor, Utc::now()) {
+    let mut reply = match read_response(dialect, resp, redactor, Utc::now()) {
         Ok(reply) => reply,
-        Err(e) => return failed(&e, latency_ms),
+        Err(e) => {
+            return Classified {
+                outcome: failed(&e, latency_ms),
+                error: Some(e),
+            };
+        }
     };
-    let status = Some(resp.status);
-    if check_answer(&reply.text, expected) {
-        return Outcome {
-            failure: None,
+    plan.apply(&mut reply);
+    let (failure, error) = match judge(&reply) {
+        Ok(()) => (None, None),
+        Err(why) => (
+            Some(FailureType::WrongAnswer),
+            Some(truncate_reason(&redactor.redact(&why))),
+        ),
+    };
+    Classified {
+        outcome: Outcome {
+            failure,
             latency_ms,
-            status,
-            error: None,
+            status: Some(resp.status),
+            error,
             unreachable: false,
-        };
-    }
-    Outcome {
-        failure: Some(FailureType::WrongAnswer),
-        latency_ms,
-        status,
-        error: Some(truncate_reason(
-            &redactor.redact(&wrong_answer_reason(&reply, expected)),
-        )),
-        unreachable: false,
+        },
+        error: None,
     }
 }
 
@@ -602,7 +640,14 @@ mod tests {
     }
 
     fn run(dialect: Dialect, status: u16, body: &str) -> Outcome {
-        classify_response(dialect, &resp(status, body), 14, &Redactor::default())
+        classify_response(
+            dialect,
+            &resp(status, body),
+            ReplyPlan::default(),
+            answers(14),
+            &Redactor::default(),
+        )
+        .outcome
     }
 
     fn failure(o: &Outcome) -> Option<FailureType> {
@@ -936,7 +981,14 @@ mod tests {
         let body = format!(
             r#"{{"error":{{"message":"Incorrect API key provided: {key}. Also seen as canary-7...0a1b.","type":"invalid_request_error","code":"invalid_api_key"}}}}"#
         );
-        let o = classify_response(Dialect::Openai, &resp(401, &body), 14, &redactor);
+        let o = classify_response(
+            Dialect::Openai,
+            &resp(401, &body),
+            ReplyPlan::default(),
+            answers(14),
+            &redactor,
+        )
+        .outcome;
         let e = o.error.unwrap();
         assert!(!e.contains(key), "{e}");
         assert!(!e.contains("0a1b"), "{e}");
@@ -946,7 +998,14 @@ mod tests {
         );
         // Also in a wrong answer that repeats it.
         let body = OPENAI_OK.replace("\"14\"", &format!("\"{key}\""));
-        let o = classify_response(Dialect::Openai, &resp(200, &body), 14, &redactor);
+        let o = classify_response(
+            Dialect::Openai,
+            &resp(200, &body),
+            ReplyPlan::default(),
+            answers(14),
+            &redactor,
+        )
+        .outcome;
         assert!(!o.error.unwrap().contains(key));
     }
 }
