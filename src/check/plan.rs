@@ -64,7 +64,9 @@ pub struct CapChoice {
 }
 
 impl CapChoice {
-    /// How overdue, in words: "never decided", "due since 3h", "came back".
+    /// How overdue, in words: "never decided", or "overdue by 3h" (a
+    /// model back to `active` since its verdict is overdue by the time
+    /// since it came back).
     pub fn why(&self) -> String {
         if self.overdue == TimeDelta::MAX {
             "never decided".into()
