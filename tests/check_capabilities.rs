@@ -36,7 +36,7 @@ fn listing(fake: &Fake, name: &str, models: &[&str], caps: &str, extra: &str) ->
 }
 
 #[test]
-fn no_capability_probe_without_leave_or_after_a_failed_basic_probe() {
+fn no_capability_probe_when_turned_off_or_after_a_failed_basic_probe() {
     let env = Env::new();
     let fake = Fake::start(&env, &[]);
     let cfg = config(
