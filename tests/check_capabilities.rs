@@ -259,7 +259,7 @@ fn a_model_that_cannot_call_tools_stays_active() {
     let v = read(&verdicts(&env));
     assert_eq!(v["f::no-tools"]["tools"]["verdict"], "no");
     let reason = v["f::no-tools"]["tools"]["reason"].as_str().unwrap();
-    assert!(reason.contains("tools"), "{reason}");
+    assert!(reason.contains("tool"), "{reason}");
     let log = log_entries(&cap_log(&env));
     assert_eq!(log.len(), 3);
     assert!(log.iter().all(|e| e["ok"] == 0 && e["probe"] == "tools"));
