@@ -105,6 +105,11 @@ pub enum Command {
 /// with starts at least `spacing` apart. Every result is appended to
 /// health_log.json as soon as it is known, and model_state.json is updated.
 /// Paused models are probed; disabled models are skipped.
+///
+/// After its basic probes, each provider gets at most one capability probe
+/// (tools, json or vision): the most overdue verdict among its models that
+/// just passed. It goes to capability_log.json and capabilities.json and
+/// never changes a model's state.
 #[derive(Debug, Default, Args)]
 #[command(after_help = "\
 Examples:
@@ -116,6 +121,8 @@ Examples:
   llmprobe check --json --fail-on-down        JSON out; exit 1 if any probe failed
   llmprobe check --if-due 30m --jitter 5m     at most one run per 30 min, after a random wait
   llmprobe check --dry-run --jitter 5m        show the plan and the wait, without waiting
+  llmprobe check --capabilities all           also probe capabilities the catalog does not list
+  llmprobe check --capabilities none          basic probes only: no tools/json/vision probe
 
 Hourly: `llmprobe schedule install --env-file ~/llmprobe/keys.env` writes
 the cron job (a systemd timer or a Windows task with --with) that exports the
@@ -154,6 +161,14 @@ pub struct CheckArgs {
     /// Exit 1 if any probed model failed.
     #[arg(long)]
     pub fail_on_down: bool,
+    /// Which capability probes (tools, json, vision) the run may make, at
+    /// most one per provider, after its basic probes: those the catalog
+    /// lists for a model (`model_info = { "m" = { capabilities = ["tools"]
+    /// } }`), every capability of every probed model, or none. A provider
+    /// with `capabilities = false` is never probed for them. Their results
+    /// never change a model's state or the exit code.
+    #[arg(long, value_enum, value_name = "WHICH", default_value = "listed")]
+    pub capabilities: CapabilityProbes,
     /// First wait a random delay from 0 up to DURATION (e.g. 5m, at most
     /// 24h), so that many machines do not probe in lock-step.
     #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
@@ -203,6 +218,18 @@ pub struct ProvidersArgs {
     /// Print as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `check --capabilities`: which capability probes a run may make.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum CapabilityProbes {
+    /// Only the capabilities the catalog lists for each model.
+    #[default]
+    Listed,
+    /// Every capability of every probed model.
+    All,
+    /// No capability probe.
+    None,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

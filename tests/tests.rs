@@ -3,6 +3,7 @@
 //! 127.0.0.1.
 
 mod check;
+mod check_capabilities;
 mod check_hooks;
 mod cli;
 mod layout;

@@ -1,7 +1,9 @@
 //! Running a plan's lanes: one task per provider, its models one after
-//! another with starts at least `spacing` apart, each result sent to the
-//! writer as soon as it is known. Probes go through the [`Prober`] trait,
-//! so the scheduling is tested with tokio's paused time and a mock.
+//! another with starts at least `spacing` apart, then at most one
+//! capability probe (the most overdue verdict among the models that just
+//! passed), one spacing after the last; each result is sent to the writer
+//! as soon as it is known. Probes go through the [`Prober`] trait, so the
+//! scheduling is tested with tokio's paused time and a mock.
 
 use std::future::Future;
 use std::io::IsTerminal;
@@ -12,6 +14,8 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::plan::{Lane, start_offset};
+use crate::capabilities::probe::CapOutcome;
+use crate::capabilities::{Capability, Judgement};
 use crate::error::{Error, Result};
 use crate::outcome::{Entry, Outcome, Verdict};
 use crate::prompts::Pool;
@@ -20,7 +24,15 @@ use crate::upstream::secret::Redactor;
 /// Asks one model one question. The real one is [`HttpProber`]; tests of the
 /// scheduler use a mock under tokio's paused time.
 pub trait Prober: Send + Sync + 'static {
+    /// The basic probe: a randomised arithmetic question.
     fn probe(&self, lane: &Lane, model: &str) -> impl Future<Output = Outcome> + Send;
+    /// A capability probe of `model` for `cap`.
+    fn capability(
+        &self,
+        lane: &Lane,
+        model: &str,
+        cap: Capability,
+    ) -> impl Future<Output = CapOutcome> + Send;
 }
 
 /// The real prober: a randomised question from the pool, over HTTP.
@@ -28,14 +40,22 @@ pub struct HttpProber {
     client: reqwest::Client,
     pool: Pool,
     redactor: Redactor,
+    /// `[defaults] capability_max_tokens`.
+    capability_max_tokens: u32,
 }
 
 impl HttpProber {
-    pub fn new(client: reqwest::Client, pool: Pool, redactor: Redactor) -> HttpProber {
+    pub fn new(
+        client: reqwest::Client,
+        pool: Pool,
+        redactor: Redactor,
+        capability_max_tokens: u32,
+    ) -> HttpProber {
         HttpProber {
             client,
             pool,
             redactor,
+            capability_max_tokens,
         }
     }
 }
@@ -56,9 +76,23 @@ impl Prober for HttpProber {
         )
         .await
     }
+
+    async fn capability(&self, lane: &Lane, model: &str, cap: Capability) -> CapOutcome {
+        crate::capabilities::probe::probe(
+            &self.client,
+            &lane.resolved,
+            model,
+            cap,
+            self.capability_max_tokens,
+            lane.timeout,
+            &self.redactor,
+        )
+        .await
+    }
 }
 
-/// One finished probe on its way to the writer.
+/// One finished probe on its way to the writer: a basic probe, or a
+/// capability probe (`entry.probe` names the capability).
 #[derive(Debug)]
 pub struct Probed {
     pub entry: Entry,
@@ -67,6 +101,16 @@ pub struct Probed {
     pub remote: bool,
     /// No response: the host could not be reached.
     pub unreachable: bool,
+    /// What a capability probe decided (`None` for a basic probe, and for
+    /// a capability probe that decided nothing: the verdict stays).
+    pub decided: Option<Judgement>,
+}
+
+impl Probed {
+    /// A capability probe's result, not a basic probe's.
+    pub fn is_capability(&self) -> bool {
+        self.entry.probe.is_some()
+    }
 }
 
 /// Run every lane at once and wait for all of them. A lane that fails or
@@ -113,7 +157,8 @@ pub(crate) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "(no message)".into())
 }
 
-/// One provider: its models one after another, starts `spacing` apart.
+/// One provider: its models one after another, starts `spacing` apart,
+/// then at most one capability probe one spacing after the last.
 async fn run_lane<P: Prober>(
     lane: Lane,
     prober: Arc<P>,
@@ -124,29 +169,13 @@ async fn run_lane<P: Prober>(
     let remote = !lane.resolved.is_loopback();
     let n = lane.models.len();
     let first_start = tokio::time::Instant::now();
+    // The models whose basic probe passed, with its ts.
+    let mut passed: Vec<(&str, String)> = Vec::new();
     for (i, model) in lane.models.iter().enumerate() {
-        let next_start = first_start
-            .checked_add(start_offset(&lane, i)?)
-            .ok_or_else(|| {
-                Error::config(format!(
-                    "provider {name}: spacing {} is too long",
-                    crate::duration::format_secs(lane.spacing)
-                ))
-            })?;
-        // Count down to this model's start, a second at a time, for the TTY.
-        loop {
-            let now = tokio::time::Instant::now();
-            if now >= next_start {
-                break;
-            }
-            let left = next_start - now;
-            bar.set_message(format!(
-                "next: {model} in {}s  ({}/{n})",
-                left.as_secs_f64().ceil() as u64,
-                i + 1
-            ));
-            tokio::time::sleep(left.min(Duration::from_secs(1))).await;
-        }
+        wait_for_start(&lane, first_start, i, &bar, |left| {
+            format!("next: {model} in {left}s  ({}/{n})", i + 1)
+        })
+        .await?;
         let ts = crate::time::now_rfc3339();
         bar.set_message(format!("probing {model}  ({}/{n})", i + 1));
         tracing::debug!(provider = %name, model = %model, "probe sent");
@@ -162,19 +191,91 @@ async fn run_lane<P: Prober>(
             error = outcome.error.as_deref(),
             "probe answered"
         );
+        if outcome.ok() {
+            passed.push((model.as_str(), ts.clone()));
+        }
         let probed = Probed {
             entry: Entry::new(ts, &name, model, &outcome),
             verdict: outcome.verdict(),
             remote,
             unreachable: outcome.unreachable,
+            decided: None,
         };
         if tx.send(probed).is_err() {
             // The writer stopped on an error; it is reported from there.
-            break;
+            bar.finish_with_message("stopped");
+            return Ok(());
         }
     }
-    bar.finish_with_message(format!("done ({n} probed)"));
+    let choice = lane.caps.as_ref().and_then(|caps| {
+        let passed: Vec<(&str, &str)> = passed.iter().map(|(m, t)| (*m, t.as_str())).collect();
+        caps.choose(&passed, caps.clock.now())
+    });
+    let Some(choice) = choice else {
+        bar.finish_with_message(format!("done ({n} probed)"));
+        return Ok(());
+    };
+    let (model, cap) = (choice.model.as_str(), choice.capability);
+    wait_for_start(&lane, first_start, n, &bar, |left| {
+        format!("next: {model} {cap} in {left}s")
+    })
+    .await?;
+    let ts = crate::time::now_rfc3339();
+    bar.set_message(format!("probing {model} for {cap}"));
+    tracing::debug!(provider = %name, model = %model, capability = %cap, why = %choice.why(), "capability probe sent");
+    let CapOutcome { outcome, decided } = prober.capability(&lane, model, cap).await;
+    tracing::debug!(
+        provider = %name,
+        model = %model,
+        capability = %cap,
+        class = outcome.failure.map(|f| f.as_str()).unwrap_or("ok"),
+        latency_ms = outcome.latency_ms,
+        status = outcome.status,
+        decided = decided.map(|d| d.as_str()),
+        error = outcome.error.as_deref(),
+        "capability probe answered"
+    );
+    let mut entry = Entry::new(ts, &name, model, &outcome);
+    entry.probe = Some(cap);
+    // A send to a writer that stopped fails; that is reported from there.
+    let _ = tx.send(Probed {
+        entry,
+        verdict: outcome.verdict(),
+        remote,
+        unreachable: outcome.unreachable,
+        decided,
+    });
+    bar.finish_with_message(format!("done ({n} probed, {model} for {cap})"));
     Ok(())
+}
+
+/// Wait until the lane's `i`-th start, counting down a second at a time on
+/// the progress line (`label` gets the seconds left).
+async fn wait_for_start(
+    lane: &Lane,
+    first_start: tokio::time::Instant,
+    i: usize,
+    bar: &ProgressBar,
+    label: impl Fn(u64) -> String,
+) -> Result<()> {
+    let next_start = first_start
+        .checked_add(start_offset(lane, i)?)
+        .ok_or_else(|| {
+            Error::config(format!(
+                "provider {}: spacing {} is too long",
+                lane.resolved.provider.name,
+                crate::duration::format_secs(lane.spacing)
+            ))
+        })?;
+    loop {
+        let now = tokio::time::Instant::now();
+        if now >= next_start {
+            return Ok(());
+        }
+        let left = next_start - now;
+        bar.set_message(label(left.as_secs_f64().ceil() as u64));
+        tokio::time::sleep(left.min(Duration::from_secs(1))).await;
+    }
 }
 
 /// Per-provider progress lines on stderr, only when stderr is a terminal.
@@ -231,7 +332,10 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
+    use crate::capabilities::{Finding, Findings};
     use crate::catalog::Catalog;
+    use crate::check::plan::CapPlan;
+    use crate::clock::Clock;
     use crate::exit;
     use crate::outcome::FailureType;
 
@@ -260,6 +364,28 @@ mod tests {
                 unreachable: model == "down",
             }
         }
+
+        /// Recorded as "provider::model cap"; a model named "notools"
+        /// answers in text (a `no`), any other passes.
+        async fn capability(&self, lane: &Lane, model: &str, cap: Capability) -> CapOutcome {
+            let at = self.t0.elapsed();
+            self.calls.lock().unwrap().push((
+                format!("{}::{model} {cap}", lane.resolved.provider.name),
+                at,
+            ));
+            tokio::time::sleep(self.busy).await;
+            let no = model == "notools";
+            CapOutcome {
+                outcome: Outcome {
+                    failure: no.then_some(FailureType::WrongAnswer),
+                    latency_ms: 1,
+                    status: Some(200),
+                    error: no.then(|| "answered in text, no call of add".into()),
+                    unreachable: false,
+                },
+                decided: Some(if no { Judgement::No } else { Judgement::Yes }),
+            }
+        }
     }
 
     fn lane(name: &str, url: &str, models: &[&str], spacing_secs: f64) -> Lane {
@@ -275,7 +401,47 @@ mod tests {
             models: models.iter().map(|m| m.to_string()).collect(),
             spacing: Duration::from_secs_f64(spacing_secs),
             timeout: Duration::from_secs(30),
+            caps: None,
         }
+    }
+
+    /// `l` with capability probes of `wanted` (model, capabilities), the
+    /// verdicts `seen` (model, capability, hours ago) and the state
+    /// entries `states` (model, JSON).
+    fn with_caps(
+        mut l: Lane,
+        wanted: &[(&str, &[Capability])],
+        seen: &[(&str, Capability, i64)],
+        states: &[(&str, serde_json::Value)],
+    ) -> Lane {
+        let provider = l.resolved.provider.name.clone();
+        let mut findings = Findings::default();
+        for (m, cap, hours) in seen {
+            let at = chrono::Utc::now() - chrono::TimeDelta::hours(*hours);
+            findings.record(
+                &format!("{provider}::{m}"),
+                *cap,
+                Finding {
+                    verdict: Judgement::Yes,
+                    seen: Some(crate::time::format_ts(at)),
+                    ..Finding::default()
+                },
+            );
+        }
+        l.caps = Some(CapPlan {
+            provider,
+            wanted: wanted
+                .iter()
+                .map(|(m, caps)| (m.to_string(), caps.iter().copied().collect()))
+                .collect(),
+            findings: Arc::new(findings),
+            states: states
+                .iter()
+                .map(|(m, v)| (m.to_string(), serde_json::from_value(v.clone()).unwrap()))
+                .collect(),
+            clock: Clock::default(),
+        });
+        l
     }
 
     async fn run(
@@ -323,6 +489,104 @@ mod tests {
                 .iter()
                 .all(|p| p.remote && p.verdict == Verdict::Pass)
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_provider_adds_one_capability_probe_the_most_overdue_one_spacing_later() {
+        use Capability::{Json, Tools, Vision};
+        let a = with_caps(
+            lane("a", "https://a.example/v1", &["1", "2", "3"], 90.0),
+            &[("1", &[Tools]), ("2", &[Tools, Json]), ("3", &[Json])],
+            // 1 tools: 2 h old, not due; 2 tools: due 6 h ago; 2 json: due
+            // 1 h ago; 3 json: due 2 h ago. The most overdue is 2 tools.
+            &[
+                ("1", Tools, 2),
+                ("2", Tools, 30),
+                ("2", Json, 25),
+                ("3", Json, 26),
+            ],
+            &[],
+        );
+        let b = with_caps(
+            lane("b", "https://b.example/v1", &["down", "notools"], 30.0),
+            // `down` was never probed for anything, but its basic probe fails
+            // in this run: not worth the tokens. `notools` is due.
+            &[("down", &[Tools, Json, Vision]), ("notools", &[Tools])],
+            &[("notools", Tools, 48)],
+            &[],
+        );
+        // Nothing due on c: its run is unchanged.
+        let c = with_caps(
+            lane("c", "https://c.example/v1", &["1", "2"], 60.0),
+            &[("1", &[Vision])],
+            &[("1", Vision, 1)],
+            &[],
+        );
+        let t0 = tokio::time::Instant::now();
+        let (r, calls, probed) = run(vec![a, b, c], Duration::from_secs(2)).await;
+        r.unwrap();
+        assert_eq!(secs(&calls, "a"), [0.0, 90.0, 180.0, 270.0]);
+        assert_eq!(calls[calls.len() - 1].0, "a::2 tools", "{calls:?}");
+        assert_eq!(secs(&calls, "b"), [0.0, 30.0, 60.0]);
+        assert!(
+            calls
+                .iter()
+                .any(|(k, at)| k == "b::notools tools" && at.as_secs() == 60)
+        );
+        assert_eq!(secs(&calls, "c"), [0.0, 60.0]);
+        // The whole run: (largest model count) × spacing + one probe.
+        assert_eq!(t0.elapsed(), Duration::from_secs(3 * 90 + 2));
+        let caps: Vec<(String, Option<Capability>, Option<Judgement>, u8)> = probed
+            .iter()
+            .filter(|p| p.is_capability())
+            .map(|p| {
+                (
+                    format!("{}::{}", p.entry.provider, p.entry.model),
+                    p.entry.probe,
+                    p.decided,
+                    p.entry.ok,
+                )
+            })
+            .collect();
+        assert_eq!(
+            caps,
+            [
+                (
+                    "b::notools".to_string(),
+                    Some(Tools),
+                    Some(Judgement::No),
+                    0
+                ),
+                ("a::2".to_string(), Some(Tools), Some(Judgement::Yes), 1),
+            ]
+        );
+        assert_eq!(probed.len(), 7 + 2);
+        assert!(
+            probed
+                .iter()
+                .filter(|p| !p.is_capability())
+                .all(|p| p.decided.is_none())
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_model_back_from_paused_is_due_at_once_and_a_paused_one_never() {
+        use Capability::Tools;
+        let paused = serde_json::json!({"state": "paused", "since": "2026-01-01T00:00:00Z", "reason": "rate_limit"});
+        // `1` was checked an hour ago, but it was paused and passes now: it
+        // came back, so its verdict is due. `down` stays paused (its probe
+        // fails) and is never chosen, though never probed for tools.
+        let a = with_caps(
+            lane("a", "https://a.example/v1", &["down", "1"], 10.0),
+            &[("down", &[Tools]), ("1", &[Tools])],
+            &[("1", Tools, 1)],
+            &[("down", paused.clone()), ("1", paused)],
+        );
+        let (r, calls, _) = run(vec![a], Duration::ZERO).await;
+        r.unwrap();
+        let names: Vec<&str> = calls.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["a::down", "a::1", "a::1 tools"]);
+        assert_eq!(secs(&calls, "a"), [0.0, 10.0, 20.0]);
     }
 
     #[tokio::test(start_paused = true)]

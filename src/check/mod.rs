@@ -1,5 +1,8 @@
 //! The `check` run as a library: probe every model once, append each
 //! result to the health log as soon as it is known, and drive the state machine.
+//! Each provider may add one capability probe after its basic probes; its
+//! result goes to the capability log and the verdicts file, never to the
+//! health log or the state file ([`crate::capabilities`]).
 //!
 //! Providers run concurrently; a provider's models run one after another with
 //! starts at least `spacing` apart. One writer thread serialises the appends
@@ -45,12 +48,7 @@ pub fn execute(s: &Settings, plan: Plan) -> Result<RunSummary> {
     let started = crate::time::now_rfc3339();
     let progress = Progress::new(&plan.lanes);
     let (tx, rx) = mpsc::channel::<Probed>();
-    let mut writer = Writer::new(
-        s.log_path(),
-        s.state_path(),
-        s.stats_dir().to_path_buf(),
-        s.catalog.defaults.disable_after,
-    );
+    let mut writer = Writer::new(s);
     // The writer: one append and one state update per batch of results,
     // each under the data lock, so that `state` commands can interleave
     // with a run.
@@ -74,6 +72,7 @@ pub fn execute(s: &Settings, plan: Plan) -> Result<RunSummary> {
                 .iter()
                 .flat_map(|l| l.resolved.secrets().cloned()),
         ),
+        s.catalog.defaults.capability_max_tokens,
     );
     let bars: Vec<ProgressBar> = (0..plan.lanes.len()).map(|i| progress.bar(i)).collect();
     let lanes_result = rt.block_on(run_lanes(plan.lanes, Arc::new(prober), tx, bars));
@@ -89,6 +88,7 @@ pub fn execute(s: &Settings, plan: Plan) -> Result<RunSummary> {
         started,
         finished: crate::time::now_rfc3339(),
         entries: written.entries,
+        capabilities: written.capabilities,
         state_changes: written.changes,
         skipped: plan.skipped,
         not_probed: plan.not_probed,

@@ -1,15 +1,23 @@
 //! The plan of a `check` run: which providers run, which of their models
-//! are probed, which are left out and why, and when each probe starts.
-//! Nothing here sends a request or touches a file.
+//! are probed, which are left out and why, and when each probe starts;
+//! and which capability probe each provider may add after its basic
+//! probes. Nothing here sends a request or touches a file.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, TimeDelta, Utc};
 use serde::Serialize;
 
+use crate::capabilities::{self, CapSet, Capability, Findings};
 use crate::catalog::{Resolved, Unusable, model_key};
+use crate::cli::CapabilityProbes;
+use crate::clock::Clock;
 use crate::error::{Error, Result};
+use crate::outcome::Verdict;
 use crate::settings::Settings;
-use crate::state::{ModelState, States};
+use crate::state::{ModelState, StateEntry, States};
 
 /// One provider's share of a run.
 #[derive(Debug)]
@@ -18,6 +26,104 @@ pub struct Lane {
     pub models: Vec<String>,
     pub spacing: Duration,
     pub timeout: Duration,
+    /// The capability probe this provider may add after its basic probes;
+    /// `None` when it may add none (`--capabilities none`, the provider's
+    /// `capabilities = false`, or no model with a capability to probe).
+    pub caps: Option<CapPlan>,
+}
+
+/// What a lane may probe for capabilities: each model's candidates, and
+/// what was known of them when the run started. The lane chooses one probe
+/// ([`CapPlan::choose`]) once its basic probes are done, because only a
+/// model whose basic probe just passed is worth the tokens.
+#[derive(Debug, Clone)]
+pub struct CapPlan {
+    /// The provider's name, for the verdicts' `provider::model` keys.
+    pub provider: String,
+    /// The lane's models that have capabilities to probe, in lane order,
+    /// with those capabilities.
+    pub wanted: Vec<(String, CapSet)>,
+    /// The verdicts (`capabilities.json`) as the run found them, shared by
+    /// every lane.
+    pub findings: Arc<Findings>,
+    /// The state entries of the `wanted` models as the run found them, by
+    /// model id; a model without one is active.
+    pub states: BTreeMap<String, StateEntry>,
+    /// What "now" is when a verdict's age is judged.
+    pub clock: Clock,
+}
+
+/// The capability probe a lane chose: the most overdue verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CapChoice {
+    pub model: String,
+    pub capability: Capability,
+    /// How overdue its verdict is ([`capabilities::overdue`]);
+    /// `TimeDelta::MAX` when it was never decided.
+    pub overdue: TimeDelta,
+}
+
+impl CapChoice {
+    /// How overdue, in words: "never decided", or "overdue by 3h" (a
+    /// model back to `active` since its verdict is overdue by the time
+    /// since it came back).
+    pub fn why(&self) -> String {
+        if self.overdue == TimeDelta::MAX {
+            "never decided".into()
+        } else {
+            format!(
+                "overdue by {}",
+                crate::duration::format(self.overdue.num_seconds().max(0) as u64)
+            )
+        }
+    }
+}
+
+impl CapPlan {
+    /// The most overdue (model, capability) among `passed`: the lane's
+    /// models whose basic probe passed in this run, each with the `ts` of
+    /// that probe. A model is judged by its state after that probe (a
+    /// paused model that passes comes back to `active`, which makes its
+    /// verdicts due at once); one that is not active is never chosen. Ties
+    /// (verdicts never decided) go to the model earlier in the lane, then
+    /// to [`Capability::ALL`]'s order. `None` when nothing is due.
+    pub fn choose(&self, passed: &[(&str, &str)], now: DateTime<Utc>) -> Option<CapChoice> {
+        let mut best: Option<CapChoice> = None;
+        for (model, set) in &self.wanted {
+            let Some((_, ts)) = passed.iter().find(|(m, _)| *m == model.as_str()) else {
+                continue;
+            };
+            let entry = self.states.get(model).cloned().map(|mut e| {
+                // Only a pass gets here, and a pass never disables.
+                crate::state::step(&mut e, Verdict::Pass, ts, u32::MAX);
+                e
+            });
+            if entry
+                .as_ref()
+                .is_some_and(|e| e.state != ModelState::Active)
+            {
+                continue;
+            }
+            for cap in set.iter() {
+                let finding = self.findings.get(&self.key(model), cap);
+                let Some(overdue) = capabilities::overdue(finding, entry.as_ref(), now) else {
+                    continue;
+                };
+                if best.as_ref().is_none_or(|b| overdue > b.overdue) {
+                    best = Some(CapChoice {
+                        model: model.clone(),
+                        capability: cap,
+                        overdue,
+                    });
+                }
+            }
+        }
+        best
+    }
+
+    fn key(&self, model: &str) -> String {
+        model_key(&self.provider, model)
+    }
 }
 
 /// A provider left out of the run, and why.
@@ -101,7 +207,9 @@ pub fn nothing_to_probe(plan: &Plan) -> Error {
 }
 
 /// The plan for `providers` and `models` (`--provider`, `--model`; empty:
-/// all), with `spacing` and `timeout` overriding the catalog's.
+/// all), with `spacing` and `timeout` overriding the catalog's, and the
+/// capability probes `capabilities` allows (`--capabilities`). The lanes'
+/// verdicts are empty until [`Plan::set_findings`].
 pub fn plan(
     s: &Settings,
     providers: &[String],
@@ -109,6 +217,7 @@ pub fn plan(
     states: &States,
     spacing: Option<Duration>,
     timeout: Option<Duration>,
+    capabilities: CapabilityProbes,
 ) -> Result<Plan> {
     for p in providers {
         if s.catalog.provider(p).is_none() {
@@ -173,11 +282,13 @@ pub fn plan(
             }
         }
         if !probe.is_empty() {
+            let caps = cap_plan(p, &probe, states, capabilities);
             plan.lanes.push(Lane {
                 spacing: spacing.unwrap_or(p.spacing),
                 timeout: timeout.unwrap_or(p.timeout),
                 resolved,
                 models: probe,
+                caps,
             });
         }
     }
@@ -188,6 +299,61 @@ pub fn plan(
         )));
     }
     Ok(plan)
+}
+
+/// What provider `p` may probe for capabilities among `models`: nothing
+/// under `--capabilities none` or the provider's `capabilities = false`;
+/// otherwise each model's listed capabilities (`model_info`), or all of
+/// them under `--capabilities all`.
+fn cap_plan(
+    p: &crate::catalog::Provider,
+    models: &[String],
+    states: &States,
+    which: CapabilityProbes,
+) -> Option<CapPlan> {
+    if !p.capabilities {
+        return None;
+    }
+    let wanted: Vec<(String, CapSet)> = models
+        .iter()
+        .filter_map(|m| {
+            let set = match which {
+                CapabilityProbes::None => return None,
+                CapabilityProbes::All => CapSet::all(),
+                CapabilityProbes::Listed => p.info(m).capabilities.unwrap_or_default(),
+            };
+            (!set.is_empty()).then(|| (m.clone(), set))
+        })
+        .collect();
+    if wanted.is_empty() {
+        return None;
+    }
+    let states = wanted
+        .iter()
+        .filter_map(|(m, _)| Some((m.clone(), states.get(&model_key(&p.name, m))?)))
+        .collect();
+    Some(CapPlan {
+        provider: p.name.clone(),
+        wanted,
+        findings: Arc::default(),
+        states,
+        clock: Clock::from_env(),
+    })
+}
+
+impl Plan {
+    /// Some lane may make a capability probe, so the verdicts are needed.
+    pub fn wants_capabilities(&self) -> bool {
+        self.lanes.iter().any(|l| l.caps.is_some())
+    }
+
+    /// Give every lane the verdicts the run starts from.
+    pub fn set_findings(&mut self, findings: Findings) {
+        let findings = Arc::new(findings);
+        for caps in self.lanes.iter_mut().filter_map(|l| l.caps.as_mut()) {
+            caps.findings = findings.clone();
+        }
+    }
 }
 
 /// When the `i`-th model of a lane starts, after the run's start. Checked:
@@ -222,6 +388,47 @@ fn as_secs<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::O
     s.serialize_f64(d.as_secs_f64())
 }
 
+/// The capability probe a lane would make, for `--dry-run`.
+#[derive(Debug, Serialize)]
+pub struct PlannedCap<'a> {
+    pub provider: &'a str,
+    pub model: String,
+    pub capability: Capability,
+    /// "never decided", or how overdue its verdict is.
+    pub why: String,
+    #[serde(serialize_with = "as_secs")]
+    pub starts_at_secs: Duration,
+    #[serde(serialize_with = "as_secs")]
+    pub timeout_secs: Duration,
+}
+
+/// The capability probe each lane would make at `now` if every basic
+/// probe passed, with its start: after the lane's last basic probe, one
+/// spacing later.
+pub fn cap_schedule(plan: &Plan, now: DateTime<Utc>) -> Result<Vec<PlannedCap<'_>>> {
+    let ts = crate::time::format_ts(now);
+    let mut out = Vec::new();
+    for lane in &plan.lanes {
+        let Some(caps) = &lane.caps else { continue };
+        let passed: Vec<(&str, &str)> = lane
+            .models
+            .iter()
+            .map(|m| (m.as_str(), ts.as_str()))
+            .collect();
+        if let Some(c) = caps.choose(&passed, now) {
+            out.push(PlannedCap {
+                provider: &lane.resolved.provider.name,
+                why: c.why(),
+                model: c.model,
+                capability: c.capability,
+                starts_at_secs: start_offset(lane, lane.models.len())?,
+                timeout_secs: lane.timeout,
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// Every probe of the plan with its start offset, checked.
 pub fn schedule(plan: &Plan) -> Result<Vec<Planned<'_>>> {
     let mut out = Vec::new();
@@ -237,4 +444,130 @@ pub fn schedule(plan: &Plan) -> Result<Vec<Planned<'_>>> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+    use crate::prompts::Pool;
+
+    fn settings() -> Settings {
+        let toml = r#"
+            include_default_catalog = false
+            [[providers]]
+            name = "p"
+            dialect = "openai"
+            base_url = "http://127.0.0.1:9/v1"
+            models = ["t", "tj", "plain", "off"]
+            model_info = { "t" = { capabilities = ["tools"] }, "tj" = { capabilities = ["json", "tools"] }, "off" = { capabilities = ["vision"] } }
+            [[providers]]
+            name = "optout"
+            dialect = "openai"
+            base_url = "http://127.0.0.1:9/v1"
+            models = ["t"]
+            capabilities = false
+            model_info = { "t" = { capabilities = ["tools"] } }
+        "#;
+        Settings {
+            catalog: Catalog::from_toml_str(toml, "test.toml").unwrap(),
+            prompts: Pool::embedded(),
+            stats_dir: std::path::PathBuf::from("/nonexistent"),
+            config: None,
+        }
+    }
+
+    fn wanted(plan: &Plan, provider: &str) -> Option<Vec<(String, Vec<Capability>)>> {
+        let lane = plan
+            .lanes
+            .iter()
+            .find(|l| l.resolved.provider.name == provider)?;
+        Some(
+            lane.caps
+                .as_ref()?
+                .wanted
+                .iter()
+                .map(|(m, set)| (m.clone(), set.iter().collect()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn capabilities_listed_all_or_none_and_a_provider_may_opt_out() {
+        use Capability::{Json, Tools, Vision};
+        let s = settings();
+        let mut states = States::default();
+        states.set(
+            "p::off",
+            serde_json::from_value(serde_json::json!({"state": "disabled"})).unwrap(),
+        );
+        let plan_with = |which| plan(&s, &[], &[], &states, None, None, which).unwrap();
+
+        let listed = plan_with(CapabilityProbes::Listed);
+        // A disabled model is not in the run, so not capability-probed.
+        assert_eq!(
+            wanted(&listed, "p").unwrap(),
+            [
+                ("t".to_string(), vec![Tools]),
+                ("tj".to_string(), vec![Tools, Json])
+            ]
+        );
+        assert!(wanted(&listed, "optout").is_none());
+        assert!(listed.wants_capabilities());
+
+        let all = plan_with(CapabilityProbes::All);
+        let w = wanted(&all, "p").unwrap();
+        assert_eq!(w.len(), 3, "{w:?}");
+        assert!(w.iter().all(|(_, c)| c[..] == [Tools, Json, Vision]));
+        assert!(
+            wanted(&all, "optout").is_none(),
+            "capabilities = false wins"
+        );
+
+        let none = plan_with(CapabilityProbes::None);
+        assert!(!none.wants_capabilities());
+    }
+
+    #[test]
+    fn the_dry_run_shows_the_capability_probe_after_the_basic_ones() {
+        let s = settings();
+        let mut states = States::default();
+        states.set(
+            "p::off",
+            serde_json::from_value(serde_json::json!({"state": "disabled"})).unwrap(),
+        );
+        let mut plan = plan(
+            &s,
+            &["p".into()],
+            &[],
+            &states,
+            Some(Duration::from_secs(90)),
+            None,
+            CapabilityProbes::Listed,
+        )
+        .unwrap();
+        let now: DateTime<Utc> = "2026-12-02T12:00:00Z".parse().unwrap();
+        let mut f = Findings::default();
+        for (m, cap, seen) in [
+            ("p::t", Capability::Tools, "2026-12-02T11:00:00Z"),
+            ("p::tj", Capability::Tools, "2026-12-01T09:00:00Z"),
+            ("p::tj", Capability::Json, "2026-12-01T10:00:00Z"),
+        ] {
+            let finding = capabilities::Finding {
+                verdict: capabilities::Judgement::Yes,
+                seen: Some(seen.into()),
+                ..Default::default()
+            };
+            f.record(m, cap, finding);
+        }
+        plan.set_findings(f);
+        let caps = cap_schedule(&plan, now).unwrap();
+        assert_eq!(caps.len(), 1);
+        let c = &caps[0];
+        assert_eq!((c.model.as_str(), c.capability), ("tj", Capability::Tools));
+        assert_eq!(c.why, "overdue by 3h");
+        // Three models probed (`off` is disabled): the capability probe
+        // starts one spacing after the last basic probe.
+        assert_eq!(c.starts_at_secs, Duration::from_secs(3 * 90));
+    }
 }

@@ -1,13 +1,17 @@
 //! What a `check` run shows: the run's summary as a table or JSON, the
 //! same in a few plain lines for a monitor, and the `--dry-run` plan.
+//! Capability probes are shown apart from the basic probes and counted
+//! apart: they never change a state or the exit code.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::plan::{NotProbed, Plan, Skipped, schedule};
-use super::writer::Offline;
+use super::plan::{NotProbed, Plan, Skipped, cap_schedule, schedule};
+use super::writer::{CapRecord, Offline};
+use crate::capabilities::Judgement;
 use crate::catalog::model_key;
 use crate::due;
 use crate::error::Result;
@@ -22,7 +26,11 @@ use crate::state::Transition;
 pub struct RunSummary {
     pub started: String,
     pub finished: String,
+    /// The basic probes, as appended to the health log.
     pub entries: Vec<Entry>,
+    /// The capability probes, as appended to the capability log, each with
+    /// what it decided.
+    pub capabilities: Vec<CapRecord>,
     pub state_changes: Vec<Transition>,
     pub skipped: Vec<Skipped>,
     pub not_probed: Vec<NotProbed>,
@@ -61,11 +69,56 @@ pub fn plain_summary(r: &RunSummary) -> String {
             t.model, t.from, t.to, t.reason
         ));
     }
+    if !r.capabilities.is_empty() {
+        out.push_str(&cap_count(&r.capabilities));
+        for c in &r.capabilities {
+            out.push_str(&format!("capability {}\n", cap_line(c)));
+        }
+    }
     out.push_str(&footer(&r.skipped, &r.not_probed));
     if let Some(offline) = &r.offline {
         out.push_str(&format!("{offline}\n"));
     }
     out
+}
+
+/// "1/2 capability probes passed (they never change a model's state)".
+fn cap_count(caps: &[CapRecord]) -> String {
+    let ok = caps.iter().filter(|c| c.entry.ok == 1).count();
+    format!(
+        "{ok}/{} capability probe{} passed (they never change a model's state)\n",
+        caps.len(),
+        if caps.len() == 1 { "" } else { "s" }
+    )
+}
+
+/// One capability probe in a line: "groq::m tools ✔ (412 ms)", "groq::m
+/// json ✗ wrong_answer: not JSON", or, when it decided nothing, "groq::m
+/// tools ? rate_limit (429), verdict unchanged: …".
+pub fn cap_line(c: &CapRecord) -> String {
+    let e = &c.entry;
+    let cap = e.probe.map(|p| p.as_str()).unwrap_or("?");
+    let key = model_key(&e.provider, &e.model);
+    let class = match e.status {
+        Some(st) if e.ok == 0 && e.failure_type != "wrong_answer" => {
+            format!("{} ({st})", e.failure_type)
+        }
+        _ => e.failure_type.to_string(),
+    };
+    let error = e
+        .error
+        .as_ref()
+        .map(|x| format!(": {x}"))
+        .unwrap_or_default();
+    match c.decided {
+        Some(Judgement::Yes) => format!("{key} {cap} ✔ ({} ms)", e.latency_ms),
+        Some(Judgement::No) => format!("{key} {cap} ✗ {class}{error}"),
+        _ if e.ok == 1 => format!(
+            "{key} {cap} ? passed, verdict unchanged ({} ms)",
+            e.latency_ms
+        ),
+        _ => format!("{key} {cap} ? {class}, verdict unchanged{error}"),
+    }
 }
 
 /// `--dry-run`: every planned probe with its start, the `--jitter` wait
@@ -75,12 +128,15 @@ pub fn dry_run(
     json: bool,
     jitter: Option<Duration>,
     due: Option<(Duration, due::Decision)>,
+    now: DateTime<Utc>,
 ) -> Result<u8> {
     let probes = schedule(plan)?;
+    let caps = cap_schedule(plan, now)?;
     if json {
         let mut v = serde_json::json!({
             "dry_run": true,
             "probes": probes,
+            "capability_probes": caps,
             "skipped": plan.skipped,
             "not_probed": plan.not_probed,
         });
@@ -110,6 +166,7 @@ pub fn dry_run(
     let longest = probes
         .iter()
         .map(|p| p.starts_at_secs)
+        .chain(caps.iter().map(|c| c.starts_at_secs))
         .max()
         .unwrap_or_default();
     let mut out = String::new();
@@ -127,12 +184,31 @@ pub fn dry_run(
             "--jitter {j}: a random wait of up to {j} before the first probe (a dry run does not wait)\n"
         ));
     }
+    let plus_caps = if caps.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " and {}",
+            crate::format::count(caps.len(), "capability probe", "capability probes")
+        )
+    };
     out.push_str(&format!(
-        "dry run: {} on {} in parallel; the last starts at +{}\n{t}\n",
+        "dry run: {}{plus_caps} on {} in parallel; the last starts at +{}\n{t}\n",
         crate::format::count(probes.len(), "probe", "probes"),
         crate::format::count(plan.lanes.len(), "provider", "providers"),
         crate::duration::format_secs(longest)
     ));
+    for c in &caps {
+        out.push_str(&format!(
+            "capability probe: {}::{} {} at +{}, if {} passes ({})\n",
+            c.provider,
+            c.model,
+            c.capability,
+            crate::duration::format_secs(c.starts_at_secs),
+            c.model,
+            c.why
+        ));
+    }
     out.push_str(&footer(&plan.skipped, &plan.not_probed));
     output::print(&out)?;
     Ok(exit::SUCCESS)
@@ -194,6 +270,13 @@ pub fn print_summary(r: &RunSummary) -> Result<()> {
             out.push_str(&format!("  {}::{}: {err}\n", e.provider, e.model));
         }
     }
+    if !r.capabilities.is_empty() {
+        out.push_str("capability probes:\n");
+        for c in &r.capabilities {
+            out.push_str(&format!("  {}\n", cap_line(c)));
+        }
+        out.push_str(&cap_count(&r.capabilities));
+    }
     out.push_str(&footer(&r.skipped, &r.not_probed));
     output::print(&out)
 }
@@ -227,4 +310,101 @@ fn footer(skipped: &[Skipped], not_probed: &[NotProbed]) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capabilities::Capability;
+    use crate::outcome::{FailureType, Outcome};
+
+    fn cap(
+        model: &str,
+        c: Capability,
+        failure: Option<FailureType>,
+        status: Option<u16>,
+        error: Option<&str>,
+        decided: Option<Judgement>,
+    ) -> CapRecord {
+        let o = Outcome {
+            failure,
+            latency_ms: if failure.is_none() { 412 } else { 90 },
+            status,
+            error: error.map(str::to_string),
+            unreachable: false,
+        };
+        let mut entry = Entry::new("2026-12-01T10:00:05Z".into(), "groq", model, &o);
+        entry.probe = Some(c);
+        CapRecord { entry, decided }
+    }
+
+    #[test]
+    fn capability_probes_are_shown_and_counted_apart() {
+        let caps = vec![
+            cap(
+                "a",
+                Capability::Tools,
+                None,
+                Some(200),
+                None,
+                Some(Judgement::Yes),
+            ),
+            cap(
+                "b",
+                Capability::Json,
+                Some(FailureType::WrongAnswer),
+                Some(200),
+                Some("not JSON"),
+                Some(Judgement::No),
+            ),
+            cap(
+                "c",
+                Capability::Vision,
+                Some(FailureType::RateLimit),
+                Some(429),
+                Some("HTTP 429: slow down"),
+                None,
+            ),
+        ];
+        let lines: Vec<String> = caps.iter().map(cap_line).collect();
+        assert_eq!(
+            lines,
+            [
+                "groq::a tools ✔ (412 ms)",
+                "groq::b json ✗ wrong_answer: not JSON",
+                "groq::c vision ? rate_limit (429), verdict unchanged: HTTP 429: slow down",
+            ]
+        );
+        let ok = Outcome {
+            failure: None,
+            latency_ms: 5,
+            status: Some(200),
+            error: None,
+            unreachable: false,
+        };
+        let r = RunSummary {
+            started: String::new(),
+            finished: String::new(),
+            entries: vec![Entry::new("2026-12-01T10:00:00Z".into(), "groq", "a", &ok)],
+            capabilities: caps,
+            state_changes: Vec::new(),
+            skipped: Vec::new(),
+            not_probed: Vec::new(),
+            offline: None,
+        };
+        let text = plain_summary(&r);
+        assert!(
+            text.starts_with("1/1 probes passed, 0 state changes\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("1/3 capability probes passed (they never change a model's state)\ncapability groq::a tools ✔ (412 ms)\n"),
+            "{text}"
+        );
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["entries"].as_array().unwrap().len(), 1);
+        assert_eq!(v["capabilities"][1]["probe"], "json");
+        assert_eq!(v["capabilities"][1]["verdict"], "no");
+        assert_eq!(v["capabilities"][2]["verdict"], serde_json::Value::Null);
+    }
 }

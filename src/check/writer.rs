@@ -2,6 +2,13 @@
 //! the health log and applies it to the state file, each under the data
 //! lock, and holds back remote unreachable results until it is known that
 //! this machine is online (see the offline rule in `docs/formats.md`).
+//!
+//! Capability probes' results go the same way to their own files: appended
+//! to `capability_log.json` (the health log's format and append, plus
+//! `probe`), and, when a probe decided something, recorded in
+//! `capabilities.json`, under the same lock and after the batch's basic
+//! results are safe. They never touch the health log or the state file,
+//! and the offline rule holds them back like any other result.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -9,11 +16,13 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::lanes::Probed;
+use crate::capabilities::{Finding, Findings, Judgement};
 use crate::catalog::model_key;
 use crate::error::Result;
 use crate::fsutil::DataLock;
 use crate::healthlog;
 use crate::outcome::Entry;
+use crate::settings::Settings;
 use crate::state::{States, Transition};
 
 /// No remote provider could be reached: what was not recorded, and why.
@@ -39,10 +48,24 @@ impl std::fmt::Display for Offline {
     }
 }
 
+/// One recorded capability probe: its `capability_log.json` entry, and
+/// what it decided (`null` in JSON when it decided nothing and the verdict
+/// stays as it was).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CapRecord {
+    #[serde(flatten)]
+    pub entry: Entry,
+    #[serde(rename = "verdict")]
+    pub decided: Option<Judgement>,
+}
+
 /// What the writer did.
 #[derive(Debug)]
 pub struct Written {
+    /// Basic probes, in the health log.
     pub entries: Vec<Entry>,
+    /// Capability probes, in the capability log.
+    pub capabilities: Vec<CapRecord>,
     pub changes: Vec<Transition>,
     pub offline: Option<Offline>,
 }
@@ -52,6 +75,8 @@ pub struct Written {
 pub struct Writer {
     log_path: PathBuf,
     state_path: PathBuf,
+    cap_log_path: PathBuf,
+    findings_path: PathBuf,
     stats_dir: PathBuf,
     disable_after: u32,
     /// Some remote provider answered (any HTTP response): the machine is
@@ -61,26 +86,25 @@ pub struct Writer {
     held: Vec<Probed>,
     remote_providers: BTreeSet<String>,
     entries: Vec<Entry>,
+    capabilities: Vec<CapRecord>,
     changes: Vec<Transition>,
 }
 
 impl Writer {
-    /// A writer for the data files of `stats_dir`.
-    pub fn new(
-        log_path: PathBuf,
-        state_path: PathBuf,
-        stats_dir: PathBuf,
-        disable_after: u32,
-    ) -> Writer {
+    /// A writer for the data files of the settings' stats directory.
+    pub fn new(s: &Settings) -> Writer {
         Writer {
-            log_path,
-            state_path,
-            stats_dir,
-            disable_after,
+            log_path: s.log_path(),
+            state_path: s.state_path(),
+            cap_log_path: s.capability_log_path(),
+            findings_path: s.capabilities_path(),
+            stats_dir: s.stats_dir().to_path_buf(),
+            disable_after: s.catalog.defaults.disable_after,
             reached_remote: false,
             held: Vec::new(),
             remote_providers: BTreeSet::new(),
             entries: Vec::new(),
+            capabilities: Vec::new(),
             changes: Vec::new(),
         }
     }
@@ -105,23 +129,50 @@ impl Writer {
         if ready.is_empty() {
             return Ok(());
         }
-        let entries: Vec<Entry> = ready.iter().map(|p| p.entry.clone()).collect();
+        let (caps, basic): (Vec<Probed>, Vec<Probed>) =
+            ready.into_iter().partition(Probed::is_capability);
         let lock = DataLock::acquire(&self.stats_dir)?;
-        healthlog::append(&self.log_path, &entries, &lock)?;
-        let mut states = States::load(&self.state_path)?;
-        let before = states.clone();
-        for p in &ready {
-            let key = model_key(&p.entry.provider, &p.entry.model);
-            if let Some(t) = states.apply_probe(&key, p.verdict, &p.entry.ts, self.disable_after) {
-                tracing::debug!(model = %t.model, from = %t.from, to = %t.to, reason = %t.reason, "state change");
-                self.changes.push(t);
+        if !basic.is_empty() {
+            let entries: Vec<Entry> = basic.iter().map(|p| p.entry.clone()).collect();
+            healthlog::append(&self.log_path, &entries, &lock)?;
+            let mut states = States::load(&self.state_path)?;
+            let before = states.clone();
+            for p in &basic {
+                let key = model_key(&p.entry.provider, &p.entry.model);
+                if let Some(t) =
+                    states.apply_probe(&key, p.verdict, &p.entry.ts, self.disable_after)
+                {
+                    tracing::debug!(model = %t.model, from = %t.from, to = %t.to, reason = %t.reason, "state change");
+                    self.changes.push(t);
+                }
+            }
+            if states != before {
+                states.save(&self.state_path, &lock)?;
+            }
+            self.entries.extend(entries);
+        }
+        // Capability results last, so that a bad capability file never
+        // keeps a basic result from the health log or the state file.
+        if !caps.is_empty() {
+            let entries: Vec<Entry> = caps.iter().map(|p| p.entry.clone()).collect();
+            healthlog::append(&self.cap_log_path, &entries, &lock)?;
+            self.capabilities.extend(caps.iter().map(|p| CapRecord {
+                entry: p.entry.clone(),
+                decided: p.decided,
+            }));
+            if caps.iter().any(|p| p.decided.is_some()) {
+                let mut findings = Findings::load(&self.findings_path)?;
+                for p in &caps {
+                    let (Some(cap), Some(verdict)) = (p.entry.probe, p.decided) else {
+                        continue;
+                    };
+                    let key = model_key(&p.entry.provider, &p.entry.model);
+                    findings.record(&key, cap, finding(&p.entry, verdict));
+                }
+                findings.save(&self.findings_path, &lock)?;
             }
         }
-        if states != before {
-            states.save(&self.state_path, &lock)?;
-        }
         drop(lock);
-        self.entries.extend(entries);
         Ok(())
     }
 
@@ -149,15 +200,35 @@ impl Writer {
         });
         Written {
             entries: self.entries,
+            capabilities: self.capabilities,
             changes: self.changes,
             offline,
         }
     }
 }
 
+/// The verdict a capability probe's `entry` decided, seen when the probe
+/// started. A `no` says why: the failure class and the (redacted) reason,
+/// e.g. "wrong_answer: answered in text, no call of add".
+fn finding(entry: &Entry, verdict: Judgement) -> Finding {
+    let reason = (verdict == Judgement::No).then(|| match &entry.error {
+        Some(e) if !entry.failure_type.is_empty() => format!("{}: {e}", entry.failure_type),
+        Some(e) => e.clone(),
+        None if !entry.failure_type.is_empty() => entry.failure_type.to_string(),
+        None => "failed the check".to_string(),
+    });
+    Finding {
+        verdict,
+        seen: Some(entry.ts.clone()),
+        reason: reason.map(|r| crate::outcome::truncate_reason(&r)),
+        ..Finding::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capabilities::Capability;
     use crate::outcome::{FailureType, Outcome};
 
     fn probed(provider: &str, remote: bool, unreachable: bool) -> Probed {
@@ -173,6 +244,35 @@ mod tests {
             verdict: o.verdict(),
             remote,
             unreachable,
+            decided: None,
+        }
+    }
+
+    /// A capability probe of `provider::model` for `cap`: `failure` with
+    /// `status` and `error`, deciding `decided`.
+    fn cap_probed(
+        model: &str,
+        cap: Capability,
+        failure: Option<FailureType>,
+        status: Option<u16>,
+        error: Option<&str>,
+        decided: Option<Judgement>,
+    ) -> Probed {
+        let o = Outcome {
+            failure,
+            latency_ms: 7,
+            status,
+            error: error.map(str::to_string),
+            unreachable: false,
+        };
+        let mut entry = Entry::new("2026-12-01T10:00:05Z".into(), "p", model, &o);
+        entry.probe = Some(cap);
+        Probed {
+            entry,
+            verdict: o.verdict(),
+            remote: true,
+            unreachable: false,
+            decided,
         }
     }
 
@@ -180,14 +280,168 @@ mod tests {
         Writer {
             log_path: dir.join("health_log.json"),
             state_path: dir.join("model_state.json"),
+            cap_log_path: dir.join(crate::capabilities::LOG_FILE),
+            findings_path: dir.join(crate::capabilities::FINDINGS_FILE),
             stats_dir: dir.to_path_buf(),
             disable_after: 3,
             reached_remote: false,
             held: Vec::new(),
             remote_providers: Default::default(),
             entries: Vec::new(),
+            capabilities: Vec::new(),
             changes: Vec::new(),
         }
+    }
+
+    fn read_json(path: &std::path::Path) -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn capability_results_go_to_their_own_log_and_verdicts_never_to_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = writer(dir.path());
+        let wrong = "answered in text, no call of add";
+        w.accept(vec![
+            probed("p", true, false),
+            cap_probed(
+                "m",
+                Capability::Tools,
+                None,
+                Some(200),
+                None,
+                Some(Judgement::Yes),
+            ),
+            cap_probed(
+                "n",
+                Capability::Json,
+                Some(FailureType::WrongAnswer),
+                Some(200),
+                Some(wrong),
+                Some(Judgement::No),
+            ),
+        ])
+        .unwrap();
+        // The health log has only the basic probe, with no `probe` field.
+        let health = read_json(&dir.path().join("health_log.json"));
+        assert_eq!(health.as_array().unwrap().len(), 1);
+        assert!(health[0].get("probe").is_none(), "{health}");
+        // The capability log: the six fields, then `probe`, then the rest.
+        let text = std::fs::read_to_string(dir.path().join("capability_log.json")).unwrap();
+        assert!(
+            text.contains(r#"{"ts":"2026-12-01T10:00:05Z","provider":"p","model":"n","ok":0,"latency_ms":7,"failure_type":"wrong_answer","probe":"json","status":200,"error":"answered in text, no call of add"}"#),
+            "{text}"
+        );
+        let caplog = read_json(&dir.path().join("capability_log.json"));
+        assert_eq!(caplog.as_array().unwrap().len(), 2);
+        assert_eq!(caplog[0]["probe"], "tools");
+        assert_eq!(caplog[0]["ok"], 1);
+        let f = read_json(&dir.path().join("capabilities.json"));
+        assert_eq!(
+            f,
+            serde_json::json!({
+                "p::m": {"tools": {"verdict": "yes", "seen": "2026-12-01T10:00:05Z"}},
+                "p::n": {"json": {"verdict": "no", "seen": "2026-12-01T10:00:05Z",
+                                  "reason": "wrong_answer: answered in text, no call of add"}},
+            })
+        );
+        // A failed capability probe changes no state: nothing was written
+        // for p::n, and the basic pass changed nothing either.
+        assert!(!dir.path().join("model_state.json").exists());
+        let done = w.finish();
+        assert_eq!(done.entries.len(), 1);
+        assert_eq!(done.capabilities.len(), 2);
+        assert!(done.changes.is_empty());
+        assert_eq!(
+            serde_json::to_value(&done.capabilities[1]).unwrap()["verdict"],
+            "no"
+        );
+    }
+
+    #[test]
+    fn an_undecided_capability_probe_leaves_the_verdict() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("capabilities.json");
+        let before = "{\n  \"p::m\": {\"tools\": {\"verdict\": \"yes\", \"seen\": \"2026-11-30T10:00:00Z\"}}\n}\n";
+        std::fs::write(&path, before).unwrap();
+        let mut w = writer(dir.path());
+        w.accept(vec![cap_probed(
+            "m",
+            Capability::Tools,
+            Some(FailureType::RateLimit),
+            Some(429),
+            Some("HTTP 429: slow down"),
+            None,
+        )])
+        .unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), before, "untouched");
+        let caplog = read_json(&dir.path().join("capability_log.json"));
+        assert_eq!(caplog[0]["failure_type"], "rate_limit");
+        assert!(!dir.path().join("health_log.json").exists());
+        assert!(!dir.path().join("model_state.json").exists());
+        let done = w.finish();
+        assert_eq!(done.capabilities[0].decided, None);
+        assert!(done.entries.is_empty());
+    }
+
+    /// Like an unparseable state file: the run fails with exit 4 naming the
+    /// file, which is left byte for byte; what was already safe stays.
+    #[test]
+    fn an_unparseable_verdicts_file_fails_the_run_and_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("capabilities.json");
+        let bad = "{\"p::m\": {\"tools\": {\"verdict\": \"maybe\"}}";
+        std::fs::write(&path, bad).unwrap();
+        let mut w = writer(dir.path());
+        let err = w
+            .accept(vec![
+                probed("p", true, false),
+                cap_probed(
+                    "m",
+                    Capability::Tools,
+                    None,
+                    Some(200),
+                    None,
+                    Some(Judgement::Yes),
+                ),
+            ])
+            .unwrap_err();
+        assert_eq!(err.exit_code(), crate::exit::DATA);
+        assert!(err.to_string().contains("capabilities.json"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), bad.as_bytes());
+        // The basic result and the capability log entry were recorded first.
+        assert_eq!(
+            read_json(&dir.path().join("health_log.json"))
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(
+            read_json(&dir.path().join("capability_log.json"))[0]["probe"],
+            "tools"
+        );
+    }
+
+    #[test]
+    fn an_offline_run_records_no_capability_entry_either() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = writer(dir.path());
+        let mut cap = cap_probed(
+            "m",
+            Capability::Vision,
+            Some(FailureType::Error),
+            None,
+            Some("dns lookup failed"),
+            None,
+        );
+        cap.unreachable = true;
+        w.accept(vec![probed("p", true, true), cap]).unwrap();
+        let done = w.finish();
+        assert_eq!(done.offline.expect("offline").probes, 2);
+        assert!(done.capabilities.is_empty());
+        assert!(!dir.path().join("capability_log.json").exists());
+        assert!(!dir.path().join("capabilities.json").exists());
     }
 
     #[test]

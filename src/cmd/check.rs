@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use crate::capabilities::Findings;
 use crate::catalog::{bounded_secs, bounds};
 use crate::check::{plan, report};
 use crate::cli::{CheckArgs, GlobalArgs};
@@ -88,16 +89,30 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
         return Ok(Ran::NotDue);
     }
     let states = States::load(&s.state_path())?;
-    let plan = plan::plan(s, &a.provider, &a.model, &states, spacing, timeout)?;
+    let mut plan = plan::plan(
+        s,
+        &a.provider,
+        &a.model,
+        &states,
+        spacing,
+        timeout,
+        a.capabilities,
+    )?;
     if plan.lanes.is_empty() {
         return Err(plan::nothing_to_probe(&plan));
+    }
+    // The verdicts are read only when some capability probe may run, so a
+    // bad file never stops `--capabilities none`; like a bad state file, it
+    // stops any other run before the first probe (exit 4).
+    if plan.wants_capabilities() {
+        plan.set_findings(Findings::load(&s.capabilities_path()).map_err(without_capabilities)?);
     }
     if a.dry_run {
         let due = a
             .if_due
             .map(|i| due::if_due(s.stats_dir(), i, clock.now()).map(|d| (i, d)))
             .transpose()?;
-        return report::dry_run(&plan, a.json, a.jitter, due).map(Ran::NotARun);
+        return report::dry_run(&plan, a.json, a.jitter, due, clock.now()).map(Ran::NotARun);
     }
     if let Some(max) = a.jitter {
         due::wait(due::jitter_delay(max), max, &clock);
@@ -111,6 +126,9 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
         // Refuse a bad log before spending any probes on it.
         let lock = DataLock::acquire(s.stats_dir())?;
         healthlog::preflight(&s.log_path(), &lock)?;
+        if plan.wants_capabilities() {
+            healthlog::preflight(&s.capability_log_path(), &lock).map_err(without_capabilities)?;
+        }
     }
     let started_at = clock.now();
     let scope = plan::scope(&plan);
@@ -162,6 +180,18 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
     }
     told?;
     Ok(Ran::Completed(code))
+}
+
+/// A capability data file's error, with the way to run without it.
+fn without_capabilities(e: Error) -> Error {
+    match e {
+        Error::Data(mut d) => {
+            d.message
+                .push_str("; `llmprobe check --capabilities none` probes without it");
+            Error::Data(d)
+        }
+        e => e,
+    }
 }
 
 fn secs_flag(

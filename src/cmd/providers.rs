@@ -20,6 +20,10 @@ pub fn list(s: &Settings, json: bool) -> Result<u8> {
         key_env: Vec<String>,
         key_set: Option<String>,
         status: String,
+        /// What `check` may probe each model for (`model_info`'s
+        /// `capabilities`); empty when the provider has `capabilities =
+        /// false`.
+        capabilities: std::collections::BTreeMap<String, crate::capabilities::CapSet>,
     }
     let rows: Vec<Row> = s
         .catalog
@@ -41,6 +45,13 @@ pub fn list(s: &Settings, json: bool) -> Result<u8> {
                     .ok()
                     .and_then(|r| r.key_source().map(str::to_string)),
                 status,
+                capabilities: p
+                    .models
+                    .iter()
+                    .filter(|_| p.capabilities)
+                    .filter_map(|m| Some((m.clone(), p.info(m).capabilities?)))
+                    .filter(|(_, c)| !c.is_empty())
+                    .collect(),
             }
         })
         .collect();
