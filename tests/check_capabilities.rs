@@ -144,7 +144,6 @@ fn an_unparseable_verdicts_file_stops_the_run_and_is_left_alone() {
 }
 
 #[test]
-#[ignore = "needs the capability probe (i18-probes)"]
 fn a_passing_model_gets_one_capability_probe_a_run_into_its_own_files() {
     let env = clock_env();
     let fake = Fake::start(&env, &[]);
@@ -207,7 +206,6 @@ fn a_passing_model_gets_one_capability_probe_a_run_into_its_own_files() {
 }
 
 #[test]
-#[ignore = "needs the capability probe (i18-probes)"]
 fn a_rate_limited_capability_probe_leaves_the_verdict() {
     let env = Env::new();
     // The basic probe passes; the capability probe gets a 429.
@@ -235,7 +233,6 @@ fn a_rate_limited_capability_probe_leaves_the_verdict() {
 }
 
 #[test]
-#[ignore = "needs the capability probe (i18-probes)"]
 fn a_model_that_cannot_call_tools_stays_active() {
     let env = clock_env();
     // Answers plain questions; refuses a request that offers tools.

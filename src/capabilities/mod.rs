@@ -16,9 +16,7 @@
 
 // Until `check` runs the capability probes (the lead's merge of issue 18
 // wires them in): remove these two allows then.
-#[cfg_attr(not(test), allow(dead_code))]
 pub mod glyphs;
-#[cfg_attr(not(test), allow(dead_code))]
 pub mod probe;
 
 use std::collections::BTreeMap;
