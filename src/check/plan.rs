@@ -10,7 +10,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 use serde::Serialize;
 
-use crate::capabilities::{self, CapSet, Capability, Findings};
+use crate::capabilities::{self, CapSet, Capability, Findings, Judgement};
 use crate::catalog::{Resolved, Unusable, model_key};
 use crate::cli::CapabilityProbes;
 use crate::clock::Clock;
@@ -85,10 +85,11 @@ impl CapPlan {
     /// that probe. A model is judged by its state after that probe (a
     /// paused model that passes comes back to `active`, which makes its
     /// verdicts due at once); one that is not active is never chosen. Ties
-    /// (verdicts never decided) go to the model earlier in the lane, then
-    /// to [`Capability::ALL`]'s order. `None` when nothing is due.
+    /// (verdicts never decided, above all) go to the model with the fewest
+    /// decided verdicts, then to the model earlier in the lane, then to
+    /// [`Capability::ALL`]'s order. `None` when nothing is due.
     pub fn choose(&self, passed: &[(&str, &str)], now: DateTime<Utc>) -> Option<CapChoice> {
-        let mut best: Option<CapChoice> = None;
+        let mut best: Option<(CapChoice, usize)> = None;
         for (model, set) in &self.wanted {
             let Some((_, ts)) = passed.iter().find(|(m, _)| *m == model.as_str()) else {
                 continue;
@@ -104,21 +105,34 @@ impl CapPlan {
             {
                 continue;
             }
+            // Among equally overdue verdicts (never decided, above all), the
+            // model the record knows least about goes first, so a new
+            // catalog learns something of every model before all of one.
+            let key = self.key(model);
+            let decided = set
+                .iter()
+                .filter(|c| self.findings.verdict(&key, *c) != Judgement::Unknown)
+                .count();
             for cap in set.iter() {
-                let finding = self.findings.get(&self.key(model), cap);
+                let finding = self.findings.get(&key, cap);
                 let Some(overdue) = capabilities::overdue(finding, entry.as_ref(), now) else {
                     continue;
                 };
-                if best.as_ref().is_none_or(|b| overdue > b.overdue) {
-                    best = Some(CapChoice {
-                        model: model.clone(),
-                        capability: cap,
-                        overdue,
-                    });
+                if best.as_ref().is_none_or(|(b, d)| {
+                    overdue > b.overdue || (overdue == b.overdue && decided < *d)
+                }) {
+                    best = Some((
+                        CapChoice {
+                            model: model.clone(),
+                            capability: cap,
+                            overdue,
+                        },
+                        decided,
+                    ));
                 }
             }
         }
-        best
+        best.map(|(c, _)| c)
     }
 
     fn key(&self, model: &str) -> String {
@@ -490,6 +504,35 @@ mod tests {
                 .map(|(m, set)| (m.clone(), set.iter().collect()))
                 .collect(),
         )
+    }
+
+    #[test]
+    fn among_verdicts_never_decided_the_model_known_least_goes_first() {
+        let all: CapSet = Capability::ALL.into_iter().collect();
+        let mut findings = Findings::default();
+        findings.record(
+            "p::a",
+            Capability::Tools,
+            crate::capabilities::Finding {
+                verdict: Judgement::Yes,
+                seen: Some("2026-12-02T11:00:00Z".into()),
+                ..Default::default()
+            },
+        );
+        let plan = CapPlan {
+            provider: "p".into(),
+            wanted: vec![("a".into(), all), ("b".into(), all)],
+            findings: Arc::new(findings),
+            states: BTreeMap::new(),
+            clock: Clock::default(),
+        };
+        let now: DateTime<Utc> = "2026-12-02T12:00:00Z".parse().unwrap();
+        let ts = "2026-12-02T12:00:00Z";
+        let c = plan.choose(&[("a", ts), ("b", ts)], now).unwrap();
+        // a's json and b's tools are both never decided; b is known least.
+        assert_eq!((c.model.as_str(), c.capability), ("b", Capability::Tools));
+        let c = plan.choose(&[("a", ts)], now).unwrap();
+        assert_eq!((c.model.as_str(), c.capability), ("a", Capability::Json));
     }
 
     #[test]
