@@ -222,8 +222,17 @@ impl Engine {
                 ),
             );
         }
-        let empty = Probed::default();
-        let probed = probed.unwrap_or(&empty);
+        if ask.needs.is_empty() {
+            return Ability::Able;
+        }
+        let empty;
+        let probed = match probed {
+            Some(p) => p,
+            None => {
+                empty = Probed::default();
+                &empty
+            }
+        };
         let mut band = Ability::Able;
         for n in &ask.needs {
             match ability(probed, verdicts, &key, *n, now) {

@@ -504,9 +504,21 @@ impl<'e> Run<'e> {
                 reasons: unbuildable,
             },
             // Every model sent to said the prompt is too long, and every
-            // other was known too small: none can hold it.
-            (_, Some(_)) if self.context_refusals == self.sent && self.ask.is_some() => {
-                e.too_long(self.ask.expect("checked"))
+            // other was known too small: none can hold it, and some
+            // window is known to say so with (else the upstream's own
+            // words are the better answer).
+            (_, Some(_))
+                if self.context_refusals == self.sent
+                    && let Some(too_long) = self.ask.map(|a| e.too_long(a))
+                    && matches!(
+                        too_long,
+                        RouteError::ContextTooSmall {
+                            largest: Some(_),
+                            ..
+                        }
+                    ) =>
+            {
+                too_long
             }
             // Every model sent to said it cannot take the request: that is
             // the answer, not a failure of the upstreams.
