@@ -258,6 +258,7 @@ fn a_long_prompt_goes_past_a_window_too_small_and_none_fitting_names_the_largest
     assert_eq!(p["windows"][0]["tokens"], 3000, "{p}");
     assert_eq!(p["windows"][0]["source"], "learned", "{p}");
     assert!(p["windows"][0]["until"].is_string(), "{p}");
+    assert_eq!(p["learned"][0]["model"], "context-window:3000", "{p}");
     assert_eq!(p["learned"][0]["what"], "context_window", "{p}");
     assert_eq!(p["learned"][0]["limit"], 3000, "{p}");
     // route --status reads what the server saved.

@@ -217,6 +217,7 @@ pub struct WindowView {
 /// One thing an upstream said of a model, kept until `until`.
 #[derive(Debug, Serialize)]
 pub struct LearnedView {
+    /// The model id (without the provider).
     pub model: String,
     /// `context_window`, `max_output_tokens`, or a need it refused
     /// (`tools`, `json`, `vision`, …).
@@ -352,8 +353,12 @@ pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
             windows: windows(&p.provider, &verdicts, now),
             learned: verdicts
                 .entries()
-                .filter(|(m, _, v)| {
-                    m.starts_with(&format!("{}::", p.provider.name)) && v.until > now
+                .filter(|(_, _, v)| v.until > now)
+                .filter_map(|(m, what, v)| {
+                    let model = m
+                        .strip_prefix(p.provider.name.as_str())?
+                        .strip_prefix("::")?;
+                    Some((model, what, v))
                 })
                 .map(|(m, what, v)| LearnedView {
                     model: m.to_string(),
@@ -502,10 +507,10 @@ pub fn table(v: &StatusView) -> String {
             any = true;
             let what = match (l.what.as_str(), l.limit) {
                 (CONTEXT_WINDOW, Some(n)) => {
-                    let counts = p.windows.iter().any(|w| {
-                        format!("{}::{}", p.name, w.model) == l.model
-                            && w.source == WindowSource::Learned
-                    });
+                    let counts = p
+                        .windows
+                        .iter()
+                        .any(|w| w.model == l.model && w.source == WindowSource::Learned);
                     format!(
                         "context window {n} tokens{}",
                         if counts {
@@ -516,9 +521,13 @@ pub fn table(v: &StatusView) -> String {
                     )
                 }
                 (super::verdicts::OUTPUT_CAP, Some(n)) => format!("output cap {n} tokens"),
-                (need, _) => format!("cannot {need}"),
+                (need, _) => format!("refused {need}"),
             };
-            learned.add_row(vec![l.model.clone(), what, crate::time::format_ts(l.until)]);
+            learned.add_row(vec![
+                model_key(&p.name, &l.model),
+                what,
+                crate::time::format_ts(l.until),
+            ]);
         }
     }
     let learned = if any {
