@@ -350,9 +350,11 @@ impl Engine {
     }
 
     /// Try the candidates for `ask` in order with `send`, which makes one
-    /// attempt on one candidate with one key. A candidate that cannot take
-    /// the request (its dialect, its context window, or an upstream's word
-    /// within the day) is passed over before anything is sent
+    /// attempt on one candidate with one key. A request with a capability
+    /// need goes to the models known able first, then to the unknown
+    /// ([`bands`]); a candidate that cannot take the request (its dialect,
+    /// its known context window, a failed probe, or an upstream's word
+    /// newer than its probe) is passed over before anything is sent
     /// (`skip:<need>`); a `max_tokens` over a candidate's output cap is
     /// lowered to it ([`Candidate::max_tokens`]); the model that served the
     /// conversation's previous turn goes first while it is healthy.
