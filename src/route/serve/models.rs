@@ -5,8 +5,9 @@
 //! "lifecycle"}],"has_more","first_id","last_id"}`) for a request that
 //! carries `anthropic-version`.
 //!
-//! Each routable `provider::model` also carries what route knows of it, in
-//! the fields OpenAI-compatible clients read (OpenRouter's): its known
+//! In OpenAI's shape, each routable `provider::model` also carries what
+//! route knows of it, in the fields OpenAI-compatible clients read
+//! (OpenRouter's): its known
 //! context window as `context_length` (with `context_length_source`:
 //! `catalog`, `listing` or `learned`; absent when unknown), the request
 //! parameters its passed probes vouch for as `supported_parameters`, and
@@ -105,7 +106,8 @@ fn entry(id: &str, shape: Shape, facts: Option<&Facts>) -> Value {
             })
         }
     };
-    if let Some(f) = facts {
+    // Anthropic's model object has no such fields: its shape stays its own.
+    if let (Some(f), Shape::OpenAi) = (facts, shape) {
         add_facts(&mut entry, f);
     }
     entry
