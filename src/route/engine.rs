@@ -108,7 +108,7 @@ pub struct Engine {
     pub states: Arc<StateWatcher>,
     /// The latest capability probes (`stats/capabilities.json`), watched
     /// like the states; routing goes on without them when they cannot be
-    /// read ([`bands`]).
+    /// read.
     pub capabilities: Arc<Watcher<Probed>>,
     /// Recent health, re-read from the log off the request path
     /// ([`Engine::refresh_health`]) and read lock-free by requests.
@@ -352,7 +352,7 @@ impl Engine {
     /// Try the candidates for `ask` in order with `send`, which makes one
     /// attempt on one candidate with one key. A request with a capability
     /// need goes to the models known able first, then to the unknown
-    /// ([`bands`]); a candidate that cannot take the request (its dialect,
+    /// ([`Ability`]); a candidate that cannot take the request (its dialect,
     /// its known context window, a failed probe, or an upstream's word
     /// newer than its probe) is passed over before anything is sent
     /// (`skip:<need>`); a `max_tokens` over a candidate's output cap is
