@@ -20,7 +20,7 @@ use crate::error::{DataError, Result, json_error_offset};
 use crate::fsutil::{self, DataLock};
 use crate::outcome::Verdict;
 
-pub use self::snapshot::{Snapshot, StateWatcher};
+pub use self::snapshot::{Snapshot, StateWatcher, Watched, Watcher};
 
 /// What to do about a state file that cannot be parsed.
 const RESET_HINT: &str = "fix it by hand, or run `llmprobe state reset --all` to move it aside (it is kept) and start with every model active";

@@ -290,6 +290,7 @@ pub(crate) fn serve_until_signal(
         // kills it.
         let hangup = on_hangup()?;
         let poller = engine.states.clone().spawn_poller(serve::STATE_POLL);
+        let capabilities = engine.capabilities.clone().spawn_poller(serve::STATE_POLL);
         let health = tokio::spawn(serve::health_poller(engine.clone()));
         let watch = engine.shared().cloned().map(|s| tokio::spawn(s.watch()));
         let routable = engine.routable();
@@ -319,6 +320,7 @@ pub(crate) fn serve_until_signal(
         eprintln!("route: shutting down; letting requests in flight finish");
         srv.shutdown(SHUTDOWN_GRACE).await;
         poller.abort();
+        capabilities.abort();
         health.abort();
         if let Some(h) = hangup {
             h.abort();

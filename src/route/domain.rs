@@ -46,6 +46,15 @@ pub enum RouteError {
         /// Per candidate: `groq::x: cannot carry tools (…)`.
         reasons: Vec<String>,
     },
+    /// No active candidate can hold the prompt: each one's known context
+    /// window is smaller, or its upstream said the prompt is too long.
+    ContextTooSmall {
+        /// The prompt's estimated tokens.
+        prompt_tokens: u64,
+        /// The largest known window among the active models, and whose it
+        /// is (`provider::model`).
+        largest: Option<(u64, String)>,
+    },
     /// The upstream refused the client's own request; trying elsewhere
     /// would fail the same way.
     ClientFault {
@@ -82,7 +91,9 @@ impl RouteError {
     /// opposed to one that found nothing to serve it now.
     pub fn is_usage_error(&self) -> bool {
         match self {
-            RouteError::UnknownModel { .. } | RouteError::Incapable { .. } => true,
+            RouteError::UnknownModel { .. }
+            | RouteError::Incapable { .. }
+            | RouteError::ContextTooSmall { .. } => true,
             RouteError::ClientFault { status, .. } => matches!(status, 400 | 413 | 422),
             _ => false,
         }
@@ -181,6 +192,18 @@ impl Exhausted {
                     reasons.join("; ")
                 )
             }
+            RouteError::ContextTooSmall {
+                prompt_tokens,
+                largest: Some((window, model)),
+            } => format!(
+                "no active model can hold a prompt of about {prompt_tokens} tokens; the largest context window among them is {window} tokens ({model})"
+            ),
+            RouteError::ContextTooSmall {
+                prompt_tokens,
+                largest: None,
+            } => format!(
+                "no active model can hold a prompt of about {prompt_tokens} tokens, and none of them has a known context window"
+            ),
             RouteError::ClientFault { message, .. } => {
                 format!("the upstream rejected the request itself: {message}")
             }

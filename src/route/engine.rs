@@ -19,7 +19,7 @@ use futures_util::{Stream, StreamExt};
 use crate::catalog::{ApiKey, Catalog, Resolved, RouteSettings};
 use crate::error::Result;
 use crate::route::cooldown::{Cooldowns, Target};
-use crate::state::{ModelState, StateWatcher};
+use crate::state::{ModelState, StateWatcher, Watcher};
 use crate::upstream::classify::{ErrorClass, UpstreamError};
 use crate::upstream::secret::Redactor;
 
@@ -36,8 +36,10 @@ use super::verdicts::Verdicts;
 use crate::upstream::dialect::{Dialect, Need};
 use run::{Admission, AfterAttempt, Picker, Run};
 
+mod bands;
 mod run;
 use crate::clock::Clock;
+pub use bands::{Ability, Facts, Probed};
 
 /// A request that was served.
 #[derive(Debug)]
@@ -104,6 +106,10 @@ pub struct Engine {
     rotation: Vec<AtomicUsize>,
     pub client: reqwest::Client,
     pub states: Arc<StateWatcher>,
+    /// The latest capability probes (`stats/capabilities.json`), watched
+    /// like the states; routing goes on without them when they cannot be
+    /// read.
+    pub capabilities: Arc<Watcher<Probed>>,
     /// Recent health, re-read from the log off the request path
     /// ([`Engine::refresh_health`]) and read lock-free by requests.
     health: arc_swap::ArcSwap<super::health::HealthMap>,
@@ -171,6 +177,11 @@ impl Engine {
         let states = Arc::new(StateWatcher::open(
             &stats_dir.join(crate::settings::STATE_FILE),
         )?);
+        let (capabilities, problem) =
+            Watcher::open_lenient(&stats_dir.join(crate::capabilities::FINDINGS_FILE));
+        if let Some(e) = problem {
+            eprintln!("warning: {e}; routing goes on without capability verdicts");
+        }
         let mut saved: RouteState<Cooldowns> = persist::load(&persist::path(&stats_dir))?;
         saved.cooldowns.prune(clock.now());
         saved.verdicts.prune(clock.now());
@@ -184,6 +195,7 @@ impl Engine {
             unkeyed,
             client,
             states,
+            capabilities: Arc::new(capabilities),
             health: arc_swap::ArcSwap::from_pointee(Default::default()),
             health_cache: Mutex::new(HealthCache::new(stats_dir.join(crate::settings::LOG_FILE))),
             state: Arc::new(Mutex::new(saved)),
@@ -338,9 +350,11 @@ impl Engine {
     }
 
     /// Try the candidates for `ask` in order with `send`, which makes one
-    /// attempt on one candidate with one key. A candidate that cannot take
-    /// the request (its dialect, its context window, or an upstream's word
-    /// within the day) is passed over before anything is sent
+    /// attempt on one candidate with one key. A request with a capability
+    /// need goes to the models known able first, then to the unknown
+    /// ([`Ability`]); a candidate that cannot take the request (its dialect,
+    /// its known context window, a failed probe, or an upstream's word
+    /// newer than its probe) is passed over before anything is sent
     /// (`skip:<need>`); a `max_tokens` over a candidate's output cap is
     /// lowered to it ([`Candidate::max_tokens`]); the model that served the
     /// conversation's previous turn goes first while it is healthy.
@@ -370,6 +384,7 @@ impl Engine {
         let (candidates, skipped) = self.able(candidates, ask, now)?;
         let mut run = Run::new(self, 0);
         run.attempts = skipped;
+        run.ask = Some(ask);
         let mut picker = Picker::new(&candidates);
         while let Some((c, key, target)) = picker.next(self, &run.skip) {
             run.tokens = self.reserved_tokens(c, ask);
@@ -430,9 +445,12 @@ impl Engine {
     }
 
     /// The candidates that can take `ask` (each with its `max_tokens`
-    /// clamped to its output cap), and a `skip:<need>` attempt for each
-    /// that cannot. When none can, the request is refused as one no
-    /// active model could ever take ([`RouteError::Incapable`]).
+    /// clamped to its output cap), known able first, then unknown
+    /// ([`bands`]), each band in the order given; and a `skip:<need>`
+    /// attempt for each known unable. When none can, the request is
+    /// refused as one no active model could ever take
+    /// ([`RouteError::Incapable`], or [`RouteError::ContextTooSmall`] when
+    /// the prompt is what none can hold).
     fn able(
         &self,
         candidates: Vec<Candidate>,
@@ -440,111 +458,65 @@ impl Engine {
         now: DateTime<Utc>,
     ) -> std::result::Result<(Vec<Candidate>, Vec<Attempt>), Exhausted> {
         let active = candidates.len();
+        // Only a request with a capability need looks at the probes.
+        let probed = ask
+            .needs
+            .iter()
+            .any(|n| crate::capabilities::Capability::of_need(*n).is_some())
+            .then(|| self.probed());
         let mut able = Vec::new();
+        let mut unknown = Vec::new();
         let mut skipped = Vec::new();
         let mut needs = Vec::new();
         let mut reasons = Vec::new();
         {
             let st = lock(&self.state);
             for mut c in candidates {
-                if let Some((need, why)) = self.cannot(&c, ask, &st.verdicts, now) {
-                    tracing::debug!(model = %c.key(), need = need.as_str(), why = %why, "route: skipped, cannot take it");
-                    self.count_skip(&c, need.as_str());
-                    if !needs.contains(&need) {
-                        needs.push(need);
+                let band = match self.judge(&c, ask, &st.verdicts, probed.as_deref(), now) {
+                    Ability::Unable(need, why) => {
+                        tracing::debug!(model = %c.key(), need = need.as_str(), why = %why, "route: skipped, cannot take it");
+                        self.count_skip(&c, need.as_str());
+                        if !needs.contains(&need) {
+                            needs.push(need);
+                        }
+                        reasons.push(format!("{}: {why}", c.key()));
+                        skipped.push(Attempt {
+                            model: c.key(),
+                            key: None,
+                            class: format!("skip:{}", need.as_str()),
+                            status: None,
+                            message: Some(why),
+                            retry_at: None,
+                        });
+                        continue;
                     }
-                    reasons.push(format!("{}: {why}", c.key()));
-                    skipped.push(Attempt {
-                        model: c.key(),
-                        key: None,
-                        class: format!("skip:{}", need.as_str()),
-                        status: None,
-                        message: Some(why),
-                        retry_at: None,
-                    });
-                    continue;
-                }
+                    band => band,
+                };
                 c.max_tokens = self.clamp(&c, ask, &st.verdicts, now);
-                able.push(c);
+                match band {
+                    Ability::Unknown => unknown.push(c),
+                    _ => able.push(c),
+                }
             }
         }
+        able.append(&mut unknown);
         if able.is_empty() {
             self.count_request("rejected");
-            return Err(Exhausted {
-                error: RouteError::Incapable {
+            let error = if needs == [Need::Context] {
+                self.too_long(ask)
+            } else {
+                RouteError::Incapable {
                     needs,
                     active,
                     reasons,
-                },
+                }
+            };
+            return Err(Exhausted {
+                error,
                 attempts: skipped,
             });
         }
         Ok((able, skipped))
-    }
-
-    /// Why `c` cannot take `ask`, if it cannot: the first need its dialect
-    /// cannot carry, a prompt over its context window (the catalog's or
-    /// one an upstream stated), or a need an upstream refused within the
-    /// day.
-    fn cannot(
-        &self,
-        c: &Candidate,
-        ask: &Ask,
-        verdicts: &Verdicts,
-        now: DateTime<Utc>,
-    ) -> Option<(Need, String)> {
-        let dialect = c.provider.provider.dialect;
-        if let Some(n) = ask.needs.iter().find(|n| !dialect.carries(**n)) {
-            return Some((
-                *n,
-                format!("cannot {} (the {} dialect)", n.ability(), dialect.as_str()),
-            ));
-        }
-        if let Some(n) = ask.openai_only
-            && dialect != crate::upstream::dialect::Dialect::Openai
-        {
-            return Some((
-                n,
-                format!(
-                    "cannot {} in this form (legacy functions or built-in tools; the {} dialect takes function tools)",
-                    n.ability(),
-                    dialect.as_str()
-                ),
-            ));
-        }
-        let key = c.key();
-        let window = [
-            c.provider.provider.info(&c.model).context_window,
-            verdicts.context_window(&key, now),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        if let Some(w) = window
-            && ask.prompt_tokens > w
-        {
-            return Some((
-                Need::Context,
-                format!(
-                    "cannot {} (context window {w} tokens, prompt about {})",
-                    Need::Context.ability(),
-                    ask.prompt_tokens
-                ),
-            ));
-        }
-        ask.needs.iter().find_map(|n| {
-            verdicts.lacks(&key, *n, now).map(|v| {
-                (
-                    *n,
-                    format!(
-                        "cannot {} (the upstream said so: {}; until {})",
-                        n.ability(),
-                        v.message.as_deref().unwrap_or("refused"),
-                        crate::time::format_ts(v.until)
-                    ),
-                )
-            })
-        })
     }
 
     /// The `max_tokens` to send to `c` instead of the request's: its

@@ -567,7 +567,8 @@ pub async fn saver(engine: Arc<Engine>, mut stop: tokio::sync::watch::Receiver<b
     }
 }
 
-/// How often the state file is checked for changes.
+/// How often the state file and the capability verdicts are checked for
+/// changes.
 pub const STATE_POLL: Duration = Duration::from_millis(500);
 /// How often the health log is checked for new probes.
 pub const HEALTH_POLL: Duration = Duration::from_secs(5);

@@ -4,8 +4,11 @@
 //! (`{"providers":[{"platform","name","status","keys","resume_at"?}],
 //! "counts":{…}}`), with the models by state, the cooldowns in force, the
 //! usage against each limit and the 24 h uptime added, and the `[route]`
-//! settings and `daily_cap`s in force with where each came from. Keys
-//! appear as index and fingerprint only.
+//! settings and `daily_cap`s in force with where each came from, what
+//! upstreams said of each model within the day (learned context windows,
+//! output caps and refused needs, with when each lapses), each model's
+//! known context window and its source, and the state of
+//! `stats/capabilities.json`. Keys appear as index and fingerprint only.
 //!
 //! A view is built from a [`RouteSnapshot`]: this process's own state, or, with
 //! `--shared-state`, what every instance wrote to Redis, read in one round
@@ -23,6 +26,7 @@ use crate::state::ModelState;
 use super::engine::{Engine, targets};
 use super::limits::{self, LimitLedger, LimitUsage};
 use super::shared::Wanted;
+use super::verdicts::{CONTEXT_WINDOW, Verdicts, WindowSource, known_window};
 
 /// Where a view's cooldowns and usage come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr, strum::EnumIter)]
@@ -189,6 +193,56 @@ pub struct ProviderView {
     /// Passed ÷ probed over the last 24 h, from the health log.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uptime_24h: Option<f64>,
+    /// Each model's known context window (the smallest of the catalog's
+    /// and a learned one) and where it came from.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub windows: Vec<WindowView>,
+    /// What upstreams said of its models within the day.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub learned: Vec<LearnedView>,
+}
+
+/// A model's context window, as routing counts it.
+#[derive(Debug, Serialize)]
+pub struct WindowView {
+    pub model: String,
+    pub tokens: u64,
+    /// `catalog`, `listing` or `learned`.
+    pub source: WindowSource,
+    /// When a learned window lapses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until: Option<DateTime<Utc>>,
+}
+
+/// One thing an upstream said of a model, kept until `until`.
+#[derive(Debug, Serialize)]
+pub struct LearnedView {
+    /// The model id (without the provider).
+    pub model: String,
+    /// `context_window`, `max_output_tokens`, or a need it refused
+    /// (`tools`, `json`, `vision`, …).
+    pub what: String,
+    /// The window or cap it stated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// Always `learned` (from an upstream's 400).
+    pub source: WindowSource,
+    pub until: DateTime<Utc>,
+    /// The upstream's words, redacted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The capability verdicts routing reads (`stats/capabilities.json`).
+#[derive(Debug, Serialize)]
+pub struct CapabilitiesView {
+    pub file: String,
+    /// Models with at least one verdict.
+    pub models: usize,
+    /// Why the file cannot be used as it is (routing goes on with the
+    /// verdicts read before, or none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -212,6 +266,7 @@ pub struct StatusView {
     /// value and where it came from (`flag`, `env LLMPROBE_…`,
     /// `llmprobe.toml`, `default`).
     pub settings: Vec<Effective>,
+    pub capabilities: CapabilitiesView,
 }
 
 /// The view of every usable provider, from `snap`.
@@ -220,6 +275,7 @@ pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
     let benches: Vec<Bench> = snap.cooldowns.active(now).cloned().collect();
     let routable = engine.routable_under(&snap.cooldowns, now);
     let health = engine.health();
+    let verdicts: Verdicts = engine.with_local_state(|st| st.verdicts.clone());
     let mut providers = Vec::new();
     for p in engine.providers() {
         let name = p.provider.name.clone();
@@ -294,6 +350,25 @@ pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
             cooldowns: mine,
             usage,
             uptime_24h: (samples > 0.0).then(|| passed / samples),
+            windows: windows(&p.provider, &verdicts, now),
+            learned: verdicts
+                .entries()
+                .filter(|(_, _, v)| v.until > now)
+                .filter_map(|(m, what, v)| {
+                    let model = m
+                        .strip_prefix(p.provider.name.as_str())?
+                        .strip_prefix("::")?;
+                    Some((model, what, v))
+                })
+                .map(|(m, what, v)| LearnedView {
+                    model: m.to_string(),
+                    what: what.to_string(),
+                    limit: v.limit,
+                    source: WindowSource::Learned,
+                    until: v.until,
+                    message: v.message.clone(),
+                })
+                .collect(),
         });
     }
     let count = |s: &str| providers.iter().filter(|p| p.status == s).count();
@@ -310,7 +385,45 @@ pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
         counts,
         state: snap.source,
         settings: engine.settings.effective(),
+        capabilities: CapabilitiesView {
+            file: engine.capabilities_path().display().to_string(),
+            models: engine.probed().models(),
+            error: engine.capabilities_problem(),
+        },
     }
+}
+
+/// Each of `p`'s models with a known context window, by the one rule.
+fn windows(
+    p: &crate::catalog::Provider,
+    verdicts: &Verdicts,
+    now: DateTime<Utc>,
+) -> Vec<WindowView> {
+    p.models
+        .iter()
+        .filter_map(|m| {
+            let key = model_key(&p.name, m);
+            let (tokens, source) = known_window(
+                p.info(m).context_window,
+                None,
+                verdicts.context_window(&key, now),
+            )?;
+            let until = (source == WindowSource::Learned)
+                .then(|| {
+                    verdicts
+                        .entries()
+                        .find(|(k, what, _)| *k == key && *what == CONTEXT_WINDOW)
+                        .map(|(_, _, v)| v.until)
+                })
+                .flatten();
+            Some(WindowView {
+                model: m.clone(),
+                tokens,
+                source,
+                until,
+            })
+        })
+        .collect()
 }
 
 /// The view as a table, for `route --status`.
@@ -387,8 +500,58 @@ pub fn table(v: &StatusView) -> String {
         };
         settings.add_row(vec![e.setting.clone(), value, e.origin.to_string()]);
     }
+    let mut learned = crate::output::table(&["Model", "Learned", "Until"]);
+    let mut any = false;
+    for p in &v.providers {
+        for l in &p.learned {
+            any = true;
+            let what = match (l.what.as_str(), l.limit) {
+                (CONTEXT_WINDOW, Some(n)) => {
+                    let counts = p
+                        .windows
+                        .iter()
+                        .any(|w| w.model == l.model && w.source == WindowSource::Learned);
+                    format!(
+                        "context window {n} tokens{}",
+                        if counts {
+                            ""
+                        } else {
+                            " (a smaller one counts)"
+                        }
+                    )
+                }
+                (super::verdicts::OUTPUT_CAP, Some(n)) => format!("output cap {n} tokens"),
+                (need, _) => format!("refused {need}"),
+            };
+            learned.add_row(vec![
+                model_key(&p.name, &l.model),
+                what,
+                crate::time::format_ts(l.until),
+            ]);
+        }
+    }
+    let learned = if any {
+        format!("\nLearned from upstreams (kept 24 h):\n{learned}\n")
+    } else {
+        String::new()
+    };
+    let caps = match &v.capabilities.error {
+        Some(e) => format!(
+            "capabilities: {e}; routing goes on with the verdicts read before ({} models)",
+            v.capabilities.models
+        ),
+        None => format!(
+            "capabilities: {} ({})",
+            v.capabilities.file,
+            crate::format::count(
+                v.capabilities.models,
+                "model with verdicts",
+                "models with verdicts"
+            )
+        ),
+    };
     format!(
-        "{t}\n{} providers: {} active, {} cooling down, {} down; {} routable models, {} cooldowns in force; state: {}\n\n{settings}\n",
+        "{t}\n{} providers: {} active, {} cooling down, {} down; {} routable models, {} cooldowns in force; state: {}\n{caps}\n{learned}\n{settings}\n",
         v.counts.providers,
         v.counts.active,
         v.counts.cooling_down,

@@ -177,6 +177,14 @@ mod tests {
             v.learn("groq::y", Refusal::OutputCap(None), "?", t0())
                 .is_none()
         );
+        // Groq's 413 is a per-key rate limit, not a window: it states none.
+        let tpm = "Request too large for model `llama-3.1-8b-instant` on tokens per minute (TPM): Limit 6000, Requested 9000, please reduce your message size and try again.";
+        let stated = crate::upstream::hints::context_window_stated(tpm);
+        assert_eq!(stated, None);
+        assert!(
+            v.learn("groq::y", Refusal::Context(stated), tpm, t0())
+                .is_none()
+        );
         assert!(v.lacks("groq::x", Need::Tools, t0()).is_some());
         assert!(v.lacks("groq::x", Need::Json, t0()).is_none());
         assert!(v.lacks("groq::y", Need::Tools, t0()).is_none());

@@ -7,6 +7,9 @@
 //! second is cheap, and a change lands well within two seconds. A file that
 //! stops parsing does not stop routing: the last good snapshot stays, and
 //! the error goes to the caller once per version of the file.
+//!
+//! The watcher is generic over what it loads ([`Watched`]): route watches
+//! `stats/capabilities.json` the same way.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -17,6 +20,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
 use super::{ModelState, States};
+
 use crate::error::{Error, Result};
 
 /// Every model's state at one moment. A model without an entry is active.
@@ -81,49 +85,103 @@ fn stamp(path: &Path) -> std::io::Result<Stamp> {
     }
 }
 
+/// What a [`Watcher`] loads from its file.
+pub trait Watched: Default + Send + Sync + 'static {
+    /// What routing goes on with while the file does not parse, for the
+    /// warning: "the states read before".
+    const KEPT: &'static str;
+
+    /// Read the file (it exists). A file that cannot be parsed is a
+    /// [`DataError`](crate::error::DataError) naming it. A missing file is
+    /// [`Default`].
+    fn load(path: &Path) -> Result<Self>;
+}
+
+impl Watched for Snapshot {
+    const KEPT: &'static str = "the states read before";
+
+    fn load(path: &Path) -> Result<Snapshot> {
+        Ok(States::load(path)?.snapshot())
+    }
+}
+
 /// Keeps a [`Snapshot`] of one state file current.
+pub type StateWatcher = Watcher<Snapshot>;
+
+/// Keeps what one data file holds (a [`Watched`] `T`) current.
 ///
-/// Readers call [`current`](StateWatcher::current), which never blocks and
-/// never touches the file. One poller calls [`refresh`](StateWatcher::refresh)
-/// (see [`spawn_poller`](StateWatcher::spawn_poller)); nothing here writes
+/// Readers call [`current`](Watcher::current), which never blocks and
+/// never touches the file. One poller calls [`refresh`](Watcher::refresh)
+/// (see [`spawn_poller`](Watcher::spawn_poller)); nothing here writes
 /// the file.
-pub struct StateWatcher {
+pub struct Watcher<T> {
     path: PathBuf,
-    current: Arc<ArcSwap<Snapshot>>,
+    current: Arc<ArcSwap<T>>,
     /// The version of the file last read, good or bad. Held for the whole of
     /// a refresh, so refreshes do not overlap.
     seen: Mutex<Option<Stamp>>,
+    /// Why the file as it is now cannot be used, while it cannot (for the
+    /// status views).
+    problem: Mutex<Option<String>>,
     /// Counts published snapshots, for whoever wants to wait for one.
     generation: watch::Sender<u64>,
 }
 
-impl std::fmt::Debug for StateWatcher {
+impl<T> std::fmt::Debug for Watcher<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StateWatcher")
-            .field("path", &self.path)
-            .finish()
+        f.debug_struct("Watcher").field("path", &self.path).finish()
     }
 }
 
-impl StateWatcher {
-    /// Read `path` now. A missing file means every model is active; a file
-    /// that cannot be parsed is an error here, so that route refuses to
-    /// start on it rather than route to models that were paused.
-    pub fn open(path: &Path) -> Result<StateWatcher> {
-        let w = StateWatcher {
-            path: path.to_path_buf(),
-            current: Arc::new(ArcSwap::from_pointee(Snapshot::default())),
-            seen: Mutex::new(None),
-            generation: watch::Sender::new(0),
-        };
+impl<T: Watched> Watcher<T> {
+    /// Read `path` now. A missing file is `T::default()` (for the states:
+    /// every model active); a file that cannot be parsed is an error here,
+    /// so that route refuses to start on it rather than route to models
+    /// that were paused.
+    pub fn open(path: &Path) -> Result<Watcher<T>> {
+        let w = Watcher::unread(path);
         w.refresh()?;
         Ok(w)
     }
 
+    /// Read `path` now, and start from `T::default()` when it cannot be
+    /// read or parsed: the error comes back beside the watcher (once; the
+    /// poller does not repeat it for the same version of the file), and
+    /// [`problem`](Watcher::problem) keeps saying it until the file is fixed.
+    pub fn open_lenient(path: &Path) -> (Watcher<T>, Option<crate::error::Error>) {
+        let w = Watcher::unread(path);
+        let err = w.refresh().err();
+        (w, err)
+    }
+
+    fn unread(path: &Path) -> Watcher<T> {
+        Watcher {
+            path: path.to_path_buf(),
+            current: Arc::new(ArcSwap::from_pointee(T::default())),
+            seen: Mutex::new(None),
+            problem: Mutex::new(None),
+            generation: watch::Sender::new(0),
+        }
+    }
+
+    /// The file watched.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// The latest good snapshot. Lock-free: an atomic load and a reference
     /// count.
-    pub fn current(&self) -> Arc<Snapshot> {
+    pub fn current(&self) -> Arc<T> {
         self.current.load_full()
+    }
+
+    /// Why the file cannot be used as it is now (the last good snapshot
+    /// stands meanwhile), if it cannot.
+    pub fn problem(&self) -> Option<String> {
+        self.problem
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Changes each time a new snapshot is published.
@@ -143,33 +201,40 @@ impl StateWatcher {
     /// thread.
     pub fn refresh(&self) -> Result<bool> {
         let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = stamp(&self.path).map_err(|e| Error::unreadable(&self.path, e))?;
+        let now = stamp(&self.path).map_err(|e| self.failed(Error::unreadable(&self.path, e)))?;
         if *seen == Some(now) {
             return Ok(false);
         }
         // Stamp first, then read: a write in between makes the next stamp
         // differ, so that version is read again rather than missed.
         let loaded = match now {
-            Stamp::Missing => Ok(States::default()),
-            Stamp::Present { .. } => States::load(&self.path),
+            Stamp::Missing => Ok(T::default()),
+            Stamp::Present { .. } => T::load(&self.path),
         };
         match loaded {
-            Ok(states) => {
+            Ok(value) => {
                 *seen = Some(now);
-                self.current.store(Arc::new(states.snapshot()));
+                *self.problem.lock().unwrap_or_else(PoisonError::into_inner) = None;
+                self.current.store(Arc::new(value));
                 self.generation.send_modify(|g| *g += 1);
                 Ok(true)
             }
-            Err(e @ Error::Data(_)) if seen.is_some() => {
+            Err(e @ Error::Data(_)) => {
                 // Report a bad version once, not on every poll.
                 *seen = Some(now);
-                Err(e)
+                Err(self.failed(e))
             }
-            Err(e) => Err(e),
+            Err(e) => Err(self.failed(e)),
         }
     }
 
-    /// Call [`refresh`](StateWatcher::refresh) every `every` on the current
+    /// Remember `e` as the file's problem, and pass it on.
+    fn failed(&self, e: Error) -> Error {
+        *self.problem.lock().unwrap_or_else(PoisonError::into_inner) = Some(e.to_string());
+        e
+    }
+
+    /// Call [`refresh`](Watcher::refresh) every `every` on the current
     /// tokio runtime, with the file I/O on the blocking pool, until the task
     /// is aborted. Errors go to stderr as warnings: routing goes on with the
     /// last good snapshot.
@@ -183,7 +248,7 @@ impl StateWatcher {
                 match tokio::task::spawn_blocking(move || w.refresh()).await {
                     Ok(Ok(_)) => {}
                     Ok(Err(e)) => {
-                        eprintln!("warning: {e}; routing goes on with the states read before")
+                        eprintln!("warning: {e}; routing goes on with {}", T::KEPT)
                     }
                     // The runtime is shutting down.
                     Err(_) => return,
@@ -286,16 +351,25 @@ mod tests {
         assert!(err.to_string().contains("model_state.json"), "{err}");
         assert_eq!(w.current().state_of("p::m"), ModelState::Paused);
         assert_eq!(fs::read_to_string(&path).unwrap(), bad);
-        // Reported once per version of the file.
+        // Reported once per version of the file, and kept for the views.
         assert!(!w.refresh().unwrap());
         assert_eq!(w.current().state_of("p::m"), ModelState::Paused);
+        assert!(w.problem().unwrap().contains("model_state.json"));
         // Fixed by hand: picked up.
         write(&path, r#"{"p::m": {"state": "disabled"}}"#);
         assert!(w.refresh().unwrap());
         assert_eq!(w.current().state_of("p::m"), ModelState::Disabled);
+        assert_eq!(w.problem(), None);
         // A route that starts on a bad file refuses to.
         write(&path, bad);
         assert!(matches!(StateWatcher::open(&path), Err(Error::Data(_))));
+        assert_eq!(fs::read_to_string(&path).unwrap(), bad);
+        // Unless it may start without it: the default, the error once.
+        let (w, err) = StateWatcher::open_lenient(&path);
+        assert!(matches!(err, Some(Error::Data(_))));
+        assert_eq!(*w.current(), Snapshot::default());
+        assert!(!w.refresh().unwrap(), "not reported again");
+        assert!(w.problem().is_some());
         assert_eq!(fs::read_to_string(&path).unwrap(), bad);
     }
 

@@ -94,6 +94,8 @@ pub(super) enum AfterAttempt<T> {
 /// One request's progress.
 pub(super) struct Run<'e> {
     engine: &'e Engine,
+    /// The request, for the error when no window holds its prompt.
+    pub(super) ask: Option<&'e crate::route::ask::Ask>,
     /// The request's token estimate for the candidate at hand.
     pub(super) tokens: u64,
     started: tokio::time::Instant,
@@ -114,12 +116,15 @@ pub(super) struct Run<'e> {
     /// when every attempt was one, the upstreams' 400 is the answer.
     refusals: u32,
     last_refusal: Option<UpstreamError>,
+    /// Of those, the refusals of a prompt over the context window.
+    context_refusals: u32,
 }
 
 impl<'e> Run<'e> {
     pub(super) fn new(engine: &'e Engine, tokens: u64) -> Run<'e> {
         Run {
             engine,
+            ask: None,
             tokens,
             started: tokio::time::Instant::now(),
             attempts: Vec::new(),
@@ -129,6 +134,7 @@ impl<'e> Run<'e> {
             pending_fallback: None,
             refusals: 0,
             last_refusal: None,
+            context_refusals: 0,
             unbuildable: 0,
         }
     }
@@ -396,6 +402,9 @@ impl<'e> Run<'e> {
         if err.class.is_capability() {
             e.learn_verdict(c, &err);
             self.refusals += 1;
+            if err.class == ErrorClass::ContextLength {
+                self.context_refusals += 1;
+            }
             self.last_refusal = Some(err.clone());
         }
         // The message is redacted where the error was made.
@@ -494,6 +503,23 @@ impl<'e> Run<'e> {
                 active: self.unbuildable as usize,
                 reasons: unbuildable,
             },
+            // Every model sent to said the prompt is too long, and every
+            // other was known too small: none can hold it, and some
+            // window is known to say so with (else the upstream's own
+            // words are the better answer).
+            (_, Some(_))
+                if self.context_refusals == self.sent
+                    && let Some(too_long) = self.ask.map(|a| e.too_long(a))
+                    && matches!(
+                        too_long,
+                        RouteError::ContextTooSmall {
+                            largest: Some(_),
+                            ..
+                        }
+                    ) =>
+            {
+                too_long
+            }
             // Every model sent to said it cannot take the request: that is
             // the answer, not a failure of the upstreams.
             (_, Some(r)) if self.refusals == self.sent => {
@@ -965,11 +991,14 @@ mod tests {
         let x = out.unwrap_err();
         assert!(tried.is_empty());
         assert_eq!(classes(&x.attempts), ["oai::o=skip:context"]);
-        assert!(
-            matches!(x.error, RouteError::Incapable { .. }),
-            "{:?}",
-            x.error
+        assert_eq!(
+            x.error,
+            RouteError::ContextTooSmall {
+                prompt_tokens: 100,
+                largest: Some((50, "oai::o".to_string()))
+            }
         );
+        assert!(x.error.is_usage_error());
     }
 
     #[tokio::test]
@@ -1186,5 +1215,128 @@ mod tests {
         let (out, tried) = route_with(&f.engine, &other, |c| ok(c.key())).await;
         assert_eq!(out.unwrap().via, "b::m");
         assert_eq!(tried[0].0, "b::m");
+    }
+
+    const TOOLS: &str = r#"{"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f"}}]}"#;
+
+    fn write_caps(f: &Fixture, text: &str) {
+        std::fs::write(f.dir.path().join(crate::capabilities::FINDINGS_FILE), text).unwrap();
+    }
+
+    #[tokio::test]
+    async fn known_able_goes_first_unknown_next_and_known_unable_never() {
+        let f = fixture_with(
+            r#"
+            include_default_catalog = false
+            [[providers]]
+            name = "a"
+            dialect = "openai"
+            base_url = "http://127.0.0.1:9/v1"
+            models = ["m", "n"]
+            [[providers]]
+            name = "b"
+            dialect = "openai"
+            base_url = "http://127.0.0.1:9/v1"
+            models = ["m", "t"]
+        "#,
+        );
+        let seen = crate::time::format_ts(f.engine.clock.now() - chrono::TimeDelta::hours(1));
+        write_caps(
+            &f,
+            &format!(
+                r#"{{"a::m": {{"tools": {{"verdict": "no", "seen": "{seen}", "reason": "wrong_answer: text"}}}},
+                    "b::t": {{"tools": {{"verdict": "yes", "seen": "{seen}"}}}}}}"#
+            ),
+        );
+        assert!(f.engine.capabilities.refresh().unwrap());
+        let a = ask(None, TOOLS);
+        // b::t, known able, refuses tools all the same: marked, and the
+        // request goes on to the unknown band in its order.
+        let reply = |c: &Candidate| {
+            if c.key() == "b::t" {
+                refused("tools are not supported")
+            } else {
+                ok(c.key())
+            }
+        };
+        let (out, tried) = route_with(&f.engine, &a, reply).await;
+        let s = out.unwrap();
+        let names: Vec<&str> = tried.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["b::t", "a::n"]);
+        assert_eq!(
+            classes(&s.attempts),
+            ["a::m=skip:tools", "b::t=unsupported"]
+        );
+        assert_eq!(s.fallbacks(), 1, "a skip is not an attempt");
+        // The refusal is newer than the probe: b::t is skipped now.
+        let (out, tried) = route_with(&f.engine, &a, reply).await;
+        let s = out.unwrap();
+        assert_eq!(tried, [("a::n".to_string(), None)]);
+        assert_eq!(classes(&s.attempts), ["a::m=skip:tools", "b::t=skip:tools"]);
+        assert_eq!(s.fallbacks(), 0);
+        // A plain request keeps the order it always had.
+        let plain = ask(None, r#"{"messages":[{"role":"user","content":"hello"}]}"#);
+        let (_, tried) = route_with(&f.engine, &plain, |c| ok(c.key())).await;
+        assert_eq!(tried[0].0, "a::m");
+        // A probe newer than the refusal lifts it.
+        f.advance(7200);
+        let later = crate::time::format_ts(f.engine.clock.now() - chrono::TimeDelta::minutes(1));
+        write_caps(
+            &f,
+            &format!(r#"{{"b::t": {{"tools": {{"verdict": "yes", "seen": "{later}"}}}}}}"#),
+        );
+        assert!(f.engine.capabilities.refresh().unwrap());
+        let (_, tried) = route_with(&f.engine, &a.clone().with_session(Some("x")), |c| {
+            ok(c.key())
+        })
+        .await;
+        assert_eq!(tried[0].0, "b::t");
+        // A file that stops parsing keeps the verdicts read before, and is
+        // left as it is.
+        write_caps(&f, "{not json");
+        assert!(f.engine.capabilities.refresh().is_err());
+        assert!(
+            f.engine
+                .capabilities_problem()
+                .unwrap()
+                .contains("capabilities.json")
+        );
+        let (_, tried) = route_with(&f.engine, &a.clone().with_session(Some("y")), |c| {
+            ok(c.key())
+        })
+        .await;
+        assert_eq!(tried[0].0, "b::t");
+        assert_eq!(
+            std::fs::read_to_string(f.dir.path().join("capabilities.json")).unwrap(),
+            "{not json"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_prompt_no_window_holds_names_the_largest() {
+        let f = fixture_with(DIALECTS);
+        // About 100 tokens: over oai::o's 50 (catalog); big::b says 80.
+        let long = format!(
+            r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
+            "x".repeat(400)
+        );
+        let a = ask(Some("big::b"), &long);
+        let (out, _) = route_with(&f.engine, &a, |_| {
+            Sent::failed(UpstreamError {
+                message: "HTTP 400: This model's maximum context length is 80 tokens".into(),
+                ..err(ErrorClass::ContextLength, 400)
+            })
+        })
+        .await;
+        let x = out.unwrap_err();
+        assert_eq!(
+            x.message(),
+            "no active model can hold a prompt of about 100 tokens; the largest context window among them is 80 tokens (big::b)"
+        );
+        assert!(x.error.is_usage_error());
+        // Learned: the next one is not sent.
+        let (out, tried) = route_with(&f.engine, &a, |c| ok(c.key())).await;
+        assert!(tried.is_empty());
+        assert_eq!(classes(&out.unwrap_err().attempts), ["big::b=skip:context"]);
     }
 }

@@ -4,6 +4,15 @@
 //! (`{"data":[{"type":"model","id","display_name","created_at",
 //! "lifecycle"}],"has_more","first_id","last_id"}`) for a request that
 //! carries `anthropic-version`.
+//!
+//! In OpenAI's shape, each routable `provider::model` also carries what
+//! route knows of it, in the fields OpenAI-compatible clients read
+//! (OpenRouter's): its known
+//! context window as `context_length` (with `context_length_source`:
+//! `catalog`, `listing` or `learned`; absent when unknown), the request
+//! parameters its passed probes vouch for as `supported_parameters`, and
+//! each capability as routing judges it, `capabilities: {"tools": "yes",
+//! "json": "unknown", "vision": "no"}`.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -14,6 +23,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::App;
+use crate::capabilities::{Capability, Judgement};
+use crate::route::engine::Facts;
 use crate::route::surface::Shape;
 use crate::route::surface::openai::ApiError;
 
@@ -23,34 +34,64 @@ const CREATED_AT: &str = "1970-01-01T00:00:00Z";
 
 /// `auto` first, then each alias with a routable model (a client that
 /// picks its model from the list sees the names route maps for it), then
-/// every routable `provider::model`.
-async fn listed(app: &App) -> Vec<String> {
+/// every routable `provider::model` with what route knows of it.
+async fn listed(app: &App) -> Vec<(String, Option<Facts>)> {
     let engine = app.engine.clone();
     tokio::task::spawn_blocking(move || {
         let routable = engine.routable();
         let set: BTreeSet<&String> = routable.iter().collect();
-        let aliases: Vec<String> = engine
+        let aliases: Vec<(String, Option<Facts>)> = engine
             .alias_names()
             .filter(|a| {
                 engine
                     .candidates(Some(a))
                     .is_ok_and(|cs| cs.iter().any(|c| set.contains(&c.key())))
             })
-            .map(str::to_string)
+            .map(|a| (a.to_string(), None))
             .collect();
-        std::iter::once("auto".to_string())
+        let facts = engine.facts(&routable);
+        std::iter::once(("auto".to_string(), None))
             .chain(aliases)
-            .chain(routable)
+            .chain(routable.into_iter().zip(facts.into_iter().map(Some)))
             .collect()
     })
     .await
-    .unwrap_or_else(|_| vec!["auto".to_string()])
+    .unwrap_or_else(|_| vec![("auto".to_string(), None)])
+}
+
+/// The request parameters a passed probe of each capability vouches for,
+/// in OpenRouter's `supported_parameters` words.
+fn parameters(cap: Capability) -> &'static [&'static str] {
+    match cap {
+        Capability::Tools => &["tools", "tool_choice"],
+        Capability::Json => &["response_format", "structured_outputs"],
+        // An image is a message part, not a parameter.
+        Capability::Vision => &[],
+    }
+}
+
+/// Add what route knows of a model to its entry.
+fn add_facts(entry: &mut Value, facts: &Facts) {
+    if let Some((window, source)) = facts.window {
+        entry["context_length"] = json!(window);
+        entry["context_length_source"] = json!(<&str>::from(source));
+    }
+    let mut caps = serde_json::Map::new();
+    let mut supported = Vec::new();
+    for (cap, j) in Capability::ALL.iter().zip(facts.capabilities) {
+        caps.insert(cap.as_str().to_string(), json!(j.as_str()));
+        if j == Judgement::Yes {
+            supported.extend_from_slice(parameters(*cap));
+        }
+    }
+    entry["capabilities"] = Value::Object(caps);
+    entry["supported_parameters"] = json!(supported);
 }
 
 /// One model's entry in `shape`: its provider owns a `provider::model`;
 /// route owns `auto`, aliases and bare model ids (it picks who serves).
-fn entry(id: &str, shape: Shape) -> Value {
-    match shape {
+fn entry(id: &str, shape: Shape, facts: Option<&Facts>) -> Value {
+    let mut entry = match shape {
         Shape::OpenAi => {
             let owner = id.split_once("::").map_or("llmprobe", |(p, _)| p);
             json!({"id": id, "object": "model", "created": 0, "owned_by": owner})
@@ -64,15 +105,24 @@ fn entry(id: &str, shape: Shape) -> Value {
                 "lifecycle": "active",
             })
         }
+    };
+    // Anthropic's model object has no such fields: its shape stays its own.
+    if let (Some(f), Shape::OpenAi) = (facts, shape) {
+        add_facts(&mut entry, f);
     }
+    entry
 }
 
 /// `GET /v1/models`: `auto`, the aliases, and every routable
 /// `provider::model`.
 pub async fn list(State(app): State<Arc<App>>, uri: Uri, headers: HeaderMap) -> Response {
     let shape = Shape::of(uri.path(), &headers);
-    let ids = listed(&app).await;
-    let data: Vec<Value> = ids.iter().map(|id| entry(id, shape)).collect();
+    let listed = listed(&app).await;
+    let data: Vec<Value> = listed
+        .iter()
+        .map(|(id, facts)| entry(id, shape, facts.as_ref()))
+        .collect();
+    let ids: Vec<&String> = listed.iter().map(|(id, _)| id).collect();
     let body = match shape {
         Shape::OpenAi => json!({"object": "list", "data": data}),
         Shape::Anthropic => json!({
@@ -100,17 +150,21 @@ pub async fn one(
     let asked = id.clone();
     let found = tokio::task::spawn_blocking(move || {
         if asked == "auto" {
-            return true;
+            return Some(None);
         }
         let routable: BTreeSet<String> = engine.routable().into_iter().collect();
+        if routable.contains(&asked) {
+            return Some(engine.facts(std::slice::from_ref(&asked)).pop());
+        }
         engine
             .candidates(Some(&asked))
             .is_ok_and(|cs| cs.iter().any(|c| routable.contains(&c.key())))
+            .then_some(None)
     })
     .await
-    .unwrap_or(false);
-    if found {
-        return axum::Json(entry(&id, shape)).into_response();
+    .unwrap_or(None);
+    if let Some(facts) = found {
+        return axum::Json(entry(&id, shape, facts.as_ref())).into_response();
     }
     let e = ApiError::new(
         StatusCode::NOT_FOUND,

@@ -144,6 +144,12 @@ pub fn route_error(x: &Exhausted) -> ApiError {
             "invalid_request_error",
             "no_capable_model",
         ),
+        // OpenAI's own code: clients that cut their context on it do.
+        RouteError::ContextTooSmall { .. } => (
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            "context_length_exceeded",
+        ),
         RouteError::ClientFault { class, status, .. } => (
             StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST),
             "invalid_request_error",
