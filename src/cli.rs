@@ -235,6 +235,7 @@ Examples:
   llmprobe rollup --readme README.md       replace the block between the markers
   llmprobe rollup --readme README.md --markers '<!-- H -->' '<!-- /H -->'
   llmprobe rollup --format prom --output /var/lib/node_exporter/llmprobe.prom
+  llmprobe rollup --capabilities           capability pass rates, per model
 
 Status icons: ✅ ≥90% uptime, ⚠️ 60–90%, ❌ <60%, — no samples.
 --readme writes only when the block changes; its only time is that of the
@@ -263,6 +264,11 @@ pub struct RollupArgs {
     /// Leave out the uptime sparkline.
     #[arg(long)]
     pub no_trend: bool,
+    /// Capability probes' pass rates instead of uptime, read from
+    /// capability_log.json: per model and capability, probes, passes,
+    /// pass rate and the latest verdict (rows are always per model).
+    #[arg(long)]
+    pub capabilities: bool,
 }
 
 /// A 24-hour summary with warnings, for the start of a working session.

@@ -15,6 +15,7 @@
 //! show them.
 
 pub mod probe;
+pub mod view;
 
 use std::collections::BTreeMap;
 use std::path::Path;
