@@ -15,7 +15,6 @@
 //! show them.
 
 pub mod probe;
-pub mod view;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! provider to avoid; and a loud warning when the data is stale. Once
 //! capabilities have been probed, the models the verdicts file or the
 //! catalog says something about, with their verdicts and context window
-//! ([`crate::capabilities::view`]).
+//! ([`crate::cmd::capview`]).
 //!
 //! It runs at the start of every session, so its cost must not grow with the
 //! history: it reads the log backwards from the end and stops at the first
@@ -19,9 +19,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::capabilities::view::{self, ModelCaps};
 use crate::cli::BriefArgs;
 use crate::clock::Clock;
+use crate::cmd::capview::{self, ModelCaps};
 use crate::error::Result;
 use crate::exit;
 use crate::format::{fmt_ago, fmt_count, fmt_minute, fmt_pct, fmt_rfc3339};
@@ -64,7 +64,7 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
         Err(e) => brief.route_state_error = Some(e.to_string()),
     }
     // So is a bad verdicts file: every capability is unknown meanwhile.
-    let (findings, findings_error) = view::read_findings(&s.capabilities_path());
+    let (findings, findings_error) = capview::read_findings(&s.capabilities_path());
     brief.capabilities_error = findings_error;
     brief.models = model_lines(s, &findings, &learned, now_at);
     brief.warnings = schedule.warnings.clone();

@@ -823,8 +823,7 @@ fn capabilities(s: &Settings, window: &Window, now: i64, format: RollupFormat) -
     let path = s.capability_log_path();
     let start = window.start(now);
     let (acc, summary) = read::read_all(&path, || CapAcc::new(start))?;
-    let (findings, findings_error) =
-        crate::capabilities::view::read_findings(&s.capabilities_path());
+    let (findings, findings_error) = crate::cmd::capview::read_findings(&s.capabilities_path());
     if acc.newest.is_none() {
         eprintln!(
             "note: no capability probes yet in {} ({}); `llmprobe check` probes the capabilities the catalog lists, or all of them with --capabilities all",
@@ -956,7 +955,7 @@ fn cap_markdown(window: &Window, newest: Option<i64>, rows: &[CapRow]) -> String
             md_cell(&r.capability),
             fmt_count(r.probes),
             md_cell(&last),
-            crate::capabilities::view::mark(r.verdict),
+            crate::cmd::capview::mark(r.verdict),
             r.verdict.as_str()
         );
     }

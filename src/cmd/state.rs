@@ -7,7 +7,7 @@
 //! backwards until every listed model has been found or the start is
 //! reached. Once capabilities have been probed (`stats/capabilities.json`
 //! says anything about a listed model), a CAPABILITIES column shows each
-//! model's verdicts and context window ([`crate::capabilities::view`]); a
+//! model's verdicts and context window ([`crate::cmd::capview`]); a
 //! verdicts file that cannot be parsed is named in a warning on stderr,
 //! left alone, and the listing goes on with every capability unknown.
 //!
@@ -23,9 +23,9 @@ use serde::Serialize;
 
 use strsim::levenshtein;
 
-use crate::capabilities::view::{self, ModelCaps};
 use crate::catalog::Unusable;
 use crate::cli::{StateAction, StateArgs, StateChange, StateFilter};
+use crate::cmd::capview::{self, ModelCaps};
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::format::{fmt_minute, fmt_rfc3339};
@@ -142,7 +142,7 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
     let now = crate::clock::Clock::from_env().now();
     // Two small files beside the state, neither needed to list states: one
     // that cannot be parsed is reported on stderr and read as empty.
-    let (findings, findings_error) = view::read_findings(&s.capabilities_path());
+    let (findings, findings_error) = capview::read_findings(&s.capabilities_path());
     let (learned, route_error) = match crate::route::persist::load::<
         crate::route::cooldown::Cooldowns,
     >(&crate::route::persist::path(s.stats_dir()))

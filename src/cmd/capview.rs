@@ -8,7 +8,7 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::{Capability, Findings, Judgement};
+use crate::capabilities::{Capability, Findings, Judgement};
 use crate::catalog::ModelInfo;
 use crate::format::{fmt_age, fmt_tokens};
 use crate::route::verdicts::{Verdicts, WindowSource, known_window};
