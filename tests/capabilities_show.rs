@@ -526,6 +526,24 @@ fn rollup_capabilities_without_a_log_says_there_are_none_yet() {
 }
 
 #[test]
+fn a_damaged_capability_log_is_a_data_error_and_untouched() {
+    let env = env();
+    let good = capability_log();
+    let bad = good.replacen("\"ok\":1", "\"ok\":tru", 1);
+    let path = env.write("stats/capability_log.json", &bad);
+    let r = env.run(&["rollup", "--capabilities"]).code(4);
+    assert!(
+        r.stderr.contains("capability_log.json") && r.stderr.contains("byte offset"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), bad);
+    // The health-log commands never read it.
+    env.run(&["rollup"]).ok();
+    env.run(&["brief"]).ok();
+}
+
+#[test]
 fn uptime_ignores_the_capability_log() {
     let env = env();
     let health: Vec<String> = (1..=4)
