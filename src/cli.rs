@@ -290,7 +290,8 @@ Examples:
 It also warns when no schedule is installed and check has not run for
 twice the interval (1h unless `schedule install --every` said otherwise),
 or when the installed schedule has not run for that long; --json has
-`healthy` and `warnings`.")]
+`healthy` and `warnings`. Once capabilities have been probed, it lists
+each model's verdicts and context window (--json: `models`).")]
 pub struct BriefArgs {
     /// 24h, 7d, all, or any duration such as 6h or 90m.
     #[arg(long, default_value = "24h")]
@@ -316,6 +317,10 @@ Examples:
   llmprobe state pause mistral::mistral-small-latest --reason \"quota\"
   llmprobe state reset groq::llama-3.1-8b-instant  forget one model's state
   llmprobe state reset --all                     forget every state (all active)
+
+Once capabilities have been probed, a CAPABILITIES column shows each
+model's verdicts (tools ✔ json ✗ vision ?), the oldest verdict's age and
+its context window; --json has `capabilities` and `context_window`.
 
 Changes take the data lock and rewrite model_state.json atomically; an
 unknown name is refused with the closest known ones.")]
