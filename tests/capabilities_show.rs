@@ -487,7 +487,7 @@ fn rollup_capabilities_in_every_format() {
         ])
         .code(2);
     assert!(r.stderr.contains("--markers"), "{}", r.stderr);
-    env.run(&[
+    let args = [
         "rollup",
         "--capabilities",
         "--readme",
@@ -495,10 +495,20 @@ fn rollup_capabilities_in_every_format() {
         "--markers",
         "<!-- C -->",
         "<!-- /C -->",
-    ])
-    .ok();
+    ];
+    let r = env.run(&args).ok();
+    assert!(
+        r.stdout.contains("capability block updated"),
+        "{}",
+        r.stdout
+    );
     let text = std::fs::read_to_string(&readme).unwrap();
-    assert!(text.contains("## Capabilities (Last 24h)"), "{text}");
+    assert!(
+        text.starts_with("x\n<!-- C -->\n*Last capability probe: ")
+            && text.contains("## Capabilities (Last 24h)")
+            && text.ends_with("<!-- /C -->\n"),
+        "{text}"
+    );
 }
 
 #[test]

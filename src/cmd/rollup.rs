@@ -95,7 +95,12 @@ pub fn run(s: &Settings, args: RollupArgs) -> Result<u8> {
         }
     };
     if let Some(readme) = &args.readme {
-        update_readme(readme, &start_marker, &end_marker, &text)?;
+        let what = if args.capabilities {
+            "capability"
+        } else {
+            "health"
+        };
+        update_readme(readme, &start_marker, &end_marker, &text, what)?;
     }
     if let Some(out) = &args.output {
         fsutil::atomic_write_unlocked(out, text.as_bytes())?;
@@ -1055,8 +1060,9 @@ fn cap_prom(window: &Window, rows: &[CapRow]) -> String {
 }
 
 /// Replace the text between the markers of `readme` with `block`, atomically,
-/// and only when it changes.
-fn update_readme(readme: &Path, start: &str, end: &str, block: &str) -> Result<()> {
+/// and only when it changes. `what` names the block in messages (`health`,
+/// `capability`).
+fn update_readme(readme: &Path, start: &str, end: &str, block: &str, what: &str) -> Result<()> {
     let name = readme.display();
     let old = std::fs::read_to_string(readme)
         .map_err(|e| Error::config(format!("cannot read --readme {name}: {e}")))?;
@@ -1065,7 +1071,7 @@ fn update_readme(readme: &Path, start: &str, end: &str, block: &str) -> Result<(
         // should go.
         let paste = if !old.contains(start) && !old.contains(end) {
             format!(
-                ". Paste these two lines where the health block should go, then run this again:\n{start}\n{end}"
+                ". Paste these two lines where the {what} block should go, then run this again:\n{start}\n{end}"
             )
         } else {
             String::new()
@@ -1075,11 +1081,11 @@ fn update_readme(readme: &Path, start: &str, end: &str, block: &str) -> Result<(
         ))
     })?;
     if new == old {
-        output::println(&format!("{name}: health block unchanged"))?;
+        output::println(&format!("{name}: {what} block unchanged"))?;
         return Ok(());
     }
     fsutil::atomic_write_unlocked(readme, new.as_bytes())?;
-    output::println(&format!("{name}: health block updated"))
+    output::println(&format!("{name}: {what} block updated"))
 }
 
 /// The text with exactly one `start … end` span replaced by
