@@ -595,3 +595,62 @@ fn uptime_ignores_the_capability_log() {
     assert_eq!(providers, providers2);
     assert_eq!(newest, newest2);
 }
+
+#[test]
+fn a_provider_that_opted_out_lists_no_capability() {
+    let mut env = Env::new();
+    let cfg = env.write(
+        "llmprobe.toml",
+        r#"
+include_default_catalog = false
+
+[[providers]]
+name = "paid"
+dialect = "openai"
+base_url = "http://127.0.0.1:9/v1"
+api_key_env = "PAID_API_KEY"
+capabilities = false
+models = ["big"]
+model_info = { "big" = { context_window = 200000, capabilities = ["tools", "vision"] } }
+
+[[providers]]
+name = "free"
+dialect = "openai"
+base_url = "http://127.0.0.1:9/v1"
+api_key_env = "FREE_API_KEY"
+models = ["small"]
+model_info = { "small" = { capabilities = ["tools"] } }
+"#,
+    );
+    env.env("LLMPROBE_CONFIG", cfg.to_str().unwrap());
+    env.write(
+        "stats/capabilities.json",
+        format!(
+            r#"{{"free::small": {{"tools": {{"verdict": "yes", "seen": "{}"}}}}}}"#,
+            ago(30 * 60)
+        ),
+    );
+    let v = json(&env.run(&["state", "--json"]).ok().stdout);
+    let big = model(&v, "paid::big");
+    assert_eq!(big["capabilities"]["tools"]["listed"], false);
+    assert_eq!(big["capabilities"]["vision"]["listed"], false);
+    assert_eq!(
+        model(&v, "free::small")["capabilities"]["tools"]["listed"],
+        true
+    );
+    let out = env.run(&["state"]).ok().stdout;
+    let cell = |m: &str| {
+        let l = out
+            .lines()
+            .find(|l| l.starts_with(&format!("| {m} ")))
+            .unwrap();
+        l.trim_end_matches('|')
+            .rsplit('|')
+            .next()
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(cell("paid::big"), "200k", "{out}");
+    assert_eq!(cell("free::small"), "tools ✔ (30m)", "{out}");
+}

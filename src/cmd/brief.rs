@@ -103,8 +103,7 @@ fn model_lines(
     );
     keys.into_iter()
         .map(|model| {
-            let (p, m) = model.split_once("::").unwrap_or((&model, ""));
-            let info = s.catalog.provider(p).map(|p| p.info(m)).unwrap_or_default();
+            let info = capview::catalog_info(&s.catalog, &model);
             ModelLine {
                 caps: ModelCaps::of(&model, info, findings, learned, now),
                 model,

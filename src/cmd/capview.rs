@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::capabilities::{Capability, Findings, Judgement};
-use crate::catalog::ModelInfo;
+use crate::catalog::{Catalog, ModelInfo};
 use crate::format::{fmt_age, fmt_tokens};
 use crate::route::verdicts::{Verdicts, WindowSource, known_window};
 
@@ -23,7 +23,8 @@ pub struct CapView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Whether the catalog lists it for the model (`model_info`'s
-    /// `capabilities`): `check` probes it without `--capabilities all`.
+    /// `capabilities`, unless the provider opted out with `capabilities =
+    /// false`): `check` probes it without `--capabilities all`.
     pub listed: bool,
     /// Whether the verdicts file has an entry for it at all.
     #[serde(skip)]
@@ -153,6 +154,22 @@ impl ModelCaps {
             parts.join(" ")
         }
     }
+}
+
+/// What the catalog says of `key` (`provider::model`) for the views:
+/// its `model_info`, with no listed capability when the provider opted out
+/// of capability probes (`capabilities = false`), since `check` never
+/// probes those; nothing for a provider the catalog does not have.
+pub fn catalog_info(catalog: &Catalog, key: &str) -> ModelInfo {
+    let (p, m) = key.split_once("::").unwrap_or((key, ""));
+    let Some(provider) = catalog.provider(p) else {
+        return ModelInfo::default();
+    };
+    let mut info = provider.info(m);
+    if !provider.capabilities {
+        info.capabilities = None;
+    }
+    info
 }
 
 /// [`Findings::load`] for a view: a file that cannot be read shows every

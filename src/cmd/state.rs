@@ -168,13 +168,12 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
         .filter(|(k, _)| providers.is_empty() || providers.iter().any(|p| p == split_key(k).0))
         .map(|(k, in_catalog)| {
             let e = states.get(&k);
-            let provider = s.catalog.provider(split_key(&k).0);
-            let provider_unusable = provider
+            let provider_unusable = s
+                .catalog
+                .provider(split_key(&k).0)
                 .filter(|_| in_catalog)
                 .and_then(|p| p.resolve().err());
-            let info = provider
-                .map(|p| p.info(split_key(&k).1))
-                .unwrap_or_default();
+            let info = capview::catalog_info(&s.catalog, &k);
             Row {
                 caps: ModelCaps::of(&k, info, &findings, &learned, now),
                 status: "",
