@@ -627,7 +627,7 @@ model_info = { "small" = { capabilities = ["tools"] } }
         "stats/capabilities.json",
         format!(
             r#"{{"free::small": {{"tools": {{"verdict": "yes", "seen": "{}"}}}}}}"#,
-            ago(30 * 60)
+            ago(30 * 60 + 30)
         ),
     );
     let v = json(&env.run(&["state", "--json"]).ok().stdout);
