@@ -262,6 +262,7 @@ Examples:
   llmprobe rollup --readme README.md       replace the block between the markers
   llmprobe rollup --readme README.md --markers '<!-- H -->' '<!-- /H -->'
   llmprobe rollup --format prom --output /var/lib/node_exporter/llmprobe.prom
+  llmprobe rollup --capabilities           capability pass rates, per model
 
 Status icons: ✅ ≥90% uptime, ⚠️ 60–90%, ❌ <60%, — no samples.
 --readme writes only when the block changes; its only time is that of the
@@ -290,6 +291,11 @@ pub struct RollupArgs {
     /// Leave out the uptime sparkline.
     #[arg(long)]
     pub no_trend: bool,
+    /// Capability probes' pass rates instead of uptime, read from
+    /// capability_log.json: per model and capability, probes, passes,
+    /// pass rate and the latest verdict (rows are always per model).
+    #[arg(long)]
+    pub capabilities: bool,
 }
 
 /// A 24-hour summary with warnings, for the start of a working session.
@@ -311,7 +317,8 @@ Examples:
 It also warns when no schedule is installed and check has not run for
 twice the interval (1h unless `schedule install --every` said otherwise),
 or when the installed schedule has not run for that long; --json has
-`healthy` and `warnings`.")]
+`healthy` and `warnings`. Once capabilities have been probed, it lists
+each model's verdicts and context window (--json: `models`).")]
 pub struct BriefArgs {
     /// 24h, 7d, all, or any duration such as 6h or 90m.
     #[arg(long, default_value = "24h")]
@@ -337,6 +344,10 @@ Examples:
   llmprobe state pause mistral::mistral-small-latest --reason \"quota\"
   llmprobe state reset groq::llama-3.1-8b-instant  forget one model's state
   llmprobe state reset --all                     forget every state (all active)
+
+Once capabilities have been probed, a CAPABILITIES column shows each
+model's verdicts (tools ✔ json ✗ vision ?), the oldest verdict's age and
+its context window; --json has `capabilities` and `context_window`.
 
 Changes take the data lock and rewrite model_state.json atomically; an
 unknown name is refused with the closest known ones.")]

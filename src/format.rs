@@ -69,11 +69,50 @@ pub fn fmt_ago(secs: i64) -> String {
     if secs < 0 {
         return "in the future: check the clock".into();
     }
+    if secs < 60 {
+        return "just now".into();
+    }
+    format!("{} ago", fmt_age(secs))
+}
+
+/// An age in one short unit, as [`fmt_ago`] words it without the "ago":
+/// `0m`, `14m`, `3h`, `2d` (minutes below two hours, hours below two
+/// days); `future` when `secs` is negative.
+pub fn fmt_age(secs: i64) -> String {
     match secs {
-        0..60 => "just now".into(),
-        60..7200 => format!("{}m ago", secs / 60),
-        7200..172_800 => format!("{}h ago", secs / 3600),
-        _ => format!("{}d ago", secs / 86_400),
+        ..0 => "future".into(),
+        0..7200 => format!("{}m", secs / 60),
+        7200..172_800 => format!("{}h", secs / 3600),
+        _ => format!("{}d", secs / 86_400),
+    }
+}
+
+/// A token count the way context windows are spoken of: `8k` (8,192),
+/// `128k` (131,072 or 128,000), `200k`, `1M` (1,048,576), `1.5M`; exact
+/// below 1,000. Binary multiples (that are not also decimal ones) are
+/// counted in 1,024s, others in 1,000s.
+pub fn fmt_tokens(n: u64) -> String {
+    let (k, m) = if !n.is_multiple_of(1000) && n.is_multiple_of(1024) {
+        (n as f64 / 1024.0, n as f64 / 1_048_576.0)
+    } else {
+        (n as f64 / 1000.0, n as f64 / 1_000_000.0)
+    };
+    if n < 1000 {
+        n.to_string()
+    } else if m >= 1.0 {
+        let m = (m * 10.0).round() / 10.0;
+        format!("{}M", trim_zero(m))
+    } else {
+        format!("{}k", k.round() as u64)
+    }
+}
+
+/// `1.0` as `1`, `1.5` as `1.5`.
+fn trim_zero(v: f64) -> String {
+    if (v - v.round()).abs() < 1e-9 {
+        format!("{}", v.round() as u64)
+    } else {
+        format!("{v:.1}")
     }
 }
 
@@ -85,6 +124,25 @@ pub fn count(n: usize, one: &str, many: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ages_and_token_counts_are_short() {
+        assert_eq!(fmt_age(59), "0m");
+        assert_eq!(fmt_age(14 * 60), "14m");
+        assert_eq!(fmt_age(3 * 3600 + 5), "3h");
+        assert_eq!(fmt_age(3 * 86_400), "3d");
+        assert_eq!(fmt_age(-1), "future");
+        assert_eq!(fmt_ago(30), "just now");
+        assert_eq!(fmt_ago(3 * 3600), "3h ago");
+        assert_eq!(fmt_tokens(8192), "8k");
+        assert_eq!(fmt_tokens(131_072), "128k");
+        assert_eq!(fmt_tokens(128_000), "128k");
+        assert_eq!(fmt_tokens(6000), "6k");
+        assert_eq!(fmt_tokens(1_048_576), "1M");
+        assert_eq!(fmt_tokens(1_047_576), "1M");
+        assert_eq!(fmt_tokens(1_500_000), "1.5M");
+        assert_eq!(fmt_tokens(512), "512");
+    }
 
     #[test]
     fn counts_agree_with_their_noun() {

@@ -3,6 +3,7 @@
 //! 127.0.0.1.
 
 mod bands;
+mod capabilities_show;
 mod check;
 mod check_capabilities;
 mod check_hooks;

@@ -1,7 +1,10 @@
 //! `llmprobe brief`: the last 24 hours at a glance, for the start of a
 //! working session: per provider an icon, uptime, latency, checks and the
 //! last check; the models out of rotation; a routing advisory for every
-//! provider to avoid; and a loud warning when the data is stale.
+//! provider to avoid; and a loud warning when the data is stale. Once
+//! capabilities have been probed, the models the verdicts file or the
+//! catalog says something about, with their verdicts and context window
+//! ([`crate::cmd::capview`]).
 //!
 //! It runs at the start of every session, so its cost must not grow with the
 //! history: it reads the log backwards from the end and stops at the first
@@ -18,6 +21,7 @@ use serde::Serialize;
 
 use crate::cli::BriefArgs;
 use crate::clock::Clock;
+use crate::cmd::capview::{self, ModelCaps};
 use crate::error::Result;
 use crate::exit;
 use crate::format::{fmt_ago, fmt_count, fmt_minute, fmt_pct, fmt_rfc3339};
@@ -48,21 +52,28 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
     brief.health_log = crate::fsutil::absolute(&log).display().to_string();
     brief.log_missing = !log.exists();
     // A bad route state is route's problem: say so, and brief the rest.
+    let mut learned = crate::route::verdicts::Verdicts::default();
     match crate::route::persist::load::<crate::route::cooldown::Cooldowns>(
         &crate::route::persist::path(s.stats_dir()),
     ) {
         Ok(state) => {
             brief.route_cooldowns = state.cooldowns.active(now_at).cloned().collect();
             brief.route_cooldowns.sort_by_key(|b| b.until);
+            learned = state.verdicts;
         }
         Err(e) => brief.route_state_error = Some(e.to_string()),
     }
+    // So is a bad verdicts file: every capability is unknown meanwhile.
+    let (findings, findings_error) = capview::read_findings(&s.capabilities_path());
+    brief.capabilities_error = findings_error;
+    brief.models = model_lines(s, &findings, &learned, now_at);
     brief.warnings = schedule.warnings.clone();
     brief.schedule = Some(schedule);
     brief.healthy = !brief.stale
         && brief.advisories.is_empty()
         && brief.warnings.is_empty()
-        && brief.route_state_error.is_none();
+        && brief.route_state_error.is_none()
+        && brief.capabilities_error.is_none();
     if args.quiet_if_healthy && brief.healthy {
         return Ok(exit::SUCCESS);
     }
@@ -72,6 +83,33 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
         output::print(&brief.text())?;
     }
     Ok(exit::SUCCESS)
+}
+
+/// Every catalog model, then every other model the verdicts file names,
+/// with what is known of its capabilities.
+fn model_lines(
+    s: &Settings,
+    findings: &crate::capabilities::Findings,
+    learned: &crate::route::verdicts::Verdicts,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<ModelLine> {
+    let mut keys: Vec<String> = s.catalog.model_keys().collect();
+    let catalog: std::collections::HashSet<String> = keys.iter().cloned().collect();
+    keys.extend(
+        findings
+            .models()
+            .map(|(k, _)| k.to_string())
+            .filter(|k| !catalog.contains(k)),
+    );
+    keys.into_iter()
+        .map(|model| {
+            let info = capview::catalog_info(&s.catalog, &model);
+            ModelLine {
+                caps: ModelCaps::of(&model, info, findings, learned, now),
+                model,
+            }
+        })
+        .collect()
 }
 
 /// Read what the brief needs: backwards when the file allows, else forward.
@@ -215,6 +253,16 @@ struct OutOfRotation {
     consecutive_failures: u32,
 }
 
+/// One model's capabilities.
+#[derive(Debug, Serialize)]
+struct ModelLine {
+    model: String,
+    /// `capabilities` (each with its verdict, when it was seen, why a
+    /// `no`, and whether the catalog lists it) and `context_window`.
+    #[serde(flatten)]
+    caps: ModelCaps,
+}
+
 #[derive(Debug, Serialize)]
 struct Advisory {
     provider: String,
@@ -246,6 +294,15 @@ struct Brief {
     /// Why route_state.json could not be read, if it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     route_state_error: Option<String>,
+    /// Every catalog model and every model the verdicts file names, with
+    /// its capabilities and context window.
+    models: Vec<ModelLine>,
+    /// Why capabilities.json could not be read, if it could not (every
+    /// capability is then unknown).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    capabilities_error: Option<String>,
+    #[serde(skip)]
+    now_at: chrono::DateTime<chrono::Utc>,
     /// The log read, as an absolute path.
     health_log: String,
     #[serde(skip)]
@@ -337,6 +394,9 @@ impl Brief {
             skipped_entries: skipped,
             route_cooldowns: Vec::new(),
             route_state_error: None,
+            models: Vec::new(),
+            capabilities_error: None,
+            now_at: chrono::DateTime::from_timestamp(now, 0).unwrap_or_default(),
             health_log: String::new(),
             log_missing: false,
             now_ts: now,
@@ -463,6 +523,7 @@ impl Brief {
             }
             let _ = writeln!(out, "{t}");
         }
+        self.capabilities_text(&mut out);
         if !self.route_cooldowns.is_empty() {
             out.push_str("\nroute: cooling down\n");
             for b in &self.route_cooldowns {
@@ -480,6 +541,9 @@ impl Brief {
         if let Some(e) = &self.route_state_error {
             let _ = writeln!(out, "\nroute: {e}");
         }
+        if let Some(e) = &self.capabilities_error {
+            let _ = writeln!(out, "\ncapabilities: {e}");
+        }
         if !self.advisories.is_empty() {
             out.push('\n');
             for a in &self.advisories {
@@ -495,4 +559,25 @@ impl Brief {
         }
         out
     }
+
+    /// The capabilities table, once some model has a verdict: the models
+    /// the verdicts file or the catalog says something about. Nothing at
+    /// all before the first capability probe.
+    fn capabilities_text(&self, out: &mut String) {
+        if !self.models.iter().any(|m| m.caps.probed()) {
+            return;
+        }
+        out.push_str("\ncapabilities:\n");
+        let mut t = output::table(&["MODEL", "CAPABILITIES"]);
+        for m in self.models.iter().filter(|m| m.caps.of_interest()) {
+            t.add_row(vec![m.model.clone(), m.caps.cell(self.now_at)]);
+        }
+        let _ = writeln!(out, "{t}");
+        out.push_str(CAPABILITIES_LEGEND);
+        out.push('\n');
+    }
 }
+
+/// What the capability cells mean, under the table.
+const CAPABILITIES_LEGEND: &str =
+    "✔ passed · ✗ failed · ? unknown · (3h) age of the oldest verdict · 128k context";

@@ -1,9 +1,11 @@
 //! The command entry points, one file per subcommand. Each takes validated
 //! settings and its own arguments and returns an exit code; the libraries
 //! beside `cmd/` (the log, the state machine, the catalog, the dialects)
-//! do the work.
+//! do the work. [`capview`] is what `state` and `brief` show of each
+//! model's capabilities.
 
 pub mod brief;
+pub mod capview;
 pub mod check;
 pub mod completions;
 pub mod demo;

@@ -15,6 +15,13 @@
 //! the clock except which entries fall in the window, and the "Last checked"
 //! time is that of the newest entry, so a second run without new data leaves
 //! the file alone.
+//!
+//! `--capabilities` reads the capability log (`stats/capability_log.json`,
+//! the health log's format plus `probe`) with the same reader instead, and
+//! reports per model and capability the probes, passes and pass rate over
+//! the window, with the latest verdict from `stats/capabilities.json`.
+//! Without it, rollup reads only the health log: capability probes never
+//! count toward uptime.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -22,6 +29,7 @@ use std::path::Path;
 use chrono::Utc;
 use serde::Serialize;
 
+use crate::capabilities::{Capability, Judgement};
 use crate::cli::{GroupBy, RollupArgs, RollupFormat};
 use crate::error::{Error, Result};
 use crate::exit;
@@ -67,18 +75,32 @@ pub fn run(s: &Settings, args: RollupArgs) -> Result<u8> {
             "--markers: START and END must be two different, non-empty strings",
         ));
     }
+    if args.capabilities && args.readme.is_some() && args.markers.is_none() {
+        return Err(Error::config(
+            "--capabilities --readme needs --markers START END of its own: the default markers hold the health block",
+        ));
+    }
     let now = Utc::now().timestamp();
-    let report = compute(&s.log_path(), &window, now, !args.no_trend)?;
-    report.warn(&s.log_path());
-    let rows = report.rows(args.by);
-    let text = match format {
-        RollupFormat::Md => markdown(&report, &rows, args.by),
-        RollupFormat::Json => json(&report, &rows),
-        RollupFormat::Csv => csv(&rows, args.by),
-        RollupFormat::Prom => prom(&report, &rows, args.by),
+    let text = if args.capabilities {
+        capabilities(s, &window, now, format)?
+    } else {
+        let report = compute(&s.log_path(), &window, now, !args.no_trend)?;
+        report.warn(&s.log_path());
+        let rows = report.rows(args.by);
+        match format {
+            RollupFormat::Md => markdown(&report, &rows, args.by),
+            RollupFormat::Json => json(&report, &rows),
+            RollupFormat::Csv => csv(&rows, args.by),
+            RollupFormat::Prom => prom(&report, &rows, args.by),
+        }
     };
     if let Some(readme) = &args.readme {
-        update_readme(readme, &start_marker, &end_marker, &text)?;
+        let what = if args.capabilities {
+            "capability"
+        } else {
+            "health"
+        };
+        update_readme(readme, &start_marker, &end_marker, &text, what)?;
     }
     if let Some(out) = &args.output {
         fsutil::atomic_write_unlocked(out, text.as_bytes())?;
@@ -147,20 +169,7 @@ impl Report {
                 }
             );
         }
-        if self.torn_bytes > 0 {
-            eprintln!(
-                "warning: {}: ignored a torn tail of {} bytes (an interrupted write; the next check repairs it)",
-                path.display(),
-                self.torn_bytes
-            );
-        }
-        if self.skipped > 0 {
-            eprintln!(
-                "note: {}: skipped {} entries without a provider, a timestamp or a result",
-                path.display(),
-                self.skipped
-            );
-        }
+        warn_read(path, self.torn_bytes, self.skipped);
     }
 
     pub fn newest(&self) -> Option<i64> {
@@ -195,6 +204,23 @@ impl Report {
         }
         rows.sort_by(|a, b| (&a.provider, &a.model).cmp(&(&b.provider, &b.model)));
         rows
+    }
+}
+
+/// Say on stderr what a read of the log at `path` left out: a torn tail,
+/// unusable entries.
+fn warn_read(path: &Path, torn_bytes: u64, skipped: u64) {
+    if torn_bytes > 0 {
+        eprintln!(
+            "warning: {}: ignored a torn tail of {torn_bytes} bytes (an interrupted write; the next check repairs it)",
+            path.display(),
+        );
+    }
+    if skipped > 0 {
+        eprintln!(
+            "note: {}: skipped {skipped} entries without a provider, a timestamp or a result",
+            path.display(),
+        );
     }
 }
 
@@ -693,9 +719,350 @@ fn prom(rep: &Report, rows: &[Row], by: GroupBy) -> String {
     out
 }
 
+/// One model's probes of one capability: over the window, and the newest
+/// in the whole log.
+#[derive(Clone, Default)]
+struct CapStats {
+    probes: Probes,
+    /// The newest probe's time, order in the file (ties go to the later
+    /// entry) and result.
+    newest: Option<(i64, u64, String)>,
+}
+
+/// The capability log's sink: (provider, model, capability) → figures.
+/// The log is small (at most one probe per provider per check run), so a
+/// plain ordered map does.
+struct CapAcc {
+    start: i64,
+    seq: u64,
+    stats: std::collections::BTreeMap<(String, String, String), CapStats>,
+    /// Entries without a `probe`: not capability probes, not counted.
+    unlabelled: u64,
+    newest: Option<i64>,
+}
+
+impl CapAcc {
+    fn new(start: i64) -> CapAcc {
+        CapAcc {
+            start,
+            seq: 0,
+            stats: Default::default(),
+            unlabelled: 0,
+            newest: None,
+        }
+    }
+}
+
+impl Sink for CapAcc {
+    fn record(&mut self, r: &Record<'_>) {
+        if !r.is_sample() {
+            return;
+        }
+        if r.probe.is_empty() {
+            self.unlabelled += 1;
+            return;
+        }
+        self.seq += 1;
+        self.newest = self.newest.max(Some(r.ts));
+        let key = (
+            r.provider.to_string(),
+            r.model.to_string(),
+            r.probe.to_string(),
+        );
+        let st = self.stats.entry(key).or_default();
+        if r.ts >= self.start {
+            st.probes.add(r);
+        }
+        if st
+            .newest
+            .as_ref()
+            .is_none_or(|n| (r.ts, self.seq) >= (n.0, n.1))
+        {
+            st.newest = Some((r.ts, self.seq, r.result_label()));
+        }
+    }
+
+    fn merge(&mut self, later: CapAcc) {
+        self.newest = self.newest.max(later.newest);
+        self.unlabelled += later.unlabelled;
+        let offset = self.seq;
+        self.seq += later.seq;
+        for (k, st) in later.stats {
+            let mine = self.stats.entry(k).or_default();
+            mine.probes.merge(&st.probes);
+            if let Some((ts, seq, label)) = st.newest {
+                let seq = seq + offset;
+                if mine.newest.as_ref().is_none_or(|n| (ts, seq) >= (n.0, n.1)) {
+                    mine.newest = Some((ts, seq, label));
+                }
+            }
+        }
+    }
+}
+
+/// One row of `rollup --capabilities`.
+#[derive(Debug, Clone, Serialize)]
+struct CapRow {
+    provider: String,
+    model: String,
+    capability: String,
+    /// Probes over the window.
+    #[serde(serialize_with = "crate::format::serialize_count")]
+    probes: f64,
+    #[serde(serialize_with = "crate::format::serialize_count")]
+    passed: f64,
+    /// Passed ÷ probes, 0 to 1; `null` without probes in the window.
+    pass_rate: Option<f64>,
+    /// The newest probe in the whole log, and its result (`ok`,
+    /// `wrong_answer`, `rate_limit (429)`).
+    last_probe: Option<String>,
+    last_result: Option<String>,
+    /// The latest verdict, from capabilities.json: `yes`, `no` or
+    /// `unknown` (a temporary failure decides nothing).
+    verdict: Judgement,
+    verdict_seen: Option<String>,
+}
+
+/// Capability pass rates over `window`, in `format`.
+fn capabilities(s: &Settings, window: &Window, now: i64, format: RollupFormat) -> Result<String> {
+    let path = s.capability_log_path();
+    let start = window.start(now);
+    let (acc, summary) = read::read_all(&path, || CapAcc::new(start))?;
+    let (findings, findings_error) = crate::cmd::capview::read_findings(&s.capabilities_path());
+    if acc.newest.is_none() {
+        eprintln!(
+            "note: no capability probes yet in {} ({}); `llmprobe check` probes the capabilities the catalog lists, or all of them with --capabilities all",
+            crate::fsutil::absolute(&path).display(),
+            if path.exists() {
+                "it holds none"
+            } else {
+                "the file does not exist"
+            }
+        );
+    }
+    let torn = match summary.end {
+        End::Torn { torn_bytes, .. } => torn_bytes,
+        _ => 0,
+    };
+    warn_read(&path, torn, summary.skipped);
+    if acc.unlabelled > 0 {
+        eprintln!(
+            "note: {}: skipped {} entries without a `probe` (not capability probes)",
+            path.display(),
+            acc.unlabelled
+        );
+    }
+    if let Some(e) = &findings_error {
+        eprintln!("warning: {e}; every verdict is shown as unknown");
+    }
+    let mut rows: Vec<CapRow> = acc
+        .stats
+        .into_iter()
+        .map(|((provider, model, capability), st)| {
+            let key = crate::catalog::model_key(&provider, &model);
+            let finding = capability
+                .parse::<Capability>()
+                .ok()
+                .and_then(|c| findings.get(&key, c));
+            CapRow {
+                pass_rate: st.probes.uptime(),
+                probes: st.probes.samples,
+                passed: st.probes.passed,
+                last_probe: st.newest.as_ref().map(|n| fmt_rfc3339(n.0)),
+                last_result: st.newest.map(|n| n.2),
+                verdict: finding.map_or(Judgement::Unknown, |f| f.verdict),
+                verdict_seen: finding.and_then(|f| f.seen.clone()),
+                provider,
+                model,
+                capability,
+            }
+        })
+        .collect();
+    // Capabilities in the order every view shows them; names this version
+    // does not know after them.
+    let rank = |c: &str| c.parse::<Capability>().map_or(u8::MAX, |c| c as u8);
+    rows.sort_by(|a, b| {
+        (&a.provider, &a.model, rank(&a.capability), &a.capability).cmp(&(
+            &b.provider,
+            &b.model,
+            rank(&b.capability),
+            &b.capability,
+        ))
+    });
+    let newest = acc.newest;
+    Ok(match format {
+        RollupFormat::Md => cap_markdown(window, newest, &rows),
+        RollupFormat::Json => {
+            #[derive(Serialize)]
+            struct Out<'a> {
+                window: &'a str,
+                window_start: Option<String>,
+                newest_probe: Option<String>,
+                skipped_entries: u64,
+                torn_tail_bytes: u64,
+                rows: &'a [CapRow],
+            }
+            let out = Out {
+                window: &window.label,
+                window_start: window.secs.map(|_| fmt_rfc3339(start)),
+                newest_probe: newest.map(fmt_rfc3339),
+                skipped_entries: summary.skipped + acc.unlabelled,
+                torn_tail_bytes: torn,
+                rows: &rows,
+            };
+            let mut s = serde_json::to_string_pretty(&out).expect("serialisable");
+            s.push('\n');
+            s
+        }
+        RollupFormat::Csv => cap_csv(&rows),
+        RollupFormat::Prom => cap_prom(window, &rows),
+    })
+}
+
+fn cap_markdown(window: &Window, newest: Option<i64>, rows: &[CapRow]) -> String {
+    let mut out = String::new();
+    match newest {
+        Some(t) => {
+            let _ = writeln!(
+                out,
+                "*Last capability probe: {} — the newest in the capability log; updated by `llmprobe rollup --capabilities`*",
+                fmt_minute(t)
+            );
+        }
+        None => out.push_str("*Last capability probe: never*\n"),
+    }
+    let _ = writeln!(out, "\n## Capabilities ({})\n", window.title());
+    if rows.is_empty() {
+        out.push_str("*No capability probes yet.*\n");
+        return out;
+    }
+    out.push_str("| Provider | Model | Capability | Pass Rate | Probes | Last Probe | Verdict |\n");
+    out.push_str("|---|---|---|---|---|---|---|\n");
+    for r in rows {
+        let rate = match r.pass_rate {
+            Some(p) => fmt_pct(p),
+            None => "no probes".into(),
+        };
+        let last = match (&r.last_probe, &r.last_result) {
+            (Some(t), Some(res)) => format!(
+                "{res}, {}",
+                crate::time::parse_ts(t)
+                    .map(fmt_minute)
+                    .unwrap_or_else(|| t.clone())
+            ),
+            _ => "—".into(),
+        };
+        let _ = writeln!(
+            out,
+            "| **{}** | {} | {} | {rate} | {} | {} | {} {} |",
+            md_cell(&r.provider),
+            md_cell(&r.model),
+            md_cell(&r.capability),
+            fmt_count(r.probes),
+            md_cell(&last),
+            crate::cmd::capview::mark(r.verdict),
+            r.verdict.as_str()
+        );
+    }
+    out.push_str(
+        "\n*Pass rate over the window's capability probes (a rate limit or a timeout counts as a failed probe); \
+         the verdict is the latest one that decided: ✔ yes · ✗ no · ? unknown.*\n",
+    );
+    out
+}
+
+fn cap_csv(rows: &[CapRow]) -> String {
+    let mut out = String::from(
+        "provider,model,capability,probes,passed,pass_rate_pct,last_probe,last_result,verdict,verdict_seen\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{}",
+            csv_field(&r.provider),
+            csv_field(&r.model),
+            csv_field(&r.capability),
+            fmt_count(r.probes),
+            fmt_count(r.passed),
+            r.pass_rate
+                .map(|p| format!("{:.1}", crate::format::pct(p)))
+                .unwrap_or_default(),
+            r.last_probe.as_deref().unwrap_or(""),
+            csv_field(r.last_result.as_deref().unwrap_or("")),
+            r.verdict.as_str(),
+            r.verdict_seen.as_deref().unwrap_or("")
+        );
+    }
+    out
+}
+
+/// Prometheus text for the capability rows. The verdict is exported only
+/// when known: 1 for yes, 0 for no.
+fn cap_prom(window: &Window, rows: &[CapRow]) -> String {
+    let labels = |r: &CapRow, with_window: bool| {
+        let mut l = format!(
+            "provider=\"{}\",model=\"{}\",capability=\"{}\"",
+            crate::textfile::label(&r.provider),
+            crate::textfile::label(&r.model),
+            crate::textfile::label(&r.capability)
+        );
+        if with_window {
+            let _ = write!(l, ",window=\"{}\"", crate::textfile::label(&window.label));
+        }
+        l
+    };
+    type Metric = (&'static str, &'static str, bool, fn(&CapRow) -> Option<f64>);
+    let metrics: [Metric; 4] = [
+        (
+            "llmprobe_capability_pass_ratio",
+            "Share of capability probes that passed over the window, 0 to 1.",
+            true,
+            |r| r.pass_rate,
+        ),
+        (
+            "llmprobe_capability_probes",
+            "Capability probes counted over the window.",
+            true,
+            |r| Some(r.probes),
+        ),
+        (
+            "llmprobe_capability_verdict",
+            "The latest verdict: 1 when the capability passed, 0 when it failed; absent while unknown.",
+            false,
+            |r| match r.verdict {
+                Judgement::Yes => Some(1.0),
+                Judgement::No => Some(0.0),
+                Judgement::Unknown => None,
+            },
+        ),
+        (
+            "llmprobe_capability_last_probe_timestamp_seconds",
+            "Unix time of the newest probe of the capability in the log.",
+            false,
+            |r| {
+                r.last_probe
+                    .as_deref()
+                    .and_then(crate::time::parse_ts)
+                    .map(|t| t as f64)
+            },
+        ),
+    ];
+    let mut out = String::new();
+    for (name, help, with_window, get) in metrics {
+        crate::textfile::gauge_header(&mut out, name, help);
+        for r in rows {
+            if let Some(v) = get(r) {
+                let _ = writeln!(out, "{name}{{{}}} {v}", labels(r, with_window));
+            }
+        }
+    }
+    out
+}
+
 /// Replace the text between the markers of `readme` with `block`, atomically,
-/// and only when it changes.
-fn update_readme(readme: &Path, start: &str, end: &str, block: &str) -> Result<()> {
+/// and only when it changes. `what` names the block in messages (`health`,
+/// `capability`).
+fn update_readme(readme: &Path, start: &str, end: &str, block: &str, what: &str) -> Result<()> {
     let name = readme.display();
     let old = std::fs::read_to_string(readme)
         .map_err(|e| Error::config(format!("cannot read --readme {name}: {e}")))?;
@@ -704,7 +1071,7 @@ fn update_readme(readme: &Path, start: &str, end: &str, block: &str) -> Result<(
         // should go.
         let paste = if !old.contains(start) && !old.contains(end) {
             format!(
-                ". Paste these two lines where the health block should go, then run this again:\n{start}\n{end}"
+                ". Paste these two lines where the {what} block should go, then run this again:\n{start}\n{end}"
             )
         } else {
             String::new()
@@ -714,11 +1081,11 @@ fn update_readme(readme: &Path, start: &str, end: &str, block: &str) -> Result<(
         ))
     })?;
     if new == old {
-        output::println(&format!("{name}: health block unchanged"))?;
+        output::println(&format!("{name}: {what} block unchanged"))?;
         return Ok(());
     }
     fsutil::atomic_write_unlocked(readme, new.as_bytes())?;
-    output::println(&format!("{name}: health block updated"))
+    output::println(&format!("{name}: {what} block updated"))
 }
 
 /// The text with exactly one `start … end` span replaced by

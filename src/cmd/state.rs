@@ -5,7 +5,11 @@
 //! is a catalog listing) plus any model the state file knows that the
 //! catalog does not. The last probe of each comes from the log's tail, read
 //! backwards until every listed model has been found or the start is
-//! reached.
+//! reached. Once capabilities have been probed (`stats/capabilities.json`
+//! says anything about a listed model), a CAPABILITIES column shows each
+//! model's verdicts and context window ([`crate::cmd::capview`]); a
+//! verdicts file that cannot be parsed is named in a warning on stderr,
+//! left alone, and the listing goes on with every capability unknown.
 //!
 //! A change takes the data lock, loads the state file fresh (people edit it
 //! by hand), changes one entry and writes the file atomically. A name that
@@ -21,6 +25,7 @@ use strsim::levenshtein;
 
 use crate::catalog::Unusable;
 use crate::cli::{StateAction, StateArgs, StateChange, StateFilter};
+use crate::cmd::capview::{self, ModelCaps};
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::format::{fmt_minute, fmt_rfc3339};
@@ -77,6 +82,10 @@ struct Row {
     status_text: String,
     #[serde(skip)]
     provider_unusable: Option<Unusable>,
+    /// `capabilities` (each with its verdict, when it was seen, why a
+    /// `no`, and whether the catalog lists it) and `context_window`.
+    #[serde(flatten)]
+    caps: ModelCaps,
 }
 
 impl Row {
@@ -130,6 +139,17 @@ fn split_key(key: &str) -> (&str, &str) {
 
 fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: bool) -> Result<u8> {
     let states = States::load(&s.state_path())?;
+    let now = crate::clock::Clock::from_env().now();
+    // Two small files beside the state, neither needed to list states: one
+    // that cannot be parsed is reported on stderr and read as empty.
+    let (findings, findings_error) = capview::read_findings(&s.capabilities_path());
+    let (learned, route_error) = match crate::route::persist::load::<
+        crate::route::cooldown::Cooldowns,
+    >(&crate::route::persist::path(s.stats_dir()))
+    {
+        Ok(st) => (st.verdicts, None),
+        Err(e) => (Default::default(), Some(e.to_string())),
+    };
     let catalog: Vec<String> = s.catalog.model_keys().collect();
     let in_catalog: HashSet<&str> = catalog.iter().map(String::as_str).collect();
     let mut keys: Vec<(String, bool)> = catalog.iter().map(|k| (k.clone(), true)).collect();
@@ -153,7 +173,9 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
                 .provider(split_key(&k).0)
                 .filter(|_| in_catalog)
                 .and_then(|p| p.resolve().err());
+            let info = capview::catalog_info(&s.catalog, &k);
             Row {
+                caps: ModelCaps::of(&k, info, &findings, &learned, now),
                 status: "",
                 status_text: String::new(),
                 provider_unusable,
@@ -177,6 +199,12 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
         r.last_probe = last.get(p).and_then(|ms| ms.get(m)).cloned().flatten();
         r.describe();
     }
+    if let Some(e) = &findings_error {
+        eprintln!("warning: {e}; every capability is shown as unknown");
+    }
+    if let Some(e) = &route_error {
+        eprintln!("note: {e}; learned context windows are not shown");
+    }
     if json {
         output::print_json(&rows)?;
         return Ok(exit::SUCCESS);
@@ -185,22 +213,49 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
         output::println("no models match")?;
         return Ok(exit::SUCCESS);
     }
-    let mut t = output::table(&[
+    let mut out = table(&rows, now).to_string();
+    if rows.iter().all(|r| r.last_probe.is_none()) {
+        let log = s.log_path();
+        out.push_str(&format!(
+            "\nno probes recorded in {} ({}); run `llmprobe check`, or pass --stats-dir if the data is elsewhere",
+            crate::fsutil::absolute(&log).display(),
+            if log.exists() {
+                "none for these models"
+            } else {
+                "the file does not exist"
+            }
+        ));
+    }
+    output::println(&out)?;
+    Ok(exit::SUCCESS)
+}
+
+/// The listing's table. The CAPABILITIES column is there only once some
+/// listed model has a verdict: before any capability probe, the table is
+/// what it always was.
+fn table(rows: &[Row], now: chrono::DateTime<Utc>) -> output::Fitted {
+    let caps = rows.iter().any(|r| r.caps.probed());
+    let mut header = vec![
         "MODEL",
         "STATE",
         "REASON",
         "SINCE",
         "FAILURES",
         "LAST PROBE",
-    ]);
-    // On a narrow terminal: the failure count, then since when, go first.
-    t.optional(&[4, 3]);
-    for r in &rows {
+    ];
+    if caps {
+        header.push("CAPABILITIES");
+    }
+    let mut t = output::table(&header);
+    // On a narrow terminal: the failure count, then since when, go first;
+    // with capabilities, then the reason.
+    t.optional(if caps { &[4, 3, 2] } else { &[4, 3] });
+    for r in rows {
         let mut name = r.model.clone();
         if !r.in_catalog {
             name.push_str(" (not in catalog)");
         }
-        t.add_row(vec![
+        let mut cells = vec![
             name,
             r.status_text.clone(),
             r.reason.clone().unwrap_or_default(),
@@ -219,23 +274,13 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
                     }
                 })
                 .unwrap_or_else(|| "—".into()),
-        ]);
+        ];
+        if caps {
+            cells.push(r.caps.cell(now));
+        }
+        t.add_row(cells);
     }
-    let mut out = t.to_string();
-    if rows.iter().all(|r| r.last_probe.is_none()) {
-        let log = s.log_path();
-        out.push_str(&format!(
-            "\nno probes recorded in {} ({}); run `llmprobe check`, or pass --stats-dir if the data is elsewhere",
-            crate::fsutil::absolute(&log).display(),
-            if log.exists() {
-                "none for these models"
-            } else {
-                "the file does not exist"
-            }
-        ));
-    }
-    output::println(&out)?;
-    Ok(exit::SUCCESS)
+    t
 }
 
 /// provider → model → last probe (in file order), for the wanted models.
@@ -549,6 +594,102 @@ mod tests {
         assert_eq!(edit_distance("kitten", "sitting"), 3);
         assert_eq!(edit_distance("groq::llama", "groq::llama"), 0);
         assert_eq!(edit_distance("grok", "groq"), 1);
+    }
+
+    fn row(model: &str, caps: ModelCaps) -> Row {
+        let mut r = Row {
+            model: model.into(),
+            provider: split_key(model).0.into(),
+            state: ModelState::Paused,
+            reason: Some("timeout".into()),
+            since: Some("2026-12-02T09:00:00Z".into()),
+            consecutive_failures: 2,
+            recovered_at: None,
+            in_catalog: true,
+            last_probe: Some(LastProbe {
+                ts: "2026-12-02T11:00:00Z".into(),
+                result: "timeout (504)".into(),
+                latency_ms: 0.0,
+            }),
+            status: "",
+            status_text: String::new(),
+            provider_unusable: None,
+            caps,
+        };
+        r.describe();
+        r
+    }
+
+    fn now() -> chrono::DateTime<Utc> {
+        "2026-12-02T12:00:00Z".parse().unwrap()
+    }
+
+    fn caps(key: &str, findings: &str, window: Option<u64>) -> ModelCaps {
+        let f: crate::capabilities::Findings = serde_json::from_str(findings).unwrap();
+        let info = crate::catalog::ModelInfo {
+            context_window: window,
+            max_output_tokens: None,
+            capabilities: Some(crate::capabilities::CapSet::all()),
+        };
+        ModelCaps::of(key, info, &f, &Default::default(), now())
+    }
+
+    #[test]
+    fn the_capability_column_fits_80_columns_with_long_model_ids() {
+        let long = "openrouter::meta-llama/llama-3.3-70b-instruct:free";
+        let findings = format!(
+            r#"{{"{long}": {{"tools": {{"verdict": "yes", "seen": "2026-12-02T09:00:00Z"}},
+                "json": {{"verdict": "no", "seen": "2026-12-01T12:00:00Z", "reason": "wrong_answer: not JSON"}}}}}}"#
+        );
+        let rows = vec![
+            row(long, caps(long, &findings, Some(131_072))),
+            row(
+                "openrouter::deepseek/deepseek-chat-v3.1:free",
+                caps("openrouter::deepseek/deepseek-chat-v3.1:free", "{}", None),
+            ),
+        ];
+        assert_eq!(
+            rows[0].caps.cell(now()),
+            "tools ✔ json ✗ vision ? (24h) 128k"
+        );
+        assert_eq!(rows[1].caps.cell(now()), "tools ? json ? vision ?");
+        let wide = table(&rows, now()).with_width(None).to_string();
+        assert!(
+            wide.contains("| tools ✔ json ✗ vision ? (24h) 128k |"),
+            "{wide}"
+        );
+        let narrow = table(&rows, now()).with_width(Some(80)).to_string();
+        for line in narrow.lines() {
+            assert!(line.chars().count() <= 80, "{line:?} in\n{narrow}");
+        }
+        // The optional columns went first; the capabilities stayed.
+        assert!(narrow.contains("CAPABILITIES"), "{narrow}");
+        assert!(
+            !narrow.contains("FAILURES") && !narrow.contains("SINCE"),
+            "{narrow}"
+        );
+        let text: String = narrow.split_whitespace().collect::<Vec<_>>().join(" ");
+        for part in ["tools ✔", "json ✗", "(24h)", "128k"] {
+            assert!(text.contains(part), "{part} in\n{narrow}");
+        }
+    }
+
+    #[test]
+    fn no_capability_column_before_any_capability_probe() {
+        let rows = vec![row(
+            "groq::llama-3.1-8b-instant",
+            caps("groq::llama-3.1-8b-instant", "{}", Some(131_072)),
+        )];
+        let t = table(&rows, now()).with_width(None).to_string();
+        assert!(!t.contains("CAPABILITIES") && !t.contains("128k"), "{t}");
+        let header = t.lines().next().unwrap();
+        assert!(
+            header.starts_with("| MODEL ")
+                && header
+                    .trim_end_matches([' ', '|'])
+                    .ends_with("| LAST PROBE"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! model, how many probes it stands for, how many passed, the latency and
 //! the failure class. [`Record`] is that view, and it means the same thing
 //! for all three kinds of entry docs/formats.md describes (new, legacy averaged,
-//! legacy per-sample).
+//! legacy per-sample). The capability log (`stats/capability_log.json`) has
+//! the same format plus `probe`, and is read by the same code.
 //!
 //! Entries written by llmprobe have one fixed compact shape, so a hand-rolled
 //! byte matcher ([`fast`]) extracts the fields straight from the read buffer
@@ -52,6 +53,10 @@ pub struct Record<'a> {
     pub failure: &'a str,
     /// The HTTP status, when the entry has one.
     pub http_status: Option<u16>,
+    /// Which capability a capability probe tested (`tools`, `json`,
+    /// `vision`: the capability log's `probe`); `""` for a basic probe, as
+    /// every health-log entry is.
+    pub probe: &'a str,
 }
 
 impl Record<'_> {
@@ -371,6 +376,7 @@ struct Loose {
     status: Option<Value>,
     uptime: Option<Value>,
     sample_count: Option<Value>,
+    probe: Option<Value>,
 }
 
 /// What one complete element turned out to be.
@@ -442,6 +448,7 @@ fn interpret(l: &Loose) -> Option<Record<'_>> {
         latency_ms,
         failure: "",
         http_status,
+        probe: text(&l.probe).unwrap_or(""),
     };
     if l.ok.is_some() {
         r.passed = if num(&l.ok)? >= 1.0 { 1.0 } else { 0.0 };
@@ -472,7 +479,9 @@ fn interpret(l: &Loose) -> Option<Record<'_>> {
 
 /// The fast path: an entry exactly as llmprobe writes it,
 /// `{"ts":"…","provider":"…","model":"…","ok":1,"latency_ms":312,"failure_type":""`
-/// optionally followed by `,"status":429` and `,"error":"…"`, then `}`.
+/// optionally followed by `,"probe":"tools"` (capability log entries only),
+/// `,"status":429` and `,"error":"…"`, then `}`. A health-log entry pays
+/// one failed compare for the `probe` it never has.
 /// Returns the record and the element's length, or `None` when the element
 /// is anything else (or runs past the end of `b`); the caller then takes
 /// the slow path, which decides.
@@ -496,6 +505,10 @@ pub(crate) fn fast(b: &[u8]) -> Option<(Record<'_>, usize)> {
     let latency = uint(b, &mut p)?;
     lit(b, &mut p, b",\"failure_type\":\"")?;
     let failure = string(b, &mut p)?;
+    let mut probe = "";
+    if lit(b, &mut p, b",\"probe\":\"").is_some() {
+        probe = string(b, &mut p)?;
+    }
     let mut http_status = None;
     if lit(b, &mut p, b",\"status\":").is_some() {
         http_status = Some(u16::try_from(uint(b, &mut p)?).ok()?);
@@ -516,6 +529,7 @@ pub(crate) fn fast(b: &[u8]) -> Option<(Record<'_>, usize)> {
         latency_ms: latency as f64,
         failure: if ok == 1.0 { "" } else { failure },
         http_status,
+        probe,
     };
     if failure == "disabled_skip" {
         r.samples = 0.0;
@@ -665,6 +679,9 @@ mod tests {
             r#"{"ts":"2026-11-30T21:00:00Z","provider":"groq","model":"m","ok":0,"latency_ms":0,"failure_type":"timeout","status":504,"error":"gateway"}"#,
             r#"{"ts":"2026-11-30T21:00:00Z","provider":"groq","model":"m","ok":0,"latency_ms":0,"failure_type":"disabled_skip"}"#,
             r#"{"ts":"2026-11-30T21:00:00Z","provider":"grøq","model":"m","ok":0,"latency_ms":7,"failure_type":"error","error":"x"}"#,
+            // Capability log entries, as check writes them.
+            r#"{"ts":"2026-11-30T21:00:00Z","provider":"groq","model":"m","ok":1,"latency_ms":412,"failure_type":"","probe":"tools"}"#,
+            r#"{"ts":"2026-11-30T21:00:00Z","provider":"groq","model":"m","ok":0,"latency_ms":90,"failure_type":"wrong_answer","probe":"json","status":200,"error":"not JSON"}"#,
         ];
         for l in lines {
             let (fast_r, n) = fast(l.as_bytes()).expect(l);
@@ -674,6 +691,7 @@ mod tests {
                 _ => "none".into(),
             });
             assert_eq!(format!("{fast_r:?}"), slow_r, "{l}");
+            assert_eq!(fast_r.probe.is_empty(), !l.contains("probe"), "{l}");
         }
         // Shapes the fast path declines; the slow path reads them.
         for l in [

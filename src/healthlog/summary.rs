@@ -217,6 +217,7 @@ mod tests {
             latency_ms,
             failure: "",
             http_status: None,
+            probe: "",
         }
     }
 
