@@ -154,10 +154,6 @@ impl Findings {
         fsutil::atomic_write(path, text.as_bytes(), lock)
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     /// The finding for `key` (`provider::model`) and `cap`, if any.
     pub fn get(&self, key: &str, cap: Capability) -> Option<&Finding> {
         self.0.get(key)?.get(cap.as_str())
@@ -285,10 +281,9 @@ mod tests {
             std::fs::read_to_string(&path).unwrap().contains("maybe"),
             "left as it was"
         );
-        assert!(
-            Findings::load(&dir.path().join("none.json"))
-                .unwrap()
-                .is_empty()
+        assert_eq!(
+            Findings::load(&dir.path().join("none.json")).unwrap(),
+            Findings::default()
         );
     }
 
