@@ -261,17 +261,21 @@ fn a_long_prompt_goes_past_a_window_too_small_and_none_fitting_names_the_largest
     assert_eq!(p["learned"][0]["model"], "context-window:3000", "{p}");
     assert_eq!(p["learned"][0]["what"], "context_window", "{p}");
     assert_eq!(p["learned"][0]["limit"], 3000, "{p}");
-    // route --status reads what the server saved.
-    drop(srv);
-    let v: Value = serde_json::from_str(
-        &env.run(&["--config", &cfg, "route", "--status", "--json"])
+    // route --status reads what the server saves (within a second of a
+    // change, and at shutdown).
+    let v = eventually("the server saves what it learned", || {
+        let out = env
+            .run(&["--config", &cfg, "route", "--status", "--json"])
             .ok()
-            .stdout,
-    )
-    .unwrap();
+            .stdout;
+        let v: Value = serde_json::from_str(&out).unwrap();
+        let windows = provider_view(&v, "s")["windows"].clone();
+        if windows.is_array() { Ok(v) } else { Err(out) }
+    });
     let s = provider_view(&v, "s");
     assert_eq!(s["windows"][0]["tokens"], 1000, "{s}");
     assert_eq!(s["windows"][0]["source"], "learned", "{s}");
+    drop(srv);
     let text = env
         .run(&["--config", &cfg, "route", "--status"])
         .ok()
