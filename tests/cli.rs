@@ -145,6 +145,19 @@ fn demo_says_whether_it_continues_and_fresh_starts_over() {
         "{second}"
     );
     assert_eq!(crate::support::log_entries(&env.log()).len(), 2 * entries);
+    // Each run adds one capability probe per provider that lists any: by
+    // now acme's two listed models each have a verdict, and the chatty one
+    // answered in text where a tool call was asked.
+    let verdicts: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(stats.join("capabilities.json")).unwrap())
+            .unwrap();
+    assert_eq!(verdicts["acme::acme-8b"]["tools"]["verdict"], "yes");
+    assert_eq!(verdicts["acme::acme-chatty"]["tools"]["verdict"], "no");
+    assert!(second.contains("acme::acme-chatty tools ✗"), "{second}");
+    assert!(
+        second.contains("| acme::acme-chatty    | tools ✗"),
+        "brief's capability column: {second}"
+    );
     // The count keeps up once a model is disabled and runs add fewer
     // entries than there are models.
     for n in 2..=5 {

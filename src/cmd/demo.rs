@@ -23,6 +23,18 @@ type DemoProvider = (
     &'static [(&'static str, &'static str)],
 );
 
+/// What the demo's catalog lists for `check` to probe: each run adds one
+/// capability probe per provider, so successive demos fill the capability
+/// column of `brief` and `state`. Only models with one steady behaviour are
+/// listed (a probe takes its turn in a cycled script); `acme-chatty`
+/// answers in text where a tool call is asked, so its tools verdict is no.
+const CAPABILITIES: &[(&str, &[&str])] = &[
+    ("acme-8b", &["tools", "json", "vision"]),
+    ("acme-chatty", &["tools"]),
+    ("sonnet-ish", &["tools", "json"]),
+    ("flash-ish", &["json", "vision"]),
+];
+
 const PROVIDERS: &[DemoProvider] = &[
     (
         "acme",
@@ -33,6 +45,7 @@ const PROVIDERS: &[DemoProvider] = &[
             ("acme-70b-reasoner", "think"),
             ("acme-tiny", "wrong,ok"),
             ("acme-405b", "slow:4000,ok:300"),
+            ("acme-chatty", "text-not-call"),
         ],
     ),
     (
@@ -303,9 +316,18 @@ fn demo_config(url: &str, spacing: f64) -> String {
     for (name, dialect, path, models) in PROVIDERS {
         let ms: Vec<String> = models.iter().map(|(m, _)| format!("{m:?}")).collect();
         s.push_str(&format!(
-            "[[providers]]\nname = {name:?}\ndialect = {dialect:?}\nbase_url = \"{url}{path}\"\nmodels = [{}]\n\n",
+            "[[providers]]\nname = {name:?}\ndialect = {dialect:?}\nbase_url = \"{url}{path}\"\nmodels = [{}]\n",
             ms.join(", ")
         ));
+        let info: Vec<String> = CAPABILITIES
+            .iter()
+            .filter(|(m, _)| models.iter().any(|(id, _)| id == m))
+            .map(|(m, caps)| format!("{m:?} = {{ capabilities = {caps:?} }}"))
+            .collect();
+        if !info.is_empty() {
+            s.push_str(&format!("model_info = {{ {} }}\n", info.join(", ")));
+        }
+        s.push('\n');
     }
     s
 }
