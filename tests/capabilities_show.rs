@@ -627,7 +627,7 @@ model_info = { "small" = { capabilities = ["tools"] } }
         "stats/capabilities.json",
         format!(
             r#"{{"free::small": {{"tools": {{"verdict": "yes", "seen": "{}"}}}}}}"#,
-            ago(30 * 60 + 30)
+            ago(3 * 3600 + 1800)
         ),
     );
     let v = json(&env.run(&["state", "--json"]).ok().stdout);
@@ -652,5 +652,5 @@ model_info = { "small" = { capabilities = ["tools"] } }
             .to_string()
     };
     assert_eq!(cell("paid::big"), "200k", "{out}");
-    assert_eq!(cell("free::small"), "tools ✔ (30m)", "{out}");
+    assert_eq!(cell("free::small"), "tools ✔ (3h)", "{out}");
 }
