@@ -86,32 +86,13 @@ pub async fn exchange(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::{ApiKey, Catalog};
-    use crate::upstream::secret::Secret;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
     const KEY: &str = "canary-key-5c1d9e7a3b2f4e6d";
 
     fn provider(dialect: &str, base_url: &str) -> Resolved {
-        let c = Catalog::from_toml_str(
-            &format!(
-                r#"
-                include_default_catalog = false
-                [[providers]]
-                name = "local"
-                dialect = "{dialect}"
-                base_url = "{base_url}"
-                models = ["m"]
-                max_tokens = 16
-                "#
-            ),
-            "test.toml",
-        )
-        .unwrap();
-        let mut r = c.providers[0].resolve_with(|_| None).unwrap();
-        r.keys = vec![ApiKey::new(0, "KEY", Secret::new(KEY.into()))];
-        r
+        crate::catalog::test_provider(dialect, base_url, Some(KEY))
     }
 
     fn question() -> Question {

@@ -4,10 +4,9 @@
 //! counts capability probes. Fixtures are written by hand in the stats
 //! directory: `check` writing them is tested elsewhere.
 
-use chrono::Utc;
 use serde_json::Value;
 
-use crate::support::Env;
+use crate::support::{Env, ago};
 
 const LONG: &str = "meta-llama/llama-3.3-70b-instruct:free";
 
@@ -38,15 +37,6 @@ fn env() -> Env {
     let cfg = e.write("llmprobe.toml", CONFIG);
     e.env("LLMPROBE_CONFIG", cfg.to_str().unwrap());
     e
-}
-
-/// An RFC 3339 timestamp `secs` before now (after it, when negative).
-/// Ages are asserted only for offsets in the middle of their unit, so
-/// the seconds a test takes cannot change them.
-fn ago(secs: i64) -> String {
-    (Utc::now() - chrono::Duration::seconds(secs))
-        .format("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
 }
 
 fn json(stdout: &str) -> Value {

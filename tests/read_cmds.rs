@@ -4,10 +4,9 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
 use serde_json::Value;
 
-use crate::support::{Env, compat_log};
+use crate::support::{Env, ago, compat_log};
 
 /// A catalog of three small providers, so that listings are predictable.
 const CONFIG: &str = r#"
@@ -40,13 +39,6 @@ fn env() -> Env {
     let cfg = e.write("llmprobe.toml", CONFIG);
     e.env("LLMPROBE_CONFIG", cfg.to_str().unwrap());
     e
-}
-
-/// An RFC 3339 timestamp `secs` before now.
-fn ago(secs: i64) -> String {
-    (Utc::now() - chrono::Duration::seconds(secs))
-        .format("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
 }
 
 const H: i64 = 3600;

@@ -695,6 +695,24 @@ impl Resolved {
 }
 
 /// The key of a model in `model_state.json`.
+/// For unit tests: a provider named `local` of `dialect` at `base_url`
+/// with the one model `m`, resolved, holding `key` when one is given.
+#[cfg(test)]
+pub(crate) fn test_provider(dialect: &str, base_url: &str, key: Option<&str>) -> Resolved {
+    let c = Catalog::from_toml_str(
+        &format!(
+            "include_default_catalog = false\n[[providers]]\nname = \"local\"\ndialect = \"{dialect}\"\nbase_url = \"{base_url}\"\nmodels = [\"m\"]\nmax_tokens = 16\n"
+        ),
+        "test.toml",
+    )
+    .unwrap();
+    let mut r = c.providers[0].resolve_with(|_| None).unwrap();
+    if let Some(k) = key {
+        r.keys = vec![ApiKey::new(0, "KEY", Secret::new(k.into()))];
+    }
+    r
+}
+
 pub fn model_key(provider: &str, model: &str) -> String {
     format!("{provider}::{model}")
 }

@@ -426,6 +426,16 @@ pub fn canned_stream(body: &'static str) -> String {
 }
 
 /// Parse a log file strictly: it must be one valid JSON array.
+/// An RFC 3339 timestamp `secs` before the wall clock's now (after it,
+/// when negative), second precision, as the data files write one. Assert
+/// ages only for offsets in the middle of their unit, so the seconds a
+/// test takes cannot change them.
+pub fn ago(secs: i64) -> String {
+    (chrono::Utc::now() - chrono::Duration::seconds(secs))
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
 pub fn log_entries(path: &Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text)

@@ -2,10 +2,9 @@
 //! 127.0.0.1, in every dialect.
 
 use super::*;
-use crate::catalog::{ApiKey, Catalog};
+use crate::catalog::Catalog;
 use crate::fake::{self, Behaviour, FakeConfig, FakeServer};
 use crate::upstream::http;
-use crate::upstream::secret::Secret;
 
 const KEY: &str = "canary-key-9d2e7c4b1a6f3e8d";
 
@@ -13,25 +12,7 @@ const DIALECTS: [Dialect; 3] = [Dialect::Openai, Dialect::Anthropic, Dialect::Ge
 
 /// A provider of `dialect` at the fake, with [`KEY`].
 fn provider(dialect: Dialect, fake: &FakeServer) -> Resolved {
-    let c = Catalog::from_toml_str(
-        &format!(
-            r#"
-            include_default_catalog = false
-            [[providers]]
-            name = "local"
-            dialect = "{}"
-            base_url = "{}/v1"
-            models = ["m"]
-            "#,
-            dialect.as_str(),
-            fake.url()
-        ),
-        "test.toml",
-    )
-    .unwrap();
-    let mut r = c.providers[0].resolve_with(|_| None).unwrap();
-    r.keys = vec![ApiKey::new(0, "KEY", Secret::new(KEY.into()))];
-    r
+    crate::catalog::test_provider(dialect.as_str(), &format!("{}/v1", fake.url()), Some(KEY))
 }
 
 async fn start() -> FakeServer {

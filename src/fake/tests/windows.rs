@@ -4,7 +4,6 @@
 //! limit is never taken for a window.
 
 use super::*;
-use crate::catalog::Catalog;
 use crate::upstream::classify::{self, ErrorClass, capability_of};
 use crate::upstream::dialect::ChatRequest;
 use crate::upstream::hints::Refusal;
@@ -12,23 +11,7 @@ use crate::upstream::secret::Redactor;
 
 /// What a plain request to `model` at `fake` in `d` came back as.
 async fn error_of(fake: &FakeServer, d: Dialect, model: &str) -> classify::UpstreamError {
-    let catalog = Catalog::from_toml_str(
-        &format!(
-            r#"
-            include_default_catalog = false
-            [[providers]]
-            name = "local"
-            dialect = "{}"
-            base_url = "{}/v1"
-            models = ["m"]
-            "#,
-            d.as_str(),
-            fake.url()
-        ),
-        "test.toml",
-    )
-    .unwrap();
-    let provider = catalog.providers[0].resolve_with(|_| None).unwrap();
+    let provider = crate::catalog::test_provider(d.as_str(), &format!("{}/v1", fake.url()), None);
     // About 100 tokens of prompt, over `context-window:50`.
     let prompt = format!("What is 2 + 2? {}", "Pad the prompt. ".repeat(25));
     let request = ChatRequest::probe(model, &prompt, 16);
