@@ -417,7 +417,7 @@ fn one_model_by_id_and_anthropic_shaped_lists() {
         assert_eq!(r.status, 200, "{path}: {}", r.body);
         let mut want = json!({"id": id, "object": "model", "created": 0, "owned_by": owner});
         if id.contains("::") {
-            // What route knows of one model (docs/capabilities/routing.md).
+            // What route knows of one model (docs/routing.md, "What route knows of each model").
             want["capabilities"] =
                 json!({"tools": "unknown", "json": "unknown", "vision": "unknown"});
             want["supported_parameters"] = json!([]);
