@@ -16,7 +16,12 @@ fn the_sdks_call_completions_and_models_through_each_dialect() {
     let cfg = route_config(
         &env,
         &[
-            fake.provider("o", "openai", &["ok"], "priority = 1"),
+            fake.provider(
+                "o",
+                "openai",
+                &["ok"],
+                "priority = 1\nmodel_info = { \"ok\" = { context_window = 32768 } }",
+            ),
             fake.provider("a", "anthropic", &["ok"], "priority = 2"),
             fake.provider("g", "gemini", &["ok"], "priority = 3"),
             fake.provider(
@@ -27,6 +32,12 @@ fn the_sdks_call_completions_and_models_through_each_dialect() {
             ),
         ],
         "",
+    );
+    // The record says o::ok calls tools and fails JSON (as `check` writes it).
+    env.write(
+        "stats/capabilities.json",
+        r#"{"o::ok": {"tools": {"verdict": "yes", "seen": "2026-12-01T10:00:00Z"},
+                     "json": {"verdict": "no", "seen": "2026-12-01T10:00:00Z", "reason": "wrong_answer: not JSON"}}}"#,
     );
     let srv = RouteServer::start(&env, &cfg, &[]);
     let models = ["o::ok", "a::ok", "g::ok"];
@@ -54,6 +65,15 @@ fn the_sdks_call_completions_and_models_through_each_dialect() {
     assert_eq!(
         v["retrieve"],
         json!({"id": "o::ok", "owned_by": "o", "object": "model"}),
+        "{v}"
+    );
+    assert_eq!(
+        v["extra"],
+        json!({
+            "context_length": 32768,
+            "capabilities": {"tools": "yes", "json": "no", "vision": "unknown"},
+            "supported_parameters": ["tools", "tool_choice"],
+        }),
         "{v}"
     );
     assert_eq!(

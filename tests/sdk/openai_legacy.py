@@ -68,6 +68,11 @@ def main() -> None:
 
     m = client.models.retrieve(models[0])
     out["retrieve"] = {"id": m.id, "owned_by": m.owned_by, "object": m.object}
+    # What clients read beyond OpenAI's fields (OpenRouter's names), as the
+    # SDK keeps them: the context window and the probed capabilities.
+    listed = {x.id: x for x in client.models.list()}
+    extra = listed[models[0]].model_extra or {}
+    out["extra"] = {k: extra.get(k) for k in ("context_length", "capabilities", "supported_parameters")}
     m = client.models.retrieve("or::meta-llama/llama-3.3-70b:free")
     out["retrieve_slash"] = {"id": m.id, "owned_by": m.owned_by}
     try:
