@@ -240,15 +240,24 @@ fn default_dir() -> PathBuf {
     std::path::absolute(&dir).unwrap_or(dir)
 }
 
-/// `demo --fresh`: delete the log and state file of earlier demo runs,
+/// `demo --fresh`: delete the logs, the state file and the capability
+/// verdicts of earlier demo runs,
 /// under the data lock. A `--stats-dir` that holds anything but demo data
 /// is refused, so that a slip of the flag never deletes real history.
 fn forget_earlier_runs(stats_dir: &Path) -> Result<()> {
     let names: Vec<&str> = PROVIDERS.iter().map(|p| p.0).collect();
     let is_demo = |provider: &str| names.contains(&provider);
     let _lock = crate::fsutil::DataLock::acquire(stats_dir)?;
-    let log = stats_dir.join(crate::settings::LOG_FILE);
-    let state = stats_dir.join(crate::settings::STATE_FILE);
+    // Logs are arrays of entries naming a provider; the state and verdict
+    // files are objects keyed by "provider::model".
+    let logs = [
+        stats_dir.join(crate::settings::LOG_FILE),
+        stats_dir.join(crate::capabilities::LOG_FILE),
+    ];
+    let keyed = [
+        stats_dir.join(crate::settings::STATE_FILE),
+        stats_dir.join(crate::capabilities::FINDINGS_FILE),
+    ];
     let refuse = |path: &Path| {
         Error::config(format!(
             "demo --fresh: {} is not (only) demo data, or cannot be parsed; not deleting it \
@@ -256,27 +265,31 @@ fn forget_earlier_runs(stats_dir: &Path) -> Result<()> {
             path.display()
         ))
     };
-    if let Ok(bytes) = std::fs::read(&log) {
-        let entries: Vec<serde_json::Value> =
-            serde_json::from_slice(&bytes).map_err(|_| refuse(&log))?;
-        if !entries
-            .iter()
-            .all(|e| e["provider"].as_str().is_some_and(is_demo))
-        {
-            return Err(refuse(&log));
+    for log in &logs {
+        if let Ok(bytes) = std::fs::read(log) {
+            let entries: Vec<serde_json::Value> =
+                serde_json::from_slice(&bytes).map_err(|_| refuse(log))?;
+            if !entries
+                .iter()
+                .all(|e| e["provider"].as_str().is_some_and(is_demo))
+            {
+                return Err(refuse(log));
+            }
         }
     }
-    if let Ok(bytes) = std::fs::read(&state) {
-        let states: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_slice(&bytes).map_err(|_| refuse(&state))?;
-        if !states
-            .keys()
-            .all(|k| is_demo(k.split_once("::").map_or(k.as_str(), |(p, _)| p)))
-        {
-            return Err(refuse(&state));
+    for file in &keyed {
+        if let Ok(bytes) = std::fs::read(file) {
+            let map: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_slice(&bytes).map_err(|_| refuse(file))?;
+            if !map
+                .keys()
+                .all(|k| is_demo(k.split_once("::").map_or(k.as_str(), |(p, _)| p)))
+            {
+                return Err(refuse(file));
+            }
         }
     }
-    for f in [&log, &state] {
+    for f in logs.iter().chain(&keyed) {
         match std::fs::remove_file(f) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
