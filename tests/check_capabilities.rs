@@ -225,7 +225,15 @@ fn a_rate_limited_capability_probe_leaves_the_verdict() {
     assert_eq!(log.len(), 1);
     assert_eq!(log[0]["failure_type"], "rate_limit");
     assert_eq!(log[0]["status"], 429);
-    assert_eq!(std::fs::read_to_string(verdicts(&env)).unwrap(), before);
+    // The verdict, its date and its reason stand; the try is noted (the
+    // capability then waits behind those never tried).
+    let after: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(verdicts(&env)).unwrap()).unwrap();
+    let mut tools = after["f::rl"]["tools"].clone();
+    assert_eq!(tools["tried"], log[0]["ts"], "{after}");
+    tools.as_object_mut().unwrap().remove("tried");
+    let was: serde_json::Value = serde_json::from_str(before).unwrap();
+    assert_eq!(tools, was["f::rl"]["tools"]);
     assert!(
         !env.state_file().exists(),
         "a 429 to a capability probe pauses nothing"

@@ -107,6 +107,12 @@ pub struct Finding {
     /// Why a `no`: the failure class and a short reason, redacted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// When the latest probe that decided nothing started (a rate limit, a
+    /// 5xx, a timeout): the verdict stands, and the capability waits its
+    /// turn behind those never tried ([`overdue`]). Absent once a probe
+    /// decides again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tried: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -114,9 +120,17 @@ pub struct Finding {
 impl Finding {
     /// `seen`, parsed; `None` when absent or unreadable.
     pub fn seen_at(&self) -> Option<DateTime<Utc>> {
-        let s = crate::time::parse_ts(self.seen.as_deref()?)?;
-        DateTime::from_timestamp(s, 0)
+        at(self.seen.as_deref()?)
     }
+
+    /// `tried`, parsed; `None` when absent or unreadable.
+    pub fn tried_at(&self) -> Option<DateTime<Utc>> {
+        at(self.tried.as_deref()?)
+    }
+}
+
+fn at(ts: &str) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp(crate::time::parse_ts(ts)?, 0)
 }
 
 /// `stats/capabilities.json`: `provider::model` → capability name → the
@@ -172,6 +186,17 @@ impl Findings {
             .insert(cap.as_str().to_string(), finding);
     }
 
+    /// Note a probe of `key`'s `cap` that decided nothing, started at
+    /// `ts`: the verdict (or its absence) stands.
+    pub fn tried(&mut self, key: &str, cap: Capability, ts: &str) {
+        self.0
+            .entry(key.to_string())
+            .or_default()
+            .entry(cap.as_str().to_string())
+            .or_default()
+            .tried = Some(ts.to_string());
+    }
+
     /// Every model with at least one finding, and its findings.
     pub fn models(&self) -> impl Iterator<Item = (&str, &BTreeMap<String, Finding>)> {
         self.0.iter().map(|(k, v)| (k.as_str(), v))
@@ -183,26 +208,41 @@ impl Findings {
 /// one seen falls due [`VERDICT_AGE`] later; and one seen before the model
 /// last came back to `active` (from `paused` by a probe, or from
 /// `disabled` by hand: the state entry's `since`) is due at once, overdue
-/// by the time since it came back.
+/// by the longer of the time since it came back and the time since its age
+/// ran out.
+///
+/// A probe that decided nothing (`tried`, after the verdict was seen)
+/// leaves the capability due, but overdue only since that try: it is tried
+/// again, after every capability never tried and those waiting longer, so
+/// one that keeps meeting a rate limit never starves the rest.
 pub fn overdue(
     finding: Option<&Finding>,
     state: Option<&StateEntry>,
     now: DateTime<Utc>,
 ) -> Option<chrono::TimeDelta> {
-    let Some(seen) = finding.and_then(Finding::seen_at) else {
-        return Some(chrono::TimeDelta::MAX);
+    let seen = finding.and_then(Finding::seen_at);
+    let tried = finding
+        .and_then(Finding::tried_at)
+        .filter(|t| seen.is_none_or(|s| *t > s));
+    let Some(seen) = seen else {
+        return Some(tried.map_or(chrono::TimeDelta::MAX, |t| now - t));
     };
     let back = state
         .filter(|e| e.state == ModelState::Active)
         .and_then(|e| e.since.as_deref())
-        .and_then(crate::time::parse_ts)
-        .and_then(|s| DateTime::from_timestamp(s, 0))
+        .and_then(at)
         .filter(|back| *back > seen);
-    if let Some(back) = back {
-        return Some(now - back);
+    let due = match back {
+        Some(back) => back.min(seen + VERDICT_AGE),
+        None => seen + VERDICT_AGE,
+    };
+    if due > now {
+        return None;
     }
-    let due = seen + VERDICT_AGE;
-    (due <= now).then(|| now - due)
+    Some(match tried {
+        Some(t) if t > due => now - t,
+        _ => now - due,
+    })
 }
 
 #[cfg(test)]
@@ -246,6 +286,47 @@ mod tests {
         // Active since before the verdict: not due.
         let before = active_since("2026-12-02T07:00:00Z");
         assert_eq!(overdue(Some(&f), Some(&before), now), None);
+        // Back from paused, and its age ran out before that: the longer.
+        let old = seen("2026-11-30T08:00:00Z");
+        assert_eq!(
+            overdue(Some(&old), Some(&back), now),
+            Some(chrono::TimeDelta::hours(28))
+        );
+    }
+
+    #[test]
+    fn a_probe_that_decided_nothing_waits_behind_those_never_tried() {
+        let now = t("2026-12-02T12:00:00Z");
+        let tried = Finding {
+            tried: Some("2026-12-02T11:00:00Z".into()),
+            ..Finding::default()
+        };
+        assert_eq!(
+            overdue(Some(&tried), None, now),
+            Some(chrono::TimeDelta::hours(1))
+        );
+        // A verdict due 3 h ago, tried 1 h ago without a decision.
+        let f = Finding {
+            tried: Some("2026-12-02T11:00:00Z".into()),
+            ..seen("2026-12-01T09:00:00Z")
+        };
+        assert_eq!(
+            overdue(Some(&f), None, now),
+            Some(chrono::TimeDelta::hours(1))
+        );
+        // A try older than the verdict counts for nothing.
+        let f = Finding {
+            tried: Some("2026-11-01T11:00:00Z".into()),
+            ..seen("2026-12-01T09:00:00Z")
+        };
+        assert_eq!(
+            overdue(Some(&f), None, now),
+            Some(chrono::TimeDelta::hours(3))
+        );
+        let mut all = Findings::default();
+        all.tried("a::m", Capability::Json, "2026-12-02T11:00:00Z");
+        assert_eq!(all.verdict("a::m", Capability::Json), Judgement::Unknown);
+        assert!(all.get("a::m", Capability::Json).unwrap().tried.is_some());
     }
 
     #[test]

@@ -84,6 +84,9 @@ pub fn execute(s: &Settings, plan: Plan) -> Result<RunSummary> {
         .map_err(|p| Error::Internal(format!("the log writer panicked: {}", panic_text(&*p))))?;
     lanes_result?;
     let written = written?;
+    if let Some(e) = written.findings_error {
+        return Err(e);
+    }
     Ok(RunSummary {
         started,
         finished: crate::time::now_rfc3339(),

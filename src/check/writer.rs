@@ -68,6 +68,9 @@ pub struct Written {
     pub capabilities: Vec<CapRecord>,
     pub changes: Vec<Transition>,
     pub offline: Option<Offline>,
+    /// The verdicts file could not be read when a capability result came:
+    /// the run fails with it (exit 4) once everything else is recorded.
+    pub findings_error: Option<crate::error::Error>,
 }
 
 /// Appends results and applies them to the state file, holding back remote
@@ -88,6 +91,8 @@ pub struct Writer {
     entries: Vec<Entry>,
     capabilities: Vec<CapRecord>,
     changes: Vec<Transition>,
+    /// The verdicts file could not be read: left alone, reported at the end.
+    findings_error: Option<crate::error::Error>,
 }
 
 impl Writer {
@@ -106,6 +111,7 @@ impl Writer {
             entries: Vec::new(),
             capabilities: Vec::new(),
             changes: Vec::new(),
+            findings_error: None,
         }
     }
 
@@ -160,16 +166,24 @@ impl Writer {
                 entry: p.entry.clone(),
                 decided: p.decided,
             }));
-            if caps.iter().any(|p| p.decided.is_some()) {
-                let mut findings = Findings::load(&self.findings_path)?;
-                for p in &caps {
-                    let (Some(cap), Some(verdict)) = (p.entry.probe, p.decided) else {
-                        continue;
-                    };
-                    let key = model_key(&p.entry.provider, &p.entry.model);
-                    findings.record(&key, cap, finding(&p.entry, verdict));
+            // A verdicts file that no longer parses (edited by hand during
+            // the run) is left as it is, and reported when the run ends:
+            // the other providers' results keep being recorded.
+            match Findings::load(&self.findings_path) {
+                Ok(mut findings) => {
+                    for p in &caps {
+                        let Some(cap) = p.entry.probe else { continue };
+                        let key = model_key(&p.entry.provider, &p.entry.model);
+                        match p.decided {
+                            Some(verdict) => findings.record(&key, cap, finding(&p.entry, verdict)),
+                            None => findings.tried(&key, cap, &p.entry.ts),
+                        }
+                    }
+                    findings.save(&self.findings_path, &lock)?;
                 }
-                findings.save(&self.findings_path, &lock)?;
+                Err(e) => {
+                    self.findings_error.get_or_insert(e);
+                }
             }
         }
         drop(lock);
@@ -203,6 +217,7 @@ impl Writer {
             capabilities: self.capabilities,
             changes: self.changes,
             offline,
+            findings_error: self.findings_error,
         }
     }
 }
@@ -290,6 +305,7 @@ mod tests {
             entries: Vec::new(),
             capabilities: Vec::new(),
             changes: Vec::new(),
+            findings_error: None,
         }
     }
 
@@ -374,7 +390,13 @@ mod tests {
             None,
         )])
         .unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), before, "untouched");
+        // The verdict and its date stand; the try is noted, so that the
+        // capability waits behind those never tried.
+        let after = read_json(&path);
+        assert_eq!(
+            after["p::m"]["tools"],
+            serde_json::json!({"verdict": "yes", "seen": "2026-11-30T10:00:00Z", "tried": "2026-12-01T10:00:05Z"}),
+        );
         let caplog = read_json(&dir.path().join("capability_log.json"));
         assert_eq!(caplog[0]["failure_type"], "rate_limit");
         assert!(!dir.path().join("health_log.json").exists());
@@ -384,43 +406,36 @@ mod tests {
         assert!(done.entries.is_empty());
     }
 
-    /// Like an unparseable state file: the run fails with exit 4 naming the
-    /// file, which is left byte for byte; what was already safe stays.
+    /// A verdicts file that stops parsing during a run is left byte for
+    /// byte; every other result is still recorded, and the run fails with
+    /// exit 4 naming the file once it is done.
     #[test]
-    fn an_unparseable_verdicts_file_fails_the_run_and_is_left_alone() {
+    fn an_unparseable_verdicts_file_is_left_alone_and_the_rest_recorded() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("capabilities.json");
         let bad = "{\"p::m\": {\"tools\": {\"verdict\": \"maybe\"}}";
         std::fs::write(&path, bad).unwrap();
         let mut w = writer(dir.path());
-        let err = w
-            .accept(vec![
-                probed("p", true, false),
-                cap_probed(
-                    "m",
-                    Capability::Tools,
-                    None,
-                    Some(200),
-                    None,
-                    Some(Judgement::Yes),
-                ),
-            ])
-            .unwrap_err();
+        let cap = || {
+            cap_probed(
+                "m",
+                Capability::Tools,
+                None,
+                Some(200),
+                None,
+                Some(Judgement::Yes),
+            )
+        };
+        w.accept(vec![probed("p", true, false), cap()]).unwrap();
+        w.accept(vec![probed("q", true, false), cap()]).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), bad.as_bytes());
+        let done = w.finish();
+        let err = done.findings_error.expect("reported at the end");
         assert_eq!(err.exit_code(), crate::exit::DATA);
         assert!(err.to_string().contains("capabilities.json"), "{err}");
-        assert_eq!(std::fs::read(&path).unwrap(), bad.as_bytes());
-        // The basic result and the capability log entry were recorded first.
-        assert_eq!(
-            read_json(&dir.path().join("health_log.json"))
-                .as_array()
-                .unwrap()
-                .len(),
-            1
-        );
-        assert_eq!(
-            read_json(&dir.path().join("capability_log.json"))[0]["probe"],
-            "tools"
-        );
+        let log = |f: &str| read_json(&dir.path().join(f)).as_array().unwrap().len();
+        assert_eq!(log("health_log.json"), 2, "both basic results recorded");
+        assert_eq!(log("capability_log.json"), 2);
     }
 
     #[test]
