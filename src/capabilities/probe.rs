@@ -49,7 +49,8 @@ pub struct CapOutcome {
     pub decided: Option<Judgement>,
 }
 
-/// Probe `model` of `provider` for `cap`, with `max_tokens` for the answer.
+/// Probe `model` of `provider` for `cap`, with `max_tokens` for the answer
+/// (or the provider's own `max_tokens`, when that is larger).
 /// Never fails: every failure is a [`CapOutcome`].
 pub async fn probe(
     client: &reqwest::Client,
@@ -60,22 +61,38 @@ pub async fn probe(
     timeout: Duration,
     redactor: &Redactor,
 ) -> CapOutcome {
+    // A reasoning model may think past a small budget: ask for at least
+    // what the provider's plain probe may use.
+    let max_tokens = max_tokens.max(provider.provider.max_tokens);
     let (request, check) = task(model, cap, max_tokens, &mut rand::rng());
+    let unfinished = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = unfinished.clone();
     let classified = crate::probe::exchange(
         client,
         provider,
         &request,
         timeout,
         redactor,
-        move |reply: &ChatReply| check.judge(reply),
+        move |reply: &ChatReply| {
+            let verdict = check.judge(reply);
+            if verdict.is_err() && unfinished_reply(reply) {
+                seen.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            verdict
+        },
     )
     .await;
-    let decided = decide(
-        cap,
-        provider.provider.dialect,
-        &classified.outcome,
-        classified.error.as_ref(),
-    );
+    let decided = if unfinished.load(std::sync::atomic::Ordering::Relaxed) {
+        // The model never got to answer: that says nothing about it.
+        None
+    } else {
+        decide(
+            cap,
+            provider.provider.dialect,
+            &classified.outcome,
+            classified.error.as_ref(),
+        )
+    };
     CapOutcome {
         outcome: classified.outcome,
         decided,
@@ -224,6 +241,16 @@ fn snippet(s: &str) -> String {
         Some((i, _)) => format!("{}…", &one_line[..i]),
         None => one_line,
     }
+}
+
+/// A reply that never got to its answer: cut off at `max_tokens`, or
+/// reasoning with nothing after it. A failed check of one is logged as
+/// `wrong_answer` but decides nothing, since a larger budget might pass.
+fn unfinished_reply(reply: &ChatReply) -> bool {
+    reply.truncated()
+        || (reply.tool_calls.is_empty()
+            && reply.text.trim().is_empty()
+            && reply.reasoning.is_some())
 }
 
 /// Why there is no answer at all, or `None` when there is text.

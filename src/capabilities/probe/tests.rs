@@ -216,6 +216,24 @@ async fn failures_that_say_nothing_about_the_capability_decide_nothing() {
 }
 
 #[tokio::test]
+async fn a_reply_cut_off_before_its_answer_is_wrong_but_decides_nothing() {
+    // `truncated`: reasoning cut off by the token limit, no answer. A
+    // larger budget might pass, so the verdict stands.
+    let fake = start().await;
+    for d in DIALECTS {
+        for cap in Capability::ALL {
+            let o = run(&fake, d, "truncated", cap).await;
+            assert_eq!(
+                o.outcome.failure,
+                Some(FailureType::WrongAnswer),
+                "{d:?} {cap}: {o:?}"
+            );
+            assert_eq!(o.decided, None, "{d:?} {cap}: {o:?}");
+        }
+    }
+}
+
+#[tokio::test]
 async fn timeouts_and_unreachable_hosts_decide_nothing() {
     let fake = start().await;
     let p = provider(Dialect::Openai, &fake);
