@@ -24,6 +24,9 @@ pub struct Ask {
     pub prompt_tokens: u64,
     /// The client's `max_tokens`, if it set one.
     pub max_tokens: Option<u32>,
+    /// Its JSON need is a `json_schema` (not only `json_object`): what the
+    /// json probe tests.
+    pub json_schema: bool,
     /// Which conversation this turn belongs to, if it can be told.
     pub conversation: Option<String>,
 }
@@ -51,6 +54,12 @@ impl Ask {
             // prompt's length.
             prompt_tokens: req.estimated_tokens().saturating_sub(answer),
             max_tokens: req.max_tokens,
+            json_schema: req
+                .extra
+                .get("response_format")
+                .and_then(|f| f.get("type"))
+                .and_then(Value::as_str)
+                == Some("json_schema"),
             conversation: from_body.or_else(|| opening_hash(req)),
         }
     }

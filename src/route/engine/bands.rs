@@ -105,6 +105,22 @@ pub fn ability(
     need: Need,
     now: DateTime<Utc>,
 ) -> Ability {
+    ability_for(probed, verdicts, key, need, true, now)
+}
+
+/// [`ability`], for a request whose JSON need is a `json_schema` (`schema`)
+/// or only `json_object`. The json probe asks for a schema, so its "no"
+/// rules out only schema requests: a model that fails a strict schema may
+/// still return plain JSON, and is unknown for it. Its "yes" holds for
+/// both, and an upstream's refusal of JSON mode rules out both.
+pub fn ability_for(
+    probed: &Probed,
+    verdicts: &Verdicts,
+    key: &str,
+    need: Need,
+    schema: bool,
+    now: DateTime<Utc>,
+) -> Ability {
     let cap = Capability::of_need(need);
     let probe = cap.and_then(|c| probed.get(key, c));
     let seen = probe.and_then(|p| p.seen);
@@ -125,6 +141,7 @@ pub fn ability(
     match (cap, probe.map(|p| p.verdict)) {
         (None, _) => Ability::Able,
         (Some(_), Some(Judgement::Yes)) => Ability::Able,
+        (Some(Capability::Json), Some(Judgement::No)) if !schema => Ability::Unknown,
         (Some(c), Some(Judgement::No)) => {
             let p = probe.expect("a verdict has a probe");
             let when = p
@@ -235,7 +252,7 @@ impl Engine {
         };
         let mut band = Ability::Able;
         for n in &ask.needs {
-            match ability(probed, verdicts, &key, *n, now) {
+            match ability_for(probed, verdicts, &key, *n, ask.json_schema, now) {
                 Ability::Able => {}
                 Ability::Unknown => band = Ability::Unknown,
                 unable => return unable,
@@ -353,6 +370,26 @@ mod tests {
         );
         assert_eq!(
             ability(&yes, &none, "b::m", Need::Tools, now),
+            Ability::Unknown
+        );
+        // A failed schema probe rules out schema requests only.
+        let mut f = Findings::default();
+        f.record(
+            "a::m",
+            Capability::Json,
+            Finding {
+                verdict: Judgement::No,
+                seen: Some("2026-12-02T10:00:00Z".into()),
+                ..Finding::default()
+            },
+        );
+        let no_json = Probed::from(&f);
+        assert!(matches!(
+            ability_for(&no_json, &none, "a::m", Need::Json, true, now),
+            Ability::Unable(Need::Json, _)
+        ));
+        assert_eq!(
+            ability_for(&no_json, &none, "a::m", Need::Json, false, now),
             Ability::Unknown
         );
         // A need no probe covers is able unless refused.
