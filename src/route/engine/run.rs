@@ -505,17 +505,18 @@ impl<'e> Run<'e> {
             },
             // Every model sent to said the prompt is too long, and every
             // other was known too small: none can hold it, and some
-            // window is known to say so with (else the upstream's own
-            // words are the better answer).
+            // window is known to say so with, smaller than the prompt
+            // (else the upstream's own words are the better answer: a
+            // window that holds the prompt but not its answer, say).
             (_, Some(_))
                 if self.context_refusals == self.sent
                     && let Some(too_long) = self.ask.map(|a| e.too_long(a))
                     && matches!(
-                        too_long,
+                        &too_long,
                         RouteError::ContextTooSmall {
-                            largest: Some(_),
-                            ..
-                        }
+                            prompt_tokens,
+                            largest: Some((w, _)),
+                        } if w < prompt_tokens
                     ) =>
             {
                 too_long
@@ -1338,5 +1339,31 @@ mod tests {
         let (out, tried) = route_with(&f.engine, &a, |c| ok(c.key())).await;
         assert!(tried.is_empty());
         assert_eq!(classes(&out.unwrap_err().attempts), ["big::b=skip:context"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_window_that_holds_the_prompt_but_not_its_answer_keeps_the_upstreams_words() {
+        let f = fixture_with(DIALECTS);
+        // About 100 tokens of prompt and 2,000 of answer; big::b says 150:
+        // the prompt fits, prompt and answer do not.
+        let body = format!(
+            r#"{{"max_tokens":2000,"messages":[{{"role":"user","content":"{}"}}]}}"#,
+            "x".repeat(400)
+        );
+        let a = ask(Some("big::b"), &body);
+        let said = "HTTP 400: This model's maximum context length is 150 tokens. However, you requested 2100 tokens (100 in the messages, 2000 in the completion).";
+        let (out, _) = route_with(&f.engine, &a, |_| {
+            Sent::failed(UpstreamError {
+                message: said.into(),
+                ..err(ErrorClass::ContextLength, 400)
+            })
+        })
+        .await;
+        let x = out.unwrap_err();
+        assert_eq!(
+            x.message(),
+            format!("the upstream rejected the request itself: {said}")
+        );
+        assert!(x.error.is_usage_error());
     }
 }
