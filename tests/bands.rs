@@ -360,8 +360,9 @@ fn a_rewritten_verdicts_file_is_picked_up_and_a_broken_one_changes_nothing() {
     let cfg = route_config(
         &env,
         &[
-            fake.provider("a", "openai", &["ok"], "priority = 1"),
-            fake.provider("b", "openai", &["ok"], "priority = 2"),
+            // b first by priority: only a kept "yes" puts a before it.
+            fake.provider("a", "openai", &["ok"], "priority = 2"),
+            fake.provider("b", "openai", &["ok"], "priority = 1"),
         ],
         "",
     );
@@ -383,8 +384,11 @@ fn a_rewritten_verdicts_file_is_picked_up_and_a_broken_one_changes_nothing() {
     });
     // A file that does not parse: shown, left alone, and routing goes on
     // with the verdicts read before.
+    // Written whole (renamed into place), so the server never reads half.
     let path = env.stats().join("capabilities.json");
-    std::fs::write(&path, "{\"a::ok\": {\"tools\": {\"verdict\": \"maybe\"}}}").unwrap();
+    let tmp = env.stats().join("capabilities.json.tmp");
+    std::fs::write(&tmp, "{\"a::ok\": {\"tools\": {\"verdict\": \"maybe\"}}}").unwrap();
+    std::fs::rename(&tmp, &path).unwrap();
     let problem = eventually("the broken file is shown", || {
         let v = http("GET", &format!("{}/v1/providers", srv.url), &[], None).json();
         match v["capabilities"]["error"].as_str() {
