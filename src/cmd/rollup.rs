@@ -674,49 +674,63 @@ fn prom(rep: &Report, rows: &[Row], by: GroupBy) -> String {
         );
         l
     };
-    type Metric = (&'static str, &'static str, fn(&Row) -> Option<f64>);
-    let metrics: [Metric; 5] = [
+    let metrics: [Metric<Row>; 5] = [
         (
             "llmprobe_uptime_ratio",
             "Share of probes that passed over the window, 0 to 1.",
+            true,
             |r| r.uptime,
         ),
         (
             "llmprobe_samples",
             "Probes counted over the window (legacy averaged entries count sample_count).",
+            true,
             |r| Some(r.samples),
         ),
         (
             "llmprobe_latency_avg_seconds",
             "Mean latency of probes that got a response, over the window.",
+            true,
             |r| r.avg_latency_ms.map(|v| v / 1000.0),
         ),
         (
             "llmprobe_latency_p95_seconds",
             "95th percentile latency (log-scale histogram, within 2%) over the window.",
+            true,
             |r| r.p95_latency_ms.map(|v| v / 1000.0),
         ),
         (
             "llmprobe_last_probe_timestamp_seconds",
             "Unix time of the newest probe in the log.",
-            |r| {
-                r.last_probe
-                    .as_deref()
-                    .and_then(crate::time::parse_ts)
-                    .map(|t| t as f64)
-            },
+            true,
+            |r| unix_secs(r.last_probe.as_deref()),
         ),
     ];
+    gauges(rows, &metrics, |r, _| labels(r))
+}
+
+/// One Prometheus gauge family: its name, help, whether its samples carry
+/// the `window` label, and its value for a row (none: no sample).
+type Metric<R> = (&'static str, &'static str, bool, fn(&R) -> Option<f64>);
+
+/// Each metric's family, with a sample for every row that has a value;
+/// `labels` gets the row and whether the family is windowed.
+fn gauges<R>(rows: &[R], metrics: &[Metric<R>], labels: impl Fn(&R, bool) -> String) -> String {
     let mut out = String::new();
-    for (name, help, get) in metrics {
+    for (name, help, windowed, get) in metrics {
         crate::textfile::gauge_header(&mut out, name, help);
         for r in rows {
             if let Some(v) = get(r) {
-                let _ = writeln!(out, "{name}{{{}}} {v}", labels(r));
+                let _ = writeln!(out, "{name}{{{}}} {v}", labels(r, *windowed));
             }
         }
     }
     out
+}
+
+/// An RFC 3339 time as Unix seconds, for a gauge.
+fn unix_secs(ts: Option<&str>) -> Option<f64> {
+    ts.and_then(crate::time::parse_ts).map(|t| t as f64)
 }
 
 /// One model's probes of one capability: over the window, and the newest
@@ -1011,8 +1025,7 @@ fn cap_prom(window: &Window, rows: &[CapRow]) -> String {
         }
         l
     };
-    type Metric = (&'static str, &'static str, bool, fn(&CapRow) -> Option<f64>);
-    let metrics: [Metric; 4] = [
+    let metrics: [Metric<CapRow>; 4] = [
         (
             "llmprobe_capability_pass_ratio",
             "Share of capability probes that passed over the window, 0 to 1.",
@@ -1039,24 +1052,10 @@ fn cap_prom(window: &Window, rows: &[CapRow]) -> String {
             "llmprobe_capability_last_probe_timestamp_seconds",
             "Unix time of the newest probe of the capability in the log.",
             false,
-            |r| {
-                r.last_probe
-                    .as_deref()
-                    .and_then(crate::time::parse_ts)
-                    .map(|t| t as f64)
-            },
+            |r| unix_secs(r.last_probe.as_deref()),
         ),
     ];
-    let mut out = String::new();
-    for (name, help, with_window, get) in metrics {
-        crate::textfile::gauge_header(&mut out, name, help);
-        for r in rows {
-            if let Some(v) = get(r) {
-                let _ = writeln!(out, "{name}{{{}}} {v}", labels(r, with_window));
-            }
-        }
-    }
-    out
+    gauges(rows, &metrics, labels)
 }
 
 /// Replace the text between the markers of `readme` with `block`, atomically,

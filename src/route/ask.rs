@@ -54,12 +54,7 @@ impl Ask {
             // prompt's length.
             prompt_tokens: req.estimated_tokens().saturating_sub(answer),
             max_tokens: req.max_tokens,
-            json_schema: req
-                .extra
-                .get("response_format")
-                .and_then(|f| f.get("type"))
-                .and_then(Value::as_str)
-                == Some("json_schema"),
+            json_schema: req.json_format() == Some("json_schema"),
             conversation: from_body.or_else(|| opening_hash(req)),
         }
     }

@@ -96,6 +96,15 @@ impl Need {
 pub type Needs = BTreeSet<Need>;
 
 impl ChatRequest {
+    /// The `type` of the request's `response_format` (`json_object`,
+    /// `json_schema`, `text`), if it names one.
+    pub fn json_format(&self) -> Option<&str> {
+        self.extra
+            .get("response_format")
+            .and_then(|f| f.get("type"))
+            .and_then(Value::as_str)
+    }
+
     /// What this request needs from the model that serves it. The prompt's
     /// length against a context window ([`Need::Context`]) depends on the
     /// model, so the router adds it per candidate; it is never in here.
@@ -109,13 +118,7 @@ impl ChatRequest {
         if non_empty("tools") || non_empty("functions") {
             out.insert(Need::Tools);
         }
-        if let Some(t) = self
-            .extra
-            .get("response_format")
-            .and_then(|f| f.get("type"))
-            .and_then(Value::as_str)
-            && matches!(t, "json_object" | "json_schema")
-        {
+        if matches!(self.json_format(), Some("json_object" | "json_schema")) {
             out.insert(Need::Json);
         }
         if self
