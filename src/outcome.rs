@@ -123,7 +123,16 @@ pub struct Entry {
     pub status: Option<u16>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Who sent the probe when it was not a scheduled `check`:
+    /// [`SOURCE_REPROBE`] for a re-probe of a paused model. Absent for a
+    /// plain run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<&'static str>,
 }
+
+/// The `source` of a re-probe of a paused model (`route --serve`'s
+/// re-prober, `check --paused`).
+pub const SOURCE_REPROBE: &str = "reprobe";
 
 impl Entry {
     pub fn new(ts: String, provider: &str, model: &str, outcome: &Outcome) -> Entry {
@@ -137,6 +146,7 @@ impl Entry {
             probe: None,
             status: outcome.status,
             error: outcome.error.clone(),
+            source: None,
         }
     }
 

@@ -8,6 +8,7 @@
 //! `route --serve` reads it through [`StateWatcher`], which reloads it when
 //! it changes and hands request handlers a [`Snapshot`] without a lock.
 
+pub mod reprobe;
 mod snapshot;
 
 use std::collections::HashMap;
@@ -69,18 +70,25 @@ pub struct StateEntry {
     pub consecutive_failures: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recovered_at: Option<String>,
+    /// The explicit wait (`Retry-After`, `retryDelay`, a daily quota's
+    /// reset) the last failed probe carried, as RFC 3339: no re-probe comes
+    /// before it. Set and cleared by each probe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
 impl StateEntry {
-    fn active() -> StateEntry {
+    /// The entry of a model with none: active, no failures.
+    pub fn active() -> StateEntry {
         StateEntry {
             state: ModelState::Active,
             reason: None,
             since: None,
             consecutive_failures: 0,
             recovered_at: None,
+            retry_at: None,
             extra: Map::new(),
         }
     }
@@ -207,10 +215,31 @@ impl States {
         ts: &str,
         disable_after: u32,
     ) -> Option<Transition> {
+        self.apply_probe_waiting(key, verdict, ts, disable_after, None)
+    }
+
+    /// [`States::apply_probe`], with the explicit wait the failure carried
+    /// (`retry_at`, RFC 3339): kept in the entry of a model that is
+    /// paused, so that no re-probe comes before it. A pass, or a failure
+    /// without a wait, clears it.
+    pub fn apply_probe_waiting(
+        &mut self,
+        key: &str,
+        verdict: Verdict,
+        ts: &str,
+        disable_after: u32,
+        retry_at: Option<&str>,
+    ) -> Option<Transition> {
         let before = self.get(key);
         let mut e = before.clone().unwrap_or_else(StateEntry::active);
         let from = e.state;
         step(&mut e, verdict, ts, disable_after);
+        if e.state != ModelState::Disabled {
+            e.retry_at = match (verdict, e.state) {
+                (Verdict::Pass, _) | (_, ModelState::Active) => None,
+                _ => retry_at.map(str::to_string),
+            };
+        }
         if before.as_ref() == Some(&e) || (before.is_none() && e == StateEntry::active()) {
             return None;
         }

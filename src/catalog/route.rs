@@ -26,6 +26,36 @@ pub(super) struct RouteToml {
     reserve_max_tokens: Option<u32>,
     affinity_secs: Option<f64>,
     detail_header: Option<bool>,
+    reprobe_paused_secs: Option<f64>,
+    degraded_below: Option<f64>,
+    last_resort_paused: Option<bool>,
+    record: Option<Record>,
+}
+
+/// Where `route --serve` reads the record (model states, recent health,
+/// capability verdicts) from: `[route] record`, `--record`.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+pub enum Record {
+    /// The local stats directory (the default).
+    #[default]
+    Local,
+    /// What `check --shared-state` publishes to Redis (needs
+    /// `shared_state`).
+    Shared,
 }
 
 /// How `route` behaves, validated. Command-line flags override these.
@@ -57,6 +87,18 @@ pub struct RouteSettings {
     /// Send `X-Fallback-Detail` (each failed attempt's class and short,
     /// redacted reason) on routed responses (docs/routing.md).
     pub detail_header: bool,
+    /// How long after a pause `route --serve` first re-probes a paused
+    /// model (then 2×, 4×… capped at [`crate::state::reprobe::CAP`]); zero
+    /// turns re-probes off.
+    pub reprobe_paused: Duration,
+    /// Route is degraded when the share of active providers falls below
+    /// this (counted over at least [`DEGRADED_MIN_PROVIDERS`] providers).
+    pub degraded_below: f64,
+    /// While degraded, try paused models as a last resort when no active
+    /// candidate can serve a request.
+    pub last_resort_paused: bool,
+    /// Where the record comes from: the local stats directory, or Redis.
+    pub record: Record,
     /// Where each value came from, for `route --status`.
     pub origins: Origins,
 }
@@ -66,6 +108,9 @@ pub const BUDGET_SECS: std::ops::RangeInclusive<f64> = 0.0..=3600.0;
 pub const MAX_BODY: std::ops::RangeInclusive<u64> = 1024..=(256 << 20);
 pub const RESERVE_MAX_TOKENS: std::ops::RangeInclusive<u32> = 1..=1_000_000;
 pub const AFFINITY_SECS: std::ops::RangeInclusive<f64> = 0.0..=86400.0;
+pub const REPROBE_SECS: std::ops::RangeInclusive<f64> = 0.0..=86400.0;
+/// Degraded mode is judged only over at least this many usable providers.
+pub const DEGRADED_MIN_PROVIDERS: usize = 3;
 
 impl Default for RouteSettings {
     fn default() -> Self {
@@ -81,6 +126,10 @@ impl Default for RouteSettings {
             reserve_max_tokens: 4096,
             affinity: Duration::from_secs(30 * 60),
             detail_header: false,
+            reprobe_paused: Duration::from_secs(300),
+            degraded_below: 0.5,
+            last_resort_paused: true,
+            record: Record::Local,
             origins: Origins::default(),
         }
     }
@@ -143,6 +192,23 @@ impl RouteSettings {
             Some(v) => bounded_secs(v, AFFINITY_SECS, false)
                 .map_err(|why| format!("route.affinity_secs {why}"))?,
         };
+        let reprobe_paused = match t.reprobe_paused_secs {
+            None => d.reprobe_paused,
+            Some(v) => bounded_secs(v, REPROBE_SECS, false)
+                .map_err(|why| format!("route.reprobe_paused_secs {why}"))?,
+        };
+        let degraded_below = match t.degraded_below {
+            None => d.degraded_below,
+            Some(v) if (0.0..=1.0).contains(&v) => v,
+            Some(v) => {
+                return Err(format!(
+                    "route.degraded_below {v} is out of range: expected a share from 0 to 1 (0 turns degraded mode off)"
+                ));
+            }
+        };
+        // `record = "shared"` without `shared_state` is refused where the
+        // flags are known too (`route --serve`).
+        let record = t.record.unwrap_or(d.record);
         if let Some(url) = &t.shared_state
             && !url.starts_with("redis://")
         {
@@ -167,6 +233,10 @@ impl RouteSettings {
             reserve_max_tokens,
             affinity,
             detail_header: t.detail_header.unwrap_or(d.detail_header),
+            reprobe_paused,
+            degraded_below,
+            last_resort_paused: t.last_resort_paused.unwrap_or(d.last_resort_paused),
+            record,
             origins: Origins::default(),
         })
     }
@@ -187,6 +257,10 @@ impl RouteSettings {
             reserve_max_tokens: Some(self.reserve_max_tokens),
             affinity_secs: Some(self.affinity.as_secs_f64()),
             detail_header: Some(self.detail_header),
+            reprobe_paused_secs: Some(self.reprobe_paused.as_secs_f64()),
+            degraded_below: Some(self.degraded_below),
+            last_resort_paused: Some(self.last_resort_paused),
+            record: Some(self.record),
         }
     }
 
@@ -588,6 +662,10 @@ mod tests {
             reserve_max_tokens: 6,
             affinity: Duration::from_secs(5),
             detail_header: true,
+            reprobe_paused: Duration::from_secs(60),
+            degraded_below: 0.25,
+            last_resort_paused: false,
+            record: Record::Shared,
             origins: Origins::default(),
         };
         let values = match serde_json::to_value(other.to_toml()).unwrap() {

@@ -107,6 +107,25 @@ pub struct Probed {
 }
 
 impl Probed {
+    /// A basic probe's result: `outcome` of asking `provider`'s `model` at
+    /// `ts`. `remote`: the provider is not on this machine. Every basic
+    /// probe, from `check` or a re-probe, is built here.
+    pub fn basic(
+        ts: String,
+        provider: &str,
+        model: &str,
+        outcome: &Outcome,
+        remote: bool,
+    ) -> Probed {
+        Probed {
+            entry: Entry::new(ts, provider, model, outcome),
+            verdict: outcome.verdict(),
+            remote,
+            unreachable: outcome.unreachable,
+            decided: None,
+        }
+    }
+
     /// A capability probe's result, not a basic probe's.
     pub fn is_capability(&self) -> bool {
         self.entry.probe.is_some()
@@ -194,13 +213,7 @@ async fn run_lane<P: Prober>(
         if outcome.ok() {
             passed.push((model.as_str(), ts.clone()));
         }
-        let probed = Probed {
-            entry: Entry::new(ts, &name, model, &outcome),
-            verdict: outcome.verdict(),
-            remote,
-            unreachable: outcome.unreachable,
-            decided: None,
-        };
+        let probed = Probed::basic(ts, &name, model, &outcome, remote);
         if tx.send(probed).is_err() {
             // The writer stopped on an error; it is reported from there.
             bar.finish_with_message("stopped");

@@ -93,6 +93,8 @@ pub struct Writer {
     changes: Vec<Transition>,
     /// The verdicts file could not be read: left alone, reported at the end.
     findings_error: Option<crate::error::Error>,
+    /// The `source` each entry is written with (`reprobe`), if any.
+    source: Option<&'static str>,
 }
 
 impl Writer {
@@ -112,7 +114,14 @@ impl Writer {
             capabilities: Vec::new(),
             changes: Vec::new(),
             findings_error: None,
+            source: None,
         }
+    }
+
+    /// Mark every entry written with `source` ([`crate::outcome::SOURCE_REPROBE`]).
+    pub fn with_source(mut self, source: &'static str) -> Writer {
+        self.source = Some(source);
+        self
     }
 
     /// Record one batch of results (see the module's paragraph).
@@ -131,6 +140,11 @@ impl Writer {
                 }
             }
             ready.push(p);
+        }
+        if let Some(source) = self.source {
+            for p in &mut ready {
+                p.entry.source = Some(source);
+            }
         }
         if ready.is_empty() {
             return Ok(());
@@ -306,6 +320,7 @@ mod tests {
             capabilities: Vec::new(),
             changes: Vec::new(),
             findings_error: None,
+            source: None,
         }
     }
 

@@ -441,14 +441,7 @@ fn change(s: &Settings, c: &StateChange, to: ModelState) -> Result<u8> {
         return Ok(exit::SUCCESS);
     }
     let now = crate::time::format_ts(Utc::now());
-    let mut e = before.clone().unwrap_or(StateEntry {
-        state: ModelState::Active,
-        reason: None,
-        since: None,
-        consecutive_failures: 0,
-        recovered_at: None,
-        extra: Default::default(),
-    });
+    let mut e = before.clone().unwrap_or_else(StateEntry::active);
     let default_reason = match to {
         ModelState::Active => "enabled by hand",
         ModelState::Paused => "paused by hand",

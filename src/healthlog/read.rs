@@ -480,7 +480,7 @@ fn interpret(l: &Loose) -> Option<Record<'_>> {
 /// The fast path: an entry exactly as llmprobe writes it,
 /// `{"ts":"…","provider":"…","model":"…","ok":1,"latency_ms":312,"failure_type":""`
 /// optionally followed by `,"probe":"tools"` (capability log entries only),
-/// `,"status":429` and `,"error":"…"`, then `}`. A health-log entry pays
+/// `,"status":429`, `,"error":"…"` and `,"source":"reprobe"`, then `}`. A health-log entry pays
 /// one failed compare for the `probe` it never has.
 /// Returns the record and the element's length, or `None` when the element
 /// is anything else (or runs past the end of `b`); the caller then takes
@@ -514,6 +514,9 @@ pub(crate) fn fast(b: &[u8]) -> Option<(Record<'_>, usize)> {
         http_status = Some(u16::try_from(uint(b, &mut p)?).ok()?);
     }
     if lit(b, &mut p, b",\"error\":\"").is_some() {
+        string(b, &mut p)?;
+    }
+    if lit(b, &mut p, b",\"source\":\"").is_some() {
         string(b, &mut p)?;
     }
     if *b.get(p)? != b'}' {
@@ -682,6 +685,8 @@ mod tests {
             // Capability log entries, as check writes them.
             r#"{"ts":"2026-11-30T21:00:00Z","provider":"groq","model":"m","ok":1,"latency_ms":412,"failure_type":"","probe":"tools"}"#,
             r#"{"ts":"2026-11-30T21:00:00Z","provider":"groq","model":"m","ok":0,"latency_ms":90,"failure_type":"wrong_answer","probe":"json","status":200,"error":"not JSON"}"#,
+            r#"{"ts":"2026-11-30T21:00:00Z","provider":"groq","model":"m","ok":0,"latency_ms":90,"failure_type":"rate_limit","status":429,"error":"slow down","source":"reprobe"}"#,
+            r#"{"ts":"2026-11-30T21:00:00Z","provider":"groq","model":"m","ok":1,"latency_ms":90,"failure_type":"","source":"reprobe"}"#,
         ];
         for l in lines {
             let (fast_r, n) = fast(l.as_bytes()).expect(l);
@@ -691,7 +696,7 @@ mod tests {
                 _ => "none".into(),
             });
             assert_eq!(format!("{fast_r:?}"), slow_r, "{l}");
-            assert_eq!(fast_r.probe.is_empty(), !l.contains("probe"), "{l}");
+            assert_eq!(fast_r.probe.is_empty(), !l.contains("\"probe\""), "{l}");
         }
         // Shapes the fast path declines; the slow path reads them.
         for l in [
