@@ -119,6 +119,7 @@ Examples:
   llmprobe check --dry-run                    show what would be probed, in order
   llmprobe check --dry-run --json             the same, as JSON
   llmprobe check --json --fail-on-down        JSON out; exit 1 if any probe failed
+  llmprobe check --fail-on-skipped            exit 1 if a provider probed this week lost its key
   llmprobe check --if-due 30m --jitter 5m     at most one run per 30 min, after a random wait
   llmprobe check --dry-run --jitter 5m        show the plan and the wait, without waiting
   llmprobe check --capabilities all           also probe capabilities the catalog does not list
@@ -128,8 +129,9 @@ Hourly: `llmprobe schedule install --env-file ~/llmprobe/keys.env` writes
 the cron job (a systemd timer or a Windows task with --with) that exports the
 keys and names the binary by its full path; lines for a job written by hand
 are in the repository's docs/scheduling.md. Watched by healthchecks.io, with
-node_exporter's textfile collector:
-  llmprobe check --if-due 1h --jitter 5m \\
+node_exporter's textfile collector, and failing (URL/fail) when the job
+lost a key it had this week:
+  llmprobe check --if-due 1h --jitter 5m --fail-on-skipped \\
     --ping-url https://hc-ping.com/UUID --prom-file llmprobe.prom
 
 Order: --if-due is decided first (a run that is not due exits 0 at once,
@@ -161,6 +163,11 @@ pub struct CheckArgs {
     /// Exit 1 if any probed model failed.
     #[arg(long)]
     pub fail_on_down: bool,
+    /// Exit 1 if a provider probed in the last 7 days was skipped for a
+    /// missing key (a job that lost its keys). Without it, such a run
+    /// still prints one warning line at the end, on stderr.
+    #[arg(long)]
+    pub fail_on_skipped: bool,
     /// Which capability probes (tools, json, vision) the run may make, at
     /// most one per provider, after its basic probes: those the catalog
     /// lists for a model (`model_info = { "m" = { capabilities = ["tools"]

@@ -214,6 +214,7 @@ mod tests {
             offline,
             probes: 3,
             ok: 3,
+            skipped: Vec::new(),
         }
     }
 

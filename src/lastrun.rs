@@ -7,6 +7,11 @@
 //! A run that records nothing because another run holds the lock, or a
 //! `--dry-run`, does not count as a run. An offline run (exit 6) does: it
 //! ran, and `offline` says so.
+//!
+//! It also names the providers the run left out and why (`skipped`), so
+//! that `brief` can say why a provider went stale: `skipped: GROQ_API_KEY
+//! unset in the last run`. A file written before that field existed reads
+//! as a run that skipped nothing.
 
 use std::path::{Path, PathBuf};
 
@@ -15,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{DataError, Result};
 use crate::fsutil;
-use crate::observer::{FinishedRun, RunObserver};
+use crate::observer::{FinishedRun, RunObserver, Skipped};
 
 pub const FILE: &str = "last_run.json";
 
@@ -32,6 +37,11 @@ pub struct LastRun {
     /// Probes sent, and how many of them passed.
     pub probes: u64,
     pub ok: u64,
+    /// The providers the run left out, and why (a key variable unset, a
+    /// host variable that is not a host); empty in files written before
+    /// this field existed.
+    #[serde(default)]
+    pub skipped: Vec<Skipped>,
 }
 
 impl LastRun {
@@ -40,6 +50,11 @@ impl LastRun {
     /// How long ago the run finished, as seen at `now` (never negative).
     pub fn age(&self, now: DateTime<Utc>) -> chrono::TimeDelta {
         (now - self.finished_at).max(chrono::TimeDelta::zero())
+    }
+
+    /// Why the run left `provider` out, if it did.
+    pub fn skipped(&self, provider: &str) -> Option<&Skipped> {
+        self.skipped.iter().find(|s| s.provider == provider)
     }
 }
 
@@ -85,6 +100,7 @@ impl RunObserver for LastRunRecord {
                 offline: run.offline,
                 probes: run.entries.len() as u64,
                 ok: run.passed() as u64,
+                skipped: run.skipped.to_vec(),
             },
         )
     }
@@ -104,6 +120,7 @@ mod tests {
             offline: false,
             probes: 3,
             ok: 2,
+            skipped: Vec::new(),
         }
     }
 
@@ -148,10 +165,16 @@ mod tests {
                 &outcome(Some(FailureType::WrongAnswer)),
             ),
         ];
+        let skipped = [Skipped {
+            provider: "groq".into(),
+            reason: "skipped: set GROQ_API_KEY".into(),
+            unset: vec!["GROQ_API_KEY".into()],
+        }];
         let want = LastRun {
             exit_code: 1,
             probes: 2,
             ok: 1,
+            skipped: skipped.to_vec(),
             ..run_at("2026-12-01T10:00:30Z")
         };
         let state_path = dir.path().join("model_state.json");
@@ -162,6 +185,7 @@ mod tests {
             entries: &entries,
             offline: false,
             scope: &[],
+            skipped: &skipped,
             stats_dir: dir.path(),
             state_path: &state_path,
             summary: "",
@@ -176,6 +200,45 @@ mod tests {
             ..run
         };
         assert!(LastRunRecord.on_recorded(&run).is_err());
+    }
+
+    /// A file from before `skipped` existed still reads, as a run that
+    /// skipped nothing; the field's JSON form is as docs/formats.md shows.
+    #[test]
+    fn an_older_file_without_skipped_still_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            path(dir.path()),
+            br#"{"version": 1, "started_at": "2026-12-01T09:59:30Z",
+                "finished_at": "2026-12-01T10:00:00Z", "exit_code": 0,
+                "offline": false, "probes": 3, "ok": 2}"#,
+        )
+        .unwrap();
+        let r = read(dir.path()).unwrap().unwrap();
+        assert_eq!(r, run_at("2026-12-01T10:00:00Z"));
+        assert!(r.skipped("groq").is_none());
+        let mut r = r;
+        r.skipped = vec![
+            Skipped {
+                provider: "groq".into(),
+                reason: "skipped: set GROQ_API_KEY".into(),
+                unset: vec!["GROQ_API_KEY".into()],
+            },
+            Skipped {
+                provider: "ollama".into(),
+                reason: "skipped: OLLAMA_HOST=\"::\" is not a host, host:port or URL".into(),
+                unset: Vec::new(),
+            },
+        ];
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            v["skipped"],
+            serde_json::json!([
+                {"provider": "groq", "reason": "skipped: set GROQ_API_KEY", "unset": ["GROQ_API_KEY"]},
+                {"provider": "ollama", "reason": "skipped: OLLAMA_HOST=\"::\" is not a host, host:port or URL"}
+            ])
+        );
+        assert_eq!(r.skipped("groq").unwrap().unset, ["GROQ_API_KEY"]);
     }
 
     #[test]

@@ -26,6 +26,8 @@
 //!   (its command glue is `cmd::fake`);
 //! - [`due`], [`ping`] and [`textfile`] make scheduled `check` runs safe and
 //!   watched (`--if-due`, `--jitter`, `--ping-url`, `--prom-file`);
+//! - [`stale`] is the one rule for when a provider's record is too old
+//!   (`brief` shows it; `check` warns when it skips such a provider);
 //! - [`capabilities`] probes and keeps what each model can do beyond a
 //!   plain answer (tools, JSON, vision);
 //! - [`logging`] sends diagnostics to stderr (`-v`, `-q`, `RUST_LOG`).
@@ -57,6 +59,7 @@ pub(crate) mod route;
 pub mod schedule;
 pub mod server;
 pub(crate) mod settings;
+pub(crate) mod stale;
 pub(crate) mod state;
 pub(crate) mod textfile;
 pub(crate) mod time;

@@ -10,6 +10,7 @@
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 use crate::exit;
@@ -37,6 +38,28 @@ impl Ran {
     }
 }
 
+/// A provider a run left out, and why: its key variable is unset, or its
+/// host variable holds no host. `check` prints it, `last_run.json` keeps it
+/// (so that `brief` can say why a provider went stale), and `check --json`
+/// lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    pub provider: String,
+    /// The reason as `check` prints it (`skipped: set GROQ_API_KEY`).
+    pub reason: String,
+    /// When it was skipped for a missing key: the unset variables, by name
+    /// (`GROQ_API_KEY`; `A or B` when either will do). Never a value.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unset: Vec<String>,
+}
+
+impl Skipped {
+    /// Skipped because a key variable is unset.
+    pub fn missing_key(&self) -> bool {
+        !self.unset.is_empty()
+    }
+}
+
 /// A run whose probes are done and recorded.
 #[derive(Debug)]
 pub struct FinishedRun<'a> {
@@ -52,6 +75,8 @@ pub struct FinishedRun<'a> {
     /// Every model the run covers, probed or skipped as disabled, as
     /// (provider, model).
     pub scope: &'a [(String, String)],
+    /// The providers the run left out, and why.
+    pub skipped: &'a [Skipped],
     pub stats_dir: &'a Path,
     pub state_path: &'a Path,
     /// The run in a few plain lines (counts, failures, state changes, what
@@ -180,6 +205,7 @@ mod tests {
             entries: &[],
             offline: false,
             scope: &[],
+            skipped: &[],
             stats_dir: Path::new("stats"),
             state_path: Path::new("stats/model_state.json"),
             summary: "",

@@ -328,6 +328,7 @@ mod tests {
                 entries: &probes,
                 offline: false,
                 scope: &scope,
+                skipped: &[],
                 stats_dir: dir.path(),
                 state_path: &state_path,
                 summary: "",

@@ -708,7 +708,8 @@ fn brief_icons_advisories_and_rotation() {
     let env = env();
     let mut lines = Vec::new();
     // groq: 20 of 20 → OK. mistral: 4 of 5 → WARN (80%). cohere: last probe
-    // errors on its only model → DOWN.
+    // errors on its only model → DOWN. Each was probed within 2 hours, so
+    // none is stale.
     for i in 0..20 {
         lines.push(e(
             (20 - i) * H,
@@ -722,7 +723,7 @@ fn brief_icons_advisories_and_rotation() {
     for i in 0..5 {
         let ok = i != 2;
         lines.push(e(
-            (10 - i) * H,
+            (5 - i) * H,
             "mistral",
             "mistral-small-latest",
             ok,

@@ -16,6 +16,7 @@ mod route;
 mod route_env;
 #[cfg(unix)]
 mod schedule;
+mod stale;
 mod support;
 mod surfaces_anthropic;
 mod surfaces_misc;

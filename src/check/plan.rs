@@ -140,15 +140,7 @@ impl CapPlan {
     }
 }
 
-/// A provider left out of the run, and why.
-#[derive(Debug, Clone, Serialize)]
-pub struct Skipped {
-    pub provider: String,
-    pub reason: String,
-    /// Skipped because its key variable is unset.
-    #[serde(skip)]
-    pub missing_key: bool,
-}
+pub use crate::observer::Skipped;
 
 /// A model left out because of its state.
 #[derive(Debug, Clone, Serialize)]
@@ -189,7 +181,7 @@ pub fn scope(plan: &Plan) -> Vec<(String, String)> {
 /// lost its keys must not look healthy, so this is an error (exit 2).
 pub fn nothing_to_probe(plan: &Plan) -> Error {
     let mut why = Vec::new();
-    let missing = plan.skipped.iter().filter(|s| s.missing_key).count();
+    let missing = plan.skipped.iter().filter(|s| s.missing_key()).count();
     if missing > 0 {
         why.push(format!("{missing} skipped for a missing key"));
     }
@@ -279,7 +271,10 @@ pub fn plan(
                 plan.skipped.push(Skipped {
                     provider: p.name.clone(),
                     reason: why.to_string(),
-                    missing_key: matches!(why, Unusable::Missing(_)),
+                    unset: match &why {
+                        Unusable::Missing(vars) => vars.clone(),
+                        _ => Vec::new(),
+                    },
                 });
                 continue;
             }

@@ -287,7 +287,7 @@ pub fn print_summary(r: &RunSummary) -> Result<()> {
 fn footer(skipped: &[Skipped], not_probed: &[NotProbed]) -> String {
     let mut out = String::new();
     let (no_key, other): (Vec<&Skipped>, Vec<&Skipped>) =
-        skipped.iter().partition(|s| s.missing_key);
+        skipped.iter().partition(|s| s.missing_key());
     if no_key.len() > MISSING_KEY_LINES {
         let names: Vec<&str> = no_key.iter().map(|s| s.provider.as_str()).collect();
         out.push_str(&format!(

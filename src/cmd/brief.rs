@@ -4,15 +4,17 @@
 //! provider to avoid; and a loud warning when the data is stale. Once
 //! capabilities have been probed, the models the verdicts file or the
 //! catalog says something about, with their verdicts and context window
-//! ([`crate::cmd::capview`]).
+//! ([`crate::cmd::capview`]). A provider whose own newest probe is too old
+//! is stale too, in its row and in a warning ([`crate::stale`]).
 //!
 //! It runs at the start of every session, so its cost must not grow with the
 //! history: it reads the log backwards from the end and stops at the first
 //! entry more than [`CLOCK_SLACK_SECS`](crate::healthlog::recent::CLOCK_SLACK_SECS)
-//! older than the window start, which lets slightly out-of-order clocks
-//! through. A log that is not one entry per line (the old tool's
-//! pretty-printed file) is read forward in full instead
-//! ([`crate::healthlog::recent`]).
+//! older than the window start (a week back when the window is shorter, for
+//! each provider's newest probe: [`crate::stale::RECENT_SECS`]), which lets
+//! slightly out-of-order clocks through. A log that is not one entry per
+//! line (the old tool's pretty-printed file) is read forward in full
+//! instead ([`crate::healthlog::recent`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -32,6 +34,7 @@ use crate::healthlog::summary::{Latency, Probes};
 use crate::output;
 use crate::schedule::{Health, Warning};
 use crate::settings::Settings;
+use crate::stale::{self, Newest, Stale};
 use crate::state::{ModelState, States};
 use crate::window::Window;
 
@@ -45,9 +48,10 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
     let now = now_at.timestamp();
     let start = window.start(now);
     let log = s.log_path();
-    let (col, skipped) = collect(&log, start)?;
+    let (mut col, skipped) = collect(&log, start, now)?;
     // Two small files, schedule.json and last_run.json: nothing is spawned.
     let schedule = Health::assess(s.stats_dir(), now_at, col.newest);
+    let newest = std::mem::take(&mut col.latest);
     let mut brief = Brief::build(&window, now, col, &states, skipped);
     brief.health_log = crate::fsutil::absolute(&log).display().to_string();
     brief.log_missing = !log.exists();
@@ -68,8 +72,10 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
     brief.capabilities_error = findings_error;
     brief.models = model_lines(s, &findings, &learned, now_at);
     brief.warnings = schedule.warnings.clone();
+    brief.judge_providers(s, &states, &newest, &schedule);
     brief.schedule = Some(schedule);
     brief.healthy = !brief.stale
+        && brief.stale_providers.is_empty()
         && brief.advisories.is_empty()
         && brief.warnings.is_empty()
         && brief.route_state_error.is_none()
@@ -112,9 +118,12 @@ fn model_lines(
         .collect()
 }
 
-/// Read what the brief needs: backwards when the file allows, else forward.
-fn collect(log: &std::path::Path, start: i64) -> Result<(Collect, u64)> {
-    recent::read_recent(log, Some(start), |d| Collect::new(start, d))
+/// Read what the brief needs: backwards when the file allows, else forward;
+/// from the window's start, or a week back when that is earlier, for each
+/// provider's newest probe.
+fn collect(log: &std::path::Path, start: i64, now: i64) -> Result<(Collect, u64)> {
+    let since = start.min(now - stale::RECENT_SECS);
+    recent::read_recent(log, Some(since), |d| Collect::new(start, d))
 }
 
 /// The last probe of a model: its time, its order in the file (to break ties
@@ -149,6 +158,8 @@ struct Collect {
     step: i64,
     providers: BTreeMap<String, ProviderAgg>,
     newest: Option<i64>,
+    /// Each provider's newest probe, window or not (a week back at least).
+    latest: Newest,
 }
 
 impl Collect {
@@ -162,6 +173,7 @@ impl Collect {
             },
             providers: BTreeMap::new(),
             newest: None,
+            latest: Newest::default(),
         }
     }
 }
@@ -175,6 +187,7 @@ impl Sink for Collect {
         }
         self.seq += self.step;
         self.newest = self.newest.max(Some(r.ts));
+        self.latest.add(r);
         if r.ts < self.start {
             return;
         }
@@ -201,6 +214,7 @@ impl Sink for Collect {
 
     fn merge(&mut self, later: Collect) {
         self.newest = self.newest.max(later.newest);
+        self.latest.merge(later.latest);
         for (name, lp) in later.providers {
             let p = self.providers.entry(name).or_default();
             p.probes.merge(&lp.probes);
@@ -240,6 +254,12 @@ struct ProviderLine {
     checks: f64,
     last_check: Option<String>,
     last_result: String,
+    /// Its newest probe is too old ([`crate::stale`]): the icon is then
+    /// `[STALE]`, whatever the figures' grade in `status`.
+    stale: bool,
+    /// Why, when the last run says (`skipped: GROQ_API_KEY unset in the
+    /// last run`).
+    stale_reason: Option<String>,
     #[serde(skip)]
     last_ts: Option<i64>,
 }
@@ -278,11 +298,15 @@ struct Brief {
     healthy: bool,
     stale: bool,
     newest_probe: Option<String>,
+    /// Every stale provider, with or without a row (a provider probed this
+    /// week but not in the window has none).
+    stale_providers: Vec<Stale>,
     providers: Vec<ProviderLine>,
     out_of_rotation: Vec<OutOfRotation>,
     advisories: Vec<Advisory>,
     /// About the schedule: none installed while check does not run, or an
-    /// installed one that stopped.
+    /// installed one that stopped; and each stale provider
+    /// (`provider_stale`), unless the whole record is stale.
     warnings: Vec<Warning>,
     /// Whether a schedule is installed, and the last run
     /// (`schedule.json`, `last_run.json`).
@@ -365,6 +389,8 @@ impl Brief {
                 checks: p.probes.samples,
                 last_check: latest.as_ref().map(|l| fmt_rfc3339(l.ts)),
                 last_result: latest.as_ref().map(|l| l.label.clone()).unwrap_or_default(),
+                stale: false,
+                stale_reason: None,
                 last_ts: latest.map(|l| l.ts),
             });
         }
@@ -385,6 +411,7 @@ impl Brief {
             window: window.label.clone(),
             stale,
             newest_probe: col.newest.map(fmt_rfc3339),
+            stale_providers: Vec::new(),
             providers,
             out_of_rotation,
             advisories,
@@ -558,6 +585,48 @@ impl Brief {
             );
         }
         out
+    }
+
+    /// Judge each catalog provider's staleness ([`stale::judge`]) by its
+    /// newest probe, at the brief's now, with 2 × the schedule's interval
+    /// and the last run's reasons; mark the rows of the stale ones, and
+    /// warn about each (`provider_stale`) unless the whole record is stale,
+    /// which the banner already says.
+    fn judge_providers(&mut self, s: &Settings, states: &States, newest: &Newest, h: &Health) {
+        let stale = stale::judge(
+            &s.catalog,
+            states,
+            newest,
+            h.last_run.as_ref(),
+            self.now_ts,
+            h.interval.stale_after(),
+        );
+        for row in &mut self.providers {
+            if let Some(st) = stale.iter().find(|st| st.provider == row.provider) {
+                row.stale = true;
+                row.stale_reason = st.reason.clone();
+                row.icon = "[STALE]";
+            }
+        }
+        if !self.stale {
+            for st in &stale {
+                let mut message = format!(
+                    "{} is stale: no probe for {} (more than 2 × {})",
+                    st.provider,
+                    crate::format::fmt_age(self.now_ts - st.newest_ts),
+                    h.every
+                );
+                if let Some(r) = &st.reason {
+                    message.push_str("; ");
+                    message.push_str(r);
+                }
+                self.warnings.push(Warning {
+                    kind: "provider_stale",
+                    message,
+                });
+            }
+        }
+        self.stale_providers = stale;
     }
 
     /// The capabilities table, once some model has a verdict: the models

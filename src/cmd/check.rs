@@ -138,14 +138,21 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
         "check: run starts"
     );
     let summary = crate::check::execute(s, plan)?;
+    let lost_keys = lost_keys_line(s, &summary.skipped, clock.now().timestamp());
     let code = if summary.offline.is_some() {
         exit::OFFLINE
-    } else if a.fail_on_down && summary.entries.iter().any(|e| e.ok == 0) {
+    } else if (a.fail_on_down && summary.entries.iter().any(|e| e.ok == 0))
+        || (a.fail_on_skipped && lost_keys.is_some())
+    {
         exit::CONDITION
     } else {
         exit::SUCCESS
     };
-    let text = report::plain_summary(&summary);
+    let mut text = report::plain_summary(&summary);
+    if let Some(line) = &lost_keys {
+        text.push_str(line);
+        text.push('\n');
+    }
     let state_path = s.state_path();
     let finished = FinishedRun {
         started_at,
@@ -154,6 +161,7 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
         entries: &summary.entries,
         offline: summary.offline.is_some(),
         scope: &scope,
+        skipped: &summary.skipped,
         stats_dir: s.stats_dir(),
         state_path: &state_path,
         summary: &text,
@@ -178,8 +186,29 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
     if let Some(offline) = &summary.offline {
         eprintln!("{offline}");
     }
+    if let Some(line) = &lost_keys {
+        eprintln!("{line}");
+    }
     told?;
     Ok(Ran::Completed(code))
+}
+
+/// The one line about providers skipped for a missing key that were
+/// probed in the last 7 days ([`crate::stale::lost_keys`]), if any. The
+/// log is read (backwards, a week at most) only when some provider was
+/// skipped for a missing key. The run is recorded by then, so a log that
+/// cannot be read costs the line (with a warning), never the run.
+fn lost_keys_line(s: &Settings, skipped: &[plan::Skipped], now: i64) -> Option<String> {
+    if !skipped.iter().any(|k| k.missing_key()) {
+        return None;
+    }
+    match crate::stale::Newest::read(&s.log_path(), now - crate::stale::RECENT_SECS) {
+        Ok(newest) => crate::stale::lost_keys_line(&crate::stale::lost_keys(skipped, &newest, now)),
+        Err(e) => {
+            tracing::warn!("could not tell which skipped providers were probed this week: {e}");
+            None
+        }
+    }
 }
 
 /// A capability data file's error, with the way to run without it.

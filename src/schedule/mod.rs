@@ -391,7 +391,8 @@ impl Marker {
 /// A warning about the schedule, for `brief` and `schedule show`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Warning {
-    /// `schedule_not_installed`, `last_run_stale` or `schedule_unreadable`.
+    /// `schedule_not_installed`, `last_run_stale` or `schedule_unreadable`;
+    /// `brief` adds `provider_stale` ([`crate::stale`]).
     pub kind: &'static str,
     pub message: String,
 }
@@ -406,6 +407,9 @@ pub struct Health {
     pub backend: Option<Backend>,
     /// The interval runs are expected at: the installed one, else 1 h.
     pub every: String,
+    /// The same interval, for the staleness rules that follow it.
+    #[serde(skip)]
+    pub interval: Every,
     pub last_run: Option<LastRun>,
     pub last_run_stale: bool,
     #[serde(skip)]
@@ -483,6 +487,7 @@ impl Health {
             installed: marker.is_some(),
             backend: marker.as_ref().map(|m| m.backend),
             every: every.label(),
+            interval: every,
             last_run,
             last_run_stale,
             warnings,
@@ -561,6 +566,7 @@ mod tests {
             offline: false,
             probes: 1,
             ok: 1,
+            skipped: Vec::new(),
         }
     }
 

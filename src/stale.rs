@@ -1,0 +1,412 @@
+//! Per-provider staleness: the one rule for when a provider's record is too
+//! old to trust, used by `brief` (which shows it) and `check` (which warns
+//! when it skips a provider for a missing key).
+//!
+//! A provider is stale when its newest probe is older than twice the
+//! schedule's interval (2 h by default, [`crate::schedule::Every::stale_after`]).
+//! Only providers the user still probes count:
+//!
+//! - the catalog lists it, and it is not turned off with `enabled = false`
+//!   (that is how a provider is retired);
+//! - not every one of its catalog models is `disabled`;
+//! - the health log holds a probe of it from the last 7 days
+//!   ([`RECENT_SECS`]). A provider never probed, or not for a week, is not
+//!   stale: a fresh install, where most keys are unset, stays quiet.
+//!
+//! The reason is given when the last run (`last_run.json`) knows it: the
+//! run skipped the provider (`skipped: GROQ_API_KEY unset in the last
+//! run`), or it was offline.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use chrono::TimeDelta;
+use serde::Serialize;
+
+use crate::catalog::{Catalog, Provider, model_key};
+use crate::error::Result;
+use crate::healthlog::read::{Record, Sink};
+use crate::healthlog::recent::{self, Recent};
+use crate::lastrun::LastRun;
+use crate::observer::Skipped;
+use crate::state::{ModelState, States};
+
+/// How far back a probe makes a provider one the user still probes: a
+/// provider with no probe in the last 7 days is never stale, and a skip
+/// for a missing key is warned about only within them.
+pub const RECENT_SECS: i64 = 7 * 24 * 3600;
+
+/// The newest probe of each provider in the health log, in Unix seconds: a
+/// log sink, fed by `brief`'s read or by [`Newest::read`]. `disabled_skip`
+/// rows are not probes and do not count.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Newest(BTreeMap<String, i64>);
+
+impl Newest {
+    /// Count one log entry.
+    pub fn add(&mut self, r: &Record<'_>) {
+        if !r.is_sample() {
+            return;
+        }
+        match self.0.get_mut(r.provider) {
+            Some(t) => *t = (*t).max(r.ts),
+            None => {
+                self.0.insert(r.provider.to_string(), r.ts);
+            }
+        }
+    }
+
+    /// Record a probe of `provider` at `ts` (for tests and callers that
+    /// know a probe's time without a log entry).
+    pub fn insert(&mut self, provider: &str, ts: i64) {
+        let t = self.0.entry(provider.to_string()).or_insert(ts);
+        *t = (*t).max(ts);
+    }
+
+    /// The newest probe of `provider`, if the log read holds one.
+    pub fn get(&self, provider: &str) -> Option<i64> {
+        self.0.get(provider).copied()
+    }
+
+    /// Every provider's newest probe since `since` (Unix seconds), read
+    /// backwards from the end of `log` (forward when the file is not one
+    /// entry per line); a missing log holds none.
+    pub fn read(log: &Path, since: i64) -> Result<Newest> {
+        recent::read_recent(log, Some(since), |_| Newest::default()).map(|(n, _)| n)
+    }
+}
+
+impl Sink for Newest {
+    fn record(&mut self, r: &Record<'_>) {
+        self.add(r);
+    }
+
+    fn merge(&mut self, later: Newest) {
+        for (p, ts) in later.0 {
+            self.insert(&p, ts);
+        }
+    }
+}
+
+impl Recent for Newest {}
+
+/// A stale provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Stale {
+    pub provider: String,
+    /// Its newest probe, RFC 3339.
+    pub newest_probe: String,
+    #[serde(skip)]
+    pub newest_ts: i64,
+    /// Why, when the last run knows: `skipped: GROQ_API_KEY unset in the
+    /// last run`; `None` otherwise.
+    pub reason: Option<String>,
+}
+
+/// A provider the user has retired: turned off with `enabled = false`, or
+/// every one of its catalog models `disabled`. It is never stale.
+pub fn retired(p: &Provider, states: &States) -> bool {
+    p.enabled == Some(false)
+        || (!p.models.is_empty()
+            && p.models
+                .iter()
+                .all(|m| states.state_of(&model_key(&p.name, m)) == ModelState::Disabled))
+}
+
+/// The stale providers of `catalog` at `now` (Unix seconds), by name:
+/// those the user still probes (see the module's notes) whose newest probe
+/// in `newest` is more than `stale_after` old.
+pub fn judge(
+    catalog: &Catalog,
+    states: &States,
+    newest: &Newest,
+    last_run: Option<&LastRun>,
+    now: i64,
+    stale_after: TimeDelta,
+) -> Vec<Stale> {
+    let mut out: Vec<Stale> = catalog
+        .providers
+        .iter()
+        .filter(|p| !retired(p, states))
+        .filter_map(|p| {
+            let t = newest.get(&p.name)?;
+            let age = now - t;
+            if age <= stale_after.num_seconds() || age > RECENT_SECS {
+                return None;
+            }
+            Some(Stale {
+                provider: p.name.clone(),
+                newest_probe: crate::format::fmt_rfc3339(t),
+                newest_ts: t,
+                reason: last_run.and_then(|r| reason(&p.name, t, r)),
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.provider.cmp(&b.provider));
+    out
+}
+
+/// Why the last run left `provider` (newest probe at `newest`) unprobed,
+/// when it says.
+fn reason(provider: &str, newest: i64, run: &LastRun) -> Option<String> {
+    if let Some(s) = run.skipped(provider) {
+        return Some(if s.missing_key() {
+            format!("skipped: {} unset in the last run", unset_words(s))
+        } else {
+            format!("the last run: {}", s.reason)
+        });
+    }
+    (run.offline && run.finished_at.timestamp() > newest)
+        .then(|| "the last run was offline: it reached no remote provider".to_string())
+}
+
+/// The unset variables of a skip, in words: `GROQ_API_KEY`, `A and B`.
+fn unset_words(s: &Skipped) -> String {
+    s.unset.join(" and ")
+}
+
+/// The providers of `skipped` that were skipped for a missing key although
+/// `newest` holds a probe of theirs from the last 7 days before `now`: a
+/// job that lost its keys.
+pub fn lost_keys<'a>(skipped: &'a [Skipped], newest: &Newest, now: i64) -> Vec<&'a Skipped> {
+    skipped
+        .iter()
+        .filter(|s| s.missing_key())
+        .filter(|s| {
+            newest
+                .get(&s.provider)
+                .is_some_and(|t| now - t <= RECENT_SECS)
+        })
+        .collect()
+}
+
+/// The one line `check` prints about [`lost_keys`] (none when there are
+/// none): `warning: probed in the last 7 days, skipped now for a missing
+/// key: groq (GROQ_API_KEY unset)`.
+pub fn lost_keys_line(lost: &[&Skipped]) -> Option<String> {
+    if lost.is_empty() {
+        return None;
+    }
+    let each: Vec<String> = lost
+        .iter()
+        .map(|s| format!("{} ({} unset)", s.provider, unset_words(s)))
+        .collect();
+    Some(format!(
+        "warning: probed in the last 7 days, skipped now for a missing key: {}",
+        each.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: i64 = 3600;
+    /// The injected now: 2026-12-02T12:00:00Z.
+    const NOW: i64 = 1_796_212_800;
+
+    fn catalog() -> Catalog {
+        let toml = r#"
+            include_default_catalog = false
+            [[providers]]
+            name = "groq"
+            dialect = "openai"
+            base_url = "http://127.0.0.1:9/v1"
+            api_key_env = "GROQ_API_KEY"
+            models = ["a", "b"]
+            [[providers]]
+            name = "keyless"
+            dialect = "openai"
+            base_url = "http://127.0.0.1:9/v1"
+            models = ["a"]
+            [[providers]]
+            name = "retired"
+            dialect = "openai"
+            base_url = "http://127.0.0.1:9/v1"
+            enabled = false
+            models = ["a"]
+            [[providers]]
+            name = "gone"
+            dialect = "openai"
+            base_url = "http://127.0.0.1:9/v1"
+            models = ["a", "b"]
+        "#;
+        Catalog::from_toml_str(toml, "test.toml").unwrap()
+    }
+
+    fn disabled(states: &mut States, key: &str) {
+        states.set(
+            key,
+            serde_json::from_value(serde_json::json!({"state": "disabled"})).unwrap(),
+        );
+    }
+
+    fn last_run(skipped: Vec<Skipped>, offline: bool) -> LastRun {
+        let at = chrono::DateTime::from_timestamp(NOW - 600, 0).unwrap();
+        LastRun {
+            version: LastRun::VERSION,
+            started_at: at,
+            finished_at: at,
+            exit_code: if offline { 6 } else { 0 },
+            offline,
+            probes: 1,
+            ok: 1,
+            skipped,
+        }
+    }
+
+    fn groq_skipped() -> Skipped {
+        Skipped {
+            provider: "groq".into(),
+            reason: "skipped: set GROQ_API_KEY".into(),
+            unset: vec!["GROQ_API_KEY".into()],
+        }
+    }
+
+    fn names(v: &[Stale]) -> Vec<&str> {
+        v.iter().map(|s| s.provider.as_str()).collect()
+    }
+
+    #[test]
+    fn older_than_twice_the_interval_is_stale_with_the_last_runs_reason() {
+        let c = catalog();
+        let states = States::default();
+        let mut newest = Newest::default();
+        newest.insert("groq", NOW - 4 * H);
+        newest.insert("keyless", NOW - 600);
+        let run = last_run(vec![groq_skipped()], false);
+        let two_hours = TimeDelta::hours(2);
+        let stale = judge(&c, &states, &newest, Some(&run), NOW, two_hours);
+        assert_eq!(
+            stale,
+            [Stale {
+                provider: "groq".into(),
+                newest_probe: "2026-12-02T08:00:00Z".into(),
+                newest_ts: NOW - 4 * H,
+                reason: Some("skipped: GROQ_API_KEY unset in the last run".into()),
+            }]
+        );
+        // Exactly at the threshold is not stale yet; a second past it is.
+        let mut at_threshold = Newest::default();
+        at_threshold.insert("groq", NOW - 2 * H);
+        assert!(judge(&c, &states, &at_threshold, None, NOW, two_hours).is_empty());
+        let stale = judge(&c, &states, &at_threshold, None, NOW + 1, two_hours);
+        assert_eq!(names(&stale), ["groq"]);
+        assert_eq!(stale[0].reason, None, "no last run, no reason");
+        // The threshold follows the interval: every 6 h tolerates 4 h.
+        let mut four = Newest::default();
+        four.insert("groq", NOW - 4 * H);
+        assert!(judge(&c, &states, &four, None, NOW, TimeDelta::hours(12)).is_empty());
+    }
+
+    #[test]
+    fn never_probed_a_week_old_retired_and_all_disabled_are_never_stale() {
+        let c = catalog();
+        let mut states = States::default();
+        let mut newest = Newest::default();
+        // Never probed: groq. Over a week: keyless.
+        newest.insert("keyless", NOW - RECENT_SECS - 1);
+        newest.insert("retired", NOW - 4 * H);
+        newest.insert("gone", NOW - 4 * H);
+        newest.insert("not-in-catalog", NOW - 4 * H);
+        disabled(&mut states, "gone::a");
+        let two_hours = TimeDelta::hours(2);
+        // One of gone's models is still in use: stale.
+        let stale = judge(&c, &states, &newest, None, NOW, two_hours);
+        assert_eq!(names(&stale), ["gone"]);
+        // Both disabled: retired.
+        disabled(&mut states, "gone::b");
+        assert!(judge(&c, &states, &newest, None, NOW, two_hours).is_empty());
+        assert!(retired(c.provider("retired").unwrap(), &States::default()));
+        assert!(!retired(c.provider("groq").unwrap(), &states));
+        // Six days old still counts.
+        newest.insert("keyless", NOW - 6 * 24 * H);
+        assert_eq!(
+            names(&judge(&c, &states, &newest, None, NOW, two_hours)),
+            ["keyless"]
+        );
+    }
+
+    #[test]
+    fn the_reason_for_other_skips_and_an_offline_run() {
+        let c = catalog();
+        let states = States::default();
+        let mut newest = Newest::default();
+        newest.insert("groq", NOW - 4 * H);
+        newest.insert("keyless", NOW - 5 * H);
+        let bad_host = Skipped {
+            provider: "keyless".into(),
+            reason: "skipped: K_HOST=\"::\" is not a host, host:port or URL".into(),
+            unset: Vec::new(),
+        };
+        let run = last_run(vec![bad_host], true);
+        let stale = judge(&c, &states, &newest, Some(&run), NOW, TimeDelta::hours(2));
+        let reasons: Vec<Option<&str>> = stale.iter().map(|s| s.reason.as_deref()).collect();
+        assert_eq!(
+            reasons,
+            [
+                Some("the last run was offline: it reached no remote provider"),
+                Some("the last run: skipped: K_HOST=\"::\" is not a host, host:port or URL"),
+            ]
+        );
+        // Two variables: both named.
+        let two = Skipped {
+            unset: vec!["CF_API_TOKEN".into(), "CF_ACCOUNT_ID".into()],
+            ..groq_skipped()
+        };
+        let run = last_run(vec![two], false);
+        let stale = judge(&c, &states, &newest, Some(&run), NOW, TimeDelta::hours(2));
+        assert_eq!(
+            stale[0].reason.as_deref(),
+            Some("skipped: CF_API_TOKEN and CF_ACCOUNT_ID unset in the last run")
+        );
+    }
+
+    #[test]
+    fn lost_keys_are_skips_for_a_missing_key_of_providers_probed_this_week() {
+        let mut newest = Newest::default();
+        newest.insert("groq", NOW - 6 * 24 * H);
+        newest.insert("old", NOW - RECENT_SECS - 1);
+        newest.insert("badhost", NOW - H);
+        let skipped = vec![
+            groq_skipped(),
+            Skipped {
+                provider: "old".into(),
+                reason: "skipped: set OLD_KEY".into(),
+                unset: vec!["OLD_KEY".into()],
+            },
+            Skipped {
+                provider: "never".into(),
+                reason: "skipped: set NEVER_KEY".into(),
+                unset: vec!["NEVER_KEY".into()],
+            },
+            Skipped {
+                provider: "badhost".into(),
+                reason: "skipped: B_HOST=\"::\" is not a host, host:port or URL".into(),
+                unset: Vec::new(),
+            },
+        ];
+        let lost = lost_keys(&skipped, &newest, NOW);
+        assert_eq!(lost, [&skipped[0]]);
+        assert_eq!(
+            lost_keys_line(&lost).unwrap(),
+            "warning: probed in the last 7 days, skipped now for a missing key: groq (GROQ_API_KEY unset)"
+        );
+        assert_eq!(lost_keys_line(&[]), None);
+    }
+
+    #[test]
+    fn newest_keeps_each_providers_latest_probe_across_merges() {
+        let mut a = Newest::default();
+        a.insert("p", 10);
+        a.insert("q", 30);
+        let mut b = Newest::default();
+        b.insert("p", 20);
+        b.insert("q", 5);
+        a.merge(b);
+        assert_eq!(
+            (a.get("p"), a.get("q"), a.get("r")),
+            (Some(20), Some(30), None)
+        );
+    }
+}
