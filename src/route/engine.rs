@@ -580,7 +580,7 @@ impl Engine {
     /// The paused models degraded mode could try now as a last resort
     /// (for `/readyz`): none unless degraded with `[route]
     /// last_resort_paused` on; else those `cooldowns` do not bench at
-    /// `now`.
+    /// `now`, on providers not known to be out of reach.
     pub fn last_resort_usable(
         &self,
         mode: &super::degraded::Mode,
@@ -590,8 +590,10 @@ impl Engine {
         if !self.settings.last_resort_paused || !mode.degraded() {
             return 0;
         }
+        let down = self.reach.unreachable();
         self.paused_candidates(None).map_or(0, |cs| {
             cs.iter()
+                .filter(|c| !down.contains_key(&c.provider.provider.name))
                 .filter(|c| {
                     targets(&c.provider, &c.model)
                         .iter()
