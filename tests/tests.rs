@@ -8,6 +8,7 @@ mod check;
 mod check_capabilities;
 mod check_hooks;
 mod cli;
+mod degraded;
 mod layout;
 mod read_cmds;
 #[cfg(unix)]

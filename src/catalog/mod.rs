@@ -77,6 +77,7 @@ pub use route::{
 };
 
 mod route;
+pub use route::DEGRADED_MIN_PROVIDERS;
 
 /// The ranges of `[route]` numbers, for the flags that override them.
 pub mod route_bounds {

@@ -292,6 +292,7 @@ pub(crate) fn serve_until_signal(
         let poller = engine.states.clone().spawn_poller(serve::STATE_POLL);
         let capabilities = engine.capabilities.clone().spawn_poller(serve::STATE_POLL);
         let health = tokio::spawn(serve::health_poller(engine.clone()));
+        let mode = tokio::spawn(serve::mode_watcher(engine.clone()));
         let watch = engine.shared().cloned().map(|s| tokio::spawn(s.watch()));
         let routable = engine.routable();
         engine
@@ -322,6 +323,7 @@ pub(crate) fn serve_until_signal(
         poller.abort();
         capabilities.abort();
         health.abort();
+        mode.abort();
         if let Some(h) = hangup {
             h.abort();
         }

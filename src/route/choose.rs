@@ -79,6 +79,27 @@ pub fn candidates(
     state_of: impl Fn(&str) -> ModelState,
     health: &HealthMap,
 ) -> Result<Vec<Candidate>, NoCandidate> {
+    candidates_in(
+        ModelState::Active,
+        choice,
+        providers,
+        aliases,
+        state_of,
+        health,
+    )
+}
+
+/// [`candidates`] among the models in `wanted` state rather than the
+/// active ones: the paused, for degraded mode's last resort
+/// ([`crate::route::degraded`]), in the same order.
+pub fn candidates_in(
+    wanted: ModelState,
+    choice: &Choice,
+    providers: &[Arc<Resolved>],
+    aliases: &BTreeMap<String, Vec<String>>,
+    state_of: impl Fn(&str) -> ModelState,
+    health: &HealthMap,
+) -> Result<Vec<Candidate>, NoCandidate> {
     let all = providers.iter().enumerate().flat_map(|(pi, p)| {
         p.provider
             .models
@@ -127,7 +148,7 @@ pub fn candidates(
     if found.is_empty() {
         return Err(NoCandidate::Unknown(label));
     }
-    found.retain(|(_, c)| state_of(&c.key()) == ModelState::Active);
+    found.retain(|(_, c)| state_of(&c.key()) == wanted);
     if found.is_empty() {
         return Err(NoCandidate::NoneActive(label));
     }

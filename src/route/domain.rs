@@ -111,7 +111,9 @@ pub struct Attempt {
     /// `ok`, an error class (`rate_limit`, `server_error`, …), or, for a
     /// candidate skipped without sending, `skip:<need>` (it cannot take
     /// the request), `cooldown:<reason>` or
-    /// `limit:<rpm|rpd|tpm|tpd|daily_cap>`.
+    /// `limit:<rpm|rpd|tpm|tpd|daily_cap>`; or `last-resort:paused`, the
+    /// mark degraded mode puts before each paused model it tries as a last
+    /// resort (docs/routing.md).
     pub class: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
@@ -124,12 +126,13 @@ pub struct Attempt {
 
 impl Attempt {
     /// Sent and failed (not skipped for a need, a cooldown or a limit,
-    /// not served).
+    /// not a last-resort mark, not served).
     pub fn failed(&self) -> bool {
         self.class != "ok"
             && !self.class.starts_with("skip:")
             && !self.class.starts_with("cooldown:")
             && !self.class.starts_with("limit:")
+            && !self.class.starts_with("last-resort:")
     }
 }
 

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::ops::ControlFlow;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -40,6 +41,19 @@ mod bands;
 mod run;
 use crate::clock::Clock;
 pub use bands::{Ability, Facts, Probed};
+
+/// How trying one tier of candidates ended without an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// Out of attempts or time: try nothing more.
+    Stopped,
+    /// Every candidate was tried or passed over.
+    Through,
+}
+
+/// What trying one tier of candidates came to: an answer (served, or the
+/// request itself refused), or how it ended without one.
+type Tried<T> = std::ops::ControlFlow<std::result::Result<Served<T>, Exhausted>, Ended>;
 
 /// A request that was served.
 #[derive(Debug)]
@@ -127,6 +141,8 @@ pub struct Engine {
     shared: Option<Arc<SharedState>>,
     /// Providers this instance could not reach ([`super::reach`]).
     pub reach: super::reach::Reach,
+    /// Degraded mode's grace state ([`Engine::mode`]).
+    degraded: Mutex<super::degraded::Tracker>,
     /// Which model served each conversation last ([`super::affinity`]).
     affinity: Mutex<Affinity>,
 }
@@ -207,6 +223,7 @@ impl Engine {
             metrics: super::metrics::Metrics::new(),
             shared: None,
             reach: Default::default(),
+            degraded: Default::default(),
         })
     }
 
@@ -367,33 +384,118 @@ impl Engine {
         F: FnMut(Candidate, Option<ApiKey>) -> Fut,
         Fut: Future<Output = Sent<T>>,
     {
-        let mut candidates = self.candidates(ask.model.as_deref()).map_err(|error| {
+        let now = self.clock.now();
+        let mut run = Run::new(self, 0);
+        run.ask = Some(ask);
+        // Why no active candidate can take the request, held while degraded
+        // mode's last resort may still serve it.
+        let mut held: Option<RouteError> = None;
+        let active = match self.candidates(ask.model.as_deref()) {
             // An unknown model is refused before routing, as a body that
             // does not parse is; a known one with nothing active is not.
-            self.count_request(match error {
-                RouteError::UnknownModel { .. } => "refused",
-                _ => "exhausted",
-            });
-            Exhausted {
-                error,
-                attempts: Vec::new(),
+            Err(error @ RouteError::UnknownModel { .. }) => {
+                self.count_request("refused");
+                return Err(Exhausted {
+                    error,
+                    attempts: Vec::new(),
+                });
             }
-        })?;
-        let now = self.clock.now();
-        self.previous_first(&mut candidates, ask, now);
-        let (candidates, skipped) = self.able(candidates, ask, now)?;
-        let mut run = Run::new(self, 0);
-        run.attempts = skipped;
-        run.ask = Some(ask);
-        let mut picker = Picker::new(&candidates);
+            Err(error) => {
+                held = Some(error);
+                Vec::new()
+            }
+            Ok(mut candidates) => {
+                self.previous_first(&mut candidates, ask, now);
+                match self.able(candidates, ask, now) {
+                    Ok((able, skipped)) => {
+                        run.attempts = skipped;
+                        able
+                    }
+                    Err(x) => {
+                        run.attempts = x.attempts;
+                        held = Some(x.error);
+                        Vec::new()
+                    }
+                }
+            }
+        };
+        match self
+            .try_tier(&mut run, &active, ask, false, &mut send)
+            .await
+        {
+            ControlFlow::Break(r) => return r,
+            ControlFlow::Continue(Ended::Stopped) => return Err(run.exhausted()),
+            ControlFlow::Continue(Ended::Through) => {}
+        }
+        if let Some(paused) = self.last_resort(ask, now, &mut run) {
+            return match self.try_tier(&mut run, &paused, ask, true, &mut send).await {
+                ControlFlow::Break(r) => r,
+                ControlFlow::Continue(_) => Err(run.exhausted()),
+            };
+        }
+        match held {
+            Some(error) => {
+                self.count_request(match error {
+                    RouteError::NoneActive { .. } => "exhausted",
+                    _ => "rejected",
+                });
+                Err(Exhausted {
+                    error,
+                    attempts: run.attempts,
+                })
+            }
+            None => Err(run.exhausted()),
+        }
+    }
+
+    /// Try `candidates` in order (each with its keys in turn) within the
+    /// run's budget. Degraded mode's `last_resort` tier marks each paused
+    /// model it reaches with `last-resort:paused` in the trail, and a
+    /// success there puts the model back to `active`
+    /// ([`Engine::served_in_degraded_mode`]).
+    async fn try_tier<T, F, Fut>(
+        &self,
+        run: &mut Run<'_>,
+        candidates: &[Candidate],
+        ask: &Ask,
+        last_resort: bool,
+        send: &mut F,
+    ) -> Tried<T>
+    where
+        F: FnMut(Candidate, Option<ApiKey>) -> Fut,
+        Fut: Future<Output = Sent<T>>,
+    {
+        let mut picker = Picker::new(candidates);
+        let mut marked: Option<String> = None;
         while let Some((c, key, target)) = picker.next(self, &run.skip) {
+            if last_resort && marked.as_deref() != Some(c.key().as_str()) {
+                marked = Some(c.key());
+                run.attempts.push(Attempt {
+                    model: c.key(),
+                    key: None,
+                    class: super::degraded::LAST_RESORT.to_string(),
+                    status: None,
+                    message: None,
+                    retry_at: None,
+                });
+            }
             run.tokens = self.reserved_tokens(c, ask);
             let mut reservation = match run.admit(c, key.as_ref(), &target).await {
                 Admission::Skipped => continue,
-                Admission::Stop => break,
+                Admission::Stop => {
+                    // Not tried after all: no mark.
+                    if run
+                        .attempts
+                        .last()
+                        .is_some_and(|a| a.class == super::degraded::LAST_RESORT)
+                    {
+                        run.attempts.pop();
+                    }
+                    return ControlFlow::Continue(Ended::Stopped);
+                }
                 Admission::Send(r) => r,
             };
-            let (sent, took) = run.send_one(c, &key, &mut send).await;
+            let (sent, took) = run.send_one(c, &key, send).await;
             if sent.unsent {
                 run.not_sent(c, &mut reservation, sent.result.err());
                 picker.next_candidate();
@@ -408,14 +510,118 @@ impl Engine {
                     if let Some(conv) = &ask.conversation {
                         lock(&self.affinity).record(conv, &s.via, self.clock.now());
                     }
-                    return Ok(s);
+                    if last_resort {
+                        self.served_in_degraded_mode(&s.via);
+                    }
+                    return ControlFlow::Break(Ok(s));
                 }
-                AfterAttempt::Rejected(x) => return Err(x),
+                AfterAttempt::Rejected(x) => return ControlFlow::Break(Err(x)),
                 AfterAttempt::NextKey => {}
                 AfterAttempt::NextCandidate => picker.next_candidate(),
             }
         }
-        Err(run.exhausted())
+        ControlFlow::Continue(Ended::Through)
+    }
+
+    /// Whether route is degraded now ([`super::degraded`]): the counts of
+    /// the current state snapshot, with the grace periods stepped at the
+    /// clock's now. Cheap: a recount only when the snapshot changed.
+    pub fn mode(&self) -> super::degraded::Mode {
+        let snapshot = self.states.current();
+        let now = self.clock.now();
+        lock(&self.degraded).step(
+            snapshot,
+            self.providers.iter().map(|p| &**p),
+            self.settings.degraded_below,
+            now,
+        )
+    }
+
+    /// Degraded mode's last resort for `ask`, once every active candidate
+    /// was tried or passed over: its paused models (never the disabled),
+    /// in the candidate order, those that cannot take the request passed
+    /// over in the trail (`skip:<need>`). `None` when not degraded, when
+    /// `[route] last_resort_paused` is off, or when none can take it.
+    fn last_resort(
+        &self,
+        ask: &Ask,
+        now: DateTime<Utc>,
+        run: &mut Run<'_>,
+    ) -> Option<Vec<Candidate>> {
+        if !self.settings.last_resort_paused || !self.mode().degraded() {
+            return None;
+        }
+        let paused = self.paused_candidates(ask.model.as_deref())?;
+        let (able, skipped) = match self.able(paused, ask, now) {
+            Ok(found) => found,
+            Err(x) => (Vec::new(), x.attempts),
+        };
+        run.attempts.extend(skipped);
+        (!able.is_empty()).then_some(able)
+    }
+
+    /// The paused models for `model`, in the candidate order; `None` when
+    /// there are none.
+    fn paused_candidates(&self, model: Option<&str>) -> Option<Vec<Candidate>> {
+        let choice = Choice::parse(model, &self.aliases);
+        let health = self.health.load();
+        let snapshot = self.states.current();
+        choose::candidates_in(
+            ModelState::Paused,
+            &choice,
+            &self.providers,
+            &self.aliases,
+            |k| snapshot.state_of(k),
+            &health,
+        )
+        .ok()
+    }
+
+    /// The paused models degraded mode could try now as a last resort
+    /// (for `/readyz`): none unless degraded with `[route]
+    /// last_resort_paused` on; else those `cooldowns` do not bench at
+    /// `now`, on providers not known to be out of reach.
+    pub fn last_resort_usable(
+        &self,
+        mode: &super::degraded::Mode,
+        cooldowns: &Cooldowns,
+        now: DateTime<Utc>,
+    ) -> usize {
+        if !self.settings.last_resort_paused || !mode.degraded() {
+            return 0;
+        }
+        let down = self.reach.unreachable();
+        self.paused_candidates(None).map_or(0, |cs| {
+            cs.iter()
+                .filter(|c| !down.contains_key(&c.provider.provider.name))
+                .filter(|c| {
+                    targets(&c.provider, &c.model)
+                        .iter()
+                        .any(|t| cooldowns.blocked(t, now).is_none())
+                })
+                .count()
+        })
+    }
+
+    /// A paused model served in degraded mode: evidence that it works.
+    /// Put it back to `active` in the state file (reason `served in
+    /// degraded mode`), off the request path; no health-log entry.
+    fn served_in_degraded_mode(&self, key: &str) {
+        let (dir, key, now) = (self.stats_dir.clone(), key.to_string(), self.clock.now());
+        let states = self.states.clone();
+        tokio::task::spawn_blocking(move || {
+            match super::degraded::record_served(&dir, &key, now) {
+                Ok(true) => {
+                    eprintln!("route: {key} served in degraded mode; it is active again");
+                    // Route by the new state now, not at the next poll.
+                    let _ = states.refresh();
+                }
+                Ok(false) => {}
+                Err(e) => eprintln!(
+                    "route: cannot record that {key} served in degraded mode: {e}; the state file is left as it is"
+                ),
+            }
+        });
     }
 
     /// Put the model that served this conversation's previous turn first,
@@ -450,7 +656,7 @@ impl Engine {
     /// attempt for each known unable. When none can, the request is
     /// refused as one no active model could ever take
     /// ([`RouteError::Incapable`], or [`RouteError::ContextTooSmall`] when
-    /// the prompt is what none can hold).
+    /// the prompt is what none can hold); the caller counts it.
     fn able(
         &self,
         candidates: Vec<Candidate>,
@@ -501,7 +707,6 @@ impl Engine {
         }
         able.append(&mut unknown);
         if able.is_empty() {
-            self.count_request("rejected");
             let error = if needs == [Need::Context] {
                 self.too_long(ask)
             } else {

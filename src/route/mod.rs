@@ -14,6 +14,7 @@ pub mod affinity;
 pub mod ask;
 pub mod choose;
 pub mod cooldown;
+pub mod degraded;
 pub mod domain;
 pub mod engine;
 pub mod health;

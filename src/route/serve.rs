@@ -10,7 +10,8 @@
 //!   /v1/models/{id}`: one of them (`serve/models.rs`).
 //! - `GET /livez`, `GET /readyz`, and `GET /v1/providers` and `/metrics`
 //!   for watching route; these read the shared state when there is one
-//!   (one round trip to Redis), requests never wait for them.
+//!   (one round trip to Redis), requests never wait for them. `/readyz`
+//!   and `/v1/providers` say when route is degraded (`route::degraded`).
 //!
 //! Every routed response carries `X-Routed-Via`, `X-Fallback-Attempts`,
 //! `X-Fallback-Trail` and, when the request lost anything on the way,
@@ -160,23 +161,54 @@ async fn from_snapshot<T: Send + 'static>(
         .ok()
 }
 
+/// `/readyz`: `ready` (200); `degraded` (200, with the counts) while
+/// degraded mode holds and something is routable, active models or, as a
+/// last resort, paused ones; `not_ready` (503) with the reason when nothing
+/// is.
 async fn readyz(State(app): State<Arc<App>>) -> Response {
-    let (not_ready, routable, state) = from_snapshot(&app.engine, Want::Cooldowns, |e, snap| {
+    let seen = from_snapshot(&app.engine, Want::Cooldowns, |e, snap| {
         let routable = e.routable_under(&snap.cooldowns, snap.now);
-        (e.not_ready(&routable), routable.len(), snap.source)
+        let mode = e.mode();
+        let last_resort = e.last_resort_usable(&mode, &snap.cooldowns, snap.now);
+        (
+            e.not_ready(&routable),
+            routable.len(),
+            snap.source,
+            Some(mode),
+            last_resort,
+        )
     })
     .await
-    .unwrap_or((Some("internal_error"), 0, Source::Local));
+    .unwrap_or((Some("internal_error"), 0, Source::Local, None, 0));
+    let (not_ready, routable, state, mode, last_resort) = seen;
+    let degraded = mode.is_some_and(|m| m.degraded());
     let (status, mut body) = match not_ready {
+        None if degraded => (
+            StatusCode::OK,
+            json!({"status": "degraded", "routable_models": routable}),
+        ),
         None => (
             StatusCode::OK,
             json!({"status": "ready", "routable_models": routable}),
+        ),
+        // No active model can serve, but paused ones may: still serving.
+        Some(reason) if degraded && last_resort > 0 => (
+            StatusCode::OK,
+            json!({"status": "degraded", "reason": reason, "routable_models": 0}),
         ),
         Some(reason) => (
             StatusCode::SERVICE_UNAVAILABLE,
             json!({"status": "not_ready", "reason": reason, "routable_models": 0}),
         ),
     };
+    if let Some(m) = mode {
+        body["providers"] = json!(m.counts.providers);
+        body["active_providers"] = json!(m.counts.active_providers);
+        if degraded {
+            body["last_resort_models"] = json!(last_resort);
+            body["since"] = json!(m.since);
+        }
+    }
     let down = app.engine.reach.unreachable();
     if !down.is_empty() {
         body["unreachable"] = json!(down);
@@ -572,6 +604,22 @@ pub async fn saver(engine: Arc<Engine>, mut stop: tokio::sync::watch::Receiver<b
 pub const STATE_POLL: Duration = Duration::from_millis(500);
 /// How often the health log is checked for new probes.
 pub const HEALTH_POLL: Duration = Duration::from_secs(5);
+
+/// How often degraded mode's grace periods are stepped (besides each
+/// `/readyz`, `/v1/providers` and request that finds no active candidate).
+pub const MODE_POLL: Duration = Duration::from_secs(1);
+
+/// Step degraded mode's grace periods every [`MODE_POLL`], so that a
+/// change of mode is timed from the state change and logged when it
+/// happens, whether or not anything asks ([`Engine::mode`]).
+pub async fn mode_watcher(engine: Arc<Engine>) {
+    let mut tick = tokio::time::interval(MODE_POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        engine.mode();
+    }
+}
 
 /// Keep the candidate order's health data current, off the request path,
 /// and probe again the providers found unreachable ([`super::reach`]).

@@ -267,6 +267,11 @@ pub struct StatusView {
     /// `llmprobe.toml`, `default`).
     pub settings: Vec<Effective>,
     pub capabilities: CapabilitiesView,
+    /// `ready` or `degraded` (docs/routing.md).
+    pub mode: &'static str,
+    /// What the mode is judged by: usable and active providers, the
+    /// threshold, and any change under way.
+    pub mode_counts: super::degraded::Mode,
 }
 
 /// The view of every usable provider, from `snap`.
@@ -380,7 +385,10 @@ pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
         routable_models: routable.len(),
         cooldowns: benches.len(),
     };
+    let mode = engine.mode();
     StatusView {
+        mode: mode.name,
+        mode_counts: mode,
         providers,
         counts,
         state: snap.source,
@@ -550,8 +558,28 @@ pub fn table(v: &StatusView) -> String {
             )
         ),
     };
+    let m = &v.mode_counts;
+    let mode = format!(
+        "mode: {} ({} of {} usable providers have an active model; degraded below {}{})",
+        v.mode,
+        m.counts.active_providers,
+        m.counts.providers,
+        m.degraded_below,
+        match (m.changing_to, m.changing_since) {
+            (Some(to), Some(t)) => format!(
+                "; {to} once this has held {} s since {}",
+                if to == "degraded" {
+                    super::degraded::ENTER.as_secs()
+                } else {
+                    super::degraded::LEAVE.as_secs()
+                },
+                crate::time::format_ts(t)
+            ),
+            _ => String::new(),
+        }
+    );
     format!(
-        "{t}\n{} providers: {} active, {} cooling down, {} down; {} routable models, {} cooldowns in force; state: {}\n{caps}\n{learned}\n{settings}\n",
+        "{t}\n{} providers: {} active, {} cooling down, {} down; {} routable models, {} cooldowns in force; state: {}\n{mode}\n{caps}\n{learned}\n{settings}\n",
         v.counts.providers,
         v.counts.active,
         v.counts.cooling_down,
