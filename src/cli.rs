@@ -123,6 +123,8 @@ Examples:
   llmprobe check --dry-run --jitter 5m        show the plan and the wait, without waiting
   llmprobe check --capabilities all           also probe capabilities the catalog does not list
   llmprobe check --capabilities none          basic probes only: no tools/json/vision probe
+  llmprobe check --shared-state redis://127.0.0.1:6379/0
+                                              also publish the record for route --record shared
 
 Hourly: `llmprobe schedule install --env-file ~/llmprobe/keys.env` writes
 the cron job (a systemd timer or a Windows task with --with) that exports the
@@ -199,6 +201,13 @@ pub struct CheckArgs {
     /// a rename).
     #[arg(long, value_name = "PATH")]
     pub prom_file: Option<PathBuf>,
+    /// Publish the record (every state change; after the run, each
+    /// model's recent health and the capability verdicts) to Redis for
+    /// `route --record shared` (redis://host:port/db). The local files stay
+    /// the record of truth; Redis failing only warns [default: [check]
+    /// shared_state].
+    #[arg(long, value_name = "URL")]
+    pub shared_state: Option<String>,
 }
 
 /// List every provider and model, with the source of its key (alias of `check --list`).
@@ -428,6 +437,8 @@ Examples:
   llmprobe route --serve --listen 127.0.0.1:9000
   llmprobe route --status                          what route knows, no server
   llmprobe route --status --shared-state redis://127.0.0.1:6379/0
+  llmprobe route --serve --shared-state redis://127.0.0.1:6379/0 --record shared
+                                                   states and health from check --shared-state
 
 With --serve, point OpenAI clients (Chat Completions, Responses, Completions)
 at http://127.0.0.1:8080/v1 and Anthropic clients (Messages) at
@@ -476,6 +487,12 @@ pub struct RouteArgs {
     /// shared state [default: [route] shared_state].
     #[arg(long, value_name = "URL", requires = "shares")]
     pub shared_state: Option<String>,
+    /// Where model states, recent health and capability verdicts come
+    /// from: this machine's stats directory, or what `check
+    /// --shared-state` publishes to the --shared-state Redis [default:
+    /// [route] record, else local].
+    #[arg(long, value_enum, value_name = "FROM")]
+    pub record: Option<crate::catalog::Record>,
     /// Print what GET /v1/providers shows (states, keys, cooldowns, usage,
     /// uptime) as a table, or JSON with --json, without a server; then
     /// stop. Reads Redis when the state is shared.

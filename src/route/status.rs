@@ -267,6 +267,10 @@ pub struct StatusView {
     /// `llmprobe.toml`, `default`).
     pub settings: Vec<Effective>,
     pub capabilities: CapabilitiesView,
+    /// Where the model states, recent health and capability verdicts come
+    /// from, when that is Redis (`--record shared`), and how fresh they are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record: Option<super::shared::record::RecordView>,
 }
 
 /// The view of every usable provider, from `snap`.
@@ -390,6 +394,7 @@ pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
             models: engine.probed().models(),
             error: engine.capabilities_problem(),
         },
+        record: engine.record_view(),
     }
 }
 
@@ -535,6 +540,24 @@ pub fn table(v: &StatusView) -> String {
     } else {
         String::new()
     };
+    let record = match &v.record {
+        Some(r) => format!(
+            "record: shared ({}{}){}\n",
+            serde_json::to_value(r.status)
+                .ok()
+                .and_then(|s| s.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            r.as_of
+                .as_deref()
+                .map(|t| format!(", as of {t}"))
+                .unwrap_or_default(),
+            r.note
+                .as_deref()
+                .map(|n| format!(": {n}"))
+                .unwrap_or_default(),
+        ),
+        None => String::new(),
+    };
     let caps = match &v.capabilities.error {
         Some(e) => format!(
             "capabilities: {e}; routing goes on with the verdicts read before ({} models)",
@@ -551,7 +574,7 @@ pub fn table(v: &StatusView) -> String {
         ),
     };
     format!(
-        "{t}\n{} providers: {} active, {} cooling down, {} down; {} routable models, {} cooldowns in force; state: {}\n{caps}\n{learned}\n{settings}\n",
+        "{t}\n{} providers: {} active, {} cooling down, {} down; {} routable models, {} cooldowns in force; state: {}\n{record}{caps}\n{learned}\n{settings}\n",
         v.counts.providers,
         v.counts.active,
         v.counts.cooling_down,

@@ -105,6 +105,14 @@ impl Watched for Snapshot {
     }
 }
 
+impl Watched for States {
+    const KEPT: &'static str = "the states read before";
+
+    fn load(path: &Path) -> Result<States> {
+        States::load(path)
+    }
+}
+
 /// Keeps a [`Snapshot`] of one state file current.
 pub type StateWatcher = Watcher<Snapshot>;
 
@@ -182,6 +190,15 @@ impl<T: Watched> Watcher<T> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Publish `value` as the current one, as if the file had said it: for
+    /// a record read from elsewhere (`route --record shared` reads Redis,
+    /// and then no poller reads the file).
+    pub fn publish(&self, value: T) {
+        *self.problem.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        self.current.store(Arc::new(value));
+        self.generation.send_modify(|g| *g += 1);
     }
 
     /// Changes each time a new snapshot is published.
