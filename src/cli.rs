@@ -123,8 +123,6 @@ Examples:
   llmprobe check --dry-run --jitter 5m        show the plan and the wait, without waiting
   llmprobe check --capabilities all           also probe capabilities the catalog does not list
   llmprobe check --capabilities none          basic probes only: no tools/json/vision probe
-  llmprobe check --shared-state redis://127.0.0.1:6379/0
-                                              also publish the record for route --record shared
 
 Hourly: `llmprobe schedule install --env-file ~/llmprobe/keys.env` writes
 the cron job (a systemd timer or a Windows task with --with) that exports the
@@ -133,6 +131,10 @@ are in the repository's docs/scheduling.md. Watched by healthchecks.io, with
 node_exporter's textfile collector:
   llmprobe check --if-due 1h --jitter 5m \\
     --ping-url https://hc-ping.com/UUID --prom-file llmprobe.prom
+
+One check for many routers: with --shared-state redis://HOST:6379/0 (or
+[check] shared_state) the run also publishes the record to Redis, where
+`route --serve --record shared` instances read it.
 
 Order: --if-due is decided first (a run that is not due exits 0 at once,
 without waiting, pinging or taking the lock); then the --jitter wait; then

@@ -1125,6 +1125,38 @@ mod tests {
     }
 
     #[test]
+    fn check_shared_state_comes_from_the_file_or_its_variable_and_is_named_when_bad() {
+        let file = |url: &str| {
+            let text =
+                format!("include_default_catalog = false\n[check]\nshared_state = \"{url}\"\n");
+            (parse_toml(&text, "x.toml").unwrap(), "x.toml".to_string())
+        };
+        let none = Catalog::build(None, &[]).unwrap();
+        assert_eq!(none.check, CheckSettings::default());
+        let c = Catalog::build(Some(file("redis://h:1/0")), &[]).unwrap();
+        assert_eq!(c.check.shared_state.as_deref(), Some("redis://h:1/0"));
+        let var = |v: &str| vec![(CHECK_SHARED_STATE_VAR.to_string(), v.to_string())];
+        let c = Catalog::build(Some(file("redis://h:1/0")), &var("redis://e:2/0")).unwrap();
+        assert_eq!(c.check.shared_state.as_deref(), Some("redis://e:2/0"));
+        // An empty variable leaves the file's.
+        let c = Catalog::build(Some(file("redis://h:1/0")), &var("")).unwrap();
+        assert_eq!(c.check.shared_state.as_deref(), Some("redis://h:1/0"));
+        let e = Catalog::build(Some(file("http://u:secret@h:1")), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("x.toml") && e.contains("check.shared_state"),
+            "{e}"
+        );
+        assert!(!e.contains("secret"), "{e}");
+        let e = Catalog::build(None, &var("h:1")).unwrap_err().to_string();
+        assert!(e.contains(CHECK_SHARED_STATE_VAR), "{e}");
+        let text = "[check]\nshared = \"redis://h\"\n";
+        let e = parse_toml(text, "y.toml").unwrap_err().to_string();
+        assert!(e.contains("y.toml") && e.contains("shared"), "{e}");
+    }
+
+    #[test]
     fn the_environment_sets_route_keys_and_daily_caps_over_the_file() {
         let text = r#"
             include_default_catalog = false

@@ -315,12 +315,11 @@ pub(crate) fn serve_until_signal(
         // A shared record comes from Redis: the stats directory's files
         // are not read.
         let (poller, capabilities) = if engine.reads_shared_record() {
-            let poller = tokio::spawn(serve::record_poller(engine.clone()));
-            (poller, tokio::spawn(async {}))
+            (tokio::spawn(serve::record_poller(engine.clone())), None)
         } else {
             (
                 engine.states.clone().spawn_poller(serve::STATE_POLL),
-                engine.capabilities.clone().spawn_poller(serve::STATE_POLL),
+                Some(engine.capabilities.clone().spawn_poller(serve::STATE_POLL)),
             )
         };
         let health = tokio::spawn(serve::health_poller(engine.clone()));
@@ -352,7 +351,9 @@ pub(crate) fn serve_until_signal(
         eprintln!("route: shutting down; letting requests in flight finish");
         srv.shutdown(SHUTDOWN_GRACE).await;
         poller.abort();
-        capabilities.abort();
+        if let Some(c) = capabilities {
+            c.abort();
+        }
         health.abort();
         if let Some(h) = hangup {
             h.abort();

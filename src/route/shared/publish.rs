@@ -47,8 +47,8 @@ pub struct Publisher {
 }
 
 impl Publisher {
-    /// Connect to `url` and publish the states as they are now, then every
-    /// change. `None`, after one warning on stderr, when Redis cannot be
+    /// Connect to `url`, and publish the states at every change the run
+    /// makes. `None`, after one warning on stderr, when Redis cannot be
     /// reached: the run goes on without publishing.
     pub fn start(url: &str, s: &Settings, clock: Clock) -> Option<Publisher> {
         let rt = match crate::server::runtime(1) {
@@ -79,9 +79,6 @@ impl Publisher {
             eprintln!("warning: {e}; the shared states are not updated until it parses");
         }
         let states = Arc::new(states);
-        if states.problem().is_none() {
-            let _ = rt.block_on(shared.publish_states(&states.current(), clock.now(), stale_after));
-        }
         let task = rt.spawn(watch(
             shared.clone(),
             states.clone(),
@@ -100,21 +97,26 @@ impl Publisher {
         })
     }
 
-    /// The run ended: publish the last state change, then, unless the run
-    /// was offline (it recorded nothing), the recent health and the
-    /// capability verdicts. Never fails.
+    /// The run ended: unless it was offline (it recorded nothing, so it
+    /// refreshes nothing), publish the states as they are now (changes
+    /// made by hand since the last run included), the recent health and
+    /// the capability verdicts. Never fails.
     pub fn finish(self, offline: bool) {
         self.task.abort();
-        let now = self.clock.now();
-        if matches!(self.states.refresh(), Ok(true)) {
-            let _ = self.rt.block_on(self.shared.publish_states(
-                &self.states.current(),
-                now,
-                self.stale_after,
-            ));
-        }
         if offline || !self.shared.is_healthy() {
             return;
+        }
+        let now = self.clock.now();
+        match self.states.refresh() {
+            Err(e) => eprintln!("warning: {e}; the shared states are not updated"),
+            Ok(_) if self.states.problem().is_some() => {}
+            Ok(_) => {
+                let _ = self.rt.block_on(self.shared.publish_states(
+                    &self.states.current(),
+                    now,
+                    self.stale_after,
+                ));
+            }
         }
         let health = match crate::route::health::read(
             &self.log,
