@@ -428,6 +428,11 @@ pub fn tests() -> Vec<crate::Test> {
             one_check_feeds_two_routers_through_the_shared_record,
         ),
         crate::Test::new(
+            "shared::a_pause_reaches_the_routers_while_check_still_runs",
+            needs,
+            a_pause_reaches_the_routers_while_check_still_runs,
+        ),
+        crate::Test::new(
             "shared::a_shared_record_needs_a_redis_url",
             &[],
             a_shared_record_needs_a_redis_url,
@@ -612,6 +617,60 @@ fn one_check_feeds_two_routers_through_the_shared_record() {
     let r = chat(&a, "p::flaky");
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(flaky(), 7);
+}
+
+/// A state change is published as `check` writes it, not when the run
+/// ends: with ten minutes between its two probes, the router hears of the
+/// first one's pause while `check` still waits for the second.
+fn a_pause_reaches_the_routers_while_check_still_runs() {
+    let redis = Redis::start();
+    let env = env();
+    let fake = Fake::start(&env, &["flaky=e503"]);
+    let url = redis.url();
+    let cfg = env
+        .write(
+            "llmprobe.toml",
+            format!(
+                "include_default_catalog = false\n[defaults]\nspacing_secs = 600\ntimeout_secs = 10\n\n{}",
+                fake.provider("p", "openai", &["flaky", "good"], "")
+            ),
+        )
+        .display()
+        .to_string();
+    let empty = env.path().join("stats-a").display().to_string();
+    let a = RouteServer::start(
+        &env,
+        &cfg,
+        &[
+            "--shared-state",
+            &url,
+            "--record",
+            "shared",
+            "--stats-dir",
+            &empty,
+        ],
+    );
+    assert_eq!(providers(&a)["record"]["status"], "missing");
+    let mut check = env
+        .command(&["--config", &cfg, "check", "--shared-state", &url])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let v = providers_until(&a, "the pause reaches the router", |v| {
+        paused_models(v) == serde_json::json!(["flaky"])
+    });
+    assert_eq!(v["record"]["status"], "fresh", "{v}");
+    assert!(
+        check.try_wait().unwrap().is_none(),
+        "check is still waiting to probe good"
+    );
+    assert_eq!(
+        fake.seen().iter().filter(|s| s.model() == "good").count(),
+        0
+    );
+    let _ = check.kill();
+    let _ = check.wait();
 }
 
 /// The shared record without Redis is refused, by name; a bad `[check]

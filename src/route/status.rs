@@ -236,6 +236,7 @@ pub struct LearnedView {
 /// The capability verdicts routing reads (`stats/capabilities.json`).
 #[derive(Debug, Serialize)]
 pub struct CapabilitiesView {
+    /// Where they are read: the file, or the shared record.
     pub file: String,
     /// Models with at least one verdict.
     pub models: usize,
@@ -390,7 +391,10 @@ pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
         state: snap.source,
         settings: engine.settings.effective(),
         capabilities: CapabilitiesView {
-            file: engine.capabilities_path().display().to_string(),
+            file: match engine.reads_shared_record() {
+                true => "the shared record in Redis".to_string(),
+                false => engine.capabilities_path().display().to_string(),
+            },
             models: engine.probed().models(),
             error: engine.capabilities_problem(),
         },

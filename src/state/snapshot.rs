@@ -390,6 +390,27 @@ mod tests {
         assert_eq!(fs::read_to_string(&path).unwrap(), bad);
     }
 
+    #[test]
+    fn a_value_from_elsewhere_is_published_as_the_current_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model_state.json");
+        write(&path, "not json");
+        let (w, err) = StateWatcher::open_lenient(&path);
+        assert!(err.is_some() && w.problem().is_some());
+        let mut changes = w.subscribe();
+        w.publish(Snapshot::new([("p::m".to_string(), ModelState::Paused)]));
+        assert!(changes.has_changed().unwrap());
+        assert_eq!(w.current().state_of("p::m"), ModelState::Paused);
+        assert_eq!(w.problem(), None);
+        // The whole entries, for check's publisher.
+        write(&path, PAUSED);
+        let full = Watcher::<States>::open(&path).unwrap();
+        assert_eq!(
+            full.current().get("p::m").unwrap().state,
+            ModelState::Paused
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_poller_publishes_changes() {
         let dir = tempfile::tempdir().unwrap();
