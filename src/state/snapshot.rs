@@ -397,7 +397,7 @@ mod tests {
         write(&path, "not json");
         let (w, err) = StateWatcher::open_lenient(&path);
         assert!(err.is_some() && w.problem().is_some());
-        let mut changes = w.subscribe();
+        let changes = w.subscribe();
         w.publish(Snapshot::new([("p::m".to_string(), ModelState::Paused)]));
         assert!(changes.has_changed().unwrap());
         assert_eq!(w.current().state_of("p::m"), ModelState::Paused);
