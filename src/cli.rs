@@ -134,6 +134,10 @@ lost a key it had this week:
   llmprobe check --if-due 1h --jitter 5m --fail-on-skipped \\
     --ping-url https://hc-ping.com/UUID --prom-file llmprobe.prom
 
+One check for many routers: with --shared-state redis://HOST:6379/0 (or
+[check] shared_state) the run also publishes the record to Redis, where
+`route --serve --record shared` instances read it.
+
 Order: --if-due is decided first (a run that is not due exits 0 at once,
 without waiting, pinging or taking the lock); then the --jitter wait; then
 the run lock, --if-due once more (another run may have finished meanwhile),
@@ -206,6 +210,13 @@ pub struct CheckArgs {
     /// a rename).
     #[arg(long, value_name = "PATH")]
     pub prom_file: Option<PathBuf>,
+    /// Publish the record (every state change; after the run, each
+    /// model's recent health and the capability verdicts) to Redis for
+    /// `route --record shared` (redis://host:port/db). The local files stay
+    /// the record of truth; Redis failing only warns [default: [check]
+    /// shared_state].
+    #[arg(long, value_name = "URL")]
+    pub shared_state: Option<String>,
 }
 
 /// List every provider and model, with the source of its key (alias of `check --list`).
@@ -435,6 +446,8 @@ Examples:
   llmprobe route --serve --listen 127.0.0.1:9000
   llmprobe route --status                          what route knows, no server
   llmprobe route --status --shared-state redis://127.0.0.1:6379/0
+  llmprobe route --serve --shared-state redis://127.0.0.1:6379/0 --record shared
+                                                   states and health from check --shared-state
 
 With --serve, point OpenAI clients (Chat Completions, Responses, Completions)
 at http://127.0.0.1:8080/v1 and Anthropic clients (Messages) at
@@ -483,6 +496,12 @@ pub struct RouteArgs {
     /// shared state [default: [route] shared_state].
     #[arg(long, value_name = "URL", requires = "shares")]
     pub shared_state: Option<String>,
+    /// Where model states, recent health and capability verdicts come
+    /// from: this machine's stats directory, or what `check
+    /// --shared-state` publishes to the --shared-state Redis [default:
+    /// [route] record, else local].
+    #[arg(long, value_enum, value_name = "FROM")]
+    pub record: Option<crate::catalog::Record>,
     /// Print what GET /v1/providers shows (states, keys, cooldowns, usage,
     /// uptime) as a table, or JSON with --json, without a server; then
     /// stop. Reads Redis when the state is shared.

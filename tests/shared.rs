@@ -422,5 +422,280 @@ pub fn tests() -> Vec<crate::Test> {
             needs,
             status_displays_show_the_shared_state_and_say_when_they_cannot,
         ),
+        crate::Test::new(
+            "shared::one_check_feeds_two_routers_through_the_shared_record",
+            needs,
+            one_check_feeds_two_routers_through_the_shared_record,
+        ),
+        crate::Test::new(
+            "shared::a_pause_reaches_the_routers_while_check_still_runs",
+            needs,
+            a_pause_reaches_the_routers_while_check_still_runs,
+        ),
+        crate::Test::new(
+            "shared::a_shared_record_needs_a_redis_url",
+            &[],
+            a_shared_record_needs_a_redis_url,
+        ),
     ]
+}
+
+/// Poll `srv`'s `/v1/providers` until `ok` holds of it.
+fn providers_until(srv: &RouteServer, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    eventually(what, || {
+        let v = providers(srv);
+        if ok(&v) { Ok(v) } else { Err(v.to_string()) }
+    })
+}
+
+fn paused_models(v: &Value) -> Value {
+    provider_view(v, "p")["models"]["paused"].clone()
+}
+
+/// The test: one `check --shared-state`, two `route --serve
+/// --record shared` with empty stats directories. A model paused through
+/// `check` gets no traffic from either; with Redis gone both keep routing
+/// on the last record and say so; when Redis and `check` are back, both
+/// catch up.
+fn one_check_feeds_two_routers_through_the_shared_record() {
+    let mut redis = Redis::start();
+    let env = env();
+    // flaky: the first check's probe, one request through each router,
+    // then a 503 for the second check's probe; then again.
+    let fake = Fake::start(&env, &["flaky=ok,ok,ok,e503"]);
+    let url = redis.url();
+    let table = fake.provider(
+        "p",
+        "openai",
+        &["good", "flaky"],
+        "model_info = { \"good\" = { capabilities = [\"tools\"] } }",
+    );
+    let base = format!(
+        "include_default_catalog = false\n[defaults]\nspacing_secs = 0\ntimeout_secs = 10\n\n{table}"
+    );
+    let cfg = env.write("llmprobe.toml", &base).display().to_string();
+    // The second config publishes through `[check] shared_state`.
+    let cfg_check = env
+        .write(
+            "check.toml",
+            format!("{base}\n[check]\nshared_state = \"{url}\"\n"),
+        )
+        .display()
+        .to_string();
+    let flaky = || fake.seen().iter().filter(|s| s.model() == "flaky").count();
+
+    let r = crate::support::check(&env, &cfg, &["--shared-state", &url]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(flaky(), 1);
+
+    let empty_a = env.path().join("stats-a");
+    let empty_b = env.path().join("stats-b");
+    let start = |dir: &std::path::Path| {
+        let dir = dir.display().to_string();
+        RouteServer::start(
+            &env,
+            &cfg,
+            &[
+                "--shared-state",
+                &url,
+                "--record",
+                "shared",
+                "--stats-dir",
+                &dir,
+            ],
+        )
+    };
+    let (a, b) = (start(&empty_a), start(&empty_b));
+    for srv in [&a, &b] {
+        let v = providers(srv);
+        assert_eq!(v["record"]["source"], "shared", "{v}");
+        assert_eq!(v["record"]["status"], "fresh", "{v}");
+        assert!(v["record"]["as_of"].is_string(), "{v}");
+        // Recent health and capability verdicts came from Redis: these
+        // stats directories hold nothing.
+        assert_eq!(provider_view(&v, "p")["uptime_24h"], 1.0, "{v}");
+        assert_eq!(v["capabilities"]["models"], 1, "{v}");
+        let r = chat(srv, "p::flaky");
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.header("x-routed-via"), "p::flaky");
+    }
+    assert_eq!(flaky(), 3);
+    assert!(!empty_a.join("model_state.json").exists());
+
+    // check pauses flaky (a 503); both routers hear of it.
+    let r = crate::support::check(&env, &cfg_check, &[]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert_eq!(flaky(), 4);
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.state_file()).unwrap()).unwrap();
+    assert_eq!(state["p::flaky"]["state"], "paused", "{state}");
+    for srv in [&a, &b] {
+        providers_until(srv, "the pause reaches the router", |v| {
+            paused_models(v) == serde_json::json!(["flaky"])
+        });
+    }
+    // Neither sends it anything now, pinned or not.
+    for srv in [&a, &b] {
+        for _ in 0..3 {
+            let r = chat(srv, "p::flaky");
+            assert_eq!(r.status, 503, "{}", r.body);
+            assert!(r.body.contains("no_active_models"), "{}", r.body);
+            let r = chat(srv, "auto");
+            assert_eq!(r.status, 200, "{}", r.body);
+            assert_eq!(r.header("x-routed-via"), "p::good");
+        }
+    }
+    assert_eq!(flaky(), 4, "no router sent flaky anything after the pause");
+    let v = providers(&a);
+    assert_eq!(provider_view(&v, "p")["uptime_24h"], 0.75, "{v}");
+
+    // Not refreshed for twice the interval (1 h by default): stale, and
+    // said so, never silently fresh; routing goes on with it.
+    advance(&env, 2 * 3600 + 1);
+    for srv in [&a, &b] {
+        let v = providers(srv);
+        assert_eq!(v["record"]["status"], "stale", "{v}");
+        assert_eq!(v["record"]["stale_after_secs"], 7200, "{v}");
+        assert_eq!(paused_models(&v), serde_json::json!(["flaky"]), "{v}");
+        let r = get(srv, "/readyz");
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.json()["record"]["status"], "stale", "{}", r.body);
+    }
+
+    // Redis goes away: both keep routing on the last record, and say so.
+    redis.kill();
+    for srv in [&a, &b] {
+        let r = chat(srv, "p::flaky");
+        assert_eq!(r.status, 503, "still paused: {}", r.body);
+        let r = chat(srv, "auto");
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.header("x-routed-via"), "p::good");
+        let v = providers_until(srv, "the router says Redis is away", |v| {
+            v["record"]["status"] == "unreachable"
+        });
+        assert_eq!(paused_models(&v), serde_json::json!(["flaky"]), "{v}");
+        assert!(v["record"]["as_of"].is_string(), "{v}");
+        let r = get(srv, "/readyz");
+        assert_eq!(r.status, 200, "still ready: {}", r.body);
+        let j = r.json();
+        assert_eq!(j["record"]["status"], "unreachable", "{j}");
+        assert!(
+            j["record"]["note"]
+                .as_str()
+                .unwrap()
+                .contains("routing on the record as of"),
+            "{j}"
+        );
+    }
+    assert_eq!(flaky(), 4);
+    // A check meanwhile records as always, warns, and exits as it would.
+    let r = crate::support::check(&env, &cfg_check, &[]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("Redis"), "{}", r.stderr);
+    assert_eq!(flaky(), 5, "the paused model was probed");
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.state_file()).unwrap()).unwrap();
+    assert_eq!(state["p::flaky"]["state"], "active", "{state}");
+
+    // Redis is back, empty: the routers keep the last record until the
+    // next check publishes, then catch up (flaky recovered).
+    redis.restart();
+    for srv in [&a, &b] {
+        let v = providers_until(srv, "the router sees an empty Redis", |v| {
+            v["record"]["status"] == "missing"
+        });
+        assert_eq!(paused_models(&v), serde_json::json!(["flaky"]), "{v}");
+    }
+    // The script's next answer for flaky is ok.
+    let r = crate::support::check(&env, &cfg_check, &[]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    for srv in [&a, &b] {
+        providers_until(srv, "the router catches up", |v| {
+            v["record"]["status"] == "fresh" && paused_models(v).is_null()
+        });
+    }
+    let r = chat(&a, "p::flaky");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(flaky(), 7);
+}
+
+/// A state change is published as `check` writes it, not when the run
+/// ends: with ten minutes between its two probes, the router hears of the
+/// first one's pause while `check` still waits for the second.
+fn a_pause_reaches_the_routers_while_check_still_runs() {
+    let redis = Redis::start();
+    let env = env();
+    let fake = Fake::start(&env, &["flaky=e503"]);
+    let url = redis.url();
+    let cfg = env
+        .write(
+            "llmprobe.toml",
+            format!(
+                "include_default_catalog = false\n[defaults]\nspacing_secs = 600\ntimeout_secs = 10\n\n{}",
+                fake.provider("p", "openai", &["flaky", "good"], "")
+            ),
+        )
+        .display()
+        .to_string();
+    let empty = env.path().join("stats-a").display().to_string();
+    let a = RouteServer::start(
+        &env,
+        &cfg,
+        &[
+            "--shared-state",
+            &url,
+            "--record",
+            "shared",
+            "--stats-dir",
+            &empty,
+        ],
+    );
+    assert_eq!(providers(&a)["record"]["status"], "missing");
+    let mut check = env
+        .command(&["--config", &cfg, "check", "--shared-state", &url])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let v = providers_until(&a, "the pause reaches the router", |v| {
+        paused_models(v) == serde_json::json!(["flaky"])
+    });
+    assert_eq!(v["record"]["status"], "fresh", "{v}");
+    assert!(
+        check.try_wait().unwrap().is_none(),
+        "check is still waiting to probe good"
+    );
+    assert_eq!(
+        fake.seen().iter().filter(|s| s.model() == "good").count(),
+        0
+    );
+    let _ = check.kill();
+    let _ = check.wait();
+}
+
+/// The shared record without Redis is refused, by name; a bad `[check]
+/// shared_state` is named too.
+fn a_shared_record_needs_a_redis_url() {
+    let env = env();
+    let cfg = env
+        .write(
+            "llmprobe.toml",
+            "include_default_catalog = false\n[route]\nrecord = \"shared\"\n",
+        )
+        .display()
+        .to_string();
+    let r = env.run(&["--config", &cfg, "route", "--status"]).code(2);
+    assert!(r.stderr.contains("record = \"shared\""), "{}", r.stderr);
+    assert!(r.stderr.contains("shared_state"), "{}", r.stderr);
+    let cfg = env
+        .write(
+            "bad.toml",
+            "include_default_catalog = false\n[check]\nshared_state = \"http://h:1\"\n",
+        )
+        .display()
+        .to_string();
+    let r = env.run(&["--config", &cfg, "check"]).code(2);
+    assert!(r.stderr.contains("check.shared_state"), "{}", r.stderr);
+    let r = env.run(&["check", "--shared-state", "http://h:1"]).code(2);
+    assert!(r.stderr.contains("--shared-state"), "{}", r.stderr);
 }

@@ -72,7 +72,7 @@ fn bounded_u32(v: u32, range: RangeInclusive<u32>) -> std::result::Result<u32, S
 
 pub use crate::upstream::dialect::{Dialect, Endpoint};
 pub use route::{
-    CapOrigin, DAILY_CAP_PREFIX, Effective, Origin, Origins, ROUTE_PREFIX, RouteSettings,
+    CapOrigin, DAILY_CAP_PREFIX, Effective, Origin, Origins, ROUTE_PREFIX, Record, RouteSettings,
     daily_cap_var, redact_url, route_keys, route_var,
 };
 
@@ -294,6 +294,52 @@ struct ConfigToml {
     route: route::RouteToml,
     #[serde(default)]
     aliases: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    check: CheckToml,
+}
+
+/// `[check]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckToml {
+    shared_state: Option<String>,
+}
+
+/// The variable that sets `[check] shared_state` (over the file).
+pub const CHECK_SHARED_STATE_VAR: &str = "LLMPROBE_CHECK_SHARED_STATE";
+
+/// How `check` runs beyond the providers' own settings: `[check]`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CheckSettings {
+    /// `redis://…` to publish the record to, for `route --record shared`
+    /// (`[check] shared_state`, [`CHECK_SHARED_STATE_VAR`], `check
+    /// --shared-state`).
+    pub shared_state: Option<String>,
+}
+
+impl CheckSettings {
+    /// `[check]` from the file, then `env`'s [`CHECK_SHARED_STATE_VAR`]
+    /// over it (an empty value leaves the file's). The error names the key
+    /// or the variable.
+    fn layered(t: &CheckToml, env: &[(String, String)]) -> std::result::Result<Self, String> {
+        let from_env = env
+            .iter()
+            .find(|(n, v)| n == CHECK_SHARED_STATE_VAR && !v.is_empty())
+            .map(|(_, v)| v.clone());
+        let (url, what) = match from_env {
+            Some(v) => (Some(v), CHECK_SHARED_STATE_VAR),
+            None => (t.shared_state.clone(), "check.shared_state"),
+        };
+        if let Some(u) = &url
+            && !u.starts_with("redis://")
+        {
+            return Err(format!(
+                "{what} {:?} must start with redis://",
+                redact_url(u)
+            ));
+        }
+        Ok(CheckSettings { shared_state: url })
+    }
 }
 
 /// Settings that apply to every provider unless it says otherwise.
@@ -450,6 +496,8 @@ pub struct Catalog {
     pub route: RouteSettings,
     /// `[aliases]`: a name for an ordered list of `provider::model`.
     pub aliases: BTreeMap<String, Vec<String>>,
+    /// `[check]`, validated.
+    pub check: CheckSettings,
 }
 
 /// Where a config came from, for error messages.
@@ -564,6 +612,12 @@ impl Catalog {
         let invalid =
             |why: String| Error::config(format!("invalid config {}: {why}", origin_name(&origin)));
         RouteSettings::from_toml(&user.route).map_err(invalid)?;
+        let check = CheckSettings::layered(&user.check, env).map_err(|why| {
+            match why.starts_with(CHECK_SHARED_STATE_VAR) {
+                true => Error::config(why),
+                false => invalid(why),
+            }
+        })?;
         let names: Vec<&str> = providers.iter().map(|p| p.name.as_str()).collect();
         let env = route::from_env(env, &names).map_err(Error::config)?;
         let mut route = route::layered(&user.route, &env).map_err(invalid)?;
@@ -596,6 +650,7 @@ impl Catalog {
             providers,
             route,
             aliases: user.aliases,
+            check,
         })
     }
 
@@ -889,7 +944,10 @@ fn settings_env() -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     for (name, value) in std::env::vars_os() {
         let Some(name) = name.to_str() else { continue };
-        if !(name.starts_with(ROUTE_PREFIX) || name.starts_with(DAILY_CAP_PREFIX)) {
+        if !(name.starts_with(ROUTE_PREFIX)
+            || name.starts_with(DAILY_CAP_PREFIX)
+            || name == CHECK_SHARED_STATE_VAR)
+        {
             continue;
         }
         let value = value
@@ -1065,6 +1123,38 @@ mod tests {
             assert!(!p.models.is_empty());
         }
         assert_eq!(c.defaults.spacing, Duration::from_secs(90));
+    }
+
+    #[test]
+    fn check_shared_state_comes_from_the_file_or_its_variable_and_is_named_when_bad() {
+        let file = |url: &str| {
+            let text =
+                format!("include_default_catalog = false\n[check]\nshared_state = \"{url}\"\n");
+            (parse_toml(&text, "x.toml").unwrap(), "x.toml".to_string())
+        };
+        let none = Catalog::build(None, &[]).unwrap();
+        assert_eq!(none.check, CheckSettings::default());
+        let c = Catalog::build(Some(file("redis://h:1/0")), &[]).unwrap();
+        assert_eq!(c.check.shared_state.as_deref(), Some("redis://h:1/0"));
+        let var = |v: &str| vec![(CHECK_SHARED_STATE_VAR.to_string(), v.to_string())];
+        let c = Catalog::build(Some(file("redis://h:1/0")), &var("redis://e:2/0")).unwrap();
+        assert_eq!(c.check.shared_state.as_deref(), Some("redis://e:2/0"));
+        // An empty variable leaves the file's.
+        let c = Catalog::build(Some(file("redis://h:1/0")), &var("")).unwrap();
+        assert_eq!(c.check.shared_state.as_deref(), Some("redis://h:1/0"));
+        let e = Catalog::build(Some(file("http://u:secret@h:1")), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("x.toml") && e.contains("check.shared_state"),
+            "{e}"
+        );
+        assert!(!e.contains("secret"), "{e}");
+        let e = Catalog::build(None, &var("h:1")).unwrap_err().to_string();
+        assert!(e.contains(CHECK_SHARED_STATE_VAR), "{e}");
+        let text = "[check]\nshared = \"redis://h\"\n";
+        let e = parse_toml(text, "y.toml").unwrap_err().to_string();
+        assert!(e.contains("y.toml") && e.contains("shared"), "{e}");
     }
 
     #[test]

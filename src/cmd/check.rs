@@ -18,6 +18,7 @@ use crate::lastrun::LastRunRecord;
 use crate::observer::{FinishedRun, Observers, Ran};
 use crate::output;
 use crate::ping::{PingObserver, Pinger};
+use crate::route::shared::publish::Publisher;
 use crate::settings::Settings;
 use crate::state::States;
 use crate::textfile::PromFile;
@@ -74,6 +75,7 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
         .map(|v| secs_flag(v, "--timeout", bounds::TIMEOUT_SECS, true))
         .transpose()?;
     due::check_bounds(a.jitter, a.if_due)?;
+    let shared_state = shared_state(s, &a)?;
     let clock = crate::clock::Clock::from_env();
     let not_due = |clock: &crate::clock::Clock| -> Result<bool> {
         let Some(interval) = a.if_due else {
@@ -137,7 +139,13 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
         probes = plan.lanes.iter().map(|l| l.models.len()).sum::<usize>(),
         "check: run starts"
     );
+    let publisher = shared_state
+        .as_deref()
+        .and_then(|url| Publisher::start(url, s, clock.clone()));
     let summary = crate::check::execute(s, plan)?;
+    if let Some(p) = publisher {
+        p.finish(summary.offline.is_some());
+    }
     let lost_keys = lost_keys_line(s, &summary.skipped, clock.now().timestamp());
     let code = if summary.offline.is_some() {
         exit::OFFLINE
@@ -208,6 +216,19 @@ fn lost_keys_line(s: &Settings, skipped: &[plan::Skipped], now: i64) -> Option<S
             tracing::warn!("could not tell which skipped providers were probed this week: {e}");
             None
         }
+    }
+}
+
+/// Where to publish the record: `--shared-state`, else `[check]
+/// shared_state` (or its variable).
+fn shared_state(s: &Settings, a: &CheckArgs) -> Result<Option<String>> {
+    match &a.shared_state {
+        Some(url) if !url.starts_with("redis://") => Err(Error::config(format!(
+            "--shared-state {:?}: expected a redis:// URL",
+            crate::catalog::redact_url(url)
+        ))),
+        Some(url) => Ok(Some(url.clone())),
+        None => Ok(s.catalog.check.shared_state.clone()),
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::catalog::{Origin, RouteSettings, bounded_secs};
+use crate::catalog::{Origin, Record, RouteSettings, bounded_secs};
 use crate::cli::RouteArgs;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
@@ -39,10 +39,18 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
     // `--status` shows the shared state too; without Redis it falls back
     // to this machine's route_state.json, and says so.
     let mut unreachable = false;
+    let shared_record = settings.record == Record::Shared;
     let shared = match &settings.shared_state {
         Some(url) if a.serve => Some(rt.block_on(SharedState::connect(url))?),
-        Some(url) if a.status => match rt.block_on(SharedState::connect(url)) {
+        // A one-shot route on a shared record reads it once.
+        Some(url) if a.status || shared_record => match rt.block_on(SharedState::connect(url)) {
             Ok(s) => Some(s),
+            Err(e) if !a.status => {
+                eprintln!(
+                    "warning: {e}; no shared record to route on: every model counts as active"
+                );
+                None
+            }
             Err(e) => {
                 eprintln!("warning: {e}; showing this machine's route_state.json instead");
                 unreachable = true;
@@ -63,6 +71,12 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
         // What other instances learned, before the first request; the
         // health poller keeps it current.
         rt.block_on(engine.sync_verdicts());
+    }
+    if shared_record {
+        // The record as `check --shared-state` last published it, before
+        // the first request; the record poller keeps it current.
+        engine = engine.with_shared_record();
+        rt.block_on(engine.sync_record());
     }
     let engine = Arc::new(engine);
     if a.status {
@@ -97,6 +111,7 @@ fn settings(base: &RouteSettings, a: &RouteArgs) -> Result<RouteSettings> {
         ("listen", a.listen.is_some()),
         ("auth_token_env", a.auth_token_env.is_some()),
         ("shared_state", a.shared_state.is_some()),
+        ("record", a.record.is_some()),
     ];
     for (key, _) in given.iter().filter(|(_, given)| *given) {
         s.origins.route.insert(key.to_string(), Origin::Flag);
@@ -126,6 +141,14 @@ fn settings(base: &RouteSettings, a: &RouteArgs) -> Result<RouteSettings> {
             )));
         }
         s.shared_state = Some(url.clone());
+    }
+    if let Some(r) = a.record {
+        s.record = r;
+    }
+    if s.record == Record::Shared && s.shared_state.is_none() {
+        return Err(Error::config(
+            "record = \"shared\" (--record shared, [route] record, LLMPROBE_ROUTE_RECORD) reads the record from Redis: give its URL with --shared-state redis://…, [route] shared_state or LLMPROBE_ROUTE_SHARED_STATE",
+        ));
     }
     Ok(s)
 }
@@ -289,8 +312,16 @@ pub(crate) fn serve_until_signal(
         // Before the server says it listens: from then on SIGHUP no longer
         // kills it.
         let hangup = on_hangup()?;
-        let poller = engine.states.clone().spawn_poller(serve::STATE_POLL);
-        let capabilities = engine.capabilities.clone().spawn_poller(serve::STATE_POLL);
+        // A shared record comes from Redis: the stats directory's files
+        // are not read.
+        let (poller, capabilities) = if engine.reads_shared_record() {
+            (tokio::spawn(serve::record_poller(engine.clone())), None)
+        } else {
+            (
+                engine.states.clone().spawn_poller(serve::STATE_POLL),
+                Some(engine.capabilities.clone().spawn_poller(serve::STATE_POLL)),
+            )
+        };
         let health = tokio::spawn(serve::health_poller(engine.clone()));
         let mode = tokio::spawn(serve::mode_watcher(engine.clone()));
         let watch = engine.shared().cloned().map(|s| tokio::spawn(s.watch()));
@@ -321,7 +352,9 @@ pub(crate) fn serve_until_signal(
         eprintln!("route: shutting down; letting requests in flight finish");
         srv.shutdown(SHUTDOWN_GRACE).await;
         poller.abort();
-        capabilities.abort();
+        if let Some(c) = capabilities {
+            c.abort();
+        }
         health.abort();
         mode.abort();
         if let Some(h) = hangup {

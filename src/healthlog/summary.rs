@@ -23,6 +23,11 @@ pub struct Probes {
 impl Probes {
     #[cfg(test)]
     pub fn new(samples: f64, passed: f64) -> Probes {
+        Probes::of(samples, passed)
+    }
+
+    /// Counts summed elsewhere (a shared record's figures).
+    pub fn of(samples: f64, passed: f64) -> Probes {
         Probes { samples, passed }
     }
 
@@ -173,6 +178,11 @@ pub struct Latencies(Vec<f64>);
 impl Latencies {
     #[cfg(test)]
     pub fn new(v: Vec<f64>) -> Latencies {
+        Latencies::of(v)
+    }
+
+    /// Latencies gathered elsewhere (a shared record's median).
+    pub fn of(v: Vec<f64>) -> Latencies {
         Latencies(v)
     }
 

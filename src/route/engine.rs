@@ -139,6 +139,9 @@ pub struct Engine {
     /// Redis, when instances share their state (`--shared-state`). The
     /// in-process state is kept too, as the fallback while Redis is away.
     shared: Option<Arc<SharedState>>,
+    /// The record read from Redis (`--record shared`) instead of the
+    /// stats directory: states, recent health and capability verdicts.
+    record: Option<super::shared::record::Reader>,
     /// Providers this instance could not reach ([`super::reach`]).
     pub reach: super::reach::Reach,
     /// Degraded mode's grace state ([`Engine::mode`]).
@@ -222,6 +225,7 @@ impl Engine {
             redactor,
             metrics: super::metrics::Metrics::new(),
             shared: None,
+            record: None,
             reach: Default::default(),
             degraded: Default::default(),
         })
@@ -241,9 +245,54 @@ impl Engine {
         self.shared.as_ref()
     }
 
+    /// Read the record (model states, recent health, capability verdicts)
+    /// from the shared store, as `check --shared-state` publishes it,
+    /// instead of the stats directory ([`Engine::sync_record`] keeps it
+    /// current). Call after [`Engine::with_shared`].
+    pub fn with_shared_record(mut self) -> Engine {
+        self.record = Some(super::shared::record::Reader::new());
+        // Nothing from the stats directory: every model is active until
+        // the first record is read.
+        self.states.publish(Default::default());
+        self.capabilities.publish(Default::default());
+        self.health.store(Default::default());
+        self
+    }
+
+    /// True when the record comes from Redis: nothing reads the stats
+    /// directory's states, capabilities or log then.
+    pub fn reads_shared_record(&self) -> bool {
+        self.record.is_some()
+    }
+
+    /// Poll the shared record, and route on a new one when it changed:
+    /// the same state snapshot, health and verdicts the local files give.
+    /// With Redis away, the last record seen stays.
+    pub async fn sync_record(&self) {
+        let (Some(shared), Some(reader)) = (self.shared.as_ref(), self.record.as_ref()) else {
+            return;
+        };
+        if let Some(r) = reader.poll(shared, self.clock.now()).await {
+            self.states.publish(r.snapshot());
+            self.capabilities
+                .publish(r.findings.as_ref().map(Probed::from).unwrap_or_default());
+            self.health.store(Arc::new(r.health));
+        }
+    }
+
+    /// Where the record comes from and how fresh it is, for the status
+    /// views; `None` for the local stats directory.
+    pub fn record_view(&self) -> Option<super::shared::record::RecordView> {
+        self.record.as_ref().map(|r| r.view(self.clock.now()))
+    }
+
     /// Re-read recent health from the log if it changed. Blocking: the
     /// server calls it from a background task, the one-shot command once.
+    /// With a shared record it does nothing: the health comes from Redis.
     pub fn refresh_health(&self) -> Result<()> {
+        if self.record.is_some() {
+            return Ok(());
+        }
         let now = self.clock.now().timestamp();
         let map = lock(&self.health_cache).get(now)?;
         self.health.store(map);

@@ -34,6 +34,16 @@ impl ModelHealth {
         }
     }
 
+    /// The health that the figures of a summary give (probes, passed, the
+    /// median latency), as a shared record carries them
+    /// ([`crate::route::shared::record`]): it ranks as the model it sums up.
+    pub fn summarised(samples: f64, passed: f64, median_ms: Option<f64>) -> ModelHealth {
+        ModelHealth {
+            probes: Probes::of(samples, passed),
+            latencies: Latencies::of(median_ms.into_iter().collect()),
+        }
+    }
+
     /// Passed ÷ probed; `None` without probes.
     pub fn uptime(&self) -> Option<f64> {
         self.probes.uptime()

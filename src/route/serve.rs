@@ -218,6 +218,10 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
         body["shared_state"] = json!(s.describe());
         body["state"] = json!(state);
     }
+    // So is routing on the last shared record seen: it says so.
+    if let Some(r) = app.engine.record_view() {
+        body["record"] = json!(r);
+    }
     (status, axum::Json(body)).into_response()
 }
 
@@ -602,6 +606,17 @@ pub async fn saver(engine: Arc<Engine>, mut stop: tokio::sync::watch::Receiver<b
 /// How often the state file and the capability verdicts are checked for
 /// changes.
 pub const STATE_POLL: Duration = Duration::from_millis(500);
+/// Keep the shared record current (`--record shared`): poll its version
+/// every [`STATE_POLL`], as the state file is polled otherwise.
+pub async fn record_poller(engine: Arc<Engine>) {
+    let mut tick = tokio::time::interval(STATE_POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        engine.sync_record().await;
+    }
+}
+
 /// How often the health log is checked for new probes.
 pub const HEALTH_POLL: Duration = Duration::from_secs(5);
 

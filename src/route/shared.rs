@@ -38,6 +38,9 @@ use crate::error::{Error, Result};
 use crate::route::cooldown::{Bench, Counter, Target};
 use crate::route::verdicts::{VERDICT_TTL, Verdict, Verdicts};
 
+pub mod publish;
+pub mod record;
+
 use super::limits::{
     self, DayCount, Learned, LimitHit, LimitKind, LimitLedger, LimitRequest, MinuteEntry,
     Reservation, UsageWindow,
@@ -228,6 +231,8 @@ pub enum Admit {
 pub struct SharedState {
     manager: ConnectionManager,
     url: String,
+    /// What goes on while Redis is away, for the one warning.
+    meanwhile: &'static str,
     healthy: AtomicBool,
     last_error: Mutex<Option<String>>,
     admit: redis::Script,
@@ -296,6 +301,12 @@ impl SharedState {
     /// Connect, or fail: a bad URL is a usage error, an unreachable Redis
     /// an I/O error (exit 7), since nothing would be shared.
     pub async fn connect(url: &str) -> Result<Arc<SharedState>> {
+        SharedState::connect_saying(url, "serving from local state until it is back").await
+    }
+
+    /// [`connect`](SharedState::connect), with what goes on while Redis is
+    /// away in the warning's words (`check` only publishes).
+    pub async fn connect_saying(url: &str, meanwhile: &'static str) -> Result<Arc<SharedState>> {
         let shown = redact(url);
         let client = redis::Client::open(url)
             .map_err(|e| Error::config(format!("--shared-state {shown}: {e}")))?;
@@ -316,6 +327,7 @@ impl SharedState {
         let s = SharedState {
             manager,
             url: shown,
+            meanwhile,
             healthy: AtomicBool::new(true),
             last_error: Mutex::new(None),
             admit: redis::Script::new(ADMIT),
@@ -371,8 +383,8 @@ impl SharedState {
             .unwrap_or_else(PoisonError::into_inner) = Some(why.clone());
         if self.healthy.swap(false, Ordering::AcqRel) {
             eprintln!(
-                "warning: shared state: Redis at {} is unavailable ({why}); serving from local state until it is back",
-                self.url
+                "warning: shared state: Redis at {} is unavailable ({why}); {}",
+                self.url, self.meanwhile
             );
         }
     }

@@ -236,6 +236,7 @@ pub struct LearnedView {
 /// The capability verdicts routing reads (`stats/capabilities.json`).
 #[derive(Debug, Serialize)]
 pub struct CapabilitiesView {
+    /// Where they are read: the file, or the shared record.
     pub file: String,
     /// Models with at least one verdict.
     pub models: usize,
@@ -272,6 +273,10 @@ pub struct StatusView {
     /// What the mode is judged by: usable and active providers, the
     /// threshold, and any change under way.
     pub mode_counts: super::degraded::Mode,
+    /// Where the model states, recent health and capability verdicts come
+    /// from, when that is Redis (`--record shared`), and how fresh they are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record: Option<super::shared::record::RecordView>,
 }
 
 /// The view of every usable provider, from `snap`.
@@ -394,10 +399,14 @@ pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
         state: snap.source,
         settings: engine.settings.effective(),
         capabilities: CapabilitiesView {
-            file: engine.capabilities_path().display().to_string(),
+            file: match engine.reads_shared_record() {
+                true => "the shared record in Redis".to_string(),
+                false => engine.capabilities_path().display().to_string(),
+            },
             models: engine.probed().models(),
             error: engine.capabilities_problem(),
         },
+        record: engine.record_view(),
     }
 }
 
@@ -543,6 +552,24 @@ pub fn table(v: &StatusView) -> String {
     } else {
         String::new()
     };
+    let record = match &v.record {
+        Some(r) => format!(
+            "record: shared ({}{}){}\n",
+            serde_json::to_value(r.status)
+                .ok()
+                .and_then(|s| s.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            r.as_of
+                .as_deref()
+                .map(|t| format!(", as of {t}"))
+                .unwrap_or_default(),
+            r.note
+                .as_deref()
+                .map(|n| format!(": {n}"))
+                .unwrap_or_default(),
+        ),
+        None => String::new(),
+    };
     let caps = match &v.capabilities.error {
         Some(e) => format!(
             "capabilities: {e}; routing goes on with the verdicts read before ({} models)",
@@ -579,7 +606,7 @@ pub fn table(v: &StatusView) -> String {
         }
     );
     format!(
-        "{t}\n{} providers: {} active, {} cooling down, {} down; {} routable models, {} cooldowns in force; state: {}\n{mode}\n{caps}\n{learned}\n{settings}\n",
+        "{t}\n{} providers: {} active, {} cooling down, {} down; {} routable models, {} cooldowns in force; state: {}\n{mode}\n{record}{caps}\n{learned}\n{settings}\n",
         v.counts.providers,
         v.counts.active,
         v.counts.cooling_down,

@@ -105,6 +105,14 @@ impl Watched for Snapshot {
     }
 }
 
+impl Watched for States {
+    const KEPT: &'static str = "the states read before";
+
+    fn load(path: &Path) -> Result<States> {
+        States::load(path)
+    }
+}
+
 /// Keeps a [`Snapshot`] of one state file current.
 pub type StateWatcher = Watcher<Snapshot>;
 
@@ -182,6 +190,15 @@ impl<T: Watched> Watcher<T> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Publish `value` as the current one, as if the file had said it: for
+    /// a record read from elsewhere (`route --record shared` reads Redis,
+    /// and then no poller reads the file).
+    pub fn publish(&self, value: T) {
+        *self.problem.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        self.current.store(Arc::new(value));
+        self.generation.send_modify(|g| *g += 1);
     }
 
     /// Changes each time a new snapshot is published.
@@ -371,6 +388,27 @@ mod tests {
         assert!(!w.refresh().unwrap(), "not reported again");
         assert!(w.problem().is_some());
         assert_eq!(fs::read_to_string(&path).unwrap(), bad);
+    }
+
+    #[test]
+    fn a_value_from_elsewhere_is_published_as_the_current_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model_state.json");
+        write(&path, "not json");
+        let (w, err) = StateWatcher::open_lenient(&path);
+        assert!(err.is_some() && w.problem().is_some());
+        let changes = w.subscribe();
+        w.publish(Snapshot::new([("p::m".to_string(), ModelState::Paused)]));
+        assert!(changes.has_changed().unwrap());
+        assert_eq!(w.current().state_of("p::m"), ModelState::Paused);
+        assert_eq!(w.problem(), None);
+        // The whole entries, for check's publisher.
+        write(&path, PAUSED);
+        let full = Watcher::<States>::open(&path).unwrap();
+        assert_eq!(
+            full.current().get("p::m").unwrap().state,
+            ModelState::Paused
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
