@@ -517,6 +517,25 @@ impl SharedState {
         Ok(parse_bench(&kept).unwrap_or_else(|| b.clone()))
     }
 
+    /// Lift `b` for every instance (a probe of it passed), if it is still
+    /// the bench stored under its id.
+    pub async fn unbench(&self, b: &Bench) -> Shared<()> {
+        let mut c = self.manager.clone();
+        let key = bench_key(&b.target);
+        let stored: Option<String> = self
+            .call(redis::cmd("GET").arg(&key).query_async(&mut c))
+            .await?;
+        if stored
+            .as_deref()
+            .and_then(parse_bench)
+            .is_some_and(|s| s.until == b.until && s.set_at == b.set_at)
+        {
+            self.call(redis::cmd("DEL").arg(&key).query_async::<i64>(&mut c))
+                .await?;
+        }
+        Ok(())
+    }
+
     /// A success: the key+model's ladder starts again.
     pub async fn success(&self, target: &Target) -> Shared<()> {
         let mut c = self.manager.clone();
