@@ -19,14 +19,17 @@ use std::time::{Duration, SystemTime};
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
-use super::{ModelState, States};
+use super::{ModelState, StateEntry, States};
 
 use crate::error::{Error, Result};
 
 /// Every model's state at one moment. A model without an entry is active.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The entries of paused models are kept whole, for `route --serve`'s
+/// re-prober (when each is next due: [`super::reprobe`]).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Snapshot {
     states: HashMap<String, ModelState>,
+    paused: Vec<(String, StateEntry)>,
 }
 
 impl Snapshot {
@@ -34,7 +37,19 @@ impl Snapshot {
     pub fn new(states: impl IntoIterator<Item = (String, ModelState)>) -> Snapshot {
         Snapshot {
             states: states.into_iter().collect(),
+            paused: Vec::new(),
         }
+    }
+
+    /// With the entries of the paused models (`provider::model`, entry).
+    pub fn with_paused(mut self, paused: Vec<(String, StateEntry)>) -> Snapshot {
+        self.paused = paused;
+        self
+    }
+
+    /// The paused models' entries, in the file's order.
+    pub fn paused(&self) -> &[(String, StateEntry)] {
+        &self.paused
     }
 
     /// The state of `provider::model`; `active` when it has no entry. Does not
