@@ -72,7 +72,7 @@ fn bounded_u32(v: u32, range: RangeInclusive<u32>) -> std::result::Result<u32, S
 
 pub use crate::upstream::dialect::{Dialect, Endpoint};
 pub use route::{
-    CapOrigin, DAILY_CAP_PREFIX, Effective, Origin, Origins, ROUTE_PREFIX, RouteSettings,
+    CapOrigin, DAILY_CAP_PREFIX, Effective, Origin, Origins, ROUTE_PREFIX, Record, RouteSettings,
     daily_cap_var, redact_url, route_keys, route_var,
 };
 

@@ -37,9 +37,11 @@ use crate::upstream::dialect::{Dialect, Need};
 use run::{Admission, AfterAttempt, Picker, Run};
 
 mod bands;
+mod reprobe;
 mod run;
 use crate::clock::Clock;
 pub use bands::{Ability, Facts, Probed};
+pub use reprobe::DueBench;
 
 /// A request that was served.
 #[derive(Debug)]
