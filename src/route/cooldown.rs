@@ -416,9 +416,10 @@ impl Cooldowns {
 
     /// Keep a bench another instance set (from the shared store), unless
     /// one that ends later is already here.
+    /// The bench keeps the time it was set, so every instance judges a
+    /// heuristic bench's half ([`Bench::probe_due`]) alike.
     pub fn insert(&mut self, b: Bench, now: DateTime<Utc>) {
-        let reason = b.reason.clone();
-        self.bench(b.target, b.scope, b.until, &reason, now, b.heuristic);
+        self.put(b, now);
     }
 
     /// Lift `b` (a probe of it passed): it is removed if it is still the
@@ -450,17 +451,23 @@ impl Cooldowns {
         heuristic: bool,
     ) -> Bench {
         let new = Bench {
-            target: id.clone(),
+            target: id,
             scope,
             until,
             reason: reason.to_string(),
             set_at: now,
             heuristic,
         };
-        match self.benches.get(&id) {
-            Some(old) if old.until > now && old.until >= until => old.clone(),
+        self.put(new, now)
+    }
+
+    /// Put `new` in force on its id, unless one that ends later is already
+    /// there; the bench in force returned.
+    fn put(&mut self, new: Bench, now: DateTime<Utc>) -> Bench {
+        match self.benches.get(&new.target) {
+            Some(old) if old.until > now && old.until >= new.until => old.clone(),
             _ => {
-                self.benches.insert(id, new.clone());
+                self.benches.insert(new.target.clone(), new.clone());
                 new
             }
         }

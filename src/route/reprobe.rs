@@ -164,7 +164,7 @@ impl Reprober {
                 self.count("paused", "skipped");
                 continue;
             };
-            let Some(outcome) = self.probe(&p, &model, k, &target, now).await else {
+            let Some(outcome) = self.probe(&p, &model, k, &target, now, false).await else {
                 self.count("paused", "skipped");
                 continue;
             };
@@ -205,7 +205,7 @@ impl Reprober {
                     .with_key(k.index, &k.fingerprint),
                 None => crate::route::cooldown::Target::new(&provider.provider.name, &model),
             };
-            let Some(outcome) = self.probe(&provider, &model, key, &target, now).await else {
+            let Some(outcome) = self.probe(&provider, &model, key, &target, now, true).await else {
                 self.count("bench", "skipped");
                 continue;
             };
@@ -266,8 +266,8 @@ impl Reprober {
     }
 
     /// Probe `model` of `p` on `key` (its cooldown target `target`), inside
-    /// the limits. `None` when a limit (or a bench another instance set)
-    /// says no: the slot is given up.
+    /// the limits. `None` when a limit (or, unless `of_bench`, a bench
+    /// another instance set) says no: the slot is given up.
     async fn probe(
         &mut self,
         p: &Arc<Resolved>,
@@ -275,9 +275,14 @@ impl Reprober {
         key: Option<ApiKey>,
         target: &crate::route::cooldown::Target,
         now: DateTime<Utc>,
+        of_bench: bool,
     ) -> Option<Outcome> {
         let tokens = u64::from(p.provider.max_tokens) + QUESTION_TOKENS;
-        let reservation = match self.engine.admit_probe(p, model, target, tokens).await {
+        let reservation = match self
+            .engine
+            .admit_probe(p, model, target, tokens, of_bench)
+            .await
+        {
             Ok(r) => r,
             Err(why) => {
                 tracing::info!(model = %model_key(&p.provider.name, model), %why, "re-probe skipped: at a limit");

@@ -428,8 +428,23 @@ impl SharedState {
 
     /// Benches on `target`, then every limit: one atomic step.
     pub async fn admit(&self, req: &LimitRequest<'_>, now: DateTime<Utc>) -> Shared<Admit> {
+        self.admit_with(req, now, true).await
+    }
+
+    /// Every limit only, not the benches: for the probe of a bench
+    /// (`route --serve`'s re-prober), which the bench must not stop.
+    pub async fn admit_limits(&self, req: &LimitRequest<'_>, now: DateTime<Utc>) -> Shared<Admit> {
+        self.admit_with(req, now, false).await
+    }
+
+    async fn admit_with(
+        &self,
+        req: &LimitRequest<'_>,
+        now: DateTime<Utc>,
+        benches: bool,
+    ) -> Shared<Admit> {
         let t = req.target;
-        let ids = t.bench_ids();
+        let ids = if benches { t.bench_ids() } else { Vec::new() };
         let resets_at = limits::next_day_reset(now, req.limits.day_reset);
         let key_model = t.key_model_id();
         let checks = limits::configured_checks(t, req.limits);

@@ -298,6 +298,36 @@ mod tests {
     }
 
     #[test]
+    fn the_paused_entries_are_kept_whole_in_file_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model_state.json");
+        write(
+            &path,
+            r#"{"p::z": {"state": "paused", "since": "2026-12-02T10:00:00Z", "retry_at": "2026-12-02T10:30:00Z"},
+                "p::a": {"state": "disabled"},
+                "p::b": {"state": "paused", "since": "2026-12-02T11:00:00Z"}}"#,
+        );
+        let w = StateWatcher::open(&path).unwrap();
+        let snap = w.current();
+        let paused: Vec<(&str, Option<&str>, Option<&str>)> = snap
+            .paused()
+            .iter()
+            .map(|(k, e)| (k.as_str(), e.since.as_deref(), e.retry_at.as_deref()))
+            .collect();
+        assert_eq!(
+            paused,
+            [
+                (
+                    "p::z",
+                    Some("2026-12-02T10:00:00Z"),
+                    Some("2026-12-02T10:30:00Z")
+                ),
+                ("p::b", Some("2026-12-02T11:00:00Z"), None),
+            ]
+        );
+    }
+
+    #[test]
     fn a_missing_file_is_every_model_active() {
         let dir = tempfile::tempdir().unwrap();
         let w = StateWatcher::open(&dir.path().join("model_state.json")).unwrap();

@@ -51,14 +51,17 @@ impl Engine {
     /// Count a probe of `model` on `target` (of `tokens` tokens) against
     /// the limits, as a routed request is counted before it is sent, in
     /// the shared store when there is one. `Err` says why it may not go
-    /// now (a limit is full, or another instance benched the target); the
-    /// caller gives the slot up rather than wait.
+    /// now (a limit is full, or, unless `of_bench`, another instance
+    /// benched the target); the caller gives the slot up rather than wait.
+    /// `of_bench`: the probe is of the target's bench, which must not stop
+    /// it.
     pub async fn admit_probe(
         &self,
         p: &Resolved,
         model: &str,
         target: &Target,
         tokens: u64,
+        of_bench: bool,
     ) -> Result<Reservation, String> {
         let now = self.clock.now();
         let eff = limits::effective(&p.provider, model);
@@ -68,6 +71,7 @@ impl Engine {
             tokens,
         };
         let admitted = match &self.shared {
+            Some(s) if of_bench => s.admit_limits(&req, now).await.ok(),
             Some(s) => s.admit(&req, now).await.ok(),
             None => None,
         };
@@ -119,9 +123,13 @@ impl Engine {
     /// The heuristic benches ([`Bench::probe_due`]) of active models that
     /// this instance holds at `now`, each once, with a key it covers.
     pub fn due_benches(&self, now: DateTime<Utc>) -> Vec<DueBench> {
-        let snapshot = self.states.current();
         let st = lock(&self.state);
         let mut out: Vec<DueBench> = Vec::new();
+        // Most seconds there is none: no walk over the catalog then.
+        if !st.cooldowns.active(now).any(|b| b.probe_due(now)) {
+            return out;
+        }
+        let snapshot = self.states.current();
         for p in &self.providers {
             for m in &p.provider.models {
                 let key = crate::catalog::model_key(&p.provider.name, m);
