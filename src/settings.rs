@@ -40,7 +40,7 @@ pub struct ConfigFile {
     pub found_by: &'static str,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Settings {
     pub catalog: Catalog,
     pub prompts: Pool,

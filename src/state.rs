@@ -203,7 +203,11 @@ impl States {
 
     /// Every model's state, for lock-free reads by request handlers.
     pub fn snapshot(&self) -> Snapshot {
-        Snapshot::new(self.typed.iter().map(|(k, e)| (k.clone(), e.state)))
+        let paused = self
+            .iter()
+            .filter(|(_, e)| e.state == ModelState::Paused)
+            .collect();
+        Snapshot::new(self.typed.iter().map(|(k, e)| (k.clone(), e.state))).with_paused(paused)
     }
 
     /// Feed one probe result through the state machine. Returns the

@@ -398,6 +398,40 @@ fn status_displays_show_the_shared_state_and_say_when_they_cannot() {
     );
 }
 
+/// A heuristic bench one instance set (and the other met through Redis) is
+/// probed halfway and lifted for every instance, in Redis too.
+fn a_lifted_bench_is_lifted_for_every_instance() {
+    let redis = Redis::start();
+    let env = env();
+    let fake = Fake::start(&env, &["flaky=e500,e500,e500,ok,ok,ok,ok,ok"]);
+    let tables = [fake.provider("c", "openai", &["flaky"], "")];
+    let (_, a, b) = two_instances(&env, &redis, &tables);
+    let calls = || fake.seen().iter().filter(|s| s.model() == "flaky").count();
+    for _ in 0..3 {
+        chat(&a, "c::flaky");
+    }
+    assert_eq!(calls(), 3);
+    let r = chat(&b, "c::flaky");
+    assert!(
+        r.header("x-fallback-trail")
+            .contains("cooldown:repeated_failures"),
+        "{:?}",
+        r.headers
+    );
+    advance(&env, 302);
+    eventually("the bench probed and lifted everywhere", || {
+        let r = chat(&b, "c::flaky");
+        match r.header("x-routed-via") {
+            "c::flaky" => Ok(()),
+            _ => Err(format!("{} {:?}", r.status, r.headers)),
+        }
+    });
+    // Three failures, one probe by each instance that holds the bench (b
+    // met it through Redis), and b's request.
+    let probes = calls() - 3 - 1;
+    assert!((1..=2).contains(&probes), "{probes} probes");
+}
+
 /// The tests of this file, for the `external` harness.
 pub fn tests() -> Vec<crate::Test> {
     let needs = &[Need::Redis];
@@ -416,6 +450,11 @@ pub fn tests() -> Vec<crate::Test> {
             "shared::what_an_upstream_said_a_model_cannot_take_reaches_the_other_instances",
             needs,
             what_an_upstream_said_a_model_cannot_take_reaches_the_other_instances,
+        ),
+        crate::Test::new(
+            "shared::a_lifted_bench_is_lifted_for_every_instance",
+            needs,
+            a_lifted_bench_is_lifted_for_every_instance,
         ),
         crate::Test::new(
             "shared::status_displays_show_the_shared_state_and_say_when_they_cannot",

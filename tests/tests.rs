@@ -13,6 +13,7 @@ mod layout;
 mod read_cmds;
 #[cfg(unix)]
 mod readme;
+mod reprobe;
 mod route;
 mod route_env;
 #[cfg(unix)]

@@ -186,7 +186,7 @@ fn serve(
     engine.refresh_health()?;
     let config = crate::fsutil::absolute(&config);
     let stats = crate::fsutil::absolute(&settings.stats_dir);
-    crate::cmd::route::serve_until_signal(rt, std::sync::Arc::new(engine), |url| {
+    crate::cmd::route::serve_until_signal(rt, std::sync::Arc::new(engine), None, |url| {
         output::println(&paste_lines(url, &config, &stats))
     })
 }

@@ -95,7 +95,8 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
         return Ok(exit::SUCCESS);
     }
     if a.serve {
-        serve_until_signal(&rt, engine, |_| Ok(()))
+        let reprober = crate::route::reprobe::Reprober::new(s, engine.clone());
+        serve_until_signal(&rt, engine, reprober, |_| Ok(()))
     } else {
         one_shot(&rt, engine, &a)
     }
@@ -278,11 +279,13 @@ fn exhausted_text(x: &Exhausted) -> String {
     out
 }
 
-/// `route --serve` until SIGTERM or Ctrl-C. `on_ready` is told the base
-/// URL once the server listens (the demo prints lines to paste there).
+/// `route --serve` until SIGTERM or Ctrl-C, with `reprober` in the
+/// background when there is one. `on_ready` is told the base URL once the
+/// server listens (the demo prints lines to paste there).
 pub(crate) fn serve_until_signal(
     rt: &tokio::runtime::Runtime,
     engine: Arc<Engine>,
+    reprober: Option<crate::route::reprobe::Reprober>,
     on_ready: impl FnOnce(&str) -> Result<()>,
 ) -> Result<u8> {
     let token = match &engine.settings.auth_token_env {
@@ -332,6 +335,7 @@ pub(crate) fn serve_until_signal(
             .await;
         let (srv, stopping) = server::start(listen, serve::router(app), "route").await?;
         let saver = tokio::spawn(serve::saver(engine.clone(), stopping));
+        let reprobes = reprober.map(|r| r.spawn());
         let reach = crate::route::reach::startup_note(
             &crate::route::engine::routable_providers(&routable),
             &engine.reach.unreachable(),
@@ -357,6 +361,9 @@ pub(crate) fn serve_until_signal(
         }
         health.abort();
         mode.abort();
+        if let Some(r) = reprobes {
+            r.abort();
+        }
         if let Some(h) = hangup {
             h.abort();
         }

@@ -178,6 +178,29 @@ pub struct Bench {
     /// model benched after [`MODEL_FAILURES`].
     pub reason: String,
     pub set_at: DateTime<Utc>,
+    /// The wait is route's own guess, not the upstream's word: a step of
+    /// the rate-limit ladder (no `Retry-After` or `retryDelay`), or a
+    /// [`REPEATED_FAILURES`] model bench. `route --serve`'s re-prober may
+    /// probe such a bench early and lift it ([`Bench::probe_due`]); a
+    /// bench the upstream timed is never probed early. Absent (false) in
+    /// state written before the flag existed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub heuristic: bool,
+}
+
+/// How much of a heuristic bench must remain for an early probe to be
+/// worth it.
+pub const PROBE_MIN_LEFT: Duration = Duration::from_secs(60);
+
+impl Bench {
+    /// True when `route --serve`'s re-prober may probe this bench at
+    /// `now`: it is [`heuristic`](Bench::heuristic), half of it has
+    /// passed, and more than [`PROBE_MIN_LEFT`] of it remains.
+    pub fn probe_due(&self, now: DateTime<Utc>) -> bool {
+        let half = self.set_at + (self.until - self.set_at) / 2;
+        let min_left = TimeDelta::from_std(PROBE_MIN_LEFT).unwrap_or(TimeDelta::MAX);
+        self.heuristic && now >= half && self.until - now > min_left
+    }
 }
 
 /// The reason of a model bench set by [`MODEL_FAILURES`] failures.
@@ -317,10 +340,30 @@ impl Cooldowns {
                 hits.push(now);
                 let n = shared.unwrap_or(hits.len()).max(1);
                 let step = LADDER[(n - 1).min(LADDER.len() - 1)];
-                (Scope::KeyModel, after(now, err.retry_after.unwrap_or(step)))
+                let until = after(now, err.retry_after.unwrap_or(step));
+                let heuristic = err.retry_after.is_none();
+                let bench = self.bench(
+                    target.id(Scope::KeyModel),
+                    Scope::KeyModel,
+                    until,
+                    err.class.as_str(),
+                    now,
+                    heuristic,
+                );
+                return Decision {
+                    action: Action::TryNext,
+                    bench: Some(bench),
+                };
             }
         };
-        let bench = self.bench(target.id(scope), scope, until, err.class.as_str(), now);
+        let bench = self.bench(
+            target.id(scope),
+            scope,
+            until,
+            err.class.as_str(),
+            now,
+            false,
+        );
         Decision {
             action: Action::TryNext,
             bench: Some(bench),
@@ -373,9 +416,23 @@ impl Cooldowns {
 
     /// Keep a bench another instance set (from the shared store), unless
     /// one that ends later is already here.
+    /// The bench keeps the time it was set, so every instance judges a
+    /// heuristic bench's half ([`Bench::probe_due`]) alike.
     pub fn insert(&mut self, b: Bench, now: DateTime<Utc>) {
-        let reason = b.reason.clone();
-        self.bench(b.target, b.scope, b.until, &reason, now);
+        self.put(b, now);
+    }
+
+    /// Lift `b` (a probe of it passed): it is removed if it is still the
+    /// bench in force on its id, and the ladder is left as it is. Returns
+    /// whether anything changed.
+    pub fn lift(&mut self, b: &Bench) -> bool {
+        match self.benches.get(&b.target) {
+            Some(cur) if cur.until == b.until && cur.set_at == b.set_at => {
+                self.benches.remove(&b.target);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The benches in force, by target id, for display.
@@ -391,18 +448,26 @@ impl Cooldowns {
         until: DateTime<Utc>,
         reason: &str,
         now: DateTime<Utc>,
+        heuristic: bool,
     ) -> Bench {
         let new = Bench {
-            target: id.clone(),
+            target: id,
             scope,
             until,
             reason: reason.to_string(),
             set_at: now,
+            heuristic,
         };
-        match self.benches.get(&id) {
-            Some(old) if old.until > now && old.until >= until => old.clone(),
+        self.put(new, now)
+    }
+
+    /// Put `new` in force on its id, unless one that ends later is already
+    /// there; the bench in force returned.
+    fn put(&mut self, new: Bench, now: DateTime<Utc>) -> Bench {
+        match self.benches.get(&new.target) {
+            Some(old) if old.until > now && old.until >= new.until => old.clone(),
             _ => {
-                self.benches.insert(id, new.clone());
+                self.benches.insert(new.target.clone(), new.clone());
                 new
             }
         }
@@ -427,6 +492,7 @@ impl Cooldowns {
                 after(now, MODEL_BENCH),
                 REPEATED_FAILURES,
                 now,
+                true,
             )
         })
     }
@@ -883,5 +949,86 @@ mod rule_tests {
             serde_json::from_str::<Cooldowns>("{}").unwrap(),
             Cooldowns::new()
         );
+    }
+
+    /// Which benches are route's own guess, and when the re-prober may
+    /// probe one: half of it gone, more than a minute of it left.
+    #[test]
+    fn only_guessed_benches_are_probed_early_halfway_through() {
+        let mut c = Cooldowns::new();
+        let bench = |c: &mut Cooldowns, t: &Target, e: &UpstreamError, at: DateTime<Utc>| {
+            c.record_failure(t, e, at).bench.unwrap()
+        };
+        // The ladder: the first step (2 min) never has more than a minute
+        // left at its half; the second (10 min) does.
+        let first = bench(&mut c, &groq("a", 0), &err(RateLimit), t0());
+        assert!(first.heuristic);
+        assert!(
+            !first.probe_due(at(mins(1))),
+            "60 s left is not more than 60 s"
+        );
+        let second = bench(&mut c, &groq("a", 0), &err(RateLimit), at(mins(3)));
+        assert!(second.heuristic);
+        assert_eq!(second.until, at(mins(13)));
+        assert!(!second.probe_due(at(mins(3) + mins(5) - Duration::from_secs(1))));
+        assert!(second.probe_due(at(mins(8))));
+        assert!(second.probe_due(at(mins(11) + Duration::from_secs(59))));
+        assert!(!second.probe_due(at(mins(12))));
+        // The upstream's own wait, however long: never.
+        let waited = bench(&mut c, &groq("b", 0), &waiting(RateLimit, mins(10)), t0());
+        assert!(!waited.heuristic);
+        assert!(!waited.probe_due(at(mins(6))));
+        // Daily quota, credit, forbidden, auth: never.
+        let daily = UpstreamError {
+            daily: true,
+            ..err(QuotaExhausted)
+        };
+        for e in [
+            daily,
+            err(QuotaExhausted),
+            err(Payment),
+            err(Forbidden),
+            err(Auth),
+        ] {
+            let b = bench(&mut c, &groq("c", 1), &e, t0());
+            assert!(!b.heuristic, "{:?}", e.class);
+            assert!(!b.probe_due(at(mins(200))), "{:?}", e.class);
+        }
+        // A model that keeps failing: route's guess of 10 min.
+        let t = groq("d", 0);
+        for _ in 0..MODEL_FAILURES - 1 {
+            assert!(
+                c.record_failure(&t, &err(ServerError), t0())
+                    .bench
+                    .is_none()
+            );
+        }
+        let repeated = bench(&mut c, &t, &err(Timeout), t0());
+        assert_eq!(repeated.reason, REPEATED_FAILURES);
+        assert!(repeated.heuristic && repeated.probe_due(at(mins(5))));
+        // A lift removes the bench it names, and only while it is in force
+        // as it was.
+        assert!(c.blocked(&t, at(mins(5))).is_some());
+        let mut stale = repeated.clone();
+        stale.until = at(mins(99));
+        assert!(!c.lift(&stale));
+        assert!(c.lift(&repeated));
+        assert!(c.blocked(&t, at(mins(5))).is_none());
+        assert!(!c.lift(&repeated));
+    }
+
+    #[test]
+    fn the_flag_survives_json_and_old_state_reads_as_not_heuristic() {
+        let mut c = Cooldowns::new();
+        c.record_failure(&groq("a", 0), &err(RateLimit), t0());
+        c.record_failure(&groq("b", 0), &waiting(RateLimit, mins(5)), t0());
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(json.matches("\"heuristic\":true").count(), 1, "{json}");
+        assert!(!json.contains("\"heuristic\":false"), "{json}");
+        assert_eq!(serde_json::from_str::<Cooldowns>(&json).unwrap(), c);
+        let old = r#"{"benches": [{"target": "groq#key0:fp0::a", "scope": "key_model", "until": "2026-05-02T15:10:00Z", "reason": "rate_limit", "set_at": "2026-05-02T15:00:00Z"}]}"#;
+        let old: Cooldowns = serde_json::from_str(old).unwrap();
+        let b = old.blocked(&groq("a", 0), t0()).unwrap();
+        assert!(!b.heuristic && !b.probe_due(at(mins(6))));
     }
 }

@@ -38,9 +38,11 @@ use crate::upstream::dialect::{Dialect, Need};
 use run::{Admission, AfterAttempt, Picker, Run};
 
 mod bands;
+mod reprobe;
 mod run;
 use crate::clock::Clock;
 pub use bands::{Ability, Facts, Probed};
+pub use reprobe::DueBench;
 
 /// How trying one tier of candidates ended without an answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -41,6 +41,17 @@ pub struct SkipLabels {
     pub reason: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReprobeLabels {
+    /// `paused` (a paused model, recorded) or `bench` (a heuristic bench
+    /// of an active model, quiet).
+    pub kind: String,
+    /// `pass`, `fail`, `unreachable` (nothing recorded) or `skipped` (the
+    /// slot was given up: a `check` held the run lock, a limit was full,
+    /// every key was benched).
+    pub result: String,
+}
+
 /// Latency buckets in seconds: 5 ms to about 82 s.
 fn latency_histogram() -> Histogram {
     Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
@@ -57,6 +68,8 @@ pub struct Metrics {
     pub skips: Family<SkipLabels, Counter>,
     pub cooldowns_active: Gauge,
     pub routable_models: Gauge,
+    pub reprobes: Family<ReprobeLabels, Counter>,
+    pub reprobe_rounds: Counter,
 }
 
 impl Default for Metrics {
@@ -113,7 +126,21 @@ impl Metrics {
             "Active models that are not cooling down",
             routable_models.clone(),
         );
+        let reprobes = Family::<ReprobeLabels, Counter>::default();
+        registry.register(
+            "reprobes",
+            "Re-probes by route --serve's re-prober, by kind (paused, bench) and result",
+            reprobes.clone(),
+        );
+        let reprobe_rounds = Counter::default();
+        registry.register(
+            "reprobe_rounds",
+            "Rounds of the re-prober: each looks at every paused model and bench once",
+            reprobe_rounds.clone(),
+        );
         Metrics {
+            reprobes,
+            reprobe_rounds,
             registry,
             requests,
             attempts,

@@ -8,7 +8,9 @@
 //!   instances run as one;
 //! - the engine answers in [`domain`] terms, and each inbound
 //!   [`surface`] (the OpenAI API today) renders them; [`serve`] mounts the
-//!   surfaces over axum.
+//!   surfaces over axum;
+//! - under `--serve`, the [`reprobe`]r probes paused models and heuristic
+//!   benches in the background, so they come back in minutes.
 
 pub mod affinity;
 pub mod ask;
@@ -22,6 +24,7 @@ pub mod limits;
 pub mod metrics;
 pub mod persist;
 pub mod reach;
+pub mod reprobe;
 pub mod send;
 pub mod serve;
 pub mod shared;

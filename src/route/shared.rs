@@ -440,8 +440,23 @@ impl SharedState {
 
     /// Benches on `target`, then every limit: one atomic step.
     pub async fn admit(&self, req: &LimitRequest<'_>, now: DateTime<Utc>) -> Shared<Admit> {
+        self.admit_with(req, now, true).await
+    }
+
+    /// Every limit only, not the benches: for the probe of a bench
+    /// (`route --serve`'s re-prober), which the bench must not stop.
+    pub async fn admit_limits(&self, req: &LimitRequest<'_>, now: DateTime<Utc>) -> Shared<Admit> {
+        self.admit_with(req, now, false).await
+    }
+
+    async fn admit_with(
+        &self,
+        req: &LimitRequest<'_>,
+        now: DateTime<Utc>,
+        benches: bool,
+    ) -> Shared<Admit> {
         let t = req.target;
-        let ids = t.bench_ids();
+        let ids = if benches { t.bench_ids() } else { Vec::new() };
         let resets_at = limits::next_day_reset(now, req.limits.day_reset);
         let key_model = t.key_model_id();
         let checks = limits::configured_checks(t, req.limits);
@@ -527,6 +542,25 @@ impl SharedState {
         let mut c = self.manager.clone();
         let kept: String = self.call(inv.invoke_async(&mut c)).await?;
         Ok(parse_bench(&kept).unwrap_or_else(|| b.clone()))
+    }
+
+    /// Lift `b` for every instance (a probe of it passed), if it is still
+    /// the bench stored under its id.
+    pub async fn unbench(&self, b: &Bench) -> Shared<()> {
+        let mut c = self.manager.clone();
+        let key = bench_key(&b.target);
+        let stored: Option<String> = self
+            .call(redis::cmd("GET").arg(&key).query_async(&mut c))
+            .await?;
+        if stored
+            .as_deref()
+            .and_then(parse_bench)
+            .is_some_and(|s| s.until == b.until && s.set_at == b.set_at)
+        {
+            self.call(redis::cmd("DEL").arg(&key).query_async::<i64>(&mut c))
+                .await?;
+        }
+        Ok(())
     }
 
     /// A success: the key+model's ladder starts again.

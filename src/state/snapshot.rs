@@ -19,14 +19,17 @@ use std::time::{Duration, SystemTime};
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
-use super::{ModelState, States};
+use super::{ModelState, StateEntry, States};
 
 use crate::error::{Error, Result};
 
 /// Every model's state at one moment. A model without an entry is active.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The entries of paused models are kept whole, for `route --serve`'s
+/// re-prober (when each is next due: [`super::reprobe`]).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Snapshot {
     states: HashMap<String, ModelState>,
+    paused: Vec<(String, StateEntry)>,
 }
 
 impl Snapshot {
@@ -34,7 +37,19 @@ impl Snapshot {
     pub fn new(states: impl IntoIterator<Item = (String, ModelState)>) -> Snapshot {
         Snapshot {
             states: states.into_iter().collect(),
+            paused: Vec::new(),
         }
+    }
+
+    /// With the entries of the paused models (`provider::model`, entry).
+    pub fn with_paused(mut self, paused: Vec<(String, StateEntry)>) -> Snapshot {
+        self.paused = paused;
+        self
+    }
+
+    /// The paused models' entries, in the file's order.
+    pub fn paused(&self) -> &[(String, StateEntry)] {
+        &self.paused
     }
 
     /// The state of `provider::model`; `active` when it has no entry. Does not
@@ -297,6 +312,36 @@ mod tests {
         assert_eq!(s.state_of("p::b"), ModelState::Disabled);
         assert_eq!(s.state_of("p::c"), ModelState::Active);
         assert!(s.is_active("p::c") && !s.is_active("p::a"));
+    }
+
+    #[test]
+    fn the_paused_entries_are_kept_whole_in_file_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model_state.json");
+        write(
+            &path,
+            r#"{"p::z": {"state": "paused", "since": "2026-12-02T10:00:00Z", "retry_at": "2026-12-02T10:30:00Z"},
+                "p::a": {"state": "disabled"},
+                "p::b": {"state": "paused", "since": "2026-12-02T11:00:00Z"}}"#,
+        );
+        let w = StateWatcher::open(&path).unwrap();
+        let snap = w.current();
+        let paused: Vec<(&str, Option<&str>, Option<&str>)> = snap
+            .paused()
+            .iter()
+            .map(|(k, e)| (k.as_str(), e.since.as_deref(), e.retry_at.as_deref()))
+            .collect();
+        assert_eq!(
+            paused,
+            [
+                (
+                    "p::z",
+                    Some("2026-12-02T10:00:00Z"),
+                    Some("2026-12-02T10:30:00Z")
+                ),
+                ("p::b", Some("2026-12-02T11:00:00Z"), None),
+            ]
+        );
     }
 
     #[test]

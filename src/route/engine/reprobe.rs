@@ -1,0 +1,174 @@
+//! What `route --serve`'s re-prober ([`crate::route::reprobe`]) asks of
+//! the engine: a key to probe a model with, a place inside the limits as
+//! a routed request would take one, the heuristic benches of active
+//! models, and the lifting of one of them.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+
+use crate::catalog::{ApiKey, Resolved};
+use crate::route::cooldown::{Bench, Target};
+use crate::route::limits::{self, LimitRequest, Reservation};
+use crate::route::shared::Admit;
+use crate::state::ModelState;
+
+use super::{Engine, lock, targets};
+
+/// A heuristic bench of an active model that is due for its one early
+/// probe: the provider, the model, the key to probe it with (`None` for
+/// a keyless provider) and the bench.
+#[derive(Debug, Clone)]
+pub struct DueBench {
+    pub provider: Arc<Resolved>,
+    pub model: String,
+    pub key: Option<ApiKey>,
+    pub bench: Bench,
+}
+
+impl Engine {
+    /// The key to probe `model` of `p` with, and its target: the first
+    /// of the provider's keys, in the order listed, that this instance
+    /// does not bench at `now`; `None` when every one is benched. A
+    /// keyless provider has one "key": none.
+    pub fn probe_key(
+        &self,
+        p: &Resolved,
+        model: &str,
+        now: DateTime<Utc>,
+    ) -> Option<(Option<ApiKey>, Target)> {
+        let st = lock(&self.state);
+        let keys: Vec<Option<ApiKey>> = if p.keys.is_empty() {
+            vec![None]
+        } else {
+            p.keys.iter().cloned().map(Some).collect()
+        };
+        keys.into_iter()
+            .zip(targets(p, model))
+            .find(|(_, t)| st.cooldowns.blocked(t, now).is_none())
+    }
+
+    /// Count a probe of `model` on `target` (of `tokens` tokens) against
+    /// the limits, as a routed request is counted before it is sent, in
+    /// the shared store when there is one. `Err` says why it may not go
+    /// now (a limit is full, or, unless `of_bench`, another instance
+    /// benched the target); the caller gives the slot up rather than wait.
+    /// `of_bench`: the probe is of the target's bench, which must not stop
+    /// it.
+    pub async fn admit_probe(
+        &self,
+        p: &Resolved,
+        model: &str,
+        target: &Target,
+        tokens: u64,
+        of_bench: bool,
+    ) -> Result<Reservation, String> {
+        let now = self.clock.now();
+        let eff = limits::effective(&p.provider, model);
+        let req = LimitRequest {
+            target,
+            limits: &eff,
+            tokens,
+        };
+        let admitted = match &self.shared {
+            Some(s) if of_bench => s.admit_limits(&req, now).await.ok(),
+            Some(s) => s.admit(&req, now).await.ok(),
+            None => None,
+        };
+        let checked = match admitted {
+            Some(Admit::Benched(b)) => {
+                lock(&self.state).cooldowns.insert(b.clone(), now);
+                return Err(format!("benched ({})", b.reason));
+            }
+            Some(Admit::Limited(hit)) => Err(hit),
+            Some(Admit::Counted(r)) => {
+                let _ = lock(&self.state).limits.check_and_count(&req, now);
+                Ok(r)
+            }
+            None => lock(&self.state).limits.check_and_count(&req, now),
+        };
+        match checked {
+            Ok(r) => {
+                if r.counted() {
+                    self.mark_dirty();
+                }
+                Ok(r)
+            }
+            Err(hit) => Err(format!(
+                "{} full until {}",
+                hit.scope,
+                crate::time::format_ts(hit.until)
+            )),
+        }
+    }
+
+    /// A probe that got no answer uses no tokens: its reservation counts
+    /// the request only.
+    pub fn probe_unanswered(&self, mut r: Reservation) {
+        if !r.counted() {
+            return;
+        }
+        if r.is_shared() {
+            if let Some(s) = self.shared.clone() {
+                tokio::spawn(async move {
+                    let _ = s.correct(&mut r, 0).await;
+                });
+            }
+            return;
+        }
+        lock(&self.state).limits.correct(&mut r, 0);
+        self.mark_dirty();
+    }
+
+    /// The heuristic benches ([`Bench::probe_due`]) of active models that
+    /// this instance holds at `now`, each once, with a key it covers.
+    pub fn due_benches(&self, now: DateTime<Utc>) -> Vec<DueBench> {
+        let st = lock(&self.state);
+        let mut out: Vec<DueBench> = Vec::new();
+        // Most seconds there is none: no walk over the catalog then.
+        if !st.cooldowns.active(now).any(|b| b.probe_due(now)) {
+            return out;
+        }
+        let snapshot = self.states.current();
+        for p in &self.providers {
+            for m in &p.provider.models {
+                let key = crate::catalog::model_key(&p.provider.name, m);
+                if snapshot.state_of(&key) != ModelState::Active {
+                    continue;
+                }
+                let keys: Vec<Option<ApiKey>> = if p.keys.is_empty() {
+                    vec![None]
+                } else {
+                    p.keys.iter().cloned().map(Some).collect()
+                };
+                for (k, t) in keys.into_iter().zip(targets(p, m)) {
+                    let Some(b) = st.cooldowns.blocked(&t, now) else {
+                        continue;
+                    };
+                    if !b.probe_due(now) || out.iter().any(|d| d.bench.target == b.target) {
+                        continue;
+                    }
+                    out.push(DueBench {
+                        provider: p.clone(),
+                        model: m.clone(),
+                        key: k,
+                        bench: b.clone(),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// A probe of `b` passed: lift it here and in the shared store, and
+    /// save the route state as after any change. The ladder stays as it
+    /// is.
+    pub async fn lift_bench(&self, b: &Bench) {
+        if lock(&self.state).cooldowns.lift(b) {
+            self.mark_dirty();
+        }
+        if let Some(s) = &self.shared {
+            let _ = s.unbench(b).await;
+        }
+    }
+}

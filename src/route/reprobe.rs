@@ -1,0 +1,324 @@
+//! `route --serve`'s re-prober: paused models come back in minutes, and
+//! benches that were only route's guess are checked early.
+//!
+//! A background task looks once a second (real time) at what is due by
+//! route's clock ([`crate::clock::Clock`], so a test moves it with the test
+//! clock file):
+//!
+//! - **Paused models** ([`crate::state::reprobe::due`]: since the pause,
+//!   `[route] reprobe_paused_secs`, doubling to an hour, never before the
+//!   failure's `retry_at`). Each is probed with `check`'s prober
+//!   ([`HttpProber`]: the prompt pool, the answer check), the provider's
+//!   timeout, its `spacing` between two re-probes of one provider, and a
+//!   place inside route's limits taken as a routed request takes one. The
+//!   result is recorded as `check` records one ([`Writer`], marked
+//!   `"source": "reprobe"`), so a pass makes the model active and the
+//!   state watcher routes to it again; an unreachable host records nothing
+//!   (the offline rule). Before each one the task tries `check`'s run lock
+//!   without waiting and lets it go at once: when a `check` holds it, the
+//!   slot is skipped, since that check probes paused models itself.
+//!   Disabled models are never probed.
+//! - **Heuristic benches of active models** ([`Bench::probe_due`]: a
+//!   ladder step or a `repeated_failures` bench, half gone, more than a
+//!   minute left). Each is probed once, with the same prober, on the
+//!   benched key and model, and nothing is written to the log or the state
+//!   file: a pass lifts the bench, a failure leaves it as it was.
+//!
+//! It does not run in one-shot `route`, with `reprobe_paused_secs = 0`
+//! (paused models; benches are still checked), nor with `record =
+//! "shared"` (the fleet's `check` re-probes then).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+
+use crate::catalog::{ApiKey, Record, Resolved, model_key};
+use crate::check::lanes::{HttpProber, Probed, Prober};
+use crate::check::plan::Lane;
+use crate::check::writer::Writer;
+use crate::error::Error;
+use crate::fsutil::RunLock;
+use crate::outcome::{Outcome, SOURCE_REPROBE, Verdict};
+use crate::settings::Settings;
+use crate::upstream::secret::Redactor;
+
+use super::cooldown::Bench;
+use super::engine::{DueBench, Engine};
+use super::metrics::ReprobeLabels;
+
+/// How often (real time) the re-prober looks at what is due.
+pub const TICK: Duration = Duration::from_secs(1);
+
+/// What a probe counts against token limits besides its answer's
+/// `max_tokens`: the question.
+const QUESTION_TOKENS: u64 = 32;
+
+/// The re-prober of one `route --serve`.
+pub struct Reprober {
+    engine: Arc<Engine>,
+    settings: Arc<Settings>,
+    prober: Arc<HttpProber>,
+    /// `[route] reprobe_paused_secs`; zero: paused models are not probed.
+    interval: Duration,
+    /// When each paused model (`provider::model`) was last re-probed here
+    /// (by route's clock). Unknown at start: the pause counts.
+    last_probe: HashMap<String, DateTime<Utc>>,
+    /// When each provider was last sent a re-probe, for its spacing.
+    last_sent: HashMap<String, DateTime<Utc>>,
+    /// The benches already probed (target id, set at): each once.
+    benches_tried: HashSet<(String, DateTime<Utc>)>,
+}
+
+impl Reprober {
+    /// The re-prober of `engine`'s server, or `None` when it has nothing
+    /// to do: `record = "shared"` (routers do not re-probe then).
+    /// With `reprobe_paused_secs = 0` it still checks heuristic benches.
+    pub fn new(s: &Settings, engine: Arc<Engine>) -> Option<Reprober> {
+        if engine.settings.record == Record::Shared {
+            return None;
+        }
+        let client = engine.client.clone();
+        let prober = HttpProber::new(
+            client,
+            s.prompts.clone(),
+            Redactor::new(engine.providers().iter().flat_map(|p| p.secrets().cloned())),
+            s.catalog.defaults.capability_max_tokens,
+        );
+        Some(Reprober {
+            interval: engine.settings.reprobe_paused,
+            engine,
+            settings: Arc::new(s.clone()),
+            prober: Arc::new(prober),
+            last_probe: HashMap::new(),
+            last_sent: HashMap::new(),
+            benches_tried: HashSet::new(),
+        })
+    }
+
+    /// Run until aborted: one round every [`TICK`].
+    pub fn spawn(mut self) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(TICK);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                self.round().await;
+                self.engine.metrics.reprobe_rounds.inc();
+            }
+        })
+    }
+
+    /// Look at every paused model and heuristic bench once.
+    async fn round(&mut self) {
+        if !self.interval.is_zero() {
+            self.paused().await;
+        }
+        self.benches().await;
+    }
+
+    fn count(&self, kind: &str, result: &str) {
+        self.engine
+            .metrics
+            .reprobes
+            .get_or_create(&ReprobeLabels {
+                kind: kind.to_string(),
+                result: result.to_string(),
+            })
+            .inc();
+    }
+
+    /// The provider's spacing since its last re-probe has passed at `now`.
+    fn spaced(&self, p: &Resolved, now: DateTime<Utc>) -> bool {
+        let spacing = TimeDelta::from_std(p.provider.spacing).unwrap_or(TimeDelta::MAX);
+        self.last_sent
+            .get(&p.provider.name)
+            .is_none_or(|last| now - *last >= spacing)
+    }
+
+    /// Every paused model that is due, in the state file's order.
+    async fn paused(&mut self) {
+        let snapshot = self.engine.states.current();
+        for (key, entry) in snapshot.paused() {
+            let now = self.engine.clock.now();
+            let last = self.last_probe.get(key).copied();
+            if !crate::state::reprobe::due(entry, last, self.interval, now) {
+                continue;
+            }
+            let Some((p, model)) = self.model(key) else {
+                continue;
+            };
+            if !self.spaced(&p, now) {
+                continue;
+            }
+            // The slot is taken, whatever comes of it.
+            self.last_probe.insert(key.clone(), now);
+            if let Some(why) = self.check_running().await {
+                tracing::info!(model = %key, %why, "re-probe skipped: a check is running");
+                self.count("paused", "skipped");
+                continue;
+            }
+            let Some((k, target)) = self.engine.probe_key(&p, &model, now) else {
+                tracing::info!(model = %key, "re-probe skipped: every key is benched");
+                self.count("paused", "skipped");
+                continue;
+            };
+            let Some(outcome) = self.probe(&p, &model, k, &target, now, false).await else {
+                self.count("paused", "skipped");
+                continue;
+            };
+            if outcome.unreachable {
+                tracing::info!(model = %key, error = outcome.error.as_deref(), "re-probe: unreachable; nothing recorded");
+                self.count("paused", "unreachable");
+                continue;
+            }
+            let passed = outcome.verdict() == Verdict::Pass;
+            self.count("paused", if passed { "pass" } else { "fail" });
+            let ts = crate::time::format_ts(self.engine.clock.now());
+            let probed = Probed::basic(ts, &p.provider.name, &model, &outcome, !p.is_loopback());
+            match self.record(probed).await {
+                Ok(()) if passed => eprintln!("route: re-probe: {key} passed; active again"),
+                Ok(()) => tracing::info!(model = %key, "re-probe failed; still paused"),
+                Err(e) => eprintln!("warning: route: re-probe of {key} not recorded: {e}"),
+            }
+        }
+    }
+
+    /// Every heuristic bench of an active model that is due, once.
+    async fn benches(&mut self) {
+        let now = self.engine.clock.now();
+        for due in self.engine.due_benches(now) {
+            let DueBench {
+                provider,
+                model,
+                key,
+                bench,
+            } = due;
+            let id = (bench.target.clone(), bench.set_at);
+            if self.benches_tried.contains(&id) || !self.spaced(&provider, now) {
+                continue;
+            }
+            self.benches_tried.insert(id);
+            let target = match &key {
+                Some(k) => crate::route::cooldown::Target::new(&provider.provider.name, &model)
+                    .with_key(k.index, &k.fingerprint),
+                None => crate::route::cooldown::Target::new(&provider.provider.name, &model),
+            };
+            let Some(outcome) = self.probe(&provider, &model, key, &target, now, true).await else {
+                self.count("bench", "skipped");
+                continue;
+            };
+            let result = if outcome.unreachable {
+                "unreachable"
+            } else if outcome.verdict() == Verdict::Pass {
+                "pass"
+            } else {
+                "fail"
+            };
+            self.count("bench", result);
+            if result == "pass" {
+                self.lift(&bench).await;
+            } else {
+                tracing::info!(bench = %bench.target, result, "bench probe did not pass; the bench stays");
+            }
+        }
+        // Forget benches that ended.
+        let now = self.engine.clock.now();
+        self.benches_tried
+            .retain(|(_, set_at)| now - *set_at < TimeDelta::days(2));
+    }
+
+    async fn lift(&self, b: &Bench) {
+        self.engine.lift_bench(b).await;
+        eprintln!(
+            "route: bench probe: {} passed; its {} bench is lifted",
+            b.target, b.reason
+        );
+    }
+
+    /// The provider and model of `provider::model`, if this instance can
+    /// use them (the provider is keyed and on, the catalog lists the model).
+    fn model(&self, key: &str) -> Option<(Arc<Resolved>, String)> {
+        let (provider, model) = key.split_once("::")?;
+        let p = self
+            .engine
+            .providers()
+            .iter()
+            .find(|p| p.provider.name == provider)?;
+        p.provider
+            .models
+            .iter()
+            .any(|m| m == model)
+            .then(|| (p.clone(), model.to_string()))
+    }
+
+    /// `Some(why)` when a `check` holds the run lock. Taken without waiting
+    /// and let go at once: re-probes never hold it.
+    async fn check_running(&self) -> Option<String> {
+        let dir = self.settings.stats_dir().to_path_buf();
+        let taken = tokio::task::spawn_blocking(move || RunLock::try_acquire(&dir).map(drop)).await;
+        match taken {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(e.to_string()),
+            Err(e) => Some(e.to_string()),
+        }
+    }
+
+    /// Probe `model` of `p` on `key` (its cooldown target `target`), inside
+    /// the limits. `None` when a limit (or, unless `of_bench`, a bench
+    /// another instance set) says no: the slot is given up.
+    async fn probe(
+        &mut self,
+        p: &Arc<Resolved>,
+        model: &str,
+        key: Option<ApiKey>,
+        target: &crate::route::cooldown::Target,
+        now: DateTime<Utc>,
+        of_bench: bool,
+    ) -> Option<Outcome> {
+        let tokens = u64::from(p.provider.max_tokens) + QUESTION_TOKENS;
+        let reservation = match self
+            .engine
+            .admit_probe(p, model, target, tokens, of_bench)
+            .await
+        {
+            Ok(r) => r,
+            Err(why) => {
+                tracing::info!(model = %model_key(&p.provider.name, model), %why, "re-probe skipped: at a limit");
+                return None;
+            }
+        };
+        let mut resolved = (**p).clone();
+        resolved.keys = key.into_iter().collect();
+        let lane = Lane {
+            resolved,
+            models: vec![model.to_string()],
+            spacing: p.provider.spacing,
+            timeout: p.provider.timeout,
+            caps: None,
+        };
+        self.last_sent.insert(p.provider.name.clone(), now);
+        tracing::debug!(model = %model_key(&p.provider.name, model), "re-probe sent");
+        let outcome = self.prober.probe(&lane, model).await;
+        if outcome.status.is_none() {
+            self.engine.probe_unanswered(reservation);
+        }
+        Some(outcome)
+    }
+
+    /// Record one re-probe of a paused model as `check` records a probe,
+    /// then reload the states at once.
+    async fn record(&self, probed: Probed) -> crate::error::Result<()> {
+        let settings = self.settings.clone();
+        let engine = self.engine.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut w = Writer::new(&settings).with_source(SOURCE_REPROBE);
+            w.accept(vec![probed])?;
+            w.finish();
+            engine.states.refresh().map(drop)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("the re-probe writer failed: {e}")))?
+    }
+}
