@@ -123,6 +123,7 @@ Examples:
   llmprobe check --dry-run --jitter 5m        show the plan and the wait, without waiting
   llmprobe check --capabilities all           also probe capabilities the catalog does not list
   llmprobe check --capabilities none          basic probes only: no tools/json/vision probe
+  llmprobe check --paused                     re-probe paused models that are due (cron, every 10 min)
 
 Hourly: `llmprobe schedule install --env-file ~/llmprobe/keys.env` writes
 the cron job (a systemd timer or a Windows task with --with) that exports the
@@ -199,6 +200,15 @@ pub struct CheckArgs {
     /// a rename).
     #[arg(long, value_name = "PATH")]
     pub prom_file: Option<PathBuf>,
+    /// Probe only paused models whose re-probe is due (5, 10, 20… min
+    /// after the pause, capped at 1 h, never before a Retry-After;
+    /// `[route] reprobe_paused_secs`), with no capability probe, marking
+    /// the entries "source": "reprobe". Nothing due: exit 0 silently;
+    /// another check running: exit 0 with one line. Writes no
+    /// last_run.json, and ignores --ping-url and --prom-file, so that only
+    /// the hourly run counts as a heartbeat.
+    #[arg(long, conflicts_with_all = ["list", "if_due"])]
+    pub paused: bool,
 }
 
 /// List every provider and model, with the source of its key (alias of `check --list`).

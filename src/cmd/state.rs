@@ -30,8 +30,7 @@ use crate::error::{Error, Result};
 use crate::exit;
 use crate::format::{fmt_minute, fmt_rfc3339};
 use crate::fsutil::DataLock;
-use crate::healthlog::read::{FastMap, Record, Sink};
-use crate::healthlog::recent::{self, Recent};
+use crate::healthlog::last::last_probes;
 use crate::output;
 use crate::settings::Settings;
 use crate::state::{ModelState, StateEntry, States};
@@ -193,10 +192,13 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
         .filter(|r| want_state.is_none_or(|w| r.state == w))
         .collect();
     let wanted: Vec<&str> = rows.iter().map(|r| r.model.as_str()).collect();
-    let last = last_probes(&s.log_path(), &wanted)?;
+    let last = last_probes(&s.log_path(), &wanted, None)?;
     for r in &mut rows {
-        let (p, m) = split_key(&r.model);
-        r.last_probe = last.get(p).and_then(|ms| ms.get(m)).cloned().flatten();
+        r.last_probe = last.get(&r.model).map(|l| LastProbe {
+            ts: fmt_rfc3339(l.ts),
+            result: l.result.clone(),
+            latency_ms: l.latency_ms,
+        });
         r.describe();
     }
     if let Some(e) = &findings_error {
@@ -281,97 +283,6 @@ fn table(rows: &[Row], now: chrono::DateTime<Utc>) -> output::Fitted {
         t.add_row(cells);
     }
     t
-}
-
-/// provider → model → last probe (in file order), for the wanted models.
-type Lasts = FastMap<Box<str>, FastMap<Box<str>, Option<LastProbe>>>;
-
-struct LastSink {
-    lasts: Lasts,
-    missing: usize,
-}
-
-impl LastSink {
-    fn new(wanted: &[&str]) -> LastSink {
-        let mut lasts = Lasts::default();
-        let mut missing = 0;
-        for k in wanted {
-            let (p, m) = split_key(k);
-            if lasts
-                .entry(p.into())
-                .or_default()
-                .insert(m.into(), None)
-                .is_none()
-            {
-                missing += 1;
-            }
-        }
-        LastSink { lasts, missing }
-    }
-
-    /// Take `r` when it is wanted, and when `overwrite` or nothing is known
-    /// yet. Returns whether it was taken.
-    fn take(&mut self, r: &Record<'_>, overwrite: bool) {
-        if !r.is_sample() {
-            return;
-        }
-        let Some(slot) = self
-            .lasts
-            .get_mut(r.provider)
-            .and_then(|ms| ms.get_mut(r.model))
-        else {
-            return;
-        };
-        if slot.is_none() {
-            self.missing -= 1;
-        } else if !overwrite {
-            return;
-        }
-        *slot = Some(LastProbe {
-            ts: fmt_rfc3339(r.ts),
-            result: r.result_label(),
-            latency_ms: r.latency_ms,
-        });
-    }
-}
-
-impl Sink for LastSink {
-    fn record(&mut self, r: &Record<'_>) {
-        self.take(r, true);
-    }
-
-    fn merge(&mut self, later: LastSink) {
-        for (p, ms) in later.lasts {
-            for (m, last) in ms {
-                if last.is_some()
-                    && let Some(slot) = self.lasts.get_mut(&p).and_then(|x| x.get_mut(&m))
-                {
-                    *slot = last;
-                }
-            }
-        }
-    }
-}
-
-impl Recent for LastSink {
-    /// Newest first, the first probe seen of a model is its last; stop once
-    /// every wanted model has one.
-    fn newest_first(&mut self, r: &Record<'_>) -> bool {
-        self.take(r, false);
-        self.missing > 0
-    }
-}
-
-/// The last probe of each wanted model: backwards from the end until all are
-/// found, or forward through everything when the log is not one entry per
-/// line.
-fn last_probes(log: &std::path::Path, wanted: &[&str]) -> Result<Lasts> {
-    if wanted.is_empty() {
-        return Ok(Lasts::default());
-    }
-    Ok(recent::read_recent(log, None, |_| LastSink::new(wanted))?
-        .0
-        .lasts)
 }
 
 /// Check that `key` names a model we know, before anything is locked.
