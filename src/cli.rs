@@ -544,6 +544,7 @@ Examples:
   llmprobe schedule install --dry-run                  show the cron entry, change nothing
   llmprobe schedule install --env-file keys.env        keys from keys.env (NAME=value lines)
   llmprobe schedule install --every 30m
+  llmprobe schedule install --reprobe 10m --dry-run    also re-probe paused models every 10 min
   llmprobe schedule install --with systemd --dry-run   the two systemd units
   llmprobe schedule install --with systemd --enable    write them and start the timer
   llmprobe schedule install --with task-scheduler --dry-run   the Task Scheduler XML and command
@@ -567,6 +568,12 @@ pub struct ScheduleInstallArgs {
     /// systemd: also run `systemctl --user enable --now llmprobe-check.timer`.
     #[arg(long)]
     pub enable: bool,
+    /// Also run `check --paused` this often (e.g. 10m: whole minutes that
+    /// divide an hour, shorter than --every), so that a model paused by one
+    /// 429 is back within minutes: a second cron line, or a second systemd
+    /// timer (llmprobe-reprobe.timer). Not yet with Task Scheduler.
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
+    pub reprobe: Option<std::time::Duration>,
 }
 
 /// Remove the scheduled `check` run, and nothing else.

@@ -36,7 +36,7 @@ use crate::fsutil::absolute;
 use crate::lastrun::LastRun;
 use crate::output;
 use crate::schedule::envfile::{self, EnvFile};
-use crate::schedule::{Backend, Every, Health, Job, Marker, PathArg};
+use crate::schedule::{Backend, Every, Health, Job, Marker, PathArg, Reprobe};
 use crate::settings::{DEFAULT_STATS_DIR, Settings};
 
 pub fn run(g: &GlobalArgs, a: ScheduleArgs) -> Result<u8> {
@@ -75,6 +75,12 @@ trait Scheduler: Sync {
     /// Whether `--enable` (start the job now) means something here.
     fn takes_enable(&self) -> bool {
         false
+    }
+
+    /// Whether `--reprobe` (a second entry running `check --paused`) is
+    /// written here.
+    fn takes_reprobe(&self) -> bool {
+        true
     }
 
     /// Why `--env-file` cannot be used, if it cannot.
@@ -153,8 +159,19 @@ struct Installed {
 
 fn install(s: &Settings, g: &GlobalArgs, a: ScheduleInstallArgs) -> Result<u8> {
     let every = Every::from_flag(a.every)?;
+    let reprobe = a
+        .reprobe
+        .map(|d| Reprobe::from_flag(d, every))
+        .transpose()?;
     let backend = a.backend.unwrap_or_else(Backend::native);
     let sched = scheduler(backend);
+    if reprobe.is_some() && !sched.takes_reprobe() {
+        return Err(Error::config(format!(
+            "--reprobe: not available with {} yet; schedule `llmprobe check --paused` \
+             every 10 minutes by hand (see docs/scheduling.md)",
+            backend.as_str()
+        )));
+    }
     if a.enable && !sched.takes_enable() {
         return Err(Error::config(
             "--enable starts the systemd timer: it goes with --with systemd",
@@ -185,6 +202,7 @@ fn install(s: &Settings, g: &GlobalArgs, a: ScheduleInstallArgs) -> Result<u8> {
             .map(|e| job_path(e.path.clone(), "--env-file"))
             .transpose()?,
         every,
+        reprobe,
     };
     for n in notes(s, &job, env.as_ref(), backend, &stats) {
         eprintln!("note: {n}");
@@ -205,6 +223,7 @@ fn install(s: &Settings, g: &GlobalArgs, a: ScheduleInstallArgs) -> Result<u8> {
             every_secs: every.secs(),
             installed_at: Clock::from_env().now(),
             location: done.location,
+            reprobe: reprobe.map(Reprobe::label),
         };
         marker.write(&stats)?;
         let _ = writeln!(
@@ -475,9 +494,13 @@ fn show_text(r: &ShowReport, stats: &Path, every: Every) -> String {
         Some(m) => {
             let _ = writeln!(
                 out,
-                "recorded: {}, every {}, installed {} ({})",
+                "recorded: {}, every {}{}, installed {} ({})",
                 m.backend.as_str(),
                 m.every,
+                m.reprobe
+                    .as_ref()
+                    .map(|r| format!(", paused models re-probed every {r} (`check --paused`)"))
+                    .unwrap_or_default(),
                 fmt_minute(m.installed_at.timestamp()),
                 Marker::path(stats).display()
             );

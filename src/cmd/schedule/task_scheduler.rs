@@ -14,6 +14,10 @@ use crate::schedule::{Backend, Job, on_path, taskxml};
 pub struct TaskScheduler;
 
 impl Scheduler for TaskScheduler {
+    fn takes_reprobe(&self) -> bool {
+        false
+    }
+
     fn env_file_refusal(&self) -> Option<&'static str> {
         Some(
             "--env-file: Task Scheduler runs inherit your user environment variables; \
