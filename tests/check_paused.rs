@@ -32,8 +32,19 @@ fn a_model_paused_by_a_429_comes_back_on_its_first_slot() {
     let last_run = std::fs::read(env.stats().join("last_run.json")).unwrap();
     assert_eq!(fake.seen().len(), 2);
 
-    // Before the slot: nothing probed, nothing said.
+    // Before the slot: nothing probed, nothing said; brief tells when.
     advance(&env, 240);
+    let b = env.run(&["--config", &cfg, "brief"]).ok();
+    let line = b
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("  f::m: "))
+        .unwrap_or_default();
+    assert!(
+        line.starts_with("  f::m: next re-probe ") && line.ends_with(" (in 1m)"),
+        "{}",
+        b.stdout
+    );
     let r = check(&env, &cfg, &["--paused"]).ok();
     assert_eq!((r.stdout.as_str(), r.stderr.as_str()), ("", ""));
     assert_eq!(fake.seen().len(), 2);
@@ -83,6 +94,25 @@ fn a_retry_after_holds_the_model_back_past_its_slot() {
     let wait = secs(&s["f::m"]["retry_at"]) - secs(&s["f::m"]["since"]);
     assert!((600..=601).contains(&wait), "{s}");
 
+    // state and brief say when it comes, and why.
+    let st = env.run(&["--config", &cfg, "state", "--json"]).ok();
+    let rows: Value = serde_json::from_str(&st.stdout).unwrap();
+    assert_eq!(rows[0]["next_reprobe"], s["f::m"]["retry_at"], "{rows}");
+    assert_eq!(rows[0]["retry_at"], s["f::m"]["retry_at"]);
+    let b = env.run(&["--config", &cfg, "brief", "--json"]).ok();
+    let b: Value = serde_json::from_str(&b.stdout).unwrap();
+    assert_eq!(
+        b["out_of_rotation"][0]["next_reprobe"], s["f::m"]["retry_at"],
+        "{b}"
+    );
+    let st = env.run(&["--config", &cfg, "state"]).ok();
+    assert!(
+        st.stdout.contains("\npaused:\n  f::m: next re-probe ")
+            && st.stdout.contains(", the provider's Retry-After)"),
+        "{}",
+        st.stdout
+    );
+
     // The 5-minute slot has come, but the provider said 10 minutes.
     advance(&env, 300);
     let r = check(&env, &cfg, &["--paused", "-v"]).ok();
@@ -96,6 +126,13 @@ fn a_retry_after_holds_the_model_back_past_its_slot() {
     assert_eq!(fake.seen().len(), 1);
 
     advance(&env, 660);
+    let b = env.run(&["--config", &cfg, "brief"]).ok();
+    assert!(
+        b.stdout
+            .contains("  f::m: re-probe due (by route --serve or check --paused)"),
+        "{}",
+        b.stdout
+    );
     check(&env, &cfg, &["--paused"]).ok();
     assert_eq!(fake.seen().len(), 2);
     assert_eq!(state(&env)["f::m"]["state"], "active");

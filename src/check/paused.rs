@@ -68,25 +68,25 @@ pub fn next_due(
     reprobe::next_reprobe(entry, last_probe, interval)
 }
 
-/// The paused models of `states` and which of them are due at `now`, with
-/// the last probe of each read from `log`. A paused entry without a
-/// parseable `since` (written by hand) is due: nothing says when it paused.
-pub fn due(
+/// A paused model (`provider::model`), its entry, and when it is next due.
+pub type NextTime = (String, StateEntry, Option<DateTime<Utc>>);
+
+/// When each paused model of `states` is next due ([`next_due`]), with the
+/// last probe of each read from `log`, in file order. A paused entry
+/// without a parseable `since` (written by hand) is due at once: nothing
+/// says when it paused. `brief` and `state` show these; [`due`] picks
+/// from them.
+pub fn next_times(
     states: &States,
     log: &std::path::Path,
     interval: Duration,
-    now: DateTime<Utc>,
-) -> Result<Due> {
+) -> Result<Vec<NextTime>> {
     let paused: Vec<(String, StateEntry)> = states
         .iter()
         .filter(|(_, e)| e.state == ModelState::Paused)
         .collect();
-    let mut out = Due {
-        paused: paused.len(),
-        ..Due::default()
-    };
     if paused.is_empty() {
-        return Ok(out);
+        return Ok(Vec::new());
     }
     // A probe before the pause counts as the pause: the read can stop there.
     let since = paused
@@ -96,18 +96,39 @@ pub fn due(
         .flatten();
     let wanted: Vec<&str> = paused.iter().map(|(k, _)| k.as_str()).collect();
     let lasts = last_probes(log, &wanted, since)?;
-    for (key, entry) in &paused {
-        let last = lasts
-            .get(key)
-            .and_then(|l| DateTime::from_timestamp(l.ts, 0));
-        let at = next_due(entry, last, interval).or_else(|| {
-            reprobe::parse(entry.since.as_deref())
-                .is_none()
-                .then_some(DateTime::UNIX_EPOCH)
-        });
+    Ok(paused
+        .into_iter()
+        .map(|(key, entry)| {
+            let last = lasts
+                .get(&key)
+                .and_then(|l| DateTime::from_timestamp(l.ts, 0));
+            let at = next_due(&entry, last, interval).or_else(|| {
+                reprobe::parse(entry.since.as_deref())
+                    .is_none()
+                    .then_some(DateTime::UNIX_EPOCH)
+            });
+            (key, entry, at)
+        })
+        .collect())
+}
+
+/// The paused models of `states` and which of them are due at `now`
+/// ([`next_times`]).
+pub fn due(
+    states: &States,
+    log: &std::path::Path,
+    interval: Duration,
+    now: DateTime<Utc>,
+) -> Result<Due> {
+    let times = next_times(states, log, interval)?;
+    let mut out = Due {
+        paused: times.len(),
+        ..Due::default()
+    };
+    for (key, _, at) in times {
         match at {
             Some(at) if at <= now => {
-                out.keys.insert(key.clone());
+                out.keys.insert(key);
             }
             Some(at) => out.next = Some(out.next.map_or(at, |n| n.min(at))),
             None => {}

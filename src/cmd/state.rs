@@ -26,6 +26,7 @@ use strsim::levenshtein;
 use crate::catalog::Unusable;
 use crate::cli::{StateAction, StateArgs, StateChange, StateFilter};
 use crate::cmd::capview::{self, ModelCaps};
+use crate::cmd::nextprobe::NextReprobe;
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::format::{fmt_minute, fmt_rfc3339};
@@ -73,6 +74,9 @@ struct Row {
     recovered_at: Option<String>,
     in_catalog: bool,
     last_probe: Option<LastProbe>,
+    /// A paused model's `next_reprobe` and `retry_at`.
+    #[serde(flatten)]
+    reprobe: Option<NextReprobe>,
     /// What the state means now: `active` (routed), `never_probed`,
     /// `no_key` (its provider's key variable is unset), `off` (its provider
     /// is disabled in the config), `paused` or `disabled`.
@@ -186,6 +190,7 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
                 recovered_at: e.as_ref().and_then(|e| e.recovered_at.clone()),
                 in_catalog,
                 last_probe: None,
+                reprobe: None,
                 model: k,
             }
         })
@@ -201,6 +206,7 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
         });
         r.describe();
     }
+    add_reprobes(s, &states, &mut rows)?;
     if let Some(e) = &findings_error {
         eprintln!("warning: {e}; every capability is shown as unknown");
     }
@@ -216,6 +222,7 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
         return Ok(exit::SUCCESS);
     }
     let mut out = table(&rows, now).to_string();
+    out.push_str(&reprobe_lines(&rows, now));
     if rows.iter().all(|r| r.last_probe.is_none()) {
         let log = s.log_path();
         out.push_str(&format!(
@@ -230,6 +237,33 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
     }
     output::println(&out)?;
     Ok(exit::SUCCESS)
+}
+
+/// Each paused model's next re-probe ([`crate::cmd::nextprobe`]), for its
+/// JSON and the lines under the table.
+fn add_reprobes(s: &Settings, states: &States, rows: &mut [Row]) -> Result<()> {
+    if !rows.iter().any(|r| r.state == ModelState::Paused) {
+        return Ok(());
+    }
+    let mut next = crate::cmd::nextprobe::of_paused(s, states)?;
+    for r in rows {
+        r.reprobe = next.remove(&r.model);
+    }
+    Ok(())
+}
+
+/// Under the table: when each paused model is next re-probed.
+fn reprobe_lines(rows: &[Row], now: chrono::DateTime<Utc>) -> String {
+    let mut out = String::new();
+    for r in rows {
+        if let Some(n) = &r.reprobe {
+            out.push_str(&format!("\n  {}: {}", r.model, n.words(now)));
+        }
+    }
+    if !out.is_empty() {
+        out.insert_str(0, "\npaused:");
+    }
+    out
 }
 
 /// The listing's table. The CAPABILITIES column is there only once some
@@ -515,6 +549,7 @@ mod tests {
                 result: "timeout (504)".into(),
                 latency_ms: 0.0,
             }),
+            reprobe: None,
             status: "",
             status_text: String::new(),
             provider_unusable: None,
