@@ -123,7 +123,7 @@ Examples:
   llmprobe check --dry-run --jitter 5m        show the plan and the wait, without waiting
   llmprobe check --capabilities all           also probe capabilities the catalog does not list
   llmprobe check --capabilities none          basic probes only: no tools/json/vision probe
-  llmprobe check --paused                     re-probe paused models that are due (cron, every 10 min)
+  llmprobe check --paused                     re-probe only the paused models that are due
 
 Hourly: `llmprobe schedule install --env-file ~/llmprobe/keys.env` writes
 the cron job (a systemd timer or a Windows task with --with) that exports the
@@ -136,7 +136,14 @@ node_exporter's textfile collector:
 Order: --if-due is decided first (a run that is not due exits 0 at once,
 without waiting, pinging or taking the lock); then the --jitter wait; then
 the run lock, --if-due once more (another run may have finished meanwhile),
-the start ping and the probes.")]
+the start ping and the probes.
+
+Paused models between hourly runs: `llmprobe schedule install --reprobe 10m`
+adds a line running `llmprobe check --paused` every 10 minutes. It probes a
+paused model 5, 10, 20… min after its pause (at most hourly, never before a
+Retry-After), and prints nothing when no model is due. It writes no
+last_run.json and sends no --ping-url/--prom-file, so that only the hourly
+run counts as a heartbeat.")]
 pub struct CheckArgs {
     /// Only these providers (repeatable, or comma-separated).
     #[arg(long, short = 'p', value_delimiter = ',', value_name = "NAME", add = Names::Providers)]
