@@ -6,7 +6,10 @@
 
 use serde_json::Value;
 
-use crate::support::{Env, Fake, advance, check, clock_env, config, log_entries};
+use crate::support::{
+    Env, Fake, PingServer, advance, check, clock_env, closed_port, config, log_entries,
+    provider_toml,
+};
 
 fn state(env: &Env) -> Value {
     serde_json::from_str(&std::fs::read_to_string(env.state_file()).unwrap()).unwrap()
@@ -171,4 +174,43 @@ fn nothing_paused_is_silent_and_a_running_check_is_one_line() {
     check(&env, &cfg, &["--paused"]).ok();
     assert_eq!(fake.seen().len(), 2);
     assert_eq!(state(&env)["f::m"]["state"], "active");
+}
+
+#[test]
+fn offline_it_records_nothing_and_no_channel_hears_of_it() {
+    let mut env = clock_env();
+    let dead = closed_port();
+    env.env("HTTP_PROXY", &dead).env("HTTPS_PROXY", &dead);
+    let ping = PingServer::start();
+    env.env("LLMPROBE_PING_URL", &ping.url);
+    let cfg = config(
+        &env,
+        &[provider_toml(
+            "remote",
+            "openai",
+            "https://remote.example/v1",
+            &["m"],
+            "",
+        )],
+    );
+    let paused = r#"{"remote::m": {"state": "paused", "reason": "rate_limit", "since": "2026-01-01T00:00:00Z", "consecutive_failures": 0}}"#;
+    env.write("stats/model_state.json", paused);
+    let prom = env.path().join("llmprobe.prom");
+    let r = check(
+        &env,
+        &cfg,
+        &["--paused", "--prom-file", prom.to_str().unwrap()],
+    )
+    .code(6);
+    assert!(
+        r.stderr.contains("offline: none of 1 remote provider"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(std::fs::read_to_string(env.state_file()).unwrap(), paused);
+    assert!(!env.log().exists() || log_entries(&env.log()).is_empty());
+    // The hourly run's heartbeat channels hear nothing of it.
+    assert!(ping.calls().is_empty(), "{:?}", ping.calls());
+    assert!(!prom.exists());
+    assert!(!env.stats().join("last_run.json").exists());
 }
