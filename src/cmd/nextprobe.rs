@@ -78,3 +78,52 @@ pub fn of_paused(s: &Settings, states: &States) -> Result<HashMap<String, NextRe
         })
         .collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        reprobe::parse(Some(s)).unwrap()
+    }
+
+    fn next(at: Option<&str>, retry_at: Option<&str>) -> NextReprobe {
+        NextReprobe {
+            at: at.map(str::to_string),
+            retry_at: retry_at.map(str::to_string),
+            at_ts: at.map(t),
+            retry_ts: retry_at.map(t),
+        }
+    }
+
+    #[test]
+    fn the_words_say_when_why_and_who() {
+        let now = t("2026-12-02T10:02:00Z");
+        let slot = next(Some("2026-12-02T10:05:00Z"), None);
+        let w = slot.words(now);
+        assert!(
+            w.starts_with("next re-probe ") && w.ends_with(" (in 3m)"),
+            "{w}"
+        );
+        let held = next(Some("2026-12-02T10:12:00Z"), Some("2026-12-02T10:12:00Z"));
+        assert!(
+            held.words(now)
+                .ends_with(" (in 10m, the provider's Retry-After)"),
+            "{}",
+            held.words(now)
+        );
+        assert_eq!(
+            slot.words(t("2026-12-02T10:05:00Z")),
+            "re-probe due (by route --serve or check --paused)"
+        );
+        assert_eq!(
+            next(None, None).words(now),
+            "re-probes off ([route] reprobe_paused_secs = 0)"
+        );
+        let json = serde_json::to_value(&held).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"next_reprobe": "2026-12-02T10:12:00Z", "retry_at": "2026-12-02T10:12:00Z"})
+        );
+    }
+}
