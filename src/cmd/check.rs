@@ -28,11 +28,11 @@ use crate::textfile::PromFile;
 /// after the observers are set up, so that a broken config file is reported
 /// to `--ping-url` too.
 pub fn main(g: &GlobalArgs, a: CheckArgs) -> Result<u8> {
-    // A bad `--ping-url` is an error at once (exit 2): there is nowhere to
-    // report anything. `--list` and `--dry-run` are not runs: no pings.
     if a.paused {
         return paused(g, a);
     }
+    // A bad `--ping-url` is an error at once (exit 2): there is nowhere to
+    // report anything. `--list` and `--dry-run` are not runs: no pings.
     let ping = a.ping_url.as_deref().map(Pinger::new).transpose()?;
     let mut observers = Observers::default();
     observers.push(LastRunRecord);
