@@ -577,8 +577,8 @@ pub struct ScheduleInstallArgs {
     pub enable: bool,
     /// Also run `check --paused` this often (e.g. 10m: whole minutes that
     /// divide an hour, shorter than --every), so that a model paused by one
-    /// 429 is back within minutes: a second cron line, or a second systemd
-    /// timer (llmprobe-reprobe.timer). Not yet with Task Scheduler.
+    /// 429 is back within minutes: a second cron line, a second systemd
+    /// timer (llmprobe-reprobe.timer), or a second task (llmprobe-reprobe).
     #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
     pub reprobe: Option<std::time::Duration>,
 }

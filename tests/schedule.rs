@@ -907,22 +907,6 @@ fn reprobe_adds_a_check_paused_line_or_timer_that_show_and_uninstall_know() {
             .code(2);
         assert!(r.stderr.contains(why), "{value}: {}", r.stderr);
     }
-    let r = env
-        .run(&[
-            "schedule",
-            "install",
-            "--with",
-            "task-scheduler",
-            "--reprobe",
-            "10m",
-        ])
-        .code(2);
-    assert!(
-        r.stderr
-            .contains("--reprobe: not available with task-scheduler"),
-        "{}",
-        r.stderr
-    );
     assert!(!tools.crontab.exists() && !env.stats().join("schedule.json").exists());
 
     // cron: a second line in the same block, every 10 minutes.
@@ -1033,5 +1017,51 @@ fn reprobe_adds_a_check_paused_line_or_timer_that_show_and_uninstall_know() {
         std::fs::read_dir(&dir).unwrap().next().is_none(),
         "units left in {}",
         dir.display()
+    );
+
+    // Task Scheduler: a second task, llmprobe-reprobe, every 10 minutes.
+    let task = ["schedule", "install", "--with", "task-scheduler"];
+    env.run(&[&task[..], &["--reprobe", "10m"]].concat()).ok();
+    let xml = std::fs::read_to_string(env.stats().join("llmprobe-reprobe.xml")).unwrap();
+    check_task_xml(
+        &xml,
+        &exe,
+        &format!("check --paused --stats-dir {stats}"),
+        &stats,
+        "PT10M",
+        "PT1M",
+    );
+    assert!(xml.contains("<URI>\\llmprobe-reprobe</URI>"), "{xml}");
+    let log = std::fs::read_to_string(&tools.schtasks_log).unwrap();
+    assert!(
+        log.contains(&format!(
+            "/Create /TN llmprobe-reprobe /XML {stats}/llmprobe-reprobe.xml /F"
+        )),
+        "{log}"
+    );
+    let show = env
+        .run(&["schedule", "show", "--with", "task-scheduler"])
+        .ok();
+    assert!(
+        show.stdout.contains("llmprobe-reprobe (check --paused):"),
+        "{}",
+        show.stdout
+    );
+    // Installed again without it, the task goes; uninstall takes both.
+    env.run(&task).ok();
+    assert!(
+        std::fs::read_to_string(&tools.schtasks_log)
+            .unwrap()
+            .ends_with("/Delete /TN llmprobe-reprobe /F\n")
+    );
+    env.run(&[&task[..], &["--reprobe", "10m"]].concat()).ok();
+    env.run(&["schedule", "uninstall", "--with", "task-scheduler"])
+        .ok();
+    let log = std::fs::read_to_string(&tools.schtasks_log).unwrap();
+    let after = &log[log.rfind("/Create ").unwrap()..];
+    assert!(
+        after.contains("/Delete /TN llmprobe-check /F\n")
+            && after.ends_with("/Delete /TN llmprobe-reprobe /F\n"),
+        "{log}"
     );
 }

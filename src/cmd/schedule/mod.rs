@@ -77,12 +77,6 @@ trait Scheduler: Sync {
         false
     }
 
-    /// Whether `--reprobe` (a second entry running `check --paused`) is
-    /// written here.
-    fn takes_reprobe(&self) -> bool {
-        true
-    }
-
     /// Why `--env-file` cannot be used, if it cannot.
     fn env_file_refusal(&self) -> Option<&'static str> {
         None
@@ -165,13 +159,6 @@ fn install(s: &Settings, g: &GlobalArgs, a: ScheduleInstallArgs) -> Result<u8> {
         .transpose()?;
     let backend = a.backend.unwrap_or_else(Backend::native);
     let sched = scheduler(backend);
-    if reprobe.is_some() && !sched.takes_reprobe() {
-        return Err(Error::config(format!(
-            "--reprobe: not available with {} yet; schedule `llmprobe check --paused` \
-             every 10 minutes by hand (see docs/scheduling.md)",
-            backend.as_str()
-        )));
-    }
     if a.enable && !sched.takes_enable() {
         return Err(Error::config(
             "--enable starts the systemd timer: it goes with --with systemd",
