@@ -18,6 +18,7 @@ fn entry(i: u64) -> Entry {
         status: i.is_multiple_of(7).then_some(504),
         error: None,
         unreachable: false,
+        retry_at: None,
     };
     Entry::new(
         format!(

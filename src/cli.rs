@@ -124,6 +124,7 @@ Examples:
   llmprobe check --dry-run --jitter 5m        show the plan and the wait, without waiting
   llmprobe check --capabilities all           also probe capabilities the catalog does not list
   llmprobe check --capabilities none          basic probes only: no tools/json/vision probe
+  llmprobe check --paused                     re-probe only the paused models that are due
 
 Hourly: `llmprobe schedule install --env-file ~/llmprobe/keys.env` writes
 the cron job (a systemd timer or a Windows task with --with) that exports the
@@ -141,7 +142,14 @@ One check for many routers: with --shared-state redis://HOST:6379/0 (or
 Order: --if-due is decided first (a run that is not due exits 0 at once,
 without waiting, pinging or taking the lock); then the --jitter wait; then
 the run lock, --if-due once more (another run may have finished meanwhile),
-the start ping and the probes.")]
+the start ping and the probes.
+
+Paused models between hourly runs: `llmprobe schedule install --reprobe 10m`
+adds a line running `llmprobe check --paused` every 10 minutes. It probes a
+paused model 5, 10, 20… min after its pause (at most hourly, never before a
+Retry-After), and prints nothing when no model is due. It writes no
+last_run.json and sends no --ping-url/--prom-file, so that only the hourly
+run counts as a heartbeat.")]
 pub struct CheckArgs {
     /// Only these providers (repeatable, or comma-separated).
     #[arg(long, short = 'p', value_delimiter = ',', value_name = "NAME", add = Names::Providers)]
@@ -217,6 +225,15 @@ pub struct CheckArgs {
     /// shared_state].
     #[arg(long, value_name = "URL")]
     pub shared_state: Option<String>,
+    /// Probe only paused models whose re-probe is due (5, 10, 20… min
+    /// after the pause, capped at 1 h, never before a Retry-After;
+    /// `[route] reprobe_paused_secs`), with no capability probe, marking
+    /// the entries "source": "reprobe". Nothing due: exit 0 silently;
+    /// another check running: exit 0 with one line. Writes no
+    /// last_run.json, and ignores --ping-url and --prom-file, so that only
+    /// the hourly run counts as a heartbeat.
+    #[arg(long, conflicts_with_all = ["list", "if_due"])]
+    pub paused: bool,
 }
 
 /// List every provider and model, with the source of its key (alias of `check --list`).
@@ -560,6 +577,7 @@ Examples:
   llmprobe schedule install --dry-run                  show the cron entry, change nothing
   llmprobe schedule install --env-file keys.env        keys from keys.env (NAME=value lines)
   llmprobe schedule install --every 30m
+  llmprobe schedule install --reprobe 10m --dry-run    also re-probe paused models every 10 min
   llmprobe schedule install --with systemd --dry-run   the two systemd units
   llmprobe schedule install --with systemd --enable    write them and start the timer
   llmprobe schedule install --with task-scheduler --dry-run   the Task Scheduler XML and command
@@ -583,6 +601,12 @@ pub struct ScheduleInstallArgs {
     /// systemd: also run `systemctl --user enable --now llmprobe-check.timer`.
     #[arg(long)]
     pub enable: bool,
+    /// Also run `check --paused` this often (e.g. 10m: whole minutes that
+    /// divide an hour, shorter than --every), so that a model paused by one
+    /// 429 is back within minutes: a second cron line, a second systemd
+    /// timer (llmprobe-reprobe.timer), or a second task (llmprobe-reprobe).
+    #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
+    pub reprobe: Option<std::time::Duration>,
 }
 
 /// Remove the scheduled `check` run, and nothing else.

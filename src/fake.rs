@@ -644,6 +644,14 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
             &call.prompt,
         ))),
         Behaviour::RateLimit => Reply::Fixed(r.rate_limit()),
+        Behaviour::RetryAfter(secs) => {
+            let mut resp = r.rate_limit();
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from(secs),
+            );
+            Reply::Fixed(resp)
+        }
         Behaviour::E500 => Reply::Fixed(r.e500()),
         Behaviour::Overloaded => Reply::Fixed(r.overloaded()),
         Behaviour::E503 => Reply::Fixed(r.e503()),

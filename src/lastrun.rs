@@ -155,6 +155,7 @@ mod tests {
             status: Some(200),
             error: None,
             unreachable: false,
+            retry_at: None,
         };
         let entries = [
             Entry::new("2026-12-01T10:00:00Z".into(), "p", "a", &outcome(None)),

@@ -87,6 +87,14 @@ pub struct Outcome {
     /// connect timeout. Such a failure is logged as `error` (or `timeout`)
     /// but is temporary, and decides whether a run was offline.
     pub unreachable: bool,
+    /// The explicit wait a failure carried, as a time by the clock the
+    /// log's `ts` is written with: `Retry-After` (seconds or an HTTP date),
+    /// Gemini's `retryDelay`, "try again in …" wording, or a spent daily
+    /// quota's reset (the one a header names, else the next UTC midnight),
+    /// capped at a day ([`crate::upstream::hints::MAX_WAIT`]). `None` when
+    /// the upstream named none, and for every pass. Recorded as the state
+    /// entry's `retry_at`.
+    pub retry_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Outcome {

@@ -68,6 +68,7 @@ pub async fn exchange(
                     status: None,
                     error: Some(truncate_reason(&redactor.redact(&e.to_string()))),
                     unreachable: false,
+                    retry_at: None,
                 },
                 error: None,
             };

@@ -209,6 +209,7 @@ mod tests {
             status,
             error: None,
             unreachable: status.is_none() && failure.is_some(),
+            retry_at: None,
         };
         Entry::new("2026-12-01T10:00:00Z".into(), provider, model, &o)
     }

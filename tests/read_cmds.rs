@@ -901,8 +901,13 @@ fn state_listing() {
         "{t}"
     );
     let t = env.run(&["state", "--state", "paused"]).ok().stdout;
-    // A header, its rule, one row, and a note naming the log it searched.
-    assert_eq!(t.lines().count(), 4, "{t}");
+    // A header, its rule, one row, when the paused model is next
+    // re-probed (two lines), and a note naming the log it searched.
+    assert_eq!(t.lines().count(), 6, "{t}");
+    assert!(
+        t.contains("\npaused:\n  mistral::mistral-large-latest: re-probe due"),
+        "{t}"
+    );
     assert!(t.contains("no probes recorded in "), "{t}");
     assert!(t.contains("mistral::mistral-large-latest"));
     let v = json(

@@ -879,3 +879,189 @@ fn the_readme_agent_instruction_names_real_fields() {
     }
     assert!(!v["warnings"].as_array().unwrap().is_empty());
 }
+
+#[test]
+fn reprobe_adds_a_check_paused_line_or_timer_that_show_and_uninstall_know() {
+    let mut env = Env::new();
+    let tools = fake_tools(&mut env);
+    let xdg = env.path().join("xdg");
+    env.env("XDG_CONFIG_HOME", xdg.to_str().unwrap());
+    let stats = env.stats().display().to_string();
+    let exe = canonical(Path::new(BIN));
+
+    // Nonsense is refused, naming the flag, before anything is written.
+    for (value, why) in [
+        (
+            "7m",
+            "--reprobe 7m: must be whole minutes that divide an hour",
+        ),
+        (
+            "90s",
+            "--reprobe 90s: must be whole minutes that divide an hour",
+        ),
+        ("1h", "--reprobe 1h: must be shorter than --every 1h"),
+        ("soon", "--reprobe"),
+    ] {
+        let r = env
+            .run(&["schedule", "install", "--reprobe", value])
+            .code(2);
+        assert!(r.stderr.contains(why), "{value}: {}", r.stderr);
+    }
+    assert!(!tools.crontab.exists() && !env.stats().join("schedule.json").exists());
+
+    // cron: a second line in the same block, every 10 minutes.
+    let out = env.run(&["schedule", "install", "--reprobe", "10m"]).ok();
+    let text = std::fs::read_to_string(&tools.crontab).unwrap();
+    assert_eq!(text.matches(BEGIN).count(), 1, "{text}");
+    let entries: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(entries.len(), 2, "{text}");
+    assert!(
+        entries[0].contains(" check --if-due 45m --jitter 5m "),
+        "{text}"
+    );
+    assert!(
+        entries[1].starts_with(&format!("*/10 * * * * cd {stats} && "))
+            && entries[1].contains(&format!(
+                "exec {exe} check --paused --stats-dir {stats} >>check.log 2>&1"
+            )),
+        "{text}\n{}",
+        out.stdout
+    );
+    let m = json(&std::fs::read_to_string(env.stats().join("schedule.json")).unwrap());
+    assert_eq!(m["reprobe"], "10m");
+    let show = env.run(&["schedule", "show", "--with", "cron"]).ok();
+    assert!(show.stdout.contains("check --paused"), "{}", show.stdout);
+    assert!(
+        show.stdout
+            .contains("paused models re-probed every 10m (`check --paused`)"),
+        "{}",
+        show.stdout
+    );
+    // Installed again without it: the hourly line alone.
+    env.run(&["schedule", "install"]).ok();
+    let text = std::fs::read_to_string(&tools.crontab).unwrap();
+    assert!(!text.contains("--paused"), "{text}");
+    let m = json(&std::fs::read_to_string(env.stats().join("schedule.json")).unwrap());
+    assert!(m.get("reprobe").is_none(), "{m}");
+    env.run(&["schedule", "install", "--reprobe", "5m"]).ok();
+    assert!(
+        std::fs::read_to_string(&tools.crontab)
+            .unwrap()
+            .contains("\n*/5 * * * * cd ")
+    );
+    env.run(&["schedule", "uninstall", "--with", "cron"]).ok();
+    assert!(!tools.crontab.exists(), "both lines went with the block");
+
+    // systemd: a second service and timer pair.
+    let dir = xdg.join("systemd/user");
+    let (service, timer) = (
+        dir.join("llmprobe-reprobe.service"),
+        dir.join("llmprobe-reprobe.timer"),
+    );
+    env.run(&[
+        "schedule",
+        "install",
+        "--with",
+        "systemd",
+        "--reprobe",
+        "10m",
+        "--enable",
+    ])
+    .ok();
+    let s = std::fs::read_to_string(&service).unwrap();
+    let t = std::fs::read_to_string(&timer).unwrap();
+    assert!(
+        s.lines()
+            .any(|l| l == format!("ExecStart={exe} check --paused --stats-dir {stats}")),
+        "{s}"
+    );
+    assert!(t.lines().any(|l| l == "OnCalendar=*:0/10"), "{t}");
+    assert!(dir.join("llmprobe-check.timer").exists());
+    assert_eq!(
+        std::fs::read_to_string(&tools.systemctl_log).unwrap(),
+        "--user daemon-reload\n--user enable --now llmprobe-check.timer\n\
+         --user enable --now llmprobe-reprobe.timer\n"
+    );
+    let show = env.run(&["schedule", "show", "--with", "systemd"]).ok();
+    assert!(
+        show.stdout.contains("llmprobe-reprobe.timer:"),
+        "{}",
+        show.stdout
+    );
+    // Installed again without it: the pair goes, its timer stopped.
+    let out = env.run(&["schedule", "install", "--with", "systemd"]).ok();
+    assert!(!service.exists() && !timer.exists(), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("llmprobe-reprobe.timer (no --reprobe)"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        std::fs::read_to_string(&tools.systemctl_log)
+            .unwrap()
+            .ends_with("--user disable --now llmprobe-reprobe.timer\n--user daemon-reload\n")
+    );
+    // Uninstall removes all four units.
+    env.run(&[
+        "schedule",
+        "install",
+        "--with",
+        "systemd",
+        "--reprobe",
+        "10m",
+    ])
+    .ok();
+    assert!(service.exists());
+    env.run(&["schedule", "uninstall"]).ok();
+    assert!(
+        std::fs::read_dir(&dir).unwrap().next().is_none(),
+        "units left in {}",
+        dir.display()
+    );
+
+    // Task Scheduler: a second task, llmprobe-reprobe, every 10 minutes.
+    let task = ["schedule", "install", "--with", "task-scheduler"];
+    env.run(&[&task[..], &["--reprobe", "10m"]].concat()).ok();
+    let xml = std::fs::read_to_string(env.stats().join("llmprobe-reprobe.xml")).unwrap();
+    check_task_xml(
+        &xml,
+        &exe,
+        &format!("check --paused --stats-dir {stats}"),
+        &stats,
+        "PT10M",
+        "PT1M",
+    );
+    assert!(xml.contains("<URI>\\llmprobe-reprobe</URI>"), "{xml}");
+    let log = std::fs::read_to_string(&tools.schtasks_log).unwrap();
+    assert!(
+        log.contains(&format!(
+            "/Create /TN llmprobe-reprobe /XML {stats}/llmprobe-reprobe.xml /F"
+        )),
+        "{log}"
+    );
+    let show = env
+        .run(&["schedule", "show", "--with", "task-scheduler"])
+        .ok();
+    assert!(
+        show.stdout.contains("llmprobe-reprobe (check --paused):"),
+        "{}",
+        show.stdout
+    );
+    // Installed again without it, the task goes; uninstall takes both.
+    env.run(&task).ok();
+    assert!(
+        std::fs::read_to_string(&tools.schtasks_log)
+            .unwrap()
+            .ends_with("/Delete /TN llmprobe-reprobe /F\n")
+    );
+    env.run(&[&task[..], &["--reprobe", "10m"]].concat()).ok();
+    env.run(&["schedule", "uninstall", "--with", "task-scheduler"])
+        .ok();
+    let log = std::fs::read_to_string(&tools.schtasks_log).unwrap();
+    let after = &log[log.rfind("/Create ").unwrap()..];
+    assert!(
+        after.contains("/Delete /TN llmprobe-check /F\n")
+            && after.ends_with("/Delete /TN llmprobe-reprobe /F\n"),
+        "{log}"
+    );
+}

@@ -7,6 +7,7 @@ mod capabilities_show;
 mod check;
 mod check_capabilities;
 mod check_hooks;
+mod check_paused;
 mod cli;
 mod degraded;
 mod layout;

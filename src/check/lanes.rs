@@ -104,6 +104,9 @@ pub struct Probed {
     /// What a capability probe decided (`None` for a basic probe, and for
     /// a capability probe that decided nothing: the verdict stays).
     pub decided: Option<Judgement>,
+    /// The explicit wait a basic probe's failure carried
+    /// ([`Outcome::retry_at`]), as RFC 3339: the state entry's `retry_at`.
+    pub retry_at: Option<String>,
 }
 
 impl Probed {
@@ -123,6 +126,7 @@ impl Probed {
             remote,
             unreachable: outcome.unreachable,
             decided: None,
+            retry_at: outcome.retry_at.map(crate::time::format_ts),
         }
     }
 
@@ -257,6 +261,7 @@ async fn run_lane<P: Prober>(
         remote,
         unreachable: outcome.unreachable,
         decided,
+        retry_at: None,
     });
     bar.finish_with_message(format!("done ({n} probed, {model} for {cap})"));
     Ok(())
@@ -375,6 +380,7 @@ mod tests {
                 status: None,
                 error: None,
                 unreachable: model == "down",
+                retry_at: None,
             }
         }
 
@@ -395,6 +401,7 @@ mod tests {
                     status: Some(200),
                     error: no.then(|| "answered in text, no call of add".into()),
                     unreachable: false,
+                    retry_at: None,
                 },
                 decided: Some(if no { Judgement::No } else { Judgement::Yes }),
             }

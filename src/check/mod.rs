@@ -26,6 +26,7 @@
 //! of a run, and [`crate::observer`] tells the channels how it went.
 
 pub mod lanes;
+pub mod paused;
 pub mod plan;
 pub mod report;
 pub mod writer;
@@ -45,10 +46,15 @@ use crate::upstream::secret::Redactor;
 
 /// Run the plan: probes in parallel lanes, results through one writer.
 pub fn execute(s: &Settings, plan: Plan) -> Result<RunSummary> {
+    execute_with(s, plan, Writer::new(s))
+}
+
+/// [`execute`], recording through `writer` (one that marks its entries
+/// with a `source`, for `check --paused`).
+pub fn execute_with(s: &Settings, plan: Plan, mut writer: Writer) -> Result<RunSummary> {
     let started = crate::time::now_rfc3339();
     let progress = Progress::new(&plan.lanes);
     let (tx, rx) = mpsc::channel::<Probed>();
-    let mut writer = Writer::new(s);
     // The writer: one append and one state update per batch of results,
     // each under the data lock, so that `state` commands can interleave
     // with a run.

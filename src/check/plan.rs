@@ -3,7 +3,7 @@
 //! and which capability probe each provider may add after its basic
 //! probes. Nothing here sends a request or touches a file.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -356,6 +356,31 @@ impl Plan {
         self.lanes.iter().any(|l| l.caps.is_some())
     }
 
+    /// Keep only the models in `keys` (`provider::model`): the rest leave
+    /// their lanes, lanes left empty go, and so do the disabled models and
+    /// the skipped providers that have no model in `keys` (a run of a chosen
+    /// few, `check --paused`, says nothing of the others). Each lane keeps
+    /// its spacing, timeout and order.
+    pub fn retain_models(&mut self, keys: &BTreeSet<String>) {
+        for lane in &mut self.lanes {
+            let provider = &lane.resolved.provider.name;
+            lane.models
+                .retain(|m| keys.contains(&model_key(provider, m)));
+            if let Some(caps) = &mut lane.caps {
+                caps.wanted.retain(|(m, _)| lane.models.contains(m));
+            }
+            if lane.caps.as_ref().is_some_and(|c| c.wanted.is_empty()) {
+                lane.caps = None;
+            }
+        }
+        self.lanes.retain(|l| !l.models.is_empty());
+        self.not_probed.retain(|n| keys.contains(&n.model));
+        self.skipped.retain(|s| {
+            keys.iter()
+                .any(|k| k.split_once("::").is_some_and(|(p, _)| p == s.provider))
+        });
+    }
+
     /// Give every lane the verdicts the run starts from.
     pub fn set_findings(&mut self, findings: Findings) {
         let findings = Arc::new(findings);
@@ -499,6 +524,32 @@ mod tests {
                 .map(|(m, set)| (m.clone(), set.iter().collect()))
                 .collect(),
         )
+    }
+
+    #[test]
+    fn retain_models_keeps_only_the_chosen_models_in_lane_order() {
+        let s = settings();
+        let mut states = States::default();
+        let disabled = StateEntry {
+            state: ModelState::Disabled,
+            ..StateEntry::active()
+        };
+        states.set("p::off", disabled);
+        let mut plan = plan(&s, &[], &[], &states, None, None, CapabilityProbes::Listed).unwrap();
+        assert_eq!(plan.lanes.len(), 2);
+        assert_eq!(plan.not_probed.len(), 1);
+        let keys: BTreeSet<String> = ["p::plain", "p::t"].map(String::from).into();
+        plan.retain_models(&keys);
+        assert_eq!(plan.lanes.len(), 1);
+        assert_eq!(plan.lanes[0].models, ["t", "plain"]);
+        assert_eq!(
+            wanted(&plan, "p").unwrap(),
+            [("t".to_string(), vec![Capability::Tools])]
+        );
+        assert!(plan.not_probed.is_empty());
+        // Nothing chosen: nothing left.
+        plan.retain_models(&BTreeSet::new());
+        assert!(plan.lanes.is_empty());
     }
 
     #[test]

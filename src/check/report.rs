@@ -332,6 +332,7 @@ mod tests {
             status,
             error: error.map(str::to_string),
             unreachable: false,
+            retry_at: None,
         };
         let mut entry = Entry::new("2026-12-01T10:00:05Z".into(), "groq", model, &o);
         entry.probe = Some(c);
@@ -381,6 +382,7 @@ mod tests {
             status: Some(200),
             error: None,
             unreachable: false,
+            retry_at: None,
         };
         let r = RunSummary {
             started: String::new(),

@@ -159,9 +159,13 @@ impl Writer {
             let before = states.clone();
             for p in &basic {
                 let key = model_key(&p.entry.provider, &p.entry.model);
-                if let Some(t) =
-                    states.apply_probe(&key, p.verdict, &p.entry.ts, self.disable_after)
-                {
+                if let Some(t) = states.apply_probe_waiting(
+                    &key,
+                    p.verdict,
+                    &p.entry.ts,
+                    self.disable_after,
+                    p.retry_at.as_deref(),
+                ) {
                     tracing::debug!(model = %t.model, from = %t.from, to = %t.to, reason = %t.reason, "state change");
                     self.changes.push(t);
                 }
@@ -267,6 +271,7 @@ mod tests {
             status: (!unreachable).then_some(200),
             error: unreachable.then(|| "dns lookup failed".to_string()),
             unreachable,
+            retry_at: None,
         };
         Probed {
             entry: Entry::new("2026-12-01T00:00:00Z".into(), provider, "m", &o),
@@ -274,6 +279,7 @@ mod tests {
             remote,
             unreachable,
             decided: None,
+            retry_at: None,
         }
     }
 
@@ -293,6 +299,7 @@ mod tests {
             status,
             error: error.map(str::to_string),
             unreachable: false,
+            retry_at: None,
         };
         let mut entry = Entry::new("2026-12-01T10:00:05Z".into(), "p", model, &o);
         entry.probe = Some(cap);
@@ -302,6 +309,7 @@ mod tests {
             remote: true,
             unreachable: false,
             decided,
+            retry_at: None,
         }
     }
 
@@ -326,6 +334,47 @@ mod tests {
 
     fn read_json(path: &std::path::Path) -> serde_json::Value {
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_wait_a_failure_carried_is_the_paused_models_retry_at() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = writer(dir.path()).with_source(crate::outcome::SOURCE_REPROBE);
+        let wait = chrono::DateTime::parse_from_rfc3339("2026-12-01T10:10:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let limited = Outcome {
+            failure: Some(FailureType::RateLimit),
+            latency_ms: 3,
+            status: Some(429),
+            error: Some("HTTP 429: slow down".into()),
+            unreachable: false,
+            retry_at: Some(wait),
+        };
+        let ts = "2026-12-01T10:00:00Z";
+        w.accept(vec![Probed::basic(ts.into(), "p", "m", &limited, true)])
+            .unwrap();
+        let state = read_json(&dir.path().join("model_state.json"));
+        assert_eq!(state["p::m"]["state"], "paused");
+        assert_eq!(state["p::m"]["since"], ts);
+        assert_eq!(state["p::m"]["retry_at"], "2026-12-01T10:10:00Z");
+        let log = read_json(&dir.path().join("health_log.json"));
+        assert_eq!(log[0]["source"], "reprobe");
+        // A pass clears it, and brings the model back.
+        let ok = Outcome {
+            failure: None,
+            status: Some(200),
+            error: None,
+            retry_at: None,
+            ..limited
+        };
+        let later = "2026-12-01T10:10:05Z";
+        w.accept(vec![Probed::basic(later.into(), "p", "m", &ok, true)])
+            .unwrap();
+        let state = read_json(&dir.path().join("model_state.json"));
+        assert_eq!(state["p::m"]["state"], "active");
+        assert_eq!(state["p::m"]["recovered_at"], later);
+        assert!(state["p::m"].get("retry_at").is_none(), "{state}");
     }
 
     #[test]

@@ -24,6 +24,7 @@ use serde::Serialize;
 use crate::cli::BriefArgs;
 use crate::clock::Clock;
 use crate::cmd::capview::{self, ModelCaps};
+use crate::cmd::nextprobe::NextReprobe;
 use crate::error::Result;
 use crate::exit;
 use crate::format::{fmt_ago, fmt_count, fmt_minute, fmt_pct, fmt_rfc3339};
@@ -53,6 +54,7 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
     let schedule = Health::assess(s.stats_dir(), now_at, col.newest);
     let newest = std::mem::take(&mut col.latest);
     let mut brief = Brief::build(&window, now, col, &states, skipped);
+    add_reprobes(s, &states, &mut brief.out_of_rotation)?;
     brief.health_log = crate::fsutil::absolute(&log).display().to_string();
     brief.log_missing = !log.exists();
     // A bad route state is route's problem: say so, and brief the rest.
@@ -89,6 +91,18 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
         output::print(&brief.text())?;
     }
     Ok(exit::SUCCESS)
+}
+
+/// Each paused model's next re-probe ([`crate::cmd::nextprobe`]).
+fn add_reprobes(s: &Settings, states: &States, rows: &mut [OutOfRotation]) -> Result<()> {
+    if !rows.iter().any(|r| r.state == ModelState::Paused) {
+        return Ok(());
+    }
+    let mut next = crate::cmd::nextprobe::of_paused(s, states)?;
+    for r in rows {
+        r.reprobe = next.remove(&r.model);
+    }
+    Ok(())
 }
 
 /// Every catalog model, then every other model the verdicts file names,
@@ -271,6 +285,9 @@ struct OutOfRotation {
     reason: Option<String>,
     since: Option<String>,
     consecutive_failures: u32,
+    /// A paused model's `next_reprobe` and `retry_at`.
+    #[serde(flatten)]
+    reprobe: Option<NextReprobe>,
 }
 
 /// One model's capabilities.
@@ -403,6 +420,7 @@ impl Brief {
                 reason: e.reason,
                 since: e.since,
                 consecutive_failures: e.consecutive_failures,
+                reprobe: None,
             })
             .collect();
         let stale = col.newest.is_none_or(|t| now - t > STALE_SECS);
@@ -549,6 +567,7 @@ impl Brief {
                 ]);
             }
             let _ = writeln!(out, "{t}");
+            self.reprobe_text(&mut out);
         }
         self.capabilities_text(&mut out);
         if !self.route_cooldowns.is_empty() {
@@ -627,6 +646,16 @@ impl Brief {
             }
         }
         self.stale_providers = stale;
+    }
+
+    /// When each paused model is next re-probed, under the out-of-rotation
+    /// table.
+    fn reprobe_text(&self, out: &mut String) {
+        for m in &self.out_of_rotation {
+            if let Some(r) = &m.reprobe {
+                let _ = writeln!(out, "  {}: {}", m.model, r.words(self.now_at));
+            }
+        }
     }
 
     /// The capabilities table, once some model has a verdict: the models

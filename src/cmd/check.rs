@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use crate::capabilities::Findings;
 use crate::catalog::{bounded_secs, bounds};
-use crate::check::{plan, report};
-use crate::cli::{CheckArgs, GlobalArgs};
+use crate::check::writer::Writer;
+use crate::check::{paused, plan, report};
+use crate::cli::{CapabilityProbes, CheckArgs, GlobalArgs};
 use crate::due;
 use crate::error::{Error, Result};
 use crate::exit;
@@ -16,6 +17,7 @@ use crate::fsutil::{DataLock, RunLock};
 use crate::healthlog;
 use crate::lastrun::LastRunRecord;
 use crate::observer::{FinishedRun, Observers, Ran};
+use crate::outcome::SOURCE_REPROBE;
 use crate::output;
 use crate::ping::{PingObserver, Pinger};
 use crate::route::shared::publish::Publisher;
@@ -27,6 +29,9 @@ use crate::textfile::PromFile;
 /// after the observers are set up, so that a broken config file is reported
 /// to `--ping-url` too.
 pub fn main(g: &GlobalArgs, a: CheckArgs) -> Result<u8> {
+    if a.paused {
+        return paused(g, a);
+    }
     // A bad `--ping-url` is an error at once (exit 2): there is nowhere to
     // report anything. `--list` and `--dry-run` are not runs: no pings.
     let ping = a.ping_url.as_deref().map(Pinger::new).transpose()?;
@@ -46,6 +51,21 @@ pub fn main(g: &GlobalArgs, a: CheckArgs) -> Result<u8> {
     };
     observers.end(&result);
     result.map(Ran::code)
+}
+
+/// `check --paused`: a run that no channel hears of. `last_run.json`,
+/// `--ping-url` (or `LLMPROBE_PING_URL`, which a schedule's env file may
+/// set for the hourly run) and `--prom-file` are the hourly run's
+/// heartbeat; a line every 10 minutes must never make a dead hourly job
+/// look alive.
+fn paused(g: &GlobalArgs, a: CheckArgs) -> Result<u8> {
+    if a.ping_url.is_some() || a.prom_file.is_some() {
+        tracing::info!(
+            "check --paused: --ping-url and --prom-file are for the hourly run; ignored"
+        );
+    }
+    let s = Settings::load(g)?;
+    run_with(&s, a, &mut Observers::default()).map(Ran::code)
 }
 
 /// A run with settings made elsewhere (`demo`): it writes `last_run.json`,
@@ -98,8 +118,15 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
         &states,
         spacing,
         timeout,
-        a.capabilities,
+        if a.paused {
+            CapabilityProbes::None
+        } else {
+            a.capabilities
+        },
     )?;
+    if a.paused && !retain_due(s, &mut plan, &states, &clock)? {
+        return Ok(Ran::NotDue);
+    }
     if plan.lanes.is_empty() {
         return Err(plan::nothing_to_probe(&plan));
     }
@@ -119,8 +146,21 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
     if let Some(max) = a.jitter {
         due::wait(due::jitter_delay(max), max, &clock);
     }
-    let _run_lock = RunLock::try_acquire(s.stats_dir())?;
+    let _run_lock = match RunLock::try_acquire(s.stats_dir()) {
+        // The running check probes paused models itself.
+        Err(Error::Locked(_)) if a.paused => {
+            eprintln!(
+                "check --paused: another check is running, and it probes paused models itself"
+            );
+            return Ok(Ran::NotDue);
+        }
+        lock => lock?,
+    };
     if not_due(&clock)? {
+        return Ok(Ran::NotDue);
+    }
+    // A run that held the lock meanwhile may have probed them.
+    if a.paused && !retain_due(s, &mut plan, &States::load(&s.state_path())?, &clock)? {
         return Ok(Ran::NotDue);
     }
     observers.start();
@@ -142,7 +182,12 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
     let publisher = shared_state
         .as_deref()
         .and_then(|url| Publisher::start(url, s, clock.clone()));
-    let summary = crate::check::execute(s, plan)?;
+    let summary = if a.paused {
+        let writer = Writer::new(s).with_source(SOURCE_REPROBE);
+        crate::check::execute_with(s, plan, writer)?
+    } else {
+        crate::check::execute(s, plan)?
+    };
     if let Some(p) = publisher {
         p.finish(summary.offline.is_some());
     }
@@ -230,6 +275,26 @@ fn shared_state(s: &Settings, a: &CheckArgs) -> Result<Option<String>> {
         Some(url) => Ok(Some(url.clone())),
         None => Ok(s.catalog.check.shared_state.clone()),
     }
+}
+
+/// `check --paused`: cut `plan` down to the paused models due now.
+/// False when none is (said under `-v` only: a cron line every 10 minutes
+/// prints nothing when there is nothing to do).
+fn retain_due(
+    s: &Settings,
+    plan: &mut plan::Plan,
+    states: &States,
+    clock: &crate::clock::Clock,
+) -> Result<bool> {
+    let due = paused::due(
+        states,
+        &s.log_path(),
+        s.catalog.route.reprobe_paused,
+        clock.now(),
+    )?;
+    tracing::info!("{due}");
+    plan.retain_models(&due.keys);
+    Ok(!plan.lanes.is_empty())
 }
 
 /// A capability data file's error, with the way to run without it.

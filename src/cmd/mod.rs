@@ -11,6 +11,7 @@ pub mod completions;
 pub mod demo;
 pub mod docs;
 pub mod fake;
+pub mod nextprobe;
 pub mod providers;
 pub mod rollup;
 pub mod route;

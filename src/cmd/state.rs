@@ -26,12 +26,12 @@ use strsim::levenshtein;
 use crate::catalog::Unusable;
 use crate::cli::{StateAction, StateArgs, StateChange, StateFilter};
 use crate::cmd::capview::{self, ModelCaps};
+use crate::cmd::nextprobe::NextReprobe;
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::format::{fmt_minute, fmt_rfc3339};
 use crate::fsutil::DataLock;
-use crate::healthlog::read::{FastMap, Record, Sink};
-use crate::healthlog::recent::{self, Recent};
+use crate::healthlog::last::last_probes;
 use crate::output;
 use crate::settings::Settings;
 use crate::state::{ModelState, StateEntry, States};
@@ -74,6 +74,9 @@ struct Row {
     recovered_at: Option<String>,
     in_catalog: bool,
     last_probe: Option<LastProbe>,
+    /// A paused model's `next_reprobe` and `retry_at`.
+    #[serde(flatten)]
+    reprobe: Option<NextReprobe>,
     /// What the state means now: `active` (routed), `never_probed`,
     /// `no_key` (its provider's key variable is unset), `off` (its provider
     /// is disabled in the config), `paused` or `disabled`.
@@ -187,18 +190,23 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
                 recovered_at: e.as_ref().and_then(|e| e.recovered_at.clone()),
                 in_catalog,
                 last_probe: None,
+                reprobe: None,
                 model: k,
             }
         })
         .filter(|r| want_state.is_none_or(|w| r.state == w))
         .collect();
     let wanted: Vec<&str> = rows.iter().map(|r| r.model.as_str()).collect();
-    let last = last_probes(&s.log_path(), &wanted)?;
+    let last = last_probes(&s.log_path(), &wanted, None)?;
     for r in &mut rows {
-        let (p, m) = split_key(&r.model);
-        r.last_probe = last.get(p).and_then(|ms| ms.get(m)).cloned().flatten();
+        r.last_probe = last.get(&r.model).map(|l| LastProbe {
+            ts: fmt_rfc3339(l.ts),
+            result: l.result.clone(),
+            latency_ms: l.latency_ms,
+        });
         r.describe();
     }
+    add_reprobes(s, &states, &mut rows)?;
     if let Some(e) = &findings_error {
         eprintln!("warning: {e}; every capability is shown as unknown");
     }
@@ -214,6 +222,7 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
         return Ok(exit::SUCCESS);
     }
     let mut out = table(&rows, now).to_string();
+    out.push_str(&reprobe_lines(&rows, now));
     if rows.iter().all(|r| r.last_probe.is_none()) {
         let log = s.log_path();
         out.push_str(&format!(
@@ -228,6 +237,33 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
     }
     output::println(&out)?;
     Ok(exit::SUCCESS)
+}
+
+/// Each paused model's next re-probe ([`crate::cmd::nextprobe`]), for its
+/// JSON and the lines under the table.
+fn add_reprobes(s: &Settings, states: &States, rows: &mut [Row]) -> Result<()> {
+    if !rows.iter().any(|r| r.state == ModelState::Paused) {
+        return Ok(());
+    }
+    let mut next = crate::cmd::nextprobe::of_paused(s, states)?;
+    for r in rows {
+        r.reprobe = next.remove(&r.model);
+    }
+    Ok(())
+}
+
+/// Under the table: when each paused model is next re-probed.
+fn reprobe_lines(rows: &[Row], now: chrono::DateTime<Utc>) -> String {
+    let mut out = String::new();
+    for r in rows {
+        if let Some(n) = &r.reprobe {
+            out.push_str(&format!("\n  {}: {}", r.model, n.words(now)));
+        }
+    }
+    if !out.is_empty() {
+        out.insert_str(0, "\npaused:");
+    }
+    out
 }
 
 /// The listing's table. The CAPABILITIES column is there only once some
@@ -281,97 +317,6 @@ fn table(rows: &[Row], now: chrono::DateTime<Utc>) -> output::Fitted {
         t.add_row(cells);
     }
     t
-}
-
-/// provider → model → last probe (in file order), for the wanted models.
-type Lasts = FastMap<Box<str>, FastMap<Box<str>, Option<LastProbe>>>;
-
-struct LastSink {
-    lasts: Lasts,
-    missing: usize,
-}
-
-impl LastSink {
-    fn new(wanted: &[&str]) -> LastSink {
-        let mut lasts = Lasts::default();
-        let mut missing = 0;
-        for k in wanted {
-            let (p, m) = split_key(k);
-            if lasts
-                .entry(p.into())
-                .or_default()
-                .insert(m.into(), None)
-                .is_none()
-            {
-                missing += 1;
-            }
-        }
-        LastSink { lasts, missing }
-    }
-
-    /// Take `r` when it is wanted, and when `overwrite` or nothing is known
-    /// yet. Returns whether it was taken.
-    fn take(&mut self, r: &Record<'_>, overwrite: bool) {
-        if !r.is_sample() {
-            return;
-        }
-        let Some(slot) = self
-            .lasts
-            .get_mut(r.provider)
-            .and_then(|ms| ms.get_mut(r.model))
-        else {
-            return;
-        };
-        if slot.is_none() {
-            self.missing -= 1;
-        } else if !overwrite {
-            return;
-        }
-        *slot = Some(LastProbe {
-            ts: fmt_rfc3339(r.ts),
-            result: r.result_label(),
-            latency_ms: r.latency_ms,
-        });
-    }
-}
-
-impl Sink for LastSink {
-    fn record(&mut self, r: &Record<'_>) {
-        self.take(r, true);
-    }
-
-    fn merge(&mut self, later: LastSink) {
-        for (p, ms) in later.lasts {
-            for (m, last) in ms {
-                if last.is_some()
-                    && let Some(slot) = self.lasts.get_mut(&p).and_then(|x| x.get_mut(&m))
-                {
-                    *slot = last;
-                }
-            }
-        }
-    }
-}
-
-impl Recent for LastSink {
-    /// Newest first, the first probe seen of a model is its last; stop once
-    /// every wanted model has one.
-    fn newest_first(&mut self, r: &Record<'_>) -> bool {
-        self.take(r, false);
-        self.missing > 0
-    }
-}
-
-/// The last probe of each wanted model: backwards from the end until all are
-/// found, or forward through everything when the log is not one entry per
-/// line.
-fn last_probes(log: &std::path::Path, wanted: &[&str]) -> Result<Lasts> {
-    if wanted.is_empty() {
-        return Ok(Lasts::default());
-    }
-    Ok(recent::read_recent(log, None, |_| LastSink::new(wanted))?
-        .0
-        .lasts)
 }
 
 /// Check that `key` names a model we know, before anything is locked.
@@ -604,6 +549,7 @@ mod tests {
                 result: "timeout (504)".into(),
                 latency_ms: 0.0,
             }),
+            reprobe: None,
             status: "",
             status_text: String::new(),
             provider_unusable: None,

@@ -28,6 +28,10 @@ pub enum Behaviour {
     Think,
     /// 429 with a 7 s wait in the dialect's usual place.
     RateLimit,
+    /// `rate-limit`, with a `Retry-After: N` header (seconds), which every
+    /// reader takes before any other hint: a wait long enough to outlast
+    /// a re-probe slot.
+    RetryAfter(u64),
     E500,
     /// 529 `overloaded_error`.
     Overloaded,
@@ -122,7 +126,7 @@ pub enum Behaviour {
 pub const INVENTED_TOOL: &str = "calculate";
 
 /// Names accepted by [`Behaviour::from_str`], for error messages and help.
-pub const NAMES: &str = "ok, ok:MS, wrong, think, rate-limit, e500, overloaded, e503, \
+pub const NAMES: &str = "ok, ok:MS, wrong, think, rate-limit, retry-after:N, e500, overloaded, e503, \
 unauthorized, forbidden, not-found, context-length, echo-key, error-in-200, empty-choices, slow, slow:MS, \
 garbage, html, html200, huge, reset, truncated, stream-cut, stream-error, stream-stall, rpm-headers:N, \
 no-tools, ollama-no-tools, no-json, no-images, max-tokens, max-tokens:N, context-window, context-window:N, \
@@ -163,6 +167,10 @@ impl FromStr for Behaviour {
             "slow" => Behaviour::Slow(ms.unwrap_or(SLOW_DEFAULT)),
             "max-tokens" => Behaviour::MaxTokens(n.unwrap_or(CAP_DEFAULT)),
             "context-window" => Behaviour::ContextWindow(n.unwrap_or(CAP_DEFAULT)),
+            "retry-after" => match n {
+                Some(n) => Behaviour::RetryAfter(n),
+                None => return Err(format!("{s:?}: retry-after takes seconds: retry-after:N")),
+            },
             "rpm-headers" => match n {
                 Some(n) if n > 0 => Behaviour::RpmHeaders(n),
                 _ => return Err(format!("{s:?}: rpm-headers takes a limit: rpm-headers:N")),
@@ -170,7 +178,7 @@ impl FromStr for Behaviour {
             _ if ms.is_some() => {
                 return Err(format!(
                     "{s:?}: only ok and slow take a duration (ok:MS, slow:MS), \
-                     and max-tokens and context-window a token count"
+                     max-tokens and context-window a token count, retry-after seconds"
                 ));
             }
             "wrong" => Behaviour::Wrong,
@@ -221,6 +229,7 @@ impl fmt::Display for Behaviour {
             Behaviour::Slow(d) if *d == SLOW_DEFAULT => "slow",
             Behaviour::Slow(d) => return write!(f, "slow:{}", d.as_millis()),
             Behaviour::RpmHeaders(n) => return write!(f, "rpm-headers:{n}"),
+            Behaviour::RetryAfter(n) => return write!(f, "retry-after:{n}"),
             Behaviour::MaxTokens(n) if *n == CAP_DEFAULT => "max-tokens",
             Behaviour::MaxTokens(n) => return write!(f, "max-tokens:{n}"),
             Behaviour::ContextWindow(n) if *n == CAP_DEFAULT => "context-window",

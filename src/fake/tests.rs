@@ -206,7 +206,7 @@ async fn any_path_prefix_works() {
 /// The status each behaviour answers with, per dialect.
 fn expected_status(b: Behaviour, d: Dialect) -> u16 {
     match b {
-        Behaviour::RateLimit => 429,
+        Behaviour::RateLimit | Behaviour::RetryAfter(_) => 429,
         Behaviour::E500 => 500,
         Behaviour::Overloaded => 529,
         Behaviour::E503 => 503,
@@ -290,6 +290,10 @@ async fn every_behaviour_in_every_dialect() {
                         "context_length_exceeded"
                     };
                     assert_eq!(e["code"], code, "{ctx}");
+                }
+                Behaviour::RetryAfter(n) => {
+                    assert_eq!(n, 30);
+                    assert_eq!(r.headers["retry-after"], "30", "{ctx}");
                 }
                 Behaviour::RpmHeaders(n) => {
                     assert!(check_answer(&r.content(d), q.expected), "{ctx}");

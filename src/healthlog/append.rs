@@ -305,6 +305,7 @@ mod tests {
             status: None,
             error: None,
             unreachable: false,
+            retry_at: None,
         };
         Entry::new(
             format!("2026-11-30T00:00:{:02}Z", i % 60),

@@ -9,9 +9,11 @@
 //!   for readers that only want the most recent entries.
 //! - [`recent`] is the policy those readers share: the tail when the file
 //!   allows, else a forward read; [`summary`] the uptime, latency and
-//!   percentile accumulators every report computes.
+//!   percentile accumulators every report computes; [`last`] the last
+//!   probe of each of some models.
 
 pub(crate) mod append;
+pub(crate) mod last;
 pub(crate) mod read;
 pub(crate) mod recent;
 pub mod scan;

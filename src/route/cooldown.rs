@@ -31,7 +31,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use chrono::{DateTime, NaiveTime, TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::upstream::classify::{ErrorClass, UpstreamError};
@@ -60,21 +60,8 @@ pub const MODEL_BENCH: Duration = Duration::from_secs(10 * 60);
 pub const MODEL_FAILURES: usize = 3;
 /// …within this window.
 pub const MODEL_WINDOW: Duration = Duration::from_secs(15 * 60);
-/// The longest any upstream-named wait is honoured, so a bogus
-/// `Retry-After` cannot take a key out for a month.
-pub const MAX_WAIT: Duration = DAY;
-
-/// 00:00:00 UTC of the day after `now`: when daily quotas reset unless the
-/// upstream says otherwise.
-pub fn next_utc_midnight(now: DateTime<Utc>) -> DateTime<Utc> {
-    let tomorrow = now.date_naive() + TimeDelta::days(1);
-    tomorrow.and_time(NaiveTime::MIN).and_utc()
-}
-
-/// `now + d`, with `d` capped at [`MAX_WAIT`].
-fn after(now: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
-    now + TimeDelta::from_std(d.min(MAX_WAIT)).unwrap_or(TimeDelta::MAX)
-}
+use crate::upstream::hints::after;
+pub use crate::upstream::hints::{MAX_WAIT, next_utc_midnight};
 
 /// What one routed attempt went to. Keys are named by index and
 /// fingerprint, never by value.
@@ -326,13 +313,11 @@ impl Cooldowns {
             }
             ErrorClass::Auth => (Scope::Key, after(now, KEY_AUTH)),
             ErrorClass::Payment | ErrorClass::Forbidden => (Scope::Key, after(now, KEY_PAYMENT)),
-            ErrorClass::QuotaExhausted if err.daily => {
-                let until = match err.retry_after {
-                    Some(d) => after(now, d),
-                    None => next_utc_midnight(now),
-                };
-                (Scope::KeyModel, until)
-            }
+            ErrorClass::QuotaExhausted if err.daily => (
+                Scope::KeyModel,
+                err.waits_until(now)
+                    .unwrap_or_else(|| next_utc_midnight(now)),
+            ),
             ErrorClass::QuotaExhausted => (Scope::Key, after(now, KEY_PAYMENT)),
             ErrorClass::RateLimit => {
                 let hits = self.ladder.entry(target.key_model_id()).or_default();
@@ -340,8 +325,9 @@ impl Cooldowns {
                 hits.push(now);
                 let n = shared.unwrap_or(hits.len()).max(1);
                 let step = LADDER[(n - 1).min(LADDER.len() - 1)];
-                let until = after(now, err.retry_after.unwrap_or(step));
-                let heuristic = err.retry_after.is_none();
+                let waits = err.waits_until(now);
+                let heuristic = waits.is_none();
+                let until = waits.unwrap_or_else(|| after(now, step));
                 let bench = self.bench(
                     target.id(Scope::KeyModel),
                     Scope::KeyModel,

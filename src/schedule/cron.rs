@@ -49,23 +49,42 @@ pub fn block(job: &Job) -> String {
         "--jitter".to_string(),
         flag_dur(every.jitter()),
     ];
-    let check = job
-        .check_argv(&extra)
-        .iter()
-        .map(word)
-        .collect::<Vec<_>>()
-        .join(" ");
     let exe = word(&Word::Path(&job.exe));
     let rotate = format!(
         "{{ [ -z \"$(find {LOG} -size +{LOG_CAP_BYTES}c 2>/dev/null)\" ] || mv -f {LOG} {LOG}.1; }}"
     );
-    let run = match &job.env_file {
-        Some(env) => format!(
-            "{{ set -a && . {} && set +a && exec {exe} {check}; }} >>{LOG} 2>&1",
-            word(&Word::Path(env))
-        ),
-        None => format!("exec {exe} {check} >>{LOG} 2>&1"),
+    // `check EXTRA… --stats-dir …`, with the keys, its output to the log.
+    let run = |extra: &[String]| {
+        let check = job
+            .check_argv(extra)
+            .iter()
+            .map(word)
+            .collect::<Vec<_>>()
+            .join(" ");
+        match &job.env_file {
+            Some(env) => format!(
+                "{{ set -a && . {} && set +a && exec {exe} {check}; }} >>{LOG} 2>&1",
+                word(&Word::Path(env))
+            ),
+            None => format!("exec {exe} {check} >>{LOG} 2>&1"),
+        }
     };
+    let dir = word(&Word::Path(&job.stats_dir));
+    // `--reprobe`: a second line, inside the same markers, so that install,
+    // uninstall and show treat the two as one job.
+    let reprobe = job.reprobe.map_or(String::new(), |r| {
+        let when = match r.minutes() {
+            60 => "0 * * * *".to_string(),
+            m => format!("*/{m} * * * *"),
+        };
+        format!(
+            "# paused models: `check --paused` every {label} re-probes those whose turn has come\n\
+             # (5, 10, 20… min after the pause, never before a Retry-After); silent when none is.\n\
+             {when} cd {dir} && {rotate} && {run}\n",
+            label = r.label(),
+            run = run(&["--paused".to_string()]),
+        )
+    });
     let stats = job.stats_dir.display();
     let keys = match &job.env_file {
         Some(env) => format!("keys from {} (NAME=value lines)", env.display()),
@@ -78,11 +97,12 @@ pub fn block(job: &Job) -> String {
          # Output in {LOG} ({cap} MiB, then {LOG}.1); {keys}.\n\
          {STATS_LINE}{stats}\n\
          {when} cd {dir} && {rotate} && {run}\n\
+         {reprobe}\
          {END}\n",
         label = every.label(),
         due = flag_dur(every.if_due()),
         cap = LOG_CAP_BYTES >> 20,
-        dir = word(&Word::Path(&job.stats_dir)),
+        run = run(&extra),
     )
 }
 
@@ -346,6 +366,7 @@ mod tests {
             prompts: None,
             env_file: env.then(|| PathArg::Real("/home/me/100%/keys.env".into())),
             every: Every::default(),
+            reprobe: None,
         }
     }
 

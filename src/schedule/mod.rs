@@ -189,6 +189,60 @@ impl Default for Every {
     }
 }
 
+/// How often `check --paused` runs beside the scheduled `check`
+/// (`schedule install --reprobe 10m`): whole minutes that divide an hour,
+/// so that cron's `*/N` and systemd's `*:0/N` fire evenly, and shorter
+/// than the interval of `check` itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reprobe {
+    minutes: u32,
+}
+
+impl Reprobe {
+    /// `--reprobe`, validated against `--every`.
+    pub fn from_flag(d: Duration, every: Every) -> Result<Reprobe> {
+        let label = crate::duration::format_flag(d);
+        let divisors: Vec<String> = DIVISORS_OF_60
+            .iter()
+            .map(|m| crate::duration::format_flag(Duration::from_secs(u64::from(*m) * 60)))
+            .collect();
+        let minutes = u32::try_from(d.as_secs() / 60).unwrap_or(u32::MAX);
+        if d.subsec_nanos() != 0
+            || !d.as_secs().is_multiple_of(60)
+            || !DIVISORS_OF_60.contains(&minutes)
+        {
+            return Err(Error::config(format!(
+                "--reprobe {label}: must be whole minutes that divide an hour ({}), like 10m",
+                divisors.join(", ")
+            )));
+        }
+        if minutes >= every.minutes() {
+            return Err(Error::config(format!(
+                "--reprobe {label}: must be shorter than --every {} (each scheduled check probes paused models itself)",
+                every.label()
+            )));
+        }
+        Ok(Reprobe { minutes })
+    }
+
+    pub fn minutes(self) -> u32 {
+        self.minutes
+    }
+
+    /// `10m`, `1h`.
+    pub fn label(self) -> String {
+        crate::duration::format_flag(Duration::from_secs(u64::from(self.minutes) * 60))
+    }
+
+    /// When cron and systemd fire it: `*/10` (minute field) or `*:0/10`.
+    pub fn calendar(self) -> String {
+        match self.minutes {
+            60 => "hourly".into(),
+            m => format!("*:0/{m}"),
+        }
+    }
+}
+
 /// A path as a job names it: a real absolute path, which each format
 /// quotes its own way, or a placeholder for the example files under
 /// `scripts/` (such as systemd's `%h/llmprobe/stats`), written as it is.
@@ -246,6 +300,8 @@ pub struct Job {
     pub prompts: Option<PathArg>,
     pub env_file: Option<PathArg>,
     pub every: Every,
+    /// `--reprobe`: a second entry running `check --paused` this often.
+    pub reprobe: Option<Reprobe>,
 }
 
 impl Job {
@@ -295,6 +351,7 @@ pub fn templates() -> Vec<(&'static str, String)> {
         prompts: None,
         env_file: Some(real("/home/you/llmprobe/keys.env")),
         every: Every::default(),
+        reprobe: None,
     };
     // systemd fills in the home directory itself (%h).
     let systemd = Job {
@@ -310,6 +367,7 @@ pub fn templates() -> Vec<(&'static str, String)> {
         prompts: None,
         env_file: None,
         every: Every::default(),
+        reprobe: None,
     };
     let crontab = format!(
         "# The crontab entry `llmprobe schedule install` writes, with example paths.\n\
@@ -343,6 +401,9 @@ pub struct Marker {
     pub installed_at: DateTime<Utc>,
     /// Where the job lives: `crontab`, the unit files, or the task name.
     pub location: String,
+    /// `10m`, as given to `--reprobe`: `check --paused` runs this often.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reprobe: Option<String>,
 }
 
 impl Marker {
@@ -594,6 +655,7 @@ mod tests {
             every_secs: 3600,
             installed_at: now + TimeDelta::hours(2),
             location: "crontab".into(),
+            reprobe: None,
         };
         m.write(dir.path()).unwrap();
         let h = Health::assess(dir.path(), now + TimeDelta::hours(2), None);

@@ -14,6 +14,9 @@ use crate::error::{DataError, Error, Result};
 
 pub const SERVICE: &str = "llmprobe-check.service";
 pub const TIMER: &str = "llmprobe-check.timer";
+/// `--reprobe`: the oneshot that runs `check --paused`, and its timer.
+pub const REPROBE_SERVICE: &str = "llmprobe-reprobe.service";
+pub const REPROBE_TIMER: &str = "llmprobe-reprobe.timer";
 /// The first line of both units: what tells ours from a file someone
 /// wrote by hand, which install and uninstall leave alone.
 pub const MARK: &str =
@@ -46,6 +49,48 @@ pub fn service(job: &Job) -> String {
         dir = path_value(&job.stats_dir),
         exec = exec.join(" "),
     )
+}
+
+/// The units `job` has beside the check's own: `llmprobe-reprobe.service`
+/// and `.timer` with `--reprobe`, as (file name, contents); none without.
+pub fn reprobe_units(job: &Job) -> Vec<(&'static str, String)> {
+    let Some(r) = job.reprobe else {
+        return Vec::new();
+    };
+    let mut exec = vec![word(&Word::Path(&job.exe))];
+    exec.extend(job.check_argv(&["--paused".to_string()]).iter().map(word));
+    let env = match &job.env_file {
+        Some(p) => format!("EnvironmentFile={}\n", path_value(p)),
+        None => String::new(),
+    };
+    let service = format!(
+        "{MARK}\n\
+         [Unit]\n\
+         Description=llmprobe check --paused: re-probe the paused models whose turn has come\n\
+         \n\
+         [Service]\n\
+         Type=oneshot\n\
+         WorkingDirectory={dir}\n\
+         {env}\
+         ExecStart={exec}\n",
+        dir = path_value(&job.stats_dir),
+        exec = exec.join(" "),
+    );
+    // No Persistent=: a slot missed while asleep is the next run's.
+    let timer = format!(
+        "{MARK}\n\
+         [Unit]\n\
+         Description=Run llmprobe check --paused every {label}\n\
+         \n\
+         [Timer]\n\
+         OnCalendar={calendar}\n\
+         \n\
+         [Install]\n\
+         WantedBy=timers.target\n",
+        label = r.label(),
+        calendar = r.calendar(),
+    );
+    vec![(REPROBE_SERVICE, service), (REPROBE_TIMER, timer)]
 }
 
 /// The timer unit.
@@ -168,6 +213,7 @@ mod tests {
             prompts: None,
             env_file: Some(PathArg::Real("/srv/keys.env".into())),
             every: Every::from_flag(crate::duration::parse(every).unwrap()).unwrap(),
+            reprobe: None,
         }
     }
 

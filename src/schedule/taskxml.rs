@@ -20,6 +20,9 @@ pub const TASK_NAME: &str = "llmprobe-check";
 /// The file `schedule install` writes the XML to, in the stats directory,
 /// for `schtasks /Create /XML`.
 pub const XML_FILE: &str = "llmprobe-check.xml";
+/// `--reprobe`: the task that runs `check --paused`, and its XML file.
+pub const REPROBE_TASK: &str = "llmprobe-reprobe";
+pub const REPROBE_XML_FILE: &str = "llmprobe-reprobe.xml";
 pub const NAMESPACE: &str = "http://schemas.microsoft.com/windows/2004/02/mit/task";
 /// The first comment of the XML. No backticks: PowerShell would read them
 /// as escapes in the script's here-string.
@@ -58,6 +61,30 @@ impl Fields {
     }
 }
 
+/// The `check --paused` task of `job` (`--reprobe`), when it has one:
+/// the same task every `reprobe` minutes, with a minute of random delay,
+/// stopped after an hour, as [`REPROBE_TASK`].
+pub fn reprobe_xml(job: &Job) -> Option<String> {
+    let r = job.reprobe?;
+    let args: Vec<String> = job
+        .check_argv(&["--paused".to_string()])
+        .iter()
+        .map(|w| w.render(quote_arg, |s| s))
+        .collect();
+    let f = Fields {
+        description: escape(&format!(
+            "llmprobe check --paused every {}: re-probe the paused models whose turn has come",
+            r.label()
+        )),
+        arguments: escape(&args.join(" ")),
+        interval: iso(Duration::from_secs(u64::from(r.minutes()) * 60)),
+        random_delay: iso(Duration::from_secs(60)),
+        time_limit: iso(Duration::from_secs(3600)),
+        ..Fields::of(job)
+    };
+    Some(task_xml(&f, REPROBE_TASK))
+}
+
 fn description(every: Every) -> String {
     format!(
         "llmprobe check every {}: probe every LLM provider and model once",
@@ -74,13 +101,18 @@ fn time_limit(every: Every) -> Duration {
 
 /// The task.
 pub fn xml(f: &Fields) -> String {
+    task_xml(f, TASK_NAME)
+}
+
+/// The task, registered as `name`.
+fn task_xml(f: &Fields, name: &str) -> String {
     format!(
         r#"<?xml version="1.0"?>
 <!-- {MARK} -->
 <Task version="1.2" xmlns="{NAMESPACE}">
   <RegistrationInfo>
     <Description>{description}</Description>
-    <URI>\{TASK_NAME}</URI>
+    <URI>\{name}</URI>
   </RegistrationInfo>
   <Triggers>
     <TimeTrigger>
@@ -130,21 +162,34 @@ pub fn xml(f: &Fields) -> String {
 /// The command that installs the task from the XML file (replacing an
 /// earlier one: `/F`).
 pub fn create_command(xml_path: &str) -> Vec<String> {
-    [
-        "schtasks", "/Create", "/TN", TASK_NAME, "/XML", xml_path, "/F",
-    ]
-    .map(String::from)
-    .to_vec()
+    create_named(TASK_NAME, xml_path)
+}
+
+/// [`create_command`] for the task `name`.
+pub fn create_named(name: &str, xml_path: &str) -> Vec<String> {
+    ["schtasks", "/Create", "/TN", name, "/XML", xml_path, "/F"]
+        .map(String::from)
+        .to_vec()
 }
 
 pub fn delete_command() -> Vec<String> {
-    ["schtasks", "/Delete", "/TN", TASK_NAME, "/F"]
+    delete_named(TASK_NAME)
+}
+
+/// [`delete_command`] for the task `name`.
+pub fn delete_named(name: &str) -> Vec<String> {
+    ["schtasks", "/Delete", "/TN", name, "/F"]
         .map(String::from)
         .to_vec()
 }
 
 pub fn query_command() -> Vec<String> {
-    ["schtasks", "/Query", "/TN", TASK_NAME, "/FO", "LIST", "/V"]
+    query_named(TASK_NAME)
+}
+
+/// [`query_command`] for the task `name`.
+pub fn query_named(name: &str) -> Vec<String> {
+    ["schtasks", "/Query", "/TN", name, "/FO", "LIST", "/V"]
         .map(String::from)
         .to_vec()
 }

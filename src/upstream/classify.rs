@@ -148,6 +148,21 @@ pub struct UpstreamError {
     pub message: String,
 }
 
+impl UpstreamError {
+    /// When the upstream said this failure ends, seen from `now`: the wait
+    /// it named ([`UpstreamError::retry_after`], capped at
+    /// [`hints::MAX_WAIT`]), or for a spent daily allowance without one, the
+    /// next UTC midnight. `None` when it named no wait. Route benches until
+    /// then; a probe records it as the model's `retry_at`.
+    pub fn waits_until(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        match self.retry_after {
+            Some(d) => Some(hints::after(now, d)),
+            None if self.daily => Some(hints::next_utc_midnight(now)),
+            None => None,
+        }
+    }
+}
+
 /// What a capability error says the model cannot take, read back from its
 /// (redacted) message: `None` for any other class. A context overflow
 /// whose message states no window is still a [`hints::Refusal::Context`].
@@ -228,12 +243,17 @@ pub fn classify_response(
     let latency_ms = u64::try_from(resp.elapsed.as_micros().div_ceil(1000))
         .unwrap_or(u64::MAX)
         .max(1);
-    // The clock only dates an HTTP-date Retry-After, which a probe ignores.
-    let mut reply = match read_response(dialect, resp, redactor, Utc::now()) {
+    // The clock the log's `ts` is written by: it dates an HTTP-date
+    // Retry-After, and the explicit wait the outcome carries.
+    let now = Utc::now();
+    let mut reply = match read_response(dialect, resp, redactor, now) {
         Ok(reply) => reply,
         Err(e) => {
             return Classified {
-                outcome: failed(&e, latency_ms),
+                outcome: Outcome {
+                    retry_at: e.waits_until(now),
+                    ..failed(&e, latency_ms)
+                },
                 error: Some(e),
             };
         }
@@ -253,11 +273,13 @@ pub fn classify_response(
             status: Some(resp.status),
             error,
             unreachable: false,
+            retry_at: None,
         },
         error: None,
     }
 }
 
+/// The outcome of `e`, without the explicit wait (which needs a clock).
 fn failed(e: &UpstreamError, latency_ms: u64) -> Outcome {
     Outcome {
         failure: Some(e.class.failure_type()),
@@ -265,6 +287,7 @@ fn failed(e: &UpstreamError, latency_ms: u64) -> Outcome {
         status: e.status,
         error: Some(e.message.clone()),
         unreachable: false,
+        retry_at: None,
     }
 }
 
@@ -667,7 +690,81 @@ mod tests {
                 status: Some(200),
                 error: None,
                 unreachable: false,
+                retry_at: None,
             }
+        );
+    }
+
+    /// The outcome of `status` with `body` and one `retry-after` header
+    /// (none when `None`), and the clock before and after classifying.
+    fn timed(
+        dialect: Dialect,
+        status: u16,
+        retry_after: Option<&str>,
+        body: &str,
+    ) -> (Outcome, DateTime<Utc>, DateTime<Utc>) {
+        let mut r = resp(status, body);
+        if let Some(v) = retry_after {
+            r.headers.insert("retry-after", v.parse().unwrap());
+        }
+        let before = Utc::now();
+        let o = classify_response(
+            dialect,
+            &r,
+            ReplyPlan::default(),
+            answers(14),
+            &Redactor::default(),
+        )
+        .outcome;
+        (o, before, Utc::now())
+    }
+
+    #[test]
+    fn a_failed_probe_carries_the_wait_the_upstream_named() {
+        let secs = |n: i64| chrono::TimeDelta::seconds(n);
+        let within = |o: &Outcome, b: DateTime<Utc>, a: DateTime<Utc>, wait: i64| {
+            let at = o.retry_at.unwrap_or_else(|| panic!("no wait in {o:?}"));
+            assert!(
+                at >= b + secs(wait) && at <= a + secs(wait),
+                "{at} not {wait}s after {b}..{a}"
+            );
+        };
+        let busy = r#"{"error":{"message":"slow down","type":"requests"}}"#;
+        // Retry-After in seconds.
+        let (o, b, a) = timed(Dialect::Openai, 429, Some("600"), busy);
+        assert_eq!(o.failure, Some(FailureType::RateLimit));
+        within(&o, b, a, 600);
+        // …as an HTTP date.
+        let date = (Utc::now() + secs(300)).to_rfc2822();
+        let (o, b, a) = timed(Dialect::Openai, 503, Some(&date), busy);
+        assert_eq!(o.failure, Some(FailureType::HttpError));
+        within(&o, b - secs(1), a, 300);
+        // Gemini's retryDelay, and "try again in" wording.
+        let minute = GEMINI_429_PER_DAY.replace("PerDay", "PerMinute");
+        let (o, b, a) = timed(Dialect::Gemini, 429, None, &minute);
+        within(&o, b, a, 7);
+        let wording =
+            r#"{"error":{"message":"Rate limit reached. Please try again in 20s. See the docs."}}"#;
+        let (o, b, a) = timed(Dialect::Openai, 429, None, wording);
+        within(&o, b, a, 20);
+        // A spent daily quota: its header's reset, else the next UTC
+        // midnight (never Gemini's per-minute retryDelay).
+        let (o, b, _) = timed(Dialect::Gemini, 429, None, GEMINI_429_PER_DAY);
+        let midnight = crate::upstream::hints::next_utc_midnight(b);
+        assert!(o.retry_at == Some(midnight) || b.date_naive() != Utc::now().date_naive());
+        let (o, b, a) = timed(Dialect::Gemini, 429, Some("3600"), GEMINI_429_PER_DAY);
+        within(&o, b, a, 3600);
+        // A bogus wait is capped at a day, as route caps it.
+        let (o, b, a) = timed(Dialect::Openai, 429, Some("99999999"), busy);
+        within(&o, b, a, 24 * 3600);
+        // No wait named, a hard failure without one, and a pass: none.
+        assert_eq!(timed(Dialect::Openai, 429, None, busy).0.retry_at, None);
+        assert_eq!(timed(Dialect::Openai, 500, None, busy).0.retry_at, None);
+        assert_eq!(
+            timed(Dialect::Openai, 200, Some("60"), OPENAI_OK)
+                .0
+                .retry_at,
+            None
         );
     }
 
@@ -929,6 +1026,7 @@ mod tests {
                 status: None,
                 error: Some("timed out after 30s".into()),
                 unreachable: false,
+                retry_at: None,
             }
         );
         // A slow upstream is a timeout; a host that cannot be reached is a

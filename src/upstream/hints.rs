@@ -9,11 +9,28 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveTime, TimeDelta, Utc};
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
 use crate::upstream::dialect::{self, Need};
+
+/// The longest any upstream-named wait is honoured, so a bogus
+/// `Retry-After` cannot take a key out (or hold a paused model back) for a
+/// month.
+pub const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
+
+/// 00:00:00 UTC of the day after `now`: when daily quotas reset unless the
+/// upstream says otherwise.
+pub fn next_utc_midnight(now: DateTime<Utc>) -> DateTime<Utc> {
+    let tomorrow = now.date_naive() + TimeDelta::days(1);
+    tomorrow.and_time(NaiveTime::MIN).and_utc()
+}
+
+/// `now + d`, with `d` capped at [`MAX_WAIT`].
+pub fn after(now: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    now + TimeDelta::from_std(d.min(MAX_WAIT)).unwrap_or(TimeDelta::MAX)
+}
 
 /// The time from `now` until `t`, zero when `t` has passed.
 fn until(t: DateTime<Utc>, now: DateTime<Utc>) -> Duration {

@@ -696,7 +696,7 @@ pub fn advance(env: &Env, secs: u64) {
 /// keeps the table in [`FakeTools::crontab`] (`-l` fails with "no crontab
 /// for …" when it is absent, `-r` deletes it); `systemctl` and `schtasks`
 /// append their arguments, one call a line, to their logs, and `schtasks`
-/// keeps the task's XML in the test directory.
+/// keeps each task's XML in the test directory (`task-NAME.xml`).
 #[cfg(unix)]
 pub struct FakeTools {
     pub crontab: PathBuf,
@@ -742,7 +742,7 @@ fi
             "schtasks",
             r#"#!/bin/sh
 echo "$*" >> "$FAKE_SCHTASKS_LOG"
-task="$FAKE_SCHTASKS_DIR/task.xml"
+task="$FAKE_SCHTASKS_DIR/task-$3.xml"
 case "$1" in
   /Create) cp "$5" "$task" ;;
   /Query)

@@ -36,7 +36,7 @@ use crate::fsutil::absolute;
 use crate::lastrun::LastRun;
 use crate::output;
 use crate::schedule::envfile::{self, EnvFile};
-use crate::schedule::{Backend, Every, Health, Job, Marker, PathArg};
+use crate::schedule::{Backend, Every, Health, Job, Marker, PathArg, Reprobe};
 use crate::settings::{DEFAULT_STATS_DIR, Settings};
 
 pub fn run(g: &GlobalArgs, a: ScheduleArgs) -> Result<u8> {
@@ -153,6 +153,10 @@ struct Installed {
 
 fn install(s: &Settings, g: &GlobalArgs, a: ScheduleInstallArgs) -> Result<u8> {
     let every = Every::from_flag(a.every)?;
+    let reprobe = a
+        .reprobe
+        .map(|d| Reprobe::from_flag(d, every))
+        .transpose()?;
     let backend = a.backend.unwrap_or_else(Backend::native);
     let sched = scheduler(backend);
     if a.enable && !sched.takes_enable() {
@@ -185,6 +189,7 @@ fn install(s: &Settings, g: &GlobalArgs, a: ScheduleInstallArgs) -> Result<u8> {
             .map(|e| job_path(e.path.clone(), "--env-file"))
             .transpose()?,
         every,
+        reprobe,
     };
     for n in notes(s, &job, env.as_ref(), backend, &stats) {
         eprintln!("note: {n}");
@@ -205,6 +210,7 @@ fn install(s: &Settings, g: &GlobalArgs, a: ScheduleInstallArgs) -> Result<u8> {
             every_secs: every.secs(),
             installed_at: Clock::from_env().now(),
             location: done.location,
+            reprobe: reprobe.map(Reprobe::label),
         };
         marker.write(&stats)?;
         let _ = writeln!(
@@ -475,9 +481,13 @@ fn show_text(r: &ShowReport, stats: &Path, every: Every) -> String {
         Some(m) => {
             let _ = writeln!(
                 out,
-                "recorded: {}, every {}, installed {} ({})",
+                "recorded: {}, every {}{}, installed {} ({})",
                 m.backend.as_str(),
                 m.every,
+                m.reprobe
+                    .as_ref()
+                    .map(|r| format!(", paused models re-probed every {r} (`check --paused`)"))
+                    .unwrap_or_default(),
                 fmt_minute(m.installed_at.timestamp()),
                 Marker::path(stats).display()
             );

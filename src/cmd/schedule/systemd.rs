@@ -13,6 +13,15 @@ use crate::schedule::{Backend, Job, on_path, systemd};
 pub struct Systemd;
 
 const SYSTEMD_START: [&[&str]; 2] = [&["daemon-reload"], &["enable", "--now", systemd::TIMER]];
+/// With `--reprobe`, after [`SYSTEMD_START`].
+const REPROBE_START: &[&str] = &["enable", "--now", systemd::REPROBE_TIMER];
+/// Every unit llmprobe may have written, timers first.
+const UNITS: [&str; 4] = [
+    systemd::TIMER,
+    systemd::SERVICE,
+    systemd::REPROBE_TIMER,
+    systemd::REPROBE_SERVICE,
+];
 
 impl Scheduler for Systemd {
     fn takes_enable(&self) -> bool {
@@ -21,13 +30,28 @@ impl Scheduler for Systemd {
 
     fn install(&self, job: &Job, stats: &Path, dry_run: bool, enable: bool) -> Result<Installed> {
         let dir = systemd::unit_dir()?;
-        let units = [
+        let mut units = vec![
             (dir.join(systemd::SERVICE), systemd::service(job)),
             (dir.join(systemd::TIMER), systemd::timer(job)),
         ];
+        units.extend(
+            systemd::reprobe_units(job)
+                .into_iter()
+                .map(|(name, text)| (dir.join(name), text)),
+        );
         for (path, _) in &units {
             if systemd::is_ours(path)? == Some(false) {
                 return Err(systemd::not_ours(path));
+            }
+        }
+        // Installed again without --reprobe: the re-probe units go.
+        let mut stale = Vec::new();
+        if job.reprobe.is_none() {
+            for name in [systemd::REPROBE_TIMER, systemd::REPROBE_SERVICE] {
+                let p = dir.join(name);
+                if systemd::is_ours(&p)? == Some(true) {
+                    stale.push(p);
+                }
             }
         }
         let previous = std::fs::read_to_string(&units[0].0)
@@ -48,14 +72,29 @@ impl Scheduler for Systemd {
             for (path, content) in &units {
                 fsutil::atomic_write_unlocked(path, content.as_bytes())?;
             }
+            if !stale.is_empty() {
+                remove_units(&dir, &stale, &[systemd::REPROBE_TIMER])?;
+            }
             fsutil::ensure_dir(stats)?;
         }
-        let commands: Vec<String> = SYSTEMD_START
+        for p in &stale {
+            let _ = writeln!(
+                text,
+                "{} {} (no --reprobe)",
+                if dry_run { "would remove" } else { "removed" },
+                p.display()
+            );
+        }
+        let mut start: Vec<&[&str]> = SYSTEMD_START.to_vec();
+        if job.reprobe.is_some() {
+            start.push(REPROBE_START);
+        }
+        let commands: Vec<String> = start
             .iter()
             .map(|a| format!("systemctl --user {}", a.join(" ")))
             .collect();
         if enable && !dry_run {
-            for args in SYSTEMD_START {
+            for args in start {
                 systemd::systemctl(args)
                     .map_err(|e| Error::io("cannot start the timer", std::io::Error::other(e)))?;
             }
@@ -87,7 +126,7 @@ impl Scheduler for Systemd {
         };
         let mut removal = Removal::looked_in(&dir.display().to_string());
         let mut ours = Vec::new();
-        for name in [systemd::TIMER, systemd::SERVICE] {
+        for name in UNITS {
             let p = dir.join(name);
             match systemd::is_ours(&p)? {
                 Some(true) => ours.push(p),
@@ -108,7 +147,7 @@ impl Scheduler for Systemd {
             removal.job_stats.push(d);
         }
         if !dry_run {
-            remove_units(&dir, &ours)?;
+            remove_units(&dir, &ours, &[systemd::TIMER, systemd::REPROBE_TIMER])?;
         }
         for p in &ours {
             let _ = writeln!(removal.text, "{verb} {}", p.display());
@@ -123,7 +162,12 @@ impl Scheduler for Systemd {
             Err(_) => return Ok(None),
         };
         let mut entry = String::new();
-        for name in [systemd::SERVICE, systemd::TIMER] {
+        for name in [
+            systemd::SERVICE,
+            systemd::TIMER,
+            systemd::REPROBE_SERVICE,
+            systemd::REPROBE_TIMER,
+        ] {
             let p = dir.join(name);
             if systemd::is_ours(&p)? == Some(true) {
                 let text = std::fs::read_to_string(&p).unwrap_or_default();
@@ -156,16 +200,24 @@ impl Scheduler for Systemd {
     }
 }
 
-/// Stop the timer, and remove our units and the enable link to the timer.
-fn remove_units(dir: &Path, ours: &[PathBuf]) -> Result<()> {
+/// Stop the `timers` among `ours`, and remove our units and the enable
+/// links to those timers.
+fn remove_units(dir: &Path, ours: &[PathBuf], timers: &[&str]) -> Result<()> {
     let systemctl = on_path("systemctl");
-    if systemctl && let Err(e) = systemd::systemctl(&["disable", "--now", systemd::TIMER]) {
-        eprintln!("note: {e}");
-    }
-    // `disable` removes this link; without a user session it is left to us.
-    let link = dir.join("timers.target.wants").join(systemd::TIMER);
-    if link.is_symlink() {
-        let _ = std::fs::remove_file(&link);
+    let timers: Vec<&str> = timers
+        .iter()
+        .copied()
+        .filter(|t| ours.iter().any(|p| p.ends_with(t)))
+        .collect();
+    for timer in &timers {
+        if systemctl && let Err(e) = systemd::systemctl(&["disable", "--now", timer]) {
+            eprintln!("note: {e}");
+        }
+        // `disable` removes this link; without a user session it is left to us.
+        let link = dir.join("timers.target.wants").join(timer);
+        if link.is_symlink() {
+            let _ = std::fs::remove_file(&link);
+        }
     }
     for p in ours {
         std::fs::remove_file(p)

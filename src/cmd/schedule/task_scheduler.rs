@@ -53,6 +53,7 @@ impl Scheduler for TaskScheduler {
             if dry_run { "would run" } else { "ran" },
             taskxml::command_line(&create)
         );
+        reprobe_task(job, stats, dry_run, &mut text)?;
         Ok(Installed {
             text,
             location: format!("Task Scheduler task {}", taskxml::TASK_NAME),
@@ -76,6 +77,16 @@ impl Scheduler for TaskScheduler {
             "{verb} the Task Scheduler task {}",
             taskxml::TASK_NAME
         );
+        if installed_named(taskxml::REPROBE_TASK).is_some() {
+            if !dry_run {
+                run_tool(&taskxml::delete_named(taskxml::REPROBE_TASK))?;
+            }
+            let _ = writeln!(
+                removal.text,
+                "{verb} the Task Scheduler task {}",
+                taskxml::REPROBE_TASK
+            );
+        }
         removal
             .job_stats
             .extend(taskxml::working_directory_of(&xml).map(PathBuf::from));
@@ -108,14 +119,21 @@ impl Scheduler for TaskScheduler {
             })
             .unwrap_or_else(|e| vec![format!("next run: unknown ({e})")]);
         let file = cx.stats.join(taskxml::XML_FILE);
+        let mut entry = if file.exists() {
+            format!("{} (as installed)\n{xml}", file.display())
+        } else {
+            xml
+        };
+        if let Some(reprobe) = installed_named(taskxml::REPROBE_TASK) {
+            entry.push_str(&format!(
+                "\n{} (check --paused):\n{reprobe}",
+                taskxml::REPROBE_TASK
+            ));
+        }
         Ok(Some(Shown {
             backend: Backend::TaskScheduler,
             location: format!("Task Scheduler task {}", taskxml::TASK_NAME),
-            entry: if file.exists() {
-                format!("{} (as installed)\n{xml}", file.display())
-            } else {
-                xml
-            },
+            entry,
             next_trigger: None,
             next_probe_from: None,
             details,
@@ -157,11 +175,56 @@ fn run_tool(argv: &[String]) -> Result<String> {
 /// The XML of the installed task, or `None` when there is none (or no
 /// schtasks).
 fn installed_task_xml() -> Option<String> {
+    installed_named(taskxml::TASK_NAME)
+}
+
+/// [`installed_task_xml`] for the task `name`.
+fn installed_named(name: &str) -> Option<String> {
     if !on_path("schtasks") {
         return None;
     }
-    let mut q = taskxml::query_command();
+    let mut q = taskxml::query_named(name);
     q.truncate(4);
     q.push("/XML".into());
     run_tool(&q).ok()
+}
+
+/// `--reprobe`: install the `check --paused` task beside the check's (or
+/// say it would); without it, remove one an earlier install left.
+fn reprobe_task(job: &Job, stats: &Path, dry_run: bool, text: &mut String) -> Result<()> {
+    let Some(xml) = taskxml::reprobe_xml(job) else {
+        // A dry run asks no tool, as the check's own task asks none.
+        if !dry_run && installed_named(taskxml::REPROBE_TASK).is_some() {
+            let delete = taskxml::delete_named(taskxml::REPROBE_TASK);
+            if !dry_run {
+                run_tool(&delete)?;
+            }
+            let _ = writeln!(
+                text,
+                "{} (no --reprobe): {}",
+                if dry_run { "would run" } else { "ran" },
+                taskxml::command_line(&delete)
+            );
+        }
+        return Ok(());
+    };
+    let path = stats.join(taskxml::REPROBE_XML_FILE);
+    let create = taskxml::create_named(taskxml::REPROBE_TASK, &path.display().to_string());
+    let _ = writeln!(
+        text,
+        "\n{} {}:\n\n{xml}",
+        if dry_run { "would write" } else { "wrote" },
+        path.display()
+    );
+    if !dry_run {
+        fsutil::atomic_write_unlocked(&path, xml.as_bytes())?;
+        run_tool(&create)?;
+    }
+    let _ = writeln!(
+        text,
+        "{}: {}",
+        if dry_run { "would run" } else { "ran" },
+        taskxml::command_line(&create)
+    );
+    Ok(())
 }
