@@ -215,6 +215,7 @@ mod tests {
             probes: 3,
             ok: 3,
             skipped: Vec::new(),
+            newest: None,
         }
     }
 

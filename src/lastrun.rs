@@ -13,6 +13,7 @@
 //! unset in the last run`. A file written before that field existed reads
 //! as a run that skipped nothing.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
@@ -42,6 +43,14 @@ pub struct LastRun {
     /// this field existed.
     #[serde(default)]
     pub skipped: Vec<Skipped>,
+    /// Each provider's newest probe by a completed run in the last 7 days
+    /// ([`crate::stale::RECENT_SECS`]), carried from run to run, so that
+    /// `brief` and `check` can tell which providers are still probed
+    /// without reading a week of the log. Re-probes (`check --paused`,
+    /// route's re-prober) never count. `None` in files written before this
+    /// field existed: readers then read the log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub newest: Option<BTreeMap<String, DateTime<Utc>>>,
 }
 
 impl LastRun {
@@ -50,6 +59,17 @@ impl LastRun {
     /// How long ago the run finished, as seen at `now` (never negative).
     pub fn age(&self, now: DateTime<Utc>) -> chrono::TimeDelta {
         (now - self.finished_at).max(chrono::TimeDelta::zero())
+    }
+
+    /// [`LastRun::newest`] as a [`crate::stale::Newest`], when the file
+    /// has it.
+    pub fn newest_probes(&self) -> Option<crate::stale::Newest> {
+        let map = self.newest.as_ref()?;
+        let mut n = crate::stale::Newest::default();
+        for (p, t) in map {
+            n.insert(p, t.timestamp());
+        }
+        Some(n)
     }
 
     /// Why the run left `provider` out, if it did.
@@ -90,6 +110,7 @@ pub struct LastRunRecord;
 
 impl RunObserver for LastRunRecord {
     fn on_recorded(&mut self, run: &FinishedRun<'_>) -> Result<()> {
+        let newest = carried_newest(run);
         write(
             run.stats_dir,
             &LastRun {
@@ -101,9 +122,40 @@ impl RunObserver for LastRunRecord {
                 probes: run.entries.len() as u64,
                 ok: run.passed() as u64,
                 skipped: run.skipped.to_vec(),
+                newest: Some(newest),
             },
         )
     }
+}
+
+/// The previous run's [`LastRun::newest`] (or, in a stats directory whose
+/// last run did not keep one, a week of the log read backwards, once),
+/// with this run's probes added and anything older than a week dropped.
+fn carried_newest(run: &FinishedRun<'_>) -> BTreeMap<String, DateTime<Utc>> {
+    let week_ago = run.finished_at.timestamp() - crate::stale::RECENT_SECS;
+    let mut newest = match read(run.stats_dir)
+        .ok()
+        .flatten()
+        .and_then(|r| r.newest_probes())
+    {
+        Some(n) => n,
+        None => {
+            let log = run.stats_dir.join(crate::settings::LOG_FILE);
+            crate::stale::Newest::read(&log, week_ago).unwrap_or_default()
+        }
+    };
+    for e in run.entries {
+        if e.source.is_none()
+            && let Some(t) = crate::time::parse_ts(&e.ts)
+        {
+            newest.insert(&e.provider, t);
+        }
+    }
+    newest
+        .iter()
+        .filter(|(_, t)| *t >= week_ago)
+        .filter_map(|(p, t)| Some((p.to_string(), DateTime::from_timestamp(t, 0)?)))
+        .collect()
 }
 
 #[cfg(test)]
@@ -121,6 +173,7 @@ mod tests {
             probes: 3,
             ok: 2,
             skipped: Vec::new(),
+            newest: None,
         }
     }
 
@@ -176,6 +229,10 @@ mod tests {
             probes: 2,
             ok: 1,
             skipped: skipped.to_vec(),
+            newest: Some(BTreeMap::from([(
+                "p".to_string(),
+                "2026-12-01T10:00:01Z".parse().unwrap(),
+            )])),
             ..run_at("2026-12-01T10:00:30Z")
         };
         let state_path = dir.path().join("model_state.json");
@@ -192,7 +249,27 @@ mod tests {
             summary: "",
         };
         LastRunRecord.on_recorded(&run).unwrap();
-        assert_eq!(read(dir.path()).unwrap(), Some(want));
+        assert_eq!(read(dir.path()).unwrap(), Some(want.clone()));
+        // The next run carries p's newest probe forward, adds its own, and
+        // never counts a re-probe.
+        let mut reprobe = Entry::new("2026-12-01T11:00:05Z".into(), "q", "a", &outcome(None));
+        reprobe.source = Some(crate::outcome::SOURCE_REPROBE);
+        let later = [
+            Entry::new("2026-12-01T11:00:00Z".into(), "r", "a", &outcome(None)),
+            reprobe,
+        ];
+        let finished: DateTime<Utc> = "2026-12-01T11:00:30Z".parse().unwrap();
+        LastRunRecord
+            .on_recorded(&FinishedRun {
+                finished_at: finished,
+                entries: &later,
+                ..run
+            })
+            .unwrap();
+        let newest = read(dir.path()).unwrap().unwrap().newest.unwrap();
+        let names: Vec<&str> = newest.keys().map(String::as_str).collect();
+        assert_eq!(names, ["p", "r"]);
+        assert_eq!(newest["p"], want.newest.as_ref().unwrap()["p"]);
         // A stats directory that is a file cannot take the record.
         let file = dir.path().join("not-a-dir");
         std::fs::write(&file, b"").unwrap();

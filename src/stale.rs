@@ -38,14 +38,17 @@ pub const RECENT_SECS: i64 = 7 * 24 * 3600;
 
 /// The newest probe of each provider in the health log, in Unix seconds: a
 /// log sink, fed by `brief`'s read or by [`Newest::read`]. `disabled_skip`
-/// rows are not probes and do not count.
+/// rows are not probes and do not count, and neither do re-probes of
+/// paused models (`"source": "reprobe"`): a router's re-prober, or a
+/// `check --paused` line, keeps probing a paused model while the hourly job
+/// may be dead or have lost its key, and must not make it look alive.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Newest(BTreeMap<String, i64>);
 
 impl Newest {
     /// Count one log entry.
     pub fn add(&mut self, r: &Record<'_>) {
-        if !r.is_sample() {
+        if !r.is_sample() || r.is_reprobe() {
             return;
         }
         match self.0.get_mut(r.provider) {
@@ -61,6 +64,11 @@ impl Newest {
     pub fn insert(&mut self, provider: &str, ts: i64) {
         let t = self.0.entry(provider.to_string()).or_insert(ts);
         *t = (*t).max(ts);
+    }
+
+    /// Every provider's newest probe, by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, i64)> {
+        self.0.iter().map(|(p, t)| (p.as_str(), *t))
     }
 
     /// The newest probe of `provider`, if the log read holds one.
@@ -205,6 +213,28 @@ mod tests {
     /// The injected now: 2026-12-02T12:00:00Z.
     const NOW: i64 = 1_796_212_800;
 
+    #[test]
+    fn re_probes_do_not_make_a_provider_look_probed() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("health_log.json");
+        std::fs::write(
+            &log,
+            concat!(
+                "[\n",
+                r#"{"ts":"2026-12-02T08:00:00Z","provider":"groq","model":"m","ok":1,"latency_ms":5,"failure_type":""}"#,
+                ",\n",
+                r#"{"ts":"2026-12-02T11:50:00Z","provider":"groq","model":"m","ok":1,"latency_ms":5,"failure_type":"","source":"reprobe"}"#,
+                ",\n",
+                r#"{"ts":"2026-12-02T11:55:00Z","provider":"mistral","model":"m","ok":0,"latency_ms":5,"failure_type":"timeout","source":"reprobe"}"#,
+                "\n]\n"
+            ),
+        )
+        .unwrap();
+        let n = Newest::read(&log, NOW - RECENT_SECS).unwrap();
+        assert_eq!(n.get("groq"), Some(NOW - 4 * H));
+        assert_eq!(n.get("mistral"), None);
+    }
+
     fn catalog() -> Catalog {
         let toml = r#"
             include_default_catalog = false
@@ -252,6 +282,7 @@ mod tests {
             probes: 1,
             ok: 1,
             skipped,
+            newest: None,
         }
     }
 

@@ -472,6 +472,11 @@ pub fn tests() -> Vec<crate::Test> {
             a_pause_reaches_the_routers_while_check_still_runs,
         ),
         crate::Test::new(
+            "shared::a_paused_run_publishes_its_changes_but_not_a_fresh_age",
+            needs,
+            a_paused_run_publishes_its_changes_but_not_a_fresh_age,
+        ),
+        crate::Test::new(
             "shared::a_shared_record_needs_a_redis_url",
             &[],
             a_shared_record_needs_a_redis_url,
@@ -737,4 +742,61 @@ fn a_shared_record_needs_a_redis_url() {
     assert!(r.stderr.contains("check.shared_state"), "{}", r.stderr);
     let r = env.run(&["check", "--shared-state", "http://h:1"]).code(2);
     assert!(r.stderr.contains("--shared-state"), "{}", r.stderr);
+}
+
+/// `check --paused --shared-state` publishes what its re-probes changed,
+/// but does not make the record look refreshed: only a scheduled run says
+/// the job is alive, so a dead hourly job still shows as stale.
+fn a_paused_run_publishes_its_changes_but_not_a_fresh_age() {
+    let redis = Redis::start();
+    let env = env();
+    // m: a 503 pauses it, then it answers.
+    let fake = Fake::start(&env, &["m=e503,ok"]);
+    let url = redis.url();
+    let table = fake.provider("p", "openai", &["good", "m"], "");
+    let cfg = env
+        .write(
+            "llmprobe.toml",
+            format!(
+                "include_default_catalog = false\n[defaults]\nspacing_secs = 0\ntimeout_secs = 10\n\n{table}"
+            ),
+        )
+        .display()
+        .to_string();
+    let r = crate::support::check(&env, &cfg, &["--shared-state", &url]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let dir = env.path().join("stats-a").display().to_string();
+    let srv = RouteServer::start(
+        &env,
+        &cfg,
+        &[
+            "--shared-state",
+            &url,
+            "--record",
+            "shared",
+            "--stats-dir",
+            &dir,
+        ],
+    );
+    let v = providers_until(&srv, "the router reads the pause", |v| {
+        paused_models(v) == serde_json::json!(["m"])
+    });
+    let as_of = v["record"]["as_of"].clone();
+    assert!(as_of.is_string(), "{v}");
+
+    // Past m's first re-probe slot, and past the record's age limit.
+    advance(&env, 2 * 3600 + 1);
+    let r = crate::support::check(&env, &cfg, &["--paused", "--shared-state", &url]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let state: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.state_file()).unwrap()).unwrap();
+    assert_eq!(state["p::m"]["state"], "active", "{state}");
+    let v = providers_until(&srv, "the recovery reaches the router", |v| {
+        provider_view(v, "p")["models"]["active"] == serde_json::json!(["good", "m"])
+    });
+    assert_eq!(
+        v["record"]["as_of"], as_of,
+        "a paused run leaves the age: {v}"
+    );
+    assert_eq!(v["record"]["status"], "stale", "{v}");
 }

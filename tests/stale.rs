@@ -24,6 +24,9 @@ fn json(s: &str) -> Value {
 
 /// Rewrite the health log with `provider`'s entries moved to `secs` ago,
 /// one entry per line as llmprobe writes it, and `extra` entries added.
+/// The history is rewritten, so `last_run.json`'s carried newest probes
+/// (which would contradict it) are dropped: readers then read the log, as
+/// they do in a stats directory from before that field.
 fn age_entries(env: &Env, providers: &[&str], secs: i64, extra: &[Value]) {
     let mut entries = log_entries(&env.log());
     for e in &mut entries {
@@ -37,6 +40,12 @@ fn age_entries(env: &Env, providers: &[&str], secs: i64, extra: &[Value]) {
         "stats/health_log.json",
         format!("[\n{}\n]\n", lines.join(",\n")),
     );
+    let last_run = env.stats().join("last_run.json");
+    if let Ok(text) = std::fs::read_to_string(&last_run) {
+        let mut v = json(&text);
+        v.as_object_mut().unwrap().remove("newest");
+        std::fs::write(&last_run, v.to_string()).unwrap();
+    }
 }
 
 fn row<'a>(v: &'a Value, provider: &str) -> &'a Value {
@@ -307,4 +316,74 @@ fn a_provider_probed_this_week_but_not_in_the_window_is_stale_without_a_row() {
             .all(|w| w["kind"] != "provider_stale"),
         "{v}"
     );
+}
+
+/// In steady state nothing reads a week of the log: each run carries every
+/// provider's newest probe forward in `last_run.json`. A key lost between
+/// two runs four and a half hours apart (by the test clock) is found from
+/// that record alone: the log's old entries are not read back.
+#[test]
+fn the_last_run_carries_each_providers_newest_probe_forward() {
+    let env = clock_env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("keyed", "openai", &["m"], &format!("api_key_env = {KEY:?}")),
+            fake.provider("keyless", "openai", &["m"], ""),
+        ],
+    );
+    let out = env
+        .command(&["--config", &cfg, "check"])
+        .env(KEY, "sk-test-not-a-real-key")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let first = json(&std::fs::read_to_string(env.stats().join("last_run.json")).unwrap());
+    let keyed_at = first["newest"]["keyed"].as_str().unwrap().to_string();
+    assert!(first["newest"]["keyless"].is_string(), "{first}");
+
+    advance(&env, OLD as u64);
+    let r = check(&env, &cfg, &[]).ok();
+    let warnings: Vec<&str> = r.stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings, [LOST], "stderr:\n{}", r.stderr);
+    let second = json(&std::fs::read_to_string(env.stats().join("last_run.json")).unwrap());
+    assert_eq!(
+        second["newest"]["keyed"],
+        keyed_at.as_str(),
+        "carried: {second}"
+    );
+
+    // Hide the keyed provider's entries from the log: brief still finds
+    // its newest probe in last_run.json, and calls it stale.
+    let entries: Vec<String> = log_entries(&env.log())
+        .into_iter()
+        .filter(|e| e["provider"] != "keyed")
+        .map(|e| e.to_string())
+        .collect();
+    env.write(
+        "stats/health_log.json",
+        format!("[\n{}\n]\n", entries.join(",\n")),
+    );
+    let v = json(&env.run(&["--config", &cfg, "brief", "--json"]).ok().stdout);
+    assert_eq!(v["healthy"], false, "{v}");
+    // (Probes are stamped by the real clock, so keyless, probed a second
+    // ago, looks 4 h old to the advanced test clock too.)
+    let keyed = v["stale_providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["provider"] == "keyed")
+        .unwrap_or_else(|| panic!("keyed is not stale: {v}"));
+    assert_eq!(keyed["newest_probe"], keyed_at.as_str(), "{v}");
+    assert_eq!(
+        keyed["reason"],
+        "skipped: STALE_TEST_GROQ_KEY unset in the last run"
+    );
+
+    // Older than a week: dropped from the record, and never stale.
+    advance(&env, 8 * 86_400);
+    check(&env, &cfg, &[]).ok();
+    let third = json(&std::fs::read_to_string(env.stats().join("last_run.json")).unwrap());
+    assert!(third["newest"].get("keyed").is_none(), "{third}");
 }

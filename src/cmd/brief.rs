@@ -10,11 +10,13 @@
 //! It runs at the start of every session, so its cost must not grow with the
 //! history: it reads the log backwards from the end and stops at the first
 //! entry more than [`CLOCK_SLACK_SECS`](crate::healthlog::recent::CLOCK_SLACK_SECS)
-//! older than the window start (a week back when the window is shorter, for
-//! each provider's newest probe: [`crate::stale::RECENT_SECS`]), which lets
+//! older than the window start, which lets
 //! slightly out-of-order clocks through. A log that is not one entry per
 //! line (the old tool's pretty-printed file) is read forward in full
-//! instead ([`crate::healthlog::recent`]).
+//! instead ([`crate::healthlog::recent`]). Each provider's newest probe
+//! in the last week comes from `last_run.json`, which carries it from run
+//! to run; only a stats directory whose last run did not keep it is read a
+//! week back ([`crate::stale::RECENT_SECS`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -49,10 +51,26 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
     let now = now_at.timestamp();
     let start = window.start(now);
     let log = s.log_path();
-    let (mut col, skipped) = collect(&log, start, now)?;
+    // Each provider's newest probe in the last week: carried in
+    // last_run.json when the last run kept it, so only the window is read;
+    // else (a stats directory from before that) a week of the log.
+    let carried = crate::lastrun::read(s.stats_dir())
+        .ok()
+        .flatten()
+        .and_then(|r| r.newest_probes());
+    let since = match carried {
+        Some(_) => start,
+        None => start.min(now - stale::RECENT_SECS),
+    };
+    let (mut col, skipped) = collect(&log, start, since)?;
     // Two small files, schedule.json and last_run.json: nothing is spawned.
     let schedule = Health::assess(s.stats_dir(), now_at, col.newest);
-    let newest = std::mem::take(&mut col.latest);
+    let mut newest = std::mem::take(&mut col.latest);
+    if let Some(carried) = carried {
+        for (p, t) in carried.iter() {
+            newest.insert(p, t);
+        }
+    }
     let mut brief = Brief::build(&window, now, col, &states, skipped);
     add_reprobes(s, &states, &mut brief.out_of_rotation)?;
     brief.health_log = crate::fsutil::absolute(&log).display().to_string();
@@ -133,10 +151,9 @@ fn model_lines(
 }
 
 /// Read what the brief needs: backwards when the file allows, else forward;
-/// from the window's start, or a week back when that is earlier, for each
-/// provider's newest probe.
-fn collect(log: &std::path::Path, start: i64, now: i64) -> Result<(Collect, u64)> {
-    let since = start.min(now - stale::RECENT_SECS);
+/// from `since`: the window's start, or earlier to find each provider's
+/// newest probe.
+fn collect(log: &std::path::Path, start: i64, since: i64) -> Result<(Collect, u64)> {
     recent::read_recent(log, Some(since), |d| Collect::new(start, d))
 }
 
@@ -200,7 +217,11 @@ impl Sink for Collect {
             return;
         }
         self.seq += self.step;
-        self.newest = self.newest.max(Some(r.ts));
+        // Re-probes of paused models are samples, but no sign that the
+        // scheduled job runs (crate::stale).
+        if !r.is_reprobe() {
+            self.newest = self.newest.max(Some(r.ts));
+        }
         self.latest.add(r);
         if r.ts < self.start {
             return;
@@ -250,7 +271,7 @@ impl Recent for Collect {
     fn too_old(&mut self, r: &Record<'_>) {
         // Too old to count, but it still dates the newest probe when
         // nothing newer exists.
-        if r.is_sample() {
+        if r.is_sample() && !r.is_reprobe() {
             self.newest = self.newest.max(Some(r.ts));
         }
     }

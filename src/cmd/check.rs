@@ -181,7 +181,7 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
     );
     let publisher = shared_state
         .as_deref()
-        .and_then(|url| Publisher::start(url, s, clock.clone()));
+        .and_then(|url| Publisher::start(url, s, clock.clone(), !a.paused));
     let summary = if a.paused {
         let writer = Writer::new(s).with_source(SOURCE_REPROBE);
         crate::check::execute_with(s, plan, writer)?
@@ -247,15 +247,27 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
 }
 
 /// The one line about providers skipped for a missing key that were
-/// probed in the last 7 days ([`crate::stale::lost_keys`]), if any. The
-/// log is read (backwards, a week at most) only when some provider was
-/// skipped for a missing key. The run is recorded by then, so a log that
-/// cannot be read costs the line (with a warning), never the run.
+/// probed in the last 7 days ([`crate::stale::lost_keys`]), if any. Only
+/// when some provider was skipped for a missing key; the previous
+/// `last_run.json` says when each provider was last probed, and only
+/// without it is the log read (backwards, a week at most). The run is
+/// recorded by then, so a log that cannot be read costs the line (with a
+/// warning), never the run.
 fn lost_keys_line(s: &Settings, skipped: &[plan::Skipped], now: i64) -> Option<String> {
     if !skipped.iter().any(|k| k.missing_key()) {
         return None;
     }
-    match crate::stale::Newest::read(&s.log_path(), now - crate::stale::RECENT_SECS) {
+    // The previous run's record carries each provider's newest probe (this
+    // run's last_run.json is not written yet); without it, read the log.
+    let carried = crate::lastrun::read(s.stats_dir())
+        .ok()
+        .flatten()
+        .and_then(|r| r.newest_probes());
+    let newest = match carried {
+        Some(n) => Ok(n),
+        None => crate::stale::Newest::read(&s.log_path(), now - crate::stale::RECENT_SECS),
+    };
+    match newest {
         Ok(newest) => crate::stale::lost_keys_line(&crate::stale::lost_keys(skipped, &newest, now)),
         Err(e) => {
             tracing::warn!("could not tell which skipped providers were probed this week: {e}");

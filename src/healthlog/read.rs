@@ -57,9 +57,17 @@ pub struct Record<'a> {
     /// `vision`: the capability log's `probe`); `""` for a basic probe, as
     /// every health-log entry is.
     pub probe: &'a str,
+    /// Who sent the probe (`reprobe`), `""` for a scheduled `check`.
+    pub source: &'a str,
 }
 
 impl Record<'_> {
+    /// A re-probe of a paused model (`"source": "reprobe"`): a real
+    /// sample, but no sign that the scheduled job runs.
+    pub fn is_reprobe(&self) -> bool {
+        self.source == crate::outcome::SOURCE_REPROBE
+    }
+
     /// Whether the entry counts as probes at all.
     pub fn is_sample(&self) -> bool {
         self.samples > 0.0
@@ -377,6 +385,7 @@ struct Loose {
     uptime: Option<Value>,
     sample_count: Option<Value>,
     probe: Option<Value>,
+    source: Option<Value>,
 }
 
 /// What one complete element turned out to be.
@@ -449,6 +458,7 @@ fn interpret(l: &Loose) -> Option<Record<'_>> {
         failure: "",
         http_status,
         probe: text(&l.probe).unwrap_or(""),
+        source: text(&l.source).unwrap_or(""),
     };
     if l.ok.is_some() {
         r.passed = if num(&l.ok)? >= 1.0 { 1.0 } else { 0.0 };
@@ -516,8 +526,9 @@ pub(crate) fn fast(b: &[u8]) -> Option<(Record<'_>, usize)> {
     if lit(b, &mut p, b",\"error\":\"").is_some() {
         string(b, &mut p)?;
     }
+    let mut source = "";
     if lit(b, &mut p, b",\"source\":\"").is_some() {
-        string(b, &mut p)?;
+        source = string(b, &mut p)?;
     }
     if *b.get(p)? != b'}' {
         return None;
@@ -533,6 +544,7 @@ pub(crate) fn fast(b: &[u8]) -> Option<(Record<'_>, usize)> {
         failure: if ok == 1.0 { "" } else { failure },
         http_status,
         probe,
+        source,
     };
     if failure == "disabled_skip" {
         r.samples = 0.0;
@@ -697,6 +709,11 @@ mod tests {
             });
             assert_eq!(format!("{fast_r:?}"), slow_r, "{l}");
             assert_eq!(fast_r.probe.is_empty(), !l.contains("\"probe\""), "{l}");
+            assert_eq!(
+                fast_r.is_reprobe(),
+                l.contains("\"source\":\"reprobe\""),
+                "{l}"
+            );
         }
         // Shapes the fast path declines; the slow path reads them.
         for l in [

@@ -228,6 +228,7 @@ mod tests {
             failure: "",
             http_status: None,
             probe: "",
+            source: "",
         }
     }
 

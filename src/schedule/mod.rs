@@ -628,6 +628,7 @@ mod tests {
             probes: 1,
             ok: 1,
             skipped: Vec::new(),
+            newest: None,
         }
     }
 

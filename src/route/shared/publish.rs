@@ -44,13 +44,18 @@ pub struct Publisher {
     findings: PathBuf,
     stale_after: TimeDelta,
     clock: Clock,
+    /// Publishing refreshes the record's age (`false` for `check
+    /// --paused`: re-probes are no sign that the scheduled job runs).
+    stamp: bool,
 }
 
 impl Publisher {
     /// Connect to `url`, and publish the states at every change the run
     /// makes. `None`, after one warning on stderr, when Redis cannot be
     /// reached: the run goes on without publishing.
-    pub fn start(url: &str, s: &Settings, clock: Clock) -> Option<Publisher> {
+    /// `stamp`: whether what it publishes refreshes the record's age
+    /// (every run but `check --paused`).
+    pub fn start(url: &str, s: &Settings, clock: Clock, stamp: bool) -> Option<Publisher> {
         let rt = match crate::server::runtime(1) {
             Ok(rt) => rt,
             Err(e) => {
@@ -84,6 +89,7 @@ impl Publisher {
             states.clone(),
             clock.clone(),
             stale_after,
+            stamp,
         ));
         Some(Publisher {
             rt,
@@ -94,6 +100,7 @@ impl Publisher {
             findings: s.capabilities_path(),
             stale_after,
             clock,
+            stamp,
         })
     }
 
@@ -113,7 +120,7 @@ impl Publisher {
             Ok(_) => {
                 let _ = self.rt.block_on(self.shared.publish_states(
                     &self.states.current(),
-                    now,
+                    self.stamp.then_some(now),
                     self.stale_after,
                 ));
             }
@@ -141,10 +148,12 @@ impl Publisher {
                 Verdicts::Keep
             }
         };
-        let _ = self.rt.block_on(
-            self.shared
-                .publish_run(&health, verdicts, now, self.stale_after),
-        );
+        let _ = self.rt.block_on(self.shared.publish_run(
+            &health,
+            verdicts,
+            self.stamp.then_some(now),
+            self.stale_after,
+        ));
     }
 }
 
@@ -154,6 +163,7 @@ async fn watch(
     states: Arc<Watcher<States>>,
     clock: Clock,
     stale_after: TimeDelta,
+    stamp: bool,
 ) {
     let mut tick = tokio::time::interval(STATE_POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -163,7 +173,7 @@ async fn watch(
         match tokio::task::spawn_blocking(move || w.refresh()).await {
             Ok(Ok(true)) => {
                 let _ = shared
-                    .publish_states(&states.current(), clock.now(), stale_after)
+                    .publish_states(&states.current(), stamp.then(|| clock.now()), stale_after)
                     .await;
             }
             Ok(Ok(false)) => {}

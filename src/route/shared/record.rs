@@ -392,7 +392,7 @@ impl SharedState {
     pub async fn publish_states(
         &self,
         states: &States,
-        now: DateTime<Utc>,
+        now: Option<DateTime<Utc>>,
         stale_after: TimeDelta,
     ) -> Shared<()> {
         let mut p = redis::pipe();
@@ -410,7 +410,7 @@ impl SharedState {
         &self,
         health: &HealthMap,
         verdicts: Verdicts<'_>,
-        now: DateTime<Utc>,
+        now: Option<DateTime<Utc>>,
         stale_after: TimeDelta,
     ) -> Shared<()> {
         let mut p = redis::pipe();
@@ -432,16 +432,21 @@ impl SharedState {
         self.stamped(p, now, stale_after).await
     }
 
-    /// `p`, then one more version, the stamp, and every key's expiry.
+    /// `p`, then one more version, the stamp (when `now` is given: a
+    /// `check --paused` run publishes its changes without refreshing the
+    /// record's age, so a dead hourly job still shows), and every key's
+    /// expiry.
     async fn stamped(
         &self,
         mut p: redis::Pipeline,
-        now: DateTime<Utc>,
+        now: Option<DateTime<Utc>>,
         stale_after: TimeDelta,
     ) -> Shared<()> {
         p.hincr(META_KEY, "version", 1).ignore();
-        p.hset_multiple(META_KEY, &encode_meta(now, stale_after))
-            .ignore();
+        if let Some(now) = now {
+            p.hset_multiple(META_KEY, &encode_meta(now, stale_after))
+                .ignore();
+        }
         for k in [STATES_KEY, HEALTH_KEY, CAPABILITIES_KEY, META_KEY] {
             p.pexpire(k, KEEP.as_millis() as i64).ignore();
         }
