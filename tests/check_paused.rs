@@ -156,11 +156,7 @@ fn nothing_paused_is_silent_and_a_running_check_is_one_line() {
     assert_eq!(state(&env)["f::m"]["state"], "paused");
     advance(&env, 300);
     // Another check holds the run lock: it probes paused models itself.
-    let lock = std::fs::OpenOptions::new()
-        .write(true)
-        .open(env.stats().join(".check.lock"))
-        .unwrap();
-    lock.lock().unwrap();
+    let lock = hold_run_lock(&env, "");
     let r = check(&env, &cfg, &["--paused"]).ok();
     assert_eq!(r.stdout, "");
     assert_eq!(
