@@ -154,9 +154,10 @@ impl RunLock {
                 return Err(Error::io(format!("cannot lock {}", path.display()), e));
             }
         }
-        // Say who we are for the benefit of a second run. The content is
-        // informational; the lock itself is what excludes.
-        // One write, so that a reader sees all of it or none.
+        // Say who we are for the benefit of a second run, in one write so
+        // that a reader sees all of it or none. The lock itself is what
+        // excludes; the note tells a person who holds it, and a whole run
+        // whether to wait (a `check --paused` holder).
         let note = format!(
             "pid {}, started {}\n{}",
             std::process::id(),

@@ -27,7 +27,8 @@ use crate::textfile::PromFile;
 
 /// The longest a whole run waits for a `check --paused` run that holds the
 /// run lock (past it, exit 3 as for any other holder). A paused run
-/// probes only the paused models due, one per provider's spacing.
+/// probes only the paused models that are due, so it is short: this
+/// covers ten due models of one provider at the default spacing.
 pub const PAUSED_RUN_WAIT: Duration = Duration::from_secs(15 * 60);
 
 /// `llmprobe check` from the command line. The settings are loaded here,
