@@ -149,7 +149,8 @@ adds a line running `llmprobe check --paused` every 10 minutes. It probes a
 paused model 5, 10, 20… min after its pause (at most hourly, never before a
 Retry-After), and prints nothing when no model is due. It writes no
 last_run.json and sends no --ping-url/--prom-file, so that only the hourly
-run counts as a heartbeat.")]
+run counts as a heartbeat. A plain check that finds such a run holding the
+run lock waits for it (up to 15 min) instead of exiting 3.")]
 pub struct CheckArgs {
     /// Only these providers (repeatable, or comma-separated).
     #[arg(long, short = 'p', value_delimiter = ',', value_name = "NAME", add = Names::Providers)]

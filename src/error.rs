@@ -38,6 +38,9 @@ pub struct ConfigError(pub String);
 pub struct LockedError {
     pub path: PathBuf,
     pub holder: String,
+    /// The holder is a `check --paused` run, which a whole run waits for
+    /// ([`crate::fsutil::RunLock::acquire_after_paused`]).
+    pub paused: bool,
 }
 
 /// Every way a command can fail, one variant per concern, each with its

@@ -79,16 +79,45 @@ impl DataLock {
     }
 }
 
-/// The lock that makes `check` runs exclusive. Held for a whole run.
+/// The lock that makes `check` runs exclusive. Held for a whole run; its
+/// note (who holds it) is emptied when it is let go, so a note is always
+/// the present holder's.
 #[derive(Debug)]
 pub struct RunLock {
-    _file: File,
+    file: File,
+}
+
+/// The line a `check --paused` run adds to its run-lock note, by which a
+/// plain `check` that finds the lock held knows to wait for it
+/// ([`LockedError::paused`]).
+const PAUSED_NOTE: &str = "check --paused";
+
+/// Which kind of run holds (or takes) the run lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunKind {
+    /// A whole `check` run (and anything else that takes the lock).
+    Check,
+    /// A `check --paused` run: short, and probing only paused models.
+    Paused,
+}
+
+impl Drop for RunLock {
+    fn drop(&mut self) {
+        // Still ours until the file closes, just after this.
+        let _ = self.file.set_len(0);
+    }
 }
 
 impl RunLock {
-    /// Take the run lock of `stats_dir` without waiting. When another process
-    /// holds it, the error says which.
+    /// Take the run lock of `stats_dir` without waiting, as a whole run.
+    /// When another process holds it, the error says which.
     pub fn try_acquire(stats_dir: &Path) -> Result<RunLock> {
+        RunLock::try_acquire_as(stats_dir, RunKind::Check)
+    }
+
+    /// [`RunLock::try_acquire`] for a run of `kind`, which the note in
+    /// the lock file names for the next run that finds it held.
+    pub fn try_acquire_as(stats_dir: &Path, kind: RunKind) -> Result<RunLock> {
         ensure_dir(stats_dir)?;
         let path = stats_dir.join(RUN_LOCK);
         let mut file = open_lock_file(&path)?;
@@ -107,32 +136,73 @@ impl RunLock {
                     }
                     std::thread::sleep(std::time::Duration::from_millis(10));
                 }
+                let paused = holder.lines().any(|l| l.trim() == PAUSED_NOTE);
                 let holder = holder.trim();
                 let holder = if holder.is_empty() {
                     "holder unknown".to_string()
                 } else {
                     holder.replace('\n', ", ")
                 };
-                return Err(LockedError { path, holder }.into());
+                return Err(LockedError {
+                    path,
+                    holder,
+                    paused,
+                }
+                .into());
             }
             Err(fs::TryLockError::Error(e)) => {
                 return Err(Error::io(format!("cannot lock {}", path.display()), e));
             }
         }
-        // Say who we are for the benefit of a second run. The content is
-        // informational; the lock itself is what excludes.
+        // Say who we are for the benefit of a second run, in one write so
+        // that a reader sees all of it or none. The lock itself is what
+        // excludes; the note tells a person who holds it, and a whole run
+        // whether to wait (a `check --paused` holder).
         let note = format!(
-            "pid {}, started {}\n",
+            "pid {}, started {}\n{}",
             std::process::id(),
-            crate::time::now_rfc3339()
+            crate::time::now_rfc3339(),
+            match kind {
+                RunKind::Check => String::new(),
+                RunKind::Paused => format!("{PAUSED_NOTE}\n"),
+            }
         );
         file.set_len(0)
             .and_then(|_| file.write_all(note.as_bytes()))
             .and_then(|_| file.flush())
             .map_err(|e| Error::io(format!("cannot write {}", path.display()), e))?;
-        Ok(RunLock { _file: file })
+        Ok(RunLock { file })
+    }
+
+    /// Take the run lock of `stats_dir` for a whole run, waiting while a
+    /// `check --paused` run holds it (it is short, and the two are started
+    /// together by a schedule), polling every [`PAUSED_POLL`], for `max`
+    /// at the most. `waiting` is called once, when the wait begins. A lock
+    /// held by any other run, or still held after `max`, is the
+    /// [`LockedError`] at once.
+    pub fn acquire_after_paused(
+        stats_dir: &Path,
+        max: std::time::Duration,
+        waiting: impl FnOnce(&LockedError),
+    ) -> Result<RunLock> {
+        let start = std::time::Instant::now();
+        let mut waiting = Some(waiting);
+        loop {
+            match RunLock::try_acquire(stats_dir) {
+                Err(Error::Locked(e)) if e.paused && start.elapsed() < max => {
+                    if let Some(w) = waiting.take() {
+                        w(&e);
+                    }
+                    std::thread::sleep(PAUSED_POLL);
+                }
+                other => return other,
+            }
+        }
     }
 }
+
+/// How often [`RunLock::acquire_after_paused`] tries the lock again.
+pub const PAUSED_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 
 fn open_lock_file(path: &Path) -> Result<File> {
     OpenOptions::new()

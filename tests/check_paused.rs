@@ -7,8 +7,8 @@
 use serde_json::Value;
 
 use crate::support::{
-    Env, Fake, PingServer, advance, check, clock_env, closed_port, config, log_entries,
-    provider_toml,
+    Env, Fake, PingServer, advance, ago, check, clock_env, closed_port, config, eventually,
+    log_entries, provider_toml,
 };
 
 fn state(env: &Env) -> Value {
@@ -156,11 +156,7 @@ fn nothing_paused_is_silent_and_a_running_check_is_one_line() {
     assert_eq!(state(&env)["f::m"]["state"], "paused");
     advance(&env, 300);
     // Another check holds the run lock: it probes paused models itself.
-    let lock = std::fs::OpenOptions::new()
-        .write(true)
-        .open(env.stats().join(".check.lock"))
-        .unwrap();
-    lock.lock().unwrap();
+    let lock = hold_run_lock(&env, "");
     let r = check(&env, &cfg, &["--paused"]).ok();
     assert_eq!(r.stdout, "");
     assert_eq!(
@@ -213,4 +209,138 @@ fn offline_it_records_nothing_and_no_channel_hears_of_it() {
     assert!(ping.calls().is_empty(), "{:?}", ping.calls());
     assert!(!prom.exists());
     assert!(!env.stats().join("last_run.json").exists());
+}
+
+/// Hold the run lock of `env` from the test, with `note` in the lock file
+/// as the holder writes it (a `check --paused` run adds a line saying so).
+fn hold_run_lock(env: &Env, note: &str) -> std::fs::File {
+    use std::io::Write;
+    std::fs::create_dir_all(env.stats()).unwrap();
+    let mut lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(env.stats().join(".check.lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    lock.set_len(0).unwrap();
+    lock.write_all(note.as_bytes()).unwrap();
+    lock
+}
+
+#[test]
+fn a_whole_run_waits_for_a_paused_run_that_holds_the_lock() {
+    let env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(&env, &[fake.provider("f", "openai", &["m"], "")]);
+    // The hourly run starts while a `check --paused` line probes.
+    let lock = hold_run_lock(
+        &env,
+        "pid 1, started 2026-12-02T10:00:00Z\ncheck --paused\n",
+    );
+    let err_path = env.path().join("check.err");
+    let mut child = env
+        .command(&["--config", &cfg, "check"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    eventually("the whole run waits for the paused run", || {
+        let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("check exited ({status}) while a paused run held the lock:\n{err}");
+        }
+        if err.contains("waiting for it") {
+            Ok(())
+        } else {
+            Err(err)
+        }
+    });
+    assert!(fake.seen().is_empty());
+    // The paused run ends: the whole run takes the lock and runs.
+    drop(lock);
+    let out = child.wait_with_output().unwrap();
+    let err = std::fs::read_to_string(&err_path).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("1/1 probes passed"),
+        "{out:?}"
+    );
+    assert_eq!(
+        err,
+        "check: a check --paused run holds the run lock (pid 1, started 2026-12-02T10:00:00Z, \
+         check --paused); waiting for it (up to 15m)\n"
+    );
+    assert_eq!(fake.seen().len(), 1);
+    assert!(env.stats().join("last_run.json").exists());
+    // Its note is gone with the lock.
+    assert_eq!(
+        std::fs::read_to_string(env.stats().join(".check.lock")).unwrap(),
+        ""
+    );
+
+    // Another whole run holding the lock: exit 3 at once, as before.
+    let lock = hold_run_lock(&env, "pid 1, started 2026-12-02T10:00:00Z\n");
+    let r = check(&env, &cfg, &[]).code(3);
+    assert!(
+        r.stderr
+            .contains("another check is already running (pid 1, started 2026-12-02T10:00:00Z)"),
+        "{}",
+        r.stderr
+    );
+    drop(lock);
+    assert_eq!(fake.seen().len(), 1);
+}
+
+#[test]
+fn a_paused_run_leaves_the_lost_keys_warning_to_the_hourly_run() {
+    let env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider(
+                "keyed",
+                "openai",
+                &["m"],
+                "api_key_env = \"PAUSED_TEST_LOST_KEY\"",
+            ),
+            fake.provider("keyless", "openai", &["m"], ""),
+        ],
+    );
+    // Both paused an hour ago and probed then; keyed's key is gone since.
+    let since = ago(3600);
+    let entry = |p: &str| {
+        format!(
+            r#"{{"ts":"{since}","provider":"{p}","model":"m","ok":0,"latency_ms":3,"failure_type":"rate_limit"}}"#
+        )
+    };
+    env.write(
+        "stats/health_log.json",
+        format!("[\n{},\n{}\n]\n", entry("keyed"), entry("keyless")),
+    );
+    let paused = |p: &str| {
+        format!(
+            r#""{p}::m": {{"state": "paused", "reason": "rate_limit", "since": "{since}", "consecutive_failures": 0}}"#
+        )
+    };
+    env.write(
+        "stats/model_state.json",
+        format!("{{{}, {}}}", paused("keyed"), paused("keyless")),
+    );
+    let r = check(&env, &cfg, &["--paused", "--fail-on-skipped"]).ok();
+    assert!(r.stdout.contains("1/1 probes passed"), "{}", r.stdout);
+    assert!(!r.stderr.contains("warning"), "{}", r.stderr);
+    assert_eq!(fake.seen().len(), 1);
+    assert_eq!(state(&env)["keyless::m"]["state"], "active");
+    // The hourly run says it, and fails for it.
+    let r = check(&env, &cfg, &["--fail-on-skipped"]).code(1);
+    assert!(
+        r.stderr.contains(
+            "warning: probed in the last 7 days, skipped now for a missing key: keyed (PAUSED_TEST_LOST_KEY unset)"
+        ),
+        "{}",
+        r.stderr
+    );
 }

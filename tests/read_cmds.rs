@@ -1370,3 +1370,91 @@ fn rollup_readme_without_markers_prints_the_lines_to_paste() {
         "# My project\n"
     );
 }
+
+#[test]
+fn next_reprobes_of_pauses_without_a_time_and_with_route_reprobes_off() {
+    let mut env = env();
+    // Paused by hand (no `since`): one probed two minutes ago, one never.
+    let probed = ago(120);
+    env.write(
+        "stats/health_log.json",
+        log_of(&[e(120, "groq", "llama-3.1-8b-instant", false, 5, "timeout")]),
+    );
+    let retry_at = ago(-1200);
+    env.write(
+        "stats/model_state.json",
+        format!(
+            r#"{{"groq::llama-3.1-8b-instant": {{"state": "paused", "reason": "timeout", "consecutive_failures": 1}},
+                "groq::llama-3.3-70b-versatile": {{"state": "paused", "reason": "manual", "consecutive_failures": 0}},
+                "mistral::mistral-large-latest": {{"state": "paused", "reason": "rate_limit", "since": "{probed}", "consecutive_failures": 0, "retry_at": "{retry_at}"}}}}"#
+        ),
+    );
+    let secs = |ts: &str| {
+        chrono::DateTime::parse_from_rfc3339(ts)
+            .unwrap()
+            .with_timezone(&chrono::Utc)
+    };
+    let next = |v: &Value, model: &str| -> Value {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["model"] == model)
+            .unwrap_or_else(|| panic!("no row {model}: {v}"))["next_reprobe"]
+            .clone()
+    };
+    // Its last probe stands for the pause; never probed: due at once.
+    let v = json(&env.run(&["state", "--json"]).ok().stdout);
+    let at = next(&v, "groq::llama-3.1-8b-instant");
+    assert_eq!(
+        secs(at.as_str().unwrap()),
+        secs(&probed) + chrono::Duration::seconds(300),
+        "{v}"
+    );
+    assert_eq!(
+        secs(next(&v, "groq::llama-3.3-70b-versatile").as_str().unwrap()).timestamp(),
+        0
+    );
+    let t = env.run(&["state"]).ok().stdout;
+    assert!(
+        t.contains("\n  groq::llama-3.1-8b-instant: next re-probe "),
+        "{t}"
+    );
+    assert!(
+        t.contains(
+            "\n  groq::llama-3.3-70b-versatile: re-probe due (by route --serve or check --paused)"
+        ),
+        "{t}"
+    );
+
+    // Route's re-probes off: check --paused alone, on each run or once the
+    // Retry-After passes.
+    env.env("LLMPROBE_ROUTE_REPROBE_PAUSED_SECS", "0");
+    let off = "route --serve does not re-probe ([route] reprobe_paused_secs = 0)";
+    for cmd in ["state", "brief"] {
+        let t = env.run(&[cmd]).ok().stdout;
+        for m in [
+            "groq::llama-3.1-8b-instant",
+            "groq::llama-3.3-70b-versatile",
+        ] {
+            assert!(
+                t.contains(&format!(
+                    "\n  {m}: check --paused re-probes it on each run; {off}\n"
+                )),
+                "{cmd}:\n{t}"
+            );
+        }
+        let line = t
+            .lines()
+            .find(|l| l.starts_with("  mistral::mistral-large-latest: "))
+            .unwrap_or_else(|| panic!("{cmd}:\n{t}"));
+        assert!(
+            line.starts_with(
+                "  mistral::mistral-large-latest: check --paused re-probes it once the provider's Retry-After passes, "
+            ) && line.ends_with(&format!("; {off}")),
+            "{line}"
+        );
+    }
+    let v = json(&env.run(&["state", "--json"]).ok().stdout);
+    assert!(next(&v, "groq::llama-3.1-8b-instant").is_null(), "{v}");
+    assert_eq!(next(&v, "mistral::mistral-large-latest"), retry_at.as_str());
+}

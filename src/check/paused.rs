@@ -72,10 +72,11 @@ pub fn next_due(
 pub type NextTime = (String, StateEntry, Option<DateTime<Utc>>);
 
 /// When each paused model of `states` is next due ([`next_due`]), with the
-/// last probe of each read from `log`, in file order. A paused entry
-/// without a parseable `since` (written by hand) is due at once: nothing
-/// says when it paused. `brief` and `state` show these; [`due`] picks
-/// from them.
+/// last probe of each read from `log`, in file order. The log is read back
+/// to the oldest pause only: a paused entry without a parseable `since`
+/// (written by hand) counts its last probe since then as its pause, and is
+/// due at once when it has none ([`reprobe::next_reprobe`]). `brief` and
+/// `state` show these; [`due`] picks from them.
 pub fn next_times(
     states: &States,
     log: &std::path::Path,
@@ -91,9 +92,9 @@ pub fn next_times(
     // A probe before the pause counts as the pause: the read can stop there.
     let since = paused
         .iter()
-        .map(|(_, e)| reprobe::parse(e.since.as_deref()).map(|t| t.timestamp()))
-        .min()
-        .flatten();
+        .filter_map(|(_, e)| reprobe::parse(e.since.as_deref()))
+        .map(|t| t.timestamp())
+        .min();
     let wanted: Vec<&str> = paused.iter().map(|(k, _)| k.as_str()).collect();
     let lasts = last_probes(log, &wanted, since)?;
     Ok(paused
@@ -102,11 +103,7 @@ pub fn next_times(
             let last = lasts
                 .get(&key)
                 .and_then(|l| DateTime::from_timestamp(l.ts, 0));
-            let at = next_due(&entry, last, interval).or_else(|| {
-                reprobe::parse(entry.since.as_deref())
-                    .is_none()
-                    .then_some(DateTime::UNIX_EPOCH)
-            });
+            let at = next_due(&entry, last, interval);
             (key, entry, at)
         })
         .collect())
@@ -215,6 +212,43 @@ mod tests {
         assert_eq!(
             d.to_string(),
             "check --paused: 3 of 4 paused models due; the next falls due at 2026-12-02T10:15:00Z"
+        );
+    }
+
+    #[test]
+    fn a_pause_without_a_time_counts_from_its_last_probe_since_the_oldest_pause() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = "2026-12-02T10:00:00Z";
+        let log = log_with(
+            dir.path(),
+            &[
+                ("2026-12-01T08:00:00Z", "old"),
+                (t0, "a"),
+                ("2026-12-02T10:02:00Z", "g"),
+            ],
+        );
+        let mut states = States::default();
+        states.set("p::a", entry(ModelState::Paused, Some(t0), None));
+        for m in ["f", "g", "old"] {
+            states.set(&format!("p::{m}"), entry(ModelState::Paused, None, None));
+        }
+        let times: Vec<(String, Option<DateTime<Utc>>)> = next_times(&states, &log, FIVE_MIN)
+            .unwrap()
+            .into_iter()
+            .map(|(k, _, at)| (k, at))
+            .collect();
+        assert_eq!(
+            times,
+            [
+                ("p::a".to_string(), Some(t("2026-12-02T10:05:00Z"))),
+                // Never probed: due at once.
+                ("p::f".to_string(), Some(DateTime::UNIX_EPOCH)),
+                // Its last probe stands for the pause.
+                ("p::g".to_string(), Some(t("2026-12-02T10:07:00Z"))),
+                // The read stops at the oldest pause (less the clock
+                // slack): a probe a day older is not looked for.
+                ("p::old".to_string(), Some(DateTime::UNIX_EPOCH)),
+            ]
         );
     }
 

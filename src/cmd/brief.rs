@@ -72,7 +72,9 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
         }
     }
     let mut brief = Brief::build(&window, now, col, &states, skipped);
-    add_reprobes(s, &states, &mut brief.out_of_rotation)?;
+    crate::cmd::nextprobe::add_to(s, &states, &mut brief.out_of_rotation, |r| {
+        (r.state == ModelState::Paused).then_some((r.model.as_str(), &mut r.reprobe))
+    })?;
     brief.health_log = crate::fsutil::absolute(&log).display().to_string();
     brief.log_missing = !log.exists();
     // A bad route state is route's problem: say so, and brief the rest.
@@ -109,18 +111,6 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
         output::print(&brief.text())?;
     }
     Ok(exit::SUCCESS)
-}
-
-/// Each paused model's next re-probe ([`crate::cmd::nextprobe`]).
-fn add_reprobes(s: &Settings, states: &States, rows: &mut [OutOfRotation]) -> Result<()> {
-    if !rows.iter().any(|r| r.state == ModelState::Paused) {
-        return Ok(());
-    }
-    let mut next = crate::cmd::nextprobe::of_paused(s, states)?;
-    for r in rows {
-        r.reprobe = next.remove(&r.model);
-    }
-    Ok(())
 }
 
 /// Every catalog model, then every other model the verdicts file names,

@@ -13,7 +13,7 @@ use crate::cli::{CapabilityProbes, CheckArgs, GlobalArgs};
 use crate::due;
 use crate::error::{Error, Result};
 use crate::exit;
-use crate::fsutil::{DataLock, RunLock};
+use crate::fsutil::{DataLock, RunKind, RunLock};
 use crate::healthlog;
 use crate::lastrun::LastRunRecord;
 use crate::observer::{FinishedRun, Observers, Ran};
@@ -24,6 +24,12 @@ use crate::route::shared::publish::Publisher;
 use crate::settings::Settings;
 use crate::state::States;
 use crate::textfile::PromFile;
+
+/// The longest a whole run waits for a `check --paused` run that holds the
+/// run lock (past it, exit 3 as for any other holder). A paused run
+/// probes only the paused models that are due, so it is short: this
+/// covers ten due models of one provider at the default spacing.
+pub const PAUSED_RUN_WAIT: Duration = Duration::from_secs(15 * 60);
 
 /// `llmprobe check` from the command line. The settings are loaded here,
 /// after the observers are set up, so that a broken config file is reported
@@ -146,15 +152,27 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
     if let Some(max) = a.jitter {
         due::wait(due::jitter_delay(max), max, &clock);
     }
-    let _run_lock = match RunLock::try_acquire(s.stats_dir()) {
-        // The running check probes paused models itself.
-        Err(Error::Locked(_)) if a.paused => {
-            eprintln!(
-                "check --paused: another check is running, and it probes paused models itself"
-            );
-            return Ok(Ran::NotDue);
+    let _run_lock = if a.paused {
+        match RunLock::try_acquire_as(s.stats_dir(), RunKind::Paused) {
+            // The running check probes paused models itself.
+            Err(Error::Locked(_)) => {
+                eprintln!(
+                    "check --paused: another check is running, and it probes paused models itself"
+                );
+                return Ok(Ran::NotDue);
+            }
+            lock => lock?,
         }
-        lock => lock?,
+    } else {
+        // A `check --paused` line started with this run's schedule: wait
+        // for it rather than fail the hourly run.
+        RunLock::acquire_after_paused(s.stats_dir(), PAUSED_RUN_WAIT, |e| {
+            eprintln!(
+                "check: a check --paused run holds the run lock ({}); waiting for it (up to {})",
+                e.holder,
+                crate::duration::format_unit(PAUSED_RUN_WAIT.as_secs() as i64)
+            );
+        })?
     };
     if not_due(&clock)? {
         return Ok(Ran::NotDue);
@@ -191,7 +209,11 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
     if let Some(p) = publisher {
         p.finish(summary.offline.is_some());
     }
-    let lost_keys = lost_keys_line(s, &summary.skipped, clock.now().timestamp());
+    // The hourly run says it (and `--fail-on-skipped` fails it); a line
+    // every 10 minutes would only repeat it.
+    let lost_keys = (!a.paused)
+        .then(|| lost_keys_line(s, &summary.skipped, clock.now().timestamp()))
+        .flatten();
     let code = if summary.offline.is_some() {
         exit::OFFLINE
     } else if (a.fail_on_down && summary.entries.iter().any(|e| e.ok == 0))

@@ -17,9 +17,10 @@ use crate::state::{States, reprobe};
 /// A paused model's next re-probe.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NextReprobe {
-    /// When it falls due, RFC 3339 (`next_reprobe` in JSON); `None` when
-    /// re-probes are off (`[route] reprobe_paused_secs = 0`) and no
-    /// `retry_at` holds it back.
+    /// When it falls due, RFC 3339 (`next_reprobe` in JSON). With `[route]
+    /// reprobe_paused_secs = 0`, `route --serve` does not re-probe and
+    /// `check --paused` probes it on every run: this is its `retry_at`,
+    /// or `None` when it has none.
     #[serde(rename = "next_reprobe")]
     pub at: Option<String>,
     /// The explicit wait of the failure that paused it, when set.
@@ -28,19 +29,33 @@ pub struct NextReprobe {
     at_ts: Option<DateTime<Utc>>,
     #[serde(skip)]
     retry_ts: Option<DateTime<Utc>>,
+    /// `[route] reprobe_paused_secs = 0`: only `check --paused` re-probes.
+    #[serde(skip)]
+    route_off: bool,
 }
+
+/// What the words add when `route --serve` does not re-probe.
+const ROUTE_OFF: &str = "route --serve does not re-probe ([route] reprobe_paused_secs = 0)";
 
 impl NextReprobe {
     /// In a few words, at `now`: `next re-probe 10:35 (in 3m)`, `(in 10m,
     /// the provider's Retry-After)`, or, once its time has passed and
-    /// nothing has re-probed it yet, who would.
+    /// nothing has re-probed it yet, who would. With `[route]
+    /// reprobe_paused_secs = 0`: that `check --paused` probes it on each
+    /// run (or once its `retry_at` passes), and `route --serve` does not.
     pub fn words(&self, now: DateTime<Utc>) -> String {
+        if self.route_off {
+            return match self.retry_ts.filter(|r| *r > now) {
+                Some(r) => format!(
+                    "check --paused re-probes it once the provider's Retry-After passes, {} (in {}); {ROUTE_OFF}",
+                    fmt_minute(r.timestamp()),
+                    minutes_left(r, now)
+                ),
+                None => format!("check --paused re-probes it on each run; {ROUTE_OFF}"),
+            };
+        }
         match self.at_ts {
-            Some(at) if at <= now => {
-                "re-probe due (by route --serve or check --paused)".to_string()
-            }
-            Some(at) => {
-                let left = (at - now).num_seconds();
+            Some(at) if at > now => {
                 let wait = if self.retry_ts == Some(at) {
                     ", the provider's Retry-After"
                 } else {
@@ -49,12 +64,18 @@ impl NextReprobe {
                 format!(
                     "next re-probe {} (in {}{wait})",
                     fmt_minute(at.timestamp()),
-                    crate::duration::format_unit(left.max(60) / 60 * 60)
+                    minutes_left(at, now)
                 )
             }
-            None => "re-probes off ([route] reprobe_paused_secs = 0)".to_string(),
+            _ => "re-probe due (by route --serve or check --paused)".to_string(),
         }
     }
+}
+
+/// `at - now` in whole minutes, one at least: `3m`.
+fn minutes_left(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let left = (at - now).num_seconds();
+    crate::duration::format_unit(left.max(60) / 60 * 60)
 }
 
 /// The next re-probe of every paused model of `states`, by key, with the
@@ -66,17 +87,40 @@ pub fn of_paused(s: &Settings, states: &States) -> Result<HashMap<String, NextRe
         .into_iter()
         .map(|(key, entry, at)| {
             let retry_ts = reprobe::parse(entry.retry_at.as_deref());
-            // With re-probes off, `check --paused` still honours the wait.
-            let at = at.filter(|t| !(interval.is_zero() && *t == DateTime::UNIX_EPOCH));
+            // With re-probes off, `check --paused` honours the wait alone.
+            let at = if interval.is_zero() { retry_ts } else { at };
             let next = NextReprobe {
                 at: at.map(crate::time::format_ts),
                 retry_at: entry.retry_at.clone(),
                 at_ts: at,
                 retry_ts,
+                route_off: interval.is_zero(),
             };
             (key, next)
         })
         .collect())
+}
+
+/// Give each paused row of `brief` or `state` its next re-probe
+/// ([`of_paused`]). `slot` gives a row's model key and where its next
+/// re-probe goes, for a paused row only; the log is read only when there
+/// is one.
+pub fn add_to<R>(
+    s: &Settings,
+    states: &States,
+    rows: &mut [R],
+    slot: impl Fn(&mut R) -> Option<(&str, &mut Option<NextReprobe>)>,
+) -> Result<()> {
+    if !rows.iter_mut().any(|r| slot(r).is_some()) {
+        return Ok(());
+    }
+    let mut next = of_paused(s, states)?;
+    for r in rows {
+        if let Some((model, at)) = slot(r) {
+            *at = next.remove(model);
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -93,6 +137,7 @@ mod tests {
             retry_at: retry_at.map(str::to_string),
             at_ts: at.map(t),
             retry_ts: retry_at.map(t),
+            route_off: false,
         }
     }
 
@@ -116,9 +161,27 @@ mod tests {
             slot.words(t("2026-12-02T10:05:00Z")),
             "re-probe due (by route --serve or check --paused)"
         );
+        // `[route] reprobe_paused_secs = 0`: check --paused alone.
+        let off = |retry_at| NextReprobe {
+            route_off: true,
+            ..next(retry_at, retry_at)
+        };
         assert_eq!(
-            next(None, None).words(now),
-            "re-probes off ([route] reprobe_paused_secs = 0)"
+            off(None).words(now),
+            "check --paused re-probes it on each run; \
+             route --serve does not re-probe ([route] reprobe_paused_secs = 0)"
+        );
+        let w = off(Some("2026-12-02T10:12:00Z")).words(now);
+        assert!(
+            w.starts_with("check --paused re-probes it once the provider's Retry-After passes, ")
+                && w.ends_with(
+                    " (in 10m); route --serve does not re-probe ([route] reprobe_paused_secs = 0)"
+                ),
+            "{w}"
+        );
+        assert_eq!(
+            off(Some("2026-12-02T10:01:00Z")).words(now),
+            off(None).words(now)
         );
         let json = serde_json::to_value(&held).unwrap();
         assert_eq!(

@@ -206,7 +206,9 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
         });
         r.describe();
     }
-    add_reprobes(s, &states, &mut rows)?;
+    crate::cmd::nextprobe::add_to(s, &states, &mut rows, |r| {
+        (r.state == ModelState::Paused).then_some((r.model.as_str(), &mut r.reprobe))
+    })?;
     if let Some(e) = &findings_error {
         eprintln!("warning: {e}; every capability is shown as unknown");
     }
@@ -237,19 +239,6 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
     }
     output::println(&out)?;
     Ok(exit::SUCCESS)
-}
-
-/// Each paused model's next re-probe ([`crate::cmd::nextprobe`]), for its
-/// JSON and the lines under the table.
-fn add_reprobes(s: &Settings, states: &States, rows: &mut [Row]) -> Result<()> {
-    if !rows.iter().any(|r| r.state == ModelState::Paused) {
-        return Ok(());
-    }
-    let mut next = crate::cmd::nextprobe::of_paused(s, states)?;
-    for r in rows {
-        r.reprobe = next.remove(&r.model);
-    }
-    Ok(())
 }
 
 /// Under the table: when each paused model is next re-probed.

@@ -30,8 +30,18 @@ pub fn service(job: &Job) -> String {
         Some(_) => Vec::new(),
         None => vec!["--if-due".to_string(), flag_dur(job.every.if_due())],
     };
+    oneshot(
+        job,
+        "llmprobe check: probe every LLM provider and model once",
+        &extra,
+    )
+}
+
+/// A oneshot service unit, `description`, that runs `check EXTRA…` of
+/// `job` in its stats directory, with the keys of its `--env-file`.
+fn oneshot(job: &Job, description: &str, extra: &[String]) -> String {
     let mut exec = vec![word(&Word::Path(&job.exe))];
-    exec.extend(job.check_argv(&extra).iter().map(word));
+    exec.extend(job.check_argv(extra).iter().map(word));
     let env = match &job.env_file {
         Some(p) => format!("EnvironmentFile={}\n", path_value(p)),
         None => String::new(),
@@ -39,7 +49,7 @@ pub fn service(job: &Job) -> String {
     format!(
         "{MARK}\n\
          [Unit]\n\
-         Description=llmprobe check: probe every LLM provider and model once\n\
+         Description={description}\n\
          \n\
          [Service]\n\
          Type=oneshot\n\
@@ -57,24 +67,10 @@ pub fn reprobe_units(job: &Job) -> Vec<(&'static str, String)> {
     let Some(r) = job.reprobe else {
         return Vec::new();
     };
-    let mut exec = vec![word(&Word::Path(&job.exe))];
-    exec.extend(job.check_argv(&["--paused".to_string()]).iter().map(word));
-    let env = match &job.env_file {
-        Some(p) => format!("EnvironmentFile={}\n", path_value(p)),
-        None => String::new(),
-    };
-    let service = format!(
-        "{MARK}\n\
-         [Unit]\n\
-         Description=llmprobe check --paused: re-probe the paused models whose turn has come\n\
-         \n\
-         [Service]\n\
-         Type=oneshot\n\
-         WorkingDirectory={dir}\n\
-         {env}\
-         ExecStart={exec}\n",
-        dir = path_value(&job.stats_dir),
-        exec = exec.join(" "),
+    let service = oneshot(
+        job,
+        "llmprobe check --paused: re-probe the paused models whose turn has come",
+        &["--paused".to_string()],
     );
     // No Persistent=: a slot missed while asleep is the next run's.
     let timer = format!(

@@ -159,13 +159,8 @@ fn task_xml(f: &Fields, name: &str) -> String {
     )
 }
 
-/// The command that installs the task from the XML file (replacing an
-/// earlier one: `/F`).
-pub fn create_command(xml_path: &str) -> Vec<String> {
-    create_named(TASK_NAME, xml_path)
-}
-
-/// [`create_command`] for the task `name`.
+/// The command that installs the task `name` from the XML file (replacing
+/// an earlier one: `/F`).
 pub fn create_named(name: &str, xml_path: &str) -> Vec<String> {
     ["schtasks", "/Create", "/TN", name, "/XML", xml_path, "/F"]
         .map(String::from)

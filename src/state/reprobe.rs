@@ -41,8 +41,11 @@ pub fn wait(interval: Duration, n: u32) -> Duration {
 /// When `entry`'s model is next due for a re-probe, given when it was last
 /// probed (`last_probe`; `None` when unknown: the pause itself counts), and
 /// the first `interval` (`[route] reprobe_paused_secs`). `None` when the
-/// model is not paused, the interval is zero (re-probes off), or the entry
-/// has no parseable `since`.
+/// model is not paused or the interval is zero (re-probes off).
+///
+/// An entry without a parseable `since` (paused by hand) counts its last
+/// probe as its pause (slots from there), and is due at once when no probe
+/// of it is known; `retry_at` still comes first.
 ///
 /// The answer may lie in the past: the model is overdue, and a re-prober
 /// probes it at once.
@@ -54,7 +57,10 @@ pub fn next_reprobe(
     if entry.state != ModelState::Paused || interval.is_zero() {
         return None;
     }
-    let since = parse(entry.since.as_deref())?;
+    let retry_at = parse(entry.retry_at.as_deref());
+    let Some(since) = parse(entry.since.as_deref()).or(last_probe) else {
+        return Some(retry_at.unwrap_or(DateTime::UNIX_EPOCH));
+    };
     let last = last_probe.map_or(since, |l| l.max(since));
     let mut slot = since;
     for n in 0.. {
@@ -71,7 +77,6 @@ pub fn next_reprobe(
             break;
         }
     }
-    let retry_at = parse(entry.retry_at.as_deref());
     Some(retry_at.map_or(slot, |r| r.max(slot)))
 }
 
@@ -170,7 +175,40 @@ mod tests {
     }
 
     #[test]
-    fn only_paused_models_with_a_time_and_an_interval_are_due() {
+    fn a_pause_without_a_time_counts_from_the_last_probe_or_is_due_at_once() {
+        let mut e = paused("2026-12-02T10:00:00Z", None);
+        e.since = None;
+        let next =
+            |e: &StateEntry, last: Option<&str>| next_reprobe(e, last.map(t), FIVE_MIN).unwrap();
+        // Nothing known of it: due at once.
+        assert_eq!(next(&e, None), DateTime::UNIX_EPOCH);
+        assert!(due(&e, None, FIVE_MIN, t("2026-12-02T10:00:00Z")));
+        // Its last probe stands for the pause.
+        assert_eq!(
+            next(&e, Some("2026-12-02T10:02:00Z")),
+            t("2026-12-02T10:07:00Z")
+        );
+        assert!(!due(
+            &e,
+            Some(t("2026-12-02T10:02:00Z")),
+            FIVE_MIN,
+            t("2026-12-02T10:06:59Z")
+        ));
+        // A `since` that does not parse is no time either.
+        e.since = Some("yesterday".into());
+        assert_eq!(next(&e, None), DateTime::UNIX_EPOCH);
+        // The explicit wait still comes first.
+        e.retry_at = Some("2026-12-02T10:30:00Z".into());
+        assert_eq!(next(&e, None), t("2026-12-02T10:30:00Z"));
+        assert_eq!(
+            next(&e, Some("2026-12-02T10:02:00Z")),
+            t("2026-12-02T10:30:00Z")
+        );
+        assert_eq!(next_reprobe(&e, None, Duration::ZERO), None);
+    }
+
+    #[test]
+    fn only_paused_models_with_an_interval_are_due() {
         let e = paused("2026-12-02T10:00:00Z", None);
         assert_eq!(next_reprobe(&e, None, Duration::ZERO), None);
         let mut active = e.clone();
@@ -179,8 +217,5 @@ mod tests {
         let mut disabled = e.clone();
         disabled.state = ModelState::Disabled;
         assert_eq!(next_reprobe(&disabled, None, FIVE_MIN), None);
-        let mut no_since = e;
-        no_since.since = None;
-        assert_eq!(next_reprobe(&no_since, None, FIVE_MIN), None);
     }
 }

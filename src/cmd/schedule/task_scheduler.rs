@@ -30,29 +30,17 @@ impl Scheduler for TaskScheduler {
 
     fn install(&self, job: &Job, stats: &Path, dry_run: bool, _enable: bool) -> Result<Installed> {
         let xml = taskxml::xml(&taskxml::Fields::of(job));
-        let path = stats.join(taskxml::XML_FILE);
-        let create = taskxml::create_command(&path.display().to_string());
         let previous = (!dry_run)
             .then(installed_task_xml)
             .flatten()
             .and_then(|x| taskxml::working_directory_of(&x))
             .map(PathBuf::from);
-        let mut text = format!(
-            "{} {}:\n\n{xml}\n",
-            if dry_run { "would write" } else { "wrote" },
-            path.display()
-        );
         if !dry_run {
             fsutil::ensure_dir(stats)?;
-            fsutil::atomic_write_unlocked(&path, xml.as_bytes())?;
-            run_tool(&create)?;
         }
-        let _ = writeln!(
-            text,
-            "{}: {}",
-            if dry_run { "would run" } else { "ran" },
-            taskxml::command_line(&create)
-        );
+        let mut text = String::new();
+        let path = stats.join(taskxml::XML_FILE);
+        create_task(taskxml::TASK_NAME, &xml, &path, dry_run, &mut text)?;
         reprobe_task(job, stats, dry_run, &mut text)?;
         Ok(Installed {
             text,
@@ -208,16 +196,24 @@ fn reprobe_task(job: &Job, stats: &Path, dry_run: bool, text: &mut String) -> Re
         }
         return Ok(());
     };
+    text.push('\n');
     let path = stats.join(taskxml::REPROBE_XML_FILE);
-    let create = taskxml::create_named(taskxml::REPROBE_TASK, &path.display().to_string());
+    create_task(taskxml::REPROBE_TASK, &xml, &path, dry_run, text)
+}
+
+/// Write `xml` to `path` and register it as the task `name` with
+/// `schtasks /Create` (on a dry run, neither), adding to `text` what was
+/// (or would be) written and run.
+fn create_task(name: &str, xml: &str, path: &Path, dry_run: bool, text: &mut String) -> Result<()> {
+    let create = taskxml::create_named(name, &path.display().to_string());
     let _ = writeln!(
         text,
-        "\n{} {}:\n\n{xml}",
+        "{} {}:\n\n{xml}",
         if dry_run { "would write" } else { "wrote" },
         path.display()
     );
     if !dry_run {
-        fsutil::atomic_write_unlocked(&path, xml.as_bytes())?;
+        fsutil::atomic_write_unlocked(path, xml.as_bytes())?;
         run_tool(&create)?;
     }
     let _ = writeln!(
