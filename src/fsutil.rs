@@ -99,6 +99,11 @@ pub enum RunKind {
     Check,
     /// A `check --paused` run: short, and probing only paused models.
     Paused,
+    /// A look, not a run: `route --serve`'s re-prober takes the lock for
+    /// an instant to learn whether a `check` runs, and lets go at once. It
+    /// writes no note, so a `check` that meets it tries the lock again
+    /// instead of exiting 3.
+    Probe,
 }
 
 impl Drop for RunLock {
@@ -120,14 +125,18 @@ impl RunLock {
     pub fn try_acquire_as(stats_dir: &Path, kind: RunKind) -> Result<RunLock> {
         ensure_dir(stats_dir)?;
         let path = stats_dir.join(RUN_LOCK);
-        let mut file = open_lock_file(&path)?;
+        let file = open_lock_file(&path)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(fs::TryLockError::WouldBlock) => {
                 // The holder writes its note just after taking the lock: a
                 // run that lost the race by a hair may find it still empty,
-                // so look again a few times before saying "unknown".
+                // so look again a few times before saying "unknown". A
+                // holder that writes no note at all (a re-prober's look,
+                // [`RunKind::Probe`]) lets go at once: try the lock again
+                // each time, and take it when it is free.
                 let mut holder = String::new();
+                let mut free = false;
                 for _ in 0..20 {
                     holder.clear();
                     let _ = File::open(&path).and_then(|mut f| f.read_to_string(&mut holder));
@@ -135,6 +144,13 @@ impl RunLock {
                         break;
                     }
                     std::thread::sleep(std::time::Duration::from_millis(10));
+                    if file.try_lock().is_ok() {
+                        free = true;
+                        break;
+                    }
+                }
+                if free {
+                    return RunLock::noted(file, &path, kind);
                 }
                 let paused = holder.lines().any(|l| l.trim() == PAUSED_NOTE);
                 let holder = holder.trim();
@@ -154,18 +170,24 @@ impl RunLock {
                 return Err(Error::io(format!("cannot lock {}", path.display()), e));
             }
         }
+        RunLock::noted(file, &path, kind)
+    }
+
+    /// The lock just taken on `file`, with the note of a run of `kind`.
+    fn noted(mut file: File, path: &Path, kind: RunKind) -> Result<RunLock> {
         // Say who we are for the benefit of a second run, in one write so
         // that a reader sees all of it or none. The lock itself is what
         // excludes; the note tells a person who holds it, and a whole run
-        // whether to wait (a `check --paused` holder).
+        // whether to wait (a `check --paused` holder). A look writes none.
+        let note = match kind {
+            RunKind::Probe => return Ok(RunLock { file }),
+            RunKind::Check => String::new(),
+            RunKind::Paused => format!("{PAUSED_NOTE}\n"),
+        };
         let note = format!(
-            "pid {}, started {}\n{}",
+            "pid {}, started {}\n{note}",
             std::process::id(),
             crate::time::now_rfc3339(),
-            match kind {
-                RunKind::Check => String::new(),
-                RunKind::Paused => format!("{PAUSED_NOTE}\n"),
-            }
         );
         file.set_len(0)
             .and_then(|_| file.write_all(note.as_bytes()))
