@@ -121,34 +121,76 @@ impl Engine {
     }
 
     /// The heuristic benches ([`Bench::probe_due`]) of active models that
-    /// this instance holds at `now`, each once, with a key it covers.
-    pub fn due_benches(&self, now: DateTime<Utc>) -> Vec<DueBench> {
-        let st = lock(&self.state);
-        let mut out: Vec<DueBench> = Vec::new();
-        // Most seconds there is none: no walk over the catalog then.
-        if !st.cooldowns.active(now).any(|b| b.probe_due(now)) {
-            return out;
+    /// this instance holds at `now` and `tried` has not seen, each once,
+    /// with a key it covers; and those of them no active model of this
+    /// instance is kept out by (the caller need not look at them again).
+    ///
+    /// Cheap when nothing is due: one pass over the benches in force under
+    /// the request lock, allocating nothing. Only a due bench not yet tried
+    /// is mapped back to its provider's models and keys.
+    pub fn due_benches(
+        &self,
+        now: DateTime<Utc>,
+        tried: impl Fn(&Bench) -> bool,
+    ) -> (Vec<DueBench>, Vec<Bench>) {
+        let due: Vec<Bench> = {
+            let st = lock(&self.state);
+            st.cooldowns
+                .active(now)
+                .filter(|b| b.probe_due(now) && !tried(b))
+                .cloned()
+                .collect()
+        };
+        if due.is_empty() {
+            return (Vec::new(), Vec::new());
         }
         let snapshot = self.states.current();
-        for p in &self.providers {
-            for m in &p.provider.models {
-                let key = crate::catalog::model_key(&p.provider.name, m);
-                if snapshot.state_of(&key) != ModelState::Active {
-                    continue;
-                }
-                let keys: Vec<Option<ApiKey>> = if p.keys.is_empty() {
-                    vec![None]
-                } else {
-                    p.keys.iter().cloned().map(Some).collect()
-                };
-                for (k, t) in keys.into_iter().zip(targets(p, m)) {
-                    let Some(b) = st.cooldowns.blocked(&t, now) else {
-                        continue;
-                    };
-                    if !b.probe_due(now) || out.iter().any(|d| d.bench.target == b.target) {
-                        continue;
-                    }
-                    out.push(DueBench {
+        let (mut out, mut unmatched) = (Vec::new(), Vec::new());
+        for b in due {
+            // The provider a bench id starts with: `p`, `p#key…`, `p::m`.
+            let provider = b.target.split(['#', ':']).next().unwrap_or_default();
+            let found = self
+                .providers
+                .iter()
+                .filter(|p| p.provider.name == provider)
+                .find_map(|p| self.covered_by(p, &b, &snapshot, now));
+            match found {
+                Some(d) => out.push(d),
+                None => unmatched.push(b),
+            }
+        }
+        (out, unmatched)
+    }
+
+    /// The first active model of `p`, on the first key, that `b` keeps out
+    /// (it is the bench [`crate::route::cooldown::Cooldowns::blocked`]
+    /// names for it at `now`).
+    fn covered_by(
+        &self,
+        p: &Arc<Resolved>,
+        b: &Bench,
+        snapshot: &crate::state::Snapshot,
+        now: DateTime<Utc>,
+    ) -> Option<DueBench> {
+        for m in &p.provider.models {
+            if snapshot.state_of(&crate::catalog::model_key(&p.provider.name, m))
+                != ModelState::Active
+            {
+                continue;
+            }
+            let keys: Vec<Option<ApiKey>> = if p.keys.is_empty() {
+                vec![None]
+            } else {
+                p.keys.iter().cloned().map(Some).collect()
+            };
+            let st = lock(&self.state);
+            for (k, t) in keys.into_iter().zip(targets(p, m)) {
+                if st
+                    .cooldowns
+                    .blocked(&t, now)
+                    .is_some_and(|x| x.target == b.target)
+                {
+                    return Some(DueBench {
                         provider: p.clone(),
                         model: m.clone(),
                         key: k,
@@ -157,7 +199,7 @@ impl Engine {
                 }
             }
         }
-        out
+        None
     }
 
     /// A probe of `b` passed: lift it here and in the shared store, and
