@@ -214,3 +214,100 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeDelta;
+
+    use super::*;
+    use crate::catalog::Catalog;
+    use crate::clock::Clock;
+    use crate::route::cooldown::Scope;
+
+    const CATALOG: &str = r#"
+        [[providers]]
+        name = "a"
+        dialect = "openai"
+        base_url = "http://127.0.0.1:9/v1"
+        models = ["m", "n"]
+        [[providers]]
+        name = "b"
+        dialect = "openai"
+        base_url = "http://127.0.0.1:9/v1"
+        models = ["m"]
+    "#;
+
+    fn bench(target: &str, scope: Scope, now: DateTime<Utc>, heuristic: bool) -> Bench {
+        Bench {
+            target: target.to_string(),
+            scope,
+            until: now + TimeDelta::minutes(5),
+            reason: "rate_limit".into(),
+            set_at: now - TimeDelta::minutes(6),
+            heuristic,
+        }
+    }
+
+    #[test]
+    fn only_due_untried_benches_are_mapped_back_and_the_unmatched_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        // a::n is paused: a bench on it keeps no active model out.
+        std::fs::write(
+            dir.path().join(crate::settings::STATE_FILE),
+            r#"{"a::n": {"state": "paused", "reason": "timeout", "since": "2026-01-01T00:00:00Z", "consecutive_failures": 1}}"#,
+        )
+        .unwrap();
+        let catalog = Catalog::from_toml_str(CATALOG, "test.toml").unwrap();
+        let engine = Engine::new(
+            &catalog,
+            catalog.route.clone(),
+            dir.path().to_path_buf(),
+            crate::upstream::http::client().unwrap(),
+            Clock::with_offset_file(dir.path().join("clock")),
+        )
+        .unwrap();
+        let now = engine.clock.now();
+        assert_eq!(engine.due_benches(now, |_| false).0.len(), 0, "no bench");
+        {
+            let mut st = lock(&engine.state);
+            st.cooldowns
+                .insert(bench("a::m", Scope::Model, now, true), now);
+            st.cooldowns
+                .insert(bench("a::n", Scope::Model, now, true), now);
+            st.cooldowns
+                .insert(bench("b", Scope::Provider, now, true), now);
+            // The upstream's own wait, shorter than the provider's bench:
+            // never probed early, and not what keeps b::m out.
+            let mut timed = bench("b::m", Scope::Model, now, false);
+            timed.until = now + TimeDelta::minutes(2);
+            st.cooldowns.insert(timed, now);
+        }
+        let (due, unmatched) = engine.due_benches(now, |_| false);
+        let mut got: Vec<(String, String)> = due
+            .iter()
+            .map(|d| {
+                (
+                    d.bench.target.clone(),
+                    crate::catalog::model_key(&d.provider.provider.name, &d.model),
+                )
+            })
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [("a::m".into(), "a::m".into()), ("b".into(), "b::m".into())]
+        );
+        assert_eq!(
+            unmatched
+                .iter()
+                .map(|b| b.target.as_str())
+                .collect::<Vec<_>>(),
+            ["a::n"]
+        );
+        // Those tried are not looked at again.
+        let (due, unmatched) = engine.due_benches(now, |b| b.target != "b");
+        assert_eq!(due.len(), 1);
+        assert_eq!(due[0].bench.target, "b");
+        assert!(unmatched.is_empty());
+    }
+}
