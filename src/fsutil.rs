@@ -381,6 +381,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_look_at_the_run_lock_writes_no_note_and_a_whole_run_writes_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let note = || std::fs::read_to_string(dir.path().join(RUN_LOCK)).unwrap();
+        let look = RunLock::try_acquire_as(dir.path(), RunKind::Probe).unwrap();
+        assert_eq!(note(), "");
+        // A look that does not let go is still a holder: a run that tried
+        // again and again gives up, with no holder to name.
+        match RunLock::try_acquire(dir.path()) {
+            Err(Error::Locked(e)) => {
+                assert_eq!(e.holder, "holder unknown");
+                assert!(!e.paused);
+            }
+            other => panic!("{other:?}"),
+        }
+        drop(look);
+        let run = RunLock::try_acquire(dir.path()).unwrap();
+        assert!(note().starts_with(&format!("pid {}", std::process::id())));
+        assert!(matches!(
+            RunLock::try_acquire_as(dir.path(), RunKind::Probe),
+            Err(Error::Locked(_))
+        ));
+        drop(run);
+        assert_eq!(note(), "", "emptied when released");
+    }
+
+    #[test]
     fn positioned_io_ignores_and_survives_the_cursor() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");

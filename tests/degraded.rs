@@ -220,3 +220,44 @@ fn last_resort_paused_false_never_tries_a_paused_model() {
     assert_eq!(r.status, 503, "{}", r.body);
     assert_eq!(r.json()["error"]["code"], "no_active_models");
 }
+
+/// A paused model whose pause came with a wait (`retry_at`) still to come
+/// is passed over by the last resort (`cooldown:retry_at` in the trail),
+/// and not counted as usable by `/readyz`.
+#[test]
+fn the_last_resort_waits_for_a_paused_models_retry_at() {
+    let env = clock_env();
+    let (fake, cfg) = setup(&env);
+    let paused = |retry_at: Option<String>| {
+        let mut e = serde_json::json!({"state": "paused", "reason": "rate_limit",
+            "since": crate::support::ago(0), "consecutive_failures": 1});
+        if let Some(r) = retry_at {
+            e["retry_at"] = r.into();
+        }
+        e
+    };
+    env.write(
+        "stats/model_state.json",
+        serde_json::json!({
+            "b::ok": paused(Some(crate::support::ago(-3600))),
+            "c::ok": paused(None),
+            "d::ok": paused(None),
+        })
+        .to_string(),
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    advance(&env, 61);
+    let body = readyz_until(&srv, "degraded", |s, b| {
+        s == 200 && b["status"] == "degraded"
+    });
+    assert_eq!(body["last_resort_models"], 2, "{body}");
+    let r = chat(&srv, "auto");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("x-routed-via"), "c::ok");
+    assert_eq!(
+        r.header("x-fallback-trail"),
+        "a::fail1=server_error, b::ok=cooldown:retry_at, c::ok=last-resort:paused"
+    );
+    assert_eq!(calls(&fake, "ok"), 1);
+    assert_eq!(entry(&env, "b::ok")["state"], "paused");
+}

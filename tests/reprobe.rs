@@ -382,3 +382,70 @@ fn no_re_probes_of_paused_models_when_turned_off() {
     assert_eq!(calls(&fake, "p"), 0);
     assert_eq!(states(&env)["a::p"]["state"], "paused");
 }
+
+/// The re-prober takes a model's last probe from the log: a slot another
+/// process already covered (here a `check --paused` probe a minute ago,
+/// after the first slot) is not probed again when route starts; the next
+/// slot, counted from that probe, is.
+#[test]
+fn a_slot_the_log_already_covers_is_not_re_probed_when_route_starts() {
+    let env = clock_env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = route_config(&env, &[fake.provider("a", "openai", &["p"], "")], "");
+    // Paused 10 min ago; its first slot (5 min) was probed 1 min ago by
+    // someone else: the next slot is at 15 min, 5 min from now.
+    env.write(
+        "stats/model_state.json",
+        json!({"a::p": {"state": "paused", "reason": "rate_limit", "since": ago(600), "consecutive_failures": 2}})
+            .to_string(),
+    );
+    env.write(
+        "stats/health_log.json",
+        format!(
+            "[\n{}\n]\n",
+            json!({"ts": ago(60), "provider": "a", "model": "p", "ok": 0, "latency_ms": 3, "failure_type": "rate_limit"})
+        ),
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    rounds_pass(&srv);
+    assert_eq!(calls(&fake, "p"), 0, "re-probed a slot the log covered");
+    advance(&env, 302);
+    eventually(
+        "the next slot re-probed",
+        || match states(&env)["a::p"]["state"].as_str() {
+            Some("active") => Ok(()),
+            s => Err(format!("{s:?}")),
+        },
+    );
+    assert_eq!(calls(&fake, "p"), 1);
+}
+
+/// A re-probe's explicit wait is dated on route's clock, as its `ts` is:
+/// under a test clock hours ahead, the state's `retry_at` is `ts + wait`.
+#[test]
+fn a_re_probes_retry_after_is_dated_from_its_own_ts() {
+    let env = clock_env();
+    let fake = Fake::start(&env, &["p=retry-after:120"]);
+    let cfg = route_config(&env, &[fake.provider("a", "openai", &["p"], "")], "");
+    write_paused(&env, &["a::p"]);
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    advance(&env, 7200);
+    eventually("the re-probe recorded", || {
+        match reprobe_entries(&env).len() {
+            1 => Ok(()),
+            n => Err(format!("{n} re-probe entries")),
+        }
+    });
+    rounds_pass(&srv);
+    let ts = reprobe_entries(&env)[0]["ts"].as_str().unwrap().to_string();
+    let at = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap();
+    let s = states(&env);
+    let retry_at = s["a::p"]["retry_at"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{s}"));
+    assert_eq!(
+        at(retry_at) - at(&ts),
+        chrono::TimeDelta::seconds(120),
+        "ts {ts}, retry_at {retry_at}"
+    );
+}

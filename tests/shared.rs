@@ -472,6 +472,11 @@ pub fn tests() -> Vec<crate::Test> {
             a_pause_reaches_the_routers_while_check_still_runs,
         ),
         crate::Test::new(
+            "shared::a_degraded_mode_success_leaves_the_shared_record_alone",
+            needs,
+            a_degraded_mode_success_leaves_the_shared_record_alone,
+        ),
+        crate::Test::new(
             "shared::a_paused_run_publishes_its_changes_but_not_a_fresh_age",
             needs,
             a_paused_run_publishes_its_changes_but_not_a_fresh_age,
@@ -551,9 +556,8 @@ fn one_check_feeds_two_routers_through_the_shared_record() {
     };
     let (a, b) = (start(&empty_a), start(&empty_b));
     for srv in [&a, &b] {
-        let v = providers(srv);
+        let v = providers_until(srv, "the record read", |v| v["record"]["status"] == "fresh");
         assert_eq!(v["record"]["source"], "shared", "{v}");
-        assert_eq!(v["record"]["status"], "fresh", "{v}");
         assert!(v["record"]["as_of"].is_string(), "{v}");
         // Recent health and capability verdicts came from Redis: these
         // stats directories hold nothing.
@@ -694,7 +698,24 @@ fn a_pause_reaches_the_routers_while_check_still_runs() {
             &empty,
         ],
     );
-    assert_eq!(providers(&a)["record"]["status"], "missing");
+    providers_until(&a, "the router sees no record", |v| {
+        v["record"]["status"] == "missing"
+    });
+    // No record read yet: nothing says which models are active, so the
+    // router is not ready and routes nothing.
+    let r = get(&a, "/readyz");
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(r.json()["reason"], "no_record", "{}", r.body);
+    let r = chat(&a, "auto");
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(r.json()["error"]["code"], "no_record", "{}", r.body);
+    assert!(
+        !fake
+            .seen()
+            .iter()
+            .any(|s| ["flaky", "good"].contains(&s.model())),
+        "routed without a record"
+    );
     let mut check = env
         .command(&["--config", &cfg, "check", "--shared-state", &url])
         .stdout(std::process::Stdio::null())
@@ -709,6 +730,8 @@ fn a_pause_reaches_the_routers_while_check_still_runs() {
         check.try_wait().unwrap().is_none(),
         "check is still waiting to probe good"
     );
+    let r = get(&a, "/readyz");
+    assert_ne!(r.json()["reason"], "no_record", "{}", r.body);
     assert_eq!(
         fake.seen().iter().filter(|s| s.model() == "good").count(),
         0
@@ -742,6 +765,72 @@ fn a_shared_record_needs_a_redis_url() {
     assert!(r.stderr.contains("check.shared_state"), "{}", r.stderr);
     let r = env.run(&["check", "--shared-state", "http://h:1"]).code(2);
     assert!(r.stderr.contains("--shared-state"), "{}", r.stderr);
+}
+
+/// With a shared record, a paused model that serves in degraded mode is
+/// not recorded by the router: the local state file (here the one `check`
+/// writes, in the same stats directory) is left as it is, and the router
+/// keeps routing on the fleet's record, where the model is still paused.
+fn a_degraded_mode_success_leaves_the_shared_record_alone() {
+    let redis = Redis::start();
+    let env = env();
+    // Each passes or fails `check`'s probe, then does the other when routed.
+    let fake = Fake::start(
+        &env,
+        &["a1=ok,e500", "b1=e503,ok,ok,ok", "c1=e503,ok", "d1=e503,ok"],
+    );
+    let url = redis.url();
+    let tables = [
+        fake.provider("a", "openai", &["a1"], "priority = 4"),
+        fake.provider("b", "openai", &["b1"], "priority = 1"),
+        fake.provider("c", "openai", &["c1"], "priority = 2"),
+        fake.provider("d", "openai", &["d1"], "priority = 3"),
+    ];
+    let cfg = env
+        .write(
+            "llmprobe.toml",
+            format!(
+                "include_default_catalog = false\n[defaults]\ntimeout_secs = 10\n\n{}",
+                tables.join("\n")
+            ),
+        )
+        .display()
+        .to_string();
+    let r = crate::support::check(&env, &cfg, &["--shared-state", &url]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let before = std::fs::read_to_string(env.state_file()).unwrap();
+    let srv = RouteServer::start(&env, &cfg, &["--shared-state", &url, "--record", "shared"]);
+    advance(&env, 61);
+    eventually("degraded", || {
+        let r = get(&srv, "/readyz");
+        if r.json()["status"] == "degraded" {
+            Ok(())
+        } else {
+            Err(r.body)
+        }
+    });
+    let r = chat(&srv, "auto");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("x-routed-via"), "b::b1");
+    assert_eq!(
+        r.header("x-fallback-trail"),
+        "a::a1=server_error, b::b1=last-resort:paused"
+    );
+    // Still paused for this router: the next request goes the same way.
+    let r = chat(&srv, "b::b1");
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("x-fallback-trail"), "b::b1=last-resort:paused");
+    let v = providers(&srv);
+    assert_eq!(
+        provider_view(&v, "b")["models"]["paused"],
+        serde_json::json!(["b1"]),
+        "{v}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.state_file()).unwrap(),
+        before,
+        "the router wrote the local state file"
+    );
 }
 
 /// `check --paused --shared-state` publishes what its re-probes changed,

@@ -35,6 +35,9 @@ pub const LEAVE: Duration = Duration::from_secs(120);
 pub const SERVED_REASON: &str = "served in degraded mode";
 /// The trail's mark on each paused model tried as a last resort.
 pub const LAST_RESORT: &str = "last-resort:paused";
+/// The trail's mark on a paused model passed over as a last resort because
+/// the failure that paused it named a wait (`retry_at`) not yet over.
+pub const LAST_RESORT_WAIT: &str = "cooldown:retry_at";
 
 /// Usable providers, and how many of them have an active model.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -161,11 +164,14 @@ pub struct Tracker {
 impl Tracker {
     /// Step the grace with `snapshot` at `now`: recount if the snapshot is
     /// new, log a change of mode once on stderr, and return the mode.
+    /// `last_resort`: `[route] last_resort_paused`, for what the log line
+    /// says.
     pub fn step<'a>(
         &mut self,
         snapshot: std::sync::Arc<crate::state::Snapshot>,
         providers: impl IntoIterator<Item = &'a Resolved>,
         below: f64,
+        last_resort: bool,
         now: DateTime<Utc>,
     ) -> Mode {
         if !self
@@ -179,10 +185,15 @@ impl Tracker {
         let c = self.counts;
         match self.grace.observe(holds(c, below), now) {
             Some(true) => eprintln!(
-                "route: degraded: {} of {} providers have an active model (below {below} for {} s); paused models are tried as a last resort",
+                "route: degraded: {} of {} providers have an active model (below {below} for {} s); {}",
                 c.active_providers,
                 c.providers,
-                ENTER.as_secs()
+                ENTER.as_secs(),
+                if last_resort {
+                    "paused models are tried as a last resort"
+                } else {
+                    "paused models are not tried ([route] last_resort_paused = false)"
+                }
             ),
             Some(false) => eprintln!(
                 "route: ready again: {} of {} providers have an active model",

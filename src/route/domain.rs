@@ -24,6 +24,10 @@ pub enum RouteError {
     /// The requested model exists, but every candidate is paused or
     /// disabled.
     NoneActive { model: String },
+    /// The record is shared (`[route] record = "shared"`) and none has
+    /// been read from Redis yet: nothing says which models are active, so
+    /// nothing is routed.
+    NoRecord,
     /// Nothing was sent, or everything tried is benched now: every
     /// candidate is cooling down or at a limit until `retry_at`.
     AllCoolingDown { retry_at: DateTime<Utc> },
@@ -158,6 +162,7 @@ impl Exhausted {
             RouteError::NoneActive { model } => format!(
                 "no active model for {model:?}: every one is paused or disabled (see `llmprobe state`)"
             ),
+            RouteError::NoRecord => "no shared record has been read yet (Redis does not answer, or check --shared-state has not published to it): nothing says which models are active, so nothing is routed".to_string(),
             RouteError::AllCoolingDown { retry_at } => format!(
                 "every candidate is cooling down or at a limit; the first is usable again at {}",
                 crate::time::format_ts(*retry_at)

@@ -150,6 +150,9 @@ pub struct Engine {
     degraded: Mutex<super::degraded::Tracker>,
     /// Which model served each conversation last ([`super::affinity`]).
     affinity: Mutex<Affinity>,
+    /// Said once on stderr: with a shared record, a degraded-mode success
+    /// is not recorded here ([`Engine::served_in_degraded_mode`]).
+    said_shared_evidence: AtomicBool,
 }
 
 /// The provider names of `provider::model` keys, each once, in order.
@@ -162,6 +165,21 @@ pub fn routable_providers(routable: &[String]) -> Vec<String> {
         }
     }
     out
+}
+
+/// The explicit wait (`retry_at`) of paused `key` in `snapshot`, when it
+/// is not over at `now`: degraded mode does not try the model before it.
+fn retry_wait(
+    snapshot: &crate::state::Snapshot,
+    key: &str,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    snapshot
+        .paused()
+        .iter()
+        .find(|(k, _)| k == key)
+        .and_then(|(_, e)| crate::state::reprobe::parse(e.retry_at.as_deref()))
+        .filter(|r| *r > now)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -230,6 +248,7 @@ impl Engine {
             record: None,
             reach: Default::default(),
             degraded: Default::default(),
+            said_shared_evidence: AtomicBool::new(false),
         })
     }
 
@@ -253,8 +272,8 @@ impl Engine {
     /// current). Call after [`Engine::with_shared`].
     pub fn with_shared_record(mut self) -> Engine {
         self.record = Some(super::shared::record::Reader::new());
-        // Nothing from the stats directory: every model is active until
-        // the first record is read.
+        // Nothing from the stats directory; until the first record is read
+        // nothing is routed ([`Engine::awaits_record`]).
         self.states.publish(Default::default());
         self.capabilities.publish(Default::default());
         self.health.store(Default::default());
@@ -265,6 +284,13 @@ impl Engine {
     /// directory's states, capabilities or log then.
     pub fn reads_shared_record(&self) -> bool {
         self.record.is_some()
+    }
+
+    /// True while a shared-record router has not read a record yet: its
+    /// snapshot is empty, where every model (disabled ones too) would look
+    /// active, so it routes nothing (`no_record`) and `/readyz` says 503.
+    pub fn awaits_record(&self) -> bool {
+        self.record.as_ref().is_some_and(|r| !r.has_read())
     }
 
     /// Poll the shared record, and route on a new one when it changed:
@@ -391,6 +417,9 @@ impl Engine {
     /// `all_cooling_down` when nothing is `routable`, or `all_unreachable`
     /// when every routable model's provider is out of reach from here.
     pub fn not_ready(&self, routable: &[String]) -> Option<&'static str> {
+        if self.awaits_record() {
+            return Some("no_record");
+        }
         if self.candidates(None).is_err() {
             return Some("no_active_models");
         }
@@ -435,6 +464,13 @@ impl Engine {
         F: FnMut(Candidate, Option<ApiKey>) -> Fut,
         Fut: Future<Output = Sent<T>>,
     {
+        if self.awaits_record() {
+            self.count_request("rejected");
+            return Err(Exhausted {
+                error: RouteError::NoRecord,
+                attempts: Vec::new(),
+            });
+        }
         let now = self.clock.now();
         let mut run = Run::new(self, 0);
         run.ask = Some(ask);
@@ -584,6 +620,7 @@ impl Engine {
             snapshot,
             self.providers.iter().map(|p| &**p),
             self.settings.degraded_below,
+            self.settings.last_resort_paused,
             now,
         )
     }
@@ -602,7 +639,25 @@ impl Engine {
         if !self.settings.last_resort_paused || !self.mode().degraded() {
             return None;
         }
-        let paused = self.paused_candidates(ask.model.as_deref())?;
+        let mut paused = self.paused_candidates(ask.model.as_deref())?;
+        // A model whose pause came with a wait (`retry_at`) not yet over is
+        // passed over: the provider said when.
+        let snapshot = self.states.current();
+        paused.retain(|c| {
+            let key = c.key();
+            let wait = retry_wait(&snapshot, &key, now);
+            if let Some(r) = wait {
+                run.attempts.push(Attempt {
+                    model: key,
+                    key: None,
+                    class: super::degraded::LAST_RESORT_WAIT.to_string(),
+                    status: None,
+                    message: None,
+                    retry_at: Some(r),
+                });
+            }
+            wait.is_none()
+        });
         let (able, skipped) = match self.able(paused, ask, now) {
             Ok(found) => found,
             Err(x) => (Vec::new(), x.attempts),
@@ -642,9 +697,11 @@ impl Engine {
             return 0;
         }
         let down = self.reach.unreachable();
+        let snapshot = self.states.current();
         self.paused_candidates(None).map_or(0, |cs| {
             cs.iter()
                 .filter(|c| !down.contains_key(&c.provider.provider.name))
+                .filter(|c| retry_wait(&snapshot, &c.key(), now).is_none())
                 .filter(|c| {
                     targets(&c.provider, &c.model)
                         .iter()
@@ -657,7 +714,19 @@ impl Engine {
     /// A paused model served in degraded mode: evidence that it works.
     /// Put it back to `active` in the state file (reason `served in
     /// degraded mode`), off the request path; no health-log entry.
+    ///
+    /// With a shared record the local state file is not the record routed
+    /// on: nothing is written and the snapshot stays the fleet's; the
+    /// evidence is left to the fleet's `check` (said once on stderr).
     fn served_in_degraded_mode(&self, key: &str) {
+        if self.reads_shared_record() {
+            if !self.said_shared_evidence.swap(true, Ordering::Relaxed) {
+                eprintln!(
+                    "route: {key} served in degraded mode; with a shared record it stays paused here until the fleet's check (or check --paused) probes it"
+                );
+            }
+            return;
+        }
         let (dir, key, now) = (self.stats_dir.clone(), key.to_string(), self.clock.now());
         let states = self.states.clone();
         tokio::task::spawn_blocking(move || {

@@ -7,7 +7,11 @@
 //!
 //! - **Paused models** ([`crate::state::reprobe::due`]: since the pause,
 //!   `[route] reprobe_paused_secs`, doubling to an hour, never before the
-//!   failure's `retry_at`). Each is probed with `check`'s prober
+//!   failure's `retry_at`), counted from the model's last probe by anyone:
+//!   when one looks due by what this task remembers, its last probe is
+//!   read from the log first, so a slot `check`, `check --paused` or
+//!   another router already covered is not probed again (after a restart
+//!   too). Each is probed with `check`'s prober
 //!   ([`HttpProber`]: the prompt pool, the answer check), the provider's
 //!   timeout, its `spacing` between two re-probes of one provider, and a
 //!   place inside route's limits taken as a routed request takes one. The
@@ -39,9 +43,11 @@ use crate::check::lanes::{HttpProber, Probed, Prober};
 use crate::check::plan::Lane;
 use crate::check::writer::Writer;
 use crate::error::Error;
-use crate::fsutil::RunLock;
+use crate::fsutil::{RunKind, RunLock};
+use crate::healthlog::last::last_probes;
 use crate::outcome::{Outcome, SOURCE_REPROBE, Verdict};
 use crate::settings::Settings;
+use crate::state::StateEntry;
 use crate::upstream::secret::Redactor;
 
 use super::cooldown::Bench;
@@ -55,6 +61,26 @@ pub const TICK: Duration = Duration::from_secs(1);
 /// `max_tokens`: the question.
 const QUESTION_TOKENS: u64 = 32;
 
+/// A re-probe's time and outcome on route's clock: `clock_now` (route's
+/// clock, truncated to the second, as the log's `ts` is written) and
+/// `real_now` (the machine's, which dated the outcome's explicit wait when
+/// the answer was classified) read at the same moment. The wait is kept
+/// (rounded to the second), measured from the returned time, so that the
+/// state's `retry_at` is `ts + wait` on one clock, under a test clock too.
+fn on_clock(
+    clock_now: DateTime<Utc>,
+    real_now: DateTime<Utc>,
+    mut outcome: Outcome,
+) -> (DateTime<Utc>, Outcome) {
+    let at = DateTime::from_timestamp(clock_now.timestamp(), 0).unwrap_or(clock_now);
+    if let Some(r) = outcome.retry_at {
+        let wait_ms = (r - real_now).num_milliseconds().max(0);
+        let wait = TimeDelta::seconds((wait_ms + 500) / 1000);
+        outcome.retry_at = Some(at + wait);
+    }
+    (at, outcome)
+}
+
 /// The re-prober of one `route --serve`.
 pub struct Reprober {
     engine: Arc<Engine>,
@@ -62,8 +88,10 @@ pub struct Reprober {
     prober: Arc<HttpProber>,
     /// `[route] reprobe_paused_secs`; zero: paused models are not probed.
     interval: Duration,
-    /// When each paused model (`provider::model`) was last re-probed here
-    /// (by route's clock). Unknown at start: the pause counts.
+    /// When each paused model (`provider::model`) was last probed: by this
+    /// task (route's clock), or by anyone, as the log says when a model
+    /// looks due ([`Reprober::learn_from_log`]). Unknown at start: the
+    /// pause counts.
     last_probe: HashMap<String, DateTime<Utc>>,
     /// When each provider was last sent a re-probe, for its spacing.
     last_sent: HashMap<String, DateTime<Utc>>,
@@ -140,6 +168,7 @@ impl Reprober {
     /// Every paused model that is due, in the state file's order.
     async fn paused(&mut self) {
         let snapshot = self.engine.states.current();
+        self.learn_from_log(snapshot.paused()).await;
         for (key, entry) in snapshot.paused() {
             let now = self.engine.clock.now();
             let last = self.last_probe.get(key).copied();
@@ -175,7 +204,8 @@ impl Reprober {
             }
             let passed = outcome.verdict() == Verdict::Pass;
             self.count("paused", if passed { "pass" } else { "fail" });
-            let ts = crate::time::format_ts(self.engine.clock.now());
+            let (at, outcome) = on_clock(self.engine.clock.now(), Utc::now(), outcome);
+            let ts = crate::time::format_ts(at);
             let probed = Probed::basic(ts, &p.provider.name, &model, &outcome, !p.is_loopback());
             match self.record(probed).await {
                 Ok(()) if passed => eprintln!("route: re-probe: {key} passed; active again"),
@@ -185,10 +215,78 @@ impl Reprober {
         }
     }
 
+    /// The paused models that look due by what this task remembers are
+    /// re-judged by the log: their last probe (any probe: `check`'s, a
+    /// `check --paused` run's, another router's re-probe) is read from its
+    /// tail, off the runtime ([`last_probes`]), and remembered when newer.
+    /// So a restart does not re-probe every paused model at once, and a
+    /// slot another process already covered is not probed again. The log
+    /// is read only when something looks due.
+    async fn learn_from_log(&mut self, paused: &[(String, StateEntry)]) {
+        let now = self.engine.clock.now();
+        let looks_due: Vec<(String, Option<DateTime<Utc>>)> = paused
+            .iter()
+            .filter(|(k, e)| {
+                crate::state::reprobe::due(e, self.last_probe.get(k).copied(), self.interval, now)
+                    && self.model(k).is_some()
+            })
+            .map(|(k, e)| (k.clone(), crate::state::reprobe::parse(e.since.as_deref())))
+            .collect();
+        if looks_due.is_empty() {
+            return;
+        }
+        // A probe before the pause counts as the pause: the read can stop
+        // at the earliest pause (unknown for an entry without `since`).
+        let since = if looks_due.iter().any(|(_, s)| s.is_none()) {
+            None
+        } else {
+            looks_due
+                .iter()
+                .filter_map(|(_, s)| s.map(|t| t.timestamp()))
+                .min()
+        };
+        let log = self.settings.log_path();
+        let keys: Vec<String> = looks_due.into_iter().map(|(k, _)| k).collect();
+        let read = tokio::task::spawn_blocking(move || {
+            let wanted: Vec<&str> = keys.iter().map(String::as_str).collect();
+            last_probes(&log, &wanted, since).map(|l| {
+                keys.iter()
+                    .filter_map(|k| {
+                        let at = DateTime::from_timestamp(l.get(k)?.ts, 0)?;
+                        Some((k.clone(), at))
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .await;
+        match read {
+            Ok(Ok(found)) => {
+                for (k, at) in found {
+                    let last = self.last_probe.entry(k).or_insert(at);
+                    *last = (*last).max(at);
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "re-prober: cannot read the health log; judging by memory")
+            }
+            Err(e) => tracing::warn!(error = %e, "re-prober: the log read failed"),
+        }
+    }
+
     /// Every heuristic bench of an active model that is due, once.
     async fn benches(&mut self) {
         let now = self.engine.clock.now();
-        for due in self.engine.due_benches(now) {
+        let tried = &self.benches_tried;
+        let (due, unmatched) = self.engine.due_benches(now, |b| {
+            tried
+                .iter()
+                .any(|(t, set_at)| *set_at == b.set_at && *t == b.target)
+        });
+        // No active model here is kept out by these: nothing to probe.
+        for b in unmatched {
+            self.benches_tried.insert((b.target, b.set_at));
+        }
+        for due in due {
             let DueBench {
                 provider,
                 model,
@@ -196,7 +294,7 @@ impl Reprober {
                 bench,
             } = due;
             let id = (bench.target.clone(), bench.set_at);
-            if self.benches_tried.contains(&id) || !self.spaced(&provider, now) {
+            if !self.spaced(&provider, now) {
                 continue;
             }
             self.benches_tried.insert(id);
@@ -253,11 +351,16 @@ impl Reprober {
             .then(|| (p.clone(), model.to_string()))
     }
 
-    /// `Some(why)` when a `check` holds the run lock. Taken without waiting
-    /// and let go at once: re-probes never hold it.
+    /// `Some(why)` when a `check` holds the run lock. Taken without waiting,
+    /// as a look that writes no note, and let go at once: re-probes never
+    /// hold it, and a `check` that meets the look tries again rather than
+    /// exiting 3.
     async fn check_running(&self) -> Option<String> {
         let dir = self.settings.stats_dir().to_path_buf();
-        let taken = tokio::task::spawn_blocking(move || RunLock::try_acquire(&dir).map(drop)).await;
+        let taken = tokio::task::spawn_blocking(move || {
+            RunLock::try_acquire_as(&dir, RunKind::Probe).map(drop)
+        })
+        .await;
         match taken {
             Ok(Ok(())) => None,
             Ok(Err(e)) => Some(e.to_string()),
@@ -320,5 +423,36 @@ impl Reprober {
         })
         .await
         .map_err(|e| Error::Internal(format!("the re-probe writer failed: {e}")))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_re_probes_wait_is_dated_from_its_own_time_on_routes_clock() {
+        let t = |s: &str| crate::state::reprobe::parse(Some(s)).unwrap();
+        // Route's clock is two hours ahead of the machine's; the answer
+        // said "wait 30 s" a few milliseconds before it is recorded.
+        let real = t("2026-12-02T10:00:00Z") + TimeDelta::milliseconds(996);
+        let clock = real + TimeDelta::hours(2);
+        let outcome = |retry_at| Outcome {
+            failure: Some(crate::outcome::FailureType::RateLimit),
+            latency_ms: 5,
+            status: Some(429),
+            error: None,
+            unreachable: false,
+            retry_at,
+        };
+        let said = outcome(Some(
+            real - TimeDelta::milliseconds(4) + TimeDelta::seconds(30),
+        ));
+        let (at, o) = on_clock(clock, real, said);
+        assert_eq!(at, t("2026-12-02T12:00:00Z"));
+        assert_eq!(o.retry_at, Some(t("2026-12-02T12:00:30Z")));
+        // No wait named: none recorded.
+        let (_, o) = on_clock(clock, real, outcome(None));
+        assert_eq!(o.retry_at, None);
     }
 }

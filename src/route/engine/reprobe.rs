@@ -121,34 +121,76 @@ impl Engine {
     }
 
     /// The heuristic benches ([`Bench::probe_due`]) of active models that
-    /// this instance holds at `now`, each once, with a key it covers.
-    pub fn due_benches(&self, now: DateTime<Utc>) -> Vec<DueBench> {
-        let st = lock(&self.state);
-        let mut out: Vec<DueBench> = Vec::new();
-        // Most seconds there is none: no walk over the catalog then.
-        if !st.cooldowns.active(now).any(|b| b.probe_due(now)) {
-            return out;
+    /// this instance holds at `now` and `tried` has not seen, each once,
+    /// with a key it covers; and those of them no active model of this
+    /// instance is kept out by (the caller need not look at them again).
+    ///
+    /// Cheap when nothing is due: one pass over the benches in force under
+    /// the request lock, allocating nothing. Only a due bench not yet tried
+    /// is mapped back to its provider's models and keys.
+    pub fn due_benches(
+        &self,
+        now: DateTime<Utc>,
+        tried: impl Fn(&Bench) -> bool,
+    ) -> (Vec<DueBench>, Vec<Bench>) {
+        let due: Vec<Bench> = {
+            let st = lock(&self.state);
+            st.cooldowns
+                .active(now)
+                .filter(|b| b.probe_due(now) && !tried(b))
+                .cloned()
+                .collect()
+        };
+        if due.is_empty() {
+            return (Vec::new(), Vec::new());
         }
         let snapshot = self.states.current();
-        for p in &self.providers {
-            for m in &p.provider.models {
-                let key = crate::catalog::model_key(&p.provider.name, m);
-                if snapshot.state_of(&key) != ModelState::Active {
-                    continue;
-                }
-                let keys: Vec<Option<ApiKey>> = if p.keys.is_empty() {
-                    vec![None]
-                } else {
-                    p.keys.iter().cloned().map(Some).collect()
-                };
-                for (k, t) in keys.into_iter().zip(targets(p, m)) {
-                    let Some(b) = st.cooldowns.blocked(&t, now) else {
-                        continue;
-                    };
-                    if !b.probe_due(now) || out.iter().any(|d| d.bench.target == b.target) {
-                        continue;
-                    }
-                    out.push(DueBench {
+        let (mut out, mut unmatched) = (Vec::new(), Vec::new());
+        for b in due {
+            // The provider a bench id starts with: `p`, `p#key…`, `p::m`.
+            let provider = b.target.split(['#', ':']).next().unwrap_or_default();
+            let found = self
+                .providers
+                .iter()
+                .filter(|p| p.provider.name == provider)
+                .find_map(|p| self.covered_by(p, &b, &snapshot, now));
+            match found {
+                Some(d) => out.push(d),
+                None => unmatched.push(b),
+            }
+        }
+        (out, unmatched)
+    }
+
+    /// The first active model of `p`, on the first key, that `b` keeps out
+    /// (it is the bench [`crate::route::cooldown::Cooldowns::blocked`]
+    /// names for it at `now`).
+    fn covered_by(
+        &self,
+        p: &Arc<Resolved>,
+        b: &Bench,
+        snapshot: &crate::state::Snapshot,
+        now: DateTime<Utc>,
+    ) -> Option<DueBench> {
+        for m in &p.provider.models {
+            if snapshot.state_of(&crate::catalog::model_key(&p.provider.name, m))
+                != ModelState::Active
+            {
+                continue;
+            }
+            let keys: Vec<Option<ApiKey>> = if p.keys.is_empty() {
+                vec![None]
+            } else {
+                p.keys.iter().cloned().map(Some).collect()
+            };
+            let st = lock(&self.state);
+            for (k, t) in keys.into_iter().zip(targets(p, m)) {
+                if st
+                    .cooldowns
+                    .blocked(&t, now)
+                    .is_some_and(|x| x.target == b.target)
+                {
+                    return Some(DueBench {
                         provider: p.clone(),
                         model: m.clone(),
                         key: k,
@@ -157,7 +199,7 @@ impl Engine {
                 }
             }
         }
-        out
+        None
     }
 
     /// A probe of `b` passed: lift it here and in the shared store, and
@@ -170,5 +212,102 @@ impl Engine {
         if let Some(s) = &self.shared {
             let _ = s.unbench(b).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeDelta;
+
+    use super::*;
+    use crate::catalog::Catalog;
+    use crate::clock::Clock;
+    use crate::route::cooldown::Scope;
+
+    const CATALOG: &str = r#"
+        [[providers]]
+        name = "a"
+        dialect = "openai"
+        base_url = "http://127.0.0.1:9/v1"
+        models = ["m", "n"]
+        [[providers]]
+        name = "b"
+        dialect = "openai"
+        base_url = "http://127.0.0.1:9/v1"
+        models = ["m"]
+    "#;
+
+    fn bench(target: &str, scope: Scope, now: DateTime<Utc>, heuristic: bool) -> Bench {
+        Bench {
+            target: target.to_string(),
+            scope,
+            until: now + TimeDelta::minutes(5),
+            reason: "rate_limit".into(),
+            set_at: now - TimeDelta::minutes(6),
+            heuristic,
+        }
+    }
+
+    #[test]
+    fn only_due_untried_benches_are_mapped_back_and_the_unmatched_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        // a::n is paused: a bench on it keeps no active model out.
+        std::fs::write(
+            dir.path().join(crate::settings::STATE_FILE),
+            r#"{"a::n": {"state": "paused", "reason": "timeout", "since": "2026-01-01T00:00:00Z", "consecutive_failures": 1}}"#,
+        )
+        .unwrap();
+        let catalog = Catalog::from_toml_str(CATALOG, "test.toml").unwrap();
+        let engine = Engine::new(
+            &catalog,
+            catalog.route.clone(),
+            dir.path().to_path_buf(),
+            crate::upstream::http::client().unwrap(),
+            Clock::with_offset_file(dir.path().join("clock")),
+        )
+        .unwrap();
+        let now = engine.clock.now();
+        assert_eq!(engine.due_benches(now, |_| false).0.len(), 0, "no bench");
+        {
+            let mut st = lock(&engine.state);
+            st.cooldowns
+                .insert(bench("a::m", Scope::Model, now, true), now);
+            st.cooldowns
+                .insert(bench("a::n", Scope::Model, now, true), now);
+            st.cooldowns
+                .insert(bench("b", Scope::Provider, now, true), now);
+            // The upstream's own wait, shorter than the provider's bench:
+            // never probed early, and not what keeps b::m out.
+            let mut timed = bench("b::m", Scope::Model, now, false);
+            timed.until = now + TimeDelta::minutes(2);
+            st.cooldowns.insert(timed, now);
+        }
+        let (due, unmatched) = engine.due_benches(now, |_| false);
+        let mut got: Vec<(String, String)> = due
+            .iter()
+            .map(|d| {
+                (
+                    d.bench.target.clone(),
+                    crate::catalog::model_key(&d.provider.provider.name, &d.model),
+                )
+            })
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [("a::m".into(), "a::m".into()), ("b".into(), "b::m".into())]
+        );
+        assert_eq!(
+            unmatched
+                .iter()
+                .map(|b| b.target.as_str())
+                .collect::<Vec<_>>(),
+            ["a::n"]
+        );
+        // Those tried are not looked at again.
+        let (due, unmatched) = engine.due_benches(now, |b| b.target != "b");
+        assert_eq!(due.len(), 1);
+        assert_eq!(due[0].bench.target, "b");
+        assert!(unmatched.is_empty());
     }
 }

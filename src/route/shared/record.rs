@@ -104,8 +104,17 @@ pub struct Record {
 
 impl Record {
     /// The model states as route's [`Snapshot`].
+    /// The paused entries are kept (sorted by key), as the state file's
+    /// are, so degraded mode honours their `retry_at`.
     pub fn snapshot(&self) -> Snapshot {
-        Snapshot::new(self.states.iter().map(|(k, e)| (k.clone(), e.state)))
+        let mut paused: Vec<(String, StateEntry)> = self
+            .states
+            .iter()
+            .filter(|(_, e)| e.state == crate::state::ModelState::Paused)
+            .map(|(k, e)| (k.clone(), e.clone()))
+            .collect();
+        paused.sort_by(|a, b| a.0.cmp(&b.0));
+        Snapshot::new(self.states.iter().map(|(k, e)| (k.clone(), e.state))).with_paused(paused)
     }
 }
 
@@ -342,6 +351,12 @@ impl Reader {
         }
     }
 
+    /// True once a record has been read from Redis: until then nothing
+    /// says which models are active, and the router routes nothing.
+    pub fn has_read(&self) -> bool {
+        self.seen().stamp.is_some()
+    }
+
     /// What the status displays show, judged at `now`.
     pub fn view(&self, now: DateTime<Utc>) -> RecordView {
         let seen = self.seen();
@@ -349,7 +364,7 @@ impl Reader {
         let as_of = seen.stamp.map(|s| crate::time::format_ts(s.refreshed_at));
         let kept = match &as_of {
             Some(t) => format!("routing on the record as of {t}"),
-            None => "no record read yet: every model counts as active".to_string(),
+            None => "no record read yet: nothing is routed until one is".to_string(),
         };
         let note = match st {
             Status::Fresh => seen.problem.clone(),

@@ -129,6 +129,7 @@ pub fn route_error(x: &Exhausted) -> ApiError {
             "api_error",
             "no_active_models",
         ),
+        RouteError::NoRecord => (StatusCode::SERVICE_UNAVAILABLE, "api_error", "no_record"),
         RouteError::AllCoolingDown { .. } => (
             StatusCode::TOO_MANY_REQUESTS,
             "rate_limit_error",
