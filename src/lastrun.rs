@@ -44,7 +44,7 @@ pub struct LastRun {
     #[serde(default)]
     pub skipped: Vec<Skipped>,
     /// Each provider's newest probe by a completed run in the last 7 days
-    /// ([`crate::stale::RECENT_SECS`]), carried from run to run, so that
+    /// ([`crate::healthlog::last::RECENT_SECS`]), carried from run to run, so that
     /// `brief` and `check` can tell which providers are still probed
     /// without reading a week of the log. Re-probes (`check --paused`,
     /// route's re-prober) never count. `None` in files written before this
@@ -61,11 +61,11 @@ impl LastRun {
         (now - self.finished_at).max(chrono::TimeDelta::zero())
     }
 
-    /// [`LastRun::newest`] as a [`crate::stale::Newest`], when the file
+    /// [`LastRun::newest`] as a [`crate::healthlog::last::Newest`], when the file
     /// has it.
-    pub fn newest_probes(&self) -> Option<crate::stale::Newest> {
+    pub fn newest_probes(&self) -> Option<crate::healthlog::last::Newest> {
         let map = self.newest.as_ref()?;
-        let mut n = crate::stale::Newest::default();
+        let mut n = crate::healthlog::last::Newest::default();
         for (p, t) in map {
             n.insert(p, t.timestamp());
         }
@@ -132,7 +132,7 @@ impl RunObserver for LastRunRecord {
 /// last run did not keep one, a week of the log read backwards, once),
 /// with this run's probes added and anything older than a week dropped.
 fn carried_newest(run: &FinishedRun<'_>) -> BTreeMap<String, DateTime<Utc>> {
-    let week_ago = run.finished_at.timestamp() - crate::stale::RECENT_SECS;
+    let week_ago = run.finished_at.timestamp() - crate::healthlog::last::RECENT_SECS;
     let mut newest = match read(run.stats_dir)
         .ok()
         .flatten()
@@ -140,8 +140,8 @@ fn carried_newest(run: &FinishedRun<'_>) -> BTreeMap<String, DateTime<Utc>> {
     {
         Some(n) => n,
         None => {
-            let log = run.stats_dir.join(crate::settings::LOG_FILE);
-            crate::stale::Newest::read(&log, week_ago).unwrap_or_default()
+            let log = run.stats_dir.join(crate::healthlog::LOG_FILE);
+            crate::healthlog::last::Newest::read(&log, week_ago).unwrap_or_default()
         }
     };
     for e in run.entries {

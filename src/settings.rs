@@ -25,7 +25,7 @@ use crate::cli::GlobalArgs;
 use crate::error::{Error, Result};
 use crate::prompts::Pool;
 
-pub const LOG_FILE: &str = "health_log.json";
+pub use crate::healthlog::LOG_FILE;
 pub const STATE_FILE: &str = "model_state.json";
 pub const DEFAULT_STATS_DIR: &str = "stats";
 pub const CONFIG_FILE: &str = "llmprobe.toml";

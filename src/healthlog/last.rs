@@ -2,8 +2,11 @@
 //! until every one has been found (or the read passes a given start), else
 //! forward through the whole file ([`super::recent`]'s policy). `state`
 //! shows it; `check --paused`, `brief` and `state` take the next re-probe
-//! slot of a paused model from it ([`crate::state::reprobe`]).
+//! slot of a paused model from it ([`crate::state::reprobe`]). And the
+//! newest probe of each provider ([`Newest`]): `brief` and `check` judge a
+//! provider stale by it ([`crate::stale`]), and `last_run.json` carries it.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::read::{FastMap, Record, Sink};
@@ -125,6 +128,73 @@ pub fn last_probes(log: &Path, wanted: &[&str], since: Option<i64>) -> Result<La
         .0
         .lasts)
 }
+
+/// How far back a probe makes a provider one the user still probes: a
+/// provider with no probe in the last 7 days is never stale, and a skip
+/// for a missing key is warned about only within them.
+pub const RECENT_SECS: i64 = 7 * 24 * 3600;
+
+/// The newest probe of each provider in the health log, in Unix seconds: a
+/// log sink, fed by `brief`'s read or by [`Newest::read`]. `disabled_skip`
+/// rows are not probes and do not count, and neither do re-probes of
+/// paused models (`"source": "reprobe"`): a router's re-prober, or a
+/// `check --paused` line, keeps probing a paused model while the hourly job
+/// may be dead or have lost its key, and must not make it look alive.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Newest(BTreeMap<String, i64>);
+
+impl Newest {
+    /// Count one log entry.
+    pub fn add(&mut self, r: &Record<'_>) {
+        if !r.is_sample() || r.is_reprobe() {
+            return;
+        }
+        match self.0.get_mut(r.provider) {
+            Some(t) => *t = (*t).max(r.ts),
+            None => {
+                self.0.insert(r.provider.to_string(), r.ts);
+            }
+        }
+    }
+
+    /// Record a probe of `provider` at `ts` (for tests and callers that
+    /// know a probe's time without a log entry).
+    pub fn insert(&mut self, provider: &str, ts: i64) {
+        let t = self.0.entry(provider.to_string()).or_insert(ts);
+        *t = (*t).max(ts);
+    }
+
+    /// Every provider's newest probe, by name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, i64)> {
+        self.0.iter().map(|(p, t)| (p.as_str(), *t))
+    }
+
+    /// The newest probe of `provider`, if the log read holds one.
+    pub fn get(&self, provider: &str) -> Option<i64> {
+        self.0.get(provider).copied()
+    }
+
+    /// Every provider's newest probe since `since` (Unix seconds), read
+    /// backwards from the end of `log` (forward when the file is not one
+    /// entry per line); a missing log holds none.
+    pub fn read(log: &Path, since: i64) -> Result<Newest> {
+        recent::read_recent(log, Some(since), |_| Newest::default()).map(|(n, _)| n)
+    }
+}
+
+impl Sink for Newest {
+    fn record(&mut self, r: &Record<'_>) {
+        self.add(r);
+    }
+
+    fn merge(&mut self, later: Newest) {
+        for (p, ts) in later.0 {
+            self.insert(&p, ts);
+        }
+    }
+}
+
+impl Recent for Newest {}
 
 #[cfg(test)]
 mod tests {

@@ -12,6 +12,9 @@
 //!   percentile accumulators every report computes; [`last`] the last
 //!   probe of each of some models.
 
+/// The health log's name in the stats directory.
+pub const LOG_FILE: &str = "health_log.json";
+
 pub(crate) mod append;
 pub(crate) mod last;
 pub(crate) mod read;
