@@ -145,7 +145,9 @@ pub fn wait_from_wording(text: &str) -> Option<Duration> {
         let Some(first) = words.next() else {
             continue;
         };
-        let token = first.trim_end_matches(['.', ',', ';', ')', '"', '\'']);
+        // Whatever punctuation ends the sentence or the JSON around it
+        // ("20s.\"}}") is not part of the duration.
+        let token = first.trim_end_matches(|c: char| !c.is_ascii_alphanumeric());
         if let Some(d) = parse_go_duration(token) {
             return Some(d);
         }
@@ -652,6 +654,15 @@ mod tests {
             ms(60_360)
         );
         assert_eq!(at(&[], "Please retry in 7.81s."), ms(7_810));
+        // The wording ends the JSON string: the quote and braces are not
+        // part of the duration.
+        assert_eq!(
+            at(
+                &[],
+                r#"{"error":{"message":"Rate limited. Try again in 20s."}}"#
+            ),
+            ms(20_000)
+        );
         assert_eq!(
             at(
                 &[],
