@@ -89,7 +89,25 @@ pub fn next_times(
     if paused.is_empty() {
         return Ok(Vec::new());
     }
-    // A probe before the pause counts as the pause: the read can stop there.
+    let lasts = last_probes_of_paused(log, &paused)?;
+    Ok(paused
+        .into_iter()
+        .map(|(key, entry)| {
+            let last = lasts.get(&key).copied();
+            let at = next_due(&entry, last, interval);
+            (key, entry, at)
+        })
+        .collect())
+}
+
+/// The last probe in `log` of each of the `paused` models that has one,
+/// by `provider::model`. A probe before the pause counts as the pause, so
+/// the read stops at the oldest pause (a paused entry without a parseable
+/// `since` does not move it). Route's re-prober reads the same way.
+pub fn last_probes_of_paused(
+    log: &std::path::Path,
+    paused: &[(String, StateEntry)],
+) -> Result<std::collections::HashMap<String, DateTime<Utc>>> {
     let since = paused
         .iter()
         .filter_map(|(_, e)| reprobe::parse(e.since.as_deref()))
@@ -98,13 +116,10 @@ pub fn next_times(
     let wanted: Vec<&str> = paused.iter().map(|(k, _)| k.as_str()).collect();
     let lasts = last_probes(log, &wanted, since)?;
     Ok(paused
-        .into_iter()
-        .map(|(key, entry)| {
-            let last = lasts
-                .get(&key)
-                .and_then(|l| DateTime::from_timestamp(l.ts, 0));
-            let at = next_due(&entry, last, interval);
-            (key, entry, at)
+        .iter()
+        .filter_map(|(k, _)| {
+            let at = DateTime::from_timestamp(lasts.get(k)?.ts, 0)?;
+            Some((k.clone(), at))
         })
         .collect())
 }

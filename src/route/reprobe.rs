@@ -44,7 +44,6 @@ use crate::check::plan::Lane;
 use crate::check::writer::Writer;
 use crate::error::Error;
 use crate::fsutil::{RunKind, RunLock};
-use crate::healthlog::last::last_probes;
 use crate::outcome::{Outcome, SOURCE_REPROBE, Verdict};
 use crate::settings::Settings;
 use crate::state::StateEntry;
@@ -93,6 +92,9 @@ pub struct Reprober {
     /// looks due ([`Reprober::learn_from_log`]). Unknown at start: the
     /// pause counts.
     last_probe: HashMap<String, DateTime<Utc>>,
+    /// What `last_probe` held for a model when its log tail was last read
+    /// ([`Reprober::learn_from_log`]): read again only once that changed.
+    log_read: HashMap<String, Option<DateTime<Utc>>>,
     /// When each provider was last sent a re-probe, for its spacing.
     last_sent: HashMap<String, DateTime<Utc>>,
     /// The benches already probed (target id, set at): each once.
@@ -120,6 +122,7 @@ impl Reprober {
             settings: Arc::new(s.clone()),
             prober: Arc::new(prober),
             last_probe: HashMap::new(),
+            log_read: HashMap::new(),
             last_sent: HashMap::new(),
             benches_tried: HashSet::new(),
         })
@@ -224,39 +227,28 @@ impl Reprober {
     /// is read only when something looks due.
     async fn learn_from_log(&mut self, paused: &[(String, StateEntry)]) {
         let now = self.engine.clock.now();
-        let looks_due: Vec<(String, Option<DateTime<Utc>>)> = paused
+        let looks_due: Vec<(String, StateEntry)> = paused
             .iter()
             .filter(|(k, e)| {
-                crate::state::reprobe::due(e, self.last_probe.get(k).copied(), self.interval, now)
+                let last = self.last_probe.get(k).copied();
+                crate::state::reprobe::due(e, last, self.interval, now)
                     && self.model(k).is_some()
+                    // Read once per slot: a model the provider's spacing
+                    // holds back does not re-read the log every round.
+                    && self.log_read.get(k) != Some(&last)
             })
-            .map(|(k, e)| (k.clone(), crate::state::reprobe::parse(e.since.as_deref())))
+            .cloned()
             .collect();
         if looks_due.is_empty() {
             return;
         }
-        // A probe before the pause counts as the pause: the read can stop
-        // at the earliest pause (unknown for an entry without `since`).
-        let since = if looks_due.iter().any(|(_, s)| s.is_none()) {
-            None
-        } else {
-            looks_due
-                .iter()
-                .filter_map(|(_, s)| s.map(|t| t.timestamp()))
-                .min()
-        };
+        for (k, _) in &looks_due {
+            self.log_read
+                .insert(k.clone(), self.last_probe.get(k).copied());
+        }
         let log = self.settings.log_path();
-        let keys: Vec<String> = looks_due.into_iter().map(|(k, _)| k).collect();
         let read = tokio::task::spawn_blocking(move || {
-            let wanted: Vec<&str> = keys.iter().map(String::as_str).collect();
-            last_probes(&log, &wanted, since).map(|l| {
-                keys.iter()
-                    .filter_map(|k| {
-                        let at = DateTime::from_timestamp(l.get(k)?.ts, 0)?;
-                        Some((k.clone(), at))
-                    })
-                    .collect::<Vec<_>>()
-            })
+            crate::check::paused::last_probes_of_paused(&log, &looks_due)
         })
         .await;
         match read {
