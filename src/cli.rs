@@ -280,6 +280,20 @@ pub enum RollupFormat {
     Json,
     Csv,
     Prom,
+    /// A self-contained status page (90-day window by default).
+    Html,
+    /// A shields-style SVG badge for one provider or model (--provider).
+    Badge,
+}
+
+/// What a badge shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum BadgeMetric {
+    /// The share of probes that passed over the window.
+    #[default]
+    Uptime,
+    /// The median latency over the window.
+    Latency,
 }
 
 /// Per-provider (or per-model) uptime, latency and sample counts.
@@ -299,6 +313,9 @@ Examples:
   llmprobe rollup --readme README.md --markers '<!-- H -->' '<!-- /H -->'
   llmprobe rollup --format prom --output /var/lib/node_exporter/llmprobe.prom
   llmprobe rollup --capabilities           capability pass rates, per model
+  llmprobe rollup --format html --output status.html            the status page (90 days)
+  llmprobe rollup --format html --public --output status.html   for publishing
+  llmprobe rollup --format badge --provider groq --window 7d --output groq.svg
 
 Status icons: ✅ ≥90% uptime, ⚠️ 60–90%, ❌ <60%, — no samples.
 --readme writes only when the block changes; its only time is that of the
@@ -307,9 +324,10 @@ pub struct RollupArgs {
     /// Group rows by provider or by provider::model.
     #[arg(long, value_enum, default_value = "provider")]
     pub by: GroupBy,
-    /// 24h, 7d, 30d, all, or any duration such as 36h or 90m.
-    #[arg(long, default_value = "24h")]
-    pub window: String,
+    /// 24h, 7d, 30d, all, or any duration such as 36h or 90m [default:
+    /// 90d for --format html, 24h otherwise].
+    #[arg(long)]
+    pub window: Option<String>,
     #[arg(long, value_enum, default_value = "md")]
     pub format: RollupFormat,
     /// The same as --format json.
@@ -332,6 +350,22 @@ pub struct RollupArgs {
     /// pass rate and the latest verdict (rows are always per model).
     #[arg(long)]
     pub capabilities: bool,
+    /// Only this provider (repeatable); a badge needs exactly one.
+    #[arg(long, value_name = "PROVIDER")]
+    pub provider: Vec<String>,
+    /// Leave this provider out (repeatable).
+    #[arg(long, value_name = "PROVIDER")]
+    pub exclude: Vec<String>,
+    /// --format badge: one model of --provider rather than the provider.
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+    /// --format badge: uptime, or the median latency.
+    #[arg(long, value_enum, default_value = "uptime")]
+    pub metric: BadgeMetric,
+    /// --format html: the form for publishing: no error text, base URLs,
+    /// host names or account ids.
+    #[arg(long)]
+    pub public: bool,
 }
 
 /// A 24-hour summary with warnings, for the start of a working session.

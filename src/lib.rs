@@ -30,6 +30,8 @@
 //!   (`brief` shows it; `check` warns when it skips such a provider);
 //! - [`capabilities`] probes and keeps what each model can do beyond a
 //!   plain answer (tools, JSON, vision);
+//! - [`notify`] sends alerts to webhooks when a model or provider changes
+//!   state;
 //! - [`logging`] sends diagnostics to stderr (`-v`, `-q`, `RUST_LOG`).
 
 pub(crate) mod capabilities;
@@ -49,6 +51,7 @@ pub(crate) mod grade;
 pub mod healthlog;
 pub(crate) mod lastrun;
 pub(crate) mod logging;
+pub(crate) mod notify;
 pub(crate) mod observer;
 pub mod outcome;
 pub(crate) mod output;

@@ -1,6 +1,7 @@
 //! The tests that need something beyond Rust on the machine: a
 //! `redis-server`, the official Python clients, a shell to read completion
-//! scripts, groff to render the manual page. Stable libtest cannot mark a
+//! scripts, groff to render the manual page, headless Chromium to render
+//! the status page and badges. Stable libtest cannot mark a
 //! test skipped while it runs, so these have a harness of their own
 //! (libtest-mimic): each test whose prerequisite is missing is reported as
 //! *ignored*, tagged with what it needs, in `cargo test`'s normal output, and
@@ -8,6 +9,7 @@
 //! and sets `LLMPROBE_REQUIRE_ALL=1`, so there nothing is ignored and a
 //! missing prerequisite fails its tests.
 
+mod browser;
 mod clients;
 mod sdk_anthropic;
 mod sdk_legacy;
@@ -36,6 +38,7 @@ impl Test {
 fn main() -> std::process::ExitCode {
     let args = Arguments::from_args();
     let tests: Vec<Test> = [
+        browser::tests(),
         clients::tests(),
         sdk_legacy::tests(),
         sdk_anthropic::tests(),

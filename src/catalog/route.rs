@@ -30,6 +30,7 @@ pub(super) struct RouteToml {
     degraded_below: Option<f64>,
     last_resort_paused: Option<bool>,
     record: Option<Record>,
+    public_status: Option<bool>,
 }
 
 /// Where `route --serve` reads the record (model states, recent health,
@@ -99,6 +100,10 @@ pub struct RouteSettings {
     pub last_resort_paused: bool,
     /// Where the record comes from: the local stats directory, or Redis.
     pub record: Record,
+    /// Serve the public form of the status page (`/status`) and the badges
+    /// (`/badge/…`) without the inbound token; otherwise they sit behind it
+    /// like `/v1/*`.
+    pub public_status: bool,
     /// Where each value came from, for `route --status`.
     pub origins: Origins,
 }
@@ -130,6 +135,7 @@ impl Default for RouteSettings {
             degraded_below: 0.5,
             last_resort_paused: true,
             record: Record::Local,
+            public_status: false,
             origins: Origins::default(),
         }
     }
@@ -237,6 +243,7 @@ impl RouteSettings {
             degraded_below,
             last_resort_paused: t.last_resort_paused.unwrap_or(d.last_resort_paused),
             record,
+            public_status: t.public_status.unwrap_or(d.public_status),
             origins: Origins::default(),
         })
     }
@@ -261,6 +268,7 @@ impl RouteSettings {
             degraded_below: Some(self.degraded_below),
             last_resort_paused: Some(self.last_resort_paused),
             record: Some(self.record),
+            public_status: Some(self.public_status),
         }
     }
 
@@ -666,6 +674,7 @@ mod tests {
             degraded_below: 0.25,
             last_resort_paused: false,
             record: Record::Shared,
+            public_status: true,
             origins: Origins::default(),
         };
         let values = match serde_json::to_value(other.to_toml()).unwrap() {

@@ -41,11 +41,13 @@ use super::status::{RouteSnapshot, Source, Want};
 use super::surface::openai::{self, ApiError};
 use super::surface::{BodyLimit, Shape};
 
+mod badge;
 mod chat;
 mod completions;
 mod messages;
 mod models;
 mod responses;
+mod status_page;
 
 /// Request heads larger than this get a 431.
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
@@ -77,8 +79,18 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/responses", post(responses::responses))
         .route("/v1/providers", get(providers))
         .route_layer(middleware::from_fn_with_state(app.clone(), auth));
+    // The status page and badges: behind the token like /v1/*, unless
+    // `[route] public_status` serves their public form to anyone.
+    let pages = Router::new()
+        .route("/status", get(status_page::page))
+        .route("/badge/{*path}", get(badge::badge))
+        .route_layer(middleware::from_fn_with_state(
+            app.clone(),
+            auth_unless_public,
+        ));
     Router::new()
         .merge(v1)
+        .merge(pages)
         .route("/livez", get(livez))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -126,6 +138,15 @@ async fn auth(State(app): State<Arc<App>>, req: Request, next: Next) -> Response
         }
     }
     next.run(req).await
+}
+
+/// [`auth`], unless `[route] public_status` opens the status page and the
+/// badges to anyone (they then show only their public form).
+async fn auth_unless_public(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    if app.engine.settings.public_status {
+        return next.run(req).await;
+    }
+    auth(State(app), req, next).await
 }
 
 async fn not_found(uri: axum::http::Uri, headers: HeaderMap) -> Response {
