@@ -2,13 +2,401 @@
 //! (Debian's `chromium`, which `.ci/run` installs) renders them, and the
 //! tests read the DOM it built and the screenshot it took
 //! (`support::browser`).
+//!
+//! The page's DOM contract (docs/status-page.md) is what these tests read:
+//! `section.provider[data-provider]` with its uptime figures, `ol.bars`
+//! with one `li.bar[data-day][data-samples][data-uptime]` per day, and
+//! `tr.model[data-model][data-state]`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
 
 use crate::Test;
-#[allow(unused_imports)]
-use crate::support::browser;
-#[allow(unused_imports)]
 use crate::support::need::Need;
+use crate::support::{BIN, Env, browser};
 
 pub fn tests() -> Vec<Test> {
-    vec![]
+    vec![
+        Test::new(
+            "browser::the_demos_status_page_renders_every_provider_and_model",
+            &[Need::Program("chromium")],
+            the_demos_status_page_renders_every_provider_and_model,
+        ),
+        Test::new(
+            "browser::the_status_pages_bars_and_figures_match_rollup_json",
+            &[Need::Program("chromium")],
+            the_status_pages_bars_and_figures_match_rollup_json,
+        ),
+    ]
+}
+
+/// One element's start tag, read from Chromium's serialised DOM (which
+/// writes every attribute as `name="value"`).
+#[derive(Debug)]
+struct Tag {
+    attrs: HashMap<String, String>,
+    /// Where the start tag begins in the DOM text.
+    at: usize,
+}
+
+impl Tag {
+    fn get(&self, name: &str) -> &str {
+        self.attrs.get(name).map(String::as_str).unwrap_or_else(|| {
+            panic!("no attribute {name} in {:?}", self.attrs);
+        })
+    }
+
+    fn classes(&self) -> Vec<&str> {
+        self.attrs
+            .get("class")
+            .map(|c| c.split_whitespace().collect())
+            .unwrap_or_default()
+    }
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&#39;", "'")
+        .replace("&nbsp;", "\u{a0}")
+        .replace("&amp;", "&")
+}
+
+/// Every `<name …>` start tag whose class list holds `class`, in order.
+fn tags(dom: &str, name: &str, class: &str) -> Vec<Tag> {
+    let open = format!("<{name} ");
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(i) = dom[from..].find(&open) {
+        let at = from + i;
+        let end = at + dom[at..].find('>').expect("a closed start tag");
+        let mut attrs = HashMap::new();
+        let mut rest = &dom[at + open.len()..end];
+        while let Some(eq) = rest.find("=\"") {
+            let key = rest[..eq].trim().to_string();
+            let val_end = rest[eq + 2..].find('"').expect("a closed attribute");
+            attrs.insert(key, unescape(&rest[eq + 2..eq + 2 + val_end]));
+            rest = &rest[eq + 2 + val_end + 1..];
+        }
+        let tag = Tag { attrs, at };
+        if tag.classes().contains(&class) {
+            out.push(tag);
+        }
+        from = end;
+    }
+    out
+}
+
+/// The section of the DOM from each provider's start tag to the next's.
+fn provider_sections(dom: &str) -> Vec<(Tag, &str)> {
+    let sections = tags(dom, "section", "provider");
+    let starts: Vec<usize> = sections.iter().map(|t| t.at).collect();
+    sections
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let end = starts.get(i + 1).copied().unwrap_or(dom.len());
+            let start = t.at;
+            (t, &dom[start..end])
+        })
+        .collect()
+}
+
+fn rollup_json(env: &Env, args: &[&str]) -> Value {
+    let mut all = vec!["rollup", "--format", "json"];
+    all.extend_from_slice(args);
+    let out = env.run(&all).ok().stdout;
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// The provider rows of `rollup --format json`, by provider.
+fn provider_rows(v: &Value) -> BTreeMap<String, Value> {
+    v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r.get("model").is_none())
+        .map(|r| (r["provider"].as_str().unwrap().to_string(), r.clone()))
+        .collect()
+}
+
+/// An uptime as the page prints it: four decimals, empty for none.
+fn fraction(v: &Value) -> String {
+    v.as_f64().map(|u| format!("{u:.4}")).unwrap_or_default()
+}
+
+/// No resource of the page may load from the network.
+fn assert_self_contained(html: &str) {
+    for needle in [
+        "src=\"http",
+        "href=\"http",
+        "url(http",
+        "url(\"http",
+        "url('http",
+        "@import",
+        "<link ",
+        "<script src",
+    ] {
+        assert!(
+            !html.contains(needle),
+            "the page loads something from outside ({needle}):\n{}",
+            &html[html.find(needle).unwrap().saturating_sub(200)..]
+                .chars()
+                .take(400)
+                .collect::<String>()
+        );
+    }
+}
+
+/// The README's picture is made by `scripts/status-page-demo`; this runs
+/// the same script and checks what it made: the page holds every provider
+/// and model of the demo, with a full window of bars each, and loads
+/// nothing from outside.
+fn the_demos_status_page_renders_every_provider_and_model() {
+    let env = Env::new();
+    let png = env.path().join("status.png");
+    let html = env.path().join("status.html");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/status-page-demo");
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg(&png)
+        .arg(&html)
+        .env("LLMPROBE", BIN)
+        .env("KEEP_STATS", env.stats())
+        .env("HOME", env.home())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "scripts/status-page-demo failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&png).unwrap();
+    assert!(
+        bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000,
+        "a real screenshot"
+    );
+    let source = std::fs::read_to_string(&html).unwrap();
+    assert_self_contained(&source);
+
+    let dom = browser::dump_dom(&browser::file_url(&html));
+    let sections = provider_sections(&dom);
+    assert!(sections.len() >= 2, "the demo has several providers: {dom}");
+    let mut models_seen = BTreeSet::new();
+    for (tag, body) in &sections {
+        let provider = tag.get("data-provider");
+        let bars = tags(body, "li", "bar");
+        let ol = &tags(body, "ol", "bars")[0];
+        assert_eq!(ol.get("data-days"), "90", "{provider}: a 90-day window");
+        assert_eq!(bars.len(), 90, "{provider}: one bar per day");
+        let samples: u64 = bars
+            .iter()
+            .map(|b| b.get("data-samples").parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(
+            samples.to_string(),
+            tag.get("data-samples-window"),
+            "{provider}"
+        );
+        assert!(samples >= 3, "{provider}: three demo runs probed it");
+        for m in tags(body, "tr", "model") {
+            let state = m.get("data-state");
+            assert!(
+                ["active", "paused", "disabled"].contains(&state),
+                "{provider}: state {state}"
+            );
+            models_seen.insert(format!("{provider}::{}", m.get("data-model")));
+        }
+    }
+    // Every model in the demo's log is on the page, once.
+    let by_model = rollup_json(&env, &["--window", "90d", "--by", "model"]);
+    let in_log: BTreeSet<String> = by_model["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            format!(
+                "{}::{}",
+                r["provider"].as_str().unwrap(),
+                r["model"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert!(!in_log.is_empty());
+    assert_eq!(
+        models_seen, in_log,
+        "every model of the demo's log on the page"
+    );
+    assert_eq!(html_log_models(&dom), models_seen, "each model once");
+    assert!(
+        dom.contains("id=\"overall\""),
+        "the header with the overall state"
+    );
+}
+
+/// The models the page lists (each once), to check none is listed twice.
+fn html_log_models(dom: &str) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    for (tag, body) in provider_sections(dom) {
+        for m in tags(body, "tr", "model") {
+            let key = format!("{}::{}", tag.get("data-provider"), m.get("data-model"));
+            assert!(seen.insert(key.clone()), "{key} is listed twice");
+        }
+    }
+    seen
+}
+
+const DAY: i64 = 86_400;
+
+/// A log over several days, with a day of failures and a gap: each bar
+/// holds exactly that day's probes, and the section's figures are
+/// `rollup --format json`'s for the same windows.
+fn the_status_pages_bars_and_figures_match_rollup_json() {
+    let mut env = Env::new();
+    let cfg = env.write(
+        "llmprobe.toml",
+        "include_default_catalog = false\n\
+         [providers.alpha]\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"ALPHA_KEY\"\nmodels = [\"a1\", \"a2\"]\n\
+         [providers.beta]\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"BETA_KEY\"\nmodels = [\"b1\"]\n",
+    );
+    env.env("LLMPROBE_CONFIG", cfg.to_str().unwrap());
+    // Probes at the middle of hours, well inside their days and windows.
+    let now = chrono::Utc::now().timestamp();
+    let mut lines = Vec::new();
+    let mut per_day: BTreeMap<(String, String), u64> = BTreeMap::new();
+    let mut add = |secs_ago: i64, provider: &str, model: &str, ok: bool, latency: u64| {
+        let ts = now - secs_ago;
+        let day = chrono::DateTime::from_timestamp(ts, 0)
+            .unwrap()
+            .format("%Y-%m-%d")
+            .to_string();
+        *per_day.entry((provider.to_string(), day)).or_default() += 1;
+        lines.push(format!(
+            r#"{{"ts":"{}","provider":"{provider}","model":"{model}","ok":{},"latency_ms":{latency},"failure_type":"{}"}}"#,
+            chrono::DateTime::from_timestamp(ts, 0).unwrap().format("%Y-%m-%dT%H:%M:%SZ"),
+            ok as u8,
+            if ok { "" } else { "timeout" }
+        ));
+    };
+    for d in [0, 1, 2, 5, 12, 40, 80] {
+        for h in 0..6 {
+            let secs = d * DAY + h * 3600 + 1800 + 60;
+            add(secs, "alpha", "a1", !(d == 5 && h < 4), 200 + 50 * h as u64);
+            add(secs + 300, "alpha", "a2", true, 900);
+            if d != 12 {
+                add(secs + 600, "beta", "b1", h % 3 != 0, 400);
+            }
+        }
+    }
+    lines.sort(); // by timestamp: the log is in time order
+    env.write(
+        "stats/health_log.json",
+        format!("[\n{}\n]\n", lines.join(",\n")),
+    );
+    let html = env.path().join("status.html");
+    env.run(&[
+        "rollup",
+        "--format",
+        "html",
+        "--output",
+        html.to_str().unwrap(),
+    ])
+    .ok();
+    assert_self_contained(&std::fs::read_to_string(&html).unwrap());
+    let dom = browser::dump_dom(&browser::file_url(&html));
+
+    let window = provider_rows(&rollup_json(&env, &["--window", "90d"]));
+    let figures: Vec<(&str, BTreeMap<String, Value>)> = ["24h", "7d", "30d"]
+        .into_iter()
+        .map(|w| (w, provider_rows(&rollup_json(&env, &["--window", w]))))
+        .collect();
+    let sections = provider_sections(&dom);
+    let shown: Vec<&str> = sections
+        .iter()
+        .map(|(t, _)| t.get("data-provider"))
+        .collect();
+    assert_eq!(shown, ["alpha", "beta"]);
+    for (tag, body) in &sections {
+        let p = tag.get("data-provider");
+        let row = &window[p];
+        assert_eq!(
+            tag.get("data-samples-window"),
+            row["samples"].to_string(),
+            "{p}"
+        );
+        assert_eq!(
+            tag.get("data-uptime-window"),
+            fraction(&row["uptime"]),
+            "{p}"
+        );
+        for (w, rows) in &figures {
+            let want = rows
+                .get(p)
+                .map(|r| fraction(&r["uptime"]))
+                .unwrap_or_default();
+            assert_eq!(tag.get(&format!("data-uptime-{w}")), want, "{p} {w}");
+        }
+        let bars = tags(body, "li", "bar");
+        assert_eq!(bars.len(), 90, "{p}");
+        let mut total = 0;
+        for b in &bars {
+            let n: u64 = b.get("data-samples").parse().unwrap();
+            let want = per_day
+                .get(&(p.to_string(), b.get("data-day").to_string()))
+                .copied()
+                .unwrap_or(0);
+            assert_eq!(n, want, "{p} on {}", b.get("data-day"));
+            total += n;
+            // Every bar says its grade in a class and in text, not only in colour.
+            let grade = b
+                .classes()
+                .into_iter()
+                .find(|c| c.starts_with("grade-"))
+                .unwrap_or_else(|| panic!("{p}: a bar without a grade"));
+            if n == 0 {
+                assert_eq!(grade, "grade-none");
+                assert_eq!(b.get("data-uptime"), "");
+            } else {
+                assert_ne!(grade, "grade-none");
+            }
+            assert_eq!(b.get("tabindex"), "0", "bars take keyboard focus");
+        }
+        assert_eq!(total.to_string(), tag.get("data-samples-window"));
+        assert!(
+            body.contains("class=\"sparkline\""),
+            "{p}: a latency sparkline"
+        );
+    }
+    // alpha's bad day is graded below good, in words as well.
+    let (_, alpha) = &sections[0];
+    let bad_day = chrono::DateTime::from_timestamp(now - 5 * DAY - 1800 - 60, 0)
+        .unwrap()
+        .format("%Y-%m-%d")
+        .to_string();
+    let bad = tags(alpha, "li", "bar")
+        .into_iter()
+        .find(|b| b.get("data-day") == bad_day)
+        .unwrap();
+    assert!(
+        bad.classes()
+            .iter()
+            .any(|c| *c == "grade-fair" || *c == "grade-poor"),
+        "{:?}",
+        bad.attrs
+    );
+    let models: Vec<String> = sections
+        .iter()
+        .flat_map(|(t, body)| {
+            tags(body, "tr", "model")
+                .into_iter()
+                .map(|m| format!("{}::{}", t.get("data-provider"), m.get("data-model")))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(models, ["alpha::a1", "alpha::a2", "beta::b1"]);
 }
