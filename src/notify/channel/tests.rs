@@ -330,3 +330,42 @@ fn urls_come_from_the_flag_the_variable_and_url_env_once_each() {
     let (none, w) = gather(&[], &[], |_| None).unwrap();
     assert!(none.is_empty() && w.is_empty());
 }
+
+#[test]
+fn the_documented_json_bodies_are_what_is_sent() {
+    let doc = include_str!("../../../docs/alerts.md");
+    let blocks: Vec<serde_json::Value> = doc
+        .split("```json\n")
+        .skip(1)
+        .map(|b| serde_json::from_str(b.split("```").next().unwrap()).unwrap())
+        .collect();
+    assert_eq!(blocks.len(), 2);
+    let model = "llama-3.1-8b-instant";
+    let alert = Message {
+        at: at(10),
+        changes: vec![Change {
+            error: Some("HTTP 429: rate limit reached".into()),
+            ..down(model)
+        }],
+        test: false,
+    };
+    assert_eq!(json_body(&alert), blocks[0]);
+    let resolved = Message {
+        at: at(13),
+        changes: vec![recovered(model, Some(at(10)))],
+        test: false,
+    };
+    assert_eq!(json_body(&resolved), blocks[1]);
+    // And the text examples above them.
+    let text = |m: &Message| format!("{}\n{}", title(m), lines(m, NTFY_CAP, Markup::Plain));
+    assert!(
+        doc.contains(&format!("```text\n{}\n```", text(&alert))),
+        "{}",
+        text(&alert)
+    );
+    assert!(
+        doc.contains(&format!("```text\n{}\n```", text(&resolved))),
+        "{}",
+        text(&resolved)
+    );
+}
