@@ -204,3 +204,20 @@ fn nothing_configured_says_where_urls_come_from() {
         assert!(r.stderr.contains(place), "{place}: {}", r.stderr);
     }
 }
+
+#[test]
+fn user_info_in_a_url_is_sent_as_basic_auth_and_never_shown() {
+    // ntfy's access control, for one: https://user:password@host/topic.
+    let hook = PingServer::start();
+    let env = Env::new();
+    let url = hook.url.replace("http://", "ntfy+http://alerts:SECRET@") + "/topic";
+    let r = env.run(&["notify", "test", &url]).ok();
+    hides_secrets(&r.stdout);
+    let seen = hook.seen();
+    assert_eq!(seen.len(), 1);
+    // base64("alerts:SECRET")
+    assert_eq!(
+        seen[0].header("authorization"),
+        Some("Basic YWxlcnRzOlNFQ1JFVA==")
+    );
+}
