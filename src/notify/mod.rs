@@ -14,13 +14,16 @@
 //! written to a file llmprobe writes, and messages about a channel name
 //! only its scheme and host.
 
-// Groundwork: the channel and decide parts use these; drop this once they do.
-#![allow(dead_code)]
+pub mod channel;
+
+pub use channel::{Channel, configured, deliver};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 /// What changed.
+// The recoveries are built by `check`'s alert observer (branch `alerts`).
+#[allow(dead_code)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ChangeKind {
@@ -61,6 +64,39 @@ pub struct Change {
     /// The probe's error, redacted and shortened; `None` when there was
     /// none (a recovery).
     pub error: Option<String>,
+    /// For a recovery: when the alert it resolves was sent (from
+    /// `notify_state.json`), so that the message can name it and the JSON
+    /// body can carry the alert's `id`; `None` for an alert, or when that
+    /// is not known.
+    #[serde(skip)]
+    pub alerted_at: Option<DateTime<Utc>>,
+}
+
+impl Change {
+    /// `groq::llama-3.1-8b-instant`, or `groq` for a provider-wide change.
+    pub fn subject(&self) -> String {
+        match &self.model {
+            Some(m) => crate::catalog::model_key(&self.provider, m),
+            None => self.provider.clone(),
+        }
+    }
+
+    /// The incident this change belongs to, the same for an alert and the
+    /// recovery that resolves it: `groq::m@2026-05-02T10:00:00Z`, the
+    /// subject and when the alert was sent (`at` for an alert, the
+    /// recovery's [`Change::alerted_at`] for a recovery). `None` for a
+    /// recovery whose alert is not known.
+    pub fn incident(&self, at: DateTime<Utc>) -> Option<String> {
+        let when = match self.kind.is_recovery() {
+            true => self.alerted_at?,
+            false => at,
+        };
+        Some(format!(
+            "{}@{}",
+            self.subject(),
+            when.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        ))
+    }
 }
 
 /// One message: every change of one run (or one event), at one time.
