@@ -34,6 +34,7 @@
 //!   state;
 //! - [`logging`] sends diagnostics to stderr (`-v`, `-q`, `RUST_LOG`).
 
+pub(crate) mod badge;
 pub(crate) mod capabilities;
 pub mod catalog;
 pub(crate) mod check;
