@@ -273,6 +273,8 @@ fn badge_errors_name_what_is_wrong() {
     assert!(r.stderr.contains("needs --provider"), "{}", r.stderr);
     let r = run(&["--provider", "groq", "--provider", "mistral"]).code(2);
     assert!(r.stderr.contains("groq, mistral"), "{}", r.stderr);
+    let r = run(&["--provider", "groq", "--by", "model"]).code(2);
+    assert!(r.stderr.contains("--model M"), "{}", r.stderr);
     let r = run(&["--provider", "groq", "--exclude", "mistral"]).code(2);
     assert!(r.stderr.contains("--exclude"), "{}", r.stderr);
     let r = run(&["--provider", "groq", "--window", "7x"]).code(2);
@@ -412,4 +414,17 @@ fn served_badges_are_rollups_badges_and_cache_their_figures() {
     advance(&env, 11);
     let after = read_badge(&served("/badge/groq.svg"));
     assert_eq!(after.message, "66.7%", "{after:?}");
+    // A log that cannot be parsed: a 500 that names no local path, and
+    // the log left as it is.
+    let bad = "[\n{\"ts\": 1, \"provider\": }\n,{}\n]\n";
+    env.write("stats/health_log.json", bad);
+    advance(&env, 22);
+    let r = get(&srv, "/badge/groq.svg", None);
+    assert_eq!(r.status, 500, "{}", r.body);
+    assert!(r.body.contains("cannot read the health log"), "{}", r.body);
+    assert!(!r.body.contains("health_log.json"), "{}", r.body);
+    assert_eq!(
+        std::fs::read_to_string(env.path().join("stats/health_log.json")).unwrap(),
+        bad
+    );
 }

@@ -148,6 +148,11 @@ fn check_format_flags(args: &RollupArgs, format: RollupFormat) -> Result<()> {
     if args.public && format != RollupFormat::Html {
         return only("--public", "html");
     }
+    if args.by == GroupBy::Model && format == RollupFormat::Badge {
+        return Err(Error::config(
+            "--by model does not apply to --format badge: a badge of one model takes --model M",
+        ));
+    }
     if !args.exclude.is_empty() && format == RollupFormat::Badge {
         return Err(Error::config(
             "--exclude does not apply to --format badge: a badge is of the one --provider",
