@@ -184,3 +184,62 @@ pub async fn badge(
     )
         .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every caller at once on a cold cache gets the one read's figures;
+    /// they stay until [`FIGURES_TTL_SECS`] have passed, per window.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_read_serves_every_badge_of_a_window_until_it_expires() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("health_log.json");
+        let now = Utc::now();
+        let ts = (now - chrono::Duration::hours(1)).format("%Y-%m-%dT%H:%M:%SZ");
+        std::fs::write(
+            &log,
+            format!("[\n{{\"ts\":\"{ts}\",\"provider\":\"p\",\"model\":\"m\",\"ok\":1,\"latency_ms\":5}}\n]\n"),
+        )
+        .unwrap();
+        let cache = Arc::new(Cache::new(log, Known::default()));
+        let day = Window::parse("24h").unwrap();
+        let calls: Vec<_> = (0..16)
+            .map(|_| {
+                let (cache, day) = (cache.clone(), day.clone());
+                tokio::spawn(async move { cache.figures(&day, now).await.unwrap() })
+            })
+            .collect();
+        let mut got = Vec::new();
+        for c in calls {
+            got.push(c.await.unwrap());
+        }
+        assert!(got.iter().all(|f| Arc::ptr_eq(f, &got[0])));
+        assert_eq!(got[0].providers[0].uptime, Some(1.0));
+        let at = |secs: i64| now + chrono::Duration::seconds(secs);
+        let same = cache.figures(&day, at(FIGURES_TTL_SECS - 1)).await.unwrap();
+        assert!(Arc::ptr_eq(&same, &got[0]));
+        // Another window is read on its own, and keeps the first one's.
+        let week = Window::parse("7d").unwrap();
+        let w = cache.figures(&week, at(1)).await.unwrap();
+        assert!(!Arc::ptr_eq(&w, &got[0]));
+        assert!(Arc::ptr_eq(
+            &cache.figures(&day, at(2)).await.unwrap(),
+            &got[0]
+        ));
+        // A clock that went back, and one past the TTL, read again.
+        let back = cache.figures(&day, at(-1)).await.unwrap();
+        assert!(!Arc::ptr_eq(&back, &got[0]));
+        let later = cache
+            .figures(&day, at(FIGURES_TTL_SECS + 30))
+            .await
+            .unwrap();
+        assert!(!Arc::ptr_eq(&later, &back));
+        // At most SLOTS windows are kept.
+        for h in 1..=20 {
+            let w = Window::parse(&format!("{h}h")).unwrap();
+            cache.figures(&w, at(FIGURES_TTL_SECS + 30)).await.unwrap();
+        }
+        assert_eq!(cache.slots.lock().await.len(), SLOTS);
+    }
+}
