@@ -318,8 +318,13 @@ Examples:
   llmprobe rollup --format html --output status.html            the status page (90 days)
   llmprobe rollup --format html --public --output status.html   for publishing
   llmprobe rollup --format badge --provider groq --window 7d --output groq.svg
+  llmprobe rollup --format badge --provider groq --metric latency > latency.svg
+  llmprobe rollup --format badge --provider groq --model llama-3.1-8b-instant
 
 Status icons: ✅ ≥90% uptime, ⚠️ 60–90%, ❌ <60%, — no samples.
+Badges say their figure in words (99.2%, 812 ms, no data) on a colour from
+the same grades; latency: ≤2 s good, ≤5 s fair (docs/badges.md). A badge of
+a provider or model missing from both the catalog and the log is an error.
 --readme writes only when the block changes; its only time is that of the
 newest probe, so a rerun without new data leaves the file alone.")]
 pub struct RollupArgs {
@@ -361,7 +366,8 @@ pub struct RollupArgs {
     /// --format badge: one model of --provider rather than the provider.
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
-    /// --format badge: uptime, or the median latency.
+    /// --format badge: uptime, or the median latency of probes that got a
+    /// response.
     #[arg(long, value_enum, default_value = "uptime")]
     pub metric: BadgeMetric,
     /// --format html: the form for publishing: no error text, base URLs,

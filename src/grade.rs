@@ -4,6 +4,11 @@
 //! The thresholds are the old tool's README block's (✅ ≥90%, ⚠️ 60–90%,
 //! ❌ <60%), so that a published block keeps its meaning; `brief` uses the
 //! same ones.
+//!
+//! Latency badges grade the median latency of the probe (a one-line
+//! question, a few tokens of answer), so mostly the time to the first
+//! token: up to [`LATENCY_GOOD_MS`] is good, up to [`LATENCY_FAIR_MS`]
+//! fair, slower is poor.
 
 /// At or above: good (`brief` [ OK ], `rollup` ✅ `ok`).
 pub const GOOD: f64 = 0.90;
@@ -11,6 +16,11 @@ pub const GOOD: f64 = 0.90;
 /// `degraded`). Below: poor (`brief` [POOR] and a routing advisory,
 /// `rollup` ❌ `down`).
 pub const FAIR: f64 = 0.60;
+
+/// At or below, in milliseconds: a good median latency.
+pub const LATENCY_GOOD_MS: f64 = 2000.0;
+/// At or below, and above [`LATENCY_GOOD_MS`]: fair. Above: poor.
+pub const LATENCY_FAIR_MS: f64 = 5000.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Grade {
@@ -30,6 +40,17 @@ pub fn grade(uptime: f64) -> Grade {
     }
 }
 
+/// The grade of a median latency in milliseconds.
+pub fn latency_grade(ms: f64) -> Grade {
+    if ms <= LATENCY_GOOD_MS {
+        Grade::Good
+    } else if ms <= LATENCY_FAIR_MS {
+        Grade::Fair
+    } else {
+        Grade::Poor
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -40,5 +61,9 @@ mod tests {
         assert_eq!(grade(0.899), Grade::Fair);
         assert_eq!(grade(0.60), Grade::Fair);
         assert_eq!(grade(0.599), Grade::Poor);
+        assert_eq!(latency_grade(2000.0), Grade::Good);
+        assert_eq!(latency_grade(2001.0), Grade::Fair);
+        assert_eq!(latency_grade(5000.0), Grade::Fair);
+        assert_eq!(latency_grade(5001.0), Grade::Poor);
     }
 }

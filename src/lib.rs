@@ -36,6 +36,7 @@
 //!   retries, for [`ping`] and [`notify`];
 //! - [`logging`] sends diagnostics to stderr (`-v`, `-q`, `RUST_LOG`).
 
+pub(crate) mod badge;
 pub(crate) mod capabilities;
 pub mod catalog;
 pub(crate) mod check;

@@ -17,6 +17,12 @@ pub struct Window {
 
 impl Window {
     pub fn parse(s: &str) -> Result<Window> {
+        Window::parse_as(s, "--window")
+    }
+
+    /// [`Window::parse`], naming the value `what` in the error (`window`
+    /// for a URL's query).
+    pub fn parse_as(s: &str, what: &str) -> Result<Window> {
         let t = s.trim().to_ascii_lowercase();
         if t == "all" {
             return Ok(Window {
@@ -26,7 +32,7 @@ impl Window {
         }
         let bad = || {
             Error::config(format!(
-                "invalid --window '{s}': expected all or a duration such as 24h, 7d, 36h, 90m, 2w"
+                "invalid {what} '{s}': expected all or a duration such as 24h, 7d, 36h, 90m, 2w"
             ))
         };
         let split = t.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;

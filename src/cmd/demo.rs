@@ -186,7 +186,8 @@ fn serve(
     engine.refresh_health()?;
     let config = crate::fsutil::absolute(&config);
     let stats = crate::fsutil::absolute(&settings.stats_dir);
-    crate::cmd::route::serve_until_signal(rt, std::sync::Arc::new(engine), None, |url| {
+    let badges = crate::cmd::route::badges(settings);
+    crate::cmd::route::serve_until_signal(rt, std::sync::Arc::new(engine), badges, None, |url| {
         output::println(&paste_lines(url, &config, &stats))
     })
 }

@@ -1,10 +1,10 @@
 //! `llmprobe rollup`: uptime, latency and sample counts per provider (or per
-//! model) over a window, as Markdown for a README, JSON, CSV or Prometheus
-//! text.
+//! model) over a window, as Markdown for a README, JSON, CSV, Prometheus
+//! text or an SVG badge.
 //!
-//! The whole log is streamed once through [`crate::healthlog::read`]; each
-//! model keeps a fixed-size accumulator (sums, a log-scale latency histogram
-//! for p95, 24 trend buckets), so memory does not grow with the log.
+//! The figures are [`crate::healthlog::rollup`]'s: the whole log streamed
+//! once, each model in a fixed-size accumulator, so memory does not grow
+//! with the log.
 //!
 //! Meaning, per docs/formats.md: a legacy averaged entry counts as `sample_count`
 //! probes with `uptime × sample_count` passes, and its latency is weighted by
@@ -29,17 +29,20 @@ use std::path::Path;
 use chrono::Utc;
 use serde::Serialize;
 
+use crate::badge;
 use crate::capabilities::{Capability, Judgement};
 use crate::cli::{GroupBy, RollupArgs, RollupFormat};
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::format::{fmt_count, fmt_minute, fmt_pct, fmt_rfc3339};
 use crate::fsutil;
-use crate::grade::{self, FAIR, GOOD, Grade};
-use crate::healthlog::read::{self, FastMap, Record, Sink};
-use crate::healthlog::recent::{self, Recent};
+use crate::grade::{FAIR, GOOD};
+use crate::healthlog::read::{self, Record, Sink};
+use crate::healthlog::rollup::{
+    DEFAULT_WINDOW, Per, Report, Row, TREND_BUCKETS, compute, warn_read,
+};
 use crate::healthlog::scan::End;
-use crate::healthlog::summary::{Hist, Latency, Probes};
+use crate::healthlog::summary::Probes;
 use crate::output;
 use crate::settings::Settings;
 use crate::window::Window;
@@ -47,7 +50,6 @@ use crate::window::Window;
 pub const DEFAULT_START: &str = "<!-- BRAIN_HEALTH_START -->";
 pub const DEFAULT_END: &str = "<!-- BRAIN_HEALTH_END -->";
 
-const TREND_BUCKETS: usize = 24;
 const SPARKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
 pub fn run(s: &Settings, args: RollupArgs) -> Result<u8> {
@@ -95,7 +97,10 @@ pub fn run(s: &Settings, args: RollupArgs) -> Result<u8> {
     } else {
         let report = compute(&s.log_path(), &window, now, !args.no_trend)?;
         report.warn(&s.log_path());
-        let mut rows = report.rows(args.by);
+        let mut rows = report.rows(match args.by {
+            GroupBy::Provider => Per::Provider,
+            GroupBy::Model => Per::Model,
+        });
         rows.retain(|r| shown(&args, &r.provider));
         match format {
             RollupFormat::Md => markdown(&report, &rows, args.by),
@@ -122,8 +127,6 @@ pub fn run(s: &Settings, args: RollupArgs) -> Result<u8> {
     Ok(exit::SUCCESS)
 }
 
-/// `--window`'s default for every format but `html`.
-pub const DEFAULT_WINDOW: &str = "24h";
 /// `--window`'s default for `--format html`: the status page's bars.
 pub const HTML_WINDOW: &str = "90d";
 
@@ -144,6 +147,16 @@ fn check_format_flags(args: &RollupArgs, format: RollupFormat) -> Result<()> {
     };
     if args.public && format != RollupFormat::Html {
         return only("--public", "html");
+    }
+    if args.by == GroupBy::Model && format == RollupFormat::Badge {
+        return Err(Error::config(
+            "--by model does not apply to --format badge: a badge of one model takes --model M",
+        ));
+    }
+    if !args.exclude.is_empty() && format == RollupFormat::Badge {
+        return Err(Error::config(
+            "--exclude does not apply to --format badge: a badge is of the one --provider",
+        ));
     }
     if args.model.is_some() && format != RollupFormat::Badge {
         return only("--model", "badge");
@@ -180,373 +193,50 @@ fn status_page(_s: &Settings, _args: &RollupArgs, _window: Window) -> Result<u8>
     Err(Error::config("--format html is not built yet"))
 }
 
-/// `--format badge` (built by the badge work).
-fn badge(_s: &Settings, _args: &RollupArgs, _window: Window) -> Result<u8> {
-    Err(Error::config("--format badge is not built yet"))
-}
-
-/// Everything read from the log, before formatting.
-pub struct Report {
-    pub window: Window,
-    pub window_start: Option<i64>,
-    pub trend: Option<TrendSpec>,
-    acc: Acc,
-    pub skipped: u64,
-    pub torn_bytes: u64,
-}
-
-/// Read the log at `path` and aggregate it over `window` ending at `now`.
-pub fn compute(path: &Path, window: &Window, now: i64, with_trend: bool) -> Result<Report> {
-    // For `all`, the trend spans the log's own history: from its first entry
-    // to its newest (read from the tail when the tail is in line form, else
-    // up to now), so an old log's trend is not mostly empty buckets.
-    let (first, trend_end) = if with_trend && window.secs.is_none() {
-        // Pretty-printed (legacy) logs take one extra forward pass for the
-        // newest timestamp. Such logs are small; ours are in line form.
-        let newest = recent::read_recent(path, None, |_| NewestTs(None))?.0.0;
-        (read::first_ts(path)?, newest.unwrap_or(now))
-    } else {
-        (None, now)
+/// `--format badge`: one provider's (or, with `--model`, one model's)
+/// uptime or median latency as an SVG badge (docs/badges.md). A name
+/// neither the catalog nor the log knows is an error; a known one without
+/// probes in the window says `no data`.
+fn badge(s: &Settings, args: &RollupArgs, window: Window) -> Result<u8> {
+    let provider = match args.provider.as_slice() {
+        [p] => p.as_str(),
+        [] => {
+            return Err(Error::config(
+                "--format badge needs --provider NAME: a badge is of one provider (add --model M for one model)",
+            ));
+        }
+        many => {
+            return Err(Error::config(format!(
+                "--format badge takes one --provider, got {}: write one badge per provider",
+                many.join(", ")
+            )));
+        }
     };
-    let trend = with_trend
-        .then(|| TrendSpec::new(window, trend_end, first))
-        .flatten();
-    let start = window.start(now);
-    let (acc, summary) = read::read_all(path, || Acc::new(start, trend))?;
-    Ok(Report {
-        window: window.clone(),
-        window_start: window.secs.map(|_| start),
-        trend,
-        acc,
-        skipped: summary.skipped,
-        torn_bytes: match summary.end {
-            End::Torn { torn_bytes, .. } => torn_bytes,
-            _ => 0,
-        },
-    })
-}
-
-impl Report {
-    /// Say on stderr what was left out, so that figures are never silently
-    /// based on less than the file.
-    fn warn(&self, path: &Path) {
-        if self.newest().is_none() {
-            // On stderr: the output itself (a README block, JSON, CSV)
-            // must not carry a local path.
-            eprintln!(
-                "note: no probes recorded in {} ({}); run `llmprobe check`, or pass --stats-dir if the data is elsewhere",
-                crate::fsutil::absolute(path).display(),
-                if path.exists() {
-                    "it holds no probes"
-                } else {
-                    "the file does not exist"
+    let report = compute(&s.log_path(), &window, Utc::now().timestamp(), false)?;
+    let known = badge::Known::of(&s.catalog);
+    let figures = badge::Figures::of(&report);
+    let row = figures
+        .find(&known, provider, args.model.as_deref())
+        .map_err(|e| {
+            let hint = match &e {
+                badge::Unknown::Provider(_) => format!(
+                    "known providers: {}",
+                    known.providers().collect::<Vec<_>>().join(", ")
+                ),
+                badge::Unknown::Model { .. } => {
+                    format!("`llmprobe check --list --provider {provider}` lists its models")
                 }
-            );
-        }
-        warn_read(path, self.torn_bytes, self.skipped);
+            };
+            Error::config(format!("--format badge: {e}; {hint}"))
+        })?;
+    report.warn(&s.log_path());
+    let subject = badge::subject(provider, args.model.as_deref());
+    let svg = badge::Badge::of(&subject, args.metric, &window, row).svg();
+    match &args.output {
+        Some(out) => fsutil::atomic_write_unlocked(out, svg.as_bytes())?,
+        None => output::print(&svg)?,
     }
-
-    pub fn newest(&self) -> Option<i64> {
-        self.acc.newest
-    }
-
-    /// One row per provider or per model, sorted by name.
-    pub fn rows(&self, by: GroupBy) -> Vec<Row> {
-        let mut rows = Vec::new();
-        match by {
-            GroupBy::Provider => {
-                let mut totals: Vec<(&str, Stats)> = Vec::new();
-                for (p, _, st) in self.acc.iter() {
-                    match totals.iter_mut().find(|(name, _)| *name == p) {
-                        Some((_, total)) => total.merge(st),
-                        None => {
-                            let mut total = Stats::default();
-                            total.merge(st);
-                            totals.push((p, total));
-                        }
-                    }
-                }
-                for (p, total) in &totals {
-                    rows.push(Row::new(p, None, total));
-                }
-            }
-            GroupBy::Model => {
-                for (p, m, st) in self.acc.iter() {
-                    rows.push(Row::new(p, Some(m), st));
-                }
-            }
-        }
-        rows.sort_by(|a, b| (&a.provider, &a.model).cmp(&(&b.provider, &b.model)));
-        rows
-    }
-}
-
-/// Say on stderr what a read of the log at `path` left out: a torn tail,
-/// unusable entries.
-fn warn_read(path: &Path, torn_bytes: u64, skipped: u64) {
-    if torn_bytes > 0 {
-        eprintln!(
-            "warning: {}: ignored a torn tail of {torn_bytes} bytes (an interrupted write; the next check repairs it)",
-            path.display(),
-        );
-    }
-    if skipped > 0 {
-        eprintln!(
-            "note: {}: skipped {skipped} entries without a provider, a timestamp or a result",
-            path.display(),
-        );
-    }
-}
-
-/// The newest timestamp in a log.
-struct NewestTs(Option<i64>);
-
-impl Sink for NewestTs {
-    fn record(&mut self, r: &Record<'_>) {
-        self.0 = self.0.max(Some(r.ts));
-    }
-
-    fn merge(&mut self, later: Self) {
-        self.0 = self.0.max(later.0);
-    }
-}
-
-impl Recent for NewestTs {
-    /// The last entry in the file is the newest.
-    fn newest_first(&mut self, r: &Record<'_>) -> bool {
-        self.0 = Some(r.ts);
-        false
-    }
-}
-
-/// Where the 24 trend buckets lie. Buckets are aligned to multiples of their
-/// width since the epoch, so that two runs in the same hour agree.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TrendSpec {
-    pub width: i64,
-    first_bucket: i64,
-}
-
-impl TrendSpec {
-    /// `window/24` per bucket (hourly for 24h); for `all`, from the first
-    /// entry to now, in whole hours. `None` for `all` on an empty log.
-    fn new(window: &Window, now: i64, first: Option<i64>) -> Option<TrendSpec> {
-        let n = TREND_BUCKETS as i64;
-        let width = match window.secs {
-            Some(s) => ((s + n - 1) / n).max(1),
-            None => {
-                let span = (now - first?).max(1);
-                let hours = (span + n * 3600 - 1) / (n * 3600);
-                hours.max(1) * 3600
-            }
-        };
-        Some(TrendSpec {
-            width,
-            first_bucket: now.div_euclid(width) - (n - 1),
-        })
-    }
-
-    #[inline]
-    fn index(&self, ts: i64) -> usize {
-        (ts.div_euclid(self.width) - self.first_bucket).clamp(0, TREND_BUCKETS as i64 - 1) as usize
-    }
-}
-
-/// One model's figures over the window.
-#[derive(Clone, Default)]
-struct Stats {
-    probes: Probes,
-    latency: Latency,
-    hist: Option<Hist>,
-    trend: Vec<(f64, f64)>,
-    /// The newest probe of this model in the whole log, in or out of the
-    /// window.
-    newest: Option<i64>,
-}
-
-impl Stats {
-    #[inline]
-    fn add(&mut self, r: &Record<'_>, trend: Option<&TrendSpec>) {
-        self.probes.add(r);
-        if self.latency.add(r) {
-            self.hist
-                .get_or_insert_with(Hist::new)
-                .add(r.latency_ms, r.samples);
-        }
-        if let Some(t) = trend {
-            if self.trend.is_empty() {
-                self.trend = vec![(0.0, 0.0); TREND_BUCKETS];
-            }
-            let b = &mut self.trend[t.index(r.ts)];
-            b.0 += r.samples;
-            b.1 += r.passed;
-        }
-    }
-
-    fn merge(&mut self, o: &Stats) {
-        self.probes.merge(&o.probes);
-        self.latency.merge(&o.latency);
-        if let Some(h) = &o.hist {
-            self.hist.get_or_insert_with(Hist::new).merge(h);
-        }
-        if !o.trend.is_empty() {
-            if self.trend.is_empty() {
-                self.trend = vec![(0.0, 0.0); TREND_BUCKETS];
-            }
-            for (a, b) in self.trend.iter_mut().zip(&o.trend) {
-                a.0 += b.0;
-                a.1 += b.1;
-            }
-        }
-        self.newest = self.newest.max(o.newest);
-    }
-}
-
-/// The sink: per provider, per model. Maps hold indices rather than the
-/// stats themselves, so that the hot path is one `get` per level (a
-/// get-or-insert on a map of values would hash twice).
-struct Acc {
-    start: i64,
-    trend: Option<TrendSpec>,
-    providers: FastMap<Box<str>, usize>,
-    models: Vec<FastMap<Box<str>, usize>>,
-    names: Vec<(Box<str>, Box<str>)>,
-    stats: Vec<Stats>,
-    newest: Option<i64>,
-}
-
-impl Acc {
-    fn new(start: i64, trend: Option<TrendSpec>) -> Acc {
-        Acc {
-            start,
-            trend,
-            providers: FastMap::default(),
-            models: Vec::new(),
-            names: Vec::new(),
-            stats: Vec::new(),
-            newest: None,
-        }
-    }
-
-    #[inline]
-    fn slot(&mut self, provider: &str, model: &str) -> usize {
-        let p = match self.providers.get(provider) {
-            Some(&p) => p,
-            None => {
-                self.models.push(FastMap::default());
-                self.providers
-                    .insert(provider.into(), self.models.len() - 1);
-                self.models.len() - 1
-            }
-        };
-        match self.models[p].get(model) {
-            Some(&i) => i,
-            None => {
-                self.stats.push(Stats::default());
-                self.names.push((provider.into(), model.into()));
-                self.models[p].insert(model.into(), self.stats.len() - 1);
-                self.stats.len() - 1
-            }
-        }
-    }
-
-    /// Every model's stats, with its provider and model names.
-    fn iter(&self) -> impl Iterator<Item = (&str, &str, &Stats)> {
-        self.names
-            .iter()
-            .zip(&self.stats)
-            .map(|((p, m), st)| (&**p, &**m, st))
-    }
-}
-
-impl Sink for Acc {
-    #[inline]
-    fn record(&mut self, r: &Record<'_>) {
-        let (start, trend) = (self.start, self.trend);
-        let sample = r.is_sample();
-        if sample {
-            self.newest = self.newest.max(Some(r.ts));
-        }
-        // Every model seen anywhere gets a row, so that a window without its
-        // data shows "no samples" rather than nothing.
-        let i = self.slot(r.provider, r.model);
-        let st = &mut self.stats[i];
-        if sample {
-            st.newest = st.newest.max(Some(r.ts));
-            if r.ts >= start {
-                st.add(r, trend.as_ref());
-            }
-        }
-    }
-
-    fn merge(&mut self, later: Acc) {
-        self.newest = self.newest.max(later.newest);
-        for ((p, m), st) in later.names.iter().zip(&later.stats) {
-            let i = self.slot(p, m);
-            self.stats[i].merge(st);
-        }
-    }
-}
-
-/// One output row.
-#[derive(Debug, Clone, Serialize)]
-pub struct Row {
-    pub provider: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    #[serde(serialize_with = "crate::format::serialize_count")]
-    pub samples: f64,
-    #[serde(serialize_with = "crate::format::serialize_count")]
-    pub passed: f64,
-    pub uptime: Option<f64>,
-    pub avg_latency_ms: Option<f64>,
-    pub p95_latency_ms: Option<f64>,
-    pub status: &'static str,
-    pub last_probe: Option<String>,
-    /// Uptime per trend bucket, oldest first; `null` where there were no
-    /// probes.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub trend: Vec<Option<f64>>,
-}
-
-impl Row {
-    fn new(provider: &str, model: Option<&str>, st: &Stats) -> Row {
-        let uptime = st.probes.uptime();
-        let lat = &st.latency;
-        let p95 = st.hist.as_ref().and_then(|h| {
-            h.quantile(0.95, lat.weight)
-                .map(|v| v.clamp(lat.min, lat.max))
-        });
-        let status = match uptime.map(grade::grade) {
-            None => "no_samples",
-            Some(Grade::Good) => "ok",
-            Some(Grade::Fair) => "degraded",
-            Some(Grade::Poor) => "down",
-        };
-        Row {
-            provider: provider.to_string(),
-            model: model.map(str::to_string),
-            samples: st.probes.samples,
-            passed: st.probes.passed,
-            uptime,
-            avg_latency_ms: lat.mean(),
-            p95_latency_ms: p95,
-            status,
-            last_probe: st.newest.map(fmt_rfc3339),
-            trend: st
-                .trend
-                .iter()
-                .map(|&(n, ok)| (n > 0.0).then(|| ok / n))
-                .collect(),
-        }
-    }
-
-    fn name(&self) -> String {
-        match &self.model {
-            Some(m) => crate::catalog::model_key(&self.provider, m),
-            None => self.provider.clone(),
-        }
-    }
+    Ok(exit::SUCCESS)
 }
 
 fn icon(status: &str) -> &'static str {
@@ -1222,21 +912,5 @@ mod tests {
                 "{bad}"
             );
         }
-    }
-
-    #[test]
-    fn trend_buckets_are_aligned() {
-        let w = Window::parse("24h").unwrap();
-        let now = 1_000_000 * 3600 + 1800;
-        let t = TrendSpec::new(&w, now, None).unwrap();
-        assert_eq!(t.width, 3600);
-        assert_eq!(t.index(now), 23);
-        assert_eq!(t.index(now - 3600), 22);
-        assert_eq!(t.index(now - 24 * 3600), 0);
-        assert_eq!(t.index(now + 99_999), 23);
-        let all = Window::parse("all").unwrap();
-        assert_eq!(TrendSpec::new(&all, now, None), None);
-        let t = TrendSpec::new(&all, now, Some(now - 240 * 3600)).unwrap();
-        assert_eq!(t.width, 10 * 3600);
     }
 }

@@ -96,7 +96,7 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
     }
     if a.serve {
         let reprober = crate::route::reprobe::Reprober::new(s, engine.clone());
-        serve_until_signal(&rt, engine, reprober, |_| Ok(()))
+        serve_until_signal(&rt, engine, badges(s), reprober, |_| Ok(()))
     } else {
         one_shot(&rt, engine, &a)
     }
@@ -279,12 +279,18 @@ fn exhausted_text(x: &Exhausted) -> String {
     out
 }
 
+/// What `/badge/…` draws from: the health log, and the catalog's names.
+pub(crate) fn badges(s: &Settings) -> serve::BadgeCache {
+    serve::BadgeCache::new(s.log_path(), crate::badge::Known::of(&s.catalog))
+}
+
 /// `route --serve` until SIGTERM or Ctrl-C, with `reprober` in the
 /// background when there is one. `on_ready` is told the base URL once the
 /// server listens (the demo prints lines to paste there).
 pub(crate) fn serve_until_signal(
     rt: &tokio::runtime::Runtime,
     engine: Arc<Engine>,
+    badges: serve::BadgeCache,
     reprober: Option<crate::route::reprobe::Reprober>,
     on_ready: impl FnOnce(&str) -> Result<()>,
 ) -> Result<u8> {
@@ -310,6 +316,7 @@ pub(crate) fn serve_until_signal(
     let app = Arc::new(serve::App {
         engine: engine.clone(),
         token,
+        badges,
     });
     rt.block_on(async {
         // Before the server says it listens: from then on SIGHUP no longer

@@ -9,7 +9,8 @@
 //!   for readers that only want the most recent entries.
 //! - [`recent`] is the policy those readers share: the tail when the file
 //!   allows, else a forward read; [`summary`] the uptime, latency and
-//!   percentile accumulators every report computes; [`last`] the last
+//!   percentile accumulators every report computes; [`rollup`] those
+//!   figures per provider and per model over a window; [`last`] the last
 //!   probe of each of some models.
 
 /// The health log's name in the stats directory.
@@ -19,6 +20,7 @@ pub(crate) mod append;
 pub(crate) mod last;
 pub(crate) mod read;
 pub(crate) mod recent;
+pub(crate) mod rollup;
 pub mod scan;
 pub(crate) mod summary;
 pub(crate) mod tail;

@@ -12,6 +12,9 @@
 //!   for watching route; these read the shared state when there is one
 //!   (one round trip to Redis), requests never wait for them. `/readyz`
 //!   and `/v1/providers` say when route is degraded (`route::degraded`).
+//! - `GET /badge/{provider}.svg`, `GET /badge/{provider}/{model}.svg`:
+//!   README badges (`serve/badge.rs`), behind the token unless `[route]
+//!   public_status`.
 //!
 //! Every routed response carries `X-Routed-Via`, `X-Fallback-Attempts`,
 //! `X-Fallback-Trail` and, when the request lost anything on the way,
@@ -49,6 +52,8 @@ mod models;
 mod responses;
 mod status_page;
 
+pub use badge::Cache as BadgeCache;
+
 /// Request heads larger than this get a 431.
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
 /// `X-Fallback-Trail` is cut to about this many characters.
@@ -58,6 +63,8 @@ pub struct App {
     pub engine: Arc<Engine>,
     /// The inbound bearer token, if auth is on.
     pub token: Option<Secret>,
+    /// The figures `/badge/…` draws, cached.
+    pub badges: BadgeCache,
 }
 
 impl axum::extract::FromRef<Arc<App>> for BodyLimit {
