@@ -17,6 +17,9 @@
 // Groundwork: the channel and decide parts use these; drop this once they do.
 #![allow(dead_code)]
 
+pub mod decide;
+pub mod record;
+
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
@@ -61,6 +64,10 @@ pub struct Change {
     /// The probe's error, redacted and shortened; `None` when there was
     /// none (a recovery).
     pub error: Option<String>,
+    /// A recovery: when the alert it resolves was sent (the link between
+    /// the two, for channels that can show one). Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alerted_at: Option<DateTime<Utc>>,
 }
 
 /// One message: every change of one run (or one event), at one time.
