@@ -110,6 +110,36 @@ impl NotifyState {
         Ok(state)
     }
 
+    /// This state (`next`, after a run) with the alerts of `prev` put back:
+    /// the run's message reached no channel, so what it said is not
+    /// marked as said, and the next run that still sees it says it again.
+    /// The failure counts stay as the run left them.
+    pub fn unsent(mut self, prev: &NotifyState) -> NotifyState {
+        for (table, before) in [
+            (&mut self.models, &prev.models),
+            (&mut self.providers, &prev.providers),
+        ] {
+            for (k, s) in table.iter_mut() {
+                let old = before.get(k).cloned().unwrap_or_default();
+                s.alerted = old.alerted;
+                s.alerted_at = old.alerted_at;
+            }
+            for (k, old) in before {
+                if old.alerted.is_some() && !table.contains_key(k) {
+                    table.insert(
+                        k.clone(),
+                        Standing {
+                            failed_runs: 0,
+                            ..old.clone()
+                        },
+                    );
+                }
+            }
+            table.retain(|_, s| !s.is_empty());
+        }
+        self
+    }
+
     /// Replace the file atomically. The caller holds the data lock.
     pub fn save(&self, path: &Path, lock: &DataLock) -> Result<()> {
         let mut text = serde_json::to_string_pretty(self).expect("a notify state serialises");
@@ -157,6 +187,27 @@ mod tests {
             })
         );
         assert_eq!(NotifyState::load(&p).unwrap(), s);
+    }
+
+    #[test]
+    fn an_unsent_message_leaves_the_alerts_as_they_were_and_keeps_the_counts() {
+        let standing = |failed_runs, alerted: Option<&str>| Standing {
+            failed_runs,
+            alerted: alerted.map(str::to_string),
+            alerted_at: alerted.map(|_| "2026-12-02T10:00:00Z".parse().unwrap()),
+        };
+        let mut prev = NotifyState::default();
+        prev.models
+            .insert("p::up".into(), standing(1, Some("paused")));
+        prev.models.insert("p::down".into(), standing(0, None));
+        let mut next = NotifyState::default();
+        // p::up recovered (resolved, nothing left); p::down alerted.
+        next.models
+            .insert("p::down".into(), standing(1, Some("paused")));
+        let kept = next.unsent(&prev);
+        assert_eq!(kept.models["p::up"], standing(0, Some("paused")));
+        assert_eq!(kept.models["p::down"], standing(1, None));
+        assert_eq!(kept.models.len(), 2);
     }
 
     #[test]
