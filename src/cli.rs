@@ -29,6 +29,7 @@ Examples:
   llmprobe state                      every model's state; `state enable P::M` to override
   llmprobe route \"What is 2+2?\"       ask whichever model works now; --serve for an OpenAI endpoint
   llmprobe schedule install           run check every hour from cron (systemd, Task Scheduler)
+  llmprobe notify test                send a test alert to every configured webhook
 
 Exit codes: 0 success, 1 a --fail-on-… condition, 2 usage or config error
 (or nothing to probe), 3 another check holds the run lock, 4 a data file is
@@ -91,6 +92,7 @@ pub enum Command {
     State(StateArgs),
     Route(RouteArgs),
     Schedule(ScheduleArgs),
+    Notify(NotifyArgs),
     Demo(DemoArgs),
     Completions(CompletionsArgs),
     Man(ManArgs),
@@ -583,6 +585,54 @@ pub struct RouteArgs {
     /// stop. Reads Redis when the state is shared.
     #[arg(long, conflicts_with = "serve")]
     pub status: bool,
+}
+
+/// Alerts: webhooks told when a model or a provider changes state.
+///
+/// Webhook URLs are secrets (their path is the credential), so they come
+/// from where keys come from, never from a file llmprobe writes: `check
+/// --notify URL`, the LLMPROBE_NOTIFY variable (URLs separated by
+/// whitespace, set in the env file of `schedule install`), and the variables
+/// `[notify] url_env = ["SLACK_HOOK"]` in llmprobe.toml names.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  llmprobe notify test                                   a test message to every configured channel
+  llmprobe notify test json+http://127.0.0.1:8080/hook   to this URL only
+
+The channel comes from the URL: https://ntfy.sh/TOPIC (or ntfy+https://HOST/TOPIC),
+https://hooks.slack.com/... (or slack+https://...), https://discord.com/api/webhooks/...
+(or discord+https://...), and json+https://... for a generic JSON POST.
+See docs/alerts.md.")]
+pub struct NotifyArgs {
+    #[command(subcommand)]
+    pub action: NotifyAction,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NotifyAction {
+    Test(NotifyTestArgs),
+}
+
+/// Send a test message to each configured channel (or to URL alone) and
+/// report how each went, so that a broken webhook shows before a model dies.
+///
+/// One line per channel on stdout, naming it by scheme and host only:
+/// `ok (HTTP 200)`, or `failed (` why `)`. Each delivery has the retries of
+/// `check --ping-url` (3 attempts, 1 s then 2 s apart, for a timeout, a
+/// dropped connection, 408, 429 or a 5xx).
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Examples:
+  llmprobe notify test                                   every channel: --notify, LLMPROBE_NOTIFY, [notify] url_env
+  llmprobe notify test json+http://127.0.0.1:8080/hook   this URL only
+
+Exit codes: 0 every channel took the message, 1 at least one did not, 2 a URL
+names no channel, or no channel is configured.")]
+pub struct NotifyTestArgs {
+    /// Send to this webhook URL only, instead of the configured channels.
+    #[arg(value_name = "URL")]
+    pub url: Option<String>,
 }
 
 /// Run `check` on a schedule: install, remove or show the job (cron,

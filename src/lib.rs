@@ -32,6 +32,8 @@
 //!   plain answer (tools, JSON, vision);
 //! - [`notify`] sends alerts to webhooks when a model or provider changes
 //!   state;
+//! - [`webhook`] sends one request to a monitor or a webhook with bounded
+//!   retries, for [`ping`] and [`notify`];
 //! - [`logging`] sends diagnostics to stderr (`-v`, `-q`, `RUST_LOG`).
 
 pub(crate) mod capabilities;
@@ -67,6 +69,7 @@ pub(crate) mod state;
 pub(crate) mod textfile;
 pub(crate) mod time;
 pub mod upstream;
+pub(crate) mod webhook;
 pub(crate) mod window;
 
 use std::ffi::OsString;
@@ -120,6 +123,7 @@ fn dispatch(cli: Cli) -> Result<u8, Error> {
         Command::State(a) => statecmd::run(&settings::Settings::load(&g)?, a),
         Command::Route(a) => cmd::route::run(&settings::Settings::load(&g)?, a),
         Command::Schedule(a) => cmd::schedule::run(&g, a),
+        Command::Notify(a) => cmd::notify::run(&settings::Settings::load(&g)?, a),
         Command::Demo(a) => demo::run(&g, a),
         Command::Completions(a) => cmd::completions::completions(a),
         Command::Man(_) => cmd::docs::man(),

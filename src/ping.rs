@@ -14,21 +14,13 @@
 //! through a proxy. The URL's path is the check's secret (anyone who has it
 //! can ping), so messages name only its scheme and host.
 
-use std::future::Future;
-use std::time::Duration;
-
 use reqwest::{Method, Url};
 
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::observer::{FinishedRun, Ran, RunObserver};
-use crate::upstream::http::TransportError;
+use crate::webhook::{self, Request};
 
-/// One attempt's deadline, from connecting to the response's head.
-const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Attempts per ping, and the wait before the second (doubling after).
-const ATTEMPTS: u32 = 3;
-const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 /// The most of the summary that is sent; healthchecks.io keeps the first
 /// 100 kB of a body, and a summary is a few lines per model.
 pub const BODY_CAP: usize = 10_000;
@@ -62,11 +54,7 @@ impl Pinger {
 
     /// `https://hc-ping.com`: where pings go, without the secret path.
     fn shown(&self) -> String {
-        let host = self.base.host_str().unwrap_or("");
-        match self.base.port() {
-            Some(p) => format!("{}://{host}:{p}", self.base.scheme()),
-            None => format!("{}://{host}", self.base.scheme()),
-        }
+        webhook::label(&self.base)
     }
 
     /// `GET URL/start`, in the background: the probes do not wait for it.
@@ -152,25 +140,25 @@ fn truncate(s: &str, cap: usize) -> &str {
     &s[..end]
 }
 
-/// Send one ping with retries; warn on stderr if it never got through.
+/// Send one ping with [`webhook`]'s retries; warn on stderr if it never
+/// got through.
 fn deliver(method: Method, url: Url, body: Option<String>, shown: &str, what: &str) {
-    let result = (|| -> std::result::Result<u16, String> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| format!("cannot start a runtime: {e}"))?;
-        let client = crate::upstream::http::client().map_err(|e| e.to_string())?;
-        rt.block_on(with_retries(ATTEMPTS, FIRST_BACKOFF, |n| {
-            tracing::debug!(ping = what, to = shown, attempt = n, "ping");
-            let mut req = client.request(method.clone(), url.clone());
-            if let Some(b) = &body {
-                req = req
-                    .header(reqwest::header::CONTENT_TYPE, "text/plain; charset=utf-8")
-                    .body(b.clone());
-            }
-            async move { classify(crate::upstream::http::open(req, ATTEMPT_TIMEOUT).await) }
-        }))
-    })();
+    let headers = match body {
+        Some(_) => vec![(
+            "content-type".to_string(),
+            "text/plain; charset=utf-8".to_string(),
+        )],
+        None => Vec::new(),
+    };
+    let req = Request {
+        method,
+        url,
+        headers,
+        body,
+    };
+    let result =
+        webhook::block_on(|client| async move { webhook::send(&client, &req, what, shown).await })
+            .and_then(|r| r);
     match result {
         Ok(status) => tracing::debug!(ping = what, to = shown, status, "ping delivered"),
         Err(why) => eprintln!(
@@ -179,68 +167,8 @@ fn deliver(method: Method, url: Url, body: Option<String>, shown: &str, what: &s
     }
 }
 
-/// How one attempt went.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Try {
-    Delivered(u16),
-    /// Worth another attempt: a timeout, a dropped connection, a 5xx, 429
-    /// or 408.
-    Again(String),
-    /// Not worth another: nothing listens there, the name does not
-    /// resolve, or the monitor refused the ping (404: a wrong URL).
-    Refused(String),
-}
-
-fn classify(r: std::result::Result<reqwest::Response, TransportError>) -> Try {
-    match r {
-        Ok(resp) => match resp.status().as_u16() {
-            s @ 200..=299 => Try::Delivered(s),
-            s @ (408 | 429 | 500..=599) => Try::Again(format!("HTTP {s}")),
-            s => Try::Refused(format!("HTTP {s}")),
-        },
-        Err(
-            e @ (TransportError::Timeout(_)
-            | TransportError::ConnectTimeout(_)
-            | TransportError::Reset(_)),
-        ) => Try::Again(e.to_string()),
-        Err(e) => Try::Refused(e.to_string()),
-    }
-}
-
-/// Up to `attempts` tries, waiting `first_backoff`, then twice that, and so
-/// on between them. The status of the delivered ping, or why none was.
-pub async fn with_retries<F, Fut>(
-    attempts: u32,
-    first_backoff: Duration,
-    mut attempt: F,
-) -> std::result::Result<u16, String>
-where
-    F: FnMut(u32) -> Fut,
-    Fut: Future<Output = Try>,
-{
-    let mut backoff = first_backoff;
-    let mut n = 1;
-    loop {
-        match attempt(n).await {
-            Try::Delivered(status) => return Ok(status),
-            Try::Refused(why) => return Err(why),
-            Try::Again(why) if n >= attempts => {
-                return Err(format!("{why}, {n} attempts"));
-            }
-            Try::Again(why) => {
-                tracing::debug!(attempt = n, %why, "ping: trying again");
-                tokio::time::sleep(backoff).await;
-                backoff = backoff.saturating_mul(2);
-                n += 1;
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
-
     use super::*;
 
     #[test]
@@ -269,39 +197,5 @@ mod tests {
     fn the_body_is_capped_on_a_character_boundary() {
         assert_eq!(truncate("ééé", 3), "é");
         assert_eq!(truncate("abc", 10), "abc");
-    }
-
-    /// Runs `with_retries` over scripted outcomes; returns the result and
-    /// when (in paused virtual time) each attempt was made.
-    async fn scripted(outcomes: Vec<Try>) -> (std::result::Result<u16, String>, Vec<f64>) {
-        let t0 = tokio::time::Instant::now();
-        let calls = Mutex::new(Vec::new());
-        let outcomes = Mutex::new(outcomes.into_iter());
-        let r = with_retries(3, Duration::from_secs(1), |_| {
-            calls.lock().unwrap().push(t0.elapsed().as_secs_f64());
-            let next = outcomes
-                .lock()
-                .unwrap()
-                .next()
-                .expect("no more attempts scripted");
-            async move { next }
-        })
-        .await;
-        (r, calls.into_inner().unwrap())
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn retries_back_off_and_stop() {
-        let again = || Try::Again("HTTP 503".into());
-        let (r, at) = scripted(vec![again(), again(), Try::Delivered(200)]).await;
-        assert_eq!(r, Ok(200));
-        assert_eq!(at, [0.0, 1.0, 3.0]);
-        let (r, at) = scripted(vec![again(), again(), again()]).await;
-        assert_eq!(r, Err("HTTP 503, 3 attempts".into()));
-        assert_eq!(at, [0.0, 1.0, 3.0]);
-        // Nothing listening: no point in waiting to try again.
-        let (r, at) = scripted(vec![Try::Refused("connection refused".into())]).await;
-        assert_eq!(r, Err("connection refused".into()));
-        assert_eq!(at, [0.0]);
     }
 }

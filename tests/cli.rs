@@ -297,6 +297,10 @@ fn every_help_example_runs_as_written() {
     #[cfg(unix)]
     let _tools = crate::support::fake_tools(&mut env);
     env.write("keys.env", "GROQ_API_KEY=k\n");
+    // `notify` examples send to a local recorder: the configured channel,
+    // and in place of the example's own 127.0.0.1:8080.
+    let hook = crate::support::PingServer::start();
+    env.env("LLMPROBE_NOTIFY", &format!("json+{}/configured", hook.url));
     // Data for the read commands, and a README with both marker pairs.
     env.run(&["check"]).ok();
     env.write(
@@ -317,6 +321,8 @@ fn every_help_example_runs_as_written() {
         "schedule install",
         "schedule show",
         "schedule uninstall",
+        "notify",
+        "notify test",
         "demo",
         "completions",
         "man",
@@ -342,6 +348,11 @@ fn every_help_example_runs_as_written() {
                 // directory.
                 words[i + 1] = "llmprobe.prom".into();
             }
+            for w in &mut words {
+                if w.contains("://127.0.0.1:8080") {
+                    *w = w.replace("http://127.0.0.1:8080", &hook.url);
+                }
+            }
             let demo = words.first().map(String::as_str) == Some("demo");
             if demo {
                 words.extend(["--spacing".into(), "0".into()]);
@@ -364,7 +375,11 @@ fn every_help_example_runs_as_written() {
             seen += 1;
         }
     }
-    assert!(seen >= 59, "{seen}");
+    assert!(seen >= 64, "{seen}");
+    // Every `notify` example delivered: none ran against nothing.
+    let calls = hook.calls();
+    assert!(calls.len() >= 4, "{calls:?}");
+    assert!(calls.contains(&"POST /hook".to_string()), "{calls:?}");
 }
 
 #[test]

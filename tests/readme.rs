@@ -294,9 +294,10 @@ fn the_readme_config_block_is_read_as_it_stands() {
     }
 }
 
-/// Every `llmprobe.toml` example in docs/routing.md and the surfaces'
+/// Every `llmprobe.toml` example in docs/routing.md, the surfaces'
 /// pages (the `[route]` settings, the aliases that map clients' model
-/// names onto free models) loads as it stands over the embedded catalog.
+/// names onto free models) and docs/alerts.md (`[notify]`) loads as it
+/// stands over the embedded catalog.
 /// A client's own config file shown there (Codex CLI's
 /// `[model_providers.…]`) is not llmprobe's and is left out.
 #[test]
@@ -308,6 +309,7 @@ fn the_routing_docs_config_blocks_load() {
         "docs/surfaces/anthropic.md",
         "docs/surfaces/responses.md",
         "docs/surfaces/completions.md",
+        "docs/alerts.md",
     ] {
         for (start, text) in doc_blocks(doc, "toml") {
             if text.contains("[model_providers.") {

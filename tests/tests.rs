@@ -12,6 +12,7 @@ mod check_paused;
 mod cli;
 mod degraded;
 mod layout;
+mod notify;
 mod read_cmds;
 #[cfg(unix)]
 mod readme;

@@ -296,6 +296,59 @@ struct ConfigToml {
     aliases: BTreeMap<String, Vec<String>>,
     #[serde(default)]
     check: CheckToml,
+    #[serde(default)]
+    notify: NotifyToml,
+}
+
+/// `[notify]` as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NotifyToml {
+    #[serde(default)]
+    url_env: Vec<String>,
+}
+
+/// Where alerts go: `[notify]`. The file names the variables that hold
+/// webhook URLs, never a URL: a URL's path is its secret
+/// (docs/alerts.md).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NotifySettings {
+    /// `[notify] url_env`: variables whose values are webhook URLs
+    /// (whitespace-separated), in order, each once.
+    pub url_env: Vec<String>,
+}
+
+impl NotifySettings {
+    /// Each name must be a variable's name; one that looks like a URL is
+    /// refused without being quoted, since it is probably the secret itself.
+    fn from_toml(t: &NotifyToml) -> std::result::Result<Self, String> {
+        let mut url_env: Vec<String> = Vec::new();
+        for (i, name) in t.url_env.iter().enumerate() {
+            let name = name.trim();
+            if name.contains("://") || name.contains('/') {
+                return Err(format!(
+                    "notify.url_env[{i}] looks like a URL: url_env names environment variables \
+                     that hold webhook URLs (as in url_env = [\"SLACK_HOOK\"]); a URL's path is \
+                     a secret and does not belong in a file"
+                ));
+            }
+            let valid = name
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(format!(
+                    "notify.url_env[{i}] {name:?} is not an environment variable's name \
+                     (letters, digits and _, not starting with a digit)"
+                ));
+            }
+            if !url_env.iter().any(|n| n == name) {
+                url_env.push(name.to_string());
+            }
+        }
+        Ok(NotifySettings { url_env })
+    }
 }
 
 /// `[check]` as written.
@@ -498,6 +551,8 @@ pub struct Catalog {
     pub aliases: BTreeMap<String, Vec<String>>,
     /// `[check]`, validated.
     pub check: CheckSettings,
+    /// `[notify]`, validated.
+    pub notify: NotifySettings,
 }
 
 /// Where a config came from, for error messages.
@@ -618,6 +673,7 @@ impl Catalog {
                 false => invalid(why),
             }
         })?;
+        let notify = NotifySettings::from_toml(&user.notify).map_err(invalid)?;
         let names: Vec<&str> = providers.iter().map(|p| p.name.as_str()).collect();
         let env = route::from_env(env, &names).map_err(Error::config)?;
         let mut route = route::layered(&user.route, &env).map_err(invalid)?;
@@ -651,6 +707,7 @@ impl Catalog {
             route,
             aliases: user.aliases,
             check,
+            notify,
         })
     }
 
@@ -1155,6 +1212,29 @@ mod tests {
         let text = "[check]\nshared = \"redis://h\"\n";
         let e = parse_toml(text, "y.toml").unwrap_err().to_string();
         assert!(e.contains("y.toml") && e.contains("shared"), "{e}");
+    }
+
+    #[test]
+    fn notify_url_env_names_variables_and_never_quotes_a_url() {
+        let load = |body: &str| {
+            let text = format!("include_default_catalog = false\n[notify]\n{body}\n");
+            Catalog::from_toml_str(&text, "n.toml")
+        };
+        assert_eq!(Catalog::embedded().notify, NotifySettings::default());
+        let c = load(r#"url_env = ["SLACK_HOOK", "_X1", "SLACK_HOOK"]"#).unwrap();
+        assert_eq!(c.notify.url_env, ["SLACK_HOOK", "_X1"]);
+        let e = load(r#"url_env = ["https://hooks.slack.com/services/SECRET"]"#).unwrap_err();
+        assert_eq!(e.exit_code(), crate::exit::USAGE);
+        let e = e.to_string();
+        assert!(
+            e.contains("n.toml") && e.contains("notify.url_env[0]"),
+            "{e}"
+        );
+        assert!(!e.contains("SECRET"), "{e}");
+        let e = load(r#"url_env = ["1BAD"]"#).unwrap_err().to_string();
+        assert!(e.contains("\"1BAD\" is not an environment variable"), "{e}");
+        let e = load(r#"url = "x""#).unwrap_err().to_string();
+        assert!(e.contains("n.toml") && e.contains("url"), "{e}");
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod demo;
 pub mod docs;
 pub mod fake;
 pub mod nextprobe;
+pub mod notify;
 pub mod providers;
 pub mod rollup;
 pub mod route;

@@ -7,40 +7,20 @@
 //!   generic JSON POST) and a [`Message`] into that channel's request, and
 //!   delivers it with bounded retries.
 //! - `decide` is when to say it: it compares a run with what has been
-//!   alerted before (`stats/notify_state.json`), applies `--notify-after`,
-//!   and yields the changes worth a message.
+//!   alerted before (`record`: `stats/notify_state.json`), applies
+//!   `--notify-after`, and yields the changes worth a message;
+//!   `observer` does it after every `check` run and sends the message.
 //!
 //! A webhook URL is a secret (its path is the credential): it is never
 //! written to a file llmprobe writes, and messages about a channel name
 //! only its scheme and host.
 
-// Groundwork: the channel and decide parts use these; drop this once they do.
-#![allow(dead_code)]
-
+pub mod channel;
 pub mod decide;
 pub mod observer;
 pub mod record;
 
-/// TEMPORARY stand-in for the channels branch's `channel` module (same
-/// signatures), until it is merged.
-pub mod channel {
-    use super::Message;
-    use crate::error::Result;
-    use crate::settings::Settings;
-
-    #[derive(Debug, Clone, PartialEq, Eq)]
-    pub struct Channel;
-    pub struct Outcome {
-        pub label: String,
-        pub result: std::result::Result<u16, String>,
-    }
-    pub fn configured(_: &Settings, _: &[String]) -> Result<Vec<Channel>> {
-        Ok(Vec::new())
-    }
-    pub fn send(_: &[Channel], _: &Message) -> Vec<Outcome> {
-        Vec::new()
-    }
-}
+pub use channel::{Channel, configured, deliver};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -86,10 +66,39 @@ pub struct Change {
     /// The probe's error, redacted and shortened; `None` when there was
     /// none (a recovery).
     pub error: Option<String>,
-    /// A recovery: when the alert it resolves was sent (the link between
-    /// the two, for channels that can show one). Absent otherwise.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// For a recovery: when the alert it resolves was sent (from
+    /// `notify_state.json`), so that the message can name it and the JSON
+    /// body can carry the alert's `id`; `None` for an alert, or when that
+    /// is not known.
+    #[serde(skip)]
     pub alerted_at: Option<DateTime<Utc>>,
+}
+
+impl Change {
+    /// `groq::llama-3.1-8b-instant`, or `groq` for a provider-wide change.
+    pub fn subject(&self) -> String {
+        match &self.model {
+            Some(m) => crate::catalog::model_key(&self.provider, m),
+            None => self.provider.clone(),
+        }
+    }
+
+    /// The incident this change belongs to, the same for an alert and the
+    /// recovery that resolves it: `groq::m@2026-05-02T10:00:00Z`, the
+    /// subject and when the alert was sent (`at` for an alert, the
+    /// recovery's [`Change::alerted_at`] for a recovery). `None` for a
+    /// recovery whose alert is not known.
+    pub fn incident(&self, at: DateTime<Utc>) -> Option<String> {
+        let when = match self.kind.is_recovery() {
+            true => self.alerted_at?,
+            false => at,
+        };
+        Some(format!(
+            "{}@{}",
+            self.subject(),
+            when.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        ))
+    }
 }
 
 /// One message: every change of one run (or one event), at one time.

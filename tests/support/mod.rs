@@ -834,11 +834,28 @@ pub fn prometheus_samples(text: &str) -> Vec<Sample> {
 pub struct Ping {
     pub method: String,
     pub path: String,
+    /// Header names (lowercase) and values, in the order received.
+    pub headers: Vec<(String, String)>,
     pub body: String,
 }
 
-/// A healthchecks.io stand-in on 127.0.0.1:0 that answers every request
-/// `200 OK` and records it.
+impl Ping {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("{e}: {:?} is not JSON", self.body))
+    }
+}
+
+/// A stand-in for healthchecks.io and for alert webhooks, on 127.0.0.1:0,
+/// that records every request and answers it `200 OK` (or the status given
+/// to [`PingServer::answering`]).
 pub struct PingServer {
     pub url: String,
     seen: std::sync::Arc<std::sync::Mutex<Vec<Ping>>>,
@@ -849,6 +866,11 @@ pub struct PingServer {
 
 impl PingServer {
     pub fn start() -> PingServer {
+        PingServer::answering(200)
+    }
+
+    /// One that answers every request with `status`.
+    pub fn answering(status: u16) -> PingServer {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -856,14 +878,22 @@ impl PingServer {
             .unwrap();
         let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let record = seen.clone();
+        let status = axum::http::StatusCode::from_u16(status).unwrap();
         let app = axum::Router::new().fallback(
-            move |method: axum::http::Method, uri: axum::http::Uri, body: String| {
+            move |method: axum::http::Method,
+                  uri: axum::http::Uri,
+                  headers: axum::http::HeaderMap,
+                  body: String| {
                 record.lock().unwrap().push(Ping {
                     method: method.to_string(),
                     path: uri.to_string(),
+                    headers: headers
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into()))
+                        .collect(),
                     body,
                 });
-                async { "OK" }
+                async move { (status, "OK") }
             },
         );
         let (server, _) = rt

@@ -61,7 +61,7 @@ pub fn run(g: &GlobalArgs, a: ScheduleArgs) -> Result<u8> {
 /// its env file sets. The error never quotes the value.
 fn refuse_secret_flags(a: &ScheduleInstallArgs) -> Result<()> {
     let given: Vec<(&str, &str)> = [
-        (!a.notify.is_empty()).then_some(("--notify", "LLMPROBE_NOTIFY")),
+        (!a.notify.is_empty()).then_some(("--notify", crate::notify::channel::NOTIFY_VAR)),
         a.ping_url
             .is_some()
             .then_some(("--ping-url", "LLMPROBE_PING_URL")),
@@ -325,7 +325,11 @@ fn notes(
         }
     }
     // The alert and ping URLs the job reads from its environment.
-    for v in ["LLMPROBE_NOTIFY", "LLMPROBE_PING_URL"] {
+    let urls = [crate::notify::channel::NOTIFY_VAR, "LLMPROBE_PING_URL"];
+    for v in urls
+        .into_iter()
+        .chain(s.catalog.notify.url_env.iter().map(String::as_str))
+    {
         if std::env::var_os(v).is_some() && !have.contains(v) && !missing.contains(&v) {
             missing.push(v);
         }
