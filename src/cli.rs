@@ -127,7 +127,7 @@ Examples:
   llmprobe check --capabilities all           also probe capabilities the catalog does not list
   llmprobe check --capabilities none          basic probes only: no tools/json/vision probe
   llmprobe check --paused                     re-probe only the paused models that are due
-  llmprobe check --notify https://ntfy.sh/TOPIC   alert ntfy when a model goes down or comes back
+  llmprobe check --notify json+http://127.0.0.1:8080/hook   alert a receiver when a model goes down or back
   llmprobe check --notify-after 3             alerts (LLMPROBE_NOTIFY) only after 3 failing runs in a row
 
 Hourly: `llmprobe schedule install --env-file ~/llmprobe/keys.env` writes
