@@ -257,10 +257,9 @@ pub struct CheckArgs {
     pub notify: Vec<String>,
     /// Alert on a model only once its probe has failed N runs in a row
     /// (a provider: been down N runs in a row); a model the run disables
-    /// is alerted at once.
-    #[arg(long, value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub notify_after: u32,
+    /// is alerted at once [default: [notify] after, else 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub notify_after: Option<u32>,
 }
 
 /// List every provider and model, with the source of its key (alias of `check --list`).

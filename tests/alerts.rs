@@ -147,6 +147,27 @@ fn notify_after_waits_for_n_failing_runs_in_a_row() {
     has(&r.stderr, "--notify-after");
 }
 
+/// `[notify] after` is N for every run, the scheduled ones included, whose
+/// command lines carry no `--notify-after`; the flag overrides it.
+#[test]
+fn notify_after_in_the_config_file_and_the_flag_over_it() {
+    let env = Env::new();
+    let (_fake, cfg, hook, url) = setup(&env, &["m=e500"], &["ok", "m"]);
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{text}\n[notify]\nafter = 2\n")).unwrap();
+    check(&env, &cfg, &["--notify", &url]).ok();
+    assert!(messages(&hook).is_empty());
+    check(&env, &cfg, &["--notify", &url]).ok();
+    assert_eq!(messages(&hook).len(), 1, "the second run in a row");
+    // The flag wins: a fresh start, alerted at once.
+    std::fs::remove_file(env.stats().join("notify_state.json")).unwrap();
+    check(&env, &cfg, &["--notify", &url, "--notify-after", "1"]).ok();
+    assert_eq!(messages(&hook).len(), 2);
+    std::fs::write(&cfg, format!("{text}\n[notify]\nafter = 0\n")).unwrap();
+    let r = check(&env, &cfg, &["--notify", &url]).code(2);
+    has(&r.stderr, "notify.after = 0");
+}
+
 #[test]
 fn a_flapping_model_alerts_once_per_change_of_direction() {
     let env = Env::new();

@@ -43,14 +43,15 @@ pub struct NotifyObserver {
 
 impl NotifyObserver {
     /// The alerts for a run with these settings, `--notify` URLs and
-    /// `--notify-after`; `reprobe` for `check --paused`. `None` when no
+    /// `--notify-after` (else `[notify] after`); `reprobe` for `check
+    /// --paused`. `None` when no
     /// channel is configured: then nothing is sent, and
     /// `notify_state.json` is neither read nor written. A URL that names
     /// no channel is a config error (exit 2).
     pub fn new(
         s: &Settings,
         urls: &[String],
-        after: u32,
+        after: Option<u32>,
         reprobe: bool,
     ) -> Result<Option<NotifyObserver>> {
         let channels = channel::configured(s, urls)?;
@@ -66,7 +67,7 @@ impl NotifyObserver {
         );
         Ok(Some(NotifyObserver {
             channels,
-            after,
+            after: after.unwrap_or(s.catalog.notify.after),
             reprobe,
             redactor,
             path: record::path(s.stats_dir()),
