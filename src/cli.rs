@@ -161,7 +161,7 @@ adds a line running `llmprobe check --paused` every 10 minutes. It probes a
 paused model 5, 10, 20… min after its pause (at most hourly, never before a
 Retry-After), and prints nothing when no model is due. It writes no
 last_run.json and sends no --ping-url/--prom-file, so that only the hourly
-run counts as a heartbeat. A plain check that finds such a run holding the
+run counts as a heartbeat (alerts it does send). A plain check that finds such a run holding the
 run lock waits for it (up to 15 min) instead of exiting 3.")]
 pub struct CheckArgs {
     /// Only these providers (repeatable, or comma-separated).
@@ -244,7 +244,8 @@ pub struct CheckArgs {
     /// the entries "source": "reprobe". Nothing due: exit 0 silently;
     /// another check running: exit 0 with one line. Writes no
     /// last_run.json, and ignores --ping-url and --prom-file, so that only
-    /// the hourly run counts as a heartbeat.
+    /// the hourly run counts as a heartbeat; sends --notify alerts (a model
+    /// back is news).
     #[arg(long, conflicts_with_all = ["list", "if_due"])]
     pub paused: bool,
     /// Send one message per run in which something changed (a model went
