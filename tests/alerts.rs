@@ -138,7 +138,7 @@ fn notify_after_waits_for_n_failing_runs_in_a_row() {
     assert_eq!(said(&got[0]), ["model_down f::m active->paused"]);
     assert_eq!(
         got[0]["changes"][0]["reason"],
-        "http_error (3 runs in a row)"
+        "http_error, 3 runs in a row"
     );
     check(&env, &cfg, &args).ok();
     assert_eq!(messages(&hook).len(), 1, "once, not once per run");

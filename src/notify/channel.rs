@@ -315,8 +315,8 @@ fn lines(msg: &Message, cap: usize, markup: Markup) -> String {
     out
 }
 
-/// `groq::m: active → paused (3 failures in a row): HTTP 503 …`, or for a
-/// recovery `groq::m: paused → active (answered); resolves the alert of
+/// `groq::m: active → paused (http_error, 3 runs in a row): HTTP 503 …`, or for a
+/// recovery `groq::m: paused → active (its probe passed); resolves the alert of
 /// 2026-05-02 10:00 UTC`.
 fn change_line(c: &Change) -> String {
     let mut s = format!("{}: {} → {}", c.subject(), c.from, c.to);

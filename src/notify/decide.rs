@@ -223,13 +223,13 @@ pub fn decide(
 /// `reason`, with how many runs in a row it has failed when more than one.
 fn with_runs(reason: String, runs: u32) -> String {
     if runs > 1 {
-        format!("{reason} ({runs} runs in a row)")
+        format!("{reason}, {runs} runs in a row")
     } else {
         reason
     }
 }
 
-/// The distinct failure classes of `entries`, in order: `timeout, error`.
+/// The distinct failure classes of `entries`, in order: `timeout and error`.
 fn classes(entries: &[&Entry]) -> String {
     let mut seen: Vec<&str> = Vec::new();
     for e in entries {
@@ -242,7 +242,7 @@ fn classes(entries: &[&Entry]) -> String {
             seen.push(c);
         }
     }
-    seen.join(", ")
+    seen.join(" and ")
 }
 
 /// (provider, model) of a model key: from its entry when there is one (a
@@ -413,7 +413,7 @@ mod tests {
             (third[0].from.as_str(), third[0].to.as_str()),
             ("active", "paused")
         );
-        assert_eq!(third[0].reason, "timeout (3 runs in a row)");
+        assert_eq!(third[0].reason, "timeout, 3 runs in a row");
         assert_eq!(third[0].error.as_deref(), Some("timed out after 2s"));
         assert!(s.run(&[("p::a", Temp)]).is_empty());
         assert_eq!(
@@ -449,7 +449,7 @@ mod tests {
             (d[0].from.as_str(), d[0].to.as_str()),
             ("active", "disabled")
         );
-        assert_eq!(d[0].reason, "wrong_answer (2 runs in a row)");
+        assert_eq!(d[0].reason, "wrong_answer, 2 runs in a row");
         // The key in the probe's error is masked in the message.
         let err = d[0].error.as_deref().unwrap();
         assert!(!err.contains("sk-abcdefghijklmnop1234"), "{err}");
@@ -515,7 +515,7 @@ mod tests {
         assert_eq!(c[0].kind, ChangeKind::ProviderDown);
         assert_eq!(
             c[0].reason,
-            "all 2 probed models failed: wrong_answer, timeout"
+            "all 2 probed models failed: wrong_answer and timeout"
         );
         assert!(c[0].error.as_deref().unwrap().contains("[REDACTED]"));
         // With --notify-after 2, the provider waits too.
