@@ -617,15 +617,18 @@ pub enum NotifyAction {
 /// Send a test message to each configured channel (or to URL alone) and
 /// report how each went, so that a broken webhook shows before a model dies.
 ///
-/// One line per channel on stdout, naming it by scheme and host only:
-/// `ok (HTTP 200)`, or `failed (` why `)`. Each delivery has the retries of
+/// One line per channel on stdout, naming it by scheme and host only, with
+/// `ok (HTTP 200)` or `failed (connection refused)`. Each delivery has the retries of
 /// `check --ping-url` (3 attempts, 1 s then 2 s apart, for a timeout, a
 /// dropped connection, 408, 429 or a 5xx).
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
-  llmprobe notify test                                   every channel: --notify, LLMPROBE_NOTIFY, [notify] url_env
+  llmprobe notify test                                   every configured channel
   llmprobe notify test json+http://127.0.0.1:8080/hook   this URL only
+
+Configured channels: LLMPROBE_NOTIFY (URLs separated by spaces) and the
+variables `[notify] url_env` in llmprobe.toml names.
 
 Exit codes: 0 every channel took the message, 1 at least one did not, 2 a URL
 names no channel, or no channel is configured.")]

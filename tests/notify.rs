@@ -204,3 +204,45 @@ fn nothing_configured_says_where_urls_come_from() {
         assert!(r.stderr.contains(place), "{place}: {}", r.stderr);
     }
 }
+
+#[test]
+fn user_info_in_a_url_is_sent_as_basic_auth_and_never_shown() {
+    // ntfy's access control, for one: https://user:password@host/topic.
+    let hook = PingServer::start();
+    let env = Env::new();
+    let url = hook.url.replace("http://", "ntfy+http://alerts:SECRET@") + "/topic";
+    let r = env.run(&["notify", "test", &url]).ok();
+    hides_secrets(&r.stdout);
+    let seen = hook.seen();
+    assert_eq!(seen.len(), 1);
+    // base64("alerts:SECRET")
+    assert_eq!(
+        seen[0].header("authorization"),
+        Some("Basic YWxlcnRzOlNFQ1JFVA==")
+    );
+}
+
+#[test]
+fn a_5xx_is_tried_three_times_and_a_loopback_hook_skips_the_proxy() {
+    let busy = PingServer::answering(503);
+    let good = PingServer::start();
+    let mut env = Env::new();
+    // A proxy that answers nothing: a receiver on 127.0.0.1 never goes
+    // through it, as probes and pings never do.
+    let proxy = closed_port();
+    env.env("HTTP_PROXY", &proxy).env("HTTPS_PROXY", &proxy);
+    env.env(
+        "LLMPROBE_NOTIFY",
+        &format!("{} {}", on("json", &busy, "/a"), on("ntfy", &good, "/b")),
+    );
+    let r = env.run(&["notify", "test"]).code(1);
+    assert_eq!(
+        r.stdout,
+        format!(
+            "json+{}: failed (HTTP 503, 3 attempts)\nntfy+{}: ok (HTTP 200)\n",
+            busy.url, good.url
+        )
+    );
+    assert_eq!(busy.calls(), ["POST /a", "POST /a", "POST /a"]);
+    assert_eq!(good.calls(), ["POST /b"]);
+}

@@ -411,15 +411,22 @@ pub fn deliver(channels: &[Channel], msg: &Message) -> Vec<Outcome> {
 /// never part of the run's result.
 pub fn send(channels: &[Channel], msg: &Message) -> Vec<Outcome> {
     let out = deliver(channels, msg);
-    for o in &out {
-        if let Err(why) = &o.result {
-            eprintln!(
-                "warning: notify: the alert to {} failed ({why}); the run's result is unchanged",
-                o.label
-            );
-        }
+    for w in out.iter().filter_map(Outcome::warning) {
+        eprintln!("{w}");
     }
     out
+}
+
+impl Outcome {
+    /// The one warning line for a channel that was not reached, naming it
+    /// by its label only; `None` when it was.
+    pub fn warning(&self) -> Option<String> {
+        let why = self.result.as_ref().err()?;
+        Some(format!(
+            "warning: notify: the alert to {} failed ({why}); the run's result is unchanged",
+            self.label
+        ))
+    }
 }
 
 /// Where a URL came from, for errors.

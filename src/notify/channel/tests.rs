@@ -369,3 +369,29 @@ fn the_documented_json_bodies_are_what_is_sent() {
         text(&resolved)
     );
 }
+
+#[test]
+fn an_unreachable_channel_costs_one_warning_naming_scheme_and_host() {
+    // A port nothing listens on any more: refused, and not retried.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let ch = Channel::parse(&format!("json+http://127.0.0.1:{port}/SECRET?token=SECRET")).unwrap();
+    let out = deliver(std::slice::from_ref(&ch), &msg(vec![down("m")]));
+    assert_eq!(out.len(), 1);
+    let w = out[0].warning().expect("not delivered");
+    assert!(
+        w.starts_with(&format!(
+            "warning: notify: the alert to json+http://127.0.0.1:{port} failed ("
+        )),
+        "{w}"
+    );
+    assert!(!w.contains("SECRET") && !w.contains('\n'), "{w}");
+    let ok = Outcome {
+        label: "x".into(),
+        result: Ok(200),
+    };
+    assert_eq!(ok.warning(), None);
+}
