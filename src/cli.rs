@@ -127,6 +127,8 @@ Examples:
   llmprobe check --capabilities all           also probe capabilities the catalog does not list
   llmprobe check --capabilities none          basic probes only: no tools/json/vision probe
   llmprobe check --paused                     re-probe only the paused models that are due
+  llmprobe check --notify json+http://127.0.0.1:8080/hook   alert a receiver when a model goes down or back
+  llmprobe check --notify-after 3             alerts (LLMPROBE_NOTIFY) only after 3 failing runs in a row
 
 Hourly: `llmprobe schedule install --env-file ~/llmprobe/keys.env` writes
 the cron job (a systemd timer or a Windows task with --with) that exports the
@@ -141,6 +143,14 @@ One check for many routers: with --shared-state redis://HOST:6379/0 (or
 [check] shared_state) the run also publishes the record to Redis, where
 `route --serve --record shared` instances read it.
 
+Alerts: with --notify URL, LLMPROBE_NOTIFY or [notify] url_env, a run in
+which a model went paused or disabled or came back active, or a provider
+went down or came back, sends one message (ntfy, Slack, Discord, or JSON
+with json+https://); a recovery is a \"resolved\" message for its alert.
+stats/notify_state.json remembers what was said. Nothing is sent by
+--list, --dry-run, a run that was not due or an offline run; `check
+--paused` does send (a model that came back is news). See docs/alerts.md.
+
 Order: --if-due is decided first (a run that is not due exits 0 at once,
 without waiting, pinging or taking the lock); then the --jitter wait; then
 the run lock, --if-due once more (another run may have finished meanwhile),
@@ -151,7 +161,7 @@ adds a line running `llmprobe check --paused` every 10 minutes. It probes a
 paused model 5, 10, 20… min after its pause (at most hourly, never before a
 Retry-After), and prints nothing when no model is due. It writes no
 last_run.json and sends no --ping-url/--prom-file, so that only the hourly
-run counts as a heartbeat. A plain check that finds such a run holding the
+run counts as a heartbeat (alerts it does send). A plain check that finds such a run holding the
 run lock waits for it (up to 15 min) instead of exiting 3.")]
 pub struct CheckArgs {
     /// Only these providers (repeatable, or comma-separated).
@@ -234,9 +244,23 @@ pub struct CheckArgs {
     /// the entries "source": "reprobe". Nothing due: exit 0 silently;
     /// another check running: exit 0 with one line. Writes no
     /// last_run.json, and ignores --ping-url and --prom-file, so that only
-    /// the hourly run counts as a heartbeat.
+    /// the hourly run counts as a heartbeat; sends --notify alerts (a model
+    /// back is news).
     #[arg(long, conflicts_with_all = ["list", "if_due"])]
     pub paused: bool,
+    /// Send one message per run in which something changed (a model went
+    /// paused or disabled or came back, a provider went down or came
+    /// back) to this webhook: ntfy, Slack, Discord or json+https://
+    /// (repeatable). For a scheduled job put the URLs in LLMPROBE_NOTIFY
+    /// in its env file instead (whitespace-separated), or name variables
+    /// in `[notify] url_env`. An unreachable webhook only warns.
+    #[arg(long = "notify", value_name = "URL")]
+    pub notify: Vec<String>,
+    /// Alert on a model only once its probe has failed N runs in a row
+    /// (a provider: been down N runs in a row); a model the run disables
+    /// is alerted at once [default: [notify] after, else 1].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub notify_after: Option<u32>,
 }
 
 /// List every provider and model, with the source of its key (alias of `check --list`).
@@ -678,7 +702,10 @@ Examples:
 
 The job never holds a key: cron sources --env-file, systemd reads it
 (EnvironmentFile=), and Task Scheduler runs inherit your user environment
-variables (setx NAME value).")]
+variables (setx NAME value). Webhook URLs are secrets too: alerts
+(LLMPROBE_NOTIFY=URL…) and the monitor ping (LLMPROBE_PING_URL=URL) go in
+the same file, never on the job's command line (--notify and --ping-url
+are refused here).")]
 pub struct ScheduleInstallArgs {
     /// How often check runs: 5m to 168h, in whole minutes.
     #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse, default_value = "1h")]
@@ -701,6 +728,14 @@ pub struct ScheduleInstallArgs {
     /// timer (llmprobe-reprobe.timer), or a second task (llmprobe-reprobe).
     #[arg(long, value_name = "DURATION", value_parser = crate::duration::parse)]
     pub reprobe: Option<std::time::Duration>,
+    /// Refused: a webhook URL is a secret, and the job would show it. Put
+    /// it in the env file as LLMPROBE_NOTIFY=URL.
+    #[arg(long = "notify", value_name = "URL", hide = true)]
+    pub notify: Vec<String>,
+    /// Refused: a ping URL is a secret, and the job would show it. Put it
+    /// in the env file as LLMPROBE_PING_URL=URL.
+    #[arg(long, value_name = "URL", hide = true)]
+    pub ping_url: Option<String>,
 }
 
 /// Remove the scheduled `check` run, and nothing else.

@@ -241,6 +241,7 @@ mod tests {
             finished_at: want.finished_at,
             exit_code: 1,
             entries: &entries,
+            state_changes: &[],
             offline: false,
             scope: &[],
             skipped: &skipped,

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::Result;
 use crate::exit;
 use crate::outcome::Entry;
+use crate::state::Transition;
 
 /// How a `check` invocation ended, for the observers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +71,8 @@ pub struct FinishedRun<'a> {
     /// The entries the run recorded (an offline run recorded none of its
     /// remote probes).
     pub entries: &'a [Entry],
+    /// The state changes the run made (`active` → `paused`, …), in order.
+    pub state_changes: &'a [Transition],
     /// No remote provider answered, and nothing was recorded.
     pub offline: bool,
     /// Every model the run covers, probed or skipped as disabled, as
@@ -96,8 +99,12 @@ impl FinishedRun<'_> {
 /// called in the order the channels were registered.
 pub trait RunObserver {
     /// The run holds its lock and is about to probe (never for `--list`,
-    /// `--dry-run` or a run that is not due).
-    fn on_start(&mut self) {}
+    /// `--dry-run` or a run that is not due). An error here (a data file
+    /// the channel needs cannot be read) stops the run before its first
+    /// probe; the channels told before it hear how it ended in `on_end`.
+    fn on_start(&mut self) -> Result<()> {
+        Ok(())
+    }
 
     /// The probes are recorded. An error here fails the run at once: no
     /// later channel hears of it and no summary is printed.
@@ -125,8 +132,9 @@ impl Observers {
         self.0.push(Box::new(o));
     }
 
-    pub fn start(&mut self) {
-        self.0.iter_mut().for_each(|o| o.on_start());
+    /// Stops at the first error.
+    pub fn start(&mut self) -> Result<()> {
+        self.0.iter_mut().try_for_each(|o| o.on_start())
     }
 
     /// Stops at the first error.
@@ -169,8 +177,9 @@ mod tests {
     }
 
     impl RunObserver for Probe {
-        fn on_start(&mut self) {
+        fn on_start(&mut self) -> Result<()> {
             self.log.borrow_mut().push(format!("{}:start", self.name));
+            Ok(())
         }
         fn on_recorded(&mut self, _: &FinishedRun<'_>) -> Result<()> {
             self.log
@@ -203,6 +212,7 @@ mod tests {
             finished_at: t,
             exit_code: 0,
             entries: &[],
+            state_changes: &[],
             offline: false,
             scope: &[],
             skipped: &[],
@@ -229,7 +239,7 @@ mod tests {
     #[test]
     fn a_recorded_error_stops_at_once_and_a_finish_error_waits_for_the_rest() {
         let (mut o, log) = observers(&[(false, false), (true, true), (false, false)]);
-        o.start();
+        o.start().unwrap();
         let err = o.recorded(&run()).unwrap_err();
         assert_eq!(err.to_string(), "b recorded");
         let err = o.finish(&run()).unwrap_err();

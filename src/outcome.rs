@@ -165,12 +165,17 @@ impl Entry {
 
 /// Limit a reason to docs/formats.md's 200 characters, on a char boundary.
 pub fn truncate_reason(s: &str) -> String {
-    const MAX: usize = 200;
+    shorten(s, 200)
+}
+
+/// `s` trimmed, and cut to at most `max` characters (the last one `…`
+/// when it was cut).
+pub fn shorten(s: &str, max: usize) -> String {
     let s = s.trim();
-    if s.chars().count() <= MAX {
+    if s.chars().count() <= max {
         return s.to_string();
     }
-    let mut out: String = s.chars().take(MAX - 1).collect();
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
     out.push('…');
     out
 }

@@ -102,8 +102,9 @@ impl PingObserver {
 }
 
 impl RunObserver for PingObserver {
-    fn on_start(&mut self) {
+    fn on_start(&mut self) -> Result<()> {
         self.pinger.start();
+        Ok(())
     }
 
     fn on_finish(&mut self, run: &FinishedRun<'_>) -> Result<()> {

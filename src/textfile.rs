@@ -327,6 +327,7 @@ mod tests {
                 finished_at: "2026-12-01T10:00:30.5Z".parse().unwrap(),
                 exit_code: 0,
                 entries: &probes,
+                state_changes: &[],
                 offline: false,
                 scope: &scope,
                 skipped: &[],

@@ -2,6 +2,7 @@
 //! executable in its own temporary directory, against fake providers on
 //! 127.0.0.1.
 
+mod alerts;
 mod badges;
 mod bands;
 mod capabilities_show;

@@ -306,19 +306,36 @@ struct ConfigToml {
 struct NotifyToml {
     #[serde(default)]
     url_env: Vec<String>,
+    after: Option<i64>,
 }
 
 /// Where alerts go: `[notify]`. The file names the variables that hold
 /// webhook URLs, never a URL: a URL's path is its secret
 /// (docs/alerts.md).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NotifySettings {
     /// `[notify] url_env`: variables whose values are webhook URLs
     /// (whitespace-separated), in order, each once.
     pub url_env: Vec<String>,
+    /// `[notify] after`: alert on a model only once it has failed this
+    /// many runs in a row (`check --notify-after` overrides it).
+    pub after: u32,
+}
+
+impl Default for NotifySettings {
+    fn default() -> Self {
+        NotifySettings {
+            url_env: Vec::new(),
+            after: NotifySettings::AFTER,
+        }
+    }
 }
 
 impl NotifySettings {
+    /// `after`'s default, and its bounds.
+    pub const AFTER: u32 = 1;
+    pub const AFTER_MAX: u32 = 1000;
+
     /// Each name must be a variable's name; one that looks like a URL is
     /// refused without being quoted, since it is probably the secret itself.
     fn from_toml(t: &NotifyToml) -> std::result::Result<Self, String> {
@@ -347,7 +364,17 @@ impl NotifySettings {
                 url_env.push(name.to_string());
             }
         }
-        Ok(NotifySettings { url_env })
+        let after = match t.after {
+            None => NotifySettings::AFTER,
+            Some(n) if (1..=NotifySettings::AFTER_MAX as i64).contains(&n) => n as u32,
+            Some(n) => {
+                return Err(format!(
+                    "notify.after = {n}: runs in a row before an alert, from 1 to {}",
+                    NotifySettings::AFTER_MAX
+                ));
+            }
+        };
+        Ok(NotifySettings { url_env, after })
     }
 }
 

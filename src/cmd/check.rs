@@ -1,7 +1,7 @@
 //! `llmprobe check`: the flags, and the order of a run. The run itself is
 //! the [`crate::check`] library; the channels that hear how it went
-//! (`last_run.json`, `--ping-url`, `--prom-file`) are
-//! [`crate::observer::RunObserver`]s, registered here.
+//! (`last_run.json`, `--ping-url`, `--prom-file`, the `--notify` alerts)
+//! are [`crate::observer::RunObserver`]s, registered here.
 
 use std::time::Duration;
 
@@ -16,6 +16,7 @@ use crate::exit;
 use crate::fsutil::{DataLock, RunKind, RunLock};
 use crate::healthlog;
 use crate::lastrun::LastRunRecord;
+use crate::notify::observer::NotifyObserver;
 use crate::observer::{FinishedRun, Observers, Ran};
 use crate::outcome::SOURCE_REPROBE;
 use crate::output;
@@ -51,7 +52,15 @@ pub fn main(g: &GlobalArgs, a: CheckArgs) -> Result<u8> {
             if let Some(prom) = prom {
                 observers.push(prom);
             }
-            Settings::load(g).and_then(|s| run_with(&s, a, &mut observers))
+            Settings::load(g).and_then(|s| {
+                // A URL that names no channel is an error even for --list
+                // and --dry-run, which send nothing.
+                let notify = NotifyObserver::new(&s, &a.notify, a.notify_after, false)?;
+                if let Some(n) = notify.filter(|_| !a.list && !a.dry_run) {
+                    observers.push(n);
+                }
+                run_with(&s, a, &mut observers)
+            })
         }
         Err(e) => Err(e),
     };
@@ -59,11 +68,13 @@ pub fn main(g: &GlobalArgs, a: CheckArgs) -> Result<u8> {
     result.map(Ran::code)
 }
 
-/// `check --paused`: a run that no channel hears of. `last_run.json`,
-/// `--ping-url` (or `LLMPROBE_PING_URL`, which a schedule's env file may
-/// set for the hourly run) and `--prom-file` are the hourly run's
-/// heartbeat; a line every 10 minutes must never make a dead hourly job
-/// look alive.
+/// `check --paused`: a run that no heartbeat channel hears of.
+/// `last_run.json`, `--ping-url` (or `LLMPROBE_PING_URL`, which a
+/// schedule's env file may set for the hourly run) and `--prom-file` are
+/// the hourly run's heartbeat; a line every 10 minutes must never make a
+/// dead hourly job look alive. Alerts are not a heartbeat: a re-probe that
+/// brings a model back (or disables it) is a change worth telling, so
+/// `--notify` (and `LLMPROBE_NOTIFY`) hear of it.
 fn paused(g: &GlobalArgs, a: CheckArgs) -> Result<u8> {
     if a.ping_url.is_some() || a.prom_file.is_some() {
         tracing::info!(
@@ -71,7 +82,11 @@ fn paused(g: &GlobalArgs, a: CheckArgs) -> Result<u8> {
         );
     }
     let s = Settings::load(g)?;
-    run_with(&s, a, &mut Observers::default()).map(Ran::code)
+    let mut observers = Observers::default();
+    if let Some(n) = NotifyObserver::new(&s, &a.notify, a.notify_after, true)? {
+        observers.push(n);
+    }
+    run_with(&s, a, &mut observers).map(Ran::code)
 }
 
 /// A run with settings made elsewhere (`demo`): it writes `last_run.json`,
@@ -181,7 +196,7 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
     if a.paused && !retain_due(s, &mut plan, &States::load(&s.state_path())?, &clock)? {
         return Ok(Ran::NotDue);
     }
-    observers.start();
+    observers.start()?;
     {
         // Refuse a bad log before spending any probes on it.
         let lock = DataLock::acquire(s.stats_dir())?;
@@ -234,6 +249,7 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
         finished_at: clock.now(),
         exit_code: code,
         entries: &summary.entries,
+        state_changes: &summary.state_changes,
         offline: summary.offline.is_some(),
         scope: &scope,
         skipped: &summary.skipped,

@@ -315,8 +315,8 @@ fn lines(msg: &Message, cap: usize, markup: Markup) -> String {
     out
 }
 
-/// `groq::m: active → paused (3 failures in a row): HTTP 503 …`, or for a
-/// recovery `groq::m: paused → active (answered); resolves the alert of
+/// `groq::m: active → paused (http_error, 3 runs in a row): HTTP 503 …`, or for a
+/// recovery `groq::m: paused → active (its probe passed); resolves the alert of
 /// 2026-05-02 10:00 UTC`.
 fn change_line(c: &Change) -> String {
     let mut s = format!("{}: {} → {}", c.subject(), c.from, c.to);
@@ -409,8 +409,6 @@ pub fn deliver(channels: &[Channel], msg: &Message) -> Vec<Outcome> {
 /// [`deliver`], with one warning on stderr per channel that could not be
 /// reached, naming it by its label. For `check`: an alert is a courtesy,
 /// never part of the run's result.
-// `check`'s alert observer (branch `alerts`) calls it.
-#[allow(dead_code)]
 pub fn send(channels: &[Channel], msg: &Message) -> Vec<Outcome> {
     let out = deliver(channels, msg);
     for w in out.iter().filter_map(Outcome::warning) {

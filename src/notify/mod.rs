@@ -7,14 +7,18 @@
 //!   generic JSON POST) and a [`Message`] into that channel's request, and
 //!   delivers it with bounded retries.
 //! - `decide` is when to say it: it compares a run with what has been
-//!   alerted before (`stats/notify_state.json`), applies `--notify-after`,
-//!   and yields the changes worth a message.
+//!   alerted before (`record`: `stats/notify_state.json`), applies
+//!   `--notify-after`, and yields the changes worth a message;
+//!   `observer` does it after every `check` run and sends the message.
 //!
 //! A webhook URL is a secret (its path is the credential): it is never
 //! written to a file llmprobe writes, and messages about a channel name
 //! only its scheme and host.
 
 pub mod channel;
+pub mod decide;
+pub mod observer;
+pub mod record;
 
 pub use channel::{Channel, configured, deliver};
 
@@ -22,8 +26,6 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 /// What changed.
-// The recoveries are built by `check`'s alert observer (branch `alerts`).
-#[allow(dead_code)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ChangeKind {

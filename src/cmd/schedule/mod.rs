@@ -41,13 +41,61 @@ use crate::settings::{DEFAULT_STATS_DIR, Settings};
 
 pub fn run(g: &GlobalArgs, a: ScheduleArgs) -> Result<u8> {
     match a.action {
-        ScheduleAction::Install(i) => install(&Settings::load(g)?, g, i),
+        ScheduleAction::Install(i) => {
+            refuse_secret_flags(&i)?;
+            install(&Settings::load(g)?, g, i)
+        }
         // Neither needs the config: a broken one must not stand in the way
         // of removing or inspecting the job.
         ScheduleAction::Uninstall(u) => uninstall(&stats_dir(g), u),
         ScheduleAction::Show(s) => show(&stats_dir(g), s),
         ScheduleAction::Templates { dir } => templates(&dir),
     }
+}
+
+/// `--notify` and `--ping-url` exist on `schedule install` only to be
+/// refused (exit 2): a webhook's or a monitor's URL is a secret (its path
+/// is the credential), and a job's command line is readable by anyone who
+/// can read the crontab, the unit or the task. The job reads them from the
+/// environment instead (`LLMPROBE_NOTIFY`, `LLMPROBE_PING_URL`), which
+/// its env file sets. The error never quotes the value.
+fn refuse_secret_flags(a: &ScheduleInstallArgs) -> Result<()> {
+    let given: Vec<(&str, &str)> = [
+        (!a.notify.is_empty()).then_some(("--notify", crate::notify::channel::NOTIFY_VAR)),
+        a.ping_url
+            .is_some()
+            .then_some(("--ping-url", "LLMPROBE_PING_URL")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if given.is_empty() {
+        return Ok(());
+    }
+    let flags: Vec<&str> = given.iter().map(|(f, _)| *f).collect();
+    let lines: Vec<String> = given
+        .iter()
+        .map(|(_, var)| match a.backend.unwrap_or_else(Backend::native) {
+            Backend::TaskScheduler => format!("setx {var} \"URL\""),
+            _ => format!("{var}=URL"),
+        })
+        .collect();
+    let how = match a.backend.unwrap_or_else(Backend::native) {
+        Backend::TaskScheduler => format!(
+            "set it as a user environment variable instead, which the task inherits: {}",
+            lines.join(" and ")
+        ),
+        _ => format!(
+            "put it in the env file instead, as {} (a line of its own; several notify URLs \
+             separated by spaces), and pass that file as --env-file: the job reads it from there",
+            lines.join(" and ")
+        ),
+    };
+    Err(Error::config(format!(
+        "schedule install {}: the URL is a secret (its path is the credential), and the job's \
+         command line would show it to anyone who can read the job; {how}",
+        flags.join(" and ")
+    )))
 }
 
 fn stats_dir(g: &GlobalArgs) -> PathBuf {
@@ -274,6 +322,16 @@ fn notes(
             {
                 missing.push(v);
             }
+        }
+    }
+    // The alert and ping URLs the job reads from its environment.
+    let urls = [crate::notify::channel::NOTIFY_VAR, "LLMPROBE_PING_URL"];
+    for v in urls
+        .into_iter()
+        .chain(s.catalog.notify.url_env.iter().map(String::as_str))
+    {
+        if std::env::var_os(v).is_some() && !have.contains(v) && !missing.contains(&v) {
+            missing.push(v);
         }
     }
     if let Ok(Some(m)) = Marker::read(stats)

@@ -14,7 +14,7 @@ fn down(model: &str) -> Change {
         model: Some(model.into()),
         from: "active".into(),
         to: "paused".into(),
-        reason: "rate limited".into(),
+        reason: "rate_limit".into(),
         error: Some("HTTP 429: slow down".into()),
         alerted_at: None,
     }
@@ -25,7 +25,7 @@ fn recovered(model: &str, alerted: Option<DateTime<Utc>>) -> Change {
         kind: ChangeKind::ModelRecovered,
         from: "paused".into(),
         to: "active".into(),
-        reason: "answered".into(),
+        reason: "its probe passed".into(),
         error: None,
         alerted_at: alerted,
         ..down(model)
@@ -189,7 +189,7 @@ fn ntfy_sends_text_with_title_tags_and_priority() {
     assert_eq!(
         r.body.as_deref(),
         Some(
-            "groq::m: active → paused (rate limited): HTTP 429: slow down\nllmprobe, 2026-05-02 12:00 UTC"
+            "groq::m: active → paused (rate_limit): HTTP 429: slow down\nllmprobe, 2026-05-02 12:00 UTC"
         )
     );
     let r = ch.request(&msg(vec![recovered("m", Some(at(9)))]));
@@ -223,7 +223,7 @@ fn slack_and_discord_send_json_text() {
     let v: serde_json::Value = serde_json::from_str(r.body.as_deref().unwrap()).unwrap();
     assert_eq!(
         v["text"],
-        "*groq::m paused*\ngroq::m: active → paused (rate limited): &lt;b&gt;bad&lt;/b&gt; &amp; @everyone\nllmprobe, 2026-05-02 12:00 UTC"
+        "*groq::m paused*\ngroq::m: active → paused (rate_limit): &lt;b&gt;bad&lt;/b&gt; &amp; @everyone\nllmprobe, 2026-05-02 12:00 UTC"
     );
     assert!(
         r.headers
@@ -260,13 +260,13 @@ fn the_json_body_is_the_documented_one_with_incident_ids() {
             "title": "1 model down, 2 recovered",
             "changes": [
                 {"kind": "model_down", "provider": "groq", "model": "a", "from": "active",
-                 "to": "paused", "reason": "rate limited", "error": "HTTP 429: slow down",
+                 "to": "paused", "reason": "rate_limit", "error": "HTTP 429: slow down",
                  "id": "groq::a@2026-05-02T12:00:00Z", "resolves": null},
                 {"kind": "model_recovered", "provider": "groq", "model": "b", "from": "paused",
-                 "to": "active", "reason": "answered", "error": null,
+                 "to": "active", "reason": "its probe passed", "error": null,
                  "id": "groq::b@2026-05-02T09:00:00Z", "resolves": "groq::b@2026-05-02T09:00:00Z"},
                 {"kind": "model_recovered", "provider": "groq", "model": "c", "from": "paused",
-                 "to": "active", "reason": "answered", "error": null,
+                 "to": "active", "reason": "its probe passed", "error": null,
                  "id": null, "resolves": null},
             ]
         })

@@ -1,0 +1,577 @@
+//! When a `check` run is worth a message: this run's results against what
+//! has been alerted before ([`NotifyState`]), under `--notify-after`.
+//! Pure: the run, the previous state and the time come in; the changes
+//! worth telling and the next state go out. docs/alerts.md ("When alerts
+//! are sent") is the same rules in prose.
+//!
+//! **A model** is judged in a run that probed it (or changed its state):
+//!
+//! - Its `failed_runs` counts consecutive runs whose probe of it failed; a
+//!   pass sets it to 0. A `check --paused` run (a re-probe) never counts a
+//!   failure, since it probes only models that are failing already and
+//!   would reach N in minutes instead of N runs; its passes do count.
+//! - **Down**: it is `paused` or `disabled` after the run, no alert stands
+//!   for it, and `failed_runs` has reached `--notify-after`. A model that
+//!   the run **disabled** is alerted whatever the count, and even when a
+//!   `paused` alert stands (disabled needs a person; paused does not).
+//! - **Recovered**: an alert stands for it, it is `active` after the run,
+//!   and its probe passed. Only an alerted model gets a recovery: one that
+//!   was never alerted has nothing to resolve, and comes back silently.
+//!
+//! So a flapping model gets one message per change of direction (down,
+//! resolved, down…), never one per run; with `--notify-after N` it is
+//! alerted only once it has failed N runs in a row.
+//!
+//! **A provider** is down in a run that probed at least two of its models
+//! when every one of those probes failed. (With one probed model, the
+//! model's own alert says as much; a run limited by `--model`, or a
+//! re-probe of paused models only, does not judge providers down.) It is
+//! alerted once it has been down `--notify-after` runs in a row, and
+//! recovers when an alert stands and any probe of it passes.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use super::record::NotifyState;
+use super::{Change, ChangeKind};
+use crate::catalog::model_key;
+use crate::outcome::Entry;
+use crate::state::{ModelState, Transition};
+
+/// At most this many characters of a probe's error go into a message.
+pub const ERROR_CHARS: usize = 160;
+
+/// A provider is judged down only when a run probed at least this many
+/// of its models.
+pub const PROVIDER_MIN_MODELS: usize = 2;
+
+/// What one run did, as `decide` needs it.
+pub struct Run<'a> {
+    pub at: DateTime<Utc>,
+    /// The basic probes the run recorded.
+    pub entries: &'a [Entry],
+    /// The state changes the run's writer made.
+    pub transitions: &'a [Transition],
+    /// Each model's state after the run, by `provider::model`.
+    pub state_of: &'a dyn Fn(&str) -> ModelState,
+    /// A `check --paused` run: re-probes of paused models only.
+    pub reprobe: bool,
+}
+
+/// What to say, and what to remember.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The changes worth a message, each provider's own change first,
+    /// then its models', providers and models in name order. Empty: send
+    /// nothing.
+    pub changes: Vec<Change>,
+    pub state: NotifyState,
+}
+
+/// The changes worth telling after `run`, given `prev` and
+/// `--notify-after after` (at least 1). `clean` redacts and shortens a
+/// probe's error for a message.
+pub fn decide(
+    prev: &NotifyState,
+    run: &Run<'_>,
+    after: u32,
+    clean: &dyn Fn(&str) -> String,
+) -> Decision {
+    let after = after.max(1);
+    let mut next = prev.clone();
+    let mut changes = Vec::new();
+
+    // The run's last basic probe of each model, and its state change.
+    let mut probed: BTreeMap<String, &Entry> = BTreeMap::new();
+    for e in run.entries.iter().filter(|e| e.probe.is_none()) {
+        probed.insert(model_key(&e.provider, &e.model), e);
+    }
+    let mut moved: BTreeMap<&str, (ModelState, &Transition)> = BTreeMap::new();
+    for t in run.transitions {
+        // Several in one run: from the first, to the last.
+        let from = moved.get(t.model.as_str()).map_or(t.from, |(f, _)| *f);
+        moved.insert(&t.model, (from, t));
+    }
+
+    // Providers.
+    let mut by_provider: BTreeMap<&str, Vec<&Entry>> = BTreeMap::new();
+    for e in probed.values() {
+        by_provider.entry(&e.provider).or_default().push(e);
+    }
+    for (provider, entries) in &by_provider {
+        let s = next.providers.entry(provider.to_string()).or_default();
+        let failed = entries.iter().filter(|e| e.ok == 0).count();
+        if failed < entries.len() {
+            s.failed_runs = 0;
+            if let Some(was) = s.alerted.take() {
+                let passed = entries.len() - failed;
+                changes.push(Change {
+                    kind: ChangeKind::ProviderRecovered,
+                    provider: provider.to_string(),
+                    model: None,
+                    from: was,
+                    to: "up".into(),
+                    reason: format!("{passed} of {} probed models passed", entries.len()),
+                    error: None,
+                    alerted_at: s.alerted_at.take(),
+                });
+            }
+        } else if !run.reprobe && entries.len() >= PROVIDER_MIN_MODELS {
+            s.failed_runs = s.failed_runs.saturating_add(1);
+            if s.alerted.is_none() && s.failed_runs >= after {
+                s.alerted = Some("down".into());
+                s.alerted_at = Some(run.at);
+                changes.push(Change {
+                    kind: ChangeKind::ProviderDown,
+                    provider: provider.to_string(),
+                    model: None,
+                    from: "up".into(),
+                    to: "down".into(),
+                    reason: with_runs(
+                        format!(
+                            "all {} probed models failed: {}",
+                            entries.len(),
+                            classes(entries)
+                        ),
+                        s.failed_runs,
+                    ),
+                    error: entries.iter().find_map(|e| e.error.as_deref()).map(clean),
+                    alerted_at: None,
+                });
+            }
+        }
+    }
+
+    // Models.
+    let mut keys: Vec<&str> = probed.keys().map(String::as_str).collect();
+    keys.extend(moved.keys().copied().filter(|k| !probed.contains_key(*k)));
+    keys.sort_unstable();
+    for key in keys {
+        let entry = probed.get(key).copied();
+        let moved = moved.get(key);
+        let s = next.models.entry(key.to_string()).or_default();
+        match entry.map(|e| e.ok != 0) {
+            Some(true) => s.failed_runs = 0,
+            Some(false) if !run.reprobe => s.failed_runs = s.failed_runs.saturating_add(1),
+            _ => {}
+        }
+        let now = (run.state_of)(key);
+        let (provider, model) = split(key, entry);
+        match now {
+            ModelState::Paused | ModelState::Disabled => {
+                let disabled_now = moved.is_some_and(|(_, t)| t.to == ModelState::Disabled);
+                let due = if disabled_now {
+                    s.alerted.as_deref() != Some(ModelState::Disabled.as_str())
+                } else {
+                    s.alerted.is_none() && s.failed_runs >= after
+                };
+                if !due {
+                    continue;
+                }
+                // Without a change this run (`--notify-after`), what is
+                // alerted is the fall from active.
+                let from = moved.map_or(ModelState::Active, |(from, _)| *from);
+                let why = moved
+                    .map(|(_, t)| t.reason.clone())
+                    .or_else(|| entry.map(|e| e.failure_type.to_string()))
+                    .filter(|r| !r.is_empty())
+                    .unwrap_or_else(|| now.as_str().to_string());
+                changes.push(Change {
+                    kind: ChangeKind::ModelDown,
+                    provider,
+                    model: Some(model),
+                    from: from.as_str().into(),
+                    to: now.as_str().into(),
+                    reason: with_runs(why, s.failed_runs),
+                    error: entry.and_then(|e| e.error.as_deref()).map(clean),
+                    alerted_at: None,
+                });
+                s.alerted = Some(now.as_str().into());
+                s.alerted_at = Some(run.at);
+            }
+            ModelState::Active => {
+                if entry.is_some_and(|e| e.ok != 0)
+                    && let Some(was) = s.alerted.take()
+                {
+                    changes.push(Change {
+                        kind: ChangeKind::ModelRecovered,
+                        provider,
+                        model: Some(model),
+                        from: was,
+                        to: ModelState::Active.as_str().into(),
+                        reason: "its probe passed".into(),
+                        error: None,
+                        alerted_at: s.alerted_at.take(),
+                    });
+                }
+            }
+        }
+    }
+
+    next.models.retain(|_, s| !s.is_empty());
+    next.providers.retain(|_, s| !s.is_empty());
+    changes.sort_by(|a, b| {
+        (&a.provider, a.model.is_some(), &a.model).cmp(&(&b.provider, b.model.is_some(), &b.model))
+    });
+    Decision {
+        changes,
+        state: next,
+    }
+}
+
+/// `reason`, with how many runs in a row it has failed when more than one.
+fn with_runs(reason: String, runs: u32) -> String {
+    if runs > 1 {
+        format!("{reason}, {runs} runs in a row")
+    } else {
+        reason
+    }
+}
+
+/// The distinct failure classes of `entries`, in order: `timeout and error`.
+fn classes(entries: &[&Entry]) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    for e in entries {
+        let c = if e.failure_type.is_empty() {
+            "failed"
+        } else {
+            e.failure_type
+        };
+        if !seen.contains(&c) {
+            seen.push(c);
+        }
+    }
+    seen.join(" and ")
+}
+
+/// (provider, model) of a model key: from its entry when there is one (a
+/// model id may itself hold `::`), else split at the first `::`.
+fn split(key: &str, entry: Option<&Entry>) -> (String, String) {
+    match entry {
+        Some(e) => (e.provider.clone(), e.model.clone()),
+        None => match key.split_once("::") {
+            Some((p, m)) => (p.to_string(), m.to_string()),
+            None => (String::new(), key.to_string()),
+        },
+    }
+}
+
+/// A probe's error as a message carries it: through `redactor` (the
+/// probe redacted it already; a message leaves the machine, so once more),
+/// then cut to [`ERROR_CHARS`].
+pub fn clean_error(redactor: &crate::upstream::secret::Redactor, text: &str) -> String {
+    crate::outcome::shorten(&redactor.redact(text), ERROR_CHARS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::{FailureType, Outcome};
+    use crate::state::States;
+
+    /// Runs `check` would make, one at a time, through the real state
+    /// machine: each run's results go through `States::apply_probe` as
+    /// the writer applies them, then through `decide`.
+    struct Sim {
+        states: States,
+        notify: NotifyState,
+        after: u32,
+        disable_after: u32,
+        n: i64,
+    }
+
+    /// A result: a pass, a temporary failure (paused) or a hard one.
+    #[derive(Clone, Copy)]
+    enum R {
+        Pass,
+        Temp,
+        Hard,
+    }
+
+    impl Sim {
+        fn new(after: u32) -> Sim {
+            Sim {
+                states: States::default(),
+                notify: NotifyState::default(),
+                after,
+                disable_after: 3,
+                n: 0,
+            }
+        }
+
+        /// One run probing `results` (model key, result); the changes as
+        /// `kind provider[::model] from->to`.
+        fn run(&mut self, results: &[(&str, R)]) -> Vec<String> {
+            self.run_as(results, false)
+                .iter()
+                .map(|c| {
+                    let what = match &c.model {
+                        Some(m) => format!("{}::{m}", c.provider),
+                        None => c.provider.clone(),
+                    };
+                    format!("{:?} {what} {}->{}", c.kind, c.from, c.to)
+                })
+                .collect()
+        }
+
+        fn run_as(&mut self, results: &[(&str, R)], reprobe: bool) -> Vec<Change> {
+            self.n += 1;
+            let at: DateTime<Utc> = "2026-12-02T00:00:00Z".parse().unwrap();
+            let at = at + chrono::TimeDelta::hours(self.n);
+            let ts = at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            let mut entries = Vec::new();
+            let mut transitions = Vec::new();
+            for (key, r) in results {
+                let (p, m) = key.split_once("::").unwrap();
+                let o = match r {
+                    R::Pass => outcome(None, None),
+                    R::Temp => outcome(Some(FailureType::Timeout), Some("timed out after 2s")),
+                    R::Hard => outcome(
+                        Some(FailureType::WrongAnswer),
+                        Some("said 5, expected 4; key sk-abcdefghijklmnop1234"),
+                    ),
+                };
+                if let Some(t) = self
+                    .states
+                    .apply_probe(key, o.verdict(), &ts, self.disable_after)
+                {
+                    transitions.push(t);
+                }
+                entries.push(Entry::new(ts.clone(), p, m, &o));
+            }
+            let states = self.states.clone();
+            let state_of = move |k: &str| states.get(k).map_or(ModelState::Active, |e| e.state);
+            let redactor = crate::upstream::secret::Redactor::default();
+            let d = decide(
+                &self.notify,
+                &Run {
+                    at,
+                    entries: &entries,
+                    transitions: &transitions,
+                    state_of: &state_of,
+                    reprobe,
+                },
+                self.after,
+                &|t| clean_error(&redactor, t),
+            );
+            self.notify = d.state;
+            d.changes
+        }
+    }
+
+    fn outcome(failure: Option<FailureType>, error: Option<&str>) -> Outcome {
+        Outcome {
+            failure,
+            latency_ms: 5,
+            status: Some(if failure.is_some() { 500 } else { 200 }),
+            error: error.map(str::to_string),
+            unreachable: false,
+            retry_at: None,
+        }
+    }
+
+    use R::*;
+
+    #[test]
+    fn a_pause_alerts_once_and_its_recovery_resolves_it() {
+        let mut s = Sim::new(1);
+        assert_eq!(s.run(&[("p::a", Pass), ("p::b", Pass)]), [] as [&str; 0]);
+        assert_eq!(
+            s.run(&[("p::a", Temp), ("p::b", Pass)]),
+            ["ModelDown p::a active->paused"]
+        );
+        // Still paused, still failing: nothing more.
+        assert!(s.run(&[("p::a", Temp), ("p::b", Pass)]).is_empty());
+        assert_eq!(s.notify.models["p::a"].failed_runs, 2);
+        let back = s.run_as(&[("p::a", Pass), ("p::b", Pass)], false);
+        assert_eq!(back.len(), 1);
+        assert_eq!(back[0].kind, ChangeKind::ModelRecovered);
+        assert_eq!(
+            (back[0].from.as_str(), back[0].to.as_str()),
+            ("paused", "active")
+        );
+        // Linked to the alert it resolves: sent at run 2.
+        assert_eq!(
+            back[0].alerted_at.unwrap().to_rfc3339(),
+            "2026-12-02T02:00:00+00:00"
+        );
+        // Nothing is left to remember.
+        assert_eq!(s.notify, NotifyState::default());
+    }
+
+    #[test]
+    fn notify_after_waits_for_n_failing_runs_in_a_row() {
+        let mut s = Sim::new(3);
+        assert!(s.run(&[("p::a", Temp)]).is_empty());
+        assert!(s.run(&[("p::a", Temp)]).is_empty());
+        let third = s.run_as(&[("p::a", Temp)], false);
+        assert_eq!(third.len(), 1);
+        assert_eq!(third[0].kind, ChangeKind::ModelDown);
+        // Paused at run 1; alerted as active -> paused at run 3, with why.
+        assert_eq!(
+            (third[0].from.as_str(), third[0].to.as_str()),
+            ("active", "paused")
+        );
+        assert_eq!(third[0].reason, "timeout, 3 runs in a row");
+        assert_eq!(third[0].error.as_deref(), Some("timed out after 2s"));
+        assert!(s.run(&[("p::a", Temp)]).is_empty());
+        assert_eq!(
+            s.run(&[("p::a", Pass)]),
+            ["ModelRecovered p::a paused->active"]
+        );
+    }
+
+    #[test]
+    fn a_failure_run_broken_by_a_pass_starts_counting_again_and_resolves_nothing() {
+        let mut s = Sim::new(3);
+        for _ in 0..2 {
+            assert!(s.run(&[("p::a", Temp)]).is_empty());
+        }
+        // Back before the third: never alerted, so nothing to resolve.
+        assert!(s.run(&[("p::a", Pass)]).is_empty());
+        assert!(s.run(&[("p::a", Temp)]).is_empty());
+        assert!(s.run(&[("p::a", Temp)]).is_empty());
+        assert_eq!(s.run(&[("p::a", Temp)]), ["ModelDown p::a active->paused"]);
+    }
+
+    #[test]
+    fn a_disable_alerts_before_notify_after_and_after_a_pause_alert() {
+        let mut s = Sim::new(5);
+        s.disable_after = 2;
+        assert!(
+            s.run(&[("p::a", Hard)]).is_empty(),
+            "hard failures keep it active"
+        );
+        let d = s.run_as(&[("p::a", Hard)], false);
+        assert_eq!(d.len(), 1);
+        assert_eq!(
+            (d[0].from.as_str(), d[0].to.as_str()),
+            ("active", "disabled")
+        );
+        assert_eq!(d[0].reason, "wrong_answer, 2 runs in a row");
+        // The key in the probe's error is masked in the message.
+        let err = d[0].error.as_deref().unwrap();
+        assert!(!err.contains("sk-abcdefghijklmnop1234"), "{err}");
+        assert!(err.contains("[REDACTED]"), "{err}");
+
+        // Paused and alerted, then disabled: a second alert.
+        let mut s = Sim::new(1);
+        assert_eq!(s.run(&[("p::b", Temp)]), ["ModelDown p::b active->paused"]);
+        assert!(s.run(&[("p::b", Hard)]).is_empty());
+        assert!(s.run(&[("p::b", Hard)]).is_empty());
+        assert_eq!(
+            s.run(&[("p::b", Hard)]),
+            ["ModelDown p::b paused->disabled"]
+        );
+        assert_eq!(s.notify.models["p::b"].alerted.as_deref(), Some("disabled"));
+    }
+
+    #[test]
+    fn a_flapping_model_alerts_once_per_change_of_direction() {
+        let mut s = Sim::new(1);
+        let runs = [Temp, Temp, Pass, Pass, Temp, Pass, Temp];
+        let said: Vec<Vec<String>> = runs.iter().map(|r| s.run(&[("p::a", *r)])).collect();
+        let said: Vec<String> = said.iter().map(|c| c.join("; ")).collect();
+        assert_eq!(
+            said,
+            [
+                "ModelDown p::a active->paused",
+                "",
+                "ModelRecovered p::a paused->active",
+                "",
+                "ModelDown p::a active->paused",
+                "ModelRecovered p::a paused->active",
+                "ModelDown p::a active->paused",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_provider_whose_every_probed_model_failed_is_down_and_comes_back() {
+        let mut s = Sim::new(1);
+        assert_eq!(
+            s.run(&[("p::a", Temp), ("p::b", Hard), ("q::c", Pass)]),
+            ["ProviderDown p up->down", "ModelDown p::a active->paused"]
+        );
+        let c = s.run_as(&[("p::a", Temp), ("p::b", Hard)], false);
+        assert!(c.is_empty(), "{c:?}");
+        assert_eq!(s.notify.providers["p"].failed_runs, 2);
+        // One model answering is the provider back.
+        assert_eq!(
+            s.run(&[("p::a", Temp), ("p::b", Pass)]),
+            ["ProviderRecovered p down->up"]
+        );
+        // A provider with one probed model is left to its model's alert.
+        let mut s = Sim::new(1);
+        assert_eq!(s.run(&[("r::x", Temp)]), ["ModelDown r::x active->paused"]);
+        assert!(!s.notify.providers.contains_key("r"));
+    }
+
+    #[test]
+    fn a_provider_down_reason_names_the_classes_and_the_error_is_cleaned() {
+        let mut s = Sim::new(1);
+        let c = s.run_as(&[("p::a", Hard), ("p::b", Temp)], false);
+        assert_eq!(c[0].kind, ChangeKind::ProviderDown);
+        assert_eq!(
+            c[0].reason,
+            "all 2 probed models failed: wrong_answer and timeout"
+        );
+        assert!(c[0].error.as_deref().unwrap().contains("[REDACTED]"));
+        // With --notify-after 2, the provider waits too.
+        let mut s = Sim::new(2);
+        assert!(s.run(&[("p::a", Temp), ("p::b", Temp)]).is_empty());
+        assert_eq!(
+            s.run(&[("p::a", Temp), ("p::b", Temp)]),
+            [
+                "ProviderDown p up->down",
+                "ModelDown p::a active->paused",
+                "ModelDown p::b active->paused"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_reprobe_run_counts_no_failure_but_brings_models_back() {
+        let mut s = Sim::new(2);
+        assert!(s.run(&[("p::a", Temp)]).is_empty());
+        // Re-probes every few minutes do not make it "2 runs in a row".
+        for _ in 0..3 {
+            assert!(s.run_as(&[("p::a", Temp)], true).is_empty());
+        }
+        assert_eq!(s.notify.models["p::a"].failed_runs, 1);
+        assert_eq!(s.run(&[("p::a", Temp)]), ["ModelDown p::a active->paused"]);
+        let back = s.run_as(&[("p::a", Pass)], true);
+        assert_eq!(back[0].kind, ChangeKind::ModelRecovered);
+        // A re-probe run never judges a provider down.
+        let mut s = Sim::new(1);
+        s.run(&[("p::a", Pass), ("p::b", Pass)]);
+        let c = s.run_as(&[("p::a", Temp), ("p::b", Temp)], true);
+        assert!(c.iter().all(|c| c.model.is_some()), "{c:?}");
+    }
+
+    #[test]
+    fn a_model_enabled_by_hand_resolves_at_its_first_pass() {
+        let mut s = Sim::new(1);
+        s.disable_after = 1;
+        assert_eq!(
+            s.run(&[("p::a", Hard)]),
+            ["ModelDown p::a active->disabled"]
+        );
+        // `llmprobe state enable p::a`: active, with no transition.
+        s.states = States::default();
+        assert_eq!(
+            s.run(&[("p::a", Pass)]),
+            ["ModelRecovered p::a disabled->active"]
+        );
+    }
+
+    #[test]
+    fn a_long_error_is_cut_for_a_phone() {
+        let r = crate::upstream::secret::Redactor::default();
+        let long = "x".repeat(500);
+        let c = clean_error(&r, &long);
+        assert_eq!(c.chars().count(), ERROR_CHARS);
+        assert!(c.ends_with('…'));
+    }
+}

@@ -1,0 +1,131 @@
+//! `check`'s alerts, as a run observer: once the run is recorded it
+//! decides what is worth telling ([`super::decide`]), sends one message
+//! to every configured channel when something is, and remembers what it
+//! said in `notify_state.json` ([`super::record`]).
+//!
+//! - The file is read when the run starts (it holds the run lock, before
+//!   the first probe), so a file that cannot be parsed stops the run with
+//!   exit 4 before it spends a probe, and is left as it is.
+//! - An offline run (exit 6) sends nothing (the channels could not be
+//!   reached either) and says so once on stderr; the file is not touched.
+//! - A channel that cannot be reached costs one warning naming only its
+//!   scheme and host, never the exit code. When no channel took the
+//!   message, the alerts in it are not marked as sent, so the next run
+//!   that still sees them says them again.
+//! - `--list`, `--dry-run` and a run that was not due never get here
+//!   (`cmd/check.rs` registers no alert observer for the first two; the
+//!   last never starts).
+
+use std::path::PathBuf;
+
+use super::Message;
+use super::channel::{self, Channel};
+use super::decide::{self, Run};
+use super::record::{self, NotifyState};
+use crate::error::Result;
+use crate::fsutil::DataLock;
+use crate::observer::{FinishedRun, RunObserver};
+use crate::settings::Settings;
+use crate::state::States;
+use crate::upstream::secret::Redactor;
+
+/// Alerts for one `check` run.
+pub struct NotifyObserver {
+    channels: Vec<Channel>,
+    after: u32,
+    reprobe: bool,
+    /// Every key the catalog resolves, for the errors a message quotes.
+    redactor: Redactor,
+    path: PathBuf,
+    /// `notify_state.json` as the run found it.
+    prev: Option<NotifyState>,
+}
+
+impl NotifyObserver {
+    /// The alerts for a run with these settings, `--notify` URLs and
+    /// `--notify-after` (else `[notify] after`); `reprobe` for `check
+    /// --paused`. `None` when no
+    /// channel is configured: then nothing is sent, and
+    /// `notify_state.json` is neither read nor written. A URL that names
+    /// no channel is a config error (exit 2).
+    pub fn new(
+        s: &Settings,
+        urls: &[String],
+        after: Option<u32>,
+        reprobe: bool,
+    ) -> Result<Option<NotifyObserver>> {
+        let channels = channel::configured(s, urls)?;
+        if channels.is_empty() {
+            return Ok(None);
+        }
+        let redactor = Redactor::new(
+            s.catalog
+                .providers
+                .iter()
+                .filter_map(|p| p.resolve().ok())
+                .flat_map(|r| r.secrets().cloned().collect::<Vec<_>>()),
+        );
+        Ok(Some(NotifyObserver {
+            channels,
+            after: after.unwrap_or(s.catalog.notify.after),
+            reprobe,
+            redactor,
+            path: record::path(s.stats_dir()),
+            prev: None,
+        }))
+    }
+}
+
+impl RunObserver for NotifyObserver {
+    fn on_start(&mut self) -> Result<()> {
+        self.prev = Some(NotifyState::load(&self.path)?);
+        Ok(())
+    }
+
+    fn on_finish(&mut self, run: &FinishedRun<'_>) -> Result<()> {
+        let Some(prev) = self.prev.take() else {
+            return Ok(());
+        };
+        if run.offline {
+            eprintln!(
+                "notify: offline run: no alert sent (no provider could be reached, so no webhook could be either)"
+            );
+            return Ok(());
+        }
+        let states = States::load(run.state_path)?;
+        let state_of = |k: &str| states.state_of(k);
+        let redactor = &self.redactor;
+        let d = decide::decide(
+            &prev,
+            &Run {
+                at: run.finished_at,
+                entries: run.entries,
+                transitions: run.state_changes,
+                state_of: &state_of,
+                reprobe: self.reprobe,
+            },
+            self.after,
+            &|t| decide::clean_error(redactor, t),
+        );
+        let mut next = d.state;
+        if !d.changes.is_empty() {
+            let n = d.changes.len();
+            let msg = Message {
+                at: run.finished_at,
+                changes: d.changes,
+                test: false,
+            };
+            let sent = channel::send(&self.channels, &msg);
+            if sent.iter().all(|o| o.result.is_err()) {
+                next = next.unsent(&prev);
+            } else {
+                tracing::info!(changes = n, "notify: alert sent");
+            }
+        }
+        if next != prev {
+            let lock = DataLock::acquire(run.stats_dir)?;
+            next.save(&self.path, &lock)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,471 @@
+//! When `check` sends an alert, through the real binary: fake providers
+//! on 127.0.0.1 whose models fail and recover on script (one request per
+//! run, cycled), and a recording webhook (the generic `json+http://`
+//! channel) on 127.0.0.1. What each channel's request looks like is
+//! tests/notify.rs's; this file is about which runs send what, and what
+//! `stats/notify_state.json` remembers.
+
+use serde_json::Value;
+
+use crate::support::{
+    Env, Fake, PingServer, advance, check, clock_env, closed_port, config, provider_toml,
+};
+
+#[track_caller]
+fn has(text: &str, needle: &str) {
+    assert!(text.contains(needle), "no {needle:?} in:\n{text}");
+}
+
+/// The path of the webhook: a secret, which no output may show.
+const HOOK_PATH: &str = "/hook/s3cr3t-path-7Qx";
+
+/// A fake provider `f` with `models`, scripted by `scripts`, and a
+/// recording webhook; the `--notify` URL for it.
+fn setup(env: &Env, scripts: &[&str], models: &[&str]) -> (Fake, String, PingServer, String) {
+    let fake = Fake::start(env, scripts);
+    let cfg = config(env, &[fake.provider("f", "openai", models, "")]);
+    let hook = PingServer::start();
+    let url = json_url(&hook);
+    (fake, cfg, hook, url)
+}
+
+fn json_url(hook: &PingServer) -> String {
+    format!("json+{}{HOOK_PATH}", hook.url.trim_end_matches('/'))
+}
+
+/// Every message the webhook got, as JSON.
+fn messages(hook: &PingServer) -> Vec<Value> {
+    hook.seen()
+        .iter()
+        .map(|p| {
+            assert_eq!((p.method.as_str(), p.path.as_str()), ("POST", HOOK_PATH));
+            serde_json::from_str(&p.body).unwrap_or_else(|e| panic!("{e}: {}", p.body))
+        })
+        .collect()
+}
+
+/// A message's changes as `kind subject from->to`.
+fn said(msg: &Value) -> Vec<String> {
+    msg["changes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no changes in {msg}"))
+        .iter()
+        .map(|c| {
+            let subject = match c["model"].as_str() {
+                Some(m) => format!("{}::{m}", c["provider"].as_str().unwrap()),
+                None => c["provider"].as_str().unwrap().to_string(),
+            };
+            format!(
+                "{} {subject} {}->{}",
+                c["kind"].as_str().unwrap(),
+                c["from"].as_str().unwrap(),
+                c["to"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+fn notify_state(env: &Env) -> String {
+    std::fs::read_to_string(env.stats().join("notify_state.json")).unwrap_or_default()
+}
+
+/// `notify_state.json` never holds a URL, nor any part of one.
+#[track_caller]
+fn no_url_in_state(env: &Env, hook: &PingServer) {
+    let text = notify_state(env);
+    let host = hook.url.trim_start_matches("http://").trim_end_matches('/');
+    for bad in ["http", "s3cr3t", host] {
+        assert!(!text.contains(bad), "{bad} in notify_state.json:\n{text}");
+    }
+}
+
+#[test]
+fn a_state_change_alerts_once_and_its_recovery_resolves_it() {
+    let env = Env::new();
+    let (_fake, cfg, hook, url) = setup(&env, &["m=e500,e500,ok"], &["ok", "m"]);
+    let notify = ["--notify", url.as_str()];
+
+    // Run 1: f::m paused: one message, one change.
+    let r = check(&env, &cfg, &notify).ok();
+    assert!(!r.stderr.contains("warning"), "{}", r.stderr);
+    let got = messages(&hook);
+    assert_eq!(got.len(), 1);
+    assert_eq!(said(&got[0]), ["model_down f::m active->paused"]);
+    let alert = &got[0]["changes"][0];
+    assert_eq!(alert["reason"], "http_error");
+    has(alert["error"].as_str().unwrap(), "500");
+    let id = alert["id"].as_str().unwrap().to_string();
+    no_url_in_state(&env, &hook);
+    let state: Value = serde_json::from_str(&notify_state(&env)).unwrap();
+    assert_eq!(state["models"]["f::m"]["alerted"], "paused");
+
+    // Run 2: still paused: nothing.
+    check(&env, &cfg, &notify).ok();
+    assert_eq!(messages(&hook).len(), 1);
+
+    // Not runs: --dry-run, --list, and a run that is not due send nothing.
+    check(&env, &cfg, &["--notify", &url, "--dry-run"]).ok();
+    check(&env, &cfg, &["--notify", &url, "--list"]).ok();
+    check(&env, &cfg, &["--notify", &url, "--if-due", "1h"]).ok();
+    assert_eq!(messages(&hook).len(), 1);
+
+    // Run 3: back: a resolved message, linked to the alert.
+    check(&env, &cfg, &notify).ok();
+    let got = messages(&hook);
+    assert_eq!(got.len(), 2);
+    assert_eq!(said(&got[1]), ["model_recovered f::m paused->active"]);
+    assert_eq!(got[1]["changes"][0]["resolves"], id.as_str());
+    has(got[1]["title"].as_str().unwrap(), "Resolved");
+    // Nothing stands any more.
+    let state: Value = serde_json::from_str(&notify_state(&env)).unwrap();
+    assert_eq!(state["models"], serde_json::json!({}), "{state}");
+    no_url_in_state(&env, &hook);
+}
+
+#[test]
+fn notify_after_waits_for_n_failing_runs_in_a_row() {
+    let env = Env::new();
+    let (_fake, cfg, hook, url) = setup(&env, &["m=e500"], &["ok", "m"]);
+    let args = ["--notify", url.as_str(), "--notify-after", "3"];
+    check(&env, &cfg, &args).ok();
+    check(&env, &cfg, &args).ok();
+    assert!(messages(&hook).is_empty(), "{:?}", hook.calls());
+    let state: Value = serde_json::from_str(&notify_state(&env)).unwrap();
+    assert_eq!(state["models"]["f::m"]["failed_runs"], 2);
+    check(&env, &cfg, &args).ok();
+    let got = messages(&hook);
+    assert_eq!(got.len(), 1);
+    assert_eq!(said(&got[0]), ["model_down f::m active->paused"]);
+    assert_eq!(
+        got[0]["changes"][0]["reason"],
+        "http_error, 3 runs in a row"
+    );
+    check(&env, &cfg, &args).ok();
+    assert_eq!(messages(&hook).len(), 1, "once, not once per run");
+    // A bad N is refused.
+    let r = check(&env, &cfg, &["--notify-after", "0"]).code(2);
+    has(&r.stderr, "--notify-after");
+}
+
+/// `[notify] after` is N for every run, the scheduled ones included, whose
+/// command lines carry no `--notify-after`; the flag overrides it.
+#[test]
+fn notify_after_in_the_config_file_and_the_flag_over_it() {
+    let env = Env::new();
+    let (_fake, cfg, hook, url) = setup(&env, &["m=e500"], &["ok", "m"]);
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{text}\n[notify]\nafter = 2\n")).unwrap();
+    check(&env, &cfg, &["--notify", &url]).ok();
+    assert!(messages(&hook).is_empty());
+    check(&env, &cfg, &["--notify", &url]).ok();
+    assert_eq!(messages(&hook).len(), 1, "the second run in a row");
+    // The flag wins: a fresh start, alerted at once.
+    std::fs::remove_file(env.stats().join("notify_state.json")).unwrap();
+    check(&env, &cfg, &["--notify", &url, "--notify-after", "1"]).ok();
+    assert_eq!(messages(&hook).len(), 2);
+    std::fs::write(&cfg, format!("{text}\n[notify]\nafter = 0\n")).unwrap();
+    let r = check(&env, &cfg, &["--notify", &url]).code(2);
+    has(&r.stderr, "notify.after = 0");
+}
+
+#[test]
+fn a_flapping_model_alerts_once_per_change_of_direction() {
+    let env = Env::new();
+    let (_fake, cfg, hook, url) = setup(&env, &["m=e500,e500,ok,ok,e500,ok"], &["ok", "m"]);
+    let mut per_run = Vec::new();
+    for _ in 0..6 {
+        let before = messages(&hook).len();
+        check(&env, &cfg, &["--notify", &url]).ok();
+        let got = messages(&hook);
+        per_run.push(
+            got[before..]
+                .iter()
+                .flat_map(said)
+                .collect::<Vec<_>>()
+                .join("; "),
+        );
+    }
+    assert_eq!(
+        per_run,
+        [
+            "model_down f::m active->paused",
+            "",
+            "model_recovered f::m paused->active",
+            "",
+            "model_down f::m active->paused",
+            "model_recovered f::m paused->active",
+        ]
+    );
+    // With --notify-after 2 the same flapping never alerts: it never
+    // failed two runs in a row since its last recovery.
+    let env = Env::new();
+    let (_fake, cfg, hook, url) = setup(&env, &["m=e500,ok"], &["ok", "m"]);
+    for _ in 0..4 {
+        check(&env, &cfg, &["--notify", &url, "--notify-after", "2"]).ok();
+    }
+    assert!(messages(&hook).is_empty(), "{:?}", hook.calls());
+}
+
+#[test]
+fn a_provider_down_entirely_is_one_change_and_it_comes_back() {
+    let env = Env::new();
+    let (_fake, cfg, hook, url) = setup(&env, &["a=e500,ok", "b=e503"], &["a", "b"]);
+    check(&env, &cfg, &["--notify", &url]).ok();
+    let got = messages(&hook);
+    assert_eq!(got.len(), 1, "one message per run");
+    assert_eq!(
+        said(&got[0]),
+        [
+            "provider_down f up->down",
+            "model_down f::a active->paused",
+            "model_down f::b active->paused"
+        ]
+    );
+    has(
+        got[0]["changes"][0]["reason"].as_str().unwrap(),
+        "all 2 probed models failed",
+    );
+    // One model answering is the provider back; `b` stays down, unsaid.
+    check(&env, &cfg, &["--notify", &url]).ok();
+    let got = messages(&hook);
+    assert_eq!(
+        said(&got[1]),
+        [
+            "provider_recovered f down->up",
+            "model_recovered f::a paused->active"
+        ]
+    );
+}
+
+#[test]
+fn a_paused_reprobe_that_brings_a_model_back_is_resolved() {
+    let env = clock_env();
+    let (_fake, cfg, hook, url) = setup(&env, &["m=e500,ok"], &["ok", "m"]);
+    check(&env, &cfg, &["--notify", &url]).ok();
+    assert_eq!(
+        said(&messages(&hook)[0]),
+        ["model_down f::m active->paused"]
+    );
+    // Its first re-probe is due 5 minutes after the pause.
+    advance(&env, 6 * 60);
+    check(&env, &cfg, &["--paused", "--notify", &url]).ok();
+    let got = messages(&hook);
+    assert_eq!(got.len(), 2, "{:?}", hook.calls());
+    assert_eq!(said(&got[1]), ["model_recovered f::m paused->active"]);
+}
+
+#[test]
+fn an_unreachable_channel_warns_once_without_its_path_and_changes_no_exit_code() {
+    let env = Env::new();
+    let (_fake, cfg, hook, url) = setup(&env, &["m=e500"], &["ok", "m"]);
+    let closed = closed_port();
+    let dead = format!("json+{closed}{HOOK_PATH}");
+    let r = check(&env, &cfg, &["--notify", &dead]).ok();
+    let warnings: Vec<&str> = r.stderr.lines().filter(|l| l.contains("warning")).collect();
+    assert_eq!(warnings.len(), 1, "{}", r.stderr);
+    // Named by its scheme and host only.
+    has(warnings[0], &format!("json+{closed} failed"));
+    assert!(!r.stderr.contains("s3cr3t"), "{}", r.stderr);
+    assert!(!r.stdout.contains("s3cr3t"), "{}", r.stdout);
+    // --fail-on-down's exit 1 stays exit 1.
+    check(&env, &cfg, &["--notify", &dead, "--fail-on-down"]).code(1);
+    // The alert reached no channel, so it is not marked as sent: the next
+    // run that still sees the model down says it, to a channel that works.
+    assert!(
+        !notify_state(&env).contains("alerted"),
+        "{}",
+        notify_state(&env)
+    );
+    check(&env, &cfg, &["--notify", &url]).ok();
+    let got = messages(&hook);
+    assert_eq!(got.len(), 1);
+    assert_eq!(said(&got[0]), ["model_down f::m active->paused"]);
+}
+
+#[test]
+fn an_offline_run_sends_nothing_and_says_so_once() {
+    // A dead proxy, as on a machine without a network; the webhook on
+    // loopback would be reached directly, so nothing sent means none sent.
+    let mut env = Env::new();
+    let dead = closed_port();
+    env.env("HTTP_PROXY", &dead).env("HTTPS_PROXY", &dead);
+    let cfg = config(
+        &env,
+        &[provider_toml(
+            "remote",
+            "openai",
+            "https://remote.example/v1",
+            &["a", "b"],
+            "",
+        )],
+    );
+    let hook = PingServer::start();
+    let url = json_url(&hook);
+    let r = check(&env, &cfg, &["--notify", &url]).code(6);
+    assert!(hook.seen().is_empty(), "{:?}", hook.calls());
+    assert_eq!(
+        r.stderr
+            .matches("notify: offline run: no alert sent")
+            .count(),
+        1,
+        "{}",
+        r.stderr
+    );
+    assert!(!env.stats().join("notify_state.json").exists());
+}
+
+#[test]
+fn no_key_reaches_a_message() {
+    const KEY: &str = "sk-alerts-canary-5e1f0c9a7b3d2468";
+    let mut env = Env::new();
+    env.env("ALERT_KEY", KEY);
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[fake.provider(
+            "k",
+            "openai",
+            &["echo-key", "unauthorized"],
+            "api_key_env = \"ALERT_KEY\"",
+        )],
+    );
+    // Disabled at the first hard failure: a change at once.
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("[defaults]\n", "[defaults]\ndisable_after = 1\n");
+    std::fs::write(&cfg, text).unwrap();
+    let hook = PingServer::start();
+    let url = json_url(&hook);
+    // A disable alerts at once, --notify-after or not; the provider,
+    // down for one run of 3, waits.
+    check(&env, &cfg, &["--notify", &url, "--notify-after", "3"]).ok();
+    let got = messages(&hook);
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        said(&got[0]),
+        [
+            "model_down k::echo-key active->disabled",
+            "model_down k::unauthorized active->disabled"
+        ]
+    );
+    // The key did reach the upstream, which echoed it in its error.
+    assert!(fake.seen().iter().all(|r| r.auth));
+    let body = &hook.seen()[0].body;
+    assert!(
+        !body.contains(KEY) && !body.contains("5e1f0c9a"),
+        "the key is in the message:\n{body}"
+    );
+    has(body, "401");
+    assert!(!notify_state(&env).contains(KEY));
+}
+
+#[test]
+fn an_unparseable_notify_state_is_left_alone_and_stops_the_run() {
+    let env = Env::new();
+    let (fake, cfg, hook, url) = setup(&env, &["m=e500"], &["ok", "m"]);
+    let path = env.write("stats/notify_state.json", "{\"version\": 1, \"models\": [");
+    let before = std::fs::read(&path).unwrap();
+    let r = check(&env, &cfg, &["--notify", &url]).code(4);
+    has(&r.stderr, "notify_state.json");
+    assert_eq!(std::fs::read(&path).unwrap(), before, "left byte for byte");
+    // Stopped before the first probe, and nothing sent.
+    assert!(fake.seen().is_empty());
+    assert!(hook.seen().is_empty());
+    // Without a channel the file is not needed, and not read.
+    check(&env, &cfg, &[]).ok();
+    assert_eq!(std::fs::read(&path).unwrap(), before);
+}
+
+#[test]
+fn without_a_channel_nothing_is_written() {
+    let env = Env::new();
+    let (_fake, cfg, _hook, _url) = setup(&env, &["m=e500"], &["ok", "m"]);
+    check(&env, &cfg, &[]).ok();
+    assert!(!env.stats().join("notify_state.json").exists());
+}
+
+/// `schedule install` refuses `--notify` and `--ping-url` (a literal URL
+/// in a crontab line or a unit is a secret anyone who can read the job
+/// reads), and the job it installs takes LLMPROBE_NOTIFY from its env
+/// file: the crontab line, run by `sh` as cron would, alerts the webhook.
+#[cfg(unix)]
+#[test]
+fn the_scheduled_job_takes_its_alert_urls_from_the_env_file_never_from_flags() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut env = clock_env();
+    let tools = crate::support::fake_tools(&mut env);
+    let (_fake, cfg, hook, url) = setup(&env, &["m=e500"], &["ok", "m"]);
+    for (flag, var) in [
+        ("--notify", "LLMPROBE_NOTIFY=URL"),
+        ("--ping-url", "LLMPROBE_PING_URL=URL"),
+    ] {
+        let r = env
+            .run(&["--config", &cfg, "schedule", "install", flag, &url])
+            .code(2);
+        has(&r.stderr, flag);
+        has(&r.stderr, var);
+        has(&r.stderr, "env file");
+        assert!(!r.stderr.contains("s3cr3t"), "{}", r.stderr);
+    }
+    let r = env
+        .run(&[
+            "--config",
+            &cfg,
+            "schedule",
+            "install",
+            "--with",
+            "task-scheduler",
+            "--notify",
+            &url,
+            "--ping-url",
+            &url,
+        ])
+        .code(2);
+    has(&r.stderr, "--notify and --ping-url");
+    has(
+        &r.stderr,
+        "setx LLMPROBE_NOTIFY \"URL\" and setx LLMPROBE_PING_URL \"URL\"",
+    );
+    assert!(!r.stderr.contains("s3cr3t"), "{}", r.stderr);
+    assert!(!tools.crontab.exists(), "nothing installed");
+
+    let keys = env.write("keys.env", format!("LLMPROBE_NOTIFY={url}\n"));
+    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o600)).unwrap();
+    env.run(&[
+        "--config",
+        &cfg,
+        "schedule",
+        "install",
+        "--env-file",
+        "keys.env",
+    ])
+    .ok();
+    let crontab = std::fs::read_to_string(&tools.crontab).unwrap();
+    assert!(!crontab.contains("s3cr3t"), "{crontab}");
+    let entry = crontab.lines().find(|l| l.starts_with("*/")).unwrap();
+    let line = entry.splitn(6, ' ').nth(5).unwrap();
+    // cron's environment: no LLMPROBE_NOTIFY of its own.
+    let mut job = std::process::Command::new("sh");
+    job.arg("-c").arg(line).env_clear();
+    for (k, v) in env.vars() {
+        job.env(k, v);
+    }
+    job.env("HOME", env.home());
+    let mut child = job.spawn().unwrap();
+    // `--jitter 5m`: once it says it waits, move the clock past the wait.
+    let log = env.stats().join("check.log");
+    crate::support::eventually("the job waits or ends", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        match (text.contains("waiting"), child.try_wait().unwrap()) {
+            (false, None) => Err(text),
+            _ => Ok(()),
+        }
+    });
+    advance(&env, 600);
+    let status = child.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(status.success(), "{text}");
+    let got = messages(&hook);
+    assert_eq!(got.len(), 1, "{text}");
+    assert_eq!(said(&got[0]), ["model_down f::m active->paused"]);
+}
