@@ -532,6 +532,8 @@ Examples:
   llmprobe route --status --shared-state redis://127.0.0.1:6379/0
   llmprobe route --serve --shared-state redis://127.0.0.1:6379/0 --record shared
                                                    states and health from check --shared-state
+  llmprobe route --serve --notify json+http://127.0.0.1:8080/hook
+                                                   alert on day-long benches and degraded mode
 
 With --serve, point OpenAI clients (Chat Completions, Responses, Completions)
 at http://127.0.0.1:8080/v1 and Anthropic clients (Messages) at
@@ -586,6 +588,13 @@ pub struct RouteArgs {
     /// [route] record, else local].
     #[arg(long, value_enum, value_name = "FROM")]
     pub record: Option<crate::catalog::Record>,
+    /// With --serve, alert this webhook (repeatable; as check --notify:
+    /// ntfy, Slack, Discord or json+https://) when a provider or key is
+    /// benched for the day (402, 403, a spent quota) and when route enters
+    /// or leaves degraded mode, as LLMPROBE_NOTIFY and [notify] url_env
+    /// do without the flag. An unreachable webhook only warns.
+    #[arg(long = "notify", value_name = "URL", requires = "serve")]
+    pub notify: Vec<String>,
     /// Print what GET /v1/providers shows (states, keys, cooldowns, usage,
     /// uptime) as a table, or JSON with --json, without a server; then
     /// stop. Reads Redis when the state is shared.

@@ -19,6 +19,7 @@ mod read_cmds;
 mod readme;
 mod reprobe;
 mod route;
+mod route_alerts;
 mod route_env;
 #[cfg(unix)]
 mod schedule;

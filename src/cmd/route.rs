@@ -72,6 +72,15 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
         // health poller keeps it current.
         rt.block_on(engine.sync_verdicts());
     }
+    if a.serve
+        && let Some(n) = crate::notify::Notifier::configured(s, &a.notify)?
+    {
+        eprintln!(
+            "route: alerts (day-long benches, degraded mode) go to {}",
+            n.labels().join(", ")
+        );
+        engine = engine.with_alerts(crate::route::alerts::RouteAlerts::new(n));
+    }
     if shared_record {
         // The record as `check --shared-state` last published it, before
         // the first request; the record poller keeps it current.

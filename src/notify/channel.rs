@@ -265,8 +265,16 @@ pub fn title(msg: &Message) -> String {
     };
     let models = count(&|c| c.kind == super::ChangeKind::ModelDown);
     let providers = count(&|c| c.kind == super::ChangeKind::ProviderDown);
+    let benched = count(&|c| c.kind == super::ChangeKind::Benched);
+    let degraded = count(&|c| c.kind == super::ChangeKind::Degraded);
     let recovered = count(&|c| c.kind.is_recovery());
     let mut parts = Vec::new();
+    if degraded > 0 {
+        parts.push("route degraded".to_string());
+    }
+    if benched > 0 {
+        parts.push(format!("{benched} benched"));
+    }
     if providers > 0 {
         parts.push(plural(providers, "provider down", "providers down"));
     }
@@ -323,6 +331,9 @@ fn change_line(c: &Change) -> String {
     let reason = truncate_reason(&c.reason);
     if !reason.is_empty() {
         s.push_str(&format!(" ({reason})"));
+    }
+    if let Some(t) = c.until {
+        s.push_str(&format!(" until {}", short_time(t)));
     }
     if let Some(e) = &c.error {
         let e = truncate_reason(e);
@@ -406,24 +417,15 @@ pub fn deliver(channels: &[Channel], msg: &Message) -> Vec<Outcome> {
     }
 }
 
-/// [`deliver`], with one warning on stderr per channel that could not be
-/// reached, naming it by its label. For `check`: an alert is a courtesy,
-/// never part of the run's result.
-pub fn send(channels: &[Channel], msg: &Message) -> Vec<Outcome> {
-    let out = deliver(channels, msg);
-    for w in out.iter().filter_map(Outcome::warning) {
-        eprintln!("{w}");
-    }
-    out
-}
-
 impl Outcome {
     /// The one warning line for a channel that was not reached, naming it
     /// by its label only; `None` when it was.
-    pub fn warning(&self) -> Option<String> {
+    /// It ends with what goes on regardless (`the run's result is
+    /// unchanged`, `routing goes on`).
+    pub fn warning_then(&self, regardless: &str) -> Option<String> {
         let why = self.result.as_ref().err()?;
         Some(format!(
-            "warning: notify: the alert to {} failed ({why}); the run's result is unchanged",
+            "warning: notify: the alert to {} failed ({why}); {regardless}",
             self.label
         ))
     }

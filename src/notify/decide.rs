@@ -104,28 +104,30 @@ pub fn decide(
         let failed = entries.iter().filter(|e| e.ok == 0).count();
         if failed < entries.len() {
             s.failed_runs = 0;
-            if let Some(was) = s.alerted.take() {
+            if let Some((was, alerted_at)) = s.resolve() {
                 let passed = entries.len() - failed;
                 changes.push(Change {
                     kind: ChangeKind::ProviderRecovered,
                     provider: provider.to_string(),
                     model: None,
+                    key: None,
                     from: was,
                     to: "up".into(),
                     reason: format!("{passed} of {} probed models passed", entries.len()),
                     error: None,
-                    alerted_at: s.alerted_at.take(),
+                    until: None,
+                    alerted_at,
                 });
             }
         } else if !run.reprobe && entries.len() >= PROVIDER_MIN_MODELS {
             s.failed_runs = s.failed_runs.saturating_add(1);
-            if s.alerted.is_none() && s.failed_runs >= after {
-                s.alerted = Some("down".into());
-                s.alerted_at = Some(run.at);
+            if s.alerted.is_none() && s.failed_runs >= after && s.raise("down", run.at) {
                 changes.push(Change {
                     kind: ChangeKind::ProviderDown,
                     provider: provider.to_string(),
                     model: None,
+                    key: None,
+                    until: None,
                     from: "up".into(),
                     to: "down".into(),
                     reason: with_runs(
@@ -166,7 +168,7 @@ pub fn decide(
                 } else {
                     s.alerted.is_none() && s.failed_runs >= after
                 };
-                if !due {
+                if !due || !s.raise(now.as_str(), run.at) {
                     continue;
                 }
                 // Without a change this run (`--notify-after`), what is
@@ -181,28 +183,30 @@ pub fn decide(
                     kind: ChangeKind::ModelDown,
                     provider,
                     model: Some(model),
+                    key: None,
                     from: from.as_str().into(),
                     to: now.as_str().into(),
                     reason: with_runs(why, s.failed_runs),
                     error: entry.and_then(|e| e.error.as_deref()).map(clean),
+                    until: None,
                     alerted_at: None,
                 });
-                s.alerted = Some(now.as_str().into());
-                s.alerted_at = Some(run.at);
             }
             ModelState::Active => {
                 if entry.is_some_and(|e| e.ok != 0)
-                    && let Some(was) = s.alerted.take()
+                    && let Some((was, alerted_at)) = s.resolve()
                 {
                     changes.push(Change {
                         kind: ChangeKind::ModelRecovered,
                         provider,
                         model: Some(model),
+                        key: None,
                         from: was,
                         to: ModelState::Active.as_str().into(),
                         reason: "its probe passed".into(),
                         error: None,
-                        alerted_at: s.alerted_at.take(),
+                        until: None,
+                        alerted_at,
                     });
                 }
             }

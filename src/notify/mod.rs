@@ -10,6 +10,13 @@
 //!   alerted before (`record`: `stats/notify_state.json`), applies
 //!   `--notify-after`, and yields the changes worth a message;
 //!   `observer` does it after every `check` run and sends the message.
+//! - `notifier` is the one interface every sender goes through:
+//!   [`Notifier`] (the configured channels; one message to all of them,
+//!   blocking for `check`, spawned on `route --serve`'s runtime) and
+//!   [`Batch`] (once per change of direction per subject, and the events
+//!   of a short window in one message), which route's events use;
+//!   `check`'s decision applies the same rule through
+//!   [`record::Standing::raise`] and [`record::Standing::resolve`].
 //!
 //! A webhook URL is a secret (its path is the credential): it is never
 //! written to a file llmprobe writes, and messages about a channel name
@@ -17,10 +24,12 @@
 
 pub mod channel;
 pub mod decide;
+pub mod notifier;
 pub mod observer;
 pub mod record;
 
 pub use channel::{Channel, configured, deliver};
+pub use notifier::{Batch, Notifier};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -37,6 +46,16 @@ pub enum ChangeKind {
     ProviderDown,
     /// A provider that was down answered again.
     ProviderRecovered,
+    /// `route --serve` benched a provider or one of its keys (or a key's
+    /// use of a model) for a day or until the next UTC midnight: a 402, a
+    /// 403, or a spent quota.
+    Benched,
+    /// That bench ended (its time ran out, or it was lifted).
+    BenchEnded,
+    /// `route --serve` entered degraded mode.
+    Degraded,
+    /// `route --serve` left degraded mode.
+    Ready,
 }
 
 impl ChangeKind {
@@ -44,8 +63,16 @@ impl ChangeKind {
     pub fn is_recovery(self) -> bool {
         matches!(
             self,
-            ChangeKind::ModelRecovered | ChangeKind::ProviderRecovered
+            ChangeKind::ModelRecovered
+                | ChangeKind::ProviderRecovered
+                | ChangeKind::BenchEnded
+                | ChangeKind::Ready
         )
+    }
+
+    /// A change of the whole router (degraded mode), of no provider.
+    pub fn is_route_wide(self) -> bool {
+        matches!(self, ChangeKind::Degraded | ChangeKind::Ready)
     }
 }
 
@@ -54,9 +81,15 @@ impl ChangeKind {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Change {
     pub kind: ChangeKind,
+    /// Empty (`null` in the JSON body) for a route-wide change.
+    #[serde(serialize_with = "empty_as_null")]
     pub provider: String,
     /// `None` for a provider-wide change.
     pub model: Option<String>,
+    /// For a bench on one key: which key, as `#0:3f9a1c2e` (its index and
+    /// fingerprint, never the key). Absent from the body otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
     /// The state before, as the state file spells it (`active`, `paused`,
     /// `disabled`), or `up`/`down` for a provider.
     pub from: String,
@@ -66,6 +99,12 @@ pub struct Change {
     /// The probe's error, redacted and shortened; `None` when there was
     /// none (a recovery).
     pub error: Option<String>,
+    /// For a bench: when it ends. Absent from the body otherwise.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "rfc3339_opt"
+    )]
+    pub until: Option<DateTime<Utc>>,
     /// For a recovery: when the alert it resolves was sent (from
     /// `notify_state.json`), so that the message can name it and the JSON
     /// body can carry the alert's `id`; `None` for an alert, or when that
@@ -75,11 +114,20 @@ pub struct Change {
 }
 
 impl Change {
-    /// `groq::llama-3.1-8b-instant`, or `groq` for a provider-wide change.
+    /// `groq::llama-3.1-8b-instant`, or `groq` for a provider-wide change;
+    /// `groq#0:3f9a1c2e` for one key (`groq#0:3f9a1c2e::m`: its use of one
+    /// model); `route` for a route-wide change.
     pub fn subject(&self) -> String {
-        match &self.model {
-            Some(m) => crate::catalog::model_key(&self.provider, m),
+        if self.kind.is_route_wide() {
+            return "route".to_string();
+        }
+        let who = match &self.key {
+            Some(k) => format!("{}{k}", self.provider),
             None => self.provider.clone(),
+        };
+        match &self.model {
+            Some(m) => crate::catalog::model_key(&who, m),
+            None => who,
         }
     }
 
@@ -109,4 +157,18 @@ pub struct Message {
     pub changes: Vec<Change>,
     /// `llmprobe notify test`: a test message, with no changes.
     pub test: bool,
+}
+
+fn empty_as_null<S: serde::Serializer>(v: &str, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        "" => s.serialize_none(),
+        v => s.serialize_str(v),
+    }
+}
+
+fn rfc3339_opt<S: serde::Serializer>(v: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(t) => s.serialize_str(&t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        None => s.serialize_none(),
+    }
 }

@@ -19,8 +19,8 @@
 use std::path::PathBuf;
 
 use super::Message;
-use super::channel::{self, Channel};
 use super::decide::{self, Run};
+use super::notifier::Notifier;
 use super::record::{self, NotifyState};
 use crate::error::Result;
 use crate::fsutil::DataLock;
@@ -31,7 +31,7 @@ use crate::upstream::secret::Redactor;
 
 /// Alerts for one `check` run.
 pub struct NotifyObserver {
-    channels: Vec<Channel>,
+    notifier: Notifier,
     after: u32,
     reprobe: bool,
     /// Every key the catalog resolves, for the errors a message quotes.
@@ -54,10 +54,9 @@ impl NotifyObserver {
         after: Option<u32>,
         reprobe: bool,
     ) -> Result<Option<NotifyObserver>> {
-        let channels = channel::configured(s, urls)?;
-        if channels.is_empty() {
+        let Some(notifier) = Notifier::configured(s, urls)? else {
             return Ok(None);
-        }
+        };
         let redactor = Redactor::new(
             s.catalog
                 .providers
@@ -66,7 +65,7 @@ impl NotifyObserver {
                 .flat_map(|r| r.secrets().cloned().collect::<Vec<_>>()),
         );
         Ok(Some(NotifyObserver {
-            channels,
+            notifier,
             after: after.unwrap_or(s.catalog.notify.after),
             reprobe,
             redactor,
@@ -115,8 +114,7 @@ impl RunObserver for NotifyObserver {
                 changes: d.changes,
                 test: false,
             };
-            let sent = channel::send(&self.channels, &msg);
-            if sent.iter().all(|o| o.result.is_err()) {
+            if !self.notifier.send(&msg, "the run's result is unchanged") {
                 next = next.unsent(&prev);
             } else {
                 tracing::info!(changes = n, "notify: alert sent");

@@ -75,6 +75,31 @@ impl Standing {
     pub fn is_empty(&self) -> bool {
         *self == Standing::default()
     }
+
+    /// Once per change of direction, the alert side: raise an alert that
+    /// the subject went `to` at `at`. False, and nothing changes, when an
+    /// alert to `to` stands already (said once, never once per run or per
+    /// request). `check`'s decision raises only what its own rules
+    /// (`--notify-after`, disabled) found due; route's [`super::Batch`]
+    /// raises every event it is offered.
+    pub fn raise(&mut self, to: &str, at: DateTime<Utc>) -> bool {
+        if self.alerted.as_deref() == Some(to) {
+            return false;
+        }
+        self.alerted = Some(to.to_string());
+        self.alerted_at = Some(at);
+        true
+    }
+
+    /// Once per change of direction, the recovery side: the alert that
+    /// stands, taken (what it said the subject went to, and when it was
+    /// sent), so that a recovery can resolve it. `None` when no alert
+    /// stands: then there is nothing to resolve, and the recovery is not
+    /// said.
+    pub fn resolve(&mut self) -> Option<(String, Option<DateTime<Utc>>)> {
+        let was = self.alerted.take()?;
+        Some((was, self.alerted_at.take()))
+    }
 }
 
 impl NotifyState {

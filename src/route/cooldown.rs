@@ -175,11 +175,27 @@ pub struct Bench {
     pub heuristic: bool,
 }
 
+/// The classes whose bench lasts a day, or until the upstream's daily
+/// reset (the next UTC midnight unless it names one): a key without
+/// credit (402), a forbidden one (403), a spent quota. `route --serve`
+/// alerts on these benches ([`Bench::lasts_the_day`]), never on the
+/// short ones that come and go with traffic.
+pub const DAY_LONG: [ErrorClass; 3] = [
+    ErrorClass::Payment,
+    ErrorClass::Forbidden,
+    ErrorClass::QuotaExhausted,
+];
+
 /// How much of a heuristic bench must remain for an early probe to be
 /// worth it.
 pub const PROBE_MIN_LEFT: Duration = Duration::from_secs(60);
 
 impl Bench {
+    /// Set for one of the [`DAY_LONG`] classes: worth an alert.
+    pub fn lasts_the_day(&self) -> bool {
+        DAY_LONG.iter().any(|c| c.as_str() == self.reason)
+    }
+
     /// True when `route --serve`'s re-prober may probe this bench at
     /// `now`: it is [`heuristic`](Bench::heuristic), half of it has
     /// passed, and more than [`PROBE_MIN_LEFT`] of it remains.

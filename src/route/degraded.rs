@@ -163,9 +163,10 @@ pub struct Tracker {
 
 impl Tracker {
     /// Step the grace with `snapshot` at `now`: recount if the snapshot is
-    /// new, log a change of mode once on stderr, and return the mode.
-    /// `last_resort`: `[route] last_resort_paused`, for what the log line
-    /// says.
+    /// new, log a change of mode once on stderr, and return the mode, with
+    /// the change when there was one (`Some(true)`: entered degraded
+    /// mode, once). `last_resort`: `[route] last_resort_paused`, for what
+    /// the log line says.
     pub fn step<'a>(
         &mut self,
         snapshot: std::sync::Arc<crate::state::Snapshot>,
@@ -173,7 +174,7 @@ impl Tracker {
         below: f64,
         last_resort: bool,
         now: DateTime<Utc>,
-    ) -> Mode {
+    ) -> (Mode, Option<bool>) {
         if !self
             .seen
             .as_ref()
@@ -183,7 +184,8 @@ impl Tracker {
             self.seen = Some(snapshot);
         }
         let c = self.counts;
-        match self.grace.observe(holds(c, below), now) {
+        let changed = self.grace.observe(holds(c, below), now);
+        match changed {
             Some(true) => eprintln!(
                 "route: degraded: {} of {} providers have an active model (below {below} for {} s); {}",
                 c.active_providers,
@@ -202,14 +204,15 @@ impl Tracker {
             None => {}
         }
         let g = &self.grace;
-        Mode {
+        let mode = Mode {
             name: name(g.degraded()),
             counts: c,
             degraded_below: below,
             since: g.since(),
             changing_to: g.pending.map(|_| name(!g.degraded())),
             changing_since: g.pending,
-        }
+        };
+        (mode, changed)
     }
 }
 

@@ -153,6 +153,9 @@ pub struct Engine {
     /// Said once on stderr: with a shared record, a degraded-mode success
     /// is not recorded here ([`Engine::served_in_degraded_mode`]).
     said_shared_evidence: AtomicBool,
+    /// `route --serve`'s alerts, when a channel is configured
+    /// ([`super::alerts`]).
+    alerts: Option<Arc<super::alerts::RouteAlerts>>,
 }
 
 /// The provider names of `provider::model` keys, each once, in order.
@@ -249,7 +252,38 @@ impl Engine {
             reach: Default::default(),
             degraded: Default::default(),
             said_shared_evidence: AtomicBool::new(false),
+            alerts: None,
         })
+    }
+
+    /// Tell `alerts` of day-long benches and degraded mode.
+    pub fn with_alerts(mut self, alerts: super::alerts::RouteAlerts) -> Engine {
+        self.alerts = Some(Arc::new(alerts));
+        self
+    }
+
+    /// The alerts, when a channel is configured.
+    pub fn alerts(&self) -> Option<&Arc<super::alerts::RouteAlerts>> {
+        self.alerts.as_ref()
+    }
+
+    /// Resolve the alerted benches no longer in force and send the alerts
+    /// whose window has passed ([`super::alerts::RouteAlerts::tick`]).
+    pub fn tick_alerts(&self) {
+        let Some(a) = &self.alerts else {
+            return;
+        };
+        let now = self.clock.now();
+        a.tick(
+            &self.client,
+            |id| {
+                lock(&self.state)
+                    .cooldowns
+                    .active(now)
+                    .any(|b| b.target == id)
+            },
+            now,
+        );
     }
 
     /// Share cooldowns, counts and limits through Redis. A shared instance
@@ -616,13 +650,17 @@ impl Engine {
     pub fn mode(&self) -> super::degraded::Mode {
         let snapshot = self.states.current();
         let now = self.clock.now();
-        lock(&self.degraded).step(
+        let (mode, changed) = lock(&self.degraded).step(
             snapshot,
             self.providers.iter().map(|p| &**p),
             self.settings.degraded_below,
             self.settings.last_resort_paused,
             now,
-        )
+        );
+        if let (Some(a), Some(degraded)) = (&self.alerts, changed) {
+            a.mode_changed(degraded, mode.counts, mode.degraded_below, now);
+        }
+        mode
     }
 
     /// Degraded mode's last resort for `ask`, once every active candidate

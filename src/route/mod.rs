@@ -10,9 +10,12 @@
 //!   [`surface`] (the OpenAI API today) renders them; [`serve`] mounts the
 //!   surfaces over axum;
 //! - under `--serve`, the [`reprobe`]r probes paused models and heuristic
-//!   benches in the background, so they come back in minutes.
+//!   benches in the background, so they come back in minutes, and
+//!   [`alerts`] tells the alert channels of day-long benches and degraded
+//!   mode.
 
 pub mod affinity;
+pub mod alerts;
 pub mod ask;
 pub mod choose;
 pub mod cooldown;

@@ -654,13 +654,16 @@ pub const MODE_POLL: Duration = Duration::from_secs(1);
 
 /// Step degraded mode's grace periods every [`MODE_POLL`], so that a
 /// change of mode is timed from the state change and logged when it
-/// happens, whether or not anything asks ([`Engine::mode`]).
+/// happens, whether or not anything asks ([`Engine::mode`]); then the
+/// alerts, if any ([`Engine::tick_alerts`]): ended benches resolved, a
+/// batch whose window has passed sent.
 pub async fn mode_watcher(engine: Arc<Engine>) {
     let mut tick = tokio::time::interval(MODE_POLL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         engine.mode();
+        engine.tick_alerts();
     }
 }
 

@@ -277,6 +277,20 @@ pub struct StatusView {
     /// from, when that is Redis (`--record shared`), and how fresh they are.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub record: Option<super::shared::record::RecordView>,
+    /// `route --serve`'s alerts, when a channel is configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alerts: Option<AlertsView>,
+}
+
+/// Where route's alerts go and how many have gone: channels by label
+/// (scheme and host), never a URL's path.
+#[derive(Debug, Clone, Serialize)]
+pub struct AlertsView {
+    pub channels: Vec<String>,
+    /// Messages handed to the channels since the start.
+    pub messages: u64,
+    /// Changes waiting for their window to pass.
+    pub pending: usize,
 }
 
 /// The view of every usable provider, from `snap`.
@@ -407,6 +421,14 @@ pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
             error: engine.capabilities_problem(),
         },
         record: engine.record_view(),
+        alerts: engine.alerts().map(|a| {
+            let (messages, pending) = a.counts();
+            AlertsView {
+                channels: a.labels(),
+                messages,
+                pending,
+            }
+        }),
     }
 }
 

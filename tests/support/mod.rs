@@ -455,6 +455,17 @@ pub struct RouteServer {
 impl RouteServer {
     /// Start with `args` after `route --serve --listen 127.0.0.1:0`.
     pub fn start(env: &Env, cfg: &str, args: &[&str]) -> RouteServer {
+        RouteServer::start_with(env, cfg, args, std::process::Stdio::inherit())
+    }
+
+    /// [`RouteServer::start`], with its stderr written to `log` (a file the
+    /// test reads).
+    pub fn start_logged(env: &Env, cfg: &str, args: &[&str], log: &Path) -> RouteServer {
+        let f = std::fs::File::create(log).expect("create the route log");
+        RouteServer::start_with(env, cfg, args, f.into())
+    }
+
+    fn start_with(env: &Env, cfg: &str, args: &[&str], stderr: std::process::Stdio) -> RouteServer {
         use std::io::BufRead;
         let mut all = vec![
             "--config",
@@ -468,7 +479,7 @@ impl RouteServer {
         let mut child = env
             .command(&all)
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("start route");
         let stdout = child.stdout.take().unwrap();

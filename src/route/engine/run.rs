@@ -399,6 +399,10 @@ impl<'e> Run<'e> {
             Err(err) => err,
         };
         let decision = e.record_failure(&target, &err, e.clock.now()).await;
+        if let (Some(a), Some(b)) = (e.alerts(), &decision.bench) {
+            let error = crate::notify::decide::clean_error(&e.redactor, &err.message);
+            a.benched(&target, b, Some(error), e.clock.now());
+        }
         if err.class.is_capability() {
             e.learn_verdict(c, &err);
             self.refusals += 1;

@@ -1,0 +1,206 @@
+//! `route --serve`'s alerts (docs/alerts.md, "Route-side alerts"): what
+//! route tells the channels `check` tells, through the same interface
+//! ([`crate::notify::Notifier`], [`crate::notify::Batch`]).
+//!
+//! - **A day-long bench** ([`Bench::lasts_the_day`]: 402, 403, a spent
+//!   quota) is one alert naming the provider (and key, and model for a
+//!   daily quota), the class and until when; when that bench is no longer
+//!   in force (its time ran out, or it was lifted) a resolved message
+//!   follows. Shorter benches come and go with traffic, and are not said.
+//! - **Degraded mode**: entering it (with the counts) is an alert,
+//!   leaving it resolves it.
+//! - **Once per change of direction per subject**: a burst of requests
+//!   that meets the same bench says it once ([`Batch::offer`]).
+//! - **One message per window**: the events of [`WINDOW`] (by route's
+//!   clock) after the first go in one message, sent by
+//!   [`RouteAlerts::tick`] from a task, never on a request's path. A
+//!   channel that cannot be reached costs one warning naming its scheme
+//!   and host.
+//!
+//! What has been said lives in memory: a restarted instance says a bench
+//! it meets again once more. Several instances sharing Redis each say what
+//! they saw themselves (docs/alerts.md says so).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::cooldown::{Bench, Scope, Target};
+use super::degraded::Counts;
+use crate::notify::{Batch, Change, ChangeKind, Notifier};
+
+/// Events within this long of the first (by route's clock) make one
+/// message.
+pub const WINDOW: Duration = Duration::from_secs(3);
+
+/// What follows each warning about a channel that was not reached.
+const REGARDLESS: &str = "routing goes on";
+
+/// Route's alerts: the channels, and what has been said.
+pub struct RouteAlerts {
+    notifier: Arc<Notifier>,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    batch: Batch,
+    /// The benches alerted, by bench id, with the alert that said each.
+    benches: BTreeMap<String, Change>,
+    /// Messages handed to the channels.
+    sent: u64,
+}
+
+impl RouteAlerts {
+    pub fn new(notifier: Notifier) -> RouteAlerts {
+        RouteAlerts {
+            notifier: Arc::new(notifier),
+            inner: Mutex::new(Inner {
+                batch: Batch::new(WINDOW),
+                benches: BTreeMap::new(),
+                sent: 0,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The channels, by label (scheme and host only).
+    pub fn labels(&self) -> Vec<String> {
+        self.notifier.labels()
+    }
+
+    /// Messages handed to the channels so far, and changes waiting for
+    /// their window.
+    pub fn counts(&self) -> (u64, usize) {
+        let g = self.lock();
+        (g.sent, g.batch.pending())
+    }
+
+    /// `bench` is in force on `target` (which an attempt just met):
+    /// alerted if it lasts the day and is not alerted already. `error`:
+    /// the upstream's words, redacted and shortened.
+    pub fn benched(
+        &self,
+        target: &Target,
+        bench: &Bench,
+        error: Option<String>,
+        now: DateTime<Utc>,
+    ) {
+        if !bench.lasts_the_day() {
+            return;
+        }
+        let keyed = matches!(bench.scope, Scope::Key | Scope::KeyModel);
+        let change = Change {
+            kind: ChangeKind::Benched,
+            provider: target.provider.clone(),
+            model: matches!(bench.scope, Scope::Model | Scope::KeyModel)
+                .then(|| target.model.clone()),
+            key: match (keyed, target.key_index, &target.key_fingerprint) {
+                (true, Some(i), Some(fp)) => Some(format!("#{i}:{fp}")),
+                (true, Some(i), None) => Some(format!("#{i}")),
+                _ => None,
+            },
+            from: "up".into(),
+            to: "benched".into(),
+            reason: bench.reason.clone(),
+            error,
+            until: Some(bench.until),
+            alerted_at: None,
+        };
+        let mut g = self.lock();
+        if g.benches.contains_key(&bench.target) {
+            return;
+        }
+        if g.batch.offer(change.clone(), now) {
+            g.benches.insert(bench.target.clone(), change);
+        }
+    }
+
+    /// Degraded mode changed at `now`: entered (`degraded`) or left.
+    pub fn mode_changed(&self, degraded: bool, c: Counts, below: f64, now: DateTime<Utc>) {
+        let counts = format!(
+            "{} of {} providers have an active model",
+            c.active_providers, c.providers
+        );
+        let (kind, from, to, reason) = match degraded {
+            true => (
+                ChangeKind::Degraded,
+                "ready",
+                "degraded",
+                format!("{counts}, below {below}"),
+            ),
+            false => (ChangeKind::Ready, "degraded", "ready", counts),
+        };
+        self.lock().batch.offer(
+            Change {
+                kind,
+                provider: String::new(),
+                model: None,
+                key: None,
+                from: from.into(),
+                to: to.into(),
+                reason,
+                error: None,
+                until: None,
+                alerted_at: None,
+            },
+            now,
+        );
+    }
+
+    /// Every [`crate::route::serve::MODE_POLL`]: each alerted bench no
+    /// longer `in_force` (by bench id) is resolved, and the batch, once
+    /// its window has passed, goes to the channels from a task on the
+    /// current runtime, with `client`.
+    pub fn tick(
+        &self,
+        client: &reqwest::Client,
+        in_force: impl Fn(&str) -> bool,
+        now: DateTime<Utc>,
+    ) {
+        let msg = {
+            let mut g = self.lock();
+            let ended: Vec<String> = g
+                .benches
+                .keys()
+                .filter(|id| !in_force(id))
+                .cloned()
+                .collect();
+            for id in ended {
+                let Some(alert) = g.benches.remove(&id) else {
+                    continue;
+                };
+                let over = alert.until.is_some_and(|u| u <= now);
+                g.batch.offer(
+                    Change {
+                        kind: ChangeKind::BenchEnded,
+                        from: "benched".into(),
+                        to: "up".into(),
+                        reason: if over {
+                            "its bench ended".into()
+                        } else {
+                            "its bench was lifted".into()
+                        },
+                        error: None,
+                        until: None,
+                        ..alert
+                    },
+                    now,
+                );
+            }
+            let msg = g.batch.take(now);
+            if msg.is_some() {
+                g.sent += 1;
+            }
+            msg
+        };
+        if let Some(m) = msg {
+            tracing::info!(changes = m.changes.len(), "notify: route alert sent");
+            drop(self.notifier.spawn(client, m, REGARDLESS));
+        }
+    }
+}
