@@ -482,6 +482,11 @@ pub fn tests() -> Vec<crate::Test> {
             a_paused_run_publishes_its_changes_but_not_a_fresh_age,
         ),
         crate::Test::new(
+            "shared::instances_sharing_redis_say_each_alert_once_between_them",
+            needs,
+            instances_sharing_redis_say_each_alert_once_between_them,
+        ),
+        crate::Test::new(
             "shared::a_shared_record_needs_a_redis_url",
             &[],
             a_shared_record_needs_a_redis_url,
@@ -888,4 +893,90 @@ fn a_paused_run_publishes_its_changes_but_not_a_fresh_age() {
         "a paused run leaves the age: {v}"
     );
     assert_eq!(v["record"]["status"], "stale", "{v}");
+}
+
+/// Two instances enter and leave degraded mode together (one state file,
+/// one clock): one message for each change, not one per instance, and the
+/// resolved message resolves the alert whichever instance sent each.
+fn instances_sharing_redis_say_each_alert_once_between_them() {
+    let redis = Redis::start();
+    let mut env = env();
+    let hook = crate::support::PingServer::start();
+    env.env(
+        "LLMPROBE_NOTIFY",
+        &format!("json+{}/hook", hook.url.trim_end_matches('/')),
+    );
+    let fake = Fake::start(&env, &[]);
+    let tables = ["b", "c", "d", "e"].map(|p| fake.provider(p, "openai", &["ok"], ""));
+    let (cfg, a, b) = two_instances(&env, &redis, &tables);
+    let state = |verb: &str| {
+        for m in ["b::ok", "c::ok", "d::ok"] {
+            env.run(&["--config", &cfg, "state", verb, m]).ok();
+        }
+    };
+    let both = |what: &str, ok: &dyn Fn(&Value) -> bool| {
+        for s in [&a, &b] {
+            providers_until(s, what, ok);
+        }
+    };
+    // (messages, said elsewhere), over both instances.
+    let said = || {
+        [&a, &b].iter().fold((0, 0), |(m, e), s| {
+            let v = providers(s);
+            (
+                m + v["alerts"]["messages"].as_u64().unwrap(),
+                e + v["alerts"]["said_elsewhere"].as_u64().unwrap(),
+            )
+        })
+    };
+    let said_until = |want: (u64, u64)| {
+        eventually("the claims settled", || {
+            let got = said();
+            if got == want {
+                Ok(())
+            } else {
+                Err(format!("{got:?}"))
+            }
+        })
+    };
+    let hook_until = |n: usize| {
+        eventually("the webhook's messages", || {
+            let got: Vec<Value> = hook
+                .seen()
+                .iter()
+                .map(|p| serde_json::from_str(&p.body).unwrap())
+                .collect();
+            if got.len() >= n {
+                Ok(got)
+            } else {
+                Err(format!("{got:?}"))
+            }
+        })
+    };
+
+    state("pause");
+    both("the pauses seen", &|v| {
+        v["mode_counts"]["changing_to"] == "degraded"
+    });
+    advance(&env, 61);
+    both("degraded", &|v| v["mode"] == "degraded");
+    advance(&env, 70);
+    said_until((1, 1));
+    let got = hook_until(1);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["changes"][0]["kind"], "degraded");
+    let id = got[0]["changes"][0]["id"].as_str().unwrap().to_string();
+
+    state("enable");
+    both("the enables seen", &|v| {
+        v["mode_counts"]["changing_to"] == "ready"
+    });
+    advance(&env, 70 + 121);
+    both("ready", &|v| v["mode"] == "ready");
+    advance(&env, 70 + 131);
+    said_until((2, 2));
+    let got = hook_until(2);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[1]["changes"][0]["kind"], "ready");
+    assert_eq!(got[1]["changes"][0]["resolves"], id.as_str());
 }

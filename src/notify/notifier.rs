@@ -6,8 +6,8 @@
 //!   ([`super::configured`]), and one [`Message`] to all of them, with
 //!   one warning line per channel that could not be reached (naming it by
 //!   scheme and host only). Blocking for `check` ([`Notifier::send`]);
-//!   spawned on the caller's runtime for `route --serve`
-//!   ([`Notifier::spawn`]), so that no request ever waits for a webhook.
+//!   async for `route --serve` ([`Notifier::send_async`]), from a task
+//!   of its own, so that no request ever waits for a webhook.
 //! - [`Batch`]: once per change of direction per subject, and the events
 //!   of a short window in one message. Route offers each event as a
 //!   [`Change`]; the rule is [`Standing::raise`] and
@@ -15,7 +15,6 @@
 //!   `notify_state.json`.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -54,20 +53,19 @@ impl Notifier {
         reached(&channel::deliver(&self.channels, msg), regardless)
     }
 
-    /// Send `msg` to every channel from a task on the current runtime
-    /// (`route --serve`): the caller goes on at once. Its warnings end with
-    /// `regardless`; the task's result says whether any channel took it.
-    pub fn spawn(
-        self: &Arc<Self>,
+    /// [`Notifier::send`] on the caller's runtime, with its `client`:
+    /// `route --serve` calls it from a task of its own, so that no request
+    /// waits for a webhook.
+    pub async fn send_async(
+        &self,
         client: &reqwest::Client,
-        msg: Message,
-        regardless: &'static str,
-    ) -> tokio::task::JoinHandle<bool> {
-        let (me, client) = (self.clone(), client.clone());
-        tokio::spawn(async move {
-            let out = channel::deliver_async(&client, &me.channels, &msg).await;
-            reached(&out, regardless)
-        })
+        msg: &Message,
+        regardless: &str,
+    ) -> bool {
+        reached(
+            &channel::deliver_async(client, &self.channels, msg).await,
+            regardless,
+        )
     }
 }
 
@@ -147,11 +145,28 @@ impl Batch {
             return None;
         }
         self.opened = None;
+        let changes = std::mem::take(&mut self.changes);
+        // An alert's incident is its message's time (`Change::incident`):
+        // the recovery resolves that.
+        for c in changes.iter().filter(|c| !c.kind.is_recovery()) {
+            self.said_at(&c.subject(), opened);
+        }
         Some(Message {
             at: opened,
-            changes: std::mem::take(&mut self.changes),
+            changes,
             test: false,
         })
+    }
+
+    /// The alert that stands for `subject` was said at `at` (by this
+    /// instance's message, or by another instance's): its recovery
+    /// resolves that one.
+    pub fn said_at(&mut self, subject: &str, at: DateTime<Utc>) {
+        if let Some(s) = self.standing.get_mut(subject)
+            && s.alerted.is_some()
+        {
+            s.alerted_at = Some(at);
+        }
     }
 
     /// Changes waiting for their window to pass.
@@ -217,6 +232,18 @@ mod tests {
         let m = b.take(at(40)).unwrap();
         assert_eq!(m.changes.len(), 1);
         assert_eq!(m.changes[0].alerted_at, Some(at(10)));
+        // A later change of a batch resolves its message's time, which is
+        // what its alert's `id` says.
+        assert!(b.offer(change(ChangeKind::Benched, "#1:bb"), at(41)));
+        assert!(b.offer(change(ChangeKind::Benched, "#2:cc"), at(42)));
+        let m = b.take(at(45)).unwrap();
+        assert_eq!(
+            m.changes[1].incident(m.at).unwrap(),
+            "p#2:cc@2027-01-15T08:00:41Z"
+        );
+        assert!(b.offer(change(ChangeKind::BenchEnded, "#2:cc"), at(50)));
+        let m2 = b.take(at(60)).unwrap();
+        assert_eq!(m2.changes[0].incident(m2.at), m.changes[1].incident(m.at));
         assert!(!b.stands("p#0:aa"));
         // And down again: a new alert.
         assert!(b.offer(change(ChangeKind::Benched, "#0:aa"), at(50)));

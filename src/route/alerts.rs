@@ -17,9 +17,14 @@
 //!   channel that cannot be reached costs one warning naming its scheme
 //!   and host.
 //!
-//! What has been said lives in memory: a restarted instance says a bench
-//! it meets again once more. Several instances sharing Redis each say what
-//! they saw themselves (docs/alerts.md says so).
+//! - **Several instances** sharing Redis (`--shared-state`) say each
+//!   change once between them: before sending, each change is claimed
+//!   ([`SharedState::claim_alert`]); a change another instance said is
+//!   left out (and its time kept, so the recovery resolves that alert).
+//!   While Redis is away, each instance says what it saw.
+//!
+//! What has been said lives in memory (and in Redis when shared): a
+//! restarted instance on its own says a bench it meets again once more.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -29,7 +34,8 @@ use chrono::{DateTime, Utc};
 
 use super::cooldown::{Bench, Scope, Target};
 use super::degraded::Counts;
-use crate::notify::{Batch, Change, ChangeKind, Notifier};
+use super::shared::{Claimed, SharedState};
+use crate::notify::{Batch, Change, ChangeKind, Message, Notifier};
 
 /// Events within this long of the first (by route's clock) make one
 /// message.
@@ -37,6 +43,12 @@ pub const WINDOW: Duration = Duration::from_secs(3);
 
 /// What follows each warning about a channel that was not reached.
 const REGARDLESS: &str = "routing goes on";
+
+/// How long another instance keeps from repeating a recovery, and an
+/// alert with no end of its own (degraded mode): the claim's life in
+/// Redis. A bench's alert lives until the bench ends, and this long more.
+const RESOLVED_CLAIM: Duration = Duration::from_secs(3600);
+const ALERT_CLAIM: Duration = Duration::from_secs(24 * 3600);
 
 /// Route's alerts: the channels, and what has been said.
 pub struct RouteAlerts {
@@ -50,6 +62,8 @@ struct Inner {
     benches: BTreeMap<String, Change>,
     /// Messages handed to the channels.
     sent: u64,
+    /// Changes left out because another instance said them.
+    elsewhere: u64,
 }
 
 impl RouteAlerts {
@@ -60,6 +74,7 @@ impl RouteAlerts {
                 batch: Batch::new(WINDOW),
                 benches: BTreeMap::new(),
                 sent: 0,
+                elsewhere: 0,
             }),
         }
     }
@@ -73,11 +88,11 @@ impl RouteAlerts {
         self.notifier.labels()
     }
 
-    /// Messages handed to the channels so far, and changes waiting for
-    /// their window.
-    pub fn counts(&self) -> (u64, usize) {
+    /// Messages handed to the channels so far, changes waiting for their
+    /// window, and changes left out because another instance said them.
+    pub fn counts(&self) -> (u64, usize, u64) {
         let g = self.lock();
-        (g.sent, g.batch.pending())
+        (g.sent, g.batch.pending(), g.elsewhere)
     }
 
     /// `bench` is in force on `target` (which an attempt just met):
@@ -155,10 +170,12 @@ impl RouteAlerts {
     /// Every [`crate::route::serve::MODE_POLL`]: each alerted bench no
     /// longer `in_force` (by bench id) is resolved, and the batch, once
     /// its window has passed, goes to the channels from a task on the
-    /// current runtime, with `client`.
+    /// current runtime, with `client` (claimed in `shared` first, when
+    /// instances share Redis).
     pub fn tick(
-        &self,
+        self: &Arc<Self>,
         client: &reqwest::Client,
+        shared: Option<&Arc<SharedState>>,
         in_force: impl Fn(&str) -> bool,
         now: DateTime<Utc>,
     ) {
@@ -192,15 +209,48 @@ impl RouteAlerts {
                     now,
                 );
             }
-            let msg = g.batch.take(now);
-            if msg.is_some() {
-                g.sent += 1;
-            }
-            msg
+            g.batch.take(now)
         };
         if let Some(m) = msg {
-            tracing::info!(changes = m.changes.len(), "notify: route alert sent");
-            drop(self.notifier.spawn(client, m, REGARDLESS));
+            let (me, client, shared) = (self.clone(), client.clone(), shared.cloned());
+            tokio::spawn(async move { me.say(&client, shared.as_deref(), m).await });
         }
+    }
+
+    /// Send `msg`, less what another instance said already.
+    async fn say(&self, client: &reqwest::Client, shared: Option<&SharedState>, mut msg: Message) {
+        if let Some(s) = shared {
+            let mut kept = Vec::new();
+            for c in std::mem::take(&mut msg.changes) {
+                let (direction, ttl) = match c.kind.is_recovery() {
+                    true => ("up", RESOLVED_CLAIM),
+                    false => (
+                        "down",
+                        c.until
+                            .and_then(|u| (u - msg.at).to_std().ok())
+                            .map_or(ALERT_CLAIM, |left| left + RESOLVED_CLAIM),
+                    ),
+                };
+                let subject = c.subject();
+                match s.claim_alert(&subject, direction, msg.at, ttl).await {
+                    Ok(Claimed::Theirs(at)) => {
+                        let mut g = self.lock();
+                        g.elsewhere += 1;
+                        if let (false, Some(at)) = (c.kind.is_recovery(), at) {
+                            g.batch.said_at(&subject, at);
+                        }
+                    }
+                    // Ours, or Redis is away: said here.
+                    Ok(Claimed::Mine) | Err(_) => kept.push(c),
+                }
+            }
+            msg.changes = kept;
+        }
+        if msg.changes.is_empty() {
+            return;
+        }
+        self.lock().sent += 1;
+        tracing::info!(changes = msg.changes.len(), "notify: route alert sent");
+        self.notifier.send_async(client, &msg, REGARDLESS).await;
     }
 }

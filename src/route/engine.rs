@@ -276,6 +276,7 @@ impl Engine {
         let now = self.clock.now();
         a.tick(
             &self.client,
+            self.shared.as_ref(),
             |id| {
                 lock(&self.state)
                     .cooldowns

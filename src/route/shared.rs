@@ -219,6 +219,28 @@ redis.call('SET', KEYS[1], ARGV[3], 'PX', math.max(until_ - now, 1))
 return ARGV[3]
 "#;
 
+/// Say an alert's direction for every instance: `KEYS[1]` holds
+/// `direction|at_ms`. Returns nil when this call set it (the direction
+/// changed: this instance says it), else the value another instance set.
+const CLAIM: &str = r#"
+local old = redis.call('GET', KEYS[1])
+if old then
+  local sep = string.find(old, '|', 1, true)
+  if sep and string.sub(old, 1, sep - 1) == ARGV[1] then return old end
+end
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[2], 'PX', math.max(tonumber(ARGV[3]), 1))
+return false
+"#;
+
+/// Who says an alert ([`SharedState::claim_alert`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claimed {
+    /// This instance: no other said this direction of the subject.
+    Mine,
+    /// Another instance said it already, at this time (the alert's).
+    Theirs(Option<DateTime<Utc>>),
+}
+
 /// What [`SharedState::admit`] decided.
 #[derive(Debug)]
 pub enum Admit {
@@ -239,6 +261,7 @@ pub struct SharedState {
     correct: redis::Script,
     count: redis::Script,
     bench: redis::Script,
+    claim: redis::Script,
 }
 
 /// What a status view reads, every key named from the catalog (no `SCAN`,
@@ -293,6 +316,10 @@ fn bench_key(id: &str) -> String {
     format!("{PREFIX}bench:{id}")
 }
 
+fn notify_key(subject: &str) -> String {
+    format!("{PREFIX}notify:{subject}")
+}
+
 fn ladder_key(id: &str) -> String {
     format!("{PREFIX}ladder:{id}")
 }
@@ -334,6 +361,7 @@ impl SharedState {
             correct: redis::Script::new(CORRECT),
             count: redis::Script::new(COUNT),
             bench: redis::Script::new(BENCH),
+            claim: redis::Script::new(CLAIM),
         };
         s.ping().await.map_err(|e| {
             Error::io(
@@ -542,6 +570,36 @@ impl SharedState {
         let mut c = self.manager.clone();
         let kept: String = self.call(inv.invoke_async(&mut c)).await?;
         Ok(parse_bench(&kept).unwrap_or_else(|| b.clone()))
+    }
+
+    /// Claim the saying of one alert for every instance: `subject` went
+    /// `direction` (`down` for an alert, `up` for its recovery), said at
+    /// `at`. The first instance to claim a direction says it; the others,
+    /// until the subject changes direction (or the key expires after
+    /// `ttl`), are told who did and when. One key per subject,
+    /// `llmprobe:notify:{subject}`, holding `direction|at_ms`.
+    pub async fn claim_alert(
+        &self,
+        subject: &str,
+        direction: &str,
+        at: DateTime<Utc>,
+        ttl: Duration,
+    ) -> Shared<Claimed> {
+        let mut inv = self.claim.prepare_invoke();
+        inv.key(notify_key(subject))
+            .arg(direction)
+            .arg(ms(at))
+            .arg(ttl.as_millis() as i64);
+        let mut c = self.manager.clone();
+        let old: Option<String> = self.call(inv.invoke_async(&mut c)).await?;
+        Ok(match old {
+            None => Claimed::Mine,
+            Some(v) => Claimed::Theirs(
+                v.split_once('|')
+                    .and_then(|(_, t)| t.parse::<i64>().ok())
+                    .map(from_ms),
+            ),
+        })
     }
 
     /// Lift `b` for every instance (a probe of it passed), if it is still

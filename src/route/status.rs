@@ -291,6 +291,8 @@ pub struct AlertsView {
     pub messages: u64,
     /// Changes waiting for their window to pass.
     pub pending: usize,
+    /// Changes left out because another instance sharing Redis said them.
+    pub said_elsewhere: u64,
 }
 
 /// The view of every usable provider, from `snap`.
@@ -422,11 +424,12 @@ pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
         },
         record: engine.record_view(),
         alerts: engine.alerts().map(|a| {
-            let (messages, pending) = a.counts();
+            let (messages, pending, said_elsewhere) = a.counts();
             AlertsView {
                 channels: a.labels(),
                 messages,
                 pending,
+                said_elsewhere,
             }
         }),
     }
