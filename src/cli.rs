@@ -606,9 +606,12 @@ pub struct RouteArgs {
 ///
 /// Webhook URLs are secrets (their path is the credential), so they come
 /// from where keys come from, never from a file llmprobe writes: `check
-/// --notify URL`, the LLMPROBE_NOTIFY variable (URLs separated by
-/// whitespace, set in the env file of `schedule install`), and the variables
-/// `[notify] url_env = ["SLACK_HOOK"]` in llmprobe.toml names.
+/// --notify URL` (and `route --serve --notify URL`), the LLMPROBE_NOTIFY
+/// variable (URLs separated by whitespace, set in the env file of
+/// `schedule install`), and the variables `[notify] url_env =
+/// ["SLACK_HOOK"]` in llmprobe.toml names. `check` alerts on models and
+/// providers; `route --serve` on keys benched for the day and on degraded
+/// mode.
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:

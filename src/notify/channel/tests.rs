@@ -341,7 +341,7 @@ fn the_documented_json_bodies_are_what_is_sent() {
         .skip(1)
         .map(|b| serde_json::from_str(b.split("```").next().unwrap()).unwrap())
         .collect();
-    assert_eq!(blocks.len(), 2);
+    assert_eq!(blocks.len(), 4);
     let model = "llama-3.1-8b-instant";
     let alert = Message {
         at: at(10),
@@ -370,6 +370,78 @@ fn the_documented_json_bodies_are_what_is_sent() {
         "{}",
         text(&resolved)
     );
+    // route --serve's: a key benched for the day, and degraded mode.
+    let benched = Message {
+        at: at(10),
+        changes: vec![Change {
+            kind: ChangeKind::Benched,
+            model: None,
+            key: Some("#0:3f9a1c2e".into()),
+            from: "up".into(),
+            to: "benched".into(),
+            reason: "payment".into(),
+            error: Some("HTTP 402: insufficient credits".into()),
+            until: Some(at(10) + chrono::TimeDelta::days(1)),
+            ..down(model)
+        }],
+        test: false,
+    };
+    assert_eq!(json_body(&benched), blocks[2]);
+    assert!(
+        doc.contains(&format!("```text\n{}\n```", text(&benched))),
+        "{}",
+        text(&benched)
+    );
+    let degraded = Message {
+        at: at(10),
+        changes: vec![Change {
+            kind: ChangeKind::Degraded,
+            provider: String::new(),
+            model: None,
+            from: "ready".into(),
+            to: "degraded".into(),
+            reason: "1 of 4 providers have an active model, below 0.5".into(),
+            error: None,
+            ..down(model)
+        }],
+        test: false,
+    };
+    assert_eq!(json_body(&degraded), blocks[3]);
+}
+
+#[test]
+fn route_changes_are_titled_by_what_they_are() {
+    let bench = |key: &str| Change {
+        kind: ChangeKind::Benched,
+        model: None,
+        key: Some(key.into()),
+        to: "benched".into(),
+        ..down("x")
+    };
+    let degraded = Change {
+        kind: ChangeKind::Degraded,
+        provider: String::new(),
+        model: None,
+        to: "degraded".into(),
+        ..down("x")
+    };
+    let ready = Change {
+        kind: ChangeKind::Ready,
+        to: "ready".into(),
+        ..degraded.clone()
+    };
+    assert_eq!(title(&msg(vec![bench("#0:aa")])), "groq#0:aa benched");
+    assert_eq!(
+        title(&msg(vec![degraded.clone(), bench("#0:aa"), bench("#1:bb")])),
+        "route degraded, 2 benched"
+    );
+    assert_eq!(title(&msg(vec![ready])), "Resolved: route ready");
+    // A key's use of one model.
+    let daily = Change {
+        model: Some("m".into()),
+        ..bench("#0:aa")
+    };
+    assert_eq!(daily.subject(), "groq#0:aa::m");
 }
 
 #[test]
