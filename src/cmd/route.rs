@@ -26,6 +26,8 @@ use crate::upstream::secret::Secret;
 
 /// How long in-flight requests may take to finish after SIGTERM.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How long the alerts still in their window may take to go, after that.
+const ALERT_GRACE: Duration = Duration::from_secs(5);
 
 pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
     let settings = settings(&s.catalog.route, &a)?;
@@ -371,6 +373,9 @@ pub(crate) fn serve_until_signal(
         server::wait_for_signal().await?;
         eprintln!("route: shutting down; letting requests in flight finish");
         srv.shutdown(SHUTDOWN_GRACE).await;
+        if let Some(a) = engine.alerts() {
+            a.flush(&engine.client, engine.shared(), ALERT_GRACE).await;
+        }
         poller.abort();
         if let Some(c) = capabilities {
             c.abort();

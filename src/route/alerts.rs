@@ -217,6 +217,23 @@ impl RouteAlerts {
         }
     }
 
+    /// At shutdown: send what waits for its window now, waiting at most
+    /// `limit` for the channels.
+    pub async fn flush(
+        &self,
+        client: &reqwest::Client,
+        shared: Option<&Arc<SharedState>>,
+        limit: Duration,
+    ) {
+        let Some(m) = self.lock().batch.take(DateTime::<Utc>::MAX_UTC) else {
+            return;
+        };
+        let say = self.say(client, shared.map(|s| &**s), m);
+        if tokio::time::timeout(limit, say).await.is_err() {
+            eprintln!("warning: notify: shutting down before the last alert was delivered");
+        }
+    }
+
     /// Send `msg`, less what another instance said already.
     async fn say(&self, client: &reqwest::Client, shared: Option<&SharedState>, mut msg: Message) {
         if let Some(s) = shared {
