@@ -38,7 +38,12 @@ impl Notifier {
     /// names no channel is a config error (exit 2).
     pub fn configured(s: &Settings, urls: &[String]) -> Result<Option<Notifier>> {
         let channels = channel::configured(s, urls)?;
-        Ok((!channels.is_empty()).then_some(Notifier { channels }))
+        Ok((!channels.is_empty()).then(|| Notifier::new(channels)))
+    }
+
+    /// These channels (at least one, or nothing is ever sent).
+    pub fn new(channels: Vec<Channel>) -> Notifier {
+        Notifier { channels }
     }
 
     /// Each channel by its label (scheme and host, never the path).
@@ -172,6 +177,12 @@ impl Batch {
     /// Changes waiting for their window to pass.
     pub fn pending(&self) -> usize {
         self.changes.len()
+    }
+
+    /// Those changes, as they are.
+    #[cfg(test)]
+    pub fn peek(&self) -> &[Change] {
+        &self.changes
     }
 }
 

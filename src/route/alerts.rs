@@ -271,3 +271,97 @@ impl RouteAlerts {
         self.notifier.send_async(client, &msg, REGARDLESS).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::notify::Channel;
+    use crate::route::cooldown::Cooldowns;
+    use crate::upstream::classify::{ErrorClass, UpstreamError};
+
+    fn at(s: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000 + s, 0).unwrap()
+    }
+
+    fn alerts() -> RouteAlerts {
+        let ch = Channel::parse("json+http://127.0.0.1:9/hook").unwrap();
+        RouteAlerts::new(Notifier::new(vec![ch]))
+    }
+
+    /// The bench the cooldown rules put on `t` for `class`.
+    fn bench(t: &Target, class: ErrorClass, daily: bool) -> Bench {
+        let err = UpstreamError {
+            status: None,
+            class,
+            retry_after: None,
+            daily,
+            message: String::new(),
+        };
+        Cooldowns::new()
+            .record_failure(t, &err, at(0))
+            .bench
+            .expect("a bench")
+    }
+
+    #[test]
+    fn day_long_benches_are_said_with_key_model_and_until_and_short_ones_never() {
+        let a = alerts();
+        let t = Target::new("p", "m").with_key(1, "3f9a1c2e");
+        // A 429 comes and goes with traffic: not said.
+        a.benched(&t, &bench(&t, ErrorClass::RateLimit, false), None, at(0));
+        assert_eq!(a.counts().1, 0);
+        // A daily quota: the key's use of the model, until midnight.
+        let daily = bench(&t, ErrorClass::QuotaExhausted, true);
+        a.benched(&t, &daily, Some("quota".into()), at(0));
+        // A 402: the key, every model.
+        let paid = bench(&t, ErrorClass::Payment, false);
+        a.benched(&t, &paid, None, at(1));
+        a.benched(&t, &paid, None, at(2));
+        let g = a.lock();
+        let said: Vec<(String, &str, Option<DateTime<Utc>>)> = g
+            .batch
+            .peek()
+            .iter()
+            .map(|c| (c.subject(), c.reason.as_str(), c.until))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                (
+                    "p#1:3f9a1c2e::m".to_string(),
+                    "quota_exhausted",
+                    Some(crate::upstream::hints::next_utc_midnight(at(0)))
+                ),
+                ("p#1:3f9a1c2e".to_string(), "payment", Some(paid.until)),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_bench_no_longer_in_force_is_resolved_as_ended_or_lifted() {
+        let a = alerts();
+        let t = Target::new("p", "m");
+        let b = bench(&t, ErrorClass::Forbidden, false);
+        // A keyless provider's key bench is the provider's.
+        a.benched(&t, &b, None, at(0));
+        let client = crate::upstream::http::client().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let a = Arc::new(a);
+        rt.block_on(async {
+            // In force: nothing ends; the window has not passed.
+            a.tick(&client, None, |_| true, at(1));
+            assert_eq!(a.counts().1, 1);
+            // Lifted before its time, in the same window.
+            a.tick(&client, None, |_| false, at(2));
+        });
+        let g = a.lock();
+        let c = &g.batch.peek()[1];
+        assert_eq!(c.kind, ChangeKind::BenchEnded);
+        assert_eq!(c.subject(), "p");
+        assert_eq!(c.reason, "its bench was lifted");
+        assert_eq!(c.alerted_at, Some(at(0)));
+    }
+}
