@@ -186,9 +186,13 @@ fn serve(
     engine.refresh_health()?;
     let config = crate::fsutil::absolute(&config);
     let stats = crate::fsutil::absolute(&settings.stats_dir);
-    crate::cmd::route::serve_until_signal(rt, std::sync::Arc::new(engine), None, |url| {
-        output::println(&paste_lines(url, &config, &stats))
-    })
+    crate::cmd::route::serve_until_signal(
+        rt,
+        std::sync::Arc::new(engine),
+        &settings.catalog,
+        None,
+        |url| output::println(&paste_lines(url, &config, &stats)),
+    )
 }
 
 /// What to paste into another terminal while `demo --serve` runs.

@@ -35,11 +35,11 @@ use crate::error::{Error, Result};
 use crate::exit;
 use crate::format::{fmt_count, fmt_minute, fmt_pct, fmt_rfc3339};
 use crate::fsutil;
-use crate::grade::{self, FAIR, GOOD, Grade};
+use crate::grade::{self, FAIR, GOOD};
 use crate::healthlog::read::{self, FastMap, Record, Sink};
 use crate::healthlog::recent::{self, Recent};
 use crate::healthlog::scan::End;
-use crate::healthlog::summary::{Hist, Latency, Probes};
+use crate::healthlog::summary::{Figures, Probes};
 use crate::output;
 use crate::settings::Settings;
 use crate::window::Window;
@@ -125,7 +125,7 @@ pub fn run(s: &Settings, args: RollupArgs) -> Result<u8> {
 /// `--window`'s default for every format but `html`.
 pub const DEFAULT_WINDOW: &str = "24h";
 /// `--window`'s default for `--format html`: the status page's bars.
-pub const HTML_WINDOW: &str = "90d";
+pub const HTML_WINDOW: &str = crate::status::WINDOW;
 
 /// Refuse flags that the chosen format would ignore.
 fn check_format_flags(args: &RollupArgs, format: RollupFormat) -> Result<()> {
@@ -175,9 +175,52 @@ pub fn shown(args: &RollupArgs, provider: &str) -> bool {
         && !args.exclude.iter().any(|p| p == provider)
 }
 
-/// `--format html` (built by the status-page work).
-fn status_page(_s: &Settings, _args: &RollupArgs, _window: Window) -> Result<u8> {
-    Err(Error::config("--format html is not built yet"))
+/// `--format html`: the status page ([`crate::status`]) from the stats
+/// directory's files: the log, the model states, the capability verdicts
+/// and, when `route_state.json` is there, the cooldowns in force.
+fn status_page(s: &Settings, args: &RollupArgs, window: Window) -> Result<u8> {
+    let now = crate::clock::Clock::from_env().now();
+    let states = crate::state::States::load(&s.state_path())?;
+    let (findings, findings_error) = crate::cmd::capview::read_findings(&s.capabilities_path());
+    if let Some(e) = &findings_error {
+        eprintln!("warning: {e}; every verdict is shown as unknown");
+    }
+    let route_path = crate::route::persist::path(s.stats_dir());
+    let route = crate::route::persist::load::<crate::route::cooldown::Cooldowns>(&route_path)?;
+    let cooldowns = crate::route::status::page_cooldowns(&route.cooldowns, now);
+    let shown = |p: &str| shown(args, p);
+    let log = s.log_path();
+    let page = crate::status::build(&crate::status::Inputs {
+        log: &log,
+        stats_dir: s.stats_dir(),
+        catalog: &s.catalog,
+        window: &window,
+        now,
+        states: &states,
+        findings: &findings,
+        cooldowns: &cooldowns,
+        shown: &shown,
+        public: args.public,
+        redactor: &crate::status::redactor_of(&s.catalog),
+        cooldowns_from: if route_path.exists() {
+            "route_state.json"
+        } else {
+            "nowhere (no route_state.json)"
+        },
+    })?;
+    if page.newest.is_none() {
+        eprintln!(
+            "note: no probes recorded in {}; the page says there is no data. Run `llmprobe check`, or pass --stats-dir if the data is elsewhere",
+            crate::fsutil::absolute(&log).display()
+        );
+    }
+    warn_read(&log, page.torn_bytes, page.skipped);
+    let html = crate::status::render(&page);
+    match &args.output {
+        Some(out) => fsutil::atomic_write_unlocked(out, html.as_bytes())?,
+        None => output::print(&html)?,
+    }
+    Ok(exit::SUCCESS)
 }
 
 /// `--format badge` (built by the badge work).
@@ -355,9 +398,7 @@ impl TrendSpec {
 /// One model's figures over the window.
 #[derive(Clone, Default)]
 struct Stats {
-    probes: Probes,
-    latency: Latency,
-    hist: Option<Hist>,
+    fig: Figures,
     trend: Vec<(f64, f64)>,
     /// The newest probe of this model in the whole log, in or out of the
     /// window.
@@ -367,12 +408,7 @@ struct Stats {
 impl Stats {
     #[inline]
     fn add(&mut self, r: &Record<'_>, trend: Option<&TrendSpec>) {
-        self.probes.add(r);
-        if self.latency.add(r) {
-            self.hist
-                .get_or_insert_with(Hist::new)
-                .add(r.latency_ms, r.samples);
-        }
+        self.fig.add(r);
         if let Some(t) = trend {
             if self.trend.is_empty() {
                 self.trend = vec![(0.0, 0.0); TREND_BUCKETS];
@@ -384,11 +420,7 @@ impl Stats {
     }
 
     fn merge(&mut self, o: &Stats) {
-        self.probes.merge(&o.probes);
-        self.latency.merge(&o.latency);
-        if let Some(h) = &o.hist {
-            self.hist.get_or_insert_with(Hist::new).merge(h);
-        }
+        self.fig.merge(&o.fig);
         if !o.trend.is_empty() {
             if self.trend.is_empty() {
                 self.trend = vec![(0.0, 0.0); TREND_BUCKETS];
@@ -511,26 +543,16 @@ pub struct Row {
 
 impl Row {
     fn new(provider: &str, model: Option<&str>, st: &Stats) -> Row {
-        let uptime = st.probes.uptime();
-        let lat = &st.latency;
-        let p95 = st.hist.as_ref().and_then(|h| {
-            h.quantile(0.95, lat.weight)
-                .map(|v| v.clamp(lat.min, lat.max))
-        });
-        let status = match uptime.map(grade::grade) {
-            None => "no_samples",
-            Some(Grade::Good) => "ok",
-            Some(Grade::Fair) => "degraded",
-            Some(Grade::Poor) => "down",
-        };
+        let uptime = st.fig.probes.uptime();
+        let status = grade::status_word(uptime);
         Row {
             provider: provider.to_string(),
             model: model.map(str::to_string),
-            samples: st.probes.samples,
-            passed: st.probes.passed,
+            samples: st.fig.probes.samples,
+            passed: st.fig.probes.passed,
             uptime,
-            avg_latency_ms: lat.mean(),
-            p95_latency_ms: p95,
+            avg_latency_ms: st.fig.latency.mean(),
+            p95_latency_ms: st.fig.p95(),
             status,
             last_probe: st.newest.map(fmt_rfc3339),
             trend: st

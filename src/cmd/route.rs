@@ -96,7 +96,7 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
     }
     if a.serve {
         let reprober = crate::route::reprobe::Reprober::new(s, engine.clone());
-        serve_until_signal(&rt, engine, reprober, |_| Ok(()))
+        serve_until_signal(&rt, engine, &s.catalog, reprober, |_| Ok(()))
     } else {
         one_shot(&rt, engine, &a)
     }
@@ -285,6 +285,7 @@ fn exhausted_text(x: &Exhausted) -> String {
 pub(crate) fn serve_until_signal(
     rt: &tokio::runtime::Runtime,
     engine: Arc<Engine>,
+    catalog: &crate::catalog::Catalog,
     reprober: Option<crate::route::reprobe::Reprober>,
     on_ready: impl FnOnce(&str) -> Result<()>,
 ) -> Result<u8> {
@@ -310,6 +311,7 @@ pub(crate) fn serve_until_signal(
     let app = Arc::new(serve::App {
         engine: engine.clone(),
         token,
+        status: serve::status_page::Cache::new(catalog.clone()),
     });
     rt.block_on(async {
         // Before the server says it listens: from then on SIGHUP no longer

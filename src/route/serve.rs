@@ -47,7 +47,7 @@ mod completions;
 mod messages;
 mod models;
 mod responses;
-mod status_page;
+pub mod status_page;
 
 /// Request heads larger than this get a 431.
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
@@ -58,6 +58,8 @@ pub struct App {
     pub engine: Arc<Engine>,
     /// The inbound bearer token, if auth is on.
     pub token: Option<Secret>,
+    /// `GET /status`'s page, built at most every few seconds.
+    pub status: status_page::Cache,
 }
 
 impl axum::extract::FromRef<Arc<App>> for BodyLimit {
