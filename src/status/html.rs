@@ -35,7 +35,7 @@ header{border-bottom:1px solid var(--line);padding-bottom:.6rem}
 .bar:first-child>span{left:0;transform:none}.bar:last-child>span{left:auto;right:0;transform:none}
 .bar:focus{outline:2px solid var(--fg);outline-offset:1px}
 .sparkline{display:block;width:100%;height:2.5rem;color:var(--mut)}
-.sparkline path{fill:none;stroke:currentColor;stroke-width:1.5;vector-effect:non-scaling-stroke}
+.sparkline path{fill:none;stroke:currentColor;stroke-width:2;stroke-linecap:round;stroke-linejoin:round;vector-effect:non-scaling-stroke}
 .models{border-collapse:collapse;width:100%;margin-top:.6rem;font-size:.9rem}
 .models th,.models td{text-align:left;padding:.25rem .5rem;border-bottom:1px solid var(--line);vertical-align:top}
 .models caption{text-align:left;color:var(--mut)}
@@ -227,11 +227,12 @@ fn sparkline(o: &mut String, page: &Page, p: &ProviderPage) {
         values.iter().rev().flatten().next(),
     ) {
         (Some(lo), Some(hi), Some(last)) => format!(
-            "Daily p95 latency over the last {}: from {lo:.0} ms to {hi:.0} ms; the latest day {last:.0} ms",
+            "p95 latency per day over the last {}: from {lo:.0} ms to {hi:.0} ms, the latest day {last:.0} ms",
             page.window
         ),
         _ => format!("No latency data over the last {}", page.window),
     };
+    let _ = writeln!(o, "<p class=\"mut\">{}:</p>", esc(&label));
     let _ = write!(
         o,
         "<svg class=\"sparkline\" role=\"img\" aria-label=\"{}\" viewBox=\"0 0 {w} {}\" preserveAspectRatio=\"none\">",
@@ -246,7 +247,12 @@ fn sparkline(o: &mut String, page: &Page, p: &ProviderPage) {
             Some(v) => {
                 let x = i as f64 * 4.0;
                 let y = 1.0 + h - (v / max) * h;
+                // A day alone between gaps is a dot: a zero-length line with
+                // round caps.
                 let _ = write!(d, "{}{x:.0} {y:.1}", if pen_down { "L" } else { "M" });
+                if !pen_down {
+                    d.push_str("h0");
+                }
                 pen_down = true;
             }
             None => pen_down = false,
