@@ -391,3 +391,30 @@ fn public_status_serves_the_public_form_without_a_token() {
         401
     );
 }
+
+#[test]
+fn window_all_counts_the_whole_log() {
+    let env = env();
+    fixture(&env);
+    let html = env
+        .run(&["rollup", "--format", "html", "--window", "all"])
+        .ok()
+        .stdout;
+    let all = rollup_json(&env, "all");
+    for p in ["groq", "mistral"] {
+        let s = section(&html, p);
+        let row = provider_row(&all, p);
+        assert_eq!(
+            attr(s, "<section", "data-uptime-window"),
+            frac(&row["uptime"])
+        );
+        let samples = row["samples"].as_f64().unwrap() as i64;
+        assert_eq!(
+            attr(s, "<section", "data-samples-window"),
+            samples.to_string()
+        );
+        // From the first entry's day (100 days ago) to today.
+        let days: usize = attr(s, "<ol class=\"bars\"", "data-days").parse().unwrap();
+        assert!((101..=102).contains(&days), "{days}");
+    }
+}

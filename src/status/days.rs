@@ -45,6 +45,16 @@ impl Days {
         }
     }
 
+    /// The bars of `--window all`: every entry counts, and the bars run
+    /// from the day of `first` (the log's first entry; an older entry
+    /// further on lands in the first bar).
+    pub fn all(first: i64, now: i64) -> Days {
+        Days {
+            start: i64::MIN,
+            ..Days::new(first, now)
+        }
+    }
+
     /// The bar an entry at `ts` (at or after the start) falls in; entries
     /// from the future (a clock ahead) fall in today's.
     #[inline]

@@ -138,12 +138,11 @@ pub struct ModelPage {
 /// Read the log once and build the page.
 pub fn build(i: &Inputs<'_>) -> Result<Page> {
     let now = i.now.timestamp();
-    let start = match i.window.secs {
-        Some(_) => i.window.start(now),
+    let days = match i.window.secs {
+        Some(_) => Days::new(i.window.start(now), now),
         // `all`: from the first entry's day.
-        None => read::first_ts(i.log)?.unwrap_or(now).min(now),
+        None => Days::all(read::first_ts(i.log)?.unwrap_or(now).min(now), now),
     };
-    let days = Days::new(start, now);
     let (acc, summary) = read::read_all(i.log, || PageAcc::new(days))?;
     let mut newest = Newest::default();
     for (name, f) in acc.names.iter().zip(&acc.figures) {
@@ -272,9 +271,11 @@ fn model_page(i: &Inputs<'_>, provider: &str, model: &str, last: Option<LastProb
         .and_then(|e| e.reason.as_deref())
         .filter(|_| state != ModelState::Active)
         .and_then(|r| privacy::reason(r, i.public, i.redactor));
+    // A hand-edited `since` that is not a time is text: not in public.
     let since = entry
         .and_then(|e| e.since.clone())
-        .filter(|_| state != ModelState::Active);
+        .filter(|_| state != ModelState::Active)
+        .filter(|s| !i.public || crate::time::parse_ts(s).is_some());
     let caps = Capability::ALL
         .iter()
         .map(|&c| {

@@ -36,6 +36,10 @@ fn days_cover_the_window_from_its_start_to_now() {
     assert_eq!(d.day_start(90), midnight);
     // A window starting at midnight has no partial day.
     assert_eq!(Days::new(midnight - 7 * DAY, midnight).count, 8);
+    // `all` counts everything; an entry older than the first lands first.
+    let all = Days::all(midnight - 3 * DAY, NOW);
+    assert_eq!((all.start, all.count), (i64::MIN, 4));
+    assert_eq!(all.index(midnight - 10 * DAY), 0);
 }
 
 fn acc_of(records: &[Record<'static>], start: i64) -> PageAcc {
