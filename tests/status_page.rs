@@ -418,3 +418,20 @@ fn window_all_counts_the_whole_log() {
         assert!((101..=102).contains(&days), "{days}");
     }
 }
+
+#[test]
+fn a_bad_route_state_costs_the_cooldowns_only() {
+    let env = env();
+    fixture(&env);
+    let bad = "{\"version\": 1, \"cooldowns\": [";
+    env.write("stats/route_state.json", bad);
+    let r = env.run(&["rollup", "--format", "html"]).ok();
+    assert!(r.stderr.contains("route_state.json"), "{}", r.stderr);
+    assert!(r.stdout.contains("data-provider=\"groq\""));
+    assert!(!r.stdout.contains("rate_limit until "));
+    // Left as it was.
+    assert_eq!(
+        std::fs::read_to_string(env.stats().join("route_state.json")).unwrap(),
+        bad
+    );
+}

@@ -185,9 +185,17 @@ fn status_page(s: &Settings, args: &RollupArgs, window: Window) -> Result<u8> {
     if let Some(e) = &findings_error {
         eprintln!("warning: {e}; every verdict is shown as unknown");
     }
+    // A bad route state is route's problem, as in `brief`: say so, and
+    // show the rest.
     let route_path = crate::route::persist::path(s.stats_dir());
-    let route = crate::route::persist::load::<crate::route::cooldown::Cooldowns>(&route_path)?;
-    let cooldowns = crate::route::status::page_cooldowns(&route.cooldowns, now);
+    let cooldowns =
+        match crate::route::persist::load::<crate::route::cooldown::Cooldowns>(&route_path) {
+            Ok(route) => crate::route::status::page_cooldowns(&route.cooldowns, now),
+            Err(e) => {
+                eprintln!("warning: {e}; the page shows no cooldowns");
+                Vec::new()
+            }
+        };
     let shown = |p: &str| shown(args, p);
     let log = s.log_path();
     let page = crate::status::build(&crate::status::Inputs {
