@@ -188,6 +188,14 @@ fn the_demos_status_page_renders_every_provider_and_model() {
     );
     let source = std::fs::read_to_string(&html).unwrap();
     assert_self_contained(&source);
+    // The README's badge, made beside the picture.
+    let badge = std::fs::read_to_string(env.path().join("status-badge.svg")).unwrap();
+    let svg = roxmltree::Document::parse(&badge).expect("the badge is valid SVG");
+    assert!(
+        svg.descendants()
+            .any(|n| n.text().is_some_and(|t| t.contains("acme uptime 24h"))),
+        "{badge}"
+    );
 
     let dom = browser::dump_dom(&browser::file_url(&html));
     let sections = provider_sections(&dom);
