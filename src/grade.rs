@@ -51,6 +51,17 @@ pub fn latency_grade(ms: f64) -> Grade {
     }
 }
 
+/// The word for an uptime, as `rollup` rows and the status page say it:
+/// `ok`, `degraded`, `down` by its grade, `no_samples` without probes.
+pub fn status_word(uptime: Option<f64>) -> &'static str {
+    match uptime.map(grade) {
+        None => "no_samples",
+        Some(Grade::Good) => "ok",
+        Some(Grade::Fair) => "degraded",
+        Some(Grade::Poor) => "down",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -67,6 +67,7 @@ pub mod server;
 pub(crate) mod settings;
 pub(crate) mod stale;
 pub(crate) mod state;
+pub(crate) mod status;
 pub(crate) mod textfile;
 pub(crate) mod time;
 pub mod upstream;

@@ -27,6 +27,43 @@ use crate::state::{ModelState, States};
 
 pub use crate::healthlog::last::{Newest, RECENT_SECS};
 
+/// With no probe at all for this long, the whole record is stale: the
+/// scheduled job has probably stopped (`brief`'s banner, the status page's
+/// warning).
+pub const RECORD_STALE_SECS: i64 = 2 * 3600;
+
+/// The warning about a stale record, when the newest probe (at `newest`)
+/// is more than [`RECORD_STALE_SECS`] old at `now`: two lines, as `brief`
+/// prints them after `!!! ` and the status page shows them.
+pub fn record_warning(newest: i64, now: i64) -> Option<[String; 2]> {
+    (now - newest > RECORD_STALE_SECS).then(|| {
+        [
+            format!(
+                "STALE: NO PROBE IN THE LAST 2 HOURS. The newest is from {} ({}).",
+                crate::format::fmt_minute(newest),
+                crate::format::fmt_ago(now - newest)
+            ),
+            "The hourly check has probably stopped: the figures below are old, not healthy."
+                .to_string(),
+        ]
+    })
+}
+
+/// The warning about one stale provider at `now`, with the schedule's
+/// interval `every` (`1h`): as `brief` gives it.
+pub fn provider_warning(st: &Stale, now: i64, every: &str) -> String {
+    let mut message = format!(
+        "{} is stale: no probe for {} (more than 2 × {every})",
+        st.provider,
+        crate::format::fmt_age(now - st.newest_ts),
+    );
+    if let Some(r) = &st.reason {
+        message.push_str("; ");
+        message.push_str(r);
+    }
+    message
+}
+
 /// A stale provider.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Stale {

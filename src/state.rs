@@ -203,11 +203,13 @@ impl States {
 
     /// Every model's state, for lock-free reads by request handlers.
     pub fn snapshot(&self) -> Snapshot {
-        let paused = self
+        let (paused, disabled) = self
             .iter()
-            .filter(|(_, e)| e.state == ModelState::Paused)
-            .collect();
-        Snapshot::new(self.typed.iter().map(|(k, e)| (k.clone(), e.state))).with_paused(paused)
+            .filter(|(_, e)| e.state != ModelState::Active)
+            .partition(|(_, e)| e.state == ModelState::Paused);
+        Snapshot::new(self.typed.iter().map(|(k, e)| (k.clone(), e.state)))
+            .with_paused(paused)
+            .with_disabled(disabled)
     }
 
     /// Feed one probe result through the state machine. Returns the

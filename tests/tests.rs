@@ -24,6 +24,7 @@ mod route_env;
 #[cfg(unix)]
 mod schedule;
 mod stale;
+mod status_page;
 mod support;
 mod surfaces_anthropic;
 mod surfaces_misc;

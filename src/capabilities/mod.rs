@@ -94,6 +94,15 @@ impl Judgement {
     pub fn as_str(self) -> &'static str {
         self.into()
     }
+
+    /// The mark every view shows beside the word: ✔ yes, ✗ no, ? unknown.
+    pub fn mark(self) -> &'static str {
+        match self {
+            Judgement::Yes => "✔",
+            Judgement::No => "✗",
+            Judgement::Unknown => "?",
+        }
+    }
 }
 
 /// One model's verdict on one capability, as `capabilities.json` keeps it.

@@ -234,8 +234,9 @@ impl Check {
     }
 }
 
-/// At most 60 characters of `s`, on one line, for a reason.
-fn snippet(s: &str) -> String {
+/// At most 60 characters of `s`, on one line, for a reason (and for the
+/// status page's error text).
+pub fn snippet(s: &str) -> String {
     let one_line = s.split_whitespace().collect::<Vec<_>>().join(" ");
     match one_line.char_indices().nth(60) {
         Some((i, _)) => format!("{}…", &one_line[..i]),

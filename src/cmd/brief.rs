@@ -42,7 +42,7 @@ use crate::state::{ModelState, States};
 use crate::window::Window;
 
 /// With no probe for this long, the hourly job has probably stopped.
-const STALE_SECS: i64 = 2 * 3600;
+const STALE_SECS: i64 = stale::RECORD_STALE_SECS;
 
 pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
     let window = Window::parse(&args.window)?;
@@ -485,13 +485,9 @@ impl Brief {
                 );
             }
             Some(t) if self.stale => {
-                let _ = write!(
-                    out,
-                    "\n!!! STALE: NO PROBE IN THE LAST 2 HOURS. The newest is from {} ({}).\n\
-                     !!! The hourly check has probably stopped: the figures below are old, not healthy.\n",
-                    fmt_minute(t),
-                    fmt_ago(self.now_ts - t)
-                );
+                if let Some([a, b]) = stale::record_warning(t, self.now_ts) {
+                    let _ = write!(out, "\n!!! {a}\n!!! {b}\n");
+                }
             }
             Some(t) => {
                 let _ = writeln!(
@@ -640,19 +636,9 @@ impl Brief {
         }
         if !self.stale {
             for st in &stale {
-                let mut message = format!(
-                    "{} is stale: no probe for {} (more than 2 × {})",
-                    st.provider,
-                    crate::format::fmt_age(self.now_ts - st.newest_ts),
-                    h.every
-                );
-                if let Some(r) = &st.reason {
-                    message.push_str("; ");
-                    message.push_str(r);
-                }
                 self.warnings.push(Warning {
                     kind: "provider_stale",
-                    message,
+                    message: stale::provider_warning(st, self.now_ts, &h.every),
                 });
             }
         }

@@ -184,11 +184,7 @@ pub fn read_findings(path: &std::path::Path) -> (Findings, Option<String>) {
 
 /// `✔` yes, `✗` no, `?` unknown.
 pub fn mark(j: Judgement) -> &'static str {
-    match j {
-        Judgement::Yes => "✔",
-        Judgement::No => "✗",
-        Judgement::Unknown => "?",
-    }
+    j.mark()
 }
 
 #[cfg(test)]

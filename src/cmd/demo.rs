@@ -187,9 +187,14 @@ fn serve(
     let config = crate::fsutil::absolute(&config);
     let stats = crate::fsutil::absolute(&settings.stats_dir);
     let badges = crate::cmd::route::badges(settings);
-    crate::cmd::route::serve_until_signal(rt, std::sync::Arc::new(engine), badges, None, |url| {
-        output::println(&paste_lines(url, &config, &stats))
-    })
+    crate::cmd::route::serve_until_signal(
+        rt,
+        std::sync::Arc::new(engine),
+        badges,
+        &settings.catalog,
+        None,
+        |url| output::println(&paste_lines(url, &config, &stats)),
+    )
 }
 
 /// What to paste into another terminal while `demo --serve` runs.

@@ -128,7 +128,7 @@ pub fn run(s: &Settings, args: RollupArgs) -> Result<u8> {
 }
 
 /// `--window`'s default for `--format html`: the status page's bars.
-pub const HTML_WINDOW: &str = "90d";
+pub const HTML_WINDOW: &str = crate::status::WINDOW;
 
 /// Refuse flags that the chosen format would ignore.
 fn check_format_flags(args: &RollupArgs, format: RollupFormat) -> Result<()> {
@@ -152,6 +152,14 @@ fn check_format_flags(args: &RollupArgs, format: RollupFormat) -> Result<()> {
         return Err(Error::config(
             "--by model does not apply to --format badge: a badge of one model takes --model M",
         ));
+    }
+    if args.by == GroupBy::Model && format == RollupFormat::Html {
+        return Err(Error::config(
+            "--by model does not apply to --format html: the page shows each provider, then its models",
+        ));
+    }
+    if args.no_trend && matches!(format, RollupFormat::Html | RollupFormat::Badge) {
+        return only("--no-trend", "md or json");
     }
     if !args.exclude.is_empty() && format == RollupFormat::Badge {
         return Err(Error::config(
@@ -188,9 +196,60 @@ pub fn shown(args: &RollupArgs, provider: &str) -> bool {
         && !args.exclude.iter().any(|p| p == provider)
 }
 
-/// `--format html` (built by the status-page work).
-fn status_page(_s: &Settings, _args: &RollupArgs, _window: Window) -> Result<u8> {
-    Err(Error::config("--format html is not built yet"))
+/// `--format html`: the status page ([`crate::status`]) from the stats
+/// directory's files: the log, the model states, the capability verdicts
+/// and, when `route_state.json` is there, the cooldowns in force.
+fn status_page(s: &Settings, args: &RollupArgs, window: Window) -> Result<u8> {
+    let now = crate::clock::Clock::from_env().now();
+    let states = crate::state::States::load(&s.state_path())?;
+    let (findings, findings_error) = crate::cmd::capview::read_findings(&s.capabilities_path());
+    if let Some(e) = &findings_error {
+        eprintln!("warning: {e}; every verdict is shown as unknown");
+    }
+    // A bad route state is route's problem, as in `brief`: say so, and
+    // show the rest.
+    let route_path = crate::route::persist::path(s.stats_dir());
+    let cooldowns =
+        match crate::route::persist::load::<crate::route::cooldown::Cooldowns>(&route_path) {
+            Ok(route) => crate::route::status::page_cooldowns(&route.cooldowns, now),
+            Err(e) => {
+                eprintln!("warning: {e}; the page shows no cooldowns");
+                Vec::new()
+            }
+        };
+    let shown = |p: &str| shown(args, p);
+    let log = s.log_path();
+    let page = crate::status::build(&crate::status::Inputs {
+        log: &log,
+        stats_dir: s.stats_dir(),
+        catalog: &s.catalog,
+        window: &window,
+        now,
+        states: &states,
+        findings: &findings,
+        cooldowns: &cooldowns,
+        shown: &shown,
+        public: args.public,
+        redactor: &crate::status::redactor_of(&s.catalog),
+        cooldowns_from: if route_path.exists() {
+            "route_state.json"
+        } else {
+            "nowhere (no route_state.json)"
+        },
+    })?;
+    if page.newest.is_none() {
+        eprintln!(
+            "note: no probes recorded in {}; the page says there is no data. Run `llmprobe check`, or pass --stats-dir if the data is elsewhere",
+            crate::fsutil::absolute(&log).display()
+        );
+    }
+    warn_read(&log, page.torn_bytes, page.skipped);
+    let html = crate::status::render(&page);
+    match &args.output {
+        Some(out) => fsutil::atomic_write_unlocked(out, html.as_bytes())?,
+        None => output::print(&html)?,
+    }
+    Ok(exit::SUCCESS)
 }
 
 /// `--format badge`: one provider's (or, with `--model`, one model's)

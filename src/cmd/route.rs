@@ -107,7 +107,7 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
     }
     if a.serve {
         let reprober = crate::route::reprobe::Reprober::new(s, engine.clone());
-        serve_until_signal(&rt, engine, badges(s), reprober, |_| Ok(()))
+        serve_until_signal(&rt, engine, badges(s), &s.catalog, reprober, |_| Ok(()))
     } else {
         one_shot(&rt, engine, &a)
     }
@@ -302,6 +302,7 @@ pub(crate) fn serve_until_signal(
     rt: &tokio::runtime::Runtime,
     engine: Arc<Engine>,
     badges: serve::BadgeCache,
+    catalog: &crate::catalog::Catalog,
     reprober: Option<crate::route::reprobe::Reprober>,
     on_ready: impl FnOnce(&str) -> Result<()>,
 ) -> Result<u8> {
@@ -328,6 +329,7 @@ pub(crate) fn serve_until_signal(
         engine: engine.clone(),
         token,
         badges,
+        status: serve::status_page::Cache::new(catalog.clone()),
     });
     rt.block_on(async {
         // Before the server says it listens: from then on SIGHUP no longer

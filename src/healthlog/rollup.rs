@@ -15,13 +15,13 @@ use serde::Serialize;
 
 use crate::error::Result;
 use crate::format::fmt_rfc3339;
-use crate::grade::{self, Grade};
+use crate::grade;
 use crate::window::Window;
 
 use super::read::{self, FastMap, Record, Sink};
 use super::recent::{self, Recent};
 use super::scan::End;
-use super::summary::{Hist, Latency, Probes};
+use super::summary::Figures;
 
 /// `rollup --window`'s default for every format but `html`, and the
 /// served badges' default `window`.
@@ -208,9 +208,7 @@ impl TrendSpec {
 /// One model's figures over the window.
 #[derive(Clone, Default)]
 struct Stats {
-    probes: Probes,
-    latency: Latency,
-    hist: Option<Hist>,
+    fig: Figures,
     trend: Vec<(f64, f64)>,
     /// The newest probe of this model in the whole log, in or out of the
     /// window.
@@ -220,12 +218,7 @@ struct Stats {
 impl Stats {
     #[inline]
     fn add(&mut self, r: &Record<'_>, trend: Option<&TrendSpec>) {
-        self.probes.add(r);
-        if self.latency.add(r) {
-            self.hist
-                .get_or_insert_with(Hist::new)
-                .add(r.latency_ms, r.samples);
-        }
+        self.fig.add(r);
         if let Some(t) = trend {
             if self.trend.is_empty() {
                 self.trend = vec![(0.0, 0.0); TREND_BUCKETS];
@@ -237,11 +230,7 @@ impl Stats {
     }
 
     fn merge(&mut self, o: &Stats) {
-        self.probes.merge(&o.probes);
-        self.latency.merge(&o.latency);
-        if let Some(h) = &o.hist {
-            self.hist.get_or_insert_with(Hist::new).merge(h);
-        }
+        self.fig.merge(&o.fig);
         if !o.trend.is_empty() {
             if self.trend.is_empty() {
                 self.trend = vec![(0.0, 0.0); TREND_BUCKETS];
@@ -367,30 +356,17 @@ pub struct Row {
 
 impl Row {
     fn new(provider: &str, model: Option<&str>, st: &Stats) -> Row {
-        let uptime = st.probes.uptime();
-        let lat = &st.latency;
-        // Percentiles from the histogram, never outside what was seen.
-        let quantile = |q: f64| {
-            st.hist
-                .as_ref()
-                .and_then(|h| h.quantile(q, lat.weight).map(|v| v.clamp(lat.min, lat.max)))
-        };
-        let status = match uptime.map(grade::grade) {
-            None => "no_samples",
-            Some(Grade::Good) => "ok",
-            Some(Grade::Fair) => "degraded",
-            Some(Grade::Poor) => "down",
-        };
+        let uptime = st.fig.probes.uptime();
         Row {
             provider: provider.to_string(),
             model: model.map(str::to_string),
-            samples: st.probes.samples,
-            passed: st.probes.passed,
+            samples: st.fig.probes.samples,
+            passed: st.fig.probes.passed,
             uptime,
-            avg_latency_ms: lat.mean(),
-            median_latency_ms: quantile(0.5),
-            p95_latency_ms: quantile(0.95),
-            status,
+            avg_latency_ms: st.fig.latency.mean(),
+            median_latency_ms: st.fig.median(),
+            p95_latency_ms: st.fig.p95(),
+            status: grade::status_word(uptime),
             last_probe: st.newest.map(fmt_rfc3339),
             trend: st
                 .trend

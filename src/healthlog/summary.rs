@@ -99,6 +99,55 @@ impl Latency {
     }
 }
 
+/// One group's figures over a span: probes and passes, latency, and the
+/// latency histogram for percentiles (allocated at the first response).
+/// What a `rollup` row and a status-page bar are computed from.
+#[derive(Clone, Default)]
+pub struct Figures {
+    pub probes: Probes,
+    pub latency: Latency,
+    pub hist: Option<Hist>,
+}
+
+impl Figures {
+    #[inline]
+    pub fn add(&mut self, r: &Record<'_>) {
+        self.probes.add(r);
+        if self.latency.add(r) {
+            self.hist
+                .get_or_insert_with(Hist::new)
+                .add(r.latency_ms, r.samples);
+        }
+    }
+
+    pub fn merge(&mut self, o: &Figures) {
+        self.probes.merge(&o.probes);
+        self.latency.merge(&o.latency);
+        if let Some(h) = &o.hist {
+            self.hist.get_or_insert_with(Hist::new).merge(h);
+        }
+    }
+
+    /// A latency percentile (`q` in 0..1) from the histogram, within the
+    /// observed range; `None` without a response.
+    pub fn quantile(&self, q: f64) -> Option<f64> {
+        let lat = &self.latency;
+        self.hist
+            .as_ref()
+            .and_then(|h| h.quantile(q, lat.weight).map(|v| v.clamp(lat.min, lat.max)))
+    }
+
+    /// The 95th percentile latency.
+    pub fn p95(&self) -> Option<f64> {
+        self.quantile(0.95)
+    }
+
+    /// The median latency.
+    pub fn median(&self) -> Option<f64> {
+        self.quantile(0.5)
+    }
+}
+
 /// A latency histogram with fixed, log-scale buckets: exact below 64 ms,
 /// then 32 buckets per power of two (each within ±1.6% of its midpoint), up
 /// to 2³² ms. Fixed size, so a percentile costs no memory per sample.

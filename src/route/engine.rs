@@ -1146,6 +1146,11 @@ impl Engine {
         f(&lock(&self.state))
     }
 
+    /// The stats directory the engine reads and writes.
+    pub fn stats_dir(&self) -> &std::path::Path {
+        &self.stats_dir
+    }
+
     /// The state of a model now (from the watched state file).
     pub fn state_of(&self, key: &str) -> ModelState {
         self.states.current().state_of(key)

@@ -50,7 +50,7 @@ mod completions;
 mod messages;
 mod models;
 mod responses;
-mod status_page;
+pub mod status_page;
 
 pub use badge::Cache as BadgeCache;
 
@@ -65,6 +65,8 @@ pub struct App {
     pub token: Option<Secret>,
     /// The figures `/badge/…` draws, cached.
     pub badges: BadgeCache,
+    /// `GET /status`'s page, built at most every few seconds.
+    pub status: status_page::Cache,
 }
 
 impl axum::extract::FromRef<Arc<App>> for BodyLimit {

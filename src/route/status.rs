@@ -111,6 +111,22 @@ impl RouteSnapshot {
     }
 }
 
+/// The cooldowns in force at `now`, as the status page shows them.
+pub fn page_cooldowns(cooldowns: &Cooldowns, now: DateTime<Utc>) -> Vec<crate::status::Cooldown> {
+    cooldowns
+        .active(now)
+        .map(|b| crate::status::Cooldown {
+            target: b.target.clone(),
+            scope: serde_json::to_value(b.scope)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            until: b.until.timestamp(),
+            reason: b.reason.clone(),
+        })
+        .collect()
+}
+
 /// The metrics text, with the gauges set from `snap` (the shared state
 /// when there is one). Here rather than in the engine: the gauges are a
 /// view of a snapshot, like [`view`].

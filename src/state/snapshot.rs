@@ -30,6 +30,8 @@ use crate::error::{Error, Result};
 pub struct Snapshot {
     states: HashMap<String, ModelState>,
     paused: Vec<(String, StateEntry)>,
+    /// The disabled models' entries, for the status page (reason, since).
+    disabled: Vec<(String, StateEntry)>,
 }
 
 impl Snapshot {
@@ -38,7 +40,20 @@ impl Snapshot {
         Snapshot {
             states: states.into_iter().collect(),
             paused: Vec::new(),
+            disabled: Vec::new(),
         }
+    }
+
+    /// With the entries of the disabled models.
+    pub fn with_disabled(mut self, disabled: Vec<(String, StateEntry)>) -> Snapshot {
+        self.disabled = disabled;
+        self
+    }
+
+    /// Every model out of rotation, paused then disabled, whole: what the
+    /// status page shows of the states.
+    pub fn out_of_rotation(&self) -> impl Iterator<Item = &(String, StateEntry)> {
+        self.paused.iter().chain(&self.disabled)
     }
 
     /// With the entries of the paused models (`provider::model`, entry).

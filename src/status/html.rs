@@ -1,0 +1,369 @@
+//! The status page as one self-contained HTML file: inline CSS (light and
+//! dark), no script, no resource from anywhere. It reads in order without
+//! CSS; each bar carries its figures as text (shown on hover and keyboard
+//! focus) and its grade as a pattern as well as a colour. The DOM is a
+//! stable interface (docs/status-page.md).
+
+use std::fmt::Write as _;
+
+use crate::capabilities::Judgement;
+use crate::format::{fmt_count, fmt_minute, fmt_pct, fmt_rfc3339};
+use crate::grade::{self, FAIR, GOOD, Grade};
+use crate::state::ModelState;
+
+use super::days::LastProbe;
+use super::{Bar, ModelPage, Page, ProviderPage, privacy};
+
+const CSS: &str = r#":root{--bg:#fff;--fg:#1f2328;--mut:#59636e;--line:#d1d9e0;--good:#1a7f37;--fair:#9a6700;--poor:#cf222e;--none:#aab4be}
+@media (prefers-color-scheme:dark){:root{--bg:#0d1117;--fg:#e6edf3;--mut:#9198a1;--line:#3d444d;--good:#3fb950;--fair:#d29922;--poor:#f85149;--none:#656c76}}
+body{font:15px/1.45 system-ui,sans-serif;background:var(--bg);color:var(--fg);max-width:64rem;margin:0 auto;padding:1rem}
+h1{font-size:1.5rem;margin:.2rem 0}h2{font-size:1.2rem;margin:0}
+header{border-bottom:1px solid var(--line);padding-bottom:.6rem}
+#overall .state{font-size:1.15rem;font-weight:600}
+[data-state=ok] .state::before{content:"✔ "}[data-state=degraded] .state::before{content:"⚠ "}[data-state=down] .state::before{content:"✗ "}
+.stale-warning{border-left:4px solid var(--poor);padding:.3rem .6rem;font-weight:600}
+.provider{border-bottom:1px solid var(--line);padding:1rem 0}
+.uptime{display:flex;gap:1.5rem;margin:.3rem 0;flex-wrap:wrap}.uptime div{display:flex;gap:.3rem}.uptime dt{color:var(--mut)}.uptime dd{margin:0;font-weight:600}
+.bars{display:flex;gap:1px;list-style:none;padding:0;margin:.4rem 0;height:2.2rem}
+.bar{flex:1;min-width:2px;position:relative;box-sizing:border-box}
+.grade-good{background:var(--good)}
+.grade-fair{background:repeating-linear-gradient(45deg,var(--fair) 0 3px,transparent 3px 5px);border:1px solid var(--fair)}
+.grade-poor{background:repeating-linear-gradient(45deg,var(--poor) 0 2px,transparent 2px 4px),repeating-linear-gradient(-45deg,var(--poor) 0 2px,var(--bg) 2px 4px);border:1px solid var(--poor)}
+.grade-none{border:1px dashed var(--none)}
+.bar>span{position:absolute;width:1px;height:1px;overflow:hidden;clip-path:inset(50%);white-space:nowrap}
+.bar:hover>span,.bar:focus>span{width:auto;height:auto;clip-path:none;bottom:115%;left:50%;transform:translateX(-50%);background:var(--fg);color:var(--bg);padding:.15rem .4rem;border-radius:3px;font-size:.8rem;z-index:1}
+.bar:first-child>span{left:0;transform:none}.bar:last-child>span{left:auto;right:0;transform:none}
+.bar:focus{outline:2px solid var(--fg);outline-offset:1px}
+.sparkline{display:block;width:100%;height:2.5rem;color:var(--mut)}
+.sparkline path{fill:none;stroke:currentColor;stroke-width:2;stroke-linecap:round;stroke-linejoin:round;vector-effect:non-scaling-stroke}
+.models{border-collapse:collapse;width:100%;margin-top:.6rem;font-size:.9rem}
+.models th,.models td{text-align:left;padding:.25rem .5rem;border-bottom:1px solid var(--line);vertical-align:top}
+.models caption{text-align:left;color:var(--mut)}
+.st-paused{color:var(--fair)}.st-disabled{color:var(--poor)}
+.mut,footer{color:var(--mut)}footer{font-size:.85rem;padding-top:.6rem}"#;
+
+/// Text for HTML content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A fraction with 4 decimals, or `""`.
+fn frac(u: Option<f64>) -> String {
+    u.map(|u| format!("{u:.4}")).unwrap_or_default()
+}
+
+fn grade_class(u: Option<f64>) -> &'static str {
+    match u.map(grade::grade) {
+        None => "grade-none",
+        Some(Grade::Good) => "grade-good",
+        Some(Grade::Fair) => "grade-fair",
+        Some(Grade::Poor) => "grade-poor",
+    }
+}
+
+fn day(ts: i64) -> String {
+    chrono::DateTime::from_timestamp(ts, 0)
+        .map(|t| t.format("%Y-%m-%d").to_string())
+        .unwrap_or_default()
+}
+
+/// The whole file.
+pub fn render(page: &Page) -> String {
+    let mut o = String::with_capacity(16 * 1024 + page.providers.len() * 20 * 1024);
+    o.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    o.push_str("<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n");
+    o.push_str("<meta name=\"color-scheme\" content=\"light dark\">\n");
+    o.push_str("<title>LLM provider status</title>\n<style>\n");
+    o.push_str(CSS);
+    o.push_str("\n</style>\n</head>\n<body>\n");
+    header(&mut o, page);
+    o.push_str("<main>\n");
+    if page.providers.is_empty() {
+        o.push_str(
+            "<p class=\"no-data\">No data: the health log holds no probes of the providers shown yet. \
+             Run <code>llmprobe check</code>, and schedule it.</p>\n",
+        );
+    }
+    for (i, p) in page.providers.iter().enumerate() {
+        provider(&mut o, page, i, p);
+    }
+    o.push_str("</main>\n");
+    footer(&mut o, page);
+    o.push_str("</body>\n</html>\n");
+    o
+}
+
+fn header(o: &mut String, page: &Page) {
+    let words = match page.overall {
+        "ok" => "All providers operational",
+        "degraded" => "Some providers degraded",
+        "down" => "All providers down",
+        _ => "No data",
+    };
+    let _ = write!(
+        o,
+        "<header id=\"overall\" data-state=\"{}\">\n<h1>LLM provider status</h1>\n<p class=\"state\">{words}<span class=\"mut\"> (last 24 h)</span></p>\n",
+        page.overall
+    );
+    match page.newest {
+        Some(t) => {
+            let _ = writeln!(
+                o,
+                "<p>Newest probe: <time id=\"newest\" datetime=\"{}\">{}</time>. Page built {}.</p>",
+                fmt_rfc3339(t),
+                fmt_minute(t),
+                fmt_minute(page.now)
+            );
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "<p>Newest probe: never. Page built {}.</p>",
+                fmt_minute(page.now)
+            );
+        }
+    }
+    if !page.stale.is_empty() {
+        o.push_str("<div class=\"stale-warning\" role=\"alert\">");
+        for (i, line) in page.stale.iter().enumerate() {
+            if i > 0 {
+                o.push_str("<br>");
+            }
+            o.push_str(&esc(line));
+        }
+        o.push_str("</div>\n");
+    }
+    o.push_str("</header>\n");
+}
+
+fn provider(o: &mut String, page: &Page, i: usize, p: &ProviderPage) {
+    let _ = writeln!(
+        o,
+        "<section class=\"provider\" data-provider=\"{}\" data-uptime-24h=\"{}\" data-uptime-7d=\"{}\" data-uptime-30d=\"{}\" data-uptime-window=\"{}\" data-samples-window=\"{}\" aria-labelledby=\"p{i}\">",
+        esc(&p.name),
+        frac(p.rolling[0]),
+        frac(p.rolling[1]),
+        frac(p.rolling[2]),
+        frac(p.window_uptime),
+        p.window_samples.round() as i64,
+    );
+    let _ = writeln!(o, "<h2 id=\"p{i}\">{}</h2>", esc(&p.name));
+    o.push_str("<dl class=\"uptime\">");
+    for (label, u) in [
+        ("24 h", p.rolling[0]),
+        ("7 d", p.rolling[1]),
+        ("30 d", p.rolling[2]),
+    ]
+    .into_iter()
+    .chain(std::iter::once((page.window.as_str(), p.window_uptime)))
+    {
+        let _ = write!(
+            o,
+            "<div><dt>{}</dt><dd>{}</dd></div>",
+            esc(label),
+            u.map(fmt_pct).unwrap_or_else(|| "no probes".into())
+        );
+    }
+    o.push_str("</dl>\n");
+    let _ = writeln!(
+        o,
+        "<p class=\"mut\">Daily uptime, UTC days, oldest first ({} probes in the last {}):</p>",
+        fmt_count(p.window_samples),
+        esc(&page.window)
+    );
+    let _ = writeln!(o, "<ol class=\"bars\" data-days=\"{}\">", p.bars.len());
+    for b in &p.bars {
+        bar(o, b);
+    }
+    o.push_str("</ol>\n");
+    sparkline(o, page, p);
+    models(o, page, p);
+    o.push_str("</section>\n");
+}
+
+fn bar(o: &mut String, b: &Bar) {
+    let d = day(b.day);
+    let p95 = b.p95_ms.map(|v| v.round() as i64);
+    let _ = write!(
+        o,
+        "<li class=\"bar {}\" data-day=\"{d}\" data-samples=\"{}\" data-uptime=\"{}\" data-p95-ms=\"{}\" tabindex=\"0\"><span>{d}: ",
+        grade_class(b.uptime),
+        b.samples.round() as i64,
+        frac(b.uptime),
+        p95.map(|v| v.to_string()).unwrap_or_default(),
+    );
+    match b.uptime {
+        None => o.push_str("no probes"),
+        Some(u) => {
+            let _ = write!(o, "{} uptime, {} samples", fmt_pct(u), fmt_count(b.samples));
+            if let Some(v) = p95 {
+                let _ = write!(o, ", p95 {v} ms");
+            }
+        }
+    }
+    o.push_str("</span></li>\n");
+}
+
+/// The daily p95 latency as an inline SVG line; a day without a response
+/// breaks the line.
+fn sparkline(o: &mut String, page: &Page, p: &ProviderPage) {
+    let values: Vec<Option<f64>> = p.bars.iter().map(|b| b.p95_ms).collect();
+    let known: Vec<f64> = values.iter().flatten().copied().collect();
+    let (w, h) = ((values.len().max(2) - 1) as f64 * 4.0, 30.0);
+    let label = match (
+        known.iter().copied().reduce(f64::min),
+        known.iter().copied().reduce(f64::max),
+        values.iter().rev().flatten().next(),
+    ) {
+        (Some(lo), Some(hi), Some(last)) => format!(
+            "p95 latency per day over the last {}: from {lo:.0} ms to {hi:.0} ms, the latest day {last:.0} ms",
+            page.window
+        ),
+        _ => format!("No latency data over the last {}", page.window),
+    };
+    let _ = writeln!(o, "<p class=\"mut\">{}:</p>", esc(&label));
+    let _ = write!(
+        o,
+        "<svg class=\"sparkline\" role=\"img\" aria-label=\"{}\" viewBox=\"0 0 {w} {}\" preserveAspectRatio=\"none\">",
+        esc(&label),
+        h + 2.0
+    );
+    let max = known.iter().copied().fold(1.0, f64::max);
+    let mut d = String::new();
+    let mut pen_down = false;
+    for (i, v) in values.iter().enumerate() {
+        match v {
+            Some(v) => {
+                let x = i as f64 * 4.0;
+                let y = 1.0 + h - (v / max) * h;
+                // A day alone between gaps is a dot: a zero-length line with
+                // round caps.
+                let _ = write!(d, "{}{x:.0} {y:.1}", if pen_down { "L" } else { "M" });
+                if !pen_down {
+                    d.push_str("h0");
+                }
+                pen_down = true;
+            }
+            None => pen_down = false,
+        }
+    }
+    if !d.is_empty() {
+        let _ = write!(o, "<path d=\"{d}\"/>");
+    }
+    o.push_str("</svg>\n");
+}
+
+fn models(o: &mut String, page: &Page, p: &ProviderPage) {
+    if p.models.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "<table class=\"models\"><caption>Models of {}</caption>\n<thead><tr><th scope=\"col\">Model</th><th scope=\"col\">State</th><th scope=\"col\">Last result</th><th scope=\"col\">Capabilities</th><th scope=\"col\">Cooldowns</th></tr></thead>\n<tbody>",
+        esc(&p.name)
+    );
+    for m in &p.models {
+        model(o, page, m);
+    }
+    o.push_str("</tbody></table>\n");
+}
+
+fn model(o: &mut String, page: &Page, m: &ModelPage) {
+    let _ = write!(
+        o,
+        "<tr class=\"model\" data-model=\"{}\" data-state=\"{}\"><th scope=\"row\">{}</th><td class=\"st-{}\">{}",
+        esc(&m.name),
+        m.state,
+        esc(&m.name),
+        m.state,
+        m.state
+    );
+    if m.state != ModelState::Active {
+        if let Some(r) = &m.reason {
+            let _ = write!(o, ": {}", esc(r));
+        }
+        if let Some(s) = &m.since {
+            let since = crate::time::parse_ts(s)
+                .map(fmt_minute)
+                .unwrap_or_else(|| s.clone());
+            let _ = write!(o, ", since {}", esc(&since));
+        }
+    }
+    o.push_str("</td><td>");
+    match &m.last {
+        Some(l) => {
+            let _ = write!(
+                o,
+                "{} at {}",
+                esc(&last_result(l, page.public)),
+                fmt_minute(l.ts)
+            );
+        }
+        None => o.push_str("never probed"),
+    }
+    o.push_str("</td><td>");
+    for (i, (cap, verdict, why)) in m.caps.iter().enumerate() {
+        if i > 0 {
+            o.push_str(" · ");
+        }
+        let _ = write!(
+            o,
+            "{} {} {}",
+            cap.as_str(),
+            verdict.mark(),
+            verdict.as_str()
+        );
+        if let (Judgement::No, Some(w)) = (verdict, why) {
+            let _ = write!(o, " ({})", esc(w));
+        }
+    }
+    o.push_str("</td><td>");
+    if m.cooldowns.is_empty() {
+        o.push_str("none");
+    } else {
+        o.push_str(&esc(&m.cooldowns.join("; ")));
+    }
+    o.push_str("</td></tr>\n");
+}
+
+/// The newest probe's result; in the public form a failure is named only
+/// by one of llmprobe's own words.
+fn last_result(l: &LastProbe, public: bool) -> String {
+    let legacy = matches!(&*l.failure, "" | "error" | "degraded" | "averaged");
+    if public && !legacy && !privacy::known_word(&l.failure) {
+        let mut l = l.clone();
+        l.failure = "failed".into();
+        return l.label();
+    }
+    l.label()
+}
+
+fn footer(o: &mut String, page: &Page) {
+    let _ = writeln!(
+        o,
+        "<footer>\n<p>Bars: one per UTC day; solid: at least {:.0}% of probes passed; striped: {:.0}–{:.0}%; cross-hatched: below {:.0}%; dashed outline: no probes. \
+         Hover over or focus a bar (Tab) for its day's uptime, probes and p95 latency. The line under the bars is each day's p95 latency.</p>",
+        GOOD * 100.0,
+        FAIR * 100.0,
+        GOOD * 100.0,
+        FAIR * 100.0
+    );
+    let _ = writeln!(
+        o,
+        "<p>Model states, capability verdicts (✔ yes, ✗ no, ? unknown), cooldowns from {}. Built by llmprobe at <time datetime=\"{}\">{}</time>.</p>\n</footer>",
+        esc(&page.cooldowns_from),
+        fmt_rfc3339(page.now),
+        fmt_minute(page.now)
+    );
+}

@@ -1,0 +1,212 @@
+use super::days::{DAY, Days, PageAcc};
+use super::*;
+use crate::healthlog::read::{Record, Sink};
+
+/// 2026-12-02T12:00:00Z.
+const NOW: i64 = 1_796_212_800;
+
+fn rec(ts: i64, model: &'static str, samples: f64, passed: f64, latency: f64) -> Record<'static> {
+    Record {
+        ts,
+        provider: "p",
+        model,
+        samples,
+        passed,
+        latency_ms: latency,
+        failure: if passed >= samples { "" } else { "timeout" },
+        http_status: None,
+        probe: "",
+        source: "",
+    }
+}
+
+#[test]
+fn days_cover_the_window_from_its_start_to_now() {
+    let d = Days::new(NOW - 90 * DAY, NOW);
+    // A window that starts at noon covers 91 UTC days: a partial first one.
+    assert_eq!(d.count, 91);
+    assert_eq!(d.index(NOW - 90 * DAY), 0);
+    assert_eq!(d.index(NOW), 90);
+    // Midnight starts a new bar; a second before is the day before.
+    let midnight = NOW - 12 * 3600;
+    assert_eq!(d.index(midnight), 90);
+    assert_eq!(d.index(midnight - 1), 89);
+    // A clock ahead lands in today's bar.
+    assert_eq!(d.index(NOW + 5 * DAY), 90);
+    assert_eq!(d.day_start(90), midnight);
+    // A window starting at midnight has no partial day.
+    assert_eq!(Days::new(midnight - 7 * DAY, midnight).count, 8);
+    // `all` counts everything; an entry older than the first lands first.
+    let all = Days::all(midnight - 3 * DAY, NOW);
+    assert_eq!((all.start, all.count), (i64::MIN, 4));
+    assert_eq!(all.index(midnight - 10 * DAY), 0);
+}
+
+fn acc_of(records: &[Record<'static>], start: i64) -> PageAcc {
+    let mut acc = PageAcc::new(Days::new(start, NOW));
+    for r in records {
+        acc.record(r);
+    }
+    acc
+}
+
+#[test]
+fn bars_and_windows_count_as_rollup_does() {
+    let start = NOW - 10 * DAY;
+    let records = [
+        // Before the window: in no bar, but in the 30 d figure.
+        rec(start - 1, "a", 1.0, 0.0, 0.0),
+        // The window's first second: the first bar.
+        rec(start, "a", 1.0, 1.0, 100.0),
+        // A legacy averaged entry: 10 probes, 5 passed.
+        rec(NOW - 2 * DAY, "a", 10.0, 5.0, 200.0),
+        // A disabled_skip row: no probe.
+        rec(NOW - 2 * DAY, "b", 0.0, 0.0, 0.0),
+        rec(NOW - 3600, "b", 1.0, 1.0, 300.0),
+    ];
+    let acc = acc_of(&records, start);
+    let f = &acc.figures[0];
+    assert_eq!(f.days.len(), 11);
+    assert_eq!(f.days[0].probes.samples, 1.0);
+    assert_eq!(f.days[8].probes.samples, 10.0);
+    assert_eq!(f.days[8].probes.uptime(), Some(0.5));
+    // Empty days stay empty.
+    assert!(f.days[1..8].iter().all(|d| d.probes.samples == 0.0));
+    assert_eq!(f.days[8].p95(), Some(200.0));
+    let bars: f64 = f.days.iter().map(|d| d.probes.samples).sum();
+    assert_eq!(bars, f.window.samples);
+    assert_eq!(f.window.samples, 12.0);
+    assert_eq!(f.rolling[0].samples, 1.0);
+    assert_eq!(f.rolling[1].samples, 11.0);
+    assert_eq!(f.rolling[2].samples, 13.0);
+    // Both models are listed; the skip row is not b's last result.
+    assert_eq!(acc.model_list.len(), 2);
+    let b = acc.model_list[1].2.as_ref().unwrap();
+    assert_eq!((b.ts, b.label().as_str()), (NOW - 3600, "ok"));
+}
+
+#[test]
+fn merging_halves_is_reading_the_whole() {
+    let start = NOW - 10 * DAY;
+    let rs = [
+        rec(NOW - 5 * DAY, "a", 1.0, 1.0, 100.0),
+        rec(NOW - 4 * DAY, "b", 1.0, 0.0, 0.0),
+        rec(NOW - 3 * DAY, "a", 1.0, 0.0, 0.0),
+        rec(NOW - 3 * DAY, "c", 3.0, 3.0, 50.0),
+    ];
+    let whole = acc_of(&rs, start);
+    let mut first = acc_of(&rs[..2], start);
+    first.merge(acc_of(&rs[2..], start));
+    assert_eq!(first.model_list, whole.model_list);
+    assert_eq!(first.figures[0].window, whole.figures[0].window);
+    for (a, b) in first.figures[0].days.iter().zip(&whole.figures[0].days) {
+        assert_eq!(a.probes, b.probes);
+        assert_eq!(a.p95(), b.p95());
+    }
+    // The later half's newest probe of a wins.
+    let a = first.model_list[0].2.as_ref().unwrap();
+    assert_eq!(a.ts, NOW - 3 * DAY);
+    assert_eq!(&*a.failure, "timeout");
+}
+
+#[test]
+fn public_text_keeps_only_llmprobes_own_words() {
+    let r = crate::upstream::secret::Redactor::new([crate::upstream::secret::Secret::new(
+        "my-very-secret-key".into(),
+    )]);
+    let raw = "timeout at https://user:pw@api.host.example/acct/1234 with my-very-secret-key";
+    let full = privacy::reason(raw, false, &r).unwrap();
+    assert!(
+        !full.contains("my-very-secret-key") && !full.contains("pw@"),
+        "{full}"
+    );
+    assert!(!full.contains("https://"), "{full}");
+    assert!(full.chars().count() <= 61, "{full}");
+    assert_eq!(privacy::reason(raw, true, &r), None);
+    assert_eq!(
+        privacy::reason("timeout", true, &r).as_deref(),
+        Some("timeout")
+    );
+    assert_eq!(
+        privacy::reason("rate_limit", true, &r).as_deref(),
+        Some("rate_limit")
+    );
+    assert_eq!(
+        privacy::reason("unreachable", true, &r).as_deref(),
+        Some("unreachable")
+    );
+    assert_eq!(privacy::reason("api.host.example", true, &r), None);
+    let c = Cooldown {
+        target: "groq#key0:ab12cd::m".into(),
+        scope: "key_model".into(),
+        until: NOW,
+        reason: "rate_limit".into(),
+    };
+    assert_eq!(c.covers(), ("groq", Some("m")));
+    let public = privacy::cooldown(&c, true, &r);
+    assert!(
+        !public.contains("ab12cd") && public.contains("rate_limit until"),
+        "{public}"
+    );
+    assert!(privacy::cooldown(&c, false, &r).contains("groq#key0:ab12cd::m"));
+}
+
+#[test]
+fn names_are_escaped() {
+    assert_eq!(
+        html::esc(r#"<b a="x">'&'</b>"#),
+        "&lt;b a=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/b&gt;"
+    );
+    let page = Page {
+        now: NOW,
+        window: "7d".into(),
+        public: false,
+        overall: "ok",
+        newest: Some(NOW),
+        stale: vec!["<stale>".into()],
+        days: Days::new(NOW - 7 * DAY, NOW),
+        providers: vec![ProviderPage {
+            name: "p\"><script>".into(),
+            rolling: [Some(1.0), None, None],
+            window_samples: 0.0,
+            window_uptime: None,
+            bars: Vec::new(),
+            models: vec![ModelPage {
+                name: "m<i>".into(),
+                state: ModelState::Paused,
+                reason: Some("a & b".into()),
+                since: None,
+                last: None,
+                caps: Vec::new(),
+                cooldowns: Vec::new(),
+            }],
+            newest: None,
+        }],
+        cooldowns_from: "x".into(),
+        skipped: 0,
+        torn_bytes: 0,
+    };
+    let out = render(&page);
+    assert!(!out.contains("<script>") && !out.contains("<i>") && !out.contains("<stale>"));
+    assert!(out.contains("data-provider=\"p&quot;&gt;&lt;script&gt;\""));
+    assert!(out.contains("paused: a &amp; b"));
+    assert!(out.contains("class=\"stale-warning\""));
+}
+
+#[test]
+fn overall_state_from_the_last_day() {
+    let p = |u: Option<f64>| ProviderPage {
+        name: "p".into(),
+        rolling: [u, None, None],
+        window_samples: 0.0,
+        window_uptime: None,
+        bars: Vec::new(),
+        models: Vec::new(),
+        newest: None,
+    };
+    assert_eq!(overall(&[]), "no_data");
+    assert_eq!(overall(&[p(None)]), "no_data");
+    assert_eq!(overall(&[p(Some(0.95)), p(None)]), "ok");
+    assert_eq!(overall(&[p(Some(0.95)), p(Some(0.1))]), "degraded");
+    assert_eq!(overall(&[p(Some(0.1)), p(Some(0.2))]), "down");
+}

@@ -1,0 +1,437 @@
+//! The status page through the real binary: `rollup --format html` (its
+//! figures are `rollup --format json`'s, its public form holds no error
+//! text, host, URL or key id) and `route --serve`'s `GET /status` (behind
+//! the token, public with `[route] public_status`, live).
+
+use serde_json::Value;
+
+use crate::support::{Env, Fake, RouteServer, ago, eventually, http, route_config};
+
+const H: i64 = 3600;
+const D: i64 = 24 * H;
+
+/// A host, a URL, a key and an account id that the public page must not
+/// show.
+const HOST: &str = "api.secret-host.example";
+const KEY: &str = "sk-live-abcdefghijklmnop1234";
+const ACCOUNT: &str = "acct-77a1b2c3";
+
+fn entry(age: i64, provider: &str, model: &str, ok: bool, latency: u64, failure: &str) -> String {
+    let err = if ok {
+        String::new()
+    } else {
+        format!(r#","status":500,"error":"https://{HOST}/v1 said no to {KEY}""#)
+    };
+    format!(
+        r#"{{"ts":"{}","provider":"{provider}","model":"{model}","ok":{},"latency_ms":{latency},"failure_type":"{failure}"{err}}}"#,
+        ago(age),
+        ok as u8
+    )
+}
+
+/// Two providers over 100 days: probes in the last day, week, month and
+/// quarter, one older than the 90-day window, a legacy averaged entry, a
+/// disabled_skip row and a re-probe.
+fn fixture(env: &Env) {
+    let mut e = vec![
+        entry(100 * D, "groq", "llama", false, 0, "timeout"),
+        entry(60 * D + 5 * H, "groq", "llama", true, 900, ""),
+        entry(20 * D + 5 * H, "groq", "llama", false, 0, "timeout"),
+        entry(5 * D + 5 * H, "groq", "llama", true, 400, ""),
+        entry(2 * H + 1800, "groq", "llama", true, 300, ""),
+        entry(H + 1800, "groq", "llama", false, 0, "rate_limit"),
+        entry(H + 1800, "groq", "llama-big", true, 1200, ""),
+        entry(H + 1700, "mistral", "small", true, 640, ""),
+        entry(H + 1600, "mistral", "large", false, 0, "disabled_skip"),
+    ];
+    // A legacy averaged entry: 10 probes, 5 passed.
+    e.insert(
+        2,
+        format!(
+            r#"{{"timestamp":"{}","provider":"mistral","model":"small","status":"averaged","latency_ms":100.0,"uptime":0.5,"sample_count":10}}"#,
+            ago(10 * D + 5 * H)
+        ),
+    );
+    e.push(format!(
+        r#"{{"ts":"{}","provider":"mistral","model":"small","ok":1,"latency_ms":700,"failure_type":"","source":"reprobe"}}"#,
+        ago(H + 1500)
+    ));
+    env.write(
+        "stats/health_log.json",
+        format!("[\n{}\n]\n", e.join(",\n")),
+    );
+    env.write(
+        "stats/model_state.json",
+        format!(
+            r#"{{"groq::llama": {{"state": "paused", "reason": "timeout from https://{HOST}/accounts/{ACCOUNT} with {KEY}", "since": "{}", "consecutive_failures": 1}},
+              "mistral::large": {{"state": "disabled", "reason": "wrong_answer", "since": "{}", "consecutive_failures": 3}}}}"#,
+            ago(H),
+            ago(3 * D)
+        ),
+    );
+    env.write(
+        "stats/capabilities.json",
+        format!(
+            r#"{{"groq::llama": {{"tools": {{"verdict": "no", "seen": "{}", "reason": "wrong_answer: called {HOST} <script>"}}, "json": {{"verdict": "yes", "seen": "{}"}}}}}}"#,
+            ago(D),
+            ago(D)
+        ),
+    );
+    let until = (chrono::Utc::now() + chrono::Duration::hours(2)).to_rfc3339();
+    let set = chrono::Utc::now().to_rfc3339();
+    env.write(
+        "stats/route_state.json",
+        format!(
+            r#"{{"version": 1, "cooldowns": {{"benches": [{{"target": "groq#key0:{ACCOUNT}::llama-big", "scope": "key_model", "until": "{until}", "reason": "rate_limit", "set_at": "{set}"}}]}}}}"#
+        ),
+    );
+}
+
+fn env() -> Env {
+    let mut env = Env::new();
+    let cfg = env.write(
+        "llmprobe.toml",
+        "include_default_catalog = false\n\n[[providers]]\nname = \"groq\"\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodels = [\"llama\", \"llama-big\"]\n\n[[providers]]\nname = \"mistral\"\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodels = [\"small\", \"large\"]\n",
+    );
+    env.env("LLMPROBE_CONFIG", cfg.to_str().unwrap());
+    env
+}
+
+/// The value of attribute `name` in the first tag that starts with
+/// `start`.
+fn attr(html: &str, start: &str, name: &str) -> String {
+    let at = html
+        .find(start)
+        .unwrap_or_else(|| panic!("no {start} in the page"));
+    let tag = &html[at..at + html[at..].find('>').unwrap()];
+    let key = format!(" {name}=\"");
+    let v = &tag[tag
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {name} in {tag}"))
+        + key.len()..];
+    v[..v.find('"').unwrap()].to_string()
+}
+
+/// The provider's section, up to the next one.
+fn section<'a>(html: &'a str, provider: &str) -> &'a str {
+    let start = html
+        .find(&format!(
+            "<section class=\"provider\" data-provider=\"{provider}\""
+        ))
+        .unwrap_or_else(|| panic!("no section for {provider}"));
+    let end = html[start..].find("</section>").unwrap() + start;
+    &html[start..end]
+}
+
+fn rollup_json(env: &Env, window: &str) -> Value {
+    let out = env
+        .run(&["rollup", "--format", "json", "--window", window])
+        .ok()
+        .stdout;
+    serde_json::from_str(&out).unwrap()
+}
+
+fn provider_row<'a>(v: &'a Value, provider: &str) -> &'a Value {
+    v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["provider"] == provider)
+        .unwrap_or_else(|| panic!("no row {provider} in {v}"))
+}
+
+fn frac(v: &Value) -> String {
+    v.as_f64().map(|u| format!("{u:.4}")).unwrap_or_default()
+}
+
+#[test]
+fn page_figures_are_rollups() {
+    let env = env();
+    fixture(&env);
+    let html = env.run(&["rollup", "--format", "html"]).ok().stdout;
+    assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
+    assert!(!html.contains("http://") && !html.contains("https://"));
+    for p in ["groq", "mistral"] {
+        let s = section(&html, p);
+        for (attr_name, window) in [
+            ("data-uptime-24h", "24h"),
+            ("data-uptime-7d", "7d"),
+            ("data-uptime-30d", "30d"),
+            ("data-uptime-window", "90d"),
+        ] {
+            let row = provider_row(&rollup_json(&env, window), p).clone();
+            assert_eq!(
+                attr(s, "<section", attr_name),
+                frac(&row["uptime"]),
+                "{p} {window}: {row}"
+            );
+            if window == "90d" {
+                let samples = row["samples"].as_f64().unwrap() as i64;
+                assert_eq!(
+                    attr(s, "<section", "data-samples-window"),
+                    samples.to_string()
+                );
+                // The bars add up to the window.
+                let sum: i64 = s
+                    .split("data-samples=\"")
+                    .skip(1)
+                    .map(|x| x[..x.find('"').unwrap()].parse::<i64>().unwrap())
+                    .sum();
+                assert_eq!(sum, samples, "{p}");
+            }
+        }
+        let days: usize = attr(s, "<ol class=\"bars\"", "data-days").parse().unwrap();
+        assert!((90..=91).contains(&days), "{days}");
+        assert_eq!(s.matches("<li class=\"bar ").count(), days);
+    }
+    // The legacy averaged entry counts 10 probes, 5 passed; the re-probe
+    // counts, the disabled_skip row does not.
+    let m = section(&html, "mistral");
+    assert_eq!(attr(m, "<section", "data-samples-window"), "12");
+    assert!(
+        m.contains("data-samples=\"10\" data-uptime=\"0.5000\""),
+        "{m}"
+    );
+    assert!(m.contains("class=\"bar grade-poor\""), "{m}");
+    // Per model: state with reason and since, the verdicts, the cooldown.
+    assert!(
+        m.contains("data-model=\"large\" data-state=\"disabled\""),
+        "{m}"
+    );
+    assert!(m.contains("disabled: wrong_answer, since "), "{m}");
+    let g = section(&html, "groq");
+    assert!(
+        g.contains("data-model=\"llama\" data-state=\"paused\""),
+        "{g}"
+    );
+    assert!(g.contains("tools ✗ no") && g.contains("json ✔ yes") && g.contains("vision ? unknown"));
+    assert!(
+        g.contains("rate_limit (500) at") || g.contains("rate_limit (500)"),
+        "{g}"
+    );
+    assert!(g.contains("rate_limit until "), "{g}");
+    // Escaped, and the key masked even in the full form.
+    assert!(
+        g.contains("&lt;script&gt;") && !html.contains("<script"),
+        "{g}"
+    );
+    assert!(!html.contains(KEY), "a key on the page");
+    assert_eq!(
+        attr(&html, "<header", "data-state"),
+        "degraded",
+        "groq is at 2 of 3 in the last 24 h"
+    );
+    assert_eq!(
+        attr(&html, "<time id=\"newest\"", "datetime"),
+        rollup_json(&env, "all")["newest_probe"].as_str().unwrap(),
+        "the newest probe"
+    );
+}
+
+#[test]
+fn public_page_has_no_error_text_hosts_or_ids() {
+    let env = env();
+    fixture(&env);
+    let full = env.run(&["rollup", "--format", "html"]).ok().stdout;
+    assert!(
+        full.contains(HOST),
+        "the full form keeps redacted error text"
+    );
+    let out = env.path().join("public.html");
+    env.run(&[
+        "rollup",
+        "--format",
+        "html",
+        "--public",
+        "--output",
+        out.to_str().unwrap(),
+    ])
+    .ok();
+    let html = std::fs::read_to_string(&out).unwrap();
+    for leak in [HOST, KEY, ACCOUNT, "said no", "called", "accounts/"] {
+        assert!(!html.contains(leak), "{leak} in the public page");
+    }
+    // What is safe stays: states, class words, verdicts, the cooldown.
+    assert!(html.contains("data-model=\"llama\" data-state=\"paused\""));
+    assert!(html.contains("disabled: wrong_answer"));
+    assert!(html.contains("tools ✗ no"));
+    assert!(html.contains("rate_limit until ") && html.contains("one key&#39;s use of this model"));
+}
+
+#[test]
+fn provider_and_exclude_choose_the_sections() {
+    let env = env();
+    fixture(&env);
+    let only = env
+        .run(&["rollup", "--format", "html", "--provider", "mistral"])
+        .ok()
+        .stdout;
+    assert!(only.contains("data-provider=\"mistral\"") && !only.contains("data-provider=\"groq\""));
+    let not = env
+        .run(&[
+            "rollup",
+            "--format",
+            "html",
+            "--exclude",
+            "mistral",
+            "--window",
+            "7d",
+        ])
+        .ok()
+        .stdout;
+    assert!(!not.contains("data-provider=\"mistral\"") && not.contains("data-provider=\"groq\""));
+    let days: usize = attr(&not, "<ol class=\"bars\"", "data-days")
+        .parse()
+        .unwrap();
+    assert!((7..=8).contains(&days), "{days}");
+}
+
+#[test]
+fn empty_stats_dir_says_no_data() {
+    let env = Env::new();
+    let out = env.path().join("status.html");
+    let r = env
+        .run(&[
+            "rollup",
+            "--format",
+            "html",
+            "--output",
+            out.to_str().unwrap(),
+        ])
+        .ok();
+    assert!(r.stderr.contains("no probes recorded"), "{}", r.stderr);
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(attr(&html, "<header", "data-state"), "no_data");
+    assert!(html.contains("class=\"no-data\""));
+}
+
+fn status(srv: &RouteServer, token: Option<&str>) -> crate::support::Http {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let headers: Vec<(&str, &str)> = auth
+        .as_deref()
+        .map(|a| vec![("authorization", a)])
+        .unwrap_or_default();
+    http("GET", &format!("{}/status", srv.url), &headers, None)
+}
+
+#[test]
+fn served_status_needs_the_token_and_follows_the_states() {
+    let mut env = env();
+    env.env("ROUTE_TOKEN", "s3cret-token");
+    fixture(&env);
+    let fake = Fake::start(&env, &[]);
+    let cfg = route_config(
+        &env,
+        &[fake.provider("groq", "openai", &["llama", "llama-big"], "")],
+        "[route]\nauth_token_env = \"ROUTE_TOKEN\"\n",
+    );
+    // No paused model for route's re-prober to bring back meanwhile.
+    env.write("stats/model_state.json", "{}");
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    assert_eq!(status(&srv, None).status, 401);
+    assert_eq!(status(&srv, Some("wrong")).status, 401);
+    let r = status(&srv, Some("s3cret-token"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("content-type"), "text/html; charset=utf-8");
+    assert!(
+        r.body
+            .contains("data-model=\"llama\" data-state=\"active\""),
+        "{}",
+        r.body
+    );
+    // The full form for a token holder: the verdict's reason.
+    assert!(r.body.contains(HOST));
+    // The cooldown route holds (loaded from route_state.json at start).
+    assert!(r.body.contains("rate_limit until "), "{}", r.body);
+    // A person disables the model: the page follows within the cache's
+    // few seconds.
+    env.write(
+        "stats/model_state.json",
+        r#"{"groq::llama": {"state": "disabled", "reason": "wrong_answer", "since": "2026-01-01T00:00:00Z", "consecutive_failures": 3}}"#,
+    );
+    eventually("the page shows llama disabled", || {
+        let r = status(&srv, Some("s3cret-token"));
+        if r.body
+            .contains("data-model=\"llama\" data-state=\"disabled\"")
+            && r.body.contains("disabled: wrong_answer")
+        {
+            Ok(())
+        } else {
+            Err(r
+                .body
+                .lines()
+                .filter(|l| l.contains("data-model"))
+                .collect::<Vec<_>>()
+                .join("\n"))
+        }
+    });
+}
+
+#[test]
+fn public_status_serves_the_public_form_without_a_token() {
+    let mut env = env();
+    env.env("ROUTE_TOKEN", "s3cret-token");
+    fixture(&env);
+    let fake = Fake::start(&env, &[]);
+    let cfg = route_config(
+        &env,
+        &[fake.provider("groq", "openai", &["llama", "llama-big"], "")],
+        "[route]\nauth_token_env = \"ROUTE_TOKEN\"\npublic_status = true\n",
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let r = status(&srv, None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("data-provider=\"groq\""));
+    for leak in [HOST, KEY, ACCOUNT] {
+        assert!(!r.body.contains(leak), "{leak} in the public page");
+    }
+    // The API itself still needs the token.
+    assert_eq!(
+        http("GET", &format!("{}/v1/models", srv.url), &[], None).status,
+        401
+    );
+}
+
+#[test]
+fn window_all_counts_the_whole_log() {
+    let env = env();
+    fixture(&env);
+    let html = env
+        .run(&["rollup", "--format", "html", "--window", "all"])
+        .ok()
+        .stdout;
+    let all = rollup_json(&env, "all");
+    for p in ["groq", "mistral"] {
+        let s = section(&html, p);
+        let row = provider_row(&all, p);
+        assert_eq!(
+            attr(s, "<section", "data-uptime-window"),
+            frac(&row["uptime"])
+        );
+        let samples = row["samples"].as_f64().unwrap() as i64;
+        assert_eq!(
+            attr(s, "<section", "data-samples-window"),
+            samples.to_string()
+        );
+        // From the first entry's day (100 days ago) to today.
+        let days: usize = attr(s, "<ol class=\"bars\"", "data-days").parse().unwrap();
+        assert!((101..=102).contains(&days), "{days}");
+    }
+}
+
+#[test]
+fn a_bad_route_state_costs_the_cooldowns_only() {
+    let env = env();
+    fixture(&env);
+    let bad = "{\"version\": 1, \"cooldowns\": [";
+    env.write("stats/route_state.json", bad);
+    let r = env.run(&["rollup", "--format", "html"]).ok();
+    assert!(r.stderr.contains("route_state.json"), "{}", r.stderr);
+    assert!(r.stdout.contains("data-provider=\"groq\""));
+    assert!(!r.stdout.contains("rate_limit until "));
+    // Left as it was.
+    assert_eq!(
+        std::fs::read_to_string(env.stats().join("route_state.json")).unwrap(),
+        bad
+    );
+}
