@@ -26,7 +26,7 @@ header{border-bottom:1px solid var(--line);padding-bottom:.6rem}
 .uptime{display:flex;gap:1.5rem;margin:.3rem 0;flex-wrap:wrap}.uptime div{display:flex;gap:.3rem}.uptime dt{color:var(--mut)}.uptime dd{margin:0;font-weight:600}
 .bars{display:flex;gap:1px;list-style:none;padding:0;margin:.4rem 0 1.7rem;height:2.2rem}
 .bars>li{flex:1 1 0;min-width:2px;height:0;padding-top:2.2rem;box-sizing:border-box;overflow:hidden;white-space:nowrap;font-size:.8rem;line-height:1.6;background:var(--good)}
-.bars>li:nth-child(n+46){direction:rtl}
+.bars>li:nth-last-child(-n+45){direction:rtl}.bars>li:nth-child(-n+15){direction:ltr}.bars>li:nth-last-child(-n+3){direction:rtl}
 .bars>li:hover,.bars>li:focus{overflow:visible;position:relative;z-index:1}
 .bars>li::first-line{background:var(--fg);color:var(--bg)}
 .bars>li:focus{outline:3px solid var(--focus);outline-offset:1px}
