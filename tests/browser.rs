@@ -5,7 +5,8 @@
 //!
 //! The page's DOM contract (docs/status-page.md) is what these tests read:
 //! `section.provider[data-provider]` with its uptime figures, `ol.bars`
-//! with one `li.bar[data-day][data-samples][data-uptime]` per day, and
+//! (`data-first-day`, `data-days`) with one `li` per day whose text holds
+//! the day's figures (`support::page`), and
 //! `tr.model[data-model][data-state]`.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -16,7 +17,7 @@ use serde_json::Value;
 
 use crate::Test;
 use crate::support::need::Need;
-use crate::support::{BIN, Env, browser, provider_toml};
+use crate::support::{BIN, Env, browser, page, provider_toml};
 
 pub fn tests() -> Vec<Test> {
     vec![
@@ -203,20 +204,15 @@ fn the_demos_status_page_renders_every_provider_and_model() {
     let mut models_seen = BTreeSet::new();
     for (tag, body) in &sections {
         let provider = tag.get("data-provider");
-        let bars = tags(body, "li", "bar");
         // One bar per UTC day the 90-day window touches: 91 when it starts
         // in the middle of a day (the first is partial), 90 at midnight.
-        let ol = &tags(body, "ol", "bars")[0];
-        let days: usize = ol.get("data-days").parse().unwrap();
+        let (bars, days) = page::bars(body);
         assert!(
             days == 90 || days == 91,
             "{provider}: a 90-day window, {days} days"
         );
         assert_eq!(bars.len(), days, "{provider}: one bar per day");
-        let samples: u64 = bars
-            .iter()
-            .map(|b| b.get("data-samples").parse::<u64>().unwrap())
-            .sum();
+        let samples: u64 = bars.iter().map(|b| b.samples as u64).sum();
         assert_eq!(
             samples.to_string(),
             tag.get("data-samples-window"),
@@ -367,35 +363,41 @@ fn the_status_pages_bars_and_figures_match_rollup_json() {
                 .unwrap_or_default();
             assert_eq!(tag.get(&format!("data-uptime-{w}")), want, "{p} {w}");
         }
-        let bars = tags(body, "li", "bar");
-        let days: usize = tags(body, "ol", "bars")[0]
-            .get("data-days")
-            .parse()
-            .unwrap();
+        let (bars, days) = page::bars(body);
         assert!(days == 90 || days == 91, "{p}: {days} days");
         assert_eq!(bars.len(), days, "{p}");
+        let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+        assert_eq!(
+            bars.last().unwrap().day,
+            today,
+            "{p}: the last bar is today"
+        );
         let mut total = 0;
         for b in &bars {
-            let n: u64 = b.get("data-samples").parse().unwrap();
+            let n = b.samples as u64;
             let want = per_day
-                .get(&(p.to_string(), b.get("data-day").to_string()))
+                .get(&(p.to_string(), b.day.clone()))
                 .copied()
                 .unwrap_or(0);
-            assert_eq!(n, want, "{p} on {}", b.get("data-day"));
+            assert_eq!(n, want, "{p} on {}: {:?}", b.day, b.text);
             total += n;
-            // Every bar says its grade in a class and in text, not only in colour.
-            let grade = b
-                .classes()
-                .into_iter()
-                .find(|c| c.starts_with("grade-"))
-                .unwrap_or_else(|| panic!("{p}: a bar without a grade"));
+            // Every bar says its grade in a class (none: good) and in
+            // text, not only in colour.
             if n == 0 {
-                assert_eq!(grade, "grade-none");
-                assert_eq!(b.get("data-uptime"), "");
+                assert_eq!(b.grade, "none", "{b:?}");
+                assert!(b.text.ends_with(": no probes"), "{b:?}");
+                assert_eq!(b.uptime_pct, None);
             } else {
-                assert_ne!(grade, "grade-none");
+                assert_ne!(b.grade, "none", "{b:?}");
+                let u = b.uptime_pct.unwrap();
+                let want = match u {
+                    u if u >= 90.0 => "good",
+                    u if u >= 60.0 => "fair",
+                    _ => "poor",
+                };
+                assert_eq!(b.grade, want, "{b:?}");
             }
-            assert_eq!(b.get("tabindex"), "0", "bars take keyboard focus");
+            assert_eq!(b.tabindex.as_deref(), Some("0"), "bars take keyboard focus");
         }
         assert_eq!(total.to_string(), tag.get("data-samples-window"));
         assert!(
@@ -409,17 +411,13 @@ fn the_status_pages_bars_and_figures_match_rollup_json() {
         .unwrap()
         .format("%Y-%m-%d")
         .to_string();
-    let bad = tags(alpha, "li", "bar")
+    let bad = page::bars(alpha)
+        .0
         .into_iter()
-        .find(|b| b.get("data-day") == bad_day)
+        .find(|b| b.day == bad_day)
         .unwrap();
-    assert!(
-        bad.classes()
-            .iter()
-            .any(|c| *c == "grade-fair" || *c == "grade-poor"),
-        "{:?}",
-        bad.attrs
-    );
+    assert!(bad.grade == "fair" || bad.grade == "poor", "{bad:?}");
+    assert!(bad.uptime_pct.unwrap() < 90.0, "{bad:?}");
     let models: Vec<String> = sections
         .iter()
         .flat_map(|(t, body)| {

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::support::{Env, Fake, RouteServer, ago, eventually, http, route_config};
+use crate::support::{Env, Fake, RouteServer, ago, eventually, http, page, route_config};
 
 const H: i64 = 3600;
 const D: i64 = 24 * H;
@@ -172,27 +172,41 @@ fn page_figures_are_rollups() {
                     samples.to_string()
                 );
                 // The bars add up to the window.
-                let sum: i64 = s
-                    .split("data-samples=\"")
-                    .skip(1)
-                    .map(|x| x[..x.find('"').unwrap()].parse::<i64>().unwrap())
-                    .sum();
-                assert_eq!(sum, samples, "{p}");
+                let sum: f64 = page::bars(s).0.iter().map(|b| b.samples).sum();
+                assert_eq!(sum as i64, samples, "{p}");
             }
         }
-        let days: usize = attr(s, "<ol class=\"bars\"", "data-days").parse().unwrap();
+        let (bars, days) = page::bars(s);
         assert!((90..=91).contains(&days), "{days}");
-        assert_eq!(s.matches("<li class=\"bar ").count(), days);
+        assert_eq!(bars.len(), days);
+        assert!(bars.iter().all(|b| b.tabindex.as_deref() == Some("0")));
+        // Each bar's day follows from the list's first day; the last is today's.
+        let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
+        assert_eq!(bars.last().unwrap().day, today, "{p}");
     }
     // The legacy averaged entry counts 10 probes, 5 passed; the re-probe
     // counts, the disabled_skip row does not.
     let m = section(&html, "mistral");
     assert_eq!(attr(m, "<section", "data-samples-window"), "12");
+    let averaged = page::bars(m)
+        .0
+        .into_iter()
+        .find(|b| b.samples == 10.0)
+        .unwrap_or_else(|| panic!("no bar of 10 probes: {m}"));
+    assert_eq!(averaged.uptime_pct, Some(50.0), "{averaged:?}");
+    assert_eq!(averaged.grade, "poor", "{averaged:?}");
     assert!(
-        m.contains("data-samples=\"10\" data-uptime=\"0.5000\""),
-        "{m}"
+        averaged.text.contains(": 50%, 10 probes, p95 "),
+        "{averaged:?}"
     );
-    assert!(m.contains("class=\"bar grade-poor\""), "{m}");
+    assert!(m.contains(" class=\"g-poor\" tabindex=\"0\">"), "{m}");
+    // A link past each provider's bars, to the next provider, then the end.
+    assert!(
+        html.contains("<a class=\"skip\" href=\"#p1\">Skip groq's "),
+        "{html}"
+    );
+    assert!(m.contains("<a class=\"skip\" href=\"#end\">") && html.contains("<footer id=\"end\">"));
+    assert!(html.contains("<h2 id=\"p1\">mistral</h2>"));
     // Per model: state with reason and since, the verdicts, the cooldown.
     assert!(
         m.contains("data-model=\"large\" data-state=\"disabled\""),
@@ -280,10 +294,9 @@ fn provider_and_exclude_choose_the_sections() {
         .ok()
         .stdout;
     assert!(!not.contains("data-provider=\"mistral\"") && not.contains("data-provider=\"groq\""));
-    let days: usize = attr(&not, "<ol class=\"bars\"", "data-days")
-        .parse()
-        .unwrap();
+    let (bars, days) = page::bars(&not);
     assert!((7..=8).contains(&days), "{days}");
+    assert_eq!(bars.len(), days);
 }
 
 #[test]

@@ -14,8 +14,8 @@ use crate::state::ModelState;
 use super::days::LastProbe;
 use super::{Bar, ModelPage, Page, ProviderPage, privacy};
 
-const CSS: &str = r#":root{--bg:#fff;--fg:#1f2328;--mut:#59636e;--line:#d1d9e0;--good:#1a7f37;--fair:#9a6700;--poor:#cf222e;--none:#aab4be}
-@media (prefers-color-scheme:dark){:root{--bg:#0d1117;--fg:#e6edf3;--mut:#9198a1;--line:#3d444d;--good:#3fb950;--fair:#d29922;--poor:#f85149;--none:#656c76}}
+const CSS: &str = r#":root{--bg:#fff;--fg:#1f2328;--mut:#59636e;--line:#d1d9e0;--good:#1a7f37;--fair:#9a6700;--poor:#cf222e;--none:#8c959f;--focus:#0969da}
+@media (prefers-color-scheme:dark){:root{--bg:#0d1117;--fg:#e6edf3;--mut:#9198a1;--line:#3d444d;--good:#3fb950;--fair:#d29922;--poor:#f85149;--none:#768390;--focus:#58a6ff}}
 body{font:15px/1.45 system-ui,sans-serif;background:var(--bg);color:var(--fg);max-width:64rem;margin:0 auto;padding:1rem}
 h1{font-size:1.5rem;margin:.2rem 0}h2{font-size:1.2rem;margin:0}
 header{border-bottom:1px solid var(--line);padding-bottom:.6rem}
@@ -24,17 +24,18 @@ header{border-bottom:1px solid var(--line);padding-bottom:.6rem}
 .stale-warning{border-left:4px solid var(--poor);padding:.3rem .6rem;font-weight:600}
 .provider{border-bottom:1px solid var(--line);padding:1rem 0}
 .uptime{display:flex;gap:1.5rem;margin:.3rem 0;flex-wrap:wrap}.uptime div{display:flex;gap:.3rem}.uptime dt{color:var(--mut)}.uptime dd{margin:0;font-weight:600}
-.bars{display:flex;gap:1px;list-style:none;padding:0;margin:.4rem 0;height:2.2rem}
-.bar{flex:1;min-width:2px;position:relative;box-sizing:border-box}
-.grade-good{background:var(--good)}
-.grade-fair{background:repeating-linear-gradient(45deg,var(--fair) 0 3px,transparent 3px 5px);border:1px solid var(--fair)}
-.grade-poor{background:repeating-linear-gradient(45deg,var(--poor) 0 2px,transparent 2px 4px),repeating-linear-gradient(-45deg,var(--poor) 0 2px,var(--bg) 2px 4px);border:1px solid var(--poor)}
-.grade-none{border:1px dashed var(--none)}
-.bar>span{position:absolute;width:1px;height:1px;overflow:hidden;clip-path:inset(50%);white-space:nowrap}
-.bar:hover>span,.bar:focus>span{width:auto;height:auto;clip-path:none;bottom:115%;left:50%;transform:translateX(-50%);background:var(--fg);color:var(--bg);padding:.15rem .4rem;border-radius:3px;font-size:.8rem;z-index:1}
-.bar:first-child>span{left:0;transform:none}.bar:last-child>span{left:auto;right:0;transform:none}
-.bar:focus{outline:2px solid var(--fg);outline-offset:1px}
-.sparkline{display:block;width:100%;height:2.5rem;color:var(--mut)}
+.bars{display:flex;gap:1px;list-style:none;padding:0;margin:.4rem 0 1.7rem;height:2.2rem}
+.bars>li{flex:1 1 0;min-width:2px;height:0;padding-top:2.2rem;box-sizing:border-box;overflow:hidden;white-space:nowrap;font-size:.8rem;line-height:1.6;background:var(--good)}
+.bars>li:nth-last-child(-n+45){direction:rtl}.bars>li:nth-child(-n+15){direction:ltr}.bars>li:nth-last-child(-n+3){direction:rtl}
+.bars>li:hover,.bars>li:focus{overflow:visible;position:relative;z-index:1}
+.bars>li::first-line{background:var(--fg);color:var(--bg)}
+.bars>li:focus{outline:3px solid var(--focus);outline-offset:1px}
+.bars>.g-fair{background:repeating-linear-gradient(45deg,var(--fair) 0 3px,transparent 3px 5px);border:1px solid var(--fair)}
+.bars>.g-poor{background:repeating-linear-gradient(45deg,var(--poor) 0 2px,transparent 2px 4px),repeating-linear-gradient(-45deg,var(--poor) 0 2px,var(--bg) 2px 4px);border:1px solid var(--poor)}
+.bars>.g-none{background:none;border:1px dashed var(--none)}
+.bars>:is(.g-fair,.g-poor,.g-none){padding-top:calc(2.2rem - 2px)}
+.skip{position:absolute;left:-999rem}.skip:focus{position:static;outline:3px solid var(--focus)}
+.sparkline{display:block;width:100%;height:2.5rem;color:var(--mut);overflow:visible}
 .sparkline path{fill:none;stroke:currentColor;stroke-width:2;stroke-linecap:round;stroke-linejoin:round;vector-effect:non-scaling-stroke}
 .models{border-collapse:collapse;width:100%;margin-top:.6rem;font-size:.9rem}
 .models th,.models td{text-align:left;padding:.25rem .5rem;border-bottom:1px solid var(--line);vertical-align:top}
@@ -63,24 +64,30 @@ fn frac(u: Option<f64>) -> String {
     u.map(|u| format!("{u:.4}")).unwrap_or_default()
 }
 
+/// A bar's grade class; a good day, the most common, has none (the page's
+/// largest part is its bars: docs/status-page.md).
 fn grade_class(u: Option<f64>) -> &'static str {
     match u.map(grade::grade) {
-        None => "grade-none",
-        Some(Grade::Good) => "grade-good",
-        Some(Grade::Fair) => "grade-fair",
-        Some(Grade::Poor) => "grade-poor",
+        None => "g-none",
+        Some(Grade::Good) => "",
+        Some(Grade::Fair) => "g-fair",
+        Some(Grade::Poor) => "g-poor",
     }
 }
 
-fn day(ts: i64) -> String {
+/// `2026-12-01` (`iso`) or `Dec 1`.
+fn day(ts: i64, iso: bool) -> String {
     chrono::DateTime::from_timestamp(ts, 0)
-        .map(|t| t.format("%Y-%m-%d").to_string())
+        .map(|t| {
+            t.format(if iso { "%Y-%m-%d" } else { "%b %-d" })
+                .to_string()
+        })
         .unwrap_or_default()
 }
 
 /// The whole file.
 pub fn render(page: &Page) -> String {
-    let mut o = String::with_capacity(16 * 1024 + page.providers.len() * 20 * 1024);
+    let mut o = String::with_capacity(16 * 1024 + page.providers.len() * 8 * 1024);
     o.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
     o.push_str("<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n");
     o.push_str("<meta name=\"color-scheme\" content=\"light dark\">\n");
@@ -176,86 +183,123 @@ fn provider(o: &mut String, page: &Page, i: usize, p: &ProviderPage) {
         );
     }
     o.push_str("</dl>\n");
+    let (first, last) = match (p.bars.first(), p.bars.last()) {
+        (Some(f), Some(l)) => (day(f.day, true), day(l.day, true)),
+        _ => Default::default(),
+    };
     let _ = writeln!(
         o,
-        "<p class=\"mut\">Daily uptime, UTC days, oldest first ({} probes in the last {}):</p>",
+        "<p class=\"mut\">Daily uptime per UTC day, from {first} to {last} ({} probes in the last {}):</p>",
         fmt_count(p.window_samples),
         esc(&page.window)
     );
-    let _ = writeln!(o, "<ol class=\"bars\" data-days=\"{}\">", p.bars.len());
+    // One tab stop per bar: a way past them, shown on focus.
+    let next = match page.providers.get(i + 1) {
+        Some(_) => format!("p{}", i + 1),
+        None => "end".into(),
+    };
+    let _ = writeln!(
+        o,
+        "<a class=\"skip\" href=\"#{next}\">Skip {}'s {} days</a>",
+        esc(&p.name),
+        p.bars.len()
+    );
+    let _ = writeln!(
+        o,
+        "<ol class=\"bars\" data-first-day=\"{first}\" data-days=\"{}\">",
+        p.bars.len()
+    );
     for b in &p.bars {
         bar(o, b);
     }
-    o.push_str("</ol>\n");
-    sparkline(o, page, p);
+    o.push_str("\n</ol>\n");
+    sparkline(o, page, i, p);
     models(o, page, p);
     o.push_str("</section>\n");
 }
 
+/// One day: its grade as a class (a colour and a pattern), its figures as
+/// its text, the stable form docs/status-page.md gives. Nothing else: the
+/// bars are most of the page's bytes.
 fn bar(o: &mut String, b: &Bar) {
-    let d = day(b.day);
-    let p95 = b.p95_ms.map(|v| v.round() as i64);
-    let _ = write!(
-        o,
-        "<li class=\"bar {}\" data-day=\"{d}\" data-samples=\"{}\" data-uptime=\"{}\" data-p95-ms=\"{}\" tabindex=\"0\"><span>{d}: ",
-        grade_class(b.uptime),
-        b.samples.round() as i64,
-        frac(b.uptime),
-        p95.map(|v| v.to_string()).unwrap_or_default(),
-    );
+    // `</li>` is optional in HTML, and left out; so is a good day's class.
+    o.push_str("<li");
+    match grade_class(b.uptime) {
+        "" => {}
+        c => {
+            let _ = write!(o, " class=\"{c}\"");
+        }
+    }
+    let _ = write!(o, " tabindex=\"0\">{}: ", day(b.day, false));
     match b.uptime {
         None => o.push_str("no probes"),
         Some(u) => {
-            let _ = write!(o, "{} uptime, {} samples", fmt_pct(u), fmt_count(b.samples));
-            if let Some(v) = p95 {
-                let _ = write!(o, ", p95 {v} ms");
+            let n = fmt_count(b.samples);
+            let s = if n == "1" { "" } else { "s" };
+            let _ = write!(o, "{}, {n} probe{s}", fmt_pct(u));
+            if let Some(v) = b.p95_ms {
+                let _ = write!(o, ", p95 {} ms", v.round() as i64);
             }
         }
     }
-    o.push_str("</span></li>\n");
 }
 
-/// The daily p95 latency as an inline SVG line; a day without a response
-/// breaks the line.
-fn sparkline(o: &mut String, page: &Page, p: &ProviderPage) {
+/// The daily p95 latency as an inline SVG line, one unit per day; a day
+/// without a response breaks the line, and a day alone is a dot. Its
+/// figures are in words beside it, which the SVG points to.
+fn sparkline(o: &mut String, page: &Page, i: usize, p: &ProviderPage) {
     let values: Vec<Option<f64>> = p.bars.iter().map(|b| b.p95_ms).collect();
     let known: Vec<f64> = values.iter().flatten().copied().collect();
-    let (w, h) = ((values.len().max(2) - 1) as f64 * 4.0, 30.0);
     let label = match (
         known.iter().copied().reduce(f64::min),
         known.iter().copied().reduce(f64::max),
         values.iter().rev().flatten().next(),
     ) {
+        (_, _, Some(last)) if known.len() == 1 => format!(
+            "p95 latency: one day of data in the last {}, {last:.0} ms (a dot)",
+            page.window
+        ),
         (Some(lo), Some(hi), Some(last)) => format!(
             "p95 latency per day over the last {}: from {lo:.0} ms to {hi:.0} ms, the latest day {last:.0} ms",
             page.window
         ),
         _ => format!("No latency data over the last {}", page.window),
     };
-    let _ = writeln!(o, "<p class=\"mut\">{}:</p>", esc(&label));
+    let _ = writeln!(o, "<p class=\"mut\" id=\"l{i}\">{}:</p>", esc(&label));
+    let h = 30.0;
     let _ = write!(
         o,
-        "<svg class=\"sparkline\" role=\"img\" aria-label=\"{}\" viewBox=\"0 0 {w} {}\" preserveAspectRatio=\"none\">",
-        esc(&label),
+        "<svg class=\"sparkline\" role=\"img\" aria-labelledby=\"l{i}\" viewBox=\"0 0 {} {}\" preserveAspectRatio=\"none\">",
+        values.len().max(2) - 1,
         h + 2.0
     );
     let max = known.iter().copied().fold(1.0, f64::max);
     let mut d = String::new();
-    let mut pen_down = false;
-    for (i, v) in values.iter().enumerate() {
+    let mut prev: Option<i64> = None;
+    for (x, v) in values.iter().enumerate() {
         match v {
             Some(v) => {
-                let x = i as f64 * 4.0;
-                let y = 1.0 + h - (v / max) * h;
-                // A day alone between gaps is a dot: a zero-length line with
-                // round caps.
-                let _ = write!(d, "{}{x:.0} {y:.1}", if pen_down { "L" } else { "M" });
-                if !pen_down {
-                    d.push_str("h0");
+                let y = (1.0 + h - (v / max) * h).round() as i64;
+                match prev {
+                    // A day after a day: one step right, relative (the
+                    // `l` repeats).
+                    Some(py) => {
+                        if d.ends_with("h0") {
+                            d.push('l');
+                        } else {
+                            d.push(' ');
+                        }
+                        let _ = write!(d, "1{}{}", if y < py { "" } else { " " }, y - py);
+                    }
+                    // A day alone between gaps is a dot: a zero-length
+                    // line with round caps.
+                    None => {
+                        let _ = write!(d, "M{x} {y}h0");
+                    }
                 }
-                pen_down = true;
+                prev = Some(y);
             }
-            None => pen_down = false,
+            None => prev = None,
         }
     }
     if !d.is_empty() {
@@ -270,7 +314,7 @@ fn models(o: &mut String, page: &Page, p: &ProviderPage) {
     }
     let _ = writeln!(
         o,
-        "<table class=\"models\"><caption>Models of {}</caption>\n<thead><tr><th scope=\"col\">Model</th><th scope=\"col\">State</th><th scope=\"col\">Last result</th><th scope=\"col\">Capabilities</th><th scope=\"col\">Cooldowns</th></tr></thead>\n<tbody>",
+        "<table class=\"models\"><caption>Models of {}</caption>\n<thead><tr><th>Model</th><th>State</th><th>Last result</th><th>Capabilities</th><th>Cooldowns</th></tr></thead>\n<tbody>",
         esc(&p.name)
     );
     for m in &p.models {
@@ -313,19 +357,24 @@ fn model(o: &mut String, page: &Page, m: &ModelPage) {
         None => o.push_str("never probed"),
     }
     o.push_str("</td><td>");
-    for (i, (cap, verdict, why)) in m.caps.iter().enumerate() {
-        if i > 0 {
-            o.push_str(" · ");
-        }
-        let _ = write!(
-            o,
-            "{} {} {}",
-            cap.as_str(),
-            verdict.mark(),
-            verdict.as_str()
-        );
-        if let (Judgement::No, Some(w)) = (verdict, why) {
-            let _ = write!(o, " ({})", esc(w));
+    if !m.caps.is_empty() && all_unknown(m) {
+        // Not checked yet: one phrase, not three.
+        o.push_str("? none known yet");
+    } else {
+        for (i, (cap, verdict, why)) in m.caps.iter().enumerate() {
+            if i > 0 {
+                o.push_str(" · ");
+            }
+            let _ = write!(
+                o,
+                "{} {} {}",
+                cap.as_str(),
+                verdict.mark(),
+                verdict.as_str()
+            );
+            if let (Judgement::No, Some(w)) = (verdict, why) {
+                let _ = write!(o, " ({})", esc(w));
+            }
         }
     }
     o.push_str("</td><td>");
@@ -335,6 +384,10 @@ fn model(o: &mut String, page: &Page, m: &ModelPage) {
         o.push_str(&esc(&m.cooldowns.join("; ")));
     }
     o.push_str("</td></tr>\n");
+}
+
+fn all_unknown(m: &ModelPage) -> bool {
+    m.caps.iter().all(|(_, v, _)| *v == Judgement::Unknown)
 }
 
 /// The newest probe's result; in the public form a failure is named only
@@ -352,8 +405,8 @@ fn last_result(l: &LastProbe, public: bool) -> String {
 fn footer(o: &mut String, page: &Page) {
     let _ = writeln!(
         o,
-        "<footer>\n<p>Bars: one per UTC day; solid: at least {:.0}% of probes passed; striped: {:.0}–{:.0}%; cross-hatched: below {:.0}%; dashed outline: no probes. \
-         Hover over or focus a bar (Tab) for its day's uptime, probes and p95 latency. The line under the bars is each day's p95 latency.</p>",
+        "<footer id=\"end\">\n<p>Bars: one per UTC day; solid: at least {:.0}% of probes passed; striped: {:.0}–{:.0}%; cross-hatched: below {:.0}%; dashed outline: no probes. \
+         Hover over or focus a bar (Tab) for its day's uptime, probes and p95 latency; a link before the bars skips them. The line under the bars is each day's p95 latency.</p>",
         GOOD * 100.0,
         FAIR * 100.0,
         GOOD * 100.0,

@@ -210,3 +210,115 @@ fn overall_state_from_the_last_day() {
     assert_eq!(overall(&[p(Some(0.95)), p(Some(0.1))]), "degraded");
     assert_eq!(overall(&[p(Some(0.1)), p(Some(0.2))]), "down");
 }
+
+/// A page of `providers` providers with one model each, every day of a
+/// 90-day window probed (`uptime` each day, 3-digit counts, 4-digit p95),
+/// long-ish names, and each model paused with an error as its reason.
+fn full_page(providers: usize, uptime: f64) -> Page {
+    let days = Days::new(NOW - 90 * DAY, NOW);
+    let providers = (0..providers)
+        .map(|p| ProviderPage {
+            name: format!("free-tier-provider-{p:02}"),
+            rolling: [Some(0.9345), Some(0.9345), Some(0.9345)],
+            window_samples: 91.0 * 288.0,
+            window_uptime: Some(uptime),
+            bars: (0..days.count)
+                .map(|d| Bar {
+                    day: days.day_start(d),
+                    samples: 288.0,
+                    uptime: Some(uptime),
+                    p95_ms: Some(2345.0),
+                })
+                .collect(),
+            models: vec![ModelPage {
+                name: format!("meta-llama/llama-3.3-70b-instruct-turbo-{p:02}:free"),
+                state: ModelState::Paused,
+                reason: Some(
+                    "http_error (503): upstream overloaded, retry after 30 s; req…".into(),
+                ),
+                since: Some("2026-12-02T11:00:00Z".into()),
+                last: None,
+                caps: Vec::new(),
+                cooldowns: Vec::new(),
+            }],
+            newest: Some(NOW),
+        })
+        .collect();
+    Page {
+        now: NOW,
+        window: "90d".into(),
+        public: false,
+        overall: "degraded",
+        newest: Some(NOW),
+        stale: Vec::new(),
+        days,
+        providers,
+        cooldowns_from: "route_state.json".into(),
+        skipped: 0,
+        torn_bytes: 0,
+    }
+}
+
+#[test]
+fn thirty_providers_over_90_days_stay_well_under_300_kb() {
+    // The bound is 300 KB for 30 models over 90 days; its worst
+    // case is 30 providers of one model each, since the bars (one per
+    // provider per day) are most of the page: about 208 KB when most days
+    // are good (a good day's bar has no class), 249 KB when every day of
+    // every provider is fair.
+    for (uptime, budget) in [(0.9345, 215 * 1024), (0.8345, 250 * 1024)] {
+        let html = render(&full_page(30, uptime));
+        assert_eq!(html.matches("<li").count(), 30 * 91);
+        assert!(
+            html.len() < budget,
+            "{uptime}: {} bytes, over {budget}",
+            html.len()
+        );
+    }
+}
+
+#[test]
+fn a_bar_is_its_grade_and_its_figures_in_words() {
+    let mut page = full_page(1, 0.9345);
+    let bars = &mut page.providers[0].bars;
+    bars[88].uptime = None;
+    bars[88].samples = 0.0;
+    bars[88].p95_ms = None;
+    bars[89].uptime = Some(0.5);
+    bars[89].samples = 1.0;
+    bars[89].p95_ms = None;
+    let html = render(&page);
+    // The day comes from the list's first day: 91 days, the first partial.
+    assert!(html.contains("<ol class=\"bars\" data-first-day=\"2026-09-03\" data-days=\"91\">"));
+    // A good day has no class; `</li>` is left out.
+    assert!(html.contains("<li tabindex=\"0\">Sep 3: 93.5%, 288 probes, p95 2345 ms<li"));
+    assert!(html.contains("<li class=\"g-none\" tabindex=\"0\">Nov 30: no probes<li"));
+    assert!(html.contains("<li class=\"g-poor\" tabindex=\"0\">Dec 1: 50%, 1 probe<li"));
+    assert!(html.contains("Dec 2: 93.5%, 288 probes, p95 2345 ms\n</ol>"));
+}
+
+#[test]
+fn a_sparkline_of_one_day_says_so() {
+    let mut page = full_page(1, 0.95);
+    for b in page.providers[0].bars.iter_mut().take(90) {
+        b.p95_ms = None;
+    }
+    let html = render(&page);
+    assert!(
+        html.contains("<p class=\"mut\" id=\"l0\">p95 latency: one day of data in the last 90d, 2345 ms (a dot):</p>"),
+        "{html}"
+    );
+    assert!(html.contains("aria-labelledby=\"l0\""));
+    // A dot: a zero-length line at the last day.
+    assert!(html.contains("<path d=\"M90 1h0\"/>"), "{html}");
+    // Two days apart and then two in a row: a dot, a gap, a line.
+    let bars = &mut page.providers[0].bars;
+    bars[0].p95_ms = Some(2345.0);
+    bars[89].p95_ms = Some(1172.5);
+    let html = render(&page);
+    assert!(html.contains("<path d=\"M0 1h0M89 16h0l1-15\"/>"), "{html}");
+    assert!(
+        html.contains("from 1172 ms to 2345 ms, the latest day 2345 ms"),
+        "{html}"
+    );
+}

@@ -7,6 +7,7 @@
 
 pub mod browser;
 pub mod need;
+pub mod page;
 mod redis;
 
 use std::path::{Path, PathBuf};
