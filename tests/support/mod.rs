@@ -61,7 +61,7 @@ pub struct Run {
 }
 
 impl Run {
-    fn from(o: Output) -> Run {
+    pub fn from(o: Output) -> Run {
         Run {
             code: o.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
@@ -274,6 +274,11 @@ impl Seen {
 impl Fake {
     /// Start a fake provider with `--script MODEL=…` arguments.
     pub fn start(env: &Env, scripts: &[&str]) -> Fake {
+        Fake::start_with(env, scripts, &[])
+    }
+
+    /// [`Fake::start`] with more `fake-provider` flags (`--hold-until FILE`).
+    pub fn start_with(env: &Env, scripts: &[&str], flags: &[&str]) -> Fake {
         let n = FAKE_COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let addr_file = env.path().join(format!("fake{n}.addr"));
         let record = env.path().join(format!("fake{n}.jsonl"));
@@ -288,6 +293,7 @@ impl Fake {
         for s in scripts {
             cmd.arg("--script").arg(s);
         }
+        cmd.args(flags);
         let mut child = cmd.spawn().expect("start fake provider");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         let url = loop {
@@ -455,7 +461,6 @@ pub struct RouteServer {
 impl RouteServer {
     /// Start with `args` after `route --serve --listen 127.0.0.1:0`.
     pub fn start(env: &Env, cfg: &str, args: &[&str]) -> RouteServer {
-        use std::io::BufRead;
         let mut all = vec![
             "--config",
             cfg,
@@ -465,10 +470,17 @@ impl RouteServer {
             "127.0.0.1:0",
         ];
         all.extend_from_slice(args);
-        let mut child = env
-            .command(&all)
+        let mut cmd = env.command(&all);
+        cmd.stderr(std::process::Stdio::inherit());
+        RouteServer::spawn(cmd)
+    }
+
+    /// Start `cmd`, a `route --serve --listen 127.0.0.1:0` command made
+    /// by the caller (its stderr elsewhere, say), and wait for its address.
+    pub fn spawn(mut cmd: Command) -> RouteServer {
+        use std::io::BufRead;
+        let mut child = cmd
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::inherit())
             .spawn()
             .expect("start route");
         let stdout = child.stdout.take().unwrap();
