@@ -103,15 +103,20 @@ fn agrees(env: &Env, before: &[Value]) -> Vec<Value> {
 
 #[test]
 fn a_full_disk_stops_check_with_exit_7_and_the_next_run_continues() {
-    let (env, _fake, cfg) = setup();
+    let (env, fake, cfg) = setup();
     run(check(&env, &cfg)).ok();
     run(check(&env, &cfg)).ok();
     let (log, state) = (bytes(&env.log()), bytes(&env.state_file()));
     let before = log_entries(&env.log());
     assert_eq!(before.len(), 4);
     // Room for a few bytes more than the log holds: the next entry does
-    // not fit.
-    let r = run(limited(check(&env, &cfg), log.len() as u64 + 40)).code(7);
+    // not fit. With a long spacing, a run that went on would send the
+    // second probe half a minute later, for nothing.
+    let sent = fake.seen().len();
+    let mut cmd = check(&env, &cfg);
+    cmd.args(["--spacing", "30"]);
+    let r = run(limited(cmd, log.len() as u64 + 40)).code(7);
+    assert_eq!(fake.seen().len(), sent + 1, "the run stopped at once");
     assert!(
         r.stderr
             .contains(&format!("cannot write {}", env.log().display()))
@@ -318,6 +323,24 @@ fn a_read_only_stats_directory_stops_check_and_state_with_exit_7() {
         r.stderr
     );
     assert_eq!(bytes(&env.state_file()), state);
+    // A run whose probes change no state records them (the log is
+    // appended in place), and cannot say it ran: last_run.json.
+    let last_run = bytes(&env.stats().join("last_run.json"));
+    let mut cmd = check(&env, &cfg);
+    cmd.args(["--model", "f::ok"]);
+    let r = run(bound_by_permissions(cmd)).code(7);
+    let file = env.stats().join("last_run.json");
+    assert!(
+        r.stderr
+            .contains(&format!("cannot write {}", file.display())),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(bytes(&file), last_run);
+    let recorded = agrees(&env, &now);
+    assert_eq!(recorded.len(), now.len() + 1);
+    assert_eq!(recorded.last().unwrap()["model"], "ok");
+    let now = recorded;
     std::fs::set_permissions(env.stats(), std::fs::Permissions::from_mode(0o755)).unwrap();
     assert_eq!(temp_files(&env.stats()), Vec::<String>::new());
     run(check(&env, &cfg)).ok();
