@@ -206,7 +206,7 @@ fn a_full_disk_stops_a_state_change_and_leaves_the_state_file_whole() {
 }
 
 #[test]
-fn a_full_disk_keeps_the_old_rollup_output() {
+fn a_full_disk_keeps_the_old_rollup_output_and_readme() {
     let (env, _fake, cfg) = setup();
     run(check(&env, &cfg)).ok();
     let out = env.write("out/rollup.json", "the old one\n");
@@ -233,6 +233,33 @@ fn a_full_disk_keeps_the_old_rollup_output() {
     run(rollup()).ok();
     let v: Value = serde_json::from_slice(&bytes(&out)).unwrap();
     assert!(v.is_object() || v.is_array(), "{v}");
+    // --readme: the README keeps its old block.
+    let text = "# Mine\n\n<!-- BRAIN_HEALTH_START -->\nold\n<!-- BRAIN_HEALTH_END -->\n";
+    let readme = env.write("out/README.md", text);
+    let readme_cmd = || {
+        env.command(&[
+            "--config",
+            &cfg,
+            "rollup",
+            "--readme",
+            readme.to_str().unwrap(),
+        ])
+    };
+    let r = run(limited(readme_cmd(), text.len() as u64 + 10)).code(7);
+    assert!(
+        r.stderr
+            .contains(&format!("cannot write {}", readme.display())),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(bytes(&readme), text.as_bytes());
+    assert_eq!(temp_files(readme.parent().unwrap()), Vec::<String>::new());
+    run(readme_cmd()).ok();
+    assert!(
+        !std::str::from_utf8(&bytes(&readme))
+            .unwrap()
+            .contains("\nold\n")
+    );
 }
 
 /// Bounding-set capabilities a root child drops so that permission bits
