@@ -85,11 +85,7 @@ impl DataLock {
     /// Block until the data lock of `stats_dir` is ours.
     pub fn acquire(stats_dir: &Path) -> Result<DataLock> {
         ensure_dir(stats_dir)?;
-        let path = stats_dir.join(DATA_LOCK);
-        let file = open_lock_file(&path)?;
-        file.lock()
-            .map_err(|e| Error::io(format!("cannot lock {}", path.display()), e))?;
-        Ok(DataLock { _file: file })
+        DataLock::lock_in(stats_dir)
     }
 
     /// [`DataLock::acquire`] for a run that made or found the stats
@@ -107,6 +103,10 @@ impl DataLock {
                 io::ErrorKind::NotFound.into(),
             ));
         }
+        DataLock::lock_in(stats_dir)
+    }
+
+    fn lock_in(stats_dir: &Path) -> Result<DataLock> {
         let path = stats_dir.join(DATA_LOCK);
         let file = open_lock_file(&path)?;
         file.lock()
