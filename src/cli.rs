@@ -883,6 +883,10 @@ pub struct FakeArgs {
     /// Artificial latency added to every answer, in ms.
     #[arg(long, default_value = "0")]
     pub latency_ms: u64,
+    /// Answer nothing until FILE exists (for tests that change something
+    /// in the middle of a run).
+    #[arg(long, value_name = "FILE")]
+    pub hold_until: Option<PathBuf>,
 }
 
 /// The names a value takes, for shell completion: a marker only, as

@@ -75,6 +75,9 @@ pub struct FakeConfig {
     pub pool: Pool,
     /// Append one JSON line per request to this file.
     pub record: Option<PathBuf>,
+    /// Answer nothing until this file exists (recorded requests wait): a
+    /// test's way to hold a run in the middle while it changes something.
+    pub hold_until: Option<PathBuf>,
 }
 
 impl Default for FakeConfig {
@@ -91,6 +94,7 @@ impl FakeConfig {
             latency: Duration::ZERO,
             pool,
             record: None,
+            hold_until: None,
         }
     }
 
@@ -464,8 +468,19 @@ async fn handle(
     rec.behaviour = Some(behaviour.to_string());
     rec.stream = call.stream.is_some();
     inner.record(rec).await;
+    if let Some(file) = &inner.cfg.hold_until {
+        while !file.exists() {
+            inner.sleep(HOLD_POLL).await;
+            if *inner.shutdown.borrow() {
+                break;
+            }
+        }
+    }
     answer(&inner, &call, behaviour).await
 }
+
+/// How often a held request ([`FakeConfig::hold_until`]) looks for its file.
+const HOLD_POLL: Duration = Duration::from_millis(20);
 
 /// What a behaviour answers with.
 enum Reply {

@@ -36,6 +36,20 @@ pub fn read_data_file(path: &Path) -> Result<Option<Vec<u8>>> {
     }
 }
 
+/// Ignore SIGXFSZ, which the kernel sends to a process that writes past
+/// its file size limit (`ulimit -f`, RLIMIT_FSIZE) and which kills it by
+/// default, mid-write. Ignored, the write fails with EFBIG instead, and is
+/// reported like a full disk (exit 7), with the file it was writing
+/// rolled back. Called once, first thing in [`crate::run`].
+pub fn ignore_file_size_signal() {
+    #[cfg(unix)]
+    // SAFETY: setting a standard signal's disposition to SIG_IGN installs
+    // no handler and touches no memory; it is done before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
 /// `p` made absolute against the working directory, for messages and
 /// scheduled jobs; `p` as it is when the working directory cannot be read,
 /// since a relative path still names the file.
@@ -71,6 +85,28 @@ impl DataLock {
     /// Block until the data lock of `stats_dir` is ours.
     pub fn acquire(stats_dir: &Path) -> Result<DataLock> {
         ensure_dir(stats_dir)?;
+        DataLock::lock_in(stats_dir)
+    }
+
+    /// [`DataLock::acquire`] for a run that made or found the stats
+    /// directory when it started: a directory that is gone by now was
+    /// removed during the run, with the run lock and whatever the run had
+    /// recorded in it, and is not made again behind the user's back. The
+    /// error (exit 7) names it.
+    pub fn acquire_existing(stats_dir: &Path) -> Result<DataLock> {
+        if !stats_dir.is_dir() {
+            return Err(Error::io(
+                format!(
+                    "stats directory {} is gone (removed during the run); nothing more was recorded",
+                    absolute(stats_dir).display()
+                ),
+                io::ErrorKind::NotFound.into(),
+            ));
+        }
+        DataLock::lock_in(stats_dir)
+    }
+
+    fn lock_in(stats_dir: &Path) -> Result<DataLock> {
         let path = stats_dir.join(DATA_LOCK);
         let file = open_lock_file(&path)?;
         file.lock()
@@ -262,24 +298,28 @@ pub fn atomic_write_unlocked(path: &Path, bytes: &[u8]) -> Result<()> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "file".into());
     let tmp = dir.join(temp_name(&name));
-    let ctx = |what: &str| format!("cannot {what} {}", tmp.display());
+    // The message names the file the caller asked for, and says that it
+    // was left as it was: the temporary file is an implementation detail.
+    let ctx = |what: &str| {
+        format!(
+            "cannot write {} ({what} its temporary file {} failed; the file was left as it was)",
+            path.display(),
+            temp_shown(&tmp)
+        )
+    };
     let mut created = false;
     let result = (|| {
         let mut f = OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&tmp)
-            .map_err(|e| Error::io(ctx("create"), e))?;
+            .map_err(|e| Error::io(ctx("creating"), e))?;
         created = true;
-        f.write_all(bytes).map_err(|e| Error::io(ctx("write"), e))?;
-        f.sync_all().map_err(|e| Error::io(ctx("fsync"), e))?;
+        f.write_all(bytes)
+            .map_err(|e| Error::io(ctx("writing"), e))?;
+        f.sync_all().map_err(|e| Error::io(ctx("syncing"), e))?;
         drop(f);
-        fs::rename(&tmp, path).map_err(|e| {
-            Error::io(
-                format!("cannot rename {} to {}", tmp.display(), path.display()),
-                e,
-            )
-        })
+        fs::rename(&tmp, path).map_err(|e| Error::io(ctx("renaming"), e))
     })();
     // Only remove a file this call created: when `create_new` failed, the
     // name belongs to someone else.
@@ -292,6 +332,13 @@ pub fn atomic_write_unlocked(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// The temporary file's name alone (its directory is the file's).
+fn temp_shown(tmp: &Path) -> String {
+    tmp.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// `.{name}.tmp.{pid}.{counter}.{random}`: the pid and counter make it
@@ -512,7 +559,13 @@ mod tests {
         fs::create_dir(&path).unwrap();
         fs::write(path.join("inside"), "x").unwrap();
         let err = atomic_write_unlocked(&path, b"new").unwrap_err();
-        assert!(err.to_string().contains("rename"), "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains("renaming its temporary file"), "{msg}");
+        assert!(
+            msg.contains(&format!("cannot write {}", path.display())),
+            "{msg}"
+        );
+        assert_eq!(err.exit_code(), crate::exit::IO);
         assert_eq!(temp_files(dir.path()), Vec::<String>::new());
         assert_eq!(fs::read(path.join("inside")).unwrap(), b"x");
     }

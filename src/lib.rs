@@ -92,6 +92,7 @@ pub fn complete_if_asked() {
 /// The whole program: parse arguments, run the command, map the result to an
 /// exit code. Errors are printed as `error: …` on stderr.
 pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    fsutil::ignore_file_size_signal();
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {

@@ -12,6 +12,8 @@ mod check_hooks;
 mod check_paused;
 mod cli;
 mod degraded;
+#[cfg(unix)]
+mod io_errors;
 mod layout;
 mod notify;
 mod read_cmds;

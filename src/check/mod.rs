@@ -55,6 +55,9 @@ pub fn execute_with(s: &Settings, plan: Plan, mut writer: Writer) -> Result<RunS
     let started = crate::time::now_rfc3339();
     let progress = Progress::new(&plan.lanes);
     let (tx, rx) = mpsc::channel::<Probed>();
+    // Told when the writer stops on an error (a full disk, a stats
+    // directory removed): nothing more can be recorded, so the lanes stop.
+    let (failed_tx, failed_rx) = tokio::sync::oneshot::channel::<()>();
     // The writer: one append and one state update per batch of results,
     // each under the data lock, so that `state` commands can interleave
     // with a run.
@@ -64,7 +67,10 @@ pub fn execute_with(s: &Settings, plan: Plan, mut writer: Writer) -> Result<RunS
         // entry, so the writer keeps up with any number of providers.
         while let Ok(first) = rx.recv() {
             let batch: Vec<Probed> = std::iter::once(first).chain(rx.try_iter()).collect();
-            writer.accept(batch)?;
+            if let Err(e) = writer.accept(batch) {
+                let _ = failed_tx.send(());
+                return Err(e);
+            }
         }
         Ok(writer.finish())
     });
@@ -81,7 +87,16 @@ pub fn execute_with(s: &Settings, plan: Plan, mut writer: Writer) -> Result<RunS
         s.catalog.defaults.capability_max_tokens,
     );
     let bars: Vec<ProgressBar> = (0..plan.lanes.len()).map(|i| progress.bar(i)).collect();
-    let lanes_result = rt.block_on(run_lanes(plan.lanes, Arc::new(prober), tx, bars));
+    let lanes_result = rt.block_on(async {
+        tokio::select! {
+            r = run_lanes(plan.lanes, Arc::new(prober), tx, bars) => r,
+            // No probe whose result cannot be recorded is sent (or waited
+            // for): the lanes end with the runtime, the writer's error is
+            // the run's.
+            Ok(()) = failed_rx => Ok(()),
+        }
+    });
+    drop(rt);
     progress.clear();
     // The writer has every result sent before a lane failed: wait for it
     // first, so nothing already probed is lost, then report the failure.

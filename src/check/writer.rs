@@ -151,12 +151,28 @@ impl Writer {
         }
         let (caps, basic): (Vec<Probed>, Vec<Probed>) =
             ready.into_iter().partition(Probed::is_capability);
-        let lock = DataLock::acquire(&self.stats_dir)?;
+        // The run made or found the stats directory when it started; one
+        // removed since is an error, never made again (see
+        // `DataLock::acquire_existing`).
+        let lock = DataLock::acquire_existing(&self.stats_dir)?;
         if !basic.is_empty() {
             let entries: Vec<Entry> = basic.iter().map(|p| p.entry.clone()).collect();
-            healthlog::append(&self.log_path, &entries, &lock)?;
-            let mut states = States::load(&self.state_path)?;
+            let appended = healthlog::append(&self.log_path, &entries, &lock)?;
+            // The log and the state file change together or not at all: a
+            // state that cannot be read or written takes the batch back out
+            // of the log, so that the next run starts from a state that
+            // agrees with the log.
+            let undo =
+                |e: crate::error::Error| match healthlog::undo(&self.log_path, &appended, &lock) {
+                    Ok(()) => e,
+                    Err(u) => {
+                        eprintln!("warning: {u}");
+                        e
+                    }
+                };
+            let mut states = States::load(&self.state_path).map_err(undo)?;
             let before = states.clone();
+            let changed_before = self.changes.len();
             for p in &basic {
                 let key = model_key(&p.entry.provider, &p.entry.model);
                 if let Some(t) = states.apply_probe_waiting(
@@ -170,8 +186,11 @@ impl Writer {
                     self.changes.push(t);
                 }
             }
-            if states != before {
-                states.save(&self.state_path, &lock)?;
+            if states != before
+                && let Err(e) = states.save(&self.state_path, &lock)
+            {
+                self.changes.truncate(changed_before);
+                return Err(undo(e));
             }
             self.entries.extend(entries);
         }
@@ -179,7 +198,7 @@ impl Writer {
         // keeps a basic result from the health log or the state file.
         if !caps.is_empty() {
             let entries: Vec<Entry> = caps.iter().map(|p| p.entry.clone()).collect();
-            healthlog::append(&self.cap_log_path, &entries, &lock)?;
+            let appended = healthlog::append(&self.cap_log_path, &entries, &lock)?;
             self.capabilities.extend(caps.iter().map(|p| CapRecord {
                 entry: p.entry.clone(),
                 decided: p.decided,
@@ -197,7 +216,14 @@ impl Writer {
                             None => findings.tried(&key, cap, &p.entry.ts),
                         }
                     }
-                    findings.save(&self.findings_path, &lock)?;
+                    // As for the state file: a verdicts file that cannot
+                    // be written takes these capability entries back out.
+                    if let Err(e) = findings.save(&self.findings_path, &lock) {
+                        if let Err(u) = healthlog::undo(&self.cap_log_path, &appended, &lock) {
+                            eprintln!("warning: {u}");
+                        }
+                        return Err(e);
+                    }
                 }
                 Err(e) => {
                     self.findings_error.get_or_insert(e);
@@ -375,6 +401,81 @@ mod tests {
         assert_eq!(state["p::m"]["state"], "active");
         assert_eq!(state["p::m"]["recovered_at"], later);
         assert!(state["p::m"].get("retry_at").is_none(), "{state}");
+    }
+
+    /// A state file that cannot be written takes the batch back out of
+    /// the log; a verdicts file that cannot be written, the capability
+    /// entries out of theirs. Batches recorded before stay.
+    #[test]
+    fn a_failed_state_write_takes_the_batch_back_out_of_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = writer(dir.path());
+        w.accept(vec![Probed::basic(
+            "2026-12-01T00:00:00Z".into(),
+            "p",
+            "m",
+            &Outcome {
+                failure: Some(FailureType::WrongAnswer),
+                latency_ms: 1,
+                status: Some(200),
+                error: None,
+                unreachable: false,
+                retry_at: None,
+            },
+            true,
+        )])
+        .unwrap();
+        let log = std::fs::read(&w.log_path).unwrap();
+        // The state file's directory is gone: its temporary file cannot
+        // be made.
+        w.state_path = dir.path().join("gone/model_state.json");
+        w.findings_path = dir.path().join("gone/capabilities.json");
+        let failing = Outcome {
+            failure: Some(FailureType::WrongAnswer),
+            latency_ms: 1,
+            status: Some(200),
+            error: None,
+            unreachable: false,
+            retry_at: None,
+        };
+        let err = w
+            .accept(vec![Probed::basic(
+                "2026-12-01T00:01:00Z".into(),
+                "p",
+                "m",
+                &failing,
+                true,
+            )])
+            .unwrap_err();
+        assert_eq!(err.exit_code(), crate::exit::IO, "{err}");
+        assert!(err.to_string().contains("model_state.json"), "{err}");
+        assert_eq!(std::fs::read(&w.log_path).unwrap(), log);
+        assert_eq!(w.entries.len(), 1);
+        let err = w
+            .accept(vec![cap_probed(
+                "m",
+                Capability::Tools,
+                None,
+                Some(200),
+                None,
+                Some(Judgement::Yes),
+            )])
+            .unwrap_err();
+        assert!(err.to_string().contains("capabilities.json"), "{err}");
+        assert_eq!(std::fs::read(&w.cap_log_path).unwrap(), b"");
+    }
+
+    #[test]
+    fn a_stats_directory_removed_during_the_run_is_not_made_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let stats = dir.path().join("stats");
+        std::fs::create_dir(&stats).unwrap();
+        let mut w = writer(&stats);
+        std::fs::remove_dir(&stats).unwrap();
+        let err = w.accept(vec![probed("p", true, false)]).unwrap_err();
+        assert_eq!(err.exit_code(), crate::exit::IO);
+        assert!(err.to_string().contains("is gone"), "{err}");
+        assert!(!stats.exists());
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub fn config(g: &GlobalArgs, a: &FakeArgs) -> Result<FakeConfig> {
     cfg.port = a.port;
     cfg.latency = Duration::from_millis(a.latency_ms);
     cfg.record = a.record.clone();
+    cfg.hold_until = a.hold_until.clone();
     for s in &a.scripts {
         let (model, behaviours) = parse_script(s)?;
         if cfg.scripts.insert(model.clone(), behaviours).is_some() {
@@ -74,6 +75,7 @@ mod tests {
             record: None,
             scripts: scripts.iter().map(|s| s.to_string()).collect(),
             latency_ms: 25,
+            hold_until: None,
         };
         let cfg = config(&g, &args(&["a=ok,e500", "b=slow:10"])).unwrap();
         assert_eq!(

@@ -202,8 +202,10 @@ fn one_shot(rt: &tokio::runtime::Runtime, engine: Arc<Engine>, a: &RouteArgs) ->
         let (e, req) = (e.clone(), req.clone());
         async move { send::complete(&e, &c, key.as_ref(), &req, true).await }
     }));
-    engine.save_if_dirty()?;
-    match result {
+    // The answer was paid for: it is shown even when the route state
+    // cannot be saved, and that failure (exit 7) is reported after it.
+    let saved = engine.save_if_dirty();
+    let code = match result {
         Ok(s) => {
             let fallbacks = s.fallbacks();
             let body = openai::completion_body(s.value);
@@ -228,7 +230,7 @@ fn one_shot(rt: &tokio::runtime::Runtime, engine: Arc<Engine>, a: &RouteArgs) ->
                 via.push_str(&format!(": {}", trail(&s.attempts, 300)));
             }
             eprintln!("{via}");
-            Ok(exit::SUCCESS)
+            exit::SUCCESS
         }
         Err(x) => {
             let code = exhausted_code(&x);
@@ -240,9 +242,11 @@ fn one_shot(rt: &tokio::runtime::Runtime, engine: Arc<Engine>, a: &RouteArgs) ->
                 }))?;
             }
             eprintln!("{}", exhausted_text(&x));
-            Ok(code)
+            code
         }
-    }
+    };
+    saved?;
+    Ok(code)
 }
 
 /// The text of the first choice.

@@ -31,6 +31,9 @@ const CHECKED_LINES: usize = 8;
 pub struct AppendReport {
     /// Bytes of a torn tail that were cut before appending.
     pub repaired_bytes: Option<u64>,
+    /// Where the appended text begins (the end of the last entry before
+    /// it), for [`undo`]; `None` when nothing was appended.
+    pub start: Option<u64>,
 }
 
 /// Where the new entries go, and what to write before them.
@@ -79,11 +82,67 @@ pub fn append(path: &Path, entries: &[Entry], _lock: &DataLock) -> Result<Append
     // Cut first: a crash between the cut and the write leaves a torn tail,
     // which the next append repairs; the old `]` never lingers after new data.
     file.set_len(ins.at).map_err(|e| io("truncate", e))?;
-    write_at(&file, text.as_bytes(), ins.at).map_err(|e| io("write", e))?;
-    file.sync_data().map_err(|e| io("fsync", e))?;
+    // A write that fails (a full disk, a file size limit) or cannot be made
+    // durable is rolled back: the log ends with its last complete entry
+    // again, closed, and the error says the file was left so.
+    let written = write_at(&file, text.as_bytes(), ins.at)
+        .map_err(|e| ("write", e))
+        .and_then(|()| file.sync_data().map_err(|e| ("fsync", e)));
+    if let Err((what, e)) = written {
+        return Err(rolled_back(path, &file, ins.at, what, e));
+    }
     Ok(AppendReport {
         repaired_bytes: ins.torn_bytes,
+        start: Some(ins.at),
     })
+}
+
+/// Take back the append `report` describes, which this process made under
+/// `lock` and has not let go of since: the log ends with the entry before
+/// it again. For a batch whose state update failed, so that the log and the
+/// state file never disagree. A failure to do so leaves a torn tail at the
+/// worst, which the next append repairs.
+pub fn undo(path: &Path, report: &AppendReport, _lock: &DataLock) -> Result<()> {
+    let Some(at) = report.start else {
+        return Ok(());
+    };
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| Error::io(format!("cannot open {}", path.display()), e))?;
+    close_at(&file, at).map_err(|e| {
+        Error::io(
+            format!(
+                "cannot take back the last append to {}; the next append repairs it",
+                path.display()
+            ),
+            e,
+        )
+    })
+}
+
+/// The error of an append whose `what` (write, fsync) failed with `e`,
+/// after cutting the file back to `at` and closing the array there.
+fn rolled_back(path: &Path, file: &File, at: u64, what: &str, e: std::io::Error) -> Error {
+    let left = match close_at(file, at) {
+        Ok(()) => "the log was left with the entries it had".to_string(),
+        Err(e2) => format!(
+            "rolling back failed too ({e2}): the log ends in a torn tail, which the next append repairs"
+        ),
+    };
+    Error::io(format!("cannot {what} {} ({left})", path.display()), e)
+}
+
+/// Cut the log back to `at`, the end of its last complete entry (or 0),
+/// and close the array there. The log's own close (`\n]\n`, as appends
+/// write it) stood there before, so a file size limit or a disk that
+/// held the log before holds it again.
+fn close_at(file: &File, at: u64) -> std::io::Result<()> {
+    file.set_len(at)?;
+    if at > 0 {
+        write_all_at(file, b"\n]\n", at)?;
+    }
+    file.sync_data()
 }
 
 /// Check, without writing, that the log at `path` can take an append: the
@@ -384,6 +443,35 @@ mod tests {
             assert!(v.len() >= 3, "cut at {cut} lost entries");
             assert_eq!(v.last().unwrap()["model"], "m9");
         }
+    }
+
+    #[test]
+    fn undo_takes_back_exactly_the_last_append() {
+        let (_d, path, lock) = setup(b"");
+        let first = append(&path, &[entry(0)], &lock).unwrap();
+        assert_eq!(first.start, Some(0));
+        let one = std::fs::read(&path).unwrap();
+        let second = append(&path, &[entry(1), entry(2)], &lock).unwrap();
+        undo(&path, &second, &lock).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), one);
+        // From a torn tail: the append repaired it, the undo leaves it
+        // repaired and closed.
+        std::fs::write(&path, [&one[..one.len() - 3], b",\n{\"ts\":\"20"].concat()).unwrap();
+        let third = append(&path, &[entry(3)], &lock).unwrap();
+        assert!(third.repaired_bytes.is_some());
+        undo(&path, &third, &lock).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), one);
+        // The first append made the file: undone, it is empty, which
+        // every reader takes for an empty log.
+        undo(&path, &first, &lock).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"");
+        append(&path, &[entry(4)], &lock).unwrap();
+        let (_, n) = count(&path);
+        assert_eq!(n, 1);
+        // Nothing appended, nothing to undo.
+        let none = append(&path, &[], &lock).unwrap();
+        undo(&path, &none, &lock).unwrap();
+        assert_eq!(count(&path).1, 1);
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub mod scan;
 pub(crate) mod summary;
 pub(crate) mod tail;
 
-pub use append::{AppendReport, append, preflight};
+pub use append::{AppendReport, append, preflight, undo};
 
 /// A [`DataError`](crate::error::DataError) about the log at `path`, saying
 /// what the user can do next: llmprobe never rewrites a log it cannot read.

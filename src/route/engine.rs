@@ -1069,7 +1069,9 @@ impl Engine {
     }
 
     /// Save the cooldowns if they changed since the last save (never for a
-    /// shared instance: its state is in Redis).
+    /// shared instance: its state is in Redis). A save that fails leaves
+    /// them marked changed, so that the next save (at the next change, or
+    /// at shutdown) tries again.
     pub fn save_if_dirty(&self) -> Result<()> {
         if !self.dirty.swap(false, Ordering::AcqRel) || self.shared.is_some() {
             return Ok(());
@@ -1081,7 +1083,9 @@ impl Engine {
             cd.saved_at = Some(crate::time::format_ts(self.clock.now()));
             cd.clone()
         };
-        persist::save(&self.stats_dir, &snapshot)
+        persist::save(&self.stats_dir, &snapshot).inspect_err(|_| {
+            self.dirty.store(true, Ordering::Release);
+        })
     }
 
     /// A served stream's events, as the engine learns from them (for every

@@ -628,7 +628,9 @@ pub async fn saver(engine: Arc<Engine>, mut stop: tokio::sync::watch::Receiver<b
         tokio::time::sleep(super::engine::SAVE_DEBOUNCE).await;
         let e = engine.clone();
         if let Ok(Err(err)) = tokio::task::spawn_blocking(move || e.save_if_dirty()).await {
-            eprintln!("route: cannot save the route state: {err}");
+            // The server keeps serving from memory; the next change (or
+            // the shutdown) tries the save again.
+            eprintln!("warning: route: cannot save the route state: {err}; serving on from memory");
         }
     }
 }

@@ -62,7 +62,7 @@ pub struct Run {
 }
 
 impl Run {
-    fn from(o: Output) -> Run {
+    pub fn from(o: Output) -> Run {
         Run {
             code: o.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
@@ -275,6 +275,11 @@ impl Seen {
 impl Fake {
     /// Start a fake provider with `--script MODEL=…` arguments.
     pub fn start(env: &Env, scripts: &[&str]) -> Fake {
+        Fake::start_with(env, scripts, &[])
+    }
+
+    /// [`Fake::start`] with more `fake-provider` flags (`--hold-until FILE`).
+    pub fn start_with(env: &Env, scripts: &[&str], flags: &[&str]) -> Fake {
         let n = FAKE_COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let addr_file = env.path().join(format!("fake{n}.addr"));
         let record = env.path().join(format!("fake{n}.jsonl"));
@@ -289,6 +294,7 @@ impl Fake {
         for s in scripts {
             cmd.arg("--script").arg(s);
         }
+        cmd.args(flags);
         let mut child = cmd.spawn().expect("start fake provider");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         let url = loop {
@@ -467,7 +473,6 @@ impl RouteServer {
     }
 
     fn start_with(env: &Env, cfg: &str, args: &[&str], stderr: std::process::Stdio) -> RouteServer {
-        use std::io::BufRead;
         let mut all = vec![
             "--config",
             cfg,
@@ -477,10 +482,17 @@ impl RouteServer {
             "127.0.0.1:0",
         ];
         all.extend_from_slice(args);
-        let mut child = env
-            .command(&all)
+        let mut cmd = env.command(&all);
+        cmd.stderr(stderr);
+        RouteServer::spawn(cmd)
+    }
+
+    /// Start `cmd`, a `route --serve --listen 127.0.0.1:0` command made
+    /// by the caller (its stderr elsewhere, say), and wait for its address.
+    pub fn spawn(mut cmd: Command) -> RouteServer {
+        use std::io::BufRead;
+        let mut child = cmd
             .stdout(std::process::Stdio::piped())
-            .stderr(stderr)
             .spawn()
             .expect("start route");
         let stdout = child.stdout.take().unwrap();
