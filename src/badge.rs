@@ -20,6 +20,7 @@ use crate::cli::BadgeMetric;
 use crate::format::fmt_pct;
 use crate::grade::{self, Grade};
 use crate::healthlog::rollup::{Per, Report, Row};
+use crate::markup::escape;
 use crate::window::Window;
 
 /// The left half's background.
@@ -141,22 +142,6 @@ fn clean(s: &str) -> String {
     s.chars()
         .map(|c| if c.is_control() { ' ' } else { c })
         .collect()
-}
-
-/// Text for XML content and attribute values.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// Advance widths of printable ASCII (space to `~`) in Verdana at 11 px,

@@ -619,7 +619,7 @@ Examples:
   llmprobe notify test json+http://127.0.0.1:8080/hook   to this URL only
 
 The channel comes from the URL: https://ntfy.sh/TOPIC (or ntfy+https://HOST/TOPIC),
-https://hooks.slack.com/... (or slack+https://...), https://discord.com/api/webhooks/...
+https://hooks.slack.com/services/... (or slack+https://...), https://discord.com/api/webhooks/...
 (or discord+https://...), and json+https://... for a generic JSON POST.
 See docs/alerts.md.")]
 pub struct NotifyArgs {

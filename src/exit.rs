@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 /// The run completed.
 pub const SUCCESS: u8 = 0;
-/// The run completed, but a condition asked about with `--fail-on-…` holds.
+/// The run completed, but a condition asked about with `--fail-on-…` holds
+/// (`notify test`: a channel did not take the test message).
 pub const CONDITION: u8 = 1;
 /// Bad command line or bad configuration (config file, prompts file).
 pub const USAGE: u8 = 2;

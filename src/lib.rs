@@ -54,6 +54,7 @@ pub(crate) mod grade;
 pub mod healthlog;
 pub(crate) mod lastrun;
 pub(crate) mod logging;
+pub(crate) mod markup;
 pub(crate) mod notify;
 pub(crate) mod observer;
 pub mod outcome;

@@ -469,3 +469,106 @@ fn the_scheduled_job_takes_its_alert_urls_from_the_env_file_never_from_flags() {
     assert_eq!(got.len(), 1, "{text}");
     assert_eq!(said(&got[0]), ["model_down f::m active->paused"]);
 }
+
+/// A disable whose message reached no channel is said at the next run,
+/// although a disabled model is no longer probed; once, in whole seconds.
+#[test]
+fn a_disable_that_reached_no_channel_is_said_at_the_next_run() {
+    let env = Env::new();
+    let (_fake, cfg, hook, url) = setup(&env, &[], &["ok", "unauthorized"]);
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("[defaults]\n", "[defaults]\ndisable_after = 1\n");
+    std::fs::write(&cfg, text).unwrap();
+    let dead = format!("json+{}{HOOK_PATH}", closed_port());
+    let r = check(&env, &cfg, &["--notify", &dead]).ok();
+    has(&r.stderr, "warning: notify");
+    assert!(
+        !notify_state(&env).contains("alerted"),
+        "{}",
+        notify_state(&env)
+    );
+    // The next run probes f::ok only; the disable is said now.
+    check(&env, &cfg, &["--notify", &url]).ok();
+    let got = messages(&hook);
+    assert_eq!(got.len(), 1, "{:?}", hook.calls());
+    assert_eq!(
+        said(&got[0]),
+        ["model_down f::unauthorized active->disabled"]
+    );
+    // Why: as model_state.json gives it.
+    let states: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.state_file()).unwrap()).unwrap();
+    assert_eq!(
+        got[0]["changes"][0]["reason"],
+        states["f::unauthorized"]["reason"]
+    );
+    let state: Value = serde_json::from_str(&notify_state(&env)).unwrap();
+    let at = state["models"]["f::unauthorized"]["alerted_at"]
+        .as_str()
+        .unwrap();
+    assert!(
+        at.len() == "2026-12-02T10:00:00Z".len() && at.ends_with('Z'),
+        "whole seconds: {at}"
+    );
+    // Once: the run after says nothing.
+    check(&env, &cfg, &["--notify", &url]).ok();
+    assert_eq!(messages(&hook).len(), 1);
+}
+
+/// On save, `notify_state.json` forgets models and providers the catalog
+/// no longer has, and keeps those a `--provider` run merely left out.
+#[test]
+fn notify_state_forgets_what_the_catalog_dropped_not_what_the_run_left_out() {
+    let env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("f", "openai", &["ok"], ""),
+            fake.provider("g", "openai", &["m", "n"], ""),
+        ],
+    );
+    let hook = PingServer::start();
+    let url = json_url(&hook);
+    let standing = serde_json::json!({"failed_runs": 2, "alerted": "paused",
+                                      "alerted_at": "2026-12-02T10:00:00Z"});
+    env.write(
+        "stats/notify_state.json",
+        serde_json::json!({
+            "version": 1,
+            "models": {"g::m": standing, "gone::x": standing, "f::retired": standing},
+            "providers": {"g": {"failed_runs": 1}, "gone": standing},
+        })
+        .to_string(),
+    );
+    check(&env, &cfg, &["--provider", "f", "--notify", &url]).ok();
+    assert!(hook.seen().is_empty(), "{:?}", hook.calls());
+    let state: Value = serde_json::from_str(&notify_state(&env)).unwrap();
+    assert_eq!(
+        state["models"],
+        serde_json::json!({"g::m": standing}),
+        "{state}"
+    );
+    assert_eq!(
+        state["providers"],
+        serde_json::json!({"g": {"failed_runs": 1}}),
+        "{state}"
+    );
+}
+
+#[test]
+fn notify_after_without_a_channel_warns() {
+    let env = Env::new();
+    let (_fake, cfg, _hook, _url) = setup(&env, &["m=e500"], &["ok", "m"]);
+    let r = check(&env, &cfg, &["--notify-after", "2"]).ok();
+    has(
+        &r.stderr,
+        "warning: notify: --notify-after 2 has no effect: no alert channel is configured",
+    );
+    assert!(!env.stats().join("notify_state.json").exists());
+    // With a channel, no such warning.
+    let (_fake, cfg, _hook, url) = setup(&env, &["m=e500"], &["ok", "m"]);
+    let r = check(&env, &cfg, &["--notify-after", "2", "--notify", &url]).ok();
+    assert!(!r.stderr.contains("has no effect"), "{}", r.stderr);
+}

@@ -245,6 +245,31 @@ fn badge_output_is_written_whole_and_stdout_stays_empty() {
 }
 
 #[test]
+fn badge_window_ends_at_the_test_clock() {
+    let env = clock_env();
+    let cfg = setup(&env, "http://127.0.0.1:9", "");
+    let badge = |env: &Env| {
+        let r = env
+            .run(&[
+                "--config",
+                &cfg,
+                "rollup",
+                "--format",
+                "badge",
+                "--provider",
+                "openrouter",
+            ])
+            .ok();
+        read_badge(&r.stdout).message
+    };
+    assert_eq!(badge(&env), "100%");
+    // Two days on, openrouter's one probe (an hour ago) is out of the 24 h
+    // window: the badge says so, as `rollup` would at that time.
+    advance(&env, 2 * 86_400);
+    assert_eq!(badge(&env), "no data");
+}
+
+#[test]
 fn badge_errors_name_what_is_wrong() {
     let env = Env::new();
     let cfg = setup(&env, "http://127.0.0.1:9", "");
@@ -264,6 +289,14 @@ fn badge_errors_name_what_is_wrong() {
     assert!(
         r.stderr
             .contains("unknown model \"llama-9\" of provider \"groq\""),
+        "{}",
+        r.stderr
+    );
+    // The hint names a command that lists a provider's models.
+    assert!(
+        r.stderr
+            .contains("`llmprobe providers` lists each provider's models")
+            && !r.stderr.contains("check --list"),
         "{}",
         r.stderr
     );

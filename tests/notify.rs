@@ -173,6 +173,30 @@ fn urls_that_name_no_channel_are_config_errors_that_keep_the_path() {
     );
     hides_secrets(&r.stderr);
 
+    // Slack's own host is Slack only for an incoming webhook's path.
+    let r = Env::new()
+        .run(&["notify", "test", "https://hooks.slack.com/workflows/SECRET"])
+        .code(2);
+    assert!(r.stderr.contains("https://hooks.slack.com"), "{}", r.stderr);
+    assert!(r.stderr.contains("slack+https://"), "{}", r.stderr);
+    hides_secrets(&r.stderr);
+
+    // A URL written in the file, under any key or as one string, is
+    // refused by its key and never repeated; so is a key in [[providers]].
+    for body in [
+        "[notify]\nurl = \"https://hooks.slack.com/services/SECRET\"\n",
+        "[notify]\nurl_env = \"https://hooks.slack.com/services/SECRET\"\n",
+        "[notify]\nurl_env = [\"https://hooks.slack.com/services/SECRET\", 1]\n",
+        "[[providers]]\nname = \"p\"\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+         models = [\"m\"]\napi_key = \"sk-SECRET-0123456789abcdef\"\n",
+    ] {
+        let env = Env::new();
+        env.write("llmprobe.toml", body);
+        let r = env.run(&["notify", "test"]).code(2);
+        assert!(r.stderr.contains("llmprobe.toml"), "{body}: {}", r.stderr);
+        hides_secrets(&r.stderr);
+    }
+
     // A URL written in the file itself is refused, and not repeated.
     let env = Env::new();
     env.write(

@@ -15,7 +15,7 @@ use chrono::NaiveTime;
 use serde::Deserialize;
 
 use crate::error::{ConfigError, Error, Result};
-use crate::upstream::secret::Secret;
+use crate::upstream::secret::{Redactor, Secret};
 
 const DEFAULT_CATALOG: &str = include_str!("default.toml");
 
@@ -300,13 +300,17 @@ struct ConfigToml {
     notify: NotifyToml,
 }
 
-/// `[notify]` as written.
+/// `[notify]` as written. Its keys are read leniently and judged in
+/// [`NotifySettings::from_toml`], so that a misplaced webhook URL (`url =
+/// "https://…"`, or `url_env = "https://…"`) is refused by its key's name
+/// and never quoted, as toml's own error would.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 struct NotifyToml {
     #[serde(default)]
-    url_env: Vec<String>,
+    url_env: Option<toml::Value>,
     after: Option<i64>,
+    #[serde(flatten)]
+    other: BTreeMap<String, toml::Value>,
 }
 
 /// Where alerts go: `[notify]`. The file names the variables that hold
@@ -339,8 +343,27 @@ impl NotifySettings {
     /// Each name must be a variable's name; one that looks like a URL is
     /// refused without being quoted, since it is probably the secret itself.
     fn from_toml(t: &NotifyToml) -> std::result::Result<Self, String> {
+        if let Some(key) = t.other.keys().next() {
+            return Err(format!(
+                "notify.{key}: unknown key ([notify] takes url_env and after); webhook URLs \
+                 never go in a file: set LLMPROBE_NOTIFY, or name the variables that hold them \
+                 in url_env = [\"SLACK_HOOK\"]"
+            ));
+        }
+        let names: Vec<&str> = match &t.url_env {
+            None => Vec::new(),
+            Some(toml::Value::String(one)) => vec![one.as_str()],
+            Some(toml::Value::Array(many)) => many
+                .iter()
+                .map(|v| v.as_str())
+                .collect::<Option<Vec<&str>>>()
+                .ok_or("notify.url_env: a list of environment variables' names, as in url_env = [\"SLACK_HOOK\"]")?,
+            Some(_) => {
+                return Err("notify.url_env: a list of environment variables' names, as in url_env = [\"SLACK_HOOK\"]".into());
+            }
+        };
         let mut url_env: Vec<String> = Vec::new();
-        for (i, name) in t.url_env.iter().enumerate() {
+        for (i, name) in names.into_iter().enumerate() {
             let name = name.trim();
             if name.contains("://") || name.contains('/') {
                 return Err(format!(
@@ -349,12 +372,7 @@ impl NotifySettings {
                      a secret and does not belong in a file"
                 ));
             }
-            let valid = name
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
+            if !is_env_name(name) {
                 return Err(format!(
                     "notify.url_env[{i}] {name:?} is not an environment variable's name \
                      (letters, digits and _, not starting with a digit)"
@@ -583,17 +601,56 @@ pub struct Catalog {
 }
 
 /// Where a config came from, for error messages.
+///
+/// toml's message names the key; the line and column are ours. toml's own
+/// rendering also quotes the line at fault, which would print an
+/// `api_key = "…"` or a webhook URL written where it does not belong, so
+/// the line itself is never shown.
 fn parse_toml(text: &str, origin: &str) -> Result<ConfigToml> {
     toml::from_str(text).map_err(|e| {
-        // toml's message names the key and shows the line and column.
+        let at = e
+            .span()
+            .map(|span| {
+                let before = &text[..span.start.min(text.len())];
+                let line = before.matches('\n').count() + 1;
+                let start = before.rfind('\n').map_or(0, |i| i + 1);
+                let column = before.len() - start + 1;
+                // The key of that line, which is never a secret.
+                let key = text[start..]
+                    .lines()
+                    .next()
+                    .and_then(|l| l.split_once('='))
+                    .map(|(k, _)| k.trim())
+                    .filter(|k| {
+                        !k.is_empty()
+                            && k.chars()
+                                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+                    })
+                    .map(|k| format!(" ({k})"))
+                    .unwrap_or_default();
+                format!("line {line}, column {column}{key}: ")
+            })
+            .unwrap_or_default();
         Error::config(format!(
-            "invalid config {origin}: {}",
-            e.to_string().trim_end()
+            "invalid config {origin}: {at}{}",
+            e.message().trim_end()
         ))
     })
 }
 
 impl Catalog {
+    /// A redactor of every key the catalog resolves (and of anything
+    /// shaped like a key): what every message, page and error that leaves
+    /// the process goes through.
+    pub fn redactor(&self) -> Redactor {
+        Redactor::new(
+            self.providers
+                .iter()
+                .filter_map(|p| p.resolve().ok())
+                .flat_map(|p| p.secrets().cloned().collect::<Vec<_>>()),
+        )
+    }
+
     /// The embedded default catalog alone.
     pub fn embedded() -> Catalog {
         Catalog::build(None, &[]).expect("the embedded catalog is valid")
@@ -851,6 +908,16 @@ pub(crate) fn test_provider(dialect: &str, base_url: &str, key: Option<&str>) ->
         r.keys = vec![ApiKey::new(0, "KEY", Secret::new(k.into()))];
     }
     r
+}
+
+/// Whether `name` can be an environment variable's name as llmprobe
+/// reads them (`[notify] url_env`, an env file's lines): letters, digits
+/// and `_`, not starting with a digit.
+pub fn is_env_name(name: &str) -> bool {
+    name.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 pub fn model_key(provider: &str, model: &str) -> String {
@@ -1262,6 +1329,23 @@ mod tests {
         assert!(e.contains("\"1BAD\" is not an environment variable"), "{e}");
         let e = load(r#"url = "x""#).unwrap_err().to_string();
         assert!(e.contains("n.toml") && e.contains("url"), "{e}");
+        // A URL where it does not belong is refused by its key, never quoted.
+        for body in [
+            r#"url = "https://hooks.slack.com/services/SECRET""#,
+            r#"url_env = "https://hooks.slack.com/services/SECRET""#,
+            r#"url_env = ["A", 5, "https://hooks.slack.com/services/SECRET"]"#,
+            // Not even TOML: the line at fault is named, not shown.
+            r#"url_env = "SLACK" "https://hooks.slack.com/services/SECRET""#,
+        ] {
+            let e = load(body).unwrap_err();
+            assert_eq!(e.exit_code(), crate::exit::USAGE, "{body}");
+            let e = e.to_string();
+            assert!(e.contains("n.toml") && e.contains("url"), "{body}: {e}");
+            assert!(!e.contains("SECRET"), "{body}: {e}");
+        }
+        // One name as a string is a list of one.
+        let c = load(r#"url_env = "SLACK_HOOK""#).unwrap();
+        assert_eq!(c.notify.url_env, ["SLACK_HOOK"]);
     }
 
     #[test]
@@ -1368,6 +1452,18 @@ mod tests {
         assert!(err.contains("spacingg"), "{err}");
         assert!(err.contains("line 3"), "{err}");
         assert!(err.contains("my.toml"), "{err}");
+    }
+
+    #[test]
+    fn a_config_error_never_quotes_the_line_at_fault() {
+        let text = "include_default_catalog = false\n[[providers]]\nname = \"a\"\n\
+                    dialect = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n\
+                    models = [\"m\"]\napi_key = \"sk-canary-SECRET-1234567890\"\n";
+        let err = Catalog::from_toml_str(text, "k.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("api_key") && err.contains("line 7"), "{err}");
+        assert!(!err.contains("SECRET"), "{err}");
     }
 
     /// Every provider the old tool logged, read from its real log the way

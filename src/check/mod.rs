@@ -42,7 +42,6 @@ pub use self::report::RunSummary;
 use self::writer::{Writer, Written};
 use crate::error::{Error, Result};
 use crate::settings::Settings;
-use crate::upstream::secret::Redactor;
 
 /// Run the plan: probes in parallel lanes, results through one writer.
 pub fn execute(s: &Settings, plan: Plan) -> Result<RunSummary> {
@@ -79,11 +78,7 @@ pub fn execute_with(s: &Settings, plan: Plan, mut writer: Writer) -> Result<RunS
     let prober = HttpProber::new(
         crate::upstream::http::client()?,
         s.prompts.clone(),
-        Redactor::new(
-            plan.lanes
-                .iter()
-                .flat_map(|l| l.resolved.secrets().cloned()),
-        ),
+        s.catalog.redactor(),
         s.catalog.defaults.capability_max_tokens,
     );
     let bars: Vec<ProgressBar> = (0..plan.lanes.len()).map(|i| progress.bar(i)).collect();

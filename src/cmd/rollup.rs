@@ -271,7 +271,8 @@ fn badge(s: &Settings, args: &RollupArgs, window: Window) -> Result<u8> {
             )));
         }
     };
-    let report = compute(&s.log_path(), &window, Utc::now().timestamp(), false)?;
+    let now = crate::clock::Clock::from_env().now().timestamp();
+    let report = compute(&s.log_path(), &window, now, false)?;
     let known = badge::Known::of(&s.catalog);
     let figures = badge::Figures::of(&report);
     let row = figures
@@ -283,7 +284,7 @@ fn badge(s: &Settings, args: &RollupArgs, window: Window) -> Result<u8> {
                     known.providers().collect::<Vec<_>>().join(", ")
                 ),
                 badge::Unknown::Model { .. } => {
-                    format!("`llmprobe check --list --provider {provider}` lists its models")
+                    "`llmprobe providers` lists each provider's models".to_string()
                 }
             };
             Error::config(format!("--format badge: {e}; {hint}"))

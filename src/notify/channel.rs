@@ -4,7 +4,7 @@
 //! | URL | channel | request |
 //! |---|---|---|
 //! | `https://ntfy.sh/<topic>`, `ntfy+https://…`, `ntfy+http://…` | ntfy | POST, the text as the body; `Title`, `Tags`, `Priority` headers |
-//! | `https://hooks.slack.com/…`, `slack+https://…` | Slack incoming webhook | POST `{"text": …}` |
+//! | `https://hooks.slack.com/services/…`, `slack+https://…` | Slack incoming webhook | POST `{"text": …}` |
 //! | `https://discord.com/api/webhooks/…` (or discordapp.com), `discord+https://…` | Discord webhook | POST `{"content": …}`, mentions off |
 //! | `json+https://…`, `json+http://…` | generic JSON | POST the documented body ([`json_body`]) |
 //!
@@ -112,7 +112,7 @@ impl Channel {
             }
             None => match (url.scheme(), url.host_str().unwrap_or("")) {
                 ("https", "ntfy.sh") => Kind::Ntfy,
-                ("https", "hooks.slack.com") => Kind::Slack,
+                ("https", "hooks.slack.com") if url.path().starts_with("/services/") => Kind::Slack,
                 ("https", "discord.com" | "discordapp.com")
                     if url.path().starts_with("/api/webhooks/") =>
                 {
@@ -180,7 +180,7 @@ impl Channel {
                 "text": format!("*{}*\n{}", slack_escape(&title(msg)), lines(msg, SLACK_CAP, Markup::Slack)),
             })),
             Kind::Discord => json(serde_json::json!({
-                "content": format!("**{}**\n{}", title(msg), lines(msg, DISCORD_CAP, Markup::Plain)),
+                "content": format!("**{}**\n{}", discord_escape(&title(msg)), lines(msg, DISCORD_CAP, Markup::Discord)),
                 // Error text could say @everyone: never ping anyone.
                 "allowed_mentions": {"parse": []},
             })),
@@ -291,6 +291,7 @@ pub fn title(msg: &Message) -> String {
 enum Markup {
     Plain,
     Slack,
+    Discord,
 }
 
 /// One line per change, then when, within `cap` bytes (later changes are
@@ -299,6 +300,7 @@ fn lines(msg: &Message, cap: usize, markup: Markup) -> String {
     let esc = |s: &str| match markup {
         Markup::Plain => s.to_string(),
         Markup::Slack => slack_escape(s),
+        Markup::Discord => discord_escape(s),
     };
     let footer = format!("llmprobe, {}", short_time(msg.at));
     if msg.test {
@@ -352,6 +354,23 @@ fn slack_escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
+}
+
+/// Text for Discord's markdown: every character markdown gives a meaning
+/// to is backslash-escaped, so an upstream's error text shows as written
+/// and cannot plant a masked link (`[text](url)`), a heading or a spoiler.
+fn discord_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(
+            c,
+            '\\' | '*' | '_' | '~' | '`' | '|' | '[' | ']' | '(' | ')' | '<' | '>' | '#'
+        ) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// A header value: printable ASCII only.

@@ -11,9 +11,14 @@
 //!   failure, since it probes only models that are failing already and
 //!   would reach N in minutes instead of N runs; its passes do count.
 //! - **Down**: it is `paused` or `disabled` after the run, no alert stands
-//!   for it, and `failed_runs` has reached `--notify-after`. A model that
-//!   the run **disabled** is alerted whatever the count, and even when a
-//!   `paused` alert stands (disabled needs a person; paused does not).
+//!   for it, and `failed_runs` has reached `--notify-after`. A **disabled**
+//!   model is alerted whatever the count, and even when a `paused` alert
+//!   stands (disabled needs a person; paused does not).
+//! - **Still disabled**: disabled models are not probed, so a run also
+//!   judges every catalog model `model_state.json` has disabled
+//!   ([`Run::disabled`]): one with no `disabled` alert standing (its
+//!   disable alert reached no channel, `notify_state.json` was deleted, or
+//!   alerts were just configured) is alerted now.
 //! - **Recovered**: an alert stands for it, it is `active` after the run,
 //!   and its probe passed. Only an alerted model gets a recovery: one that
 //!   was never alerted has nothing to resolve, and comes back silently.
@@ -57,6 +62,9 @@ pub struct Run<'a> {
     pub state_of: &'a dyn Fn(&str) -> ModelState,
     /// A `check --paused` run: re-probes of paused models only.
     pub reprobe: bool,
+    /// Every catalog model `model_state.json` has disabled after the run,
+    /// by `provider::model`, with the reason it gives.
+    pub disabled: &'a [(String, Option<String>)],
 }
 
 /// What to say, and what to remember.
@@ -146,9 +154,21 @@ pub fn decide(
     }
 
     // Models.
+    let still_disabled: BTreeMap<&str, Option<&str>> = run
+        .disabled
+        .iter()
+        .map(|(k, why)| (k.as_str(), why.as_deref()))
+        .collect();
     let mut keys: Vec<&str> = probed.keys().map(String::as_str).collect();
     keys.extend(moved.keys().copied().filter(|k| !probed.contains_key(*k)));
+    keys.extend(still_disabled.keys().copied().filter(|k| {
+        !probed.contains_key(*k)
+            && !moved.contains_key(k)
+            && prev.models.get(*k).and_then(|s| s.alerted.as_deref())
+                != Some(ModelState::Disabled.as_str())
+    }));
     keys.sort_unstable();
+    keys.dedup();
     for key in keys {
         let entry = probed.get(key).copied();
         let moved = moved.get(key);
@@ -162,21 +182,31 @@ pub fn decide(
         let (provider, model) = split(key, entry);
         match now {
             ModelState::Paused | ModelState::Disabled => {
-                let disabled_now = moved.is_some_and(|(_, t)| t.to == ModelState::Disabled);
-                let due = if disabled_now {
+                let due = if now == ModelState::Disabled {
                     s.alerted.as_deref() != Some(ModelState::Disabled.as_str())
                 } else {
                     s.alerted.is_none() && s.failed_runs >= after
                 };
+                // Without a change this run (`--notify-after`, or a model
+                // disabled before), what is alerted is the fall from the
+                // state an alert stands for, else from active.
+                let from = moved.map_or_else(
+                    || s.alerted.clone().unwrap_or_else(|| "active".into()),
+                    |(from, _)| from.as_str().to_string(),
+                );
                 if !due || !s.raise(now.as_str(), run.at) {
                     continue;
                 }
-                // Without a change this run (`--notify-after`), what is
-                // alerted is the fall from active.
-                let from = moved.map_or(ModelState::Active, |(from, _)| *from);
                 let why = moved
                     .map(|(_, t)| t.reason.clone())
                     .or_else(|| entry.map(|e| e.failure_type.to_string()))
+                    .or_else(|| {
+                        still_disabled
+                            .get(key)
+                            .copied()
+                            .flatten()
+                            .map(str::to_string)
+                    })
                     .filter(|r| !r.is_empty())
                     .unwrap_or_else(|| now.as_str().to_string());
                 changes.push(Change {
@@ -184,7 +214,7 @@ pub fn decide(
                     provider,
                     model: Some(model),
                     key: None,
-                    from: from.as_str().into(),
+                    from,
                     to: now.as_str().into(),
                     reason: with_runs(why, s.failed_runs),
                     error: entry.and_then(|e| e.error.as_deref()).map(clean),
@@ -344,6 +374,12 @@ mod tests {
                 }
                 entries.push(Entry::new(ts.clone(), p, m, &o));
             }
+            let disabled: Vec<(String, Option<String>)> = self
+                .states
+                .iter()
+                .filter(|(_, e)| e.state == ModelState::Disabled)
+                .map(|(k, e)| (k, e.reason))
+                .collect();
             let states = self.states.clone();
             let state_of = move |k: &str| states.get(k).map_or(ModelState::Active, |e| e.state);
             let redactor = crate::upstream::secret::Redactor::default();
@@ -355,6 +391,7 @@ mod tests {
                     transitions: &transitions,
                     state_of: &state_of,
                     reprobe,
+                    disabled: &disabled,
                 },
                 self.after,
                 &|t| clean_error(&redactor, t),
@@ -469,6 +506,38 @@ mod tests {
             ["ModelDown p::b paused->disabled"]
         );
         assert_eq!(s.notify.models["p::b"].alerted.as_deref(), Some("disabled"));
+    }
+
+    #[test]
+    fn a_disabled_model_whose_alert_was_never_sent_is_alerted_at_the_next_run() {
+        let mut s = Sim::new(3);
+        s.disable_after = 1;
+        assert_eq!(
+            s.run(&[("p::a", Hard)]),
+            ["ModelDown p::a active->disabled"]
+        );
+        // That message reached no channel: the observer put the alert back.
+        s.notify.models.get_mut("p::a").unwrap().alerted = None;
+        // Disabled models are not probed: a run of others still says it,
+        // with the state's reason, whatever --notify-after.
+        let d = s.run_as(&[("p::b", Pass)], false);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].model.as_deref(), Some("a"));
+        assert_eq!(
+            (d[0].from.as_str(), d[0].to.as_str()),
+            ("active", "disabled")
+        );
+        assert!(d[0].reason.contains("wrong_answer"), "{}", d[0].reason);
+        // Said once: the next runs say nothing more.
+        assert!(s.run(&[("p::b", Pass)]).is_empty());
+        // A paused alert standing is followed by the disable it became.
+        let mut s = Sim::new(1);
+        s.disable_after = 2;
+        assert_eq!(s.run(&[("p::c", Temp)]), ["ModelDown p::c active->paused"]);
+        s.run(&[("p::c", Hard)]);
+        s.run(&[("p::c", Hard)]);
+        let standing = &s.notify.models["p::c"];
+        assert_eq!(standing.alerted.as_deref(), Some("disabled"));
     }
 
     #[test]

@@ -22,12 +22,14 @@ use super::Message;
 use super::decide::{self, Run};
 use super::notifier::Notifier;
 use super::record::{self, NotifyState};
+use crate::catalog::model_key;
 use crate::error::Result;
 use crate::fsutil::DataLock;
 use crate::observer::{FinishedRun, RunObserver};
 use crate::settings::Settings;
-use crate::state::States;
+use crate::state::{ModelState, States};
 use crate::upstream::secret::Redactor;
+use std::collections::BTreeSet;
 
 /// Alerts for one `check` run.
 pub struct NotifyObserver {
@@ -37,6 +39,9 @@ pub struct NotifyObserver {
     /// Every key the catalog resolves, for the errors a message quotes.
     redactor: Redactor,
     path: PathBuf,
+    /// Every model (`provider::model`) and provider the catalog has,
+    /// whatever `--provider` chose: what `notify_state.json` keeps.
+    known: Known,
     /// `notify_state.json` as the run found it.
     prev: Option<NotifyState>,
 }
@@ -55,23 +60,44 @@ impl NotifyObserver {
         reprobe: bool,
     ) -> Result<Option<NotifyObserver>> {
         let Some(notifier) = Notifier::configured(s, urls)? else {
+            if let Some(n) = after {
+                eprintln!(
+                    "warning: notify: --notify-after {n} has no effect: no alert channel is configured \
+                     (give --notify URL, set {}, or name variables in [notify] url_env)",
+                    super::channel::NOTIFY_VAR
+                );
+            }
             return Ok(None);
         };
-        let redactor = Redactor::new(
-            s.catalog
-                .providers
-                .iter()
-                .filter_map(|p| p.resolve().ok())
-                .flat_map(|r| r.secrets().cloned().collect::<Vec<_>>()),
-        );
+        let redactor = s.catalog.redactor();
         Ok(Some(NotifyObserver {
             notifier,
             after: after.unwrap_or(s.catalog.notify.after),
             reprobe,
             redactor,
             path: record::path(s.stats_dir()),
+            known: Known::of(&s.catalog),
             prev: None,
         }))
+    }
+}
+
+/// The catalog's models and providers.
+struct Known {
+    models: BTreeSet<String>,
+    providers: BTreeSet<String>,
+}
+
+impl Known {
+    fn of(catalog: &crate::catalog::Catalog) -> Known {
+        Known {
+            models: catalog
+                .providers
+                .iter()
+                .flat_map(|p| p.models.iter().map(|m| model_key(&p.name, m)))
+                .collect(),
+            providers: catalog.providers.iter().map(|p| p.name.clone()).collect(),
+        }
     }
 }
 
@@ -93,6 +119,11 @@ impl RunObserver for NotifyObserver {
         }
         let states = States::load(run.state_path)?;
         let state_of = |k: &str| states.state_of(k);
+        let disabled: Vec<(String, Option<String>)> = states
+            .iter()
+            .filter(|(k, e)| e.state == ModelState::Disabled && self.known.models.contains(k))
+            .map(|(k, e)| (k, e.reason))
+            .collect();
         let redactor = &self.redactor;
         let d = decide::decide(
             &prev,
@@ -102,6 +133,7 @@ impl RunObserver for NotifyObserver {
                 transitions: run.state_changes,
                 state_of: &state_of,
                 reprobe: self.reprobe,
+                disabled: &disabled,
             },
             self.after,
             &|t| decide::clean_error(redactor, t),
@@ -120,6 +152,7 @@ impl RunObserver for NotifyObserver {
                 tracing::info!(changes = n, "notify: alert sent");
             }
         }
+        let next = next.known_only(&self.known.models, &self.known.providers);
         if next != prev {
             let lock = DataLock::acquire(run.stats_dir)?;
             next.save(&self.path, &lock)?;

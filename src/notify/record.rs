@@ -9,10 +9,10 @@
 //! run's message is sent. A file that cannot be parsed stops the run with
 //! exit 4 naming it, and is left byte for byte.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SubsecRound, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{DataError, Result, json_error_offset};
@@ -21,7 +21,7 @@ use crate::fsutil::{self, DataLock};
 pub const FILE: &str = "notify_state.json";
 
 /// What to do about a file that cannot be parsed.
-const FIX_HINT: &str = "fix it by hand, or delete it: alerts then start afresh (a model that is down is alerted again at its next failing run)";
+const FIX_HINT: &str = "fix it by hand, or delete it: alerts then start afresh (each disabled model is alerted again at the next run, a paused one once it has failed --notify-after runs in a row from then)";
 
 pub fn path(stats_dir: &Path) -> PathBuf {
     stats_dir.join(FILE)
@@ -87,7 +87,8 @@ impl Standing {
             return false;
         }
         self.alerted = Some(to.to_string());
-        self.alerted_at = Some(at);
+        // Whole seconds, like every other time llmprobe writes.
+        self.alerted_at = Some(at.trunc_subsecs(0));
         true
     }
 
@@ -165,6 +166,20 @@ impl NotifyState {
         self
     }
 
+    /// This state without the models and providers the catalog no longer
+    /// has at all (`models` and `providers` are the whole catalog's, not
+    /// what `--provider` chose for one run), so that the file does not
+    /// keep what was removed forever.
+    pub fn known_only(
+        mut self,
+        models: &BTreeSet<String>,
+        providers: &BTreeSet<String>,
+    ) -> NotifyState {
+        self.models.retain(|k, _| models.contains(k));
+        self.providers.retain(|k, _| providers.contains(k));
+        self
+    }
+
     /// Replace the file atomically. The caller holds the data lock.
     pub fn save(&self, path: &Path, lock: &DataLock) -> Result<()> {
         let mut text = serde_json::to_string_pretty(self).expect("a notify state serialises");
@@ -233,6 +248,38 @@ mod tests {
         assert_eq!(kept.models["p::up"], standing(0, Some("paused")));
         assert_eq!(kept.models["p::down"], standing(1, None));
         assert_eq!(kept.models.len(), 2);
+    }
+
+    #[test]
+    fn an_alert_is_stamped_in_whole_seconds() {
+        let mut s = Standing::default();
+        let at: DateTime<Utc> = "2026-12-02T10:00:00.123456789Z".parse().unwrap();
+        assert!(s.raise("paused", at));
+        assert_eq!(
+            serde_json::to_value(&s).unwrap()["alerted_at"],
+            "2026-12-02T10:00:00Z"
+        );
+    }
+
+    #[test]
+    fn only_what_the_catalog_still_has_is_kept() {
+        let mut s = NotifyState::default();
+        for k in ["p::kept", "p::gone", "q::gone"] {
+            s.models.insert(
+                k.into(),
+                Standing {
+                    failed_runs: 1,
+                    ..Standing::default()
+                },
+            );
+        }
+        s.providers.insert("q".into(), s.models["q::gone"].clone());
+        s.providers.insert("p".into(), s.models["p::kept"].clone());
+        let models = BTreeSet::from(["p::kept".to_string()]);
+        let providers = BTreeSet::from(["p".to_string()]);
+        let kept = s.known_only(&models, &providers);
+        assert_eq!(kept.models.keys().collect::<Vec<_>>(), ["p::kept"]);
+        assert_eq!(kept.providers.keys().collect::<Vec<_>>(), ["p"]);
     }
 
     #[test]

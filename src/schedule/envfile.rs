@@ -34,12 +34,7 @@ pub fn read(path: &Path) -> Result<EnvFile> {
             continue;
         }
         let name = t.split_once('=').map(|(n, _)| n).unwrap_or("");
-        let valid = name
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-        if !valid {
+        if !crate::catalog::is_env_name(name) {
             return Err(Error::config(format!(
                 "--env-file {shown}, line {}: not a NAME=value line; write one NAME=value \
                  per line, without `export` (cron and systemd both read this file)",

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use super::{Every, Job};
 use crate::duration::format_flag as flag_dur;
+use crate::markup::{escape, unescape};
 
 pub const TASK_NAME: &str = "llmprobe-check";
 /// The file `schedule install` writes the XML to, in the stats directory,
@@ -226,14 +227,6 @@ pub fn quote_arg(s: &str) -> String {
     out
 }
 
-/// Text for an XML element.
-pub fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 /// An XML duration: `PT1H`, `PT90M`, `PT30S`.
 fn iso(d: Duration) -> String {
     format!("PT{}", flag_dur(d).to_uppercase())
@@ -244,14 +237,7 @@ fn iso(d: Duration) -> String {
 pub fn working_directory_of(xml: &str) -> Option<String> {
     let start = xml.find("<WorkingDirectory>")? + "<WorkingDirectory>".len();
     let len = xml[start..].find("</WorkingDirectory>")?;
-    Some(
-        xml[start..start + len]
-            .replace("&lt;", "<")
-            .replace("&gt;", ">")
-            .replace("&quot;", "\"")
-            .replace("&apos;", "'")
-            .replace("&amp;", "&"),
-    )
+    Some(unescape(&xml[start..start + len]))
 }
 
 /// `scripts/install-task.ps1`: the same XML, filled in by PowerShell.

@@ -119,6 +119,7 @@ fn other_urls_are_config_errors_that_ask_for_a_prefix_and_keep_the_secret() {
     for raw in [
         "https://example.com/SECRET/path",
         "http://hooks.slack.com/services/SECRET",
+        "https://hooks.slack.com/workflows/SECRET",
         "https://discord.com/SECRET",
         "http://ntfy.sh/SECRET",
         "ftp+https://example.com/SECRET",
@@ -243,6 +244,22 @@ fn slack_and_discord_send_json_text() {
         "{v}"
     );
     assert_eq!(v["allowed_mentions"], serde_json::json!({"parse": []}));
+    // An upstream's error is markdown to Discord: escaped, it cannot plant
+    // a masked link or bold text.
+    let m = msg(vec![Change {
+        error: Some("[click here](https://evil.example/x) **now**".into()),
+        ..down("m")
+    }]);
+    let r = Channel::parse("https://discord.com/api/webhooks/1/t")
+        .unwrap()
+        .request(&m);
+    let v: serde_json::Value = serde_json::from_str(r.body.as_deref().unwrap()).unwrap();
+    let content = v["content"].as_str().unwrap();
+    assert!(
+        content.contains(r"\[click here\]\(https://evil.example/x\) \*\*now\*\*"),
+        "{content}"
+    );
+    assert!(!content.contains("](https"), "{content}");
 }
 
 #[test]
