@@ -516,6 +516,28 @@ fn a_disable_that_reached_no_channel_is_said_at_the_next_run() {
     assert_eq!(messages(&hook).len(), 1);
 }
 
+/// Turning alerts on (no `notify_state.json` yet) does not page for a
+/// model disabled long before: it is taken as said. A disable after that
+/// is said.
+#[test]
+fn a_first_run_with_alerts_takes_models_already_disabled_as_said() {
+    let env = Env::new();
+    let (_fake, cfg, hook, url) = setup(&env, &[], &["ok", "unauthorized"]);
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("[defaults]\n", "[defaults]\ndisable_after = 1\n");
+    std::fs::write(&cfg, text).unwrap();
+    // Disabled by a run before alerts were set up.
+    check(&env, &cfg, &[]).ok();
+    assert!(!env.stats().join("notify_state.json").exists());
+    check(&env, &cfg, &["--notify", &url]).ok();
+    assert!(messages(&hook).is_empty(), "{:?}", hook.calls());
+    let state: Value = serde_json::from_str(&notify_state(&env)).unwrap();
+    assert_eq!(state["models"]["f::unauthorized"]["alerted"], "disabled");
+    check(&env, &cfg, &["--notify", &url]).ok();
+    assert!(messages(&hook).is_empty(), "{:?}", hook.calls());
+}
+
 /// On save, `notify_state.json` forgets models and providers the catalog
 /// no longer has, and keeps those a `--provider` run merely left out.
 #[test]

@@ -88,6 +88,7 @@ pub fn decide(
 ) -> Decision {
     let after = after.max(1);
     let mut next = prev.clone();
+    next.fresh = false;
     let mut changes = Vec::new();
 
     // The run's last basic probe of each model, and its state change.
@@ -159,6 +160,20 @@ pub fn decide(
         .iter()
         .map(|(k, why)| (k.as_str(), why.as_deref()))
         .collect();
+    // A fresh start (no notify_state.json: alerts were just turned on, or
+    // the file was deleted) takes the models already disabled as known, so
+    // that turning alerts on does not page for every model disabled long
+    // ago, by hand or not. From then on a disable is said once.
+    if prev.fresh {
+        for key in still_disabled.keys() {
+            if !probed.contains_key(*key) && !moved.contains_key(key) {
+                let s = next.models.entry(key.to_string()).or_default();
+                if s.alerted.is_none() {
+                    s.alerted = Some(ModelState::Disabled.as_str().into());
+                }
+            }
+        }
+    }
     let mut keys: Vec<&str> = probed.keys().map(String::as_str).collect();
     keys.extend(moved.keys().copied().filter(|k| !probed.contains_key(*k)));
     keys.extend(still_disabled.keys().copied().filter(|k| {
@@ -538,6 +553,26 @@ mod tests {
         s.run(&[("p::c", Hard)]);
         let standing = &s.notify.models["p::c"];
         assert_eq!(standing.alerted.as_deref(), Some("disabled"));
+    }
+
+    #[test]
+    fn a_fresh_start_takes_models_already_disabled_as_known() {
+        let mut s = Sim::new(1);
+        s.disable_after = 1;
+        assert_eq!(
+            s.run(&[("p::a", Hard)]),
+            ["ModelDown p::a active->disabled"]
+        );
+        // notify_state.json deleted (or alerts just turned on): the model
+        // disabled before is not paged for, but taken as said.
+        s.notify = NotifyState {
+            fresh: true,
+            ..NotifyState::default()
+        };
+        assert!(s.run(&[("p::b", Pass)]).is_empty());
+        assert_eq!(s.notify.models["p::a"].alerted.as_deref(), Some("disabled"));
+        assert!(!s.notify.fresh, "only the first run is a fresh start");
+        assert!(s.run(&[("p::b", Pass)]).is_empty());
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::fsutil::{self, DataLock};
 pub const FILE: &str = "notify_state.json";
 
 /// What to do about a file that cannot be parsed.
-const FIX_HINT: &str = "fix it by hand, or delete it: alerts then start afresh (each disabled model is alerted again at the next run, a paused one once it has failed --notify-after runs in a row from then)";
+const FIX_HINT: &str = "fix it by hand, or delete it: alerts then start afresh (the models disabled by then are taken as said, a paused one is alerted once it has failed --notify-after runs in a row from then)";
 
 pub fn path(stats_dir: &Path) -> PathBuf {
     stats_dir.join(FILE)
@@ -37,6 +37,10 @@ pub struct NotifyState {
     /// By provider name.
     #[serde(default)]
     pub providers: BTreeMap<String, Standing>,
+    /// There was no file: alerts were just turned on, or the file was
+    /// deleted. Not written.
+    #[serde(skip)]
+    pub fresh: bool,
 }
 
 impl Default for NotifyState {
@@ -45,6 +49,7 @@ impl Default for NotifyState {
             version: NotifyState::VERSION,
             models: BTreeMap::new(),
             providers: BTreeMap::new(),
+            fresh: false,
         }
     }
 }
@@ -110,7 +115,10 @@ impl NotifyState {
     /// alerted, nothing failing.
     pub fn load(path: &Path) -> Result<NotifyState> {
         let Some(bytes) = fsutil::read_data_file(path)? else {
-            return Ok(NotifyState::default());
+            return Ok(NotifyState {
+                fresh: true,
+                ..NotifyState::default()
+            });
         };
         let state: NotifyState = serde_json::from_slice(&bytes).map_err(|e| {
             DataError::new(
@@ -196,7 +204,15 @@ mod tests {
     fn a_missing_file_is_a_fresh_start_and_a_saved_one_reads_back() {
         let dir = tempfile::tempdir().unwrap();
         let p = path(dir.path());
-        assert_eq!(NotifyState::load(&p).unwrap(), NotifyState::default());
+        let fresh = NotifyState::load(&p).unwrap();
+        assert!(fresh.fresh);
+        assert_eq!(
+            fresh,
+            NotifyState {
+                fresh: true,
+                ..NotifyState::default()
+            }
+        );
         let mut s = NotifyState::default();
         s.models.insert(
             "p::m".into(),
