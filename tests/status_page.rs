@@ -573,7 +573,7 @@ fn served_status_warns_once_about_a_bad_capabilities_file() {
             "no verdicts from a bad file"
         );
     }
-    srv.terminate();
+    drop(srv);
     let stderr = std::fs::read_to_string(&log).unwrap();
     let warnings: Vec<&str> = stderr
         .lines()
