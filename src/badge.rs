@@ -191,6 +191,17 @@ impl Known {
     pub fn providers(&self) -> impl Iterator<Item = &str> {
         self.0.keys().map(String::as_str)
     }
+
+    /// Whether `provider` is a name the catalog knows or the log holds
+    /// (`in_log`): the check of every name a badge, or `rollup`'s
+    /// `--provider` and `--exclude`, is given.
+    pub fn provider(&self, provider: &str, in_log: bool) -> Result<(), Unknown> {
+        if in_log || self.0.contains_key(provider) {
+            Ok(())
+        } else {
+            Err(Unknown::Provider(provider.to_string()))
+        }
+    }
 }
 
 /// A badge that names what neither the catalog nor the log knows.
@@ -232,9 +243,7 @@ impl Figures {
     ) -> Result<Option<&Row>, Unknown> {
         let configured = known.0.get(provider);
         let row = self.providers.iter().find(|r| r.provider == provider);
-        if configured.is_none() && row.is_none() {
-            return Err(Unknown::Provider(provider.to_string()));
-        }
+        known.provider(provider, row.is_some())?;
         let Some(model) = model else {
             return Ok(row);
         };

@@ -416,6 +416,13 @@ fn served_badges_are_rollups_badges_and_cache_their_figures() {
     // What cannot be drawn: a plain-text reason.
     for (path, status, says) in [
         ("/badge/groq.svg?window=7x", 400, "invalid window '7x'"),
+        // Only the windows route caches: a new one per request would be a
+        // read of the log per request.
+        (
+            "/badge/groq.svg?window=36h",
+            400,
+            "one of 24h, 7d, 30d, 90d, all",
+        ),
         (
             "/badge/groq.svg?metric=speed",
             400,

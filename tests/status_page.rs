@@ -5,7 +5,9 @@
 
 use serde_json::Value;
 
-use crate::support::{Env, Fake, RouteServer, ago, eventually, http, page, route_config};
+use crate::support::{
+    Env, Fake, RouteServer, advance, ago, clock_env, eventually, http, page, route_config,
+};
 
 const H: i64 = 3600;
 const D: i64 = 24 * H;
@@ -88,7 +90,11 @@ fn fixture(env: &Env) {
 }
 
 fn env() -> Env {
-    let mut env = Env::new();
+    with_config(Env::new())
+}
+
+/// `env`, with the two providers' catalog.
+fn with_config(mut env: Env) -> Env {
     let cfg = env.write(
         "llmprobe.toml",
         "include_default_catalog = false\n\n[[providers]]\nname = \"groq\"\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodels = [\"llama\", \"llama-big\"]\n\n[[providers]]\nname = \"mistral\"\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodels = [\"small\", \"large\"]\n",
@@ -148,7 +154,9 @@ fn frac(v: &Value) -> String {
 fn page_figures_are_rollups() {
     let env = env();
     fixture(&env);
+    let before = chrono::Utc::now();
     let html = env.run(&["rollup", "--format", "html"]).ok().stdout;
+    let after = chrono::Utc::now();
     assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
     assert!(!html.contains("http://") && !html.contains("https://"));
     for p in ["groq", "mistral"] {
@@ -176,13 +184,13 @@ fn page_figures_are_rollups() {
                 assert_eq!(sum as i64, samples, "{p}");
             }
         }
+        // One bar per UTC day the 90 days touch: 91, the first partial.
         let (bars, days) = page::bars(s);
-        assert!((90..=91).contains(&days), "{days}");
+        assert_eq!(days, 91, "{p}");
         assert_eq!(bars.len(), days);
         assert!(bars.iter().all(|b| b.tabindex.as_deref() == Some("0")));
         // Each bar's day follows from the list's first day; the last is today's.
-        let today = chrono::Utc::now().format("%Y-%m-%d").to_string();
-        assert_eq!(bars.last().unwrap().day, today, "{p}");
+        page::assert_ends_today(&html, &bars, before, after);
     }
     // The legacy averaged entry counts 10 probes, 5 passed; the re-probe
     // counts, the disabled_skip row does not.
@@ -219,8 +227,13 @@ fn page_figures_are_rollups() {
         "{g}"
     );
     assert!(g.contains("tools ✗ no") && g.contains("json ✔ yes") && g.contains("vision ? unknown"));
+    // llama's newest probe: the rate limit, and when.
+    let newest_llama = newest_of(&env, |e| e["model"] == "llama");
     assert!(
-        g.contains("rate_limit (500) at") || g.contains("rate_limit (500)"),
+        g.contains(&format!(
+            "<td>rate_limit (500) at {}</td>",
+            newest_llama.format("%Y-%m-%d %H:%M UTC")
+        )),
         "{g}"
     );
     assert!(g.contains("rate_limit until "), "{g}");
@@ -246,11 +259,21 @@ fn page_figures_are_rollups() {
 fn public_page_has_no_error_text_hosts_or_ids() {
     let env = env();
     fixture(&env);
+    // A fine-tune on Fireworks: its id names the account.
+    let tuned = format!("accounts/{ACCOUNT}/models/tuned");
+    let mut log = std::fs::read_to_string(env.stats().join("health_log.json")).unwrap();
+    log.truncate(log.rfind(']').unwrap());
+    log.push_str(&format!(
+        ",\n{}\n]\n",
+        entry(H, "groq", &tuned, true, 300, "")
+    ));
+    env.write("stats/health_log.json", log);
     let full = env.run(&["rollup", "--format", "html"]).ok().stdout;
     assert!(
         full.contains(HOST),
         "the full form keeps redacted error text"
     );
+    assert!(full.contains(&format!("data-model=\"{tuned}\"")), "{full}");
     let out = env.path().join("public.html");
     env.run(&[
         "rollup",
@@ -262,7 +285,7 @@ fn public_page_has_no_error_text_hosts_or_ids() {
     ])
     .ok();
     let html = std::fs::read_to_string(&out).unwrap();
-    for leak in [HOST, KEY, ACCOUNT, "said no", "called", "accounts/"] {
+    for leak in [HOST, KEY, ACCOUNT, "said no", "called", "/accounts/"] {
         assert!(!html.contains(leak), "{leak} in the public page");
     }
     // What is safe stays: states, class words, verdicts, the cooldown.
@@ -270,6 +293,11 @@ fn public_page_has_no_error_text_hosts_or_ids() {
     assert!(html.contains("disabled: wrong_answer"));
     assert!(html.contains("tools ✗ no"));
     assert!(html.contains("rate_limit until ") && html.contains("one key&#39;s use of this model"));
+    // The fine-tune is there, its account masked.
+    assert!(
+        html.contains("data-model=\"accounts/…/models/tuned\""),
+        "{html}"
+    );
 }
 
 #[test]
@@ -295,8 +323,137 @@ fn provider_and_exclude_choose_the_sections() {
         .stdout;
     assert!(!not.contains("data-provider=\"mistral\"") && not.contains("data-provider=\"groq\""));
     let (bars, days) = page::bars(&not);
-    assert!((7..=8).contains(&days), "{days}");
+    assert_eq!(days, 8, "7 days touch 8 UTC days");
     assert_eq!(bars.len(), days);
+}
+
+/// The newest log entry `keep` keeps.
+fn newest_of(env: &Env, keep: impl Fn(&Value) -> bool) -> chrono::DateTime<chrono::Utc> {
+    crate::support::log_entries(&env.stats().join("health_log.json"))
+        .iter()
+        .filter(|e| keep(e))
+        .filter_map(|e| e["ts"].as_str()?.parse().ok())
+        .max()
+        .expect("an entry")
+}
+
+/// The header speaks of the providers shown: their newest probe, and the
+/// whole record's staleness judged on them alone.
+#[test]
+fn the_header_follows_provider_and_exclude() {
+    let env = env();
+    fixture(&env);
+    let groq = env
+        .run(&["rollup", "--format", "html", "--provider", "groq"])
+        .ok()
+        .stdout;
+    let newest_groq = newest_of(&env, |e| e["provider"] == "groq");
+    assert_eq!(
+        attr(&groq, "<time id=\"newest\"", "datetime"),
+        newest_groq.format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        "groq's newest probe, not mistral's newer re-probe"
+    );
+    // groq probed 5 hours ago, mistral 10 minutes ago: a page of groq
+    // alone is a stale record; one of mistral alone is not.
+    env.write(
+        "stats/health_log.json",
+        format!(
+            "[\n{},\n{}\n]\n",
+            entry(5 * H, "groq", "llama", true, 300, ""),
+            entry(600, "mistral", "small", true, 300, "")
+        ),
+    );
+    let stale = "STALE: NO PROBE IN THE LAST 2 HOURS";
+    let groq = env
+        .run(&["rollup", "--format", "html", "--exclude", "mistral"])
+        .ok()
+        .stdout;
+    assert!(groq.contains(stale), "{groq}");
+    let mistral = env
+        .run(&["rollup", "--format", "html", "--provider", "mistral"])
+        .ok()
+        .stdout;
+    assert!(!mistral.contains(stale), "{mistral}");
+    assert!(!mistral.contains("class=\"stale-warning\""), "{mistral}");
+}
+
+/// A name in neither the catalog nor the log, in --provider or --exclude,
+/// is a usage error naming the flag and the known names, in every format
+/// that takes them; a name the log alone knows is fine.
+#[test]
+fn an_unknown_provider_or_exclude_is_refused() {
+    let env = env();
+    fixture(&env);
+    let mut log = std::fs::read_to_string(env.stats().join("health_log.json")).unwrap();
+    log.truncate(log.rfind(']').unwrap());
+    log.push_str(&format!(
+        ",\n{}\n]\n",
+        entry(H, "retired", "old", true, 300, "")
+    ));
+    env.write("stats/health_log.json", log);
+    for format in ["html", "md", "json", "csv", "prom"] {
+        for flag in ["--provider", "--exclude"] {
+            let r = env
+                .run(&["rollup", "--format", format, flag, "grok"])
+                .code(2);
+            assert!(
+                r.stderr
+                    .contains(&format!("{flag}: unknown provider \"grok\""))
+                    && r.stderr.contains("known providers: groq, mistral, retired"),
+                "{format} {flag}: {}",
+                r.stderr
+            );
+            assert!(r.stdout.is_empty(), "{format} {flag}: {}", r.stdout);
+        }
+        // Known to the log only, or to the catalog only: shown or left out.
+        env.run(&["rollup", "--format", format, "--provider", "retired"])
+            .ok();
+        env.run(&["rollup", "--format", format, "--exclude", "groq"])
+            .ok();
+    }
+}
+
+/// A window the page cannot draw one bar a day for is a usage error,
+/// not an allocation: at most 400 days, and `all` over a log that goes
+/// back further.
+#[test]
+fn a_window_too_long_for_the_page_is_refused() {
+    let env = env();
+    fixture(&env);
+    for w in ["401d", "1000000d", "100000000000d", "60w"] {
+        let r = env
+            .run(&["rollup", "--format", "html", "--window", w])
+            .code(2);
+        assert!(
+            r.stderr.contains(&format!("--window {w}")) && r.stderr.contains("at most 400 days"),
+            "{w}: {}",
+            r.stderr
+        );
+        assert!(r.stdout.is_empty());
+    }
+    let html = env
+        .run(&["rollup", "--format", "html", "--window", "400d"])
+        .ok()
+        .stdout;
+    assert_eq!(page::bars(&html).1, 401);
+    // `all`, over a log whose first entry is 500 days old.
+    let mut log = std::fs::read_to_string(env.stats().join("health_log.json")).unwrap();
+    log.replace_range(
+        ..2,
+        &format!("[\n{},\n", entry(500 * D, "groq", "llama", true, 300, "")),
+    );
+    env.write("stats/health_log.json", log);
+    let r = env
+        .run(&["rollup", "--format", "html", "--window", "all"])
+        .code(2);
+    assert!(
+        r.stderr.contains("--window all:") && r.stderr.contains("pass --window 400d or less"),
+        "{}",
+        r.stderr
+    );
+    // The other formats take any window, as before.
+    env.run(&["rollup", "--format", "json", "--window", "all"])
+        .ok();
 }
 
 #[test]
@@ -329,7 +486,7 @@ fn status(srv: &RouteServer, token: Option<&str>) -> crate::support::Http {
 
 #[test]
 fn served_status_needs_the_token_and_follows_the_states() {
-    let mut env = env();
+    let mut env = with_config(clock_env());
     env.env("ROUTE_TOKEN", "s3cret-token");
     fixture(&env);
     let fake = Fake::start(&env, &[]);
@@ -356,13 +513,23 @@ fn served_status_needs_the_token_and_follows_the_states() {
     assert!(r.body.contains(HOST));
     // The cooldown route holds (loaded from route_state.json at start).
     assert!(r.body.contains("rate_limit until "), "{}", r.body);
-    // A person disables the model: the page follows within the cache's
-    // few seconds.
+    // A person disables the model: route sees it within half a second,
+    // but the page is kept 5 s of route's clock, never built per request.
+    // (Only a stall of 5 s between the two requests could let it run out
+    // early.)
     env.write(
         "stats/model_state.json",
         r#"{"groq::llama": {"state": "disabled", "reason": "wrong_answer", "since": "2026-01-01T00:00:00Z", "consecutive_failures": 3}}"#,
     );
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let cached = status(&srv, Some("s3cret-token"));
+    assert_eq!(cached.body, r.body, "the page is kept");
+    // Once it is older than that on route's clock, the next request
+    // builds the page again, with the model disabled.
+    let mut secs = 0;
     eventually("the page shows llama disabled", || {
+        secs += 6;
+        advance(&env, secs);
         let r = status(&srv, Some("s3cret-token"));
         if r.body
             .contains("data-model=\"llama\" data-state=\"disabled\"")
@@ -378,6 +545,46 @@ fn served_status_needs_the_token_and_follows_the_states() {
                 .join("\n"))
         }
     });
+}
+
+/// A `capabilities.json` route cannot parse costs the verdicts and one
+/// warning, however many pages are built, and is left as it is.
+#[test]
+fn served_status_warns_once_about_a_bad_capabilities_file() {
+    let env = with_config(clock_env());
+    fixture(&env);
+    let bad = "{\"groq::llama\": {";
+    env.write("stats/capabilities.json", bad);
+    let fake = Fake::start(&env, &[]);
+    let cfg = route_config(
+        &env,
+        &[fake.provider("groq", "openai", &["llama", "llama-big"], "")],
+        "[route]\npublic_status = true\n",
+    );
+    let log = env.path().join("route.log");
+    let srv = RouteServer::start_logged(&env, &cfg, &[], &log);
+    for secs in [0, 6, 12] {
+        advance(&env, secs);
+        let r = status(&srv, None);
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(r.body.contains("data-model=\"llama\""), "{}", r.body);
+        assert!(
+            !r.body.contains("tools ✗ no"),
+            "no verdicts from a bad file"
+        );
+    }
+    drop(srv);
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("/status") && l.contains("capabilities.json"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(warnings[0].starts_with("warning: "), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(env.stats().join("capabilities.json")).unwrap(),
+        bad
+    );
 }
 
 #[test]
@@ -426,10 +633,28 @@ fn window_all_counts_the_whole_log() {
             attr(s, "<section", "data-samples-window"),
             samples.to_string()
         );
-        // From the first entry's day (100 days ago) to today.
+        // From the first entry's day (100 days ago) to the day the page
+        // was built.
+        let first = ago_of_first(&env)
+            .as_str()
+            .unwrap()
+            .parse::<chrono::DateTime<chrono::Utc>>()
+            .unwrap()
+            .date_naive();
+        assert_eq!(
+            attr(s, "<ol class=\"bars\"", "data-first-day"),
+            first.format("%Y-%m-%d").to_string()
+        );
+        let built = page::built(&html).date_naive();
         let days: usize = attr(s, "<ol class=\"bars\"", "data-days").parse().unwrap();
-        assert!((101..=102).contains(&days), "{days}");
+        assert_eq!(days as i64, (built - first).num_days() + 1, "{p}");
+        assert!((built - first).num_days() >= 100, "{first} {built}");
     }
+}
+
+/// The log's first entry's `ts`.
+fn ago_of_first(env: &Env) -> Value {
+    crate::support::log_entries(&env.stats().join("health_log.json"))[0]["ts"].clone()
 }
 
 #[test]

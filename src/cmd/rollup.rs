@@ -96,6 +96,8 @@ pub fn run(s: &Settings, args: RollupArgs) -> Result<u8> {
         capabilities(s, &window, now, format)?
     } else {
         let report = compute(&s.log_path(), &window, now, !args.no_trend)?;
+        let logged: Vec<Row> = report.rows(Per::Provider);
+        check_shown(s, &args, logged.iter().map(|r| r.provider.as_str()))?;
         report.warn(&s.log_path());
         let mut rows = report.rows(match args.by {
             GroupBy::Provider => Per::Provider,
@@ -190,6 +192,37 @@ fn check_format_flags(args: &RollupArgs, format: RollupFormat) -> Result<()> {
     Ok(())
 }
 
+/// `--provider` and `--exclude` name providers the catalog or the log
+/// (`logged`, every provider it holds) knows, by the badge's check
+/// ([`badge::Known::provider`]): a misspelt name is exit 2 naming its flag
+/// and the known names, not a page or a table of nothing.
+fn check_shown<'a>(
+    s: &Settings,
+    args: &RollupArgs,
+    logged: impl Iterator<Item = &'a str>,
+) -> Result<()> {
+    let logged: std::collections::BTreeSet<&str> = logged.collect();
+    let known = badge::Known::of(&s.catalog);
+    for (flag, names) in [("--provider", &args.provider), ("--exclude", &args.exclude)] {
+        for name in names {
+            if let Err(e) = known.provider(name, logged.contains(name.as_str())) {
+                let all: std::collections::BTreeSet<&str> =
+                    known.providers().chain(logged.iter().copied()).collect();
+                return Err(Error::config(format!(
+                    "{flag}: {e}; known providers: {}",
+                    all.into_iter().collect::<Vec<_>>().join(", ")
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether `--provider` or `--exclude` choose some providers.
+fn shown_some(args: &RollupArgs) -> bool {
+    !args.provider.is_empty() || !args.exclude.is_empty()
+}
+
 /// Whether `--provider`/`--exclude` keep this provider.
 pub fn shown(args: &RollupArgs, provider: &str) -> bool {
     (args.provider.is_empty() || args.provider.iter().any(|p| p == provider))
@@ -237,7 +270,13 @@ fn status_page(s: &Settings, args: &RollupArgs, window: Window) -> Result<u8> {
             "nowhere (no route_state.json)"
         },
     })?;
-    if page.newest.is_none() {
+    check_shown(s, args, page.logged.iter().map(String::as_str))?;
+    if page.newest.is_none() && !page.logged.is_empty() && shown_some(args) {
+        eprintln!(
+            "note: no probes of the providers shown (--provider/--exclude) in {}; the page says there is no data",
+            crate::fsutil::absolute(&log).display()
+        );
+    } else if page.newest.is_none() {
         eprintln!(
             "note: no probes recorded in {}; the page says there is no data. Run `llmprobe check`, or pass --stats-dir if the data is elsewhere",
             crate::fsutil::absolute(&log).display()

@@ -414,7 +414,7 @@ fn footer(o: &mut String, page: &Page) {
     );
     let _ = writeln!(
         o,
-        "<p>Model states, capability verdicts (✔ yes, ✗ no, ? unknown), cooldowns from {}. Built by llmprobe at <time datetime=\"{}\">{}</time>.</p>\n</footer>",
+        "<p>Model states, capability verdicts (✔ yes, ✗ no, ? unknown), cooldowns from {}. Built by llmprobe at <time id=\"built\" datetime=\"{}\">{}</time>.</p>\n</footer>",
         esc(&page.cooldowns_from),
         fmt_rfc3339(page.now),
         fmt_minute(page.now)

@@ -35,6 +35,10 @@ pub use html::render;
 /// The page's window unless `--window` says otherwise: 90 days of bars.
 pub const WINDOW: &str = "90d";
 
+/// The longest window the page draws, in days (one bar a day): a year and
+/// some. A longer one is refused (exit 2), not allocated.
+pub const MAX_DAYS: i64 = 400;
+
 /// A route cooldown in force, as the page shows it (from
 /// `route_state.json`, or route's live state).
 #[derive(Debug, Clone, PartialEq)]
@@ -95,6 +99,9 @@ pub struct Page {
     pub days: Days,
     pub providers: Vec<ProviderPage>,
     pub cooldowns_from: String,
+    /// Every provider the log holds, shown or not (for the check of
+    /// `--provider` and `--exclude`).
+    pub logged: Vec<String>,
     pub skipped: u64,
     pub torn_bytes: u64,
 }
@@ -139,9 +146,25 @@ pub struct ModelPage {
 pub fn build(i: &Inputs<'_>) -> Result<Page> {
     let now = i.now.timestamp();
     let days = match i.window.secs {
+        Some(secs) if secs > MAX_DAYS * days::DAY => {
+            return Err(crate::error::Error::config(format!(
+                "--window {}: the status page draws one bar a day, for at most {MAX_DAYS} days; pass --window {MAX_DAYS}d or less",
+                i.window.label
+            )));
+        }
         Some(_) => Days::new(i.window.start(now), now),
         // `all`: from the first entry's day.
-        None => Days::all(read::first_ts(i.log)?.unwrap_or(now).min(now), now),
+        None => {
+            let first = read::first_ts(i.log)?.unwrap_or(now).min(now);
+            if now - first > MAX_DAYS * days::DAY {
+                return Err(crate::error::Error::config(format!(
+                    "--window all: {} goes back to {}, more days than the status page draws ({MAX_DAYS}, one bar a day); pass --window {MAX_DAYS}d or less",
+                    crate::fsutil::absolute(i.log).display(),
+                    crate::format::fmt_minute(first)
+                )));
+            }
+            Days::all(first, now)
+        }
     };
     let (acc, summary) = read::read_all(i.log, || PageAcc::new(days))?;
     let mut newest = Newest::default();
@@ -181,6 +204,11 @@ pub fn build(i: &Inputs<'_>) -> Result<Page> {
                 models.push(model_page(i, name, km, None));
             }
         }
+        if i.public {
+            for m in &mut models {
+                m.name = privacy::model_id(&m.name);
+            }
+        }
         models.sort_by(|a, b| a.name.cmp(&b.name));
         providers.push(ProviderPage {
             name: name.to_string(),
@@ -193,17 +221,27 @@ pub fn build(i: &Inputs<'_>) -> Result<Page> {
         });
     }
     providers.sort_by(|a, b| a.name.cmp(&b.name));
-    let stale = staleness(i, acc.newest, &newest, now);
+    // The header speaks of the providers shown only: the newest probe and
+    // the whole record's staleness too.
+    let shown_newest = acc
+        .names
+        .iter()
+        .zip(&acc.figures)
+        .filter(|(name, _)| (i.shown)(name))
+        .filter_map(|(_, f)| f.newest)
+        .max();
+    let stale = staleness(i, shown_newest, &newest, now);
     Ok(Page {
         now,
         window: i.window.label.clone(),
         public: i.public,
         overall: overall(&providers),
-        newest: acc.newest,
+        newest: shown_newest,
         stale,
         days,
         providers,
         cooldowns_from: i.cooldowns_from.to_string(),
+        logged: acc.names.iter().map(|n| n.to_string()).collect(),
         skipped: summary.skipped,
         torn_bytes: match summary.end {
             End::Torn { torn_bytes, .. } => torn_bytes,

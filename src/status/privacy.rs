@@ -12,7 +12,9 @@
 //!   failure (`timeout`, `rate_limit`, `unreachable`, …); anything else
 //!   (a hand-written reason, an error message with a host or a URL in it)
 //!   is left out. A cooldown says what it covers in words, never its id
-//!   (a key's fingerprint).
+//!   (a key's fingerprint). A model id that names an account (Fireworks'
+//!   `accounts/<account>/models/<name>`) shows `…` for the account
+//!   ([`model_id`]).
 
 use crate::catalog::redact_url;
 use crate::outcome::{FailureType, UNREACHABLE};
@@ -58,6 +60,18 @@ pub fn reason(text: &str, public: bool, redactor: &Redactor) -> Option<String> {
         })
         .collect();
     Some(crate::capabilities::probe::snippet(&masked.join(" ")))
+}
+
+/// A model id as the public form shows it: the account an id names
+/// masked. Of the catalog's providers, Fireworks' ids carry one
+/// (`accounts/<account>/models/<name>`, a fine-tune's account its
+/// owner's); the others' ids name only an organisation that publishes
+/// models (`meta-llama/…`, `@cf/meta/…`).
+pub fn model_id(id: &str) -> String {
+    match id.strip_prefix("accounts/").and_then(|r| r.split_once('/')) {
+        Some((_, rest)) => format!("accounts/…/{rest}"),
+        None => id.to_string(),
+    }
 }
 
 /// A cooldown in words: `rate_limit until 2026-12-02 14:05 UTC (groq#key0:ab12)`;

@@ -183,6 +183,7 @@ fn names_are_escaped() {
             newest: None,
         }],
         cooldowns_from: "x".into(),
+        logged: Vec::new(),
         skipped: 0,
         torn_bytes: 0,
     };
@@ -254,6 +255,7 @@ fn full_page(providers: usize, uptime: f64) -> Page {
         days,
         providers,
         cooldowns_from: "route_state.json".into(),
+        logged: Vec::new(),
         skipped: 0,
         torn_bytes: 0,
     }
@@ -321,4 +323,25 @@ fn a_sparkline_of_one_day_says_so() {
         html.contains("from 1172 ms to 2345 ms, the latest day 2345 ms"),
         "{html}"
     );
+}
+
+#[test]
+fn a_public_model_id_hides_the_account_it_names() {
+    use super::privacy::model_id;
+    assert_eq!(
+        model_id("accounts/acct-77a1/models/tuned"),
+        "accounts/…/models/tuned"
+    );
+    assert_eq!(
+        model_id("accounts/fireworks/models/llama-v3p1-8b-instruct"),
+        "accounts/…/models/llama-v3p1-8b-instruct"
+    );
+    for plain in [
+        "meta-llama/llama-3.3-70b-instruct:free",
+        "@cf/meta/llama-3.1-8b-instruct",
+        "gpt-4o-mini",
+        "accounts",
+    ] {
+        assert_eq!(model_id(plain), plain);
+    }
 }

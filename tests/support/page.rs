@@ -5,7 +5,7 @@
 //! whose text is `Mon D: U%, N probes[, p95 P ms]` or `Mon D: no probes`
 //! and whose class is `g-fair`, `g-poor`, `g-none` or none (good).
 
-use chrono::{Duration, NaiveDate};
+use chrono::{DateTime, Duration, NaiveDate, Utc};
 
 /// One bar.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,6 +21,34 @@ pub struct Bar {
     /// The uptime in percent, as the text gives it.
     pub uptime_pct: Option<f64>,
     pub p95_ms: Option<u64>,
+}
+
+/// When the page says it was built (`<time id="built" datetime>`).
+pub fn built(html: &str) -> DateTime<Utc> {
+    let at = html
+        .find("<time id=\"built\"")
+        .unwrap_or_else(|| panic!("no time#built in {html}"));
+    let tag = &html[at..at + html[at..].find('>').unwrap()];
+    let t = attr_of(tag, "datetime").unwrap_or_else(|| panic!("no datetime in {tag}"));
+    t.parse().unwrap_or_else(|e| panic!("{t}: {e}"))
+}
+
+/// The page was built between `before` and `after` (the test's clock
+/// around the run that made it), and its last bar is the UTC day it was
+/// built on: today's, however the run straddled midnight.
+#[track_caller]
+pub fn assert_ends_today(html: &str, bars: &[Bar], before: DateTime<Utc>, after: DateTime<Utc>) {
+    let built = built(html);
+    // The page's time is in whole seconds.
+    assert!(
+        before.timestamp() <= built.timestamp() && built <= after,
+        "built at {built}, not between {before} and {after}"
+    );
+    assert_eq!(
+        bars.last().expect("bars").day,
+        built.format("%Y-%m-%d").to_string(),
+        "the last bar is the day the page was built"
+    );
 }
 
 /// The value of attribute `name` in the start tag `tag` (`<ol …>`).

@@ -1,7 +1,7 @@
 //! `GET /badge/{provider}.svg` and `GET /badge/{provider}/{model}.svg`:
 //! the badges `rollup --format badge` writes (`crate::badge`), with the
-//! queries `window` (default 24h, as rollup's) and `metric` (`uptime`, the
-//! default, or `latency`).
+//! queries `window` (default 24h, as rollup's; one of [`WINDOWS`]) and
+//! `metric` (`uptime`, the default, or `latency`).
 //!
 //! The provider is the path's first segment; the model is everything after
 //! it, so a model id may hold `/` and `:` as written or percent-encoded
@@ -35,6 +35,10 @@ use super::App;
 pub const FIGURES_TTL_SECS: i64 = 10;
 /// How long clients and proxies may keep a badge.
 const CACHE_CONTROL: &str = "max-age=60";
+/// The windows a served badge takes: each costs a read of the log at most
+/// every [`FIGURES_TTL_SECS`], so a client cannot make a read per request
+/// by asking for new ones.
+pub const WINDOWS: [&str; 5] = ["24h", "7d", "30d", "90d", "all"];
 /// Windows cached at once; the least recently computed goes first.
 const SLOTS: usize = 8;
 
@@ -144,7 +148,17 @@ pub async fn badge(
             .unwrap_or(crate::healthlog::rollup::DEFAULT_WINDOW),
         "window",
     ) {
-        Ok(w) => w,
+        Ok(w) if WINDOWS.contains(&w.label.as_str()) => w,
+        Ok(w) => {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "invalid window '{}': a served badge's window is one of {}",
+                    w.label,
+                    WINDOWS.join(", ")
+                ),
+            );
+        }
         Err(e) => return refuse(StatusCode::BAD_REQUEST, e.to_string()),
     };
     let metric = match q.metric.as_deref() {
