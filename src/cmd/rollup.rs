@@ -263,7 +263,7 @@ fn status_page(s: &Settings, args: &RollupArgs, window: Window) -> Result<u8> {
         cooldowns: &cooldowns,
         shown: &shown,
         public: args.public,
-        redactor: &crate::status::redactor_of(&s.catalog),
+        redactor: &s.catalog.redactor(),
         cooldowns_from: if route_path.exists() {
             "route_state.json"
         } else {

@@ -43,21 +43,9 @@ header{border-bottom:1px solid var(--line);padding-bottom:.6rem}
 .st-paused{color:var(--fair)}.st-disabled{color:var(--poor)}
 .mut,footer{color:var(--mut)}footer{font-size:.85rem;padding-top:.6rem}"#;
 
-/// Text for HTML content and attribute values.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+/// HTML text and attribute values, escaped (the one escape, shared with
+/// the badges' SVG).
+pub use crate::markup::escape as esc;
 
 /// A fraction with 4 decimals, or `""`.
 fn frac(u: Option<f64>) -> String {

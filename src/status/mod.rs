@@ -348,17 +348,5 @@ fn model_page(i: &Inputs<'_>, provider: &str, model: &str, last: Option<LastProb
     }
 }
 
-/// A redactor of every key the catalog resolves (and of anything shaped
-/// like a key).
-pub fn redactor_of(catalog: &Catalog) -> Redactor {
-    Redactor::new(
-        catalog
-            .providers
-            .iter()
-            .filter_map(|p| p.resolve().ok())
-            .flat_map(|p| p.secrets().cloned().collect::<Vec<_>>()),
-    )
-}
-
 #[cfg(test)]
 mod tests;
