@@ -127,8 +127,9 @@ Examples:
   llmprobe check --capabilities all           also probe capabilities the catalog does not list
   llmprobe check --capabilities none          basic probes only: no tools/json/vision probe
   llmprobe check --paused                     re-probe only the paused models that are due
-  llmprobe check --notify json+http://127.0.0.1:8080/hook   alert a receiver when a model goes down or back
-  llmprobe check --notify-after 3             alerts (LLMPROBE_NOTIFY) only after 3 failing runs in a row
+  llmprobe check --notify json+http://127.0.0.1:8080/hook
+                                              alert a receiver when a model goes down or back
+  llmprobe check --notify-after 3             alert (LLMPROBE_NOTIFY) after 3 failing runs
 
 Hourly: `llmprobe schedule install --env-file ~/llmprobe/keys.env` writes
 the cron job (a systemd timer or a Windows task with --with) that exports the

@@ -159,10 +159,13 @@ fn notify_after_in_the_config_file_and_the_flag_over_it() {
     assert!(messages(&hook).is_empty());
     check(&env, &cfg, &["--notify", &url]).ok();
     assert_eq!(messages(&hook).len(), 1, "the second run in a row");
-    // The flag wins: a fresh start, alerted at once.
-    std::fs::remove_file(env.stats().join("notify_state.json")).unwrap();
-    check(&env, &cfg, &["--notify", &url, "--notify-after", "1"]).ok();
-    assert_eq!(messages(&hook).len(), 2);
+    // The flag wins: alerted at the first failing run.
+    let env2 = Env::new();
+    let (_fake2, cfg2, hook2, url2) = setup(&env2, &["m=e500"], &["ok", "m"]);
+    let text2 = std::fs::read_to_string(&cfg2).unwrap();
+    std::fs::write(&cfg2, format!("{text2}\n[notify]\nafter = 2\n")).unwrap();
+    check(&env2, &cfg2, &["--notify", &url2, "--notify-after", "1"]).ok();
+    assert_eq!(messages(&hook2).len(), 1);
     std::fs::write(&cfg, format!("{text}\n[notify]\nafter = 0\n")).unwrap();
     let r = check(&env, &cfg, &["--notify", &url]).code(2);
     has(&r.stderr, "notify.after = 0");

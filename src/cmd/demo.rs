@@ -210,7 +210,8 @@ fn paste_lines(url: &str, config: &Path, stats: &Path) -> String {
          c = anthropic.Anthropic(base_url=\"{url}\", api_key=\"demo\"); \
          print(c.messages.create(model=\"auto\", max_tokens=64, messages=[{{\"role\": \"user\", \"content\": \"What is 3+4?\"}}]).content[0].text)'\n\
          \na one-shot route, in another terminal:\n  {} --config '{}' --stats-dir '{}' route \"What is 12 * 7?\"\n\
-         \nthe models route would use, and what it knows of each provider:\n  curl -s {url}/v1/models\n  curl -s {url}/v1/providers\n",
+         \nthe models route would use, and what it knows of each provider:\n  curl -s {url}/v1/models\n  curl -s {url}/v1/providers\n\
+         \nthe status page and a badge, live (open them in a browser):\n  {url}/status\n  {url}/badge/acme.svg?window=24h\n",
         invocation(),
         config.display(),
         stats.display()

@@ -75,7 +75,7 @@ pub struct Outcome {
 }
 
 const ASK: &str = "write ntfy+https://…, slack+https://…, discord+https://… or json+https://… \
-     (json+http:// and ntfy+http:// for a receiver on your own network; see docs/alerts.md)";
+     (the +http:// forms, such as json+http://, for a receiver on your own network; see docs/alerts.md)";
 
 impl Channel {
     /// The channel a URL names. The error never quotes the URL beyond its

@@ -160,20 +160,6 @@ pub fn decide(
         .iter()
         .map(|(k, why)| (k.as_str(), why.as_deref()))
         .collect();
-    // A fresh start (no notify_state.json: alerts were just turned on, or
-    // the file was deleted) takes the models already disabled as known, so
-    // that turning alerts on does not page for every model disabled long
-    // ago, by hand or not. From then on a disable is said once.
-    if prev.fresh {
-        for key in still_disabled.keys() {
-            if !probed.contains_key(*key) && !moved.contains_key(key) {
-                let s = next.models.entry(key.to_string()).or_default();
-                if s.alerted.is_none() {
-                    s.alerted = Some(ModelState::Disabled.as_str().into());
-                }
-            }
-        }
-    }
     let mut keys: Vec<&str> = probed.keys().map(String::as_str).collect();
     keys.extend(moved.keys().copied().filter(|k| !probed.contains_key(*k)));
     keys.extend(still_disabled.keys().copied().filter(|k| {
@@ -197,6 +183,16 @@ pub fn decide(
         let (provider, model) = split(key, entry);
         match now {
             ModelState::Paused | ModelState::Disabled => {
+                // A fresh start (no notify_state.json: alerts were just
+                // turned on, or the file was deleted): a model already
+                // down before this run is taken as said, so that turning
+                // alerts on does not page for every model paused or
+                // disabled long ago. No time: it was never sent, so its
+                // recovery is not said either.
+                if prev.fresh && moved.is_none() && s.alerted.is_none() {
+                    s.alerted = Some(now.as_str().into());
+                    continue;
+                }
                 let due = if now == ModelState::Disabled {
                     s.alerted.as_deref() != Some(ModelState::Disabled.as_str())
                 } else {
@@ -238,8 +234,11 @@ pub fn decide(
                 });
             }
             ModelState::Active => {
+                // An alert taken as said at a fresh start (no time) was
+                // never sent: there is nothing to resolve.
                 if entry.is_some_and(|e| e.ok != 0)
                     && let Some((was, alerted_at)) = s.resolve()
+                    && alerted_at.is_some()
                 {
                     changes.push(Change {
                         kind: ChangeKind::ModelRecovered,
@@ -573,6 +572,26 @@ mod tests {
         assert_eq!(s.notify.models["p::a"].alerted.as_deref(), Some("disabled"));
         assert!(!s.notify.fresh, "only the first run is a fresh start");
         assert!(s.run(&[("p::b", Pass)]).is_empty());
+
+        // A model paused before alerts were on, failing again: not said
+        // (it changed nothing), nor its recovery (nothing was sent).
+        let mut s = Sim::new(1);
+        s.run(&[("p::c", Temp)]);
+        s.notify = NotifyState {
+            fresh: true,
+            ..NotifyState::default()
+        };
+        assert!(s.run(&[("p::c", Temp)]).is_empty());
+        assert_eq!(s.notify.models["p::c"].alerted.as_deref(), Some("paused"));
+        assert!(s.run(&[("p::c", Pass)]).is_empty());
+        assert!(
+            s.notify
+                .models
+                .get("p::c")
+                .is_none_or(|m| m.alerted.is_none())
+        );
+        // From then on, as usual.
+        assert_eq!(s.run(&[("p::c", Temp)]), ["ModelDown p::c active->paused"]);
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::fsutil::{self, DataLock};
 pub const FILE: &str = "notify_state.json";
 
 /// What to do about a file that cannot be parsed.
-const FIX_HINT: &str = "fix it by hand, or delete it: alerts then start afresh (the models disabled by then are taken as said, a paused one is alerted once it has failed --notify-after runs in a row from then)";
+const FIX_HINT: &str = "fix it by hand, or delete it: alerts then start afresh (the models down by then are taken as said; later changes are alerted)";
 
 pub fn path(stats_dir: &Path) -> PathBuf {
     stats_dir.join(FILE)
