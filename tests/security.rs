@@ -401,3 +401,47 @@ fn tree_top(dir: &Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// Data files that are symlinks to something else: a target that is not
+/// llmprobe's data stops the command (exit 4) and is left as it was; a
+/// state file is replaced by the atomic write (temporary file, rename), so
+/// the link goes and its target is never written.
+#[cfg(unix)]
+#[test]
+fn symlinked_data_files_never_write_through_to_their_target() {
+    let env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(&env, &[fake.provider("f", "openai", &["ok"], "")], "");
+    std::fs::create_dir_all(env.stats()).unwrap();
+    let passwd = env.write("victim", "root:x:0:0:root:/root:/bin/sh\n");
+    let state = env.write("victim2", "{\"x\": 1}\n");
+    std::os::unix::fs::symlink(&passwd, env.log()).unwrap();
+    std::os::unix::fs::symlink(&state, env.state_file()).unwrap();
+    for args in [&["check"][..], &["state", "disable", "f::ok"]] {
+        let mut all = vec!["--config", cfg.as_str()];
+        all.extend_from_slice(args);
+        let r = env.run(&all).code(4);
+        assert!(
+            r.stderr.contains("left untouched"),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&passwd).unwrap(),
+        "root:x:0:0:root:/root:/bin/sh\n"
+    );
+    assert_eq!(std::fs::read_to_string(&state).unwrap(), "{\"x\": 1}\n");
+    // A valid state file behind the link: the link is replaced, the
+    // target keeps what it held.
+    std::fs::write(&state, "{}\n").unwrap();
+    env.run(&["--config", &cfg, "state", "disable", "f::ok"])
+        .ok();
+    assert_eq!(std::fs::read_to_string(&state).unwrap(), "{}\n");
+    assert!(!env.state_file().is_symlink());
+    assert!(
+        std::fs::read_to_string(env.state_file())
+            .unwrap()
+            .contains("disabled")
+    );
+}
