@@ -36,6 +36,31 @@ pub fn read_data_file(path: &Path) -> Result<Option<Vec<u8>>> {
     }
 }
 
+/// The most a file a person writes for llmprobe (the config, a prompt
+/// pool, an env file) may hold: far above any real one.
+pub const TEXT_FILE_CAP: u64 = 16 << 20;
+
+/// Read a file a person wrote, whole, up to `cap` bytes. A path to a
+/// device (`/dev/zero`) or a file far larger than any config is an error
+/// (`FileTooLarge`) after `cap` bytes, instead of a read that fills memory.
+pub fn read_capped(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
+    let mut out = Vec::new();
+    File::open(path)?.take(cap + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > cap {
+        return Err(io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!("larger than {} MiB, too large for this file", cap >> 20),
+        ));
+    }
+    Ok(out)
+}
+
+/// [`read_capped`] at [`TEXT_FILE_CAP`], as UTF-8 text.
+pub fn read_text_file(path: &Path) -> io::Result<String> {
+    String::from_utf8(read_capped(path, TEXT_FILE_CAP)?)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
 /// Ignore SIGXFSZ, which the kernel sends to a process that writes past
 /// its file size limit (`ulimit -f`, RLIMIT_FSIZE) and which kills it by
 /// default, mid-write. Ignored, the write fails with EFBIG instead, and is
@@ -63,6 +88,29 @@ pub fn absolute(p: &Path) -> PathBuf {
 pub fn ensure_dir(dir: &Path) -> Result<()> {
     if dir.is_dir() {
         return Ok(());
+    }
+    // What comes before the last `..` must exist: `x/../stats` names
+    // `./stats` only if `x` is there, and making `x` would write where
+    // nobody asked (`mkdir -p` would).
+    let parts: Vec<_> = dir.components().collect();
+    let up = parts
+        .iter()
+        .rposition(|c| *c == std::path::Component::ParentDir);
+    if let Some(i) = up {
+        let before: PathBuf = parts[..=i].iter().collect();
+        if !before.is_dir() {
+            let missing = before.parent().unwrap_or(&before);
+            return Err(Error::io(
+                format!("cannot create stats directory {}", absolute(dir).display()),
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!(
+                        "{} does not exist, and a path through `..` is not made",
+                        missing.display()
+                    ),
+                ),
+            ));
+        }
     }
     fs::create_dir_all(dir).map_err(|e| {
         Error::io(

@@ -113,7 +113,7 @@ impl Pool {
     /// Load a pool file that replaces the embedded one wholesale.
     pub fn load(path: &Path) -> Result<Pool> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path)
+        let text = crate::fsutil::read_text_file(path)
             .map_err(|e| Error::config(format!("cannot read prompts file {name}: {e}")))?;
         Pool::parse(&text, &name)
     }

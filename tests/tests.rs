@@ -25,6 +25,7 @@ mod route_alerts;
 mod route_env;
 #[cfg(unix)]
 mod schedule;
+mod security;
 mod stale;
 mod status_page;
 mod support;

@@ -663,7 +663,7 @@ impl Catalog {
         let user = match path {
             None => None,
             Some(p) => {
-                let text = std::fs::read_to_string(p).map_err(|e| {
+                let text = crate::fsutil::read_text_file(p).map_err(|e| {
                     Error::config(format!("cannot read config file {}: {e}", p.display()))
                 })?;
                 Some((

@@ -509,11 +509,27 @@ pub async fn answer(
     }
 }
 
+/// A header value that says `text` as written, whatever it holds: UTF-8
+/// passes as obs-text (as in `X-Llmprobe-Dropped`), and each ASCII control
+/// character, which cannot be in a header and would end one, is written
+/// `%XX`. A model named in a config or an upstream's listing with CR/LF or
+/// non-ASCII in it thus never splits a routing header, nor loses it.
+fn header_text(text: &str) -> HeaderValue {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii_control() && c != '\t' {
+            let _ = write!(out, "%{:02X}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    HeaderValue::from_bytes(out.as_bytes()).unwrap_or(HeaderValue::from_static("?"))
+}
+
 fn routed_headers(h: &mut HeaderMap, via: Option<&str>, attempts: &[Attempt]) {
     let mut set = |name: &'static str, value: String| {
-        if let Ok(v) = HeaderValue::from_str(&value) {
-            h.insert(name, v);
-        }
+        h.insert(name, header_text(&value));
     };
     if let Some(via) = via {
         set("x-routed-via", via.to_string());
@@ -568,9 +584,7 @@ fn detail_header(h: &mut HeaderMap, attempts: &[Attempt]) {
     if out.is_empty() {
         return;
     }
-    if let Ok(v) = HeaderValue::from_bytes(out.as_bytes()) {
-        h.insert("x-fallback-detail", v);
-    }
+    h.insert("x-fallback-detail", header_text(&out));
 }
 
 /// Each reason in `X-Fallback-Detail` is cut to this many characters.
@@ -716,6 +730,18 @@ mod tests {
             .into();
         let got: Vec<String> = rename(&names, renamed).collect();
         assert_eq!(got, ["max_output_tokens→8192", "text.verbosity", "seed"]);
+    }
+
+    #[test]
+    fn header_text_escapes_control_characters_and_keeps_utf8() {
+        let v = header_text("p::evil\r\nX-Injected: 1\u{7f}");
+        assert_eq!(v.as_bytes(), b"p::evil%0D%0AX-Injected: 1%7F");
+        let v = header_text("p::caf\u{e9}\ttab");
+        assert_eq!(v.as_bytes(), "p::caf\u{e9}\ttab".as_bytes());
+        let mut h = HeaderMap::new();
+        routed_headers(&mut h, Some("p::a\nb"), &[]);
+        assert_eq!(h["x-routed-via"], "p::a%0Ab");
+        assert_eq!(h["x-fallback-trail"], "none");
     }
 
     #[test]

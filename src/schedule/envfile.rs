@@ -23,7 +23,7 @@ pub struct EnvFile {
 pub fn read(path: &Path) -> Result<EnvFile> {
     let abs = crate::fsutil::absolute(path);
     let shown = abs.display();
-    let bytes = std::fs::read(&abs)
+    let bytes = crate::fsutil::read_capped(&abs, crate::fsutil::TEXT_FILE_CAP)
         .map_err(|e| Error::config(format!("--env-file {shown}: cannot read it: {e}")))?;
     let text = String::from_utf8(bytes)
         .map_err(|_| Error::config(format!("--env-file {shown}: not UTF-8 text")))?;
