@@ -8,6 +8,8 @@
 //! `route --serve` reads it through [`StateWatcher`], which reloads it when
 //! it changes and hands request handlers a [`Snapshot`] without a lock.
 
+#[cfg(test)]
+mod props;
 pub mod reprobe;
 mod snapshot;
 
@@ -212,6 +214,58 @@ impl States {
             .with_disabled(disabled)
     }
 
+    /// A change by hand (`llmprobe state enable|disable|pause`): `key`
+    /// goes to `to` with `reason` (else "enabled by hand" and the like),
+    /// `since` becomes `ts` when the state changes (or had no `since`), and
+    /// an enable resets the hard-failure count; pause and disable keep it.
+    /// Returns the state before and the new entry; `None` when nothing
+    /// changes (enabling a model without an entry: it is active already).
+    pub fn change_by_hand(
+        &mut self,
+        key: &str,
+        to: ModelState,
+        reason: Option<&str>,
+        ts: &str,
+    ) -> Option<(ModelState, StateEntry)> {
+        let before = self.get(key);
+        let from = before.as_ref().map_or(ModelState::Active, |e| e.state);
+        if before.is_none() && to == ModelState::Active {
+            return None;
+        }
+        let mut e = before.unwrap_or_else(StateEntry::active);
+        let default_reason = match to {
+            ModelState::Active => "enabled by hand",
+            ModelState::Paused => "paused by hand",
+            ModelState::Disabled => "disabled by hand",
+        };
+        e.reason = Some(reason.unwrap_or(default_reason).to_string());
+        if from != to || e.since.is_none() {
+            e.since = Some(ts.to_string());
+        }
+        e.state = to;
+        if to == ModelState::Active {
+            e.consecutive_failures = 0;
+        }
+        self.set(key, e.clone());
+        Some((from, e))
+    }
+
+    /// A paused model that served a request in degraded mode: the state
+    /// machine's pass (count to 0, `since` and `recovered_at` at `ts`, the
+    /// wait cleared), with `reason`. A model that is not paused (active, or
+    /// disabled: only a person enables it) is left as it is. Returns
+    /// whether it changed.
+    pub fn recover_served(&mut self, key: &str, ts: &str, reason: &str) -> bool {
+        if self.state_of(key) != ModelState::Paused {
+            return false;
+        }
+        self.apply_probe(key, Verdict::Pass, ts, u32::MAX);
+        let mut e = self.get(key).expect("a paused model has an entry");
+        e.reason = Some(reason.to_string());
+        self.set(key, e);
+        true
+    }
+
     /// Feed one probe result through the state machine. Returns the
     /// transition, if the state changed.
     pub fn apply_probe(
@@ -226,8 +280,9 @@ impl States {
 
     /// [`States::apply_probe`], with the explicit wait the failure carried
     /// (`retry_at`, RFC 3339): kept in the entry of a model that is
-    /// paused, so that no re-probe comes before it. A pass, or a failure
-    /// without a wait, clears it.
+    /// paused, so that no re-probe comes before it. A pass, a failure
+    /// without a wait, or one that leaves the model active or disables it,
+    /// clears it.
     pub fn apply_probe_waiting(
         &mut self,
         key: &str,
@@ -240,9 +295,11 @@ impl States {
         let mut e = before.clone().unwrap_or_else(StateEntry::active);
         let from = e.state;
         step(&mut e, verdict, ts, disable_after);
-        if e.state != ModelState::Disabled {
+        // A disabled model probed all the same is left as it is; one that
+        // this failure disables keeps no wait (it is no longer paused).
+        if from != ModelState::Disabled {
             e.retry_at = match (verdict, e.state) {
-                (Verdict::Pass, _) | (_, ModelState::Active) => None,
+                (Verdict::Pass, _) | (_, ModelState::Active | ModelState::Disabled) => None,
                 _ => retry_at.map(str::to_string),
             };
         }
@@ -399,6 +456,29 @@ mod tests {
         let (s, _) = run(&[HARD, HARD, PASS, HARD, HARD]);
         assert_eq!(s.state_of("p::m"), ModelState::Active);
         assert_eq!(s.get("p::m").unwrap().consecutive_failures, 2);
+    }
+
+    #[test]
+    fn a_failure_that_disables_clears_the_wait() {
+        // Found by the property test: a paused model's wait outlived the
+        // hard failure that disabled it (and came back with a later pause
+        // by hand).
+        let mut s = States::default();
+        s.apply_probe_waiting(
+            "p::m",
+            TIMEOUT,
+            "2026-11-30T00:00:00Z",
+            1,
+            Some("2026-11-30T00:05:00Z"),
+        );
+        assert_eq!(
+            s.get("p::m").unwrap().retry_at.as_deref(),
+            Some("2026-11-30T00:05:00Z")
+        );
+        s.apply_probe_waiting("p::m", WRONG, "2026-11-30T00:01:00Z", 1, None);
+        let e = s.get("p::m").unwrap();
+        assert_eq!(e.state, ModelState::Disabled);
+        assert_eq!(e.retry_at, None);
     }
 
     #[test]

@@ -34,7 +34,7 @@ use crate::fsutil::DataLock;
 use crate::healthlog::last::last_probes;
 use crate::output;
 use crate::settings::Settings;
-use crate::state::{ModelState, StateEntry, States};
+use crate::state::{ModelState, States};
 
 pub fn run(s: &Settings, args: StateArgs) -> Result<u8> {
     // The listing filters mean nothing to a change. (They are not declared
@@ -365,31 +365,14 @@ fn change(s: &Settings, c: &StateChange, to: ModelState) -> Result<u8> {
     let lock = DataLock::acquire(s.stats_dir())?;
     // Fresh, under the lock: the file may have changed since.
     let mut states = States::load(&path)?;
-    let before = states.get(&c.model);
-    let from = before.as_ref().map_or(ModelState::Active, |e| e.state);
-    if before.is_none() && to == ModelState::Active {
+    let now = crate::time::format_ts(Utc::now());
+    let Some((from, e)) = states.change_by_hand(&c.model, to, c.reason.as_deref(), &now) else {
         output::println(&format!(
             "{}: active → active (already active; nothing to change)",
             c.model
         ))?;
         return Ok(exit::SUCCESS);
-    }
-    let now = crate::time::format_ts(Utc::now());
-    let mut e = before.clone().unwrap_or_else(StateEntry::active);
-    let default_reason = match to {
-        ModelState::Active => "enabled by hand",
-        ModelState::Paused => "paused by hand",
-        ModelState::Disabled => "disabled by hand",
     };
-    e.reason = Some(c.reason.clone().unwrap_or_else(|| default_reason.into()));
-    if from != to || e.since.is_none() {
-        e.since = Some(now);
-    }
-    e.state = to;
-    if to == ModelState::Active {
-        e.consecutive_failures = 0;
-    }
-    states.set(&c.model, e.clone());
     states.save(&path, &lock)?;
     tracing::info!(model = %c.model, %from, %to, path = %path.display(), "state changed by hand");
     output::println(&format!(

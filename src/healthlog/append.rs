@@ -214,16 +214,19 @@ fn fast_insertion(path: &Path, file: &File, len: u64) -> Result<Option<Insertion
     let trimmed = trim_end(&tail, |c| is_ws(c) || c == 0);
     if trimmed.last() == Some(&b']') {
         let before = trim_end(&trimmed[..trimmed.len() - 1], is_ws);
+        // Zeros after the `]` (a crash's) are cut, and said so.
+        let zeros = tail[trimmed.len()..].contains(&0);
+        let at = start + before.len() as u64;
         return Ok(match before.last() {
             Some(b'}') if entry_lines_ok(&tail[..before.len()], start > 0) => Some(Insertion {
-                at: start + before.len() as u64,
+                at,
                 prefix: ",\n",
-                torn_bytes: None,
+                torn_bytes: zeros.then_some(len - at),
             }),
             Some(b'[') if start + before.len() as u64 == first as u64 + 1 => Some(Insertion {
                 at: first as u64 + 1,
                 prefix: "\n",
-                torn_bytes: None,
+                torn_bytes: zeros.then_some(len - (first as u64 + 1)),
             }),
             _ => None,
         });
@@ -241,7 +244,10 @@ fn fast_insertion(path: &Path, file: &File, len: u64) -> Result<Option<Insertion
         if line_start == 0 && start > 0 {
             break; // the line may begin before the window
         }
-        let line = trim_end(&tail[line_start..line_end], |c| is_ws(c) || c == b',');
+        // Zeros a crash left right after the last entry are not part of it.
+        let line = trim_end(&tail[line_start..line_end], |c| {
+            is_ws(c) || c == b',' || c == 0
+        });
         if line.first() == Some(&b'{') && line.last() == Some(&b'}') && parses_as_object(line) {
             let at = line_start + line.len();
             let rest = &tail[at..];
@@ -443,6 +449,38 @@ mod tests {
             assert!(v.len() >= 3, "cut at {cut} lost entries");
             assert_eq!(v.last().unwrap()["model"], "m9");
         }
+    }
+
+    #[test]
+    fn repairs_every_zero_filled_torn_tail() {
+        // Found by the property test (src/healthlog/props.rs): a crash can
+        // leave zeros past the last write. Cut at every byte of the last
+        // append, then zeros: the readers see every complete entry (they
+        // took the zeros for damage), and the next append keeps them all
+        // (it cut a complete entry that the zeros followed directly) and
+        // says it cut something.
+        let (_d, path, lock) = setup(b"");
+        append(&path, &[entry(0), entry(1)], &lock).unwrap();
+        let before = std::fs::metadata(&path).unwrap().len();
+        append(&path, &[entry(2), entry(3)], &lock).unwrap();
+        let full = std::fs::read(&path).unwrap();
+        for cut in (before as usize - 3)..=full.len() {
+            let mut bytes = full[..cut].to_vec();
+            bytes.extend([0u8; 5]);
+            std::fs::write(&path, &bytes).unwrap();
+            let (end, complete) = count(&path);
+            assert!(end.is_torn(), "cut at {cut}: {end:?}");
+            assert!(complete >= 2, "cut at {cut}");
+            let r = append(&path, &[entry(9)], &lock).unwrap();
+            assert!(r.repaired_bytes.is_some(), "cut at {cut}");
+            let v: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(&path).unwrap())
+                .unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+            assert_eq!(v.len(), complete + 1, "cut at {cut}");
+        }
+        // Zeros followed by anything else are damage, as before.
+        std::fs::write(&path, b"[\n{\"a\":1}\0\0,\n{\"b\":2}\n]\n").unwrap();
+        let err = scan::scan_file(&path, |_, _| Ok(())).unwrap_err();
+        assert!(err.to_string().contains("NUL"), "{err}");
     }
 
     #[test]

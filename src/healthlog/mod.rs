@@ -18,6 +18,8 @@ pub const LOG_FILE: &str = "health_log.json";
 
 pub(crate) mod append;
 pub(crate) mod last;
+#[cfg(test)]
+mod props;
 pub(crate) mod read;
 pub(crate) mod recent;
 pub(crate) mod rollup;

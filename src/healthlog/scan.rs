@@ -181,6 +181,10 @@ pub(crate) fn walk(
     let mut last_end = from.last_end;
     let mut close = 0u64;
     let mut elements = 0u64;
+    // Where a run of NUL bytes began: what a crash can leave past the last
+    // write. Up to the end of the file it is a torn tail (the appender cuts
+    // it); followed by anything else, damage.
+    let mut zeros_from: Option<u64> = None;
     // Keep buf[pos..len] (the element in progress), move it to the front,
     // read more behind it.
     let mut refill = |buf: &mut Vec<u8>,
@@ -223,8 +227,17 @@ pub(crate) fn walk(
             continue;
         }
         let c = buf[pos];
+        if let Some(z) = zeros_from
+            && c != 0
+        {
+            return Err(bad(z, "NUL bytes inside the log"));
+        }
         match state {
             _ if is_ws(c) => pos += 1,
+            _ if c == 0 && state != State::BeforeArray => {
+                zeros_from.get_or_insert(base + pos as u64);
+                pos += 1;
+            }
             State::BeforeArray => {
                 if c != b'[' {
                     return Err(bad(base + pos as u64, "not a JSON array (expected '[')"));
@@ -283,7 +296,8 @@ pub(crate) fn walk(
                 }
                 let Some(n) = element_len(b) else {
                     if eof {
-                        if !is_json_prefix(b) {
+                        let cut = b.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
+                        if !is_json_prefix(&b[..cut]) {
                             return Err(bad(
                                 off,
                                 "damaged entry at the end of the file (not a cut-off write)",
@@ -307,7 +321,7 @@ pub(crate) fn walk(
     };
     let end = match (&stop, state) {
         (Stop::Eof, State::BeforeArray) => End::Empty,
-        (Stop::Eof, State::AfterArray) => End::Closed { last_end, close },
+        (Stop::Eof, State::AfterArray) if zeros_from.is_none() => End::Closed { last_end, close },
         (Stop::Eof, _) => End::Torn {
             last_end,
             torn_bytes: base + len as u64 - last_end,

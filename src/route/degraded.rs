@@ -24,7 +24,6 @@ use serde::Serialize;
 use crate::catalog::{DEGRADED_MIN_PROVIDERS, Resolved, model_key};
 use crate::error::Result;
 use crate::fsutil::DataLock;
-use crate::outcome::Verdict;
 use crate::state::{ModelState, States};
 
 /// How long the condition must hold before route is degraded.
@@ -226,16 +225,10 @@ pub fn record_served(stats_dir: &Path, key: &str, now: DateTime<Utc>) -> Result<
     let path = stats_dir.join(crate::settings::STATE_FILE);
     let lock = DataLock::acquire(stats_dir)?;
     let mut states = States::load(&path)?;
-    if states.state_of(key) != ModelState::Paused {
+    let ts = crate::time::format_ts(now);
+    if !states.recover_served(key, &ts, SERVED_REASON) {
         return Ok(false);
     }
-    // The state machine's pass (count to 0, `since`, `recovered_at`, the
-    // wait cleared), with its own reason.
-    let ts = crate::time::format_ts(now);
-    states.apply_probe(key, Verdict::Pass, &ts, u32::MAX);
-    let mut e = states.get(key).expect("just set");
-    e.reason = Some(SERVED_REASON.to_string());
-    states.set(key, e);
     states.save(&path, &lock)?;
     Ok(true)
 }
