@@ -24,7 +24,7 @@ header{border-bottom:1px solid var(--line);padding-bottom:.6rem}
 .stale-warning{border-left:4px solid var(--poor);padding:.3rem .6rem;font-weight:600}
 .provider{border-bottom:1px solid var(--line);padding:1rem 0}
 .uptime{display:flex;gap:.2rem 1.5rem;margin:.3rem 0;flex-wrap:wrap}.uptime div{display:flex;gap:.3rem}.uptime dt{color:var(--mut)}.uptime dd{margin:0;font-weight:600}
-.bars{display:flex;gap:1px;list-style:none;padding:0 0 1.7rem;margin:.4rem 0 0;height:2.2rem;overflow:auto hidden;scrollbar-width:thin}
+.bars{display:flex;gap:1px;list-style:none;padding:0 0 1.7rem;margin:.4rem 0 0;height:2.2rem;overflow:auto hidden;scrollbar-width:thin;scroll-padding:0 9rem}
 .bars>li{flex:1 0 0;min-width:5px;height:0;padding-top:2.2rem;box-sizing:border-box;overflow:hidden;white-space:nowrap;font-size:.8rem;line-height:1.6;background:var(--good)}
 .bars>li:nth-last-child(-n+45){direction:rtl}.bars>li:nth-child(-n+15){direction:ltr}.bars>li:nth-last-child(-n+3){direction:rtl}
 .bars>li:hover,.bars>li:focus{overflow:visible;position:relative;z-index:1}
