@@ -473,6 +473,10 @@ fn empty_stats_dir_says_no_data() {
     let html = std::fs::read_to_string(&out).unwrap();
     assert_eq!(attr(&html, "<header", "data-state"), "no_data");
     assert!(html.contains("class=\"no-data\""));
+    assert!(
+        html.contains("no cooldowns recorded (no route_state.json)."),
+        "{html}"
+    );
 }
 
 fn status(srv: &RouteServer, token: Option<&str>) -> crate::support::Http {
@@ -497,7 +501,12 @@ fn served_status_needs_the_token_and_follows_the_states() {
     );
     // No paused model for route's re-prober to bring back meanwhile.
     env.write("stats/model_state.json", "{}");
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let log = env.path().join("route.log");
+    let srv = RouteServer::start_logged(&env, &cfg, &[], &log);
+    let said = format!(
+        "route: status page: {0}/status, badges: {0}/badge/PROVIDER.svg (needs the token)",
+        srv.url
+    );
     assert_eq!(status(&srv, None).status, 401);
     assert_eq!(status(&srv, Some("wrong")).status, 401);
     let r = status(&srv, Some("s3cret-token"));
@@ -545,6 +554,9 @@ fn served_status_needs_the_token_and_follows_the_states() {
                 .join("\n"))
         }
     });
+    drop(srv);
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert!(stderr.lines().any(|l| l == said), "{said}\n{stderr}");
 }
 
 /// A `capabilities.json` route cannot parse costs the verdicts and one
@@ -598,10 +610,16 @@ fn public_status_serves_the_public_form_without_a_token() {
         &[fake.provider("groq", "openai", &["llama", "llama-big"], "")],
         "[route]\nauth_token_env = \"ROUTE_TOKEN\"\npublic_status = true\n",
     );
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let log = env.path().join("route.log");
+    let srv = RouteServer::start_logged(&env, &cfg, &[], &log);
     let r = status(&srv, None);
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.body.contains("data-provider=\"groq\""));
+    assert!(
+        r.body.contains("cooldowns from route (live)."),
+        "{}",
+        r.body
+    );
     for leak in [HOST, KEY, ACCOUNT] {
         assert!(!r.body.contains(leak), "{leak} in the public page");
     }
@@ -610,6 +628,13 @@ fn public_status_serves_the_public_form_without_a_token() {
         http("GET", &format!("{}/v1/models", srv.url), &[], None).status,
         401
     );
+    let said = format!(
+        "route: status page: {0}/status, badges: {0}/badge/PROVIDER.svg (public: [route] public_status = true)",
+        srv.url
+    );
+    drop(srv);
+    let stderr = std::fs::read_to_string(&log).unwrap();
+    assert!(stderr.lines().any(|l| l == said), "{said}\n{stderr}");
 }
 
 #[test]

@@ -264,10 +264,10 @@ fn status_page(s: &Settings, args: &RollupArgs, window: Window) -> Result<u8> {
         shown: &shown,
         public: args.public,
         redactor: &s.catalog.redactor(),
-        cooldowns_from: if route_path.exists() {
-            "route_state.json"
+        cooldowns_note: if route_path.exists() {
+            "cooldowns from route_state.json"
         } else {
-            "nowhere (no route_state.json)"
+            "no cooldowns recorded (no route_state.json)"
         },
     })?;
     check_shown(s, args, page.logged.iter().map(String::as_str))?;

@@ -329,6 +329,7 @@ pub(crate) fn serve_until_signal(
             "warning: listening on {listen}, beyond this machine, without auth: anyone who can reach it spends your quotas. Set [route] auth_token_env or --auth-token-env."
         );
     }
+    let (public, has_token) = (engine.settings.public_status, token.is_some());
     let app = Arc::new(serve::App {
         engine: engine.clone(),
         token,
@@ -375,6 +376,7 @@ pub(crate) fn serve_until_signal(
             },
             reach.map(|r| format!("; {r}")).unwrap_or_default(),
         ))?;
+        eprintln!("{}", status_line(&srv.url(), public, has_token));
         on_ready(&srv.url())?;
         server::wait_for_signal().await?;
         eprintln!("route: shutting down; letting requests in flight finish");
@@ -402,6 +404,17 @@ pub(crate) fn serve_until_signal(
     })?;
     engine.save_if_dirty()?;
     Ok(exit::SUCCESS)
+}
+
+/// `route --serve`'s startup line on where the status page and badges
+/// are, and who may open them (docs/status-page.md).
+fn status_line(url: &str, public: bool, has_token: bool) -> String {
+    let who = match (public, has_token) {
+        (true, _) => "public: [route] public_status = true",
+        (false, true) => "needs the token",
+        (false, false) => "open: no token is set",
+    };
+    format!("route: status page: {url}/status, badges: {url}/badge/PROVIDER.svg ({who})")
 }
 
 /// What `route --serve` says on SIGHUP, which conventionally asks a server

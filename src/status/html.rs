@@ -23,9 +23,9 @@ header{border-bottom:1px solid var(--line);padding-bottom:.6rem}
 [data-state=ok] .state::before{content:"✔ "}[data-state=degraded] .state::before{content:"⚠ "}[data-state=down] .state::before{content:"✗ "}
 .stale-warning{border-left:4px solid var(--poor);padding:.3rem .6rem;font-weight:600}
 .provider{border-bottom:1px solid var(--line);padding:1rem 0}
-.uptime{display:flex;gap:1.5rem;margin:.3rem 0;flex-wrap:wrap}.uptime div{display:flex;gap:.3rem}.uptime dt{color:var(--mut)}.uptime dd{margin:0;font-weight:600}
-.bars{display:flex;gap:1px;list-style:none;padding:0;margin:.4rem 0 1.7rem;height:2.2rem}
-.bars>li{flex:1 1 0;min-width:2px;height:0;padding-top:2.2rem;box-sizing:border-box;overflow:hidden;white-space:nowrap;font-size:.8rem;line-height:1.6;background:var(--good)}
+.uptime{display:flex;gap:.2rem 1.5rem;margin:.3rem 0;flex-wrap:wrap}.uptime div{display:flex;gap:.3rem}.uptime dt{color:var(--mut)}.uptime dd{margin:0;font-weight:600}
+.bars{display:flex;gap:1px;list-style:none;padding:0 0 1.7rem;margin:.4rem 0 0;height:2.2rem;overflow:auto hidden;scrollbar-width:thin;scroll-padding:0 9rem}
+.bars>li{flex:1 0 0;min-width:5px;height:0;padding-top:2.2rem;box-sizing:border-box;overflow:hidden;white-space:nowrap;font-size:.8rem;line-height:1.6;background:var(--good)}
 .bars>li:nth-last-child(-n+45){direction:rtl}.bars>li:nth-child(-n+15){direction:ltr}.bars>li:nth-last-child(-n+3){direction:rtl}
 .bars>li:hover,.bars>li:focus{overflow:visible;position:relative;z-index:1}
 .bars>li::first-line{background:var(--fg);color:var(--bg)}
@@ -35,9 +35,10 @@ header{border-bottom:1px solid var(--line);padding-bottom:.6rem}
 .bars>.g-none{background:none;border:1px dashed var(--none)}
 .bars>:is(.g-fair,.g-poor,.g-none){padding-top:calc(2.2rem - 2px)}
 .skip{position:absolute;left:-999rem}.skip:focus{position:static;outline:3px solid var(--focus)}
-.sparkline{display:block;width:100%;height:2.5rem;color:var(--mut);overflow:visible}
+.sparkline{display:block;width:100%;height:2.5rem;color:var(--mut);overflow:visible}.sparkline[data-one-day]{height:.5rem}.sparkline[data-one-day] path{stroke-width:6}
 .sparkline path{fill:none;stroke:currentColor;stroke-width:2;stroke-linecap:round;stroke-linejoin:round;vector-effect:non-scaling-stroke}
-.models{border-collapse:collapse;width:100%;margin-top:.6rem;font-size:.9rem}
+.table{overflow-x:auto;margin-top:.6rem}.models{border-collapse:collapse;width:100%;min-width:40rem;font-size:.9rem}
+.models th[scope=row]{white-space:nowrap}.models td{min-width:8rem}
 .models th,.models td{text-align:left;padding:.25rem .5rem;border-bottom:1px solid var(--line);vertical-align:top}
 .models caption{text-align:left;color:var(--mut)}
 .st-paused{color:var(--fair)}.st-disabled{color:var(--poor)}
@@ -60,6 +61,15 @@ fn grade_class(u: Option<f64>) -> &'static str {
         Some(Grade::Good) => "",
         Some(Grade::Fair) => "g-fair",
         Some(Grade::Poor) => "g-poor",
+    }
+}
+
+/// A window as the page writes it, like its fixed ones (`24 h`, `7 d`):
+/// `90d` is `90 d`; `all` stays.
+pub(super) fn spaced(window: &str) -> String {
+    match window.find(|c: char| !c.is_ascii_digit()) {
+        Some(n) if n > 0 => format!("{} {}", &window[..n], &window[n..]),
+        _ => window.to_string(),
     }
 }
 
@@ -161,8 +171,10 @@ fn provider(o: &mut String, page: &Page, i: usize, p: &ProviderPage) {
         ("30 d", p.rolling[2]),
     ]
     .into_iter()
-    .chain(std::iter::once((page.window.as_str(), p.window_uptime)))
-    {
+    .chain(std::iter::once((
+        spaced(&page.window).as_str(),
+        p.window_uptime,
+    ))) {
         let _ = write!(
             o,
             "<div><dt>{}</dt><dd>{}</dd></div>",
@@ -179,7 +191,7 @@ fn provider(o: &mut String, page: &Page, i: usize, p: &ProviderPage) {
         o,
         "<p class=\"mut\">Daily uptime per UTC day, from {first} to {last} ({} probes in the last {}):</p>",
         fmt_count(p.window_samples),
-        esc(&page.window)
+        esc(&spaced(&page.window))
     );
     // One tab stop per bar: a way past them, shown on focus.
     let next = match page.providers.get(i + 1) {
@@ -245,19 +257,23 @@ fn sparkline(o: &mut String, page: &Page, i: usize, p: &ProviderPage) {
     ) {
         (_, _, Some(last)) if known.len() == 1 => format!(
             "p95 latency: one day of data in the last {}, {last:.0} ms (a dot)",
-            page.window
+            spaced(&page.window)
         ),
         (Some(lo), Some(hi), Some(last)) => format!(
             "p95 latency per day over the last {}: from {lo:.0} ms to {hi:.0} ms, the latest day {last:.0} ms",
-            page.window
+            spaced(&page.window)
         ),
-        _ => format!("No latency data over the last {}", page.window),
+        _ => format!("No latency data over the last {}", spaced(&page.window)),
     };
     let _ = writeln!(o, "<p class=\"mut\" id=\"l{i}\">{}:</p>", esc(&label));
-    let h = 30.0;
+    // One day of data is a dot in a thin strip (its place is the day's),
+    // not a dot under an empty chart: the words above say the rest.
+    let one = known.len() == 1;
+    let h = if one { 0.0 } else { 30.0 };
     let _ = write!(
         o,
-        "<svg class=\"sparkline\" role=\"img\" aria-labelledby=\"l{i}\" viewBox=\"0 0 {} {}\" preserveAspectRatio=\"none\">",
+        "<svg class=\"sparkline\"{} role=\"img\" aria-labelledby=\"l{i}\" viewBox=\"0 0 {} {}\" preserveAspectRatio=\"none\">",
+        if one { " data-one-day" } else { "" },
         values.len().max(2) - 1,
         h + 2.0
     );
@@ -302,13 +318,13 @@ fn models(o: &mut String, page: &Page, p: &ProviderPage) {
     }
     let _ = writeln!(
         o,
-        "<table class=\"models\"><caption>Models of {}</caption>\n<thead><tr><th>Model</th><th>State</th><th>Last result</th><th>Capabilities</th><th>Cooldowns</th></tr></thead>\n<tbody>",
+        "<div class=\"table\"><table class=\"models\"><caption>Models of {}</caption>\n<thead><tr><th>Model</th><th>State</th><th>Last result</th><th>Capabilities</th><th>Cooldowns</th></tr></thead>\n<tbody>",
         esc(&p.name)
     );
     for m in &p.models {
         model(o, page, m);
     }
-    o.push_str("</tbody></table>\n");
+    o.push_str("</tbody></table></div>\n");
 }
 
 fn model(o: &mut String, page: &Page, m: &ModelPage) {
@@ -402,8 +418,8 @@ fn footer(o: &mut String, page: &Page) {
     );
     let _ = writeln!(
         o,
-        "<p>Model states, capability verdicts (✔ yes, ✗ no, ? unknown), cooldowns from {}. Built by llmprobe at <time id=\"built\" datetime=\"{}\">{}</time>.</p>\n</footer>",
-        esc(&page.cooldowns_from),
+        "<p>Model states, capability verdicts (✔ yes, ✗ no, ? unknown), {}. Built by llmprobe at <time id=\"built\" datetime=\"{}\">{}</time>.</p>\n</footer>",
+        esc(&page.cooldowns_note),
         fmt_rfc3339(page.now),
         fmt_minute(page.now)
     );

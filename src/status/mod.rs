@@ -80,8 +80,9 @@ pub struct Inputs<'a> {
     /// The public form: no error text, hosts, URLs or account ids.
     pub public: bool,
     pub redactor: &'a Redactor,
-    /// Where the cooldowns came from, in words, for the page's notes.
-    pub cooldowns_from: &'a str,
+    /// The footer's words on the cooldowns: `cooldowns from <where>`, or
+    /// why there are none (`no cooldowns recorded (no route_state.json)`).
+    pub cooldowns_note: &'a str,
 }
 
 /// The page's content, before HTML.
@@ -98,7 +99,7 @@ pub struct Page {
     pub stale: Vec<String>,
     pub days: Days,
     pub providers: Vec<ProviderPage>,
-    pub cooldowns_from: String,
+    pub cooldowns_note: String,
     /// Every provider the log holds, shown or not (for the check of
     /// `--provider` and `--exclude`).
     pub logged: Vec<String>,
@@ -240,7 +241,7 @@ pub fn build(i: &Inputs<'_>) -> Result<Page> {
         stale,
         days,
         providers,
-        cooldowns_from: i.cooldowns_from.to_string(),
+        cooldowns_note: i.cooldowns_note.to_string(),
         logged: acc.names.iter().map(|n| n.to_string()).collect(),
         skipped: summary.skipped,
         torn_bytes: match summary.end {

@@ -182,7 +182,7 @@ fn names_are_escaped() {
             }],
             newest: None,
         }],
-        cooldowns_from: "x".into(),
+        cooldowns_note: "x".into(),
         logged: Vec::new(),
         skipped: 0,
         torn_bytes: 0,
@@ -254,7 +254,7 @@ fn full_page(providers: usize, uptime: f64) -> Page {
         stale: Vec::new(),
         days,
         providers,
-        cooldowns_from: "route_state.json".into(),
+        cooldowns_note: "cooldowns from route_state.json".into(),
         logged: Vec::new(),
         skipped: 0,
         torn_bytes: 0,
@@ -307,22 +307,41 @@ fn a_sparkline_of_one_day_says_so() {
     }
     let html = render(&page);
     assert!(
-        html.contains("<p class=\"mut\" id=\"l0\">p95 latency: one day of data in the last 90d, 2345 ms (a dot):</p>"),
+        html.contains("<p class=\"mut\" id=\"l0\">p95 latency: one day of data in the last 90 d, 2345 ms (a dot):</p>"),
         "{html}"
     );
     assert!(html.contains("aria-labelledby=\"l0\""));
-    // A dot: a zero-length line at the last day.
+    // A dot: a zero-length line at the last day, in a thin strip (no
+    // empty chart above it).
     assert!(html.contains("<path d=\"M90 1h0\"/>"), "{html}");
+    assert!(
+        html.contains("<svg class=\"sparkline\" data-one-day role=\"img\" aria-labelledby=\"l0\" viewBox=\"0 0 90 2\""),
+        "{html}"
+    );
+    // The window's label is spaced as the fixed ones are.
+    assert!(
+        html.contains("<dt>30 d</dt><dd>93.5%</dd></div><div><dt>90 d</dt>"),
+        "{html}"
+    );
     // Two days apart and then two in a row: a dot, a gap, a line.
     let bars = &mut page.providers[0].bars;
     bars[0].p95_ms = Some(2345.0);
     bars[89].p95_ms = Some(1172.5);
     let html = render(&page);
     assert!(html.contains("<path d=\"M0 1h0M89 16h0l1-15\"/>"), "{html}");
+    assert!(!html.contains("sparkline\" data-one-day"), "{html}");
     assert!(
         html.contains("from 1172 ms to 2345 ms, the latest day 2345 ms"),
         "{html}"
     );
+}
+
+#[test]
+fn a_window_label_is_spaced() {
+    use super::html::spaced;
+    assert_eq!(spaced("90d"), "90 d");
+    assert_eq!(spaced("12h"), "12 h");
+    assert_eq!(spaced("all"), "all");
 }
 
 #[test]

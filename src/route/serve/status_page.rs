@@ -154,9 +154,11 @@ fn build(engine: &Engine, cache: &Cache, snap: &RouteSnapshot) -> crate::error::
     let window = Window::parse(crate::status::WINDOW)?;
     let everyone = |_: &str| true;
     let from = match snap.source {
-        super::Source::Local => "route (live)",
-        super::Source::Redis => "route (shared state)",
-        super::Source::RedisUnavailable => "route (live; the shared state unavailable)",
+        super::Source::Local => "cooldowns from route (live)",
+        super::Source::Redis => "cooldowns from route (shared state)",
+        super::Source::RedisUnavailable => {
+            "cooldowns from route (live; the shared state unavailable)"
+        }
     };
     let page = crate::status::build(&crate::status::Inputs {
         log: &dir.join(crate::settings::LOG_FILE),
@@ -170,7 +172,7 @@ fn build(engine: &Engine, cache: &Cache, snap: &RouteSnapshot) -> crate::error::
         shown: &everyone,
         public: engine.settings.public_status,
         redactor: &engine.redactor,
-        cooldowns_from: from,
+        cooldowns_note: from,
     })?;
     Ok(crate::status::render(&page))
 }
