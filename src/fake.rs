@@ -651,13 +651,27 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
             inner.sleep(latency).await;
             Reply::Empty
         }
-        Behaviour::Huge => Reply::Fixed(respond::huge(respond::success(
-            r,
-            &call.model,
+        Behaviour::Huge(mib) => Reply::Fixed(respond::huge(
+            respond::success(r, &call.model, &right, false, &call.prompt),
+            mib,
+        )),
+        Behaviour::HangHeaders => Reply::Fixed(respond::hang_headers(inner.shutdown.clone())),
+        Behaviour::Drip => Reply::Fixed(respond::drip(
+            &respond::success(r, &call.model, &right, false, &call.prompt),
+            inner.shutdown.clone(),
+        )),
+        Behaviour::BadUtf8 => Reply::Fixed(respond::bad_utf8(
+            &respond::success(r, &call.model, &right, false, &call.prompt),
             &right,
-            false,
-            &call.prompt,
-        ))),
+        )),
+        Behaviour::NoDone => {
+            inner.sleep(latency).await;
+            answered(stream::Ending::NoDone)
+        }
+        Behaviour::NoDoneHang => {
+            inner.sleep(latency).await;
+            answered(stream::Ending::NoDoneHang)
+        }
         Behaviour::RateLimit => Reply::Fixed(r.rate_limit()),
         Behaviour::RetryAfter(secs) => {
             let mut resp = r.rate_limit();

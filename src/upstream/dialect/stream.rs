@@ -195,6 +195,15 @@ pub fn chunk_stream(
     map_byte_stream(bytes, mapper, crate::upstream::http::body_error)
 }
 
+/// The longest line a stream may send: the cap of a whole unstreamed body.
+const LINE_CAP: usize = crate::upstream::http::DEFAULT_BODY_CAP;
+
+/// A byte stream's error, or a line over [`LINE_CAP`].
+enum Capped<E> {
+    Inner(E),
+    TooLong,
+}
+
 /// [`chunk_stream`] over any stream of byte chunks, with `transport`
 /// turning its errors into [`TransportError`]s.
 pub fn map_byte_stream<S, B, E>(
@@ -213,8 +222,28 @@ where
         pending: VecDeque<ReplyDelta>,
         ended: bool,
     }
+    // A line longer than the body cap ends the stream: the SSE parser would
+    // otherwise buffer it whole (a 50 MB body without a newline).
+    let capped = bytes.scan(0usize, |run, chunk| {
+        let item = match chunk {
+            Err(e) => Err(Capped::Inner(e)),
+            Ok(b) => {
+                let data = b.as_ref();
+                *run = match data.iter().rposition(|&c| c == b'\n') {
+                    Some(i) => data.len() - i - 1,
+                    None => run.saturating_add(data.len()),
+                };
+                if *run > LINE_CAP {
+                    Err(Capped::TooLong)
+                } else {
+                    Ok(b)
+                }
+            }
+        };
+        futures_util::future::ready(Some(item))
+    });
     let state = State {
-        events: Box::pin(bytes.eventsource()),
+        events: Box::pin(capped.eventsource()),
         mapper,
         pending: VecDeque::new(),
         ended: false,
@@ -236,7 +265,10 @@ where
                 Some(Err(e)) => {
                     st.ended = true;
                     let err = match e {
-                        EventStreamError::Transport(e) => transport(e),
+                        EventStreamError::Transport(Capped::Inner(e)) => transport(e),
+                        EventStreamError::Transport(Capped::TooLong) => {
+                            TransportError::TooLarge(LINE_CAP)
+                        }
                         EventStreamError::Utf8(_) | EventStreamError::Parser(_) => {
                             TransportError::Other(
                                 "the upstream stream is not valid server-sent events".into(),
