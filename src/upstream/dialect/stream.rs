@@ -318,6 +318,28 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_line_longer_than_the_cap_ends_the_stream_unbuffered() {
+        // Endless chunks without a newline: the stream must end with an
+        // error once the line passes the cap, not buffer forever.
+        let chunk = vec![b'x'; 64 << 10];
+        let endless = futures_util::stream::repeat(Ok::<_, std::convert::Infallible>(chunk));
+        let mapped = map_byte_stream(endless, StreamMapper::new(Dialect::Openai), |e| match e {});
+        let first = Box::pin(mapped).next().await;
+        assert!(
+            matches!(first, Some(Err(TransportError::TooLarge(LINE_CAP)))),
+            "{first:?}"
+        );
+        // Long streams of short lines are fine.
+        let lines = OPENAI.repeat(1 + LINE_CAP / OPENAI.len());
+        let ds = deltas(StreamMapper::new(Dialect::Openai), &lines).await;
+        assert!(
+            matches!(ds.last(), Some(ReplyDelta::Done)),
+            "{:?}",
+            ds.last()
+        );
+    }
+
+    #[tokio::test]
     async fn every_dialect_gives_start_text_finish_usage_done() {
         let cases = [
             (Dialect::Openai, OPENAI, "Hello there", "", "stop", (12, 2)),
