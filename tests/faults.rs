@@ -19,13 +19,23 @@ const SCRIPTS: &[&str] = &[
     "huge50=huge:50",
     "no-done=no-done",
     "no-done-hang=no-done-hang",
+    "flaky=flaky:100",
+    "spike=spike:5000",
 ];
 
 #[test]
 fn every_probe_of_a_faulty_transport_ends_classified() {
     let env = Env::new();
     let fake = Fake::start(&env, SCRIPTS);
-    let models = ["hang-headers", "drip", "reset", "bad-utf8", "huge50"];
+    let models = [
+        "hang-headers",
+        "drip",
+        "reset",
+        "bad-utf8",
+        "huge50",
+        "flaky",
+        "spike",
+    ];
     let cfg = config(
         &env,
         &[
@@ -80,7 +90,13 @@ fn every_probe_of_a_faulty_transport_ends_classified() {
             .unwrap_or_else(|| panic!("{key} not recorded: {got:#?}"));
         assert_eq!((c.as_str(), e.as_str()), (class, error), "{key}");
     }
-    assert_eq!(got.len(), want.len(), "{got:#?}");
+    // Every request of flaky:100 fails, as a 429 or a 5xx.
+    let flaky = got["oa::flaky"].0.as_str();
+    assert!(["rate_limit", "http_error"].contains(&flaky), "{got:#?}");
+    // A spike past the timeout is one; without one, the answer passes.
+    let spike = got["oa::spike"].0.as_str();
+    assert!(["", "timeout"].contains(&spike), "{got:#?}");
+    assert_eq!(got.len(), want.len() + 2, "{got:#?}");
 }
 
 /// A chat completion through the server.

@@ -245,6 +245,8 @@ async fn every_behaviour_in_every_dialect() {
         // Transport faults that never finish or are slow to read; the
         // integration tests (tests/faults.rs) meet them.
         .filter(|b| !matches!(b, Behaviour::HangHeaders | Behaviour::Drip))
+        // Drawn per request; `behaviour::tests` meets them.
+        .filter(|b| !matches!(b, Behaviour::Flaky(_) | Behaviour::Spike(_)))
         .filter(|b| !matches!(b, Behaviour::Huge(n) if *n != behaviour::HUGE_DEFAULT_MIB))
         .collect();
     for d in DIALECTS {
