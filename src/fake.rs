@@ -132,6 +132,8 @@ struct Inner {
     cfg: FakeConfig,
     /// Requests so far per scripted model, to pick the next behaviour.
     counters: Mutex<HashMap<String, usize>>,
+    /// Requests so far, for `flaky` and `spike`'s draws.
+    draws: std::sync::atomic::AtomicU64,
     requests: Mutex<Vec<RecordedRequest>>,
     record: Option<Recorder>,
     shutdown: watch::Receiver<bool>,
@@ -170,6 +172,7 @@ pub async fn start(cfg: FakeConfig) -> Result<FakeServer> {
     let inner = Arc::new(Inner {
         cfg,
         counters: Mutex::new(HashMap::new()),
+        draws: std::sync::atomic::AtomicU64::new(0),
         requests: Mutex::new(Vec::new()),
         record,
         shutdown,
@@ -464,6 +467,15 @@ async fn handle(
         }
     };
     let behaviour = inner.behaviour_for(&call.model);
+    let behaviour = match behaviour {
+        Behaviour::Flaky(_) | Behaviour::Spike(_) => {
+            let n = inner
+                .draws
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            behaviour.resolve(splitmix64(FAULT_SEED ^ n))
+        }
+        b => b,
+    };
     rec.model = Some(call.model.clone());
     rec.behaviour = Some(behaviour.to_string());
     rec.stream = call.stream.is_some();
@@ -477,6 +489,17 @@ async fn handle(
         }
     }
     answer(&inner, &call, behaviour).await
+}
+
+/// The seed of `flaky` and `spike`'s draws: fixed, so a run repeats.
+const FAULT_SEED: u64 = 0x5eed_11a9_b0be;
+
+/// SplitMix64: a well-mixed u64 from a counter.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// How often a held request ([`FakeConfig::hold_until`]) looks for its file.
@@ -578,6 +601,11 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
             inner.sleep(latency + extra).await;
             answered(finish)
         }
+        // Resolved to a concrete behaviour per request in `handle`.
+        Behaviour::Flaky(_) | Behaviour::Spike(_) => {
+            inner.sleep(latency).await;
+            answered(finish)
+        }
         Behaviour::Slow(wait) => {
             inner.sleep(latency + wait).await;
             answered(finish)
@@ -651,13 +679,27 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
             inner.sleep(latency).await;
             Reply::Empty
         }
-        Behaviour::Huge => Reply::Fixed(respond::huge(respond::success(
-            r,
-            &call.model,
+        Behaviour::Huge(mib) => Reply::Fixed(respond::huge(
+            respond::success(r, &call.model, &right, false, &call.prompt),
+            mib,
+        )),
+        Behaviour::HangHeaders => Reply::Fixed(respond::hang_headers(inner.shutdown.clone())),
+        Behaviour::Drip => Reply::Fixed(respond::drip(
+            &respond::success(r, &call.model, &right, false, &call.prompt),
+            inner.shutdown.clone(),
+        )),
+        Behaviour::BadUtf8 => Reply::Fixed(respond::bad_utf8(
+            &respond::success(r, &call.model, &right, false, &call.prompt),
             &right,
-            false,
-            &call.prompt,
-        ))),
+        )),
+        Behaviour::NoDone => {
+            inner.sleep(latency).await;
+            answered(stream::Ending::NoDone)
+        }
+        Behaviour::NoDoneHang => {
+            inner.sleep(latency).await;
+            answered(stream::Ending::NoDoneHang)
+        }
         Behaviour::RateLimit => Reply::Fixed(r.rate_limit()),
         Behaviour::RetryAfter(secs) => {
             let mut resp = r.rate_limit();

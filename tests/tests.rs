@@ -12,6 +12,7 @@ mod check_hooks;
 mod check_paused;
 mod cli;
 mod degraded;
+mod faults;
 #[cfg(unix)]
 mod io_errors;
 mod layout;

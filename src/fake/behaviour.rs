@@ -18,6 +18,9 @@ pub const SLOW_DEFAULT: Duration = Duration::from_secs(60);
 /// explicit N: 8192 tokens, a common small model's.
 pub const CAP_DEFAULT: u64 = 8192;
 
+/// The size of `huge` without an explicit N, in MiB.
+pub const HUGE_DEFAULT_MIB: u64 = 8;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Behaviour {
     /// The correct answer, after an optional extra delay.
@@ -57,8 +60,28 @@ pub enum Behaviour {
     Html,
     /// 200 with an HTML page (a captive portal, a misconfigured base URL).
     Html200,
-    /// 200 with a body of about 8 MiB.
-    Huge,
+    /// 200 with a valid answer padded to about N MiB (8 unless given).
+    Huge(u64),
+    /// N percent of requests get a 429, 500 or 503, the rest `ok`; which
+    /// ones is drawn from a fixed seed and the fake's request count, so a
+    /// run is repeatable.
+    Flaky(u64),
+    /// `ok`, but 30 percent of requests (drawn as `flaky`'s) wait N ms
+    /// first.
+    Spike(u64),
+    /// 200 and its headers, then no body byte until the server shuts down.
+    HangHeaders,
+    /// 200 with a valid answer sent one byte a second.
+    Drip,
+    /// 200 whose JSON body holds bytes that are not UTF-8 in the answer.
+    BadUtf8,
+    /// Streamed: the whole answer, then the stream ends cleanly without its
+    /// last event (`[DONE]`, `message_stop`, Gemini's final chunk).
+    /// Not streamed: like `ok`.
+    NoDone,
+    /// As `no-done`, but the connection then stays open, silent, until the
+    /// server shuts down.
+    NoDoneHang,
     /// The connection drops in the middle of the response body.
     Reset,
     /// Reasoning cut off by the token limit: `<think>Let me compute`.
@@ -128,7 +151,7 @@ pub const INVENTED_TOOL: &str = "calculate";
 /// Names accepted by [`Behaviour::from_str`], for error messages and help.
 pub const NAMES: &str = "ok, ok:MS, wrong, think, rate-limit, retry-after:N, e500, overloaded, e503, \
 unauthorized, forbidden, not-found, context-length, echo-key, error-in-200, empty-choices, slow, slow:MS, \
-garbage, html, html200, huge, reset, truncated, stream-cut, stream-error, stream-stall, rpm-headers:N, \
+garbage, html, html200, huge, huge:N, hang-headers, drip, bad-utf8, flaky:N, spike:MS, reset, truncated, stream-cut, stream-error, stream-stall, no-done, no-done-hang, rpm-headers:N, \
 no-tools, ollama-no-tools, no-json, no-images, max-tokens, max-tokens:N, context-window, context-window:N, \
 groq-context-length, groq-tpm, text-not-call, wrong-args, invented-tool, bad-json, json-wrong, misread";
 
@@ -137,14 +160,17 @@ pub const REFUSING: &str = "no-tools, ollama-no-tools, no-json, no-images, max-t
 
 /// How behaviours meet a streamed request (`"stream": true`, Gemini's
 /// `:streamGenerateContent`), for help text.
-pub const STREAMING: &str = "A streamed request gets its answer as the dialect's stream (OpenAI chunks, Anthropic events, Gemini SSE or, without alt=sse, a JSON array) for ok, slow, wrong, think, truncated, empty-choices and rpm-headers; every other behaviour answers as it does unstreamed, as real providers do before the first byte. stream-cut, stream-error and stream-stall break a stream after its first content chunk (connection closed, an in-stream error, silence until shutdown) and answer an unstreamed request like ok, so `check` keeps such a model active.";
+pub const STREAMING: &str = "A streamed request gets its answer as the dialect's stream (OpenAI chunks, Anthropic events, Gemini SSE or, without alt=sse, a JSON array) for ok, slow, wrong, think, truncated, empty-choices and rpm-headers; every other behaviour answers as it does unstreamed, as real providers do before the first byte. stream-cut, stream-error and stream-stall break a stream after its first content chunk (connection closed, an in-stream error, silence until shutdown) and answer an unstreamed request like ok, so `check` keeps such a model active. no-done sends the whole stream but its last event ([DONE], message_stop, Gemini's final chunk) and ends cleanly; no-done-hang does the same and then stays silent until shutdown; unstreamed, both answer like ok.";
+
+/// The faults a transport can show, for help text.
+pub const FAULTS: &str = "Transport faults, for testing that every probe and routed request ends within its timeout: hang-headers sends 200 and its headers, then nothing until shutdown; drip sends a valid answer one byte a second; reset announces a body and closes the connection halfway through it; bad-utf8 sends a 200 JSON answer with bytes that are not UTF-8; huge[:N] pads a valid answer to N MiB (8 unless given), streamed from the fake without building it whole; flaky:N answers N percent of requests with a 429, 500 or 503 and the rest like ok; spike:MS answers like ok, 30 percent of requests after an extra MS milliseconds. flaky and spike draw from a fixed seed and the fake's request count, so a run repeats.";
 
 /// The long help of `fake-provider --script`.
 pub fn script_help() -> String {
     format!(
         "Script a model's behaviour: MODEL=B1,B2,… cycled per request (repeatable). \
          An unscripted model whose id is a behaviour name behaves so.\n\n\
-         Behaviours: {NAMES}.\n\n{STREAMING}\n\n{REFUSING}"
+         Behaviours: {NAMES}.\n\n{STREAMING}\n\n{FAULTS}\n\n{REFUSING}"
     )
 }
 
@@ -171,6 +197,19 @@ impl FromStr for Behaviour {
                 Some(n) => Behaviour::RetryAfter(n),
                 None => return Err(format!("{s:?}: retry-after takes seconds: retry-after:N")),
             },
+            "huge" => Behaviour::Huge(n.unwrap_or(HUGE_DEFAULT_MIB)),
+            "flaky" => match n {
+                Some(n) if n <= 100 => Behaviour::Flaky(n),
+                _ => {
+                    return Err(format!(
+                        "{s:?}: flaky takes a percentage: flaky:0 to flaky:100"
+                    ));
+                }
+            },
+            "spike" => match n {
+                Some(n) => Behaviour::Spike(n),
+                None => return Err(format!("{s:?}: spike takes milliseconds: spike:MS")),
+            },
             "rpm-headers" => match n {
                 Some(n) if n > 0 => Behaviour::RpmHeaders(n),
                 _ => return Err(format!("{s:?}: rpm-headers takes a limit: rpm-headers:N")),
@@ -178,7 +217,8 @@ impl FromStr for Behaviour {
             _ if ms.is_some() => {
                 return Err(format!(
                     "{s:?}: only ok and slow take a duration (ok:MS, slow:MS), \
-                     max-tokens and context-window a token count, retry-after seconds"
+                     max-tokens and context-window a token count, retry-after seconds, \
+                     huge MiB"
                 ));
             }
             "wrong" => Behaviour::Wrong,
@@ -197,7 +237,11 @@ impl FromStr for Behaviour {
             "garbage" => Behaviour::Garbage,
             "html" => Behaviour::Html,
             "html200" => Behaviour::Html200,
-            "huge" => Behaviour::Huge,
+            "hang-headers" => Behaviour::HangHeaders,
+            "drip" => Behaviour::Drip,
+            "bad-utf8" => Behaviour::BadUtf8,
+            "no-done" => Behaviour::NoDone,
+            "no-done-hang" => Behaviour::NoDoneHang,
             "reset" => Behaviour::Reset,
             "truncated" => Behaviour::Truncated,
             "stream-cut" => Behaviour::StreamCut,
@@ -262,7 +306,15 @@ impl fmt::Display for Behaviour {
             Behaviour::Garbage => "garbage",
             Behaviour::Html => "html",
             Behaviour::Html200 => "html200",
-            Behaviour::Huge => "huge",
+            Behaviour::Huge(n) if *n == HUGE_DEFAULT_MIB => "huge",
+            Behaviour::Huge(n) => return write!(f, "huge:{n}"),
+            Behaviour::Flaky(n) => return write!(f, "flaky:{n}"),
+            Behaviour::Spike(n) => return write!(f, "spike:{n}"),
+            Behaviour::HangHeaders => "hang-headers",
+            Behaviour::Drip => "drip",
+            Behaviour::BadUtf8 => "bad-utf8",
+            Behaviour::NoDone => "no-done",
+            Behaviour::NoDoneHang => "no-done-hang",
             Behaviour::Reset => "reset",
             Behaviour::Truncated => "truncated",
             Behaviour::StreamCut => "stream-cut",
@@ -273,7 +325,25 @@ impl fmt::Display for Behaviour {
     }
 }
 
+/// The share of `spike` requests that wait, in percent.
+pub const SPIKE_PERCENT: u64 = 30;
+
 impl Behaviour {
+    /// What a `flaky` or `spike` does with the request whose draw is
+    /// `roll` (uniform over u64); any other behaviour is itself.
+    pub fn resolve(self, roll: u64) -> Behaviour {
+        let pct = roll % 100;
+        match self {
+            Behaviour::Flaky(p) if pct < p => {
+                [Behaviour::RateLimit, Behaviour::E500, Behaviour::E503][(roll / 100 % 3) as usize]
+            }
+            Behaviour::Flaky(_) => Behaviour::Ok(Duration::ZERO),
+            Behaviour::Spike(ms) if pct < SPIKE_PERCENT => Behaviour::Ok(Duration::from_millis(ms)),
+            Behaviour::Spike(_) => Behaviour::Ok(Duration::ZERO),
+            b => b,
+        }
+    }
+
     /// The behaviour of an unscripted model: its id read as a behaviour, so a
     /// catalog can list models named `ok`, `e500`, …; any other id is `ok`.
     pub fn for_model(model: &str) -> Behaviour {
@@ -302,6 +372,25 @@ pub fn parse_script(value: &str) -> Result<(String, Vec<Behaviour>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flaky_and_spike_resolve_by_their_draw() {
+        let ok = Behaviour::Ok(Duration::ZERO);
+        let flaky = Behaviour::Flaky(30);
+        assert_eq!(flaky.resolve(29), Behaviour::RateLimit);
+        assert_eq!(flaky.resolve(129), Behaviour::E500);
+        assert_eq!(flaky.resolve(229), Behaviour::E503);
+        assert_eq!(flaky.resolve(30), ok);
+        assert_eq!(Behaviour::Flaky(0).resolve(0), ok);
+        assert_eq!(Behaviour::Flaky(100).resolve(99), Behaviour::RateLimit);
+        let spike = Behaviour::Spike(1500);
+        assert_eq!(spike.resolve(0), Behaviour::Ok(Duration::from_millis(1500)));
+        assert_eq!(spike.resolve(SPIKE_PERCENT), ok);
+        assert_eq!(Behaviour::Wrong.resolve(0), Behaviour::Wrong);
+        assert!("flaky:101".parse::<Behaviour>().is_err());
+        assert!("flaky".parse::<Behaviour>().is_err());
+        assert!("spike".parse::<Behaviour>().is_err());
+    }
 
     #[test]
     fn every_name_round_trips() {

@@ -6,10 +6,11 @@
 //! enough that a classifier written against the fake also works against the
 //! real providers: the same status codes, error types and wait hints.
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+use tokio::sync::watch;
 
 use super::responder::{DialectResponder, Usage};
 
@@ -19,9 +20,6 @@ pub const RETRY_SECS: u64 = 7;
 /// About how much of its body the `reset` response sends; it announces twice
 /// as much.
 const RESET_SENT: usize = 512 << 10;
-
-/// About 8 MiB, the size of the `huge` body.
-const HUGE_BYTES: usize = 8 << 20;
 
 pub fn json_response(status: StatusCode, body: &Value) -> Response {
     (
@@ -144,11 +142,102 @@ pub fn html(status: StatusCode) -> Response {
         .into_response()
 }
 
-/// A valid answer padded to about 8 MiB, for testing the client's body cap.
-pub fn huge(answer: Value) -> Response {
+/// A valid answer padded to about `mib` MiB, for testing the client's body
+/// cap. The padding is streamed in 64 KiB chunks, so the fake never holds
+/// the whole body.
+pub fn huge(answer: Value, mib: u64) -> Response {
+    const CHUNK: usize = 64 << 10;
     let mut v = answer;
-    v["fake_padding"] = Value::String("x".repeat(HUGE_BYTES));
-    json_response(StatusCode::OK, &v)
+    v["fake_padding"] = Value::String(String::new());
+    let text = v.to_string();
+    // Split at the empty padding string: `…"fake_padding":"` + x… + `"…`.
+    let at = text.find(r#""fake_padding":""#).map_or(0, |i| i + 16);
+    let (head, tail) = (text[..at].to_string(), text[at..].to_string());
+    let chunks = usize::try_from(mib)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(16);
+    let pad = Bytes::from(vec![b'x'; CHUNK]);
+    let body = std::iter::once(Bytes::from(head))
+        .chain(std::iter::repeat_n(pad, chunks))
+        .chain(std::iter::once(Bytes::from(tail)))
+        .map(Ok::<_, std::io::Error>);
+    let mut resp = Response::new(Body::from_stream(futures_util::stream::iter(body)));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// 200 and JSON headers, then no body until `shutdown`; then the connection
+/// closes without the body's end.
+pub fn hang_headers(mut shutdown: watch::Receiver<bool>) -> Response {
+    let body = futures_util::stream::once(async move {
+        let _ = shutdown.wait_for(|s| *s).await;
+        Err::<Bytes, _>(std::io::Error::other(
+            "hang-headers: the fake provider is shutting down",
+        ))
+    });
+    let mut resp = Response::new(Body::from_stream(body));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// `answer` sent one byte a second, until done or `shutdown`.
+pub fn drip(answer: &Value, shutdown: watch::Receiver<bool>) -> Response {
+    let bytes = answer.to_string().into_bytes();
+    let body = futures_util::stream::unfold(
+        (bytes.into_iter(), shutdown, true),
+        |(mut bytes, mut shutdown, first)| async move {
+            let b = bytes.next()?;
+            if !first {
+                let stopped = tokio::select! {
+                    _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => false,
+                    _ = shutdown.wait_for(|s| *s) => true,
+                };
+                if stopped {
+                    let e = std::io::Error::other("drip: the fake provider is shutting down");
+                    return Some((Err(e), (bytes, shutdown, false)));
+                }
+            }
+            Some((Ok(Bytes::from(vec![b])), (bytes, shutdown, false)))
+        },
+    );
+    let mut resp = Response::new(Body::from_stream(body));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// A 200 answer in JSON whose answer text holds bytes that are not UTF-8.
+pub fn bad_utf8(answer: &Value, text: &str) -> Response {
+    let body = answer.to_string();
+    // Put the bad bytes in front of the answer's text, inside its string.
+    let quoted = serde_json::to_string(text).unwrap_or_default();
+    let mut out = Vec::with_capacity(body.len() + 4);
+    match body.find(&quoted) {
+        Some(i) => {
+            out.extend_from_slice(&body.as_bytes()[..=i]);
+            out.extend_from_slice(b"\xff\xfe\xc3");
+            out.extend_from_slice(&body.as_bytes()[i + 1..]);
+        }
+        None => {
+            out.extend_from_slice(body.as_bytes());
+            out.extend_from_slice(b"\xff\xfe");
+        }
+    }
+    let mut resp = Response::new(Body::from(out));
+    *resp.status_mut() = StatusCode::OK;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
 }
 
 /// Announce a long body, send part of it, then end: the client gets the

@@ -43,6 +43,11 @@ pub enum Ending {
     /// After the first content chunk nothing comes until the server shuts
     /// down; then the connection closes.
     Stall,
+    /// Everything but the last event, then the body ends cleanly.
+    NoDone,
+    /// Everything but the last event, then nothing until the server shuts
+    /// down.
+    NoDoneHang,
 }
 
 /// What a streamed answer says.
@@ -88,7 +93,16 @@ pub fn respond(
     ending: Ending,
     shutdown: watch::Receiver<bool>,
 ) -> Response {
-    if ending != Ending::Finish {
+    if matches!(ending, Ending::NoDone | Ending::NoDoneHang) {
+        // Drop the stream's last event ([DONE], message_stop, Gemini's
+        // final chunk).
+        if let Some(i) = steps.iter().rposition(|s| matches!(s, Step::Data(..))) {
+            steps.remove(i);
+        }
+        if ending == Ending::NoDoneHang {
+            steps.push(Step::Stall);
+        }
+    } else if ending != Ending::Finish {
         // A stream that breaks has sent some of the answer first.
         steps.truncate(first_content.map_or(steps.len(), |i| i + 1));
         steps.push(match ending {
@@ -107,7 +121,7 @@ pub fn respond(
         }))
         .into_response(),
         Mode::JsonArray => {
-            if ending != Ending::Cut && ending != Ending::Stall {
+            if matches!(ending, Ending::Finish | Ending::Error) {
                 steps.push(Step::Close);
             }
             let body = Body::from_stream(play(steps, shutdown, |i, step| match step {

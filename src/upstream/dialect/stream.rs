@@ -195,6 +195,15 @@ pub fn chunk_stream(
     map_byte_stream(bytes, mapper, crate::upstream::http::body_error)
 }
 
+/// The longest line a stream may send: the cap of a whole unstreamed body.
+const LINE_CAP: usize = crate::upstream::http::DEFAULT_BODY_CAP;
+
+/// A byte stream's error, or a line over [`LINE_CAP`].
+enum Capped<E> {
+    Inner(E),
+    TooLong,
+}
+
 /// [`chunk_stream`] over any stream of byte chunks, with `transport`
 /// turning its errors into [`TransportError`]s.
 pub fn map_byte_stream<S, B, E>(
@@ -213,8 +222,28 @@ where
         pending: VecDeque<ReplyDelta>,
         ended: bool,
     }
+    // A line longer than the body cap ends the stream: the SSE parser would
+    // otherwise buffer it whole (a 50 MB body without a newline).
+    let capped = bytes.scan(0usize, |run, chunk| {
+        let item = match chunk {
+            Err(e) => Err(Capped::Inner(e)),
+            Ok(b) => {
+                let data = b.as_ref();
+                *run = match data.iter().rposition(|&c| c == b'\n') {
+                    Some(i) => data.len() - i - 1,
+                    None => run.saturating_add(data.len()),
+                };
+                if *run > LINE_CAP {
+                    Err(Capped::TooLong)
+                } else {
+                    Ok(b)
+                }
+            }
+        };
+        futures_util::future::ready(Some(item))
+    });
     let state = State {
-        events: Box::pin(bytes.eventsource()),
+        events: Box::pin(capped.eventsource()),
         mapper,
         pending: VecDeque::new(),
         ended: false,
@@ -236,7 +265,10 @@ where
                 Some(Err(e)) => {
                     st.ended = true;
                     let err = match e {
-                        EventStreamError::Transport(e) => transport(e),
+                        EventStreamError::Transport(Capped::Inner(e)) => transport(e),
+                        EventStreamError::Transport(Capped::TooLong) => {
+                            TransportError::TooLarge(LINE_CAP)
+                        }
                         EventStreamError::Utf8(_) | EventStreamError::Parser(_) => {
                             TransportError::Other(
                                 "the upstream stream is not valid server-sent events".into(),
@@ -283,6 +315,28 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[tokio::test]
+    async fn a_line_longer_than_the_cap_ends_the_stream_unbuffered() {
+        // Endless chunks without a newline: the stream must end with an
+        // error once the line passes the cap, not buffer forever.
+        let chunk = vec![b'x'; 64 << 10];
+        let endless = futures_util::stream::repeat(Ok::<_, std::convert::Infallible>(chunk));
+        let mapped = map_byte_stream(endless, StreamMapper::new(Dialect::Openai), |e| match e {});
+        let first = Box::pin(mapped).next().await;
+        assert!(
+            matches!(first, Some(Err(TransportError::TooLarge(LINE_CAP)))),
+            "{first:?}"
+        );
+        // Long streams of short lines are fine.
+        let lines = OPENAI.repeat(1 + LINE_CAP / OPENAI.len());
+        let ds = deltas(StreamMapper::new(Dialect::Openai), &lines).await;
+        assert!(
+            matches!(ds.last(), Some(ReplyDelta::Done)),
+            "{:?}",
+            ds.last()
+        );
     }
 
     #[tokio::test]
