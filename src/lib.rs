@@ -50,6 +50,9 @@ pub(crate) mod exit;
 pub(crate) mod fake;
 pub(crate) mod format;
 pub mod fsutil;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub(crate) mod grade;
 pub mod healthlog;
 pub(crate) mod lastrun;
