@@ -4,6 +4,8 @@
 //! runtime a command uses.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -90,15 +92,21 @@ pub async fn start(
     let addr = listener
         .local_addr()
         .map_err(|e| Error::io("cannot read the bound address", e))?;
-    // Answers go out at once: no Nagle delay behind a client's delayed ACK.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
     let (stop, stopping) = watch::channel(false);
-    let mut signal = stopping.clone();
+    let (drained_tx, mut drained) = watch::channel(false);
+    let listener = Draining {
+        inner: Some(listener),
+        queued: std::collections::VecDeque::new(),
+        addr,
+        stop: stopping.clone(),
+        drained: drained_tx,
+        unread: Arc::new(AtomicUsize::new(0)),
+    };
     let task = tokio::spawn(async move {
+        // axum stops accepting once the backlog is drained (see `Draining`),
+        // then lets open connections finish.
         let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-            let _ = signal.wait_for(|stop| *stop).await;
+            let _ = drained.wait_for(|d| *d).await;
         });
         if let Err(e) = serve.await {
             eprintln!("{name}: server error: {e}");
@@ -112,6 +120,192 @@ pub async fn start(
         },
         stopping,
     ))
+}
+
+/// The listener of [`start`]. At shutdown it takes every connection the
+/// kernel has already accepted into the listen backlog (the clients
+/// connected, and may have sent their requests), closes the socket, hands
+/// those connections on to be served, waits (at most [`FIRST_READ_WAIT`])
+/// until every connection it handed on has had its first bytes read, and
+/// only then says it is drained.
+///
+/// Both waits keep requests from being dropped unanswered: dropping a
+/// listener resets the connections still queued, and the server's graceful
+/// shutdown drops a connection whose first bytes (which tell HTTP/1 from
+/// HTTP/2) have not been read yet, so a client that connected just before a
+/// SIGTERM got a reset instead of an answer. After the close a new client
+/// is refused, which it can retry; only a connection completed between the
+/// last `accept` and the close (microseconds) can still be reset, and one
+/// that sends nothing within the wait is closed unanswered.
+struct Draining {
+    inner: Option<tokio::net::TcpListener>,
+    queued: std::collections::VecDeque<(tokio::net::TcpStream, SocketAddr)>,
+    addr: SocketAddr,
+    stop: watch::Receiver<bool>,
+    drained: watch::Sender<bool>,
+    /// Connections handed on whose first read has not happened yet.
+    unread: Arc<AtomicUsize>,
+}
+
+/// How long a shutdown waits for the connections it accepted to send their
+/// first bytes.
+const FIRST_READ_WAIT: Duration = Duration::from_secs(1);
+
+impl Draining {
+    /// Accept what waits in the backlog, without waiting, then close.
+    fn drain(&mut self) {
+        let Some(listener) = self.inner.take() else {
+            return;
+        };
+        // Accept by system call now: tokio's readiness may not have seen
+        // the queued connections yet.
+        if let Ok(std) = listener.into_std() {
+            let _ = std.set_nonblocking(true);
+            while let Ok((tcp, peer)) = std.accept() {
+                if tcp.set_nonblocking(true).is_ok()
+                    && let Ok(tcp) = tokio::net::TcpStream::from_std(tcp)
+                {
+                    self.queued.push_back((tcp, peer));
+                }
+            }
+            // `std` is dropped here: the socket closes, new clients are refused.
+        }
+    }
+
+    fn hand_on(&self, tcp: tokio::net::TcpStream, peer: SocketAddr) -> (Conn, SocketAddr) {
+        // Answers go out at once: no Nagle delay behind a client's delayed ACK.
+        let _ = tcp.set_nodelay(true);
+        self.unread.fetch_add(1, Ordering::SeqCst);
+        (
+            Conn {
+                tcp,
+                unread: Some(self.unread.clone()),
+            },
+            peer,
+        )
+    }
+}
+
+impl axum::serve::Listener for Draining {
+    type Io = Conn;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        enum Next {
+            Stop,
+            Conn(std::io::Result<(tokio::net::TcpStream, SocketAddr)>),
+        }
+        loop {
+            if let Some((tcp, peer)) = self.queued.pop_front() {
+                return self.hand_on(tcp, peer);
+            }
+            let Some(listener) = &self.inner else {
+                let waited = tokio::time::Instant::now();
+                while self.unread.load(Ordering::SeqCst) > 0 && waited.elapsed() < FIRST_READ_WAIT {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                let _ = self.drained.send(true);
+                return std::future::pending().await;
+            };
+            let next = tokio::select! {
+                biased;
+                _ = self.stop.wait_for(|stop| *stop) => Next::Stop,
+                r = listener.accept() => Next::Conn(r),
+            };
+            match next {
+                Next::Stop => self.drain(),
+                Next::Conn(Ok((tcp, peer))) => return self.hand_on(tcp, peer),
+                // As axum's own listener does: a failed connection is
+                // the client's; anything else (out of file descriptors)
+                // is waited out a little.
+                Next::Conn(Err(e)) => {
+                    if !matches!(
+                        e.kind(),
+                        std::io::ErrorKind::ConnectionRefused
+                            | std::io::ErrorKind::ConnectionAborted
+                            | std::io::ErrorKind::ConnectionReset
+                    ) {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.addr)
+    }
+}
+
+/// A served connection: a TCP stream that counts as unread (see
+/// [`Draining`]) until its first read completes or it is dropped.
+pub struct Conn {
+    tcp: tokio::net::TcpStream,
+    unread: Option<Arc<AtomicUsize>>,
+}
+
+impl Conn {
+    fn read_once(&mut self) {
+        if let Some(u) = self.unread.take() {
+            u.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.read_once();
+    }
+}
+
+impl tokio::io::AsyncRead for Conn {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let r = std::pin::Pin::new(&mut self.tcp).poll_read(cx, buf);
+        if r.is_ready() {
+            self.read_once();
+        }
+        r
+    }
+}
+
+impl tokio::io::AsyncWrite for Conn {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.tcp).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
 }
 
 impl Server {

@@ -666,6 +666,61 @@ fn an_echoed_key_never_reaches_the_client() {
     assert!(!state.contains(CANARY), "{state}");
 }
 
+/// Connections the kernel had already accepted into the listen backlog
+/// when SIGTERM came are served, not reset: a client that connected and
+/// sent its request gets an answer. The server is stopped (SIGSTOP) while
+/// the clients connect, so their connections wait in the backlog, then
+/// gets SIGTERM and SIGCONT together; without the drain, dropping the
+/// listener reset every connection still queued. Found by scripts/soak.
+#[cfg(target_os = "linux")]
+#[test]
+fn sigterm_serves_the_connections_waiting_in_the_backlog() {
+    use std::io::{Read, Write};
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(&env, &[fake.provider("a", "openai", &["ok"], "")], "");
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    assert_eq!(chat(&srv, "auto", false).status, 200);
+    let pid = srv.child.id().to_string();
+    let signal = |sig: &str| {
+        assert!(
+            std::process::Command::new("kill")
+                .args([sig, &pid])
+                .status()
+                .unwrap()
+                .success()
+        )
+    };
+    let addr = srv.url.trim_start_matches("http://").to_string();
+    let body = chat_body("auto", false);
+    signal("-STOP");
+    let mut clients: Vec<std::net::TcpStream> = (0..16)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(&addr).expect("the kernel accepts it");
+            write!(
+                c,
+                "POST /v1/chat/completions HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .unwrap();
+            c
+        })
+        .collect();
+    signal("-TERM");
+    signal("-CONT");
+    for (i, c) in clients.iter_mut().enumerate() {
+        c.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .unwrap();
+        let mut got = String::new();
+        let r = c.read_to_string(&mut got);
+        assert!(
+            r.is_ok() && got.starts_with("HTTP/1.1 200"),
+            "client {i}: {r:?} {got:?}"
+        );
+    }
+    assert_eq!(srv.terminate_waited(), 0);
+}
+
 #[cfg(unix)]
 #[test]
 fn sigterm_saves_the_route_state() {

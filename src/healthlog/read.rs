@@ -289,7 +289,13 @@ fn find_split(path: &Path, file: &File, len: u64) -> Result<Option<u64>> {
     let from = len / 2;
     let n = (len - from).min(1 << 20) as usize;
     let mut buf = vec![0u8; n];
-    read_exact_at(file, &mut buf, from).map_err(|e| Error::unreadable(path, e))?;
+    match read_exact_at(file, &mut buf, from) {
+        Ok(()) => {}
+        // Shorter than it was a moment ago: an append is cutting its `]`
+        // right now. Read it in one pass instead.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(Error::unreadable(path, e)),
+    }
     Ok(buf
         .windows(3)
         .position(|w| w == b",\n{")

@@ -97,11 +97,21 @@ pub(crate) struct Walked {
 /// one `File` ([`crate::fsutil::read_at`]), or any reader read in order.
 pub(crate) trait Source {
     fn read_at(&mut self, buf: &mut [u8], off: u64) -> std::io::Result<usize>;
+
+    /// The length now, for a file: a walk reads no further than the
+    /// length its source had when it began. `None` for a reader.
+    fn len_now(&mut self) -> std::io::Result<Option<u64>> {
+        Ok(None)
+    }
 }
 
 impl Source for &File {
     fn read_at(&mut self, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
         crate::fsutil::read_at(self, buf, off)
+    }
+
+    fn len_now(&mut self) -> std::io::Result<Option<u64>> {
+        Ok(Some(self.metadata()?.len()))
     }
 }
 
@@ -172,6 +182,13 @@ pub(crate) fn walk(
     each: &mut impl Elements,
 ) -> Result<Walked> {
     let bad = |off: u64, msg: &str| -> Error { super::log_error(path, Some(off), msg).into() };
+    // Readers take no lock: an append may run while the walk reads. Bytes
+    // before the old closing `]` never change, and an append cuts that `]`
+    // and writes from there; so the file as long as it was when the walk
+    // began reads as the old array or as a torn tail, while reading on past
+    // that length could join the old `]` to the new entries' bytes (found
+    // by scripts/soak: `rollup` failing on "data after the closing ']'").
+    let end_at_start = src.len_now().map_err(|e| Error::unreadable(path, e))?;
     let mut buf: Vec<u8> = vec![0u8; BUF];
     let mut len = 0usize;
     let mut base = from.off;
@@ -203,8 +220,17 @@ pub(crate) fn walk(
             let grown = buf.len() * 2;
             buf.resize(grown, 0);
         }
+        let at = *base + *len as u64;
+        let room = match end_at_start {
+            Some(end) => (end.saturating_sub(at)).min((buf.len() - *len) as u64) as usize,
+            None => buf.len() - *len,
+        };
+        if room == 0 {
+            *eof = true;
+            return Ok(());
+        }
         loop {
-            match src.read_at(&mut buf[*len..], *base + *len as u64) {
+            match src.read_at(&mut buf[*len..*len + room], at) {
                 Ok(0) => {
                     *eof = true;
                     return Ok(());
@@ -399,6 +425,65 @@ mod tests {
             Ok(())
         });
         (end, got)
+    }
+
+    /// The log's file, appended to (as `healthlog::append` does: cut the
+    /// closing `]`, write `,\n`, the entry and `\n]\n` from there) right
+    /// after the walk's first read.
+    #[cfg(unix)]
+    struct AppendedMidWalk<'a> {
+        file: &'a File,
+        path: &'a Path,
+        reads: usize,
+    }
+
+    #[cfg(unix)]
+    impl Source for AppendedMidWalk<'_> {
+        fn read_at(&mut self, buf: &mut [u8], off: u64) -> std::io::Result<usize> {
+            let n = crate::fsutil::read_at(self.file, buf, off)?;
+            self.reads += 1;
+            if self.reads == 1 {
+                let text = std::fs::read(self.path)?;
+                let at = text.iter().rposition(|&c| c == b']').unwrap();
+                let f = std::fs::OpenOptions::new().write(true).open(self.path)?;
+                f.set_len(at as u64)?;
+                std::os::unix::fs::FileExt::write_all_at(&f, b",\n{\"b\":2}\n]\n", at as u64)?;
+            }
+            Ok(n)
+        }
+
+        fn len_now(&mut self) -> std::io::Result<Option<u64>> {
+            let mut f = self.file;
+            f.len_now()
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_append_during_a_walk_reads_as_the_log_before_it() {
+        // Found by scripts/soak: `rollup` read the old `]`, then the bytes
+        // an append wrote past the old end, and failed with "unexpected data
+        // after the closing ']'" (exit 4) on a log that was never damaged.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("health_log.json");
+        std::fs::write(&path, "[\n{\"a\":1}\n]\n").unwrap();
+        let file = File::open(&path).unwrap();
+        let mut src = AppendedMidWalk {
+            file: &file,
+            path: &path,
+            reads: 0,
+        };
+        let mut got = Vec::new();
+        let mut each = Each(|_, b: &[u8]| {
+            got.push(String::from_utf8_lossy(b).into_owned());
+            Ok(())
+        });
+        let w = walk(&path, &mut src, Resume::start(), None, &mut each).unwrap();
+        assert_eq!(got, ["{\"a\":1}"]);
+        assert!(matches!(w.end, End::Closed { .. }), "{:?}", w.end);
+        // The next walk sees the append whole.
+        let end = scan_file(&path, |_, _| Ok(())).unwrap();
+        assert!(matches!(end, End::Closed { .. }), "{end:?}");
     }
 
     #[test]

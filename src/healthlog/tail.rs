@@ -113,7 +113,16 @@ pub fn read_backward(path: &Path, mut each: impl FnMut(&Record<'_>) -> bool) -> 
         let start = end.saturating_sub(CHUNK);
         buf.clear();
         buf.resize((end - start) as usize, 0);
-        read_exact_at(&file, &mut buf, start).map_err(io)?;
+        match read_exact_at(&file, &mut buf, start) {
+            Ok(()) => {}
+            // Shorter than when it was measured: an append is cutting its
+            // `]` right now (readers take no lock). The forward reader,
+            // which reads no further than the length it finds, takes over.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return Ok(Tail::NotLineForm);
+            }
+            Err(e) => return Err(io(e)),
+        }
         buf.extend_from_slice(&carry);
         let mut hi = buf.len();
         while let Some(nl) = buf[..hi].iter().rposition(|&c| c == b'\n') {

@@ -527,6 +527,13 @@ impl RouteServer {
     }
 }
 
+impl RouteServer {
+    /// Wait for the exit code of a server already told to stop.
+    pub fn terminate_waited(mut self) -> i32 {
+        self.child.wait().unwrap().code().unwrap_or(-1)
+    }
+}
+
 impl Drop for RouteServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
