@@ -76,13 +76,33 @@ impl std::fmt::Debug for Server {
     }
 }
 
+/// How a server treats its clients' connections.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Serving {
+    /// A client has this long to send a request's head; a connection
+    /// idle between requests for as long is closed too. `None`: no limit.
+    pub header_timeout: Option<Duration>,
+}
+
+/// How long the accept loop waits after an error that is not one
+/// connection's (out of file descriptors: EMFILE, ENFILE) before trying
+/// again: open connections are served meanwhile, and the loop never spins.
+pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// Such an error is said on stderr at most this often.
+pub const ACCEPT_ERROR_REPEAT: Duration = Duration::from_secs(10);
+
 /// Bind `addr` and serve `app` until [`Server::shutdown`]. `name` prefixes
 /// a server error on stderr. The returned receiver turns `true` when the
 /// shutdown starts, so handlers can cut long waits short.
+///
+/// Each connection is served by hyper's HTTP/1 server in a task of its
+/// own, with [`Serving`]'s timeouts; an accept that fails for want of file
+/// descriptors is said on stderr and retried after [`ACCEPT_BACKOFF`].
 pub async fn start(
     addr: SocketAddr,
     app: Router,
     name: &'static str,
+    serving: Serving,
 ) -> Result<(Server, watch::Receiver<bool>)> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -90,19 +110,45 @@ pub async fn start(
     let addr = listener
         .local_addr()
         .map_err(|e| Error::io("cannot read the bound address", e))?;
-    // Answers go out at once: no Nagle delay behind a client's delayed ACK.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
     let (stop, stopping) = watch::channel(false);
     let mut signal = stopping.clone();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(serving.header_timeout);
     let task = tokio::spawn(async move {
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-            let _ = signal.wait_for(|stop| *stop).await;
-        });
-        if let Err(e) = serve.await {
-            eprintln!("{name}: server error: {e}");
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let mut said: Option<std::time::Instant> = None;
+        loop {
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                _ = signal.wait_for(|stop| *stop) => break,
+            };
+            let tcp = match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(e) if is_connection_error(&e) => continue,
+                Err(e) => {
+                    if said.is_none_or(|t| t.elapsed() >= ACCEPT_ERROR_REPEAT) {
+                        eprintln!("{name}: {}", accept_error(&e));
+                        said = Some(std::time::Instant::now());
+                    }
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            };
+            // Answers go out at once: no Nagle delay behind a client's
+            // delayed ACK.
+            let _ = tcp.set_nodelay(true);
+            let service = hyper_util::service::TowerToHyperService::new(app.clone());
+            let conn = http.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+            let conn = graceful.watch(conn);
+            tokio::spawn(async move {
+                // A client that goes away, or stalls past a timeout, ends
+                // its connection; nothing to report.
+                let _ = conn.await;
+            });
         }
+        drop(listener);
+        graceful.shutdown().await;
     });
     Ok((
         Server {
@@ -112,6 +158,81 @@ pub async fn start(
         },
         stopping,
     ))
+}
+
+/// An accept error that is one connection's (it went away before it was
+/// accepted): the next accept is unaffected.
+fn is_connection_error(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        e.kind(),
+        ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset
+    )
+}
+
+/// What the accept loop says when it cannot accept: out of file
+/// descriptors, with the limit to raise, or the system's words.
+fn accept_error(e: &std::io::Error) -> String {
+    #[cfg(unix)]
+    if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) {
+        let limit = match fd_limit() {
+            Some((Some(soft), _)) => format!(" (now {soft})"),
+            _ => String::new(),
+        };
+        return format!(
+            "cannot accept a connection: out of file descriptors ({e}); \
+             open connections are still served, new ones wait until some close. \
+             Raise the open-file limit{limit} (ulimit -n, LimitNOFILE=) or lower the number of \
+             idle connections clients keep open"
+        );
+    }
+    format!(
+        "cannot accept a connection ({e}); trying again every {} ms",
+        ACCEPT_BACKOFF.as_millis()
+    )
+}
+
+/// The open-file limit, soft and hard (`None`: unlimited).
+#[cfg(unix)]
+pub fn fd_limit() -> Option<(Option<u64>, Option<u64>)> {
+    let r = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    Some((r.current, r.maximum))
+}
+
+/// Raise this process's soft open-file limit to its hard limit, so that a
+/// server holding many connections runs out of file descriptors as late
+/// as the system allows (a login shell's soft limit is often 1024). Says
+/// on stderr when it cannot.
+#[cfg(unix)]
+pub fn raise_fd_limit(name: &str) {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let Rlimit { current, maximum } = getrlimit(Resource::Nofile);
+    let Some(soft) = current else { return };
+    // macOS refuses more than OPEN_MAX (10240) whatever the hard limit says.
+    let cap = if cfg!(target_os = "macos") {
+        Some(10240)
+    } else {
+        None
+    };
+    let want = match (maximum, cap) {
+        (Some(h), Some(c)) => h.min(c),
+        (Some(h), None) => h,
+        (None, Some(c)) => c,
+        (None, None) => return,
+    };
+    if want <= soft {
+        return;
+    }
+    let raised = Rlimit {
+        current: Some(want),
+        maximum,
+    };
+    if let Err(e) = setrlimit(Resource::Nofile, raised) {
+        eprintln!(
+            "warning: {name}: cannot raise the open-file limit from {soft} to {want} ({e}); \
+             it can hold only about {soft} connections at once"
+        );
+    }
 }
 
 impl Server {

@@ -864,7 +864,7 @@ mod tests {
             StreamEvent::Failed("cut".into()),
         ]);
         let out: Vec<StreamEvent> = engine
-            .watch_stream(target(&c), Some(r), events)
+            .watch_stream(target(&c), Some(r), 0, events)
             .collect()
             .await;
         assert!(
@@ -886,6 +886,7 @@ mod tests {
             .watch_stream(
                 target(&c),
                 None,
+                0,
                 futures_util::stream::iter(vec![StreamEvent::Stalled]),
             )
             .collect::<Vec<_>>()
