@@ -175,14 +175,14 @@ fn is_connection_error(e: &std::io::Error) -> bool {
 fn accept_error(e: &std::io::Error) -> String {
     #[cfg(unix)]
     if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) {
-        let limit = match fd_limit() {
-            Some((Some(soft), _)) => format!(" (now {soft})"),
+        let now = match fd_limit() {
+            (Some(soft), _) => format!("now {soft}; "),
             _ => String::new(),
         };
         return format!(
             "cannot accept a connection: out of file descriptors ({e}); \
              open connections are still served, new ones wait until some close. \
-             Raise the open-file limit{limit} (ulimit -n, LimitNOFILE=) or lower the number of \
+             Raise the open-file limit ({now}ulimit -n, LimitNOFILE=) or lower the number of \
              idle connections clients keep open"
         );
     }
@@ -194,9 +194,9 @@ fn accept_error(e: &std::io::Error) -> String {
 
 /// The open-file limit, soft and hard (`None`: unlimited).
 #[cfg(unix)]
-pub fn fd_limit() -> Option<(Option<u64>, Option<u64>)> {
+pub fn fd_limit() -> (Option<u64>, Option<u64>) {
     let r = rustix::process::getrlimit(rustix::process::Resource::Nofile);
-    Some((r.current, r.maximum))
+    (r.current, r.maximum)
 }
 
 /// Raise this process's soft open-file limit to its hard limit, so that a

@@ -324,7 +324,7 @@ fn out_of_file_descriptors_route_says_so_and_recovers() {
         }
     });
     assert!(
-        said.contains("Raise the open-file limit (now 96)"),
+        said.contains("Raise the open-file limit (now 96; ulimit -n"),
         "{said}"
     );
     // Said once per spell, not once per retry.
