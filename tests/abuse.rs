@@ -232,6 +232,18 @@ fn thousands_of_idle_connections_do_not_stop_the_server() {
         // Long enough that the idle connections stay for the whole test.
         "[route]\nread_timeout_secs = 600",
     );
+    // The test holds the client ends: its own soft limit goes up to the
+    // hard one too (harmless to the other tests in this process).
+    let mut own = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes, and setrlimit reads, the struct given.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut own), 0);
+        own.rlim_cur = own.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &own);
+    }
     let mut cmd = route_command(&env, &cfg);
     nofile(&mut cmd, 1024, None);
     cmd.stderr(std::process::Stdio::inherit());
