@@ -874,6 +874,10 @@ pub struct FakeArgs {
     /// Append one JSON line per request (time, path, model, body) to this file.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// Append one JSON line (time, model, bytes sent) to this file for each
+    /// streamed answer whose client closed the connection before its end.
+    #[arg(long, value_name = "FILE")]
+    pub record_closes: Option<PathBuf>,
     /// Script a model's behaviour: MODEL=B1,B2,… cycled per request (repeatable).
     #[arg(
         long = "script",

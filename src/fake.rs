@@ -75,6 +75,9 @@ pub struct FakeConfig {
     pub pool: Pool,
     /// Append one JSON line per request to this file.
     pub record: Option<PathBuf>,
+    /// Append one JSON line ([`ClosedEarly`]) to this file for each
+    /// streamed answer whose client went away before its end.
+    pub record_closes: Option<PathBuf>,
     /// Answer nothing until this file exists (recorded requests wait): a
     /// test's way to hold a run in the middle while it changes something.
     pub hold_until: Option<PathBuf>,
@@ -94,6 +97,7 @@ impl FakeConfig {
             latency: Duration::ZERO,
             pool,
             record: None,
+            record_closes: None,
             hold_until: None,
         }
     }
@@ -128,6 +132,18 @@ pub struct RecordedRequest {
     pub body: Option<Value>,
 }
 
+/// A streamed answer whose client closed the connection before its end
+/// (`--record-closes`): the proof that a client upstream of the fake, such
+/// as `route`, cancelled the request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClosedEarly {
+    /// When the close was seen, Unix milliseconds.
+    pub at_ms: i64,
+    pub model: String,
+    /// Body bytes handed to the connection before it closed.
+    pub sent_bytes: u64,
+}
+
 struct Inner {
     cfg: FakeConfig,
     /// Requests so far per scripted model, to pick the next behaviour.
@@ -136,6 +152,7 @@ struct Inner {
     draws: std::sync::atomic::AtomicU64,
     requests: Mutex<Vec<RecordedRequest>>,
     record: Option<Recorder>,
+    closes: Option<Recorder>,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -165,6 +182,14 @@ pub async fn start(cfg: FakeConfig) -> Result<FakeServer> {
         ),
         None => None,
     };
+    let closes = match cfg.record_closes.clone() {
+        Some(p) => Some(
+            tokio::task::spawn_blocking(move || Recorder::open(&p))
+                .await
+                .map_err(|e| Error::Internal(format!("opening the record file: {e}")))??,
+        ),
+        None => None,
+    };
     let bind = SocketAddr::from((Ipv4Addr::LOCALHOST, cfg.port));
     // The handlers need the shutdown signal before the server exists, to
     // cut sleeping behaviours short; they get it through a relay.
@@ -175,13 +200,15 @@ pub async fn start(cfg: FakeConfig) -> Result<FakeServer> {
         draws: std::sync::atomic::AtomicU64::new(0),
         requests: Mutex::new(Vec::new()),
         record,
+        closes,
         shutdown,
     });
     let app = Router::new()
         .route("/_fake/requests", get(list_requests))
         .fallback(handle)
         .with_state(inner.clone());
-    let (server, mut stopping) = server::start(bind, app, "fake provider").await?;
+    let (server, mut stopping) =
+        server::start(bind, app, "fake provider", server::Serving::default()).await?;
     tokio::spawn(async move {
         let _ = stopping.wait_for(|stop| *stop).await;
         let _ = relay.send(true);
@@ -417,7 +444,7 @@ impl Recorder {
     }
 
     /// Queue `r`; the receiver fires once it is written.
-    fn append(&self, r: &RecordedRequest) -> oneshot::Receiver<()> {
+    fn append(&self, r: &impl Serialize) -> oneshot::Receiver<()> {
         let mut line = serde_json::to_string(r).unwrap_or_default();
         line.push('\n');
         let (done, written) = oneshot::channel();
@@ -488,7 +515,56 @@ async fn handle(
             }
         }
     }
-    answer(&inner, &call, behaviour).await
+    let resp = answer(&inner, &call, behaviour).await;
+    if call.stream.is_some() && inner.closes.is_some() {
+        return watch_close(inner.clone(), call.model.clone(), resp);
+    }
+    resp
+}
+
+/// `resp` with its body watched: dropped before its end (the client went
+/// away; not the fake's own cut, which ends the body with an error), it
+/// appends a [`ClosedEarly`] line to the closes record.
+fn watch_close(inner: Arc<Inner>, model: String, resp: Response) -> Response {
+    use futures_util::StreamExt;
+    struct Guard {
+        inner: Arc<Inner>,
+        model: String,
+        sent: u64,
+        ended: bool,
+    }
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            if self.ended {
+                return;
+            }
+            if let Some(rec) = &self.inner.closes {
+                // Written by the recorder's thread; nothing waits for it.
+                drop(rec.append(&ClosedEarly {
+                    at_ms: chrono::Utc::now().timestamp_millis(),
+                    model: std::mem::take(&mut self.model),
+                    sent_bytes: self.sent,
+                }));
+            }
+        }
+    }
+    let (parts, body) = resp.into_parts();
+    let guard = Guard {
+        inner,
+        model,
+        sent: 0,
+        ended: false,
+    };
+    let data = body.into_data_stream();
+    let watched = futures_util::stream::unfold((data, guard), |(mut data, mut guard)| async move {
+        let item = data.next().await;
+        match &item {
+            Some(Ok(b)) => guard.sent += b.len() as u64,
+            Some(Err(_)) | None => guard.ended = true,
+        }
+        item.map(|i| (i, (data, guard)))
+    });
+    Response::from_parts(parts, axum::body::Body::from_stream(watched))
 }
 
 /// The seed of `flaky` and `spike`'s draws: fixed, so a run repeats.

@@ -78,13 +78,33 @@ impl std::fmt::Debug for Server {
     }
 }
 
+/// How a server treats its clients' connections.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Serving {
+    /// A client has this long to send a request's head; a connection
+    /// idle between requests for as long is closed too. `None`: no limit.
+    pub header_timeout: Option<Duration>,
+}
+
+/// How long the accept loop waits after an error that is not one
+/// connection's (out of file descriptors: EMFILE, ENFILE) before trying
+/// again: open connections are served meanwhile, and the loop never spins.
+pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// Such an error is said on stderr at most this often.
+pub const ACCEPT_ERROR_REPEAT: Duration = Duration::from_secs(10);
+
 /// Bind `addr` and serve `app` until [`Server::shutdown`]. `name` prefixes
 /// a server error on stderr. The returned receiver turns `true` when the
 /// shutdown starts, so handlers can cut long waits short.
+///
+/// Each connection is served by hyper's HTTP/1 server in a task of its
+/// own, with [`Serving`]'s timeouts; an accept that fails for want of file
+/// descriptors is said on stderr and retried after [`ACCEPT_BACKOFF`].
 pub async fn start(
     addr: SocketAddr,
     app: Router,
     name: &'static str,
+    serving: Serving,
 ) -> Result<(Server, watch::Receiver<bool>)> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -93,24 +113,63 @@ pub async fn start(
         .local_addr()
         .map_err(|e| Error::io("cannot read the bound address", e))?;
     let (stop, stopping) = watch::channel(false);
-    let (drained_tx, mut drained) = watch::channel(false);
-    let listener = Draining {
-        inner: Some(listener),
-        queued: std::collections::VecDeque::new(),
-        addr,
-        stop: stopping.clone(),
-        drained: drained_tx,
-        unread: Arc::new(AtomicUsize::new(0)),
-    };
+    let mut signal = stopping.clone();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(serving.header_timeout);
     let task = tokio::spawn(async move {
-        // axum stops accepting once the backlog is drained (see `Draining`),
-        // then lets open connections finish.
-        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-            let _ = drained.wait_for(|d| *d).await;
-        });
-        if let Err(e) = serve.await {
-            eprintln!("{name}: server error: {e}");
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let unread = Arc::new(AtomicUsize::new(0));
+        let serve = |tcp: tokio::net::TcpStream| {
+            // Answers go out at once: no Nagle delay behind a client's
+            // delayed ACK.
+            let _ = tcp.set_nodelay(true);
+            unread.fetch_add(1, Ordering::SeqCst);
+            let io = Conn {
+                tcp,
+                unread: Some(unread.clone()),
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app.clone());
+            let conn = http.serve_connection(hyper_util::rt::TokioIo::new(io), service);
+            let conn = graceful.watch(conn);
+            tokio::spawn(async move {
+                // A client that goes away, or stalls past a timeout, ends
+                // its connection; nothing to report.
+                let _ = conn.await;
+            });
+        };
+        let mut said: Option<std::time::Instant> = None;
+        loop {
+            let accepted = tokio::select! {
+                biased;
+                _ = signal.wait_for(|stop| *stop) => break,
+                a = listener.accept() => a,
+            };
+            match accepted {
+                Ok((tcp, _)) => serve(tcp),
+                Err(e) if is_connection_error(&e) => {}
+                Err(e) => {
+                    if said.is_none_or(|t| t.elapsed() >= ACCEPT_ERROR_REPEAT) {
+                        eprintln!("{name}: {}", accept_error(&e));
+                        said = Some(std::time::Instant::now());
+                    }
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                }
+            }
         }
+        // The clients already in the listen backlog connected before the
+        // stop, and may have sent their requests: serve them, then close
+        // the socket (a later client is refused, and can retry).
+        for tcp in drain_backlog(listener) {
+            serve(tcp);
+        }
+        // Graceful shutdown closes a connection whose request it has not
+        // begun to read; give each its first read first.
+        let waited = tokio::time::Instant::now();
+        while unread.load(Ordering::SeqCst) > 0 && waited.elapsed() < FIRST_READ_WAIT {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        graceful.shutdown().await;
     });
     Ok((
         Server {
@@ -122,123 +181,39 @@ pub async fn start(
     ))
 }
 
-/// The listener of [`start`]. At shutdown it takes every connection the
-/// kernel has already accepted into the listen backlog (the clients
-/// connected, and may have sent their requests), closes the socket, hands
-/// those connections on to be served, waits (at most [`FIRST_READ_WAIT`])
-/// until every connection it handed on has had its first bytes read, and
-/// only then says it is drained.
-///
-/// Both waits keep requests from being dropped unanswered: dropping a
-/// listener resets the connections still queued, and the server's graceful
-/// shutdown drops a connection whose first bytes (which tell HTTP/1 from
-/// HTTP/2) have not been read yet, so a client that connected just before a
-/// SIGTERM got a reset instead of an answer. After the close a new client
-/// is refused, which it can retry; only a connection completed between the
-/// last `accept` and the close (microseconds) can still be reset, and one
-/// that sends nothing within the wait is closed unanswered.
-struct Draining {
-    inner: Option<tokio::net::TcpListener>,
-    queued: std::collections::VecDeque<(tokio::net::TcpStream, SocketAddr)>,
-    addr: SocketAddr,
-    stop: watch::Receiver<bool>,
-    drained: watch::Sender<bool>,
-    /// Connections handed on whose first read has not happened yet.
-    unread: Arc<AtomicUsize>,
-}
-
-/// How long a shutdown waits for the connections it accepted to send their
-/// first bytes.
+/// At a stop, `start` serves the connections the kernel had already
+/// accepted into the listen backlog, then waits (at most this long) until
+/// every connection it serves has had its first bytes read before the
+/// graceful shutdown begins. Both keep requests from being dropped
+/// unanswered: dropping a listener resets the connections still queued, and
+/// a graceful shutdown closes a connection whose request it has not begun
+/// to read, so a client that connected just before a SIGTERM got a reset
+/// instead of an answer. Only a connection completed between the last
+/// accept and the close (microseconds) can still be reset, and one that
+/// sends nothing within the wait is closed unanswered.
 const FIRST_READ_WAIT: Duration = Duration::from_secs(1);
 
-impl Draining {
-    /// Accept what waits in the backlog, without waiting, then close.
-    fn drain(&mut self) {
-        let Some(listener) = self.inner.take() else {
-            return;
-        };
-        // Accept by system call now: tokio's readiness may not have seen
-        // the queued connections yet.
-        if let Ok(std) = listener.into_std() {
-            let _ = std.set_nonblocking(true);
-            while let Ok((tcp, peer)) = std.accept() {
-                if tcp.set_nonblocking(true).is_ok()
-                    && let Ok(tcp) = tokio::net::TcpStream::from_std(tcp)
-                {
-                    self.queued.push_back((tcp, peer));
-                }
-            }
-            // `std` is dropped here: the socket closes, new clients are refused.
-        }
-    }
-
-    fn hand_on(&self, tcp: tokio::net::TcpStream, peer: SocketAddr) -> (Conn, SocketAddr) {
-        // Answers go out at once: no Nagle delay behind a client's delayed ACK.
-        let _ = tcp.set_nodelay(true);
-        self.unread.fetch_add(1, Ordering::SeqCst);
-        (
-            Conn {
-                tcp,
-                unread: Some(self.unread.clone()),
-            },
-            peer,
-        )
-    }
-}
-
-impl axum::serve::Listener for Draining {
-    type Io = Conn;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        enum Next {
-            Stop,
-            Conn(std::io::Result<(tokio::net::TcpStream, SocketAddr)>),
-        }
-        loop {
-            if let Some((tcp, peer)) = self.queued.pop_front() {
-                return self.hand_on(tcp, peer);
-            }
-            let Some(listener) = &self.inner else {
-                let waited = tokio::time::Instant::now();
-                while self.unread.load(Ordering::SeqCst) > 0 && waited.elapsed() < FIRST_READ_WAIT {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                let _ = self.drained.send(true);
-                return std::future::pending().await;
-            };
-            let next = tokio::select! {
-                biased;
-                _ = self.stop.wait_for(|stop| *stop) => Next::Stop,
-                r = listener.accept() => Next::Conn(r),
-            };
-            match next {
-                Next::Stop => self.drain(),
-                Next::Conn(Ok((tcp, peer))) => return self.hand_on(tcp, peer),
-                // As axum's own listener does: a failed connection is
-                // the client's; anything else (out of file descriptors)
-                // is waited out a little.
-                Next::Conn(Err(e)) => {
-                    if !matches!(
-                        e.kind(),
-                        std::io::ErrorKind::ConnectionRefused
-                            | std::io::ErrorKind::ConnectionAborted
-                            | std::io::ErrorKind::ConnectionReset
-                    ) {
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                }
+/// Accept what waits in `listener`'s backlog, without waiting, and close
+/// it. By system call: tokio's readiness may not have seen the queued
+/// connections yet.
+fn drain_backlog(listener: tokio::net::TcpListener) -> Vec<tokio::net::TcpStream> {
+    let mut queued = Vec::new();
+    if let Ok(std) = listener.into_std() {
+        let _ = std.set_nonblocking(true);
+        while let Ok((tcp, _)) = std.accept() {
+            if tcp.set_nonblocking(true).is_ok()
+                && let Ok(tcp) = tokio::net::TcpStream::from_std(tcp)
+            {
+                queued.push(tcp);
             }
         }
+        // `std` is dropped here: the socket closes, new clients are refused.
     }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.addr)
-    }
+    queued
 }
 
 /// A served connection: a TCP stream that counts as unread (see
-/// [`Draining`]) until its first read completes or it is dropped.
+/// [`FIRST_READ_WAIT`]) until its first read completes or it is dropped.
 pub struct Conn {
     tcp: tokio::net::TcpStream,
     unread: Option<Arc<AtomicUsize>>,
@@ -305,6 +280,81 @@ impl tokio::io::AsyncWrite for Conn {
 
     fn is_write_vectored(&self) -> bool {
         self.tcp.is_write_vectored()
+    }
+}
+
+/// An accept error that is one connection's (it went away before it was
+/// accepted): the next accept is unaffected.
+fn is_connection_error(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        e.kind(),
+        ErrorKind::ConnectionRefused | ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset
+    )
+}
+
+/// What the accept loop says when it cannot accept: out of file
+/// descriptors, with the limit to raise, or the system's words.
+fn accept_error(e: &std::io::Error) -> String {
+    #[cfg(unix)]
+    if matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE)) {
+        let now = match fd_limit() {
+            (Some(soft), _) => format!("now {soft}; "),
+            _ => String::new(),
+        };
+        return format!(
+            "cannot accept a connection: out of file descriptors ({e}); \
+             open connections are still served, new ones wait until some close. \
+             Raise the open-file limit ({now}ulimit -n, LimitNOFILE=) or lower the number of \
+             idle connections clients keep open"
+        );
+    }
+    format!(
+        "cannot accept a connection ({e}); trying again every {} ms",
+        ACCEPT_BACKOFF.as_millis()
+    )
+}
+
+/// The open-file limit, soft and hard (`None`: unlimited).
+#[cfg(unix)]
+pub fn fd_limit() -> (Option<u64>, Option<u64>) {
+    let r = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    (r.current, r.maximum)
+}
+
+/// Raise this process's soft open-file limit to its hard limit, so that a
+/// server holding many connections runs out of file descriptors as late
+/// as the system allows (a login shell's soft limit is often 1024). Says
+/// on stderr when it cannot.
+#[cfg(unix)]
+pub fn raise_fd_limit(name: &str) {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let Rlimit { current, maximum } = getrlimit(Resource::Nofile);
+    let Some(soft) = current else { return };
+    // macOS refuses more than OPEN_MAX (10240) whatever the hard limit says.
+    let cap = if cfg!(target_os = "macos") {
+        Some(10240)
+    } else {
+        None
+    };
+    let want = match (maximum, cap) {
+        (Some(h), Some(c)) => h.min(c),
+        (Some(h), None) => h,
+        (None, Some(c)) => c,
+        (None, None) => return,
+    };
+    if want <= soft {
+        return;
+    }
+    let raised = Rlimit {
+        current: Some(want),
+        maximum,
+    };
+    if let Err(e) = setrlimit(Resource::Nofile, raised) {
+        eprintln!(
+            "warning: {name}: cannot raise the open-file limit from {soft} to {want} ({e}); \
+             it can hold only about {soft} connections at once"
+        );
     }
 }
 

@@ -2,6 +2,8 @@
 //! executable in its own temporary directory, against fake providers on
 //! 127.0.0.1.
 
+#[cfg(unix)]
+mod abuse;
 mod alerts;
 mod badges;
 mod bands;

@@ -21,6 +21,7 @@ pub(super) struct RouteToml {
     auth_token_env: Option<String>,
     idle_timeout_secs: Option<f64>,
     request_timeout_secs: Option<f64>,
+    read_timeout_secs: Option<f64>,
     max_body_bytes: Option<u64>,
     shared_state: Option<String>,
     reserve_max_tokens: Option<u32>,
@@ -74,6 +75,11 @@ pub struct RouteSettings {
     pub idle_timeout: Duration,
     /// A whole request, every attempt included, ends after this.
     pub request_timeout: Duration,
+    /// A client has this long to send a request's head (which also closes
+    /// a keep-alive connection idle for as long), and as long again for
+    /// its body; then its connection is closed (head) or it gets a 408
+    /// (body), so a stalled client holds nothing for long.
+    pub read_timeout: Duration,
     /// Request bodies larger than this get a 413.
     pub max_body_bytes: usize,
     /// `redis://…` to share cooldowns and limits between instances.
@@ -126,6 +132,7 @@ impl Default for RouteSettings {
             auth_token_env: None,
             idle_timeout: Duration::from_secs(60),
             request_timeout: Duration::from_secs(300),
+            read_timeout: Duration::from_secs(30),
             max_body_bytes: 4 << 20,
             shared_state: None,
             reserve_max_tokens: 4096,
@@ -234,6 +241,7 @@ impl RouteSettings {
                 "request_timeout_secs",
                 d.request_timeout,
             )?,
+            read_timeout: secs(t.read_timeout_secs, "read_timeout_secs", d.read_timeout)?,
             max_body_bytes,
             shared_state: t.shared_state.clone(),
             reserve_max_tokens,
@@ -259,6 +267,7 @@ impl RouteSettings {
             auth_token_env: self.auth_token_env.clone(),
             idle_timeout_secs: Some(self.idle_timeout.as_secs_f64()),
             request_timeout_secs: Some(self.request_timeout.as_secs_f64()),
+            read_timeout_secs: Some(self.read_timeout.as_secs_f64()),
             max_body_bytes: Some(self.max_body_bytes as u64),
             shared_state: self.shared_state.as_deref().map(redact_url),
             reserve_max_tokens: Some(self.reserve_max_tokens),
@@ -665,6 +674,7 @@ mod tests {
             auth_token_env: Some("TOKEN".into()),
             idle_timeout: Duration::from_secs(8),
             request_timeout: Duration::from_secs(7),
+            read_timeout: Duration::from_secs(6),
             max_body_bytes: 4096,
             shared_state: Some("redis://h:1".into()),
             reserve_max_tokens: 6,

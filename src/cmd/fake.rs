@@ -22,6 +22,7 @@ pub fn config(g: &GlobalArgs, a: &FakeArgs) -> Result<FakeConfig> {
     cfg.port = a.port;
     cfg.latency = Duration::from_millis(a.latency_ms);
     cfg.record = a.record.clone();
+    cfg.record_closes = a.record_closes.clone();
     cfg.hold_until = a.hold_until.clone();
     for s in &a.scripts {
         let (model, behaviours) = parse_script(s)?;
@@ -73,6 +74,7 @@ mod tests {
             port: 0,
             addr_file: None,
             record: None,
+            record_closes: None,
             scripts: scripts.iter().map(|s| s.to_string()).collect(),
             latency_ms: 25,
             hold_until: None,

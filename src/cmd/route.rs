@@ -358,7 +358,12 @@ pub(crate) fn serve_until_signal(
             .reach
             .probe(&engine.client, &engine.routable_resolved(&routable))
             .await;
-        let (srv, stopping) = server::start(listen, serve::router(app), "route").await?;
+        #[cfg(unix)]
+        server::raise_fd_limit("route");
+        let serving = server::Serving {
+            header_timeout: Some(engine.settings.read_timeout),
+        };
+        let (srv, stopping) = server::start(listen, serve::router(app), "route", serving).await?;
         let saver = tokio::spawn(serve::saver(engine.clone(), stopping));
         let reprobes = reprober.map(|r| r.spawn());
         let reach = crate::route::reach::startup_note(

@@ -34,7 +34,7 @@ use super::limits::Reservation;
 use super::persist::{self, RouteState};
 use super::shared::SharedState;
 use super::verdicts::Verdicts;
-use crate::upstream::dialect::{Dialect, Need};
+use crate::upstream::dialect::{Dialect, Need, ReplyDelta};
 use run::{Admission, AfterAttempt, Picker, Run};
 
 mod bands;
@@ -1092,24 +1092,34 @@ impl Engine {
     /// surface): the usage event corrects the request's token estimate, and
     /// a failure after the first byte counts against the model. A failure
     /// or stall comes out as [`StreamEvent::Failed`] with the words the
-    /// client is told.
+    /// client is told. A stream that ends without a usage event (the client
+    /// went away mid-answer, which drops it and so cancels the upstream
+    /// request; or the upstream broke off) corrects the estimate to
+    /// `prompt_tokens` plus the output streamed so far ([`StreamTally`]):
+    /// those were billed upstream.
     pub fn watch_stream<S: Stream<Item = StreamEvent>>(
         self: &Arc<Self>,
         target: Target,
-        mut reservation: Option<Reservation>,
+        reservation: Option<Reservation>,
+        prompt_tokens: u64,
         events: S,
     ) -> impl Stream<Item = StreamEvent> + use<S> {
         let engine = self.clone();
         let idle = crate::upstream::http::human_duration(self.settings.idle_timeout);
+        let mut tally = StreamTally {
+            engine: self.clone(),
+            reservation,
+            prompt_tokens,
+            output_chars: 0,
+            settled: false,
+        };
         events.map(move |ev| match ev {
             StreamEvent::Usage {
                 tokens: Some(t),
                 counts,
                 chunk,
             } => {
-                if let Some(r) = reservation.as_mut() {
-                    engine.correct_tokens(r, t);
-                }
+                tally.settle(t);
                 StreamEvent::Usage {
                     tokens: Some(t),
                     counts,
@@ -1126,7 +1136,10 @@ impl Engine {
                 engine.record_late_failure(&target, ErrorClass::Timeout, msg.clone());
                 StreamEvent::Failed(msg)
             }
-            other => other,
+            other => {
+                tally.count(&other);
+                other
+            }
         })
     }
 
@@ -1159,6 +1172,90 @@ impl Engine {
     pub fn state_of(&self, key: &str) -> ModelState {
         self.states.current().state_of(key)
     }
+}
+
+/// What a served stream has cost so far, for its reservation: the prompt's
+/// estimate, and the output streamed, in characters (estimated as the
+/// prompt is, characters / 4, as [`ChatRequest::estimated_tokens`] does).
+/// The upstream's usage event settles the reservation; dropped unsettled
+/// (the client went away, the upstream broke off or never reported
+/// usage), it corrects the reservation to the tally, locally or in the
+/// shared store.
+///
+/// [`ChatRequest::estimated_tokens`]: crate::upstream::dialect::ChatRequest::estimated_tokens
+struct StreamTally {
+    engine: Arc<Engine>,
+    reservation: Option<Reservation>,
+    prompt_tokens: u64,
+    output_chars: u64,
+    settled: bool,
+}
+
+impl StreamTally {
+    fn settle(&mut self, used: u64) {
+        if let Some(r) = self.reservation.as_mut() {
+            self.engine.correct_tokens(r, used);
+        }
+        self.settled = true;
+    }
+
+    /// Count the output an event carries.
+    fn count(&mut self, ev: &StreamEvent) {
+        let chars = |s: &str| s.chars().count() as u64;
+        self.output_chars += match ev {
+            StreamEvent::Delta(ReplyDelta::Text(t) | ReplyDelta::Reasoning(t)) => chars(t),
+            StreamEvent::Delta(ReplyDelta::ToolCall(c)) => {
+                chars(&c.arguments) + c.name.as_deref().map_or(0, chars)
+            }
+            StreamEvent::Native(v) => native_output_chars(v),
+            _ => 0,
+        };
+    }
+
+    /// The tokens the stream used so far, as estimated.
+    fn used(&self) -> u64 {
+        self.prompt_tokens + self.output_chars.div_ceil(4)
+    }
+}
+
+impl Drop for StreamTally {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        let used = self.used();
+        if let Some(mut r) = self.reservation.take().filter(Reservation::counted) {
+            // A shared correction is a task on the runtime; a stream is
+            // dropped on it (hyper's connection task), but never panic
+            // when not.
+            if r.is_shared() && tokio::runtime::Handle::try_current().is_err() {
+                return;
+            }
+            self.engine.correct_tokens(&mut r, used);
+        }
+    }
+}
+
+/// The output characters of an OpenAI chunk passed on natively: each
+/// choice's content, reasoning and tool calls' names and arguments.
+fn native_output_chars(v: &serde_json::Value) -> u64 {
+    let chars = |v: &serde_json::Value| v.as_str().map_or(0, |s| s.chars().count() as u64);
+    let Some(choices) = v["choices"].as_array() else {
+        return 0;
+    };
+    choices
+        .iter()
+        .map(|c| {
+            let d = &c["delta"];
+            let calls: u64 = d["tool_calls"].as_array().map_or(0, |calls| {
+                calls
+                    .iter()
+                    .map(|t| chars(&t["function"]["name"]) + chars(&t["function"]["arguments"]))
+                    .sum()
+            });
+            chars(&d["content"]) + chars(&d["reasoning_content"]) + chars(&d["reasoning"]) + calls
+        })
+        .sum()
 }
 
 /// Count a failure (in Redis when shared and reachable), decide with the

@@ -71,7 +71,10 @@ pub struct App {
 
 impl axum::extract::FromRef<Arc<App>> for BodyLimit {
     fn from_ref(app: &Arc<App>) -> BodyLimit {
-        BodyLimit(app.engine.settings.max_body_bytes)
+        BodyLimit(
+            app.engine.settings.max_body_bytes,
+            app.engine.settings.read_timeout,
+        )
     }
 }
 
@@ -473,7 +476,12 @@ pub async fn open(app: &App, r: Routing) -> Result<Opened, Failure> {
     let lost = [&s.clamped[..], &s.value.dropped[..]];
     let routed = Routed::served(s.via, s.attempts, dropped, lost, renamed);
     let first = futures_util::stream::iter(s.value.first);
-    let events = engine.watch_stream(s.target.clone(), s.reservation, first.chain(s.value.rest));
+    let events = engine.watch_stream(
+        s.target.clone(),
+        s.reservation,
+        ask.prompt_tokens,
+        first.chain(s.value.rest),
+    );
     Ok(Opened {
         events: Box::pin(events),
         model: s.value.model,

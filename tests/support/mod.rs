@@ -250,6 +250,9 @@ pub struct Fake {
     child: std::process::Child,
     pub url: String,
     pub record: PathBuf,
+    /// `--record-closes`: one line per streamed answer whose client went
+    /// away before its end.
+    pub closes: PathBuf,
 }
 
 /// One request the fake provider saw.
@@ -283,12 +286,15 @@ impl Fake {
         let n = FAKE_COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let addr_file = env.path().join(format!("fake{n}.addr"));
         let record = env.path().join(format!("fake{n}.jsonl"));
+        let closes = env.path().join(format!("fake{n}.closes.jsonl"));
         let mut cmd = Command::new(BIN);
         cmd.arg("fake-provider")
             .arg("--addr-file")
             .arg(&addr_file)
             .arg("--record")
             .arg(&record)
+            .arg("--record-closes")
+            .arg(&closes)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::inherit());
         for s in scripts {
@@ -312,7 +318,12 @@ impl Fake {
             );
             std::thread::sleep(std::time::Duration::from_millis(20));
         };
-        Fake { child, url, record }
+        Fake {
+            child,
+            url,
+            record,
+            closes,
+        }
     }
 
     /// A `[[providers]]` table pointing at this fake in `dialect`.
@@ -331,6 +342,19 @@ impl Fake {
         text.lines()
             .filter(|l| !l.trim().is_empty())
             .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("record line {l:?}: {e}")))
+            .collect()
+    }
+}
+
+impl Fake {
+    /// The streamed answers whose client (route, say) closed the
+    /// connection before their end, in the order seen: `{at_ms, model,
+    /// sent_bytes}`.
+    pub fn closed_early(&self) -> Vec<serde_json::Value> {
+        let text = std::fs::read_to_string(&self.closes).unwrap_or_default();
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("closes line {l:?}: {e}")))
             .collect()
     }
 }
@@ -932,6 +956,7 @@ impl PingServer {
                 "127.0.0.1:0".parse().unwrap(),
                 app,
                 "ping server",
+                llmprobe::server::Serving::default(),
             ))
             .unwrap();
         PingServer {

@@ -844,6 +844,37 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_stream_dropped_before_its_usage_counts_the_prompt_and_what_it_streamed() {
+        use crate::route::send::StreamEvent;
+        use futures_util::StreamExt;
+        let f = fixture();
+        let engine = std::sync::Arc::new(f.engine);
+        let c = engine.candidates(Some("b::t")).unwrap().remove(0);
+        // 90 of b::t's 100 tpm reserved: no room for another such request.
+        let r = send(&Run::new(&engine, 90).admit(&c, None, &target(&c)).await);
+        let chunk = |text: &str| {
+            StreamEvent::from_chunk(serde_json::json!({
+                "choices": [{"index": 0, "delta": {"content": text}}]
+            }))
+        };
+        // Never-ending, as an upstream still answering when its client
+        // goes away: eight characters pass, then the client drops it.
+        let events = futures_util::stream::iter(vec![chunk("abcd"), chunk("efgh")])
+            .chain(futures_util::stream::pending());
+        let mut watched = Box::pin(engine.watch_stream(target(&c), Some(r), 4, events));
+        watched.next().await.unwrap();
+        watched.next().await.unwrap();
+        assert!(matches!(
+            Run::new(&engine, 90).admit(&c, None, &target(&c)).await,
+            Admission::Skipped
+        ));
+        drop(watched);
+        // Now 4 prompt tokens and 2 streamed (8 characters / 4): 6 + 90
+        // fits in 100.
+        send(&Run::new(&engine, 90).admit(&c, None, &target(&c)).await);
+    }
+
+    #[tokio::test]
     async fn a_watched_stream_corrects_its_tokens_and_counts_a_late_failure() {
         use crate::route::send::StreamEvent;
         use futures_util::StreamExt;
@@ -864,7 +895,7 @@ mod tests {
             StreamEvent::Failed("cut".into()),
         ]);
         let out: Vec<StreamEvent> = engine
-            .watch_stream(target(&c), Some(r), events)
+            .watch_stream(target(&c), Some(r), 0, events)
             .collect()
             .await;
         assert!(
@@ -886,6 +917,7 @@ mod tests {
             .watch_stream(
                 target(&c),
                 None,
+                0,
                 futures_util::stream::iter(vec![StreamEvent::Stalled]),
             )
             .collect::<Vec<_>>()

@@ -39,9 +39,10 @@ use axum::http::{HeaderMap, StatusCode, header};
 use openai::ApiError;
 
 /// What every surface's body extractor needs from the server's state: the
-/// body size limit, to say it in the rejection.
+/// body size limit, to say it in the rejection, and how long a client has
+/// to send the whole body (`[route] read_timeout_secs`).
 #[derive(Debug, Clone, Copy)]
-pub struct BodyLimit(pub usize);
+pub struct BodyLimit(pub usize, pub std::time::Duration);
 
 /// A request body sent as JSON (`Content-Type: application/json`) within
 /// the body limit, not yet parsed. Its rejections are [`ApiError`]s, which
@@ -59,7 +60,14 @@ where
 
     async fn from_request(req: Request, state: &S) -> Result<JsonBody, ApiError> {
         let is_json = is_json(req.headers());
-        let body = match Bytes::from_request(req, state).await {
+        let BodyLimit(_, within) = BodyLimit::from_ref(state);
+        // A client that sends its body slowly, or stops halfway, holds its
+        // connection only this long.
+        let read = tokio::time::timeout(within, Bytes::from_request(req, state)).await;
+        let Ok(read) = read else {
+            return Err(openai::body_timeout(within));
+        };
+        let body = match read {
             Ok(b) => b,
             Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
                 return Err(ApiError::new(

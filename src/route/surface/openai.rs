@@ -184,6 +184,20 @@ where
     }
 }
 
+/// A request whose body did not arrive whole within `within`: 408, and
+/// the connection closes.
+pub fn body_timeout(within: std::time::Duration) -> ApiError {
+    ApiError::new(
+        StatusCode::REQUEST_TIMEOUT,
+        "invalid_request_error",
+        "request_timeout",
+        format!(
+            "the request body did not arrive within {}",
+            crate::upstream::http::human_duration(within)
+        ),
+    )
+}
+
 /// A chat request the dialect layer refused, as the 400 the chat surface
 /// answers (`invalid_request`, OpenAI's words naming the field).
 pub fn invalid_request(e: RequestError) -> ApiError {
