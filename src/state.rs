@@ -386,6 +386,25 @@ mod tests {
         (s, t)
     }
 
+    /// Found by the `state_read` fuzz target: serde_json's default float
+    /// parser may miss the nearest double by one bit, so a number in a
+    /// field llmprobe does not know (`1.5e200`) changed each time the file
+    /// was written back. `float_roundtrip` parses it exactly.
+    #[test]
+    fn unknown_numbers_are_written_back_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("model_state.json");
+        let text =
+            r#"{"p::m":{"state":"active","f":1.5e200,"g":0.1,"h":-2.2250738585072014e-308}}"#;
+        std::fs::write(&path, text).unwrap();
+        let states = States::load(&path).unwrap();
+        let lock = DataLock::acquire(dir.path()).unwrap();
+        states.save(&path, &lock).unwrap();
+        assert_eq!(States::load(&path).unwrap(), states);
+        let saved: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(saved["p::m"]["f"].as_f64(), Some(1.5e200));
+    }
+
     #[test]
     fn temporary_failure_pauses_and_a_pass_recovers() {
         let (s, t) = run(&[TIMEOUT, RATE_LIMIT, PASS]);

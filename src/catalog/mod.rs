@@ -633,9 +633,56 @@ fn parse_toml(text: &str, origin: &str) -> Result<ConfigToml> {
             .unwrap_or_default();
         Error::config(format!(
             "invalid config {origin}: {at}{}",
-            e.message().trim_end()
+            without_values(e.message().trim_end())
         ))
     })
+}
+
+/// A parse error's message without the value it quotes. serde words a
+/// value of the wrong type or an unknown name with the value itself
+/// (`invalid type: string "sk-…", expected f64`, ``unknown variant
+/// `sk-…`, expected one of …``), which would print a key pasted where it
+/// does not belong. The key's name and what was expected stay.
+fn without_values(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg;
+    loop {
+        let string = rest.find("string \"").map(|i| (i, "string ".len(), '"'));
+        let variant = rest
+            .find("unknown variant `")
+            .map(|i| (i, "unknown variant ".len(), '`'));
+        let Some((at, skip, quote)) = [string, variant].into_iter().flatten().min() else {
+            out.push_str(rest);
+            return out;
+        };
+        let open = at + skip;
+        out.push_str(&rest[..open]);
+        // The quoted value: a Debug-escaped string, or a backticked name.
+        let body = &rest[open + 1..];
+        let mut end = None;
+        let mut escaped = false;
+        for (i, c) in body.char_indices() {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' if quote == '"' => escaped = true,
+                c if c == quote => {
+                    end = Some(i);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        match end {
+            Some(i) => {
+                out.push_str("(value not shown)");
+                rest = &body[i + 1..];
+            }
+            None => {
+                out.push_str("(value not shown)");
+                return out;
+            }
+        }
+    }
 }
 
 impl Catalog {
@@ -1464,6 +1511,31 @@ mod tests {
             .to_string();
         assert!(err.contains("api_key") && err.contains("line 7"), "{err}");
         assert!(!err.contains("SECRET"), "{err}");
+    }
+
+    /// Found by the `config_parse` fuzz target: a value of the wrong type
+    /// or an unknown name was quoted by serde's message, so a key pasted
+    /// into `timeout_secs` or `dialect` was printed.
+    #[test]
+    fn a_config_error_never_quotes_the_value_at_fault() {
+        for text in [
+            "[defaults]\ntimeout_secs = \"sk-canary-SECRET-1234567890\"\n",
+            "[[providers]]\nname = \"a\"\ndialect = \"sk-canary-SECRET-1234567890\"\n",
+            "[defaults]\ntimeout_secs = \"a \\\" sk-canary-SECRET-1234567890\"\n",
+        ] {
+            let err = Catalog::from_toml_str(text, "k.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(!err.contains("SECRET"), "{err}");
+            assert!(
+                err.contains("(value not shown)") && err.contains("line "),
+                "{err}"
+            );
+        }
+        assert_eq!(
+            without_values("invalid type: string \"x\\\"y\", expected f64"),
+            "invalid type: string (value not shown), expected f64"
+        );
     }
 
     /// Every provider the old tool logged, read from its real log the way

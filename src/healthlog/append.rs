@@ -23,9 +23,6 @@ use crate::outcome::Entry;
 /// How much of the end of the file the fast path looks at.
 const TAIL_WINDOW: u64 = 8 * 1024;
 
-/// How many of the last entry lines the fast path checks before appending.
-const CHECKED_LINES: usize = 8;
-
 /// What an append did besides appending.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AppendReport {
@@ -218,7 +215,7 @@ fn fast_insertion(path: &Path, file: &File, len: u64) -> Result<Option<Insertion
         let zeros = tail[trimmed.len()..].contains(&0);
         let at = start + before.len() as u64;
         return Ok(match before.last() {
-            Some(b'}') if entry_lines_ok(&tail[..before.len()], start > 0) => Some(Insertion {
+            Some(b'}') if line_form(&tail[..before.len()], start == 0) => Some(Insertion {
                 at,
                 prefix: ",\n",
                 torn_bytes: zeros.then_some(len - at),
@@ -253,6 +250,9 @@ fn fast_insertion(path: &Path, file: &File, len: u64) -> Result<Option<Insertion
             let rest = &tail[at..];
             let rest = trim_start(rest, |c| is_ws(c) || c == b',' || c == 0);
             let rest = trim_end(rest, |c| is_ws(c) || c == 0);
+            if !line_form(&tail[..at], start == 0) {
+                return Ok(None);
+            }
             if rest.is_empty() || (rest[0] == b'{' && is_json_prefix(rest)) {
                 return Ok(Some(Insertion {
                     at: start + at as u64,
@@ -315,22 +315,30 @@ fn is_after_open_bracket(path: &Path, off: u64) -> Result<bool> {
     Ok(b[0] == b'[')
 }
 
-/// Check the entry lines in the tail window: each one-line entry parses, and
-/// all but the last end with a comma. This catches damage near the end (a
-/// hand edit, a bad tool) without reading the whole log; damage further back
-/// is reported by the readers, which scan everything.
-fn entry_lines_ok(window: &[u8], skip_first: bool) -> bool {
+/// Whether the tail window up to the end of the last entry is in
+/// llmprobe's line form: the `[` line (when the window starts at the
+/// file's start; else its first line, which may begin before the window,
+/// is not looked at), then entry lines, each one whole JSON object,
+/// followed by a comma but the last. Only then is the last line the
+/// array's last entry: a line that parses as an object may also sit inside
+/// a nested array or a pretty-printed entry, and appending after it would
+/// put the new entry inside that. Anything else takes the full scan. This
+/// catches damage near the end (a hand edit, a bad tool) without reading
+/// the whole log; damage further back is reported by the readers, which
+/// scan everything.
+fn line_form(window: &[u8], starts_file: bool) -> bool {
     let mut lines = window.split(|&c| c == b'\n');
-    if skip_first {
-        lines.next(); // may begin before the window
+    if !starts_file {
+        lines.next();
     }
-    let lines: Vec<&[u8]> = lines.filter(|l| l.first() == Some(&b'{')).collect();
-    let mut lines = lines[lines.len().saturating_sub(CHECKED_LINES)..]
-        .iter()
-        .copied()
+    let mut lines = lines
+        .map(|l| trim_start(trim_end(l, is_ws), is_ws))
+        .filter(|l| !l.is_empty())
         .peekable();
+    if starts_file && lines.next() != Some(&b"["[..]) {
+        return false;
+    }
     while let Some(line) = lines.next() {
-        let line = trim_end(line, is_ws);
         let last = lines.peek().is_none();
         let body = match (last, line.last()) {
             (true, Some(b'}')) => line,
@@ -510,6 +518,32 @@ mod tests {
         let none = append(&path, &[], &lock).unwrap();
         undo(&path, &none, &lock).unwrap();
         assert_eq!(count(&path).1, 1);
+    }
+
+    /// Found by the `healthlog_append` fuzz target: a last line that
+    /// parses as an object but sits inside a nested array (here, one left
+    /// open) was taken for the array's last entry, and the new entry went
+    /// inside the nested array, where no reader counts it.
+    #[test]
+    fn an_entry_line_inside_a_nested_array_is_not_the_last_entry() {
+        let e = |m: &str| {
+            format!(
+                r#"{{"ts":"2026-11-30T21:00:00Z","provider":"p","model":"{m}","ok":1,"latency_ms":1,"failure_type":""}}"#
+            )
+        };
+        for old in [
+            format!("[\n{},\n[\n{}\n]\n", e("a"), e("b")),
+            format!("[\n{},\n\"x\",[\n{}\n", e("a"), e("b")),
+            format!("[\n{},\n[\n{},\n{}", e("a"), e("b"), &e("c")[..20]),
+        ] {
+            let (_d, path, lock) = setup(old.as_bytes());
+            append(&path, &[entry(5)], &lock).unwrap();
+            let v: Vec<serde_json::Value> =
+                serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            let last = v.last().unwrap();
+            assert_eq!(last["model"], "m5", "{old:?}: {v:?}");
+            assert_eq!(v[0]["model"], "a", "{old:?}");
+        }
     }
 
     #[test]

@@ -404,10 +404,15 @@ fn string_end(b: &[u8], mut i: usize) -> Option<usize> {
 
 /// Whether `bytes` is a cut-off prefix of a JSON value.
 pub fn is_json_prefix(bytes: &[u8]) -> bool {
-    match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+    let complete_or_cut = |b: &[u8]| match serde_json::from_slice::<serde::de::IgnoredAny>(b) {
         Ok(_) => true,
         Err(e) => e.classify() == serde_json::error::Category::Eof,
-    }
+    };
+    // serde_json calls a number cut after its `.`, `e` or sign invalid,
+    // not cut off: with a digit more it is a prefix again, if it was one.
+    complete_or_cut(bytes)
+        || (matches!(bytes.last(), Some(b'.' | b'e' | b'E' | b'+' | b'-'))
+            && complete_or_cut(&[bytes, b"0"].concat()))
 }
 
 pub(crate) fn is_ws(c: u8) -> bool {
@@ -529,6 +534,30 @@ mod tests {
                 torn_bytes: 8
             }
         );
+    }
+
+    /// Found by the `healthlog_read` fuzz target: a log cut in the middle
+    /// of a number (`272.`, `1e`, `1e-`, `-`) was called damage, not a
+    /// torn tail, so the next append refused it.
+    #[test]
+    fn a_number_cut_anywhere_is_a_torn_tail() {
+        for cut in [
+            "{\"latency_ms\": 272.",
+            "{\"a\": 1e",
+            "{\"a\": 1E+",
+            "{\"a\": 1e-",
+            "{\"a\": -",
+            "-",
+            "[2.",
+        ] {
+            assert!(is_json_prefix(cut.as_bytes()), "{cut}");
+            let (end, got) = scan(&format!("[\n{{\"x\":1}},\n{cut}"));
+            assert!(end.unwrap().is_torn(), "{cut}");
+            assert_eq!(got.len(), 1);
+        }
+        for bad in ["{\"a\": x.", "{\"a\": 1.5.", "{\"a\": 1e5e", "{\"a\": --"] {
+            assert!(!is_json_prefix(bad.as_bytes()), "{bad}");
+        }
     }
 
     #[test]

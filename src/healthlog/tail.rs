@@ -128,7 +128,14 @@ pub fn read_backward(path: &Path, mut each: impl FnMut(&Record<'_>) -> bool) -> 
         while let Some(nl) = buf[..hi].iter().rposition(|&c| c == b'\n') {
             match line_step(&buf[nl + 1..hi]) {
                 Step::Continue => hi = nl,
-                Step::Stop | Step::Start => return Ok(Tail::Done { skipped }),
+                Step::Stop => return Ok(Tail::Done { skipped }),
+                // `[` opens the array only as the file's first line: one
+                // further down is inside something else (a nested array,
+                // text before the log), which the forward reader judges.
+                Step::Start if start == 0 && trim(&buf[..nl]).is_empty() => {
+                    return Ok(Tail::Done { skipped });
+                }
+                Step::Start => return Ok(Tail::NotLineForm),
                 Step::Give => return Ok(Tail::NotLineForm),
             }
         }
@@ -212,5 +219,25 @@ mod tests {
         assert_eq!(back("[\n]\n", 9).1, Tail::Done { skipped: 0 });
         let (got, t) = back(&format!("[\n{{\"x\":1}},\n{e}\n]\n"), 9);
         assert_eq!((got, t), (vec![1], Tail::Done { skipped: 1 }));
+    }
+
+    /// Found by the `healthlog_read` fuzz target: a `[` line that is not
+    /// the file's first was taken for the start of the array, so the tail
+    /// reader handed out entries of a nested array (or of a file with text
+    /// before the log) that the forward reader skips or rejects.
+    #[test]
+    fn only_the_first_line_opens_the_array() {
+        let e = entry(1);
+        for s in [
+            format!("x\n[\n{e}\n]\n"),
+            format!("[\n{e},\n[\n{e}\n]\n"),
+            format!("[\n\n[\n{e}\n]\n"),
+        ] {
+            assert_eq!(back(&s, usize::MAX).1, Tail::NotLineForm, "{s}");
+        }
+        assert_eq!(
+            back(&format!("\n \n[\n{e}\n]\n"), 9),
+            (vec![1], Tail::Done { skipped: 0 })
+        );
     }
 }
