@@ -66,10 +66,14 @@ impl StreamState {
         index
     }
 
-    /// [`ReplyDelta::Finish`].
+    /// [`ReplyDelta::Finish`], once: an upstream that gives its finish
+    /// reason again (on every later Gemini event, on every later OpenAI
+    /// chunk) has already said why it stopped.
     pub fn finish(&mut self, reason: String, out: &mut Vec<ReplyDelta>) {
-        self.finished = true;
-        out.push(ReplyDelta::Finish(reason));
+        if !self.finished {
+            self.finished = true;
+            out.push(ReplyDelta::Finish(reason));
+        }
     }
 
     /// The end: the usage seen (unless the upstream's own usage event
@@ -129,13 +133,34 @@ impl StreamMapper {
         wire(self.dialect)
     }
 
-    /// Map one event. After the end, every event maps to nothing.
+    /// Map one event. After the end, every event maps to nothing. The
+    /// reply starts before its first content, even when the upstream sends
+    /// content before the event that starts it (an Anthropic
+    /// `content_block_delta` before `message_start`).
     pub fn map(&mut self, ev: &Event) -> Vec<ReplyDelta> {
         let mut out = Vec::new();
         if self.done {
             return out;
         }
+        let started = self.st.started;
         self.wire().stream_event(ev, &mut self.st, &mut out);
+        if !started
+            && !self.st.native
+            && let Some(i) = out.iter().position(|d| {
+                matches!(
+                    d,
+                    ReplyDelta::Start { .. }
+                        | ReplyDelta::Text(_)
+                        | ReplyDelta::Reasoning(_)
+                        | ReplyDelta::ToolCall(_)
+                        | ReplyDelta::Finish(_)
+                )
+            })
+            && !matches!(out[i], ReplyDelta::Start { .. })
+        {
+            out.insert(i, ReplyDelta::Start { id: None });
+            self.st.started = true;
+        }
         if out
             .iter()
             .any(|i| matches!(i, ReplyDelta::Done | ReplyDelta::Error(_)))
@@ -198,10 +223,73 @@ pub fn chunk_stream(
 /// The longest line a stream may send: the cap of a whole unstreamed body.
 const LINE_CAP: usize = crate::upstream::http::DEFAULT_BODY_CAP;
 
-/// A byte stream's error, or a line over [`LINE_CAP`].
+/// A byte stream's error, a line over [`LINE_CAP`], or bytes that are not
+/// UTF-8.
 enum Capped<E> {
     Inner(E),
     TooLong,
+    NotUtf8,
+}
+
+/// A chunk passed on whole, or the valid start of one that holds invalid
+/// UTF-8.
+enum Piece<B> {
+    Whole(B),
+    Start(Vec<u8>),
+}
+
+impl<B: AsRef<[u8]>> AsRef<[u8]> for Piece<B> {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Piece::Whole(b) => b.as_ref(),
+            Piece::Start(v) => v,
+        }
+    }
+}
+
+/// Checks a stream's bytes are UTF-8 as they come, chunk by chunk,
+/// keeping the start of a character cut between two chunks.
+#[derive(Default)]
+struct Utf8Check {
+    /// The first bytes of a character the last chunk cut off (at most 3).
+    carry: Vec<u8>,
+}
+
+impl Utf8Check {
+    /// How many leading bytes of `data` can be passed on: all of it, or,
+    /// if it holds bytes that can never be UTF-8 whatever follows, those
+    /// before them (`Err`).
+    fn check(&mut self, mut data: &[u8]) -> Result<(), usize> {
+        let mut done = 0;
+        if !self.carry.is_empty() {
+            // Complete the character the last chunk began.
+            let need = match self.carry[0] {
+                0xc0..=0xdf => 2,
+                0xe0..=0xef => 3,
+                _ => 4,
+            };
+            let take = (need - self.carry.len()).min(data.len());
+            self.carry.extend_from_slice(&data[..take]);
+            match std::str::from_utf8(&self.carry) {
+                Ok(_) => self.carry.clear(),
+                Err(e) if e.error_len().is_none() => {}
+                Err(_) => return Err(0),
+            }
+            data = &data[take..];
+            done = take;
+            if !self.carry.is_empty() {
+                return Ok(());
+            }
+        }
+        match std::str::from_utf8(data) {
+            Ok(_) => Ok(()),
+            Err(e) if e.error_len().is_none() => {
+                self.carry = data[e.valid_up_to()..].to_vec();
+                Ok(())
+            }
+            Err(e) => Err(done + e.valid_up_to()),
+        }
+    }
 }
 
 /// [`chunk_stream`] over any stream of byte chunks, with `transport`
@@ -223,25 +311,37 @@ where
         ended: bool,
     }
     // A line longer than the body cap ends the stream: the SSE parser would
-    // otherwise buffer it whole (a 50 MB body without a newline).
-    let capped = bytes.scan(0usize, |run, chunk| {
-        let item = match chunk {
-            Err(e) => Err(Capped::Inner(e)),
-            Ok(b) => {
-                let data = b.as_ref();
-                *run = match data.iter().rposition(|&c| c == b'\n') {
-                    Some(i) => data.len() - i - 1,
-                    None => run.saturating_add(data.len()),
-                };
-                if *run > LINE_CAP {
-                    Err(Capped::TooLong)
-                } else {
-                    Ok(b)
+    // otherwise buffer it whole (a 50 MB body without a newline). So do
+    // bytes that are not UTF-8: the SSE parser would keep them, and
+    // everything after them, until the body ends (never, for an endless
+    // stream), then fail. The valid bytes before them still pass, as they
+    // would have.
+    let capped = bytes
+        .scan((0usize, Utf8Check::default()), |(run, utf8), chunk| {
+            let items = match chunk {
+                Err(e) => vec![Err(Capped::Inner(e))],
+                Ok(b) => {
+                    let data = b.as_ref();
+                    *run = match data.iter().rposition(|&c| c == b'\n') {
+                        Some(i) => data.len() - i - 1,
+                        None => run.saturating_add(data.len()),
+                    };
+                    if *run > LINE_CAP {
+                        vec![Err(Capped::TooLong)]
+                    } else {
+                        match utf8.check(data) {
+                            Ok(()) => vec![Ok(Piece::Whole(b))],
+                            Err(0) => vec![Err(Capped::NotUtf8)],
+                            Err(n) => {
+                                vec![Ok(Piece::Start(data[..n].to_vec())), Err(Capped::NotUtf8)]
+                            }
+                        }
+                    }
                 }
-            }
-        };
-        futures_util::future::ready(Some(item))
-    });
+            };
+            futures_util::future::ready(Some(futures_util::stream::iter(items)))
+        })
+        .flatten();
     let state = State {
         events: Box::pin(capped.eventsource()),
         mapper,
@@ -269,11 +369,11 @@ where
                         EventStreamError::Transport(Capped::TooLong) => {
                             TransportError::TooLarge(LINE_CAP)
                         }
-                        EventStreamError::Utf8(_) | EventStreamError::Parser(_) => {
-                            TransportError::Other(
-                                "the upstream stream is not valid server-sent events".into(),
-                            )
-                        }
+                        EventStreamError::Transport(Capped::NotUtf8)
+                        | EventStreamError::Utf8(_)
+                        | EventStreamError::Parser(_) => TransportError::Other(
+                            "the upstream stream is not valid server-sent events".into(),
+                        ),
                     };
                     return Some((Err(err), st));
                 }
@@ -337,6 +437,72 @@ mod tests {
             "{:?}",
             ds.last()
         );
+    }
+
+    #[tokio::test]
+    async fn bytes_that_are_not_utf8_end_the_stream_unbuffered() {
+        // Found by fuzzing (sse_stream): the SSE parser keeps an invalid
+        // byte and everything after it until the body ends, so an endless
+        // stream of short lines after one grew without bound. The events
+        // before it still pass.
+        let head: &[u8] = b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n\xff\xfe: k\n";
+        let endless =
+            futures_util::stream::iter([Ok::<_, std::convert::Infallible>(head.to_vec())]).chain(
+                futures_util::stream::repeat(Ok(b": keep-alive\n\n".to_vec())),
+            );
+        let mapped = map_byte_stream(endless, StreamMapper::new(Dialect::Openai), |e| match e {});
+        let items: Vec<_> = mapped.collect().await;
+        assert!(
+            matches!(items[..], [Ok(ReplyDelta::Start { .. }), Ok(ReplyDelta::Text(ref t)), Err(TransportError::Other(_))] if t == "a"),
+            "{items:?}"
+        );
+        // A character cut between two chunks is fine, however it is cut.
+        let sse = "data: {\"choices\":[{\"delta\":{\"content\":\"\u{20ac}\u{1f600}\"},\"finish_reason\":\"stop\"}]}\n\n";
+        for at in 0..sse.len() {
+            let (a, b) = sse.as_bytes().split_at(at);
+            let pieces = [a.to_vec(), b.to_vec()].map(Ok::<_, std::convert::Infallible>);
+            let ds: Vec<_> = map_byte_stream(
+                futures_util::stream::iter(pieces),
+                StreamMapper::new(Dialect::Openai),
+                |e| match e {},
+            )
+            .map(|r| r.unwrap())
+            .collect()
+            .await;
+            assert_eq!(text(&ds, false), "\u{20ac}\u{1f600}", "cut at {at}");
+        }
+    }
+
+    #[tokio::test]
+    async fn the_reply_starts_first_and_finishes_once() {
+        // Found by the stream mappers' fuzz targets: a finish reason given
+        // twice (every later Gemini event may repeat it) was two Finish
+        // deltas, and Anthropic content before `message_start` came
+        // before Start.
+        let gemini = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]},\"finishReason\":\"STOP\"}]}\n\n\
+                      data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"\"}]},\"finishReason\":\"STOP\"}]}\n\n";
+        let ds = deltas(StreamMapper::new(Dialect::Gemini), gemini).await;
+        let finishes = ds
+            .iter()
+            .filter(|d| matches!(d, ReplyDelta::Finish(_)))
+            .count();
+        assert_eq!(finishes, 1, "{ds:?}");
+        let anthropic = "event: content_block_delta\n\
+                         data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n\
+                         event: message_start\n\
+                         data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\"}}\n\n\
+                         event: message_delta\n\
+                         data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"}}\n\n\
+                         event: message_stop\n\
+                         data: {\"type\":\"message_stop\"}\n\n";
+        let ds = deltas(StreamMapper::new(Dialect::Anthropic), anthropic).await;
+        assert_eq!(ds[0], ReplyDelta::Start { id: None }, "{ds:?}");
+        assert_eq!(ds[1], ReplyDelta::Text("hi".into()), "{ds:?}");
+        let starts = ds
+            .iter()
+            .filter(|d| matches!(d, ReplyDelta::Start { .. }))
+            .count();
+        assert_eq!(starts, 1, "{ds:?}");
     }
 
     #[tokio::test]

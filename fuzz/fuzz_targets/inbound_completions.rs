@@ -1,0 +1,4 @@
+//! The legacy Completions surface's request parser, and the translation: see `llmprobe::fuzzing::wire::inbound_completions`.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| llmprobe::fuzzing::wire::inbound_completions(data));
