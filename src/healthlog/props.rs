@@ -254,9 +254,10 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
                 cut_bytes.extend(std::iter::repeat_n(0u8, usize::from(zeros)));
                 std::fs::write(&log, &cut_bytes).unwrap();
                 // Torn, unless the cut only took the last newline (or left
-                // the new file empty).
+                // the new file empty). A cut inside an entry is torn even
+                // when it falls just after a `]` in one of its strings.
                 let closed = closed_at(&bytes[..at as usize]);
-                torn = !closed || zeros > 0;
+                torn = partial || !closed || zeros > 0;
                 readers_agree(&log, &kept, false)?;
             }
         }
