@@ -119,15 +119,18 @@ pub async fn start(
         .header_read_timeout(serving.header_timeout);
     let task = tokio::spawn(async move {
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        // Connections whose first read has not happened yet: any, and
+        // those taken from the backlog at the stop with a request waiting.
         let unread = Arc::new(AtomicUsize::new(0));
-        let serve = |tcp: tokio::net::TcpStream| {
+        let waiting = Arc::new(AtomicUsize::new(0));
+        let serve = |tcp: tokio::net::TcpStream, count: &Arc<AtomicUsize>| {
             // Answers go out at once: no Nagle delay behind a client's
             // delayed ACK.
             let _ = tcp.set_nodelay(true);
-            unread.fetch_add(1, Ordering::SeqCst);
+            count.fetch_add(1, Ordering::SeqCst);
             let io = Conn {
                 tcp,
-                unread: Some(unread.clone()),
+                unread: Some(count.clone()),
             };
             let service = hyper_util::service::TowerToHyperService::new(app.clone());
             let conn = http.serve_connection(hyper_util::rt::TokioIo::new(io), service);
@@ -146,7 +149,7 @@ pub async fn start(
                 a = listener.accept() => a,
             };
             match accepted {
-                Ok((tcp, _)) => serve(tcp),
+                Ok((tcp, _)) => serve(tcp, &unread),
                 Err(e) if is_connection_error(&e) => {}
                 Err(e) => {
                     if said.is_none_or(|t| t.elapsed() >= ACCEPT_ERROR_REPEAT) {
@@ -160,13 +163,15 @@ pub async fn start(
         // The clients already in the listen backlog connected before the
         // stop, and may have sent their requests: serve them, then close
         // the socket (a later client is refused, and can retry).
-        for tcp in drain_backlog(listener) {
-            serve(tcp);
+        for (tcp, sent) in drain_backlog(listener) {
+            serve(tcp, if sent { &waiting } else { &unread });
         }
         // Graceful shutdown closes a connection whose request it has not
         // begun to read; give each its first read first.
         let waited = tokio::time::Instant::now();
-        while unread.load(Ordering::SeqCst) > 0 && waited.elapsed() < FIRST_READ_WAIT {
+        while (waiting.load(Ordering::SeqCst) > 0 && waited.elapsed() < SENT_READ_WAIT)
+            || (unread.load(Ordering::SeqCst) > 0 && waited.elapsed() < FIRST_READ_WAIT)
+        {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         graceful.shutdown().await;
@@ -188,23 +193,41 @@ pub async fn start(
 /// unanswered: dropping a listener resets the connections still queued, and
 /// a graceful shutdown closes a connection whose request it has not begun
 /// to read, so a client that connected just before a SIGTERM got a reset
-/// instead of an answer. Only a connection completed between the last
-/// accept and the close (microseconds) can still be reset, and one that
-/// sends nothing within the wait is closed unanswered.
+/// instead of an answer. A connection taken from the backlog with its
+/// request already sent is waited for longer, [`SENT_READ_WAIT`], so a
+/// loaded machine does not turn the wait into a reset. Still lost: a
+/// connection completed between the last accept and the close
+/// (microseconds), the backlog when the process is out of file descriptors
+/// at the stop, one that sends nothing within the wait, and an idle
+/// keep-alive connection whose next request arrives as the shutdown begins.
 const FIRST_READ_WAIT: Duration = Duration::from_secs(1);
 
+/// How long a stop waits for the first read of a connection that had sent
+/// its request before the stop (see [`FIRST_READ_WAIT`]); under route's
+/// 10 s grace.
+const SENT_READ_WAIT: Duration = Duration::from_secs(8);
+
 /// Accept what waits in `listener`'s backlog, without waiting, and close
-/// it. By system call: tokio's readiness may not have seen the queued
-/// connections yet.
-fn drain_backlog(listener: tokio::net::TcpListener) -> Vec<tokio::net::TcpStream> {
+/// it; each with whether it has already sent bytes. By system call:
+/// tokio's readiness may not have seen the queued connections yet.
+fn drain_backlog(listener: tokio::net::TcpListener) -> Vec<(tokio::net::TcpStream, bool)> {
     let mut queued = Vec::new();
     if let Ok(std) = listener.into_std() {
         let _ = std.set_nonblocking(true);
-        while let Ok((tcp, _)) = std.accept() {
-            if tcp.set_nonblocking(true).is_ok()
-                && let Ok(tcp) = tokio::net::TcpStream::from_std(tcp)
-            {
-                queued.push(tcp);
+        loop {
+            let tcp = match std.accept() {
+                Ok((tcp, _)) => tcp,
+                // That client went away; the next may not have.
+                Err(e) if is_connection_error(&e) => continue,
+                // Drained (WouldBlock), or out of file descriptors.
+                Err(_) => break,
+            };
+            if tcp.set_nonblocking(true).is_err() {
+                continue;
+            }
+            let sent = tcp.peek(&mut [0u8]).is_ok_and(|n| n > 0);
+            if let Ok(tcp) = tokio::net::TcpStream::from_std(tcp) {
+                queued.push((tcp, sent));
             }
         }
         // `std` is dropped here: the socket closes, new clients are refused.

@@ -615,7 +615,9 @@ fn parse_toml(text: &str, origin: &str) -> Result<ConfigToml> {
                 let line = before.matches('\n').count() + 1;
                 let start = before.rfind('\n').map_or(0, |i| i + 1);
                 let column = before.len() - start + 1;
-                // The key of that line, which is never a secret.
+                // The key of that line, when it is spelled as config keys
+                // are (lowercase words, no digits): a key pasted in as a
+                // name is not shown.
                 let key = text[start..]
                     .lines()
                     .next()
@@ -623,8 +625,9 @@ fn parse_toml(text: &str, origin: &str) -> Result<ConfigToml> {
                     .map(|(k, _)| k.trim())
                     .filter(|k| {
                         !k.is_empty()
+                            && k.len() <= 40
                             && k.chars()
-                                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+                                .all(|c| c.is_ascii_lowercase() || "_-.".contains(c))
                     })
                     .map(|k| format!(" ({k})"))
                     .unwrap_or_default();
@@ -1516,6 +1519,23 @@ mod tests {
     /// Found by the `config_parse` fuzz target: a value of the wrong type
     /// or an unknown name was quoted by serde's message, so a key pasted
     /// into `timeout_secs` or `dialect` was printed.
+    /// Found by the `config_parse` fuzz target: a key pasted in as a key's
+    /// name was shown as the key of the line at fault.
+    #[test]
+    fn a_config_error_never_shows_a_key_pasted_as_a_name() {
+        let text = "[defaults]\nQ_API_KEsk-canary-SECRET-1234567890 = X\n";
+        let err = Catalog::from_toml_str(text, "k.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("SECRET"), "{err}");
+        assert!(err.contains("line 2"), "{err}");
+        // A key spelled as config keys are is still named.
+        let err = Catalog::from_toml_str("[defaults]\ntimeout_secs = x\n", "k.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("(timeout_secs)"), "{err}");
+    }
+
     #[test]
     fn a_config_error_never_quotes_the_value_at_fault() {
         for text in [

@@ -1092,11 +1092,12 @@ impl Engine {
     /// surface): the usage event corrects the request's token estimate, and
     /// a failure after the first byte counts against the model. A failure
     /// or stall comes out as [`StreamEvent::Failed`] with the words the
-    /// client is told. A stream that ends without a usage event (the client
-    /// went away mid-answer, which drops it and so cancels the upstream
-    /// request; or the upstream broke off) corrects the estimate to
-    /// `prompt_tokens` plus the output streamed so far ([`StreamTally`]):
-    /// those were billed upstream.
+    /// client is told. A stream dropped before its end and its usage (the
+    /// client went away mid-answer, which drops it and so cancels the
+    /// upstream request; or the upstream broke off) corrects the estimate
+    /// to `prompt_tokens` plus the output streamed so far ([`StreamTally`]):
+    /// those were billed upstream. One that ends without usage keeps the
+    /// estimate.
     pub fn watch_stream<S: Stream<Item = StreamEvent>>(
         self: &Arc<Self>,
         target: Target,
@@ -1135,6 +1136,13 @@ impl Engine {
                 let msg = format!("the upstream sent nothing for {idle}");
                 engine.record_late_failure(&target, ErrorClass::Timeout, msg.clone());
                 StreamEvent::Failed(msg)
+            }
+            // A stream that ended without reporting its usage keeps its
+            // estimate: reasoning the upstream never streamed was billed
+            // too, so the characters seen would undercount it.
+            StreamEvent::Done => {
+                tally.settled = true;
+                StreamEvent::Done
             }
             other => {
                 tally.count(&other);
@@ -1177,10 +1185,10 @@ impl Engine {
 /// What a served stream has cost so far, for its reservation: the prompt's
 /// estimate, and the output streamed, in characters (estimated as the
 /// prompt is, characters / 4, as [`ChatRequest::estimated_tokens`] does).
-/// The upstream's usage event settles the reservation; dropped unsettled
-/// (the client went away, the upstream broke off or never reported
-/// usage), it corrects the reservation to the tally, locally or in the
-/// shared store.
+/// The upstream's usage (an event, or a native chunk's `usage`) settles
+/// the reservation, and an end without usage leaves the estimate; dropped
+/// before either (the client went away, the upstream broke off), it
+/// corrects the reservation to the tally, locally or in the shared store.
 ///
 /// [`ChatRequest::estimated_tokens`]: crate::upstream::dialect::ChatRequest::estimated_tokens
 struct StreamTally {
@@ -1207,7 +1215,13 @@ impl StreamTally {
             StreamEvent::Delta(ReplyDelta::ToolCall(c)) => {
                 chars(&c.arguments) + c.name.as_deref().map_or(0, chars)
             }
-            StreamEvent::Native(v) => native_output_chars(v),
+            StreamEvent::Native(v) => {
+                // A chunk with choices may carry the usage too.
+                if let Some(t) = v["usage"]["total_tokens"].as_u64() {
+                    self.settle(t);
+                }
+                native_output_chars(v)
+            }
             _ => 0,
         };
     }

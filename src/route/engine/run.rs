@@ -875,6 +875,57 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_stream_that_ends_without_usage_keeps_its_estimate() {
+        use crate::route::send::StreamEvent;
+        use futures_util::StreamExt;
+        let f = fixture();
+        let engine = std::sync::Arc::new(f.engine);
+        let c = engine.candidates(Some("b::t")).unwrap().remove(0);
+        let r = send(&Run::new(&engine, 90).admit(&c, None, &target(&c)).await);
+        // A whole answer, no usage: hidden reasoning may have been billed,
+        // so the 8 characters seen must not shrink the 90 reserved.
+        let events = futures_util::stream::iter(vec![
+            StreamEvent::from_chunk(serde_json::json!({
+                "choices": [{"index": 0, "delta": {"content": "abcdefgh"}}]
+            })),
+            StreamEvent::Done,
+        ]);
+        let _: Vec<StreamEvent> = engine
+            .watch_stream(target(&c), Some(r), 4, events)
+            .collect()
+            .await;
+        assert!(matches!(
+            Run::new(&engine, 90).admit(&c, None, &target(&c)).await,
+            Admission::Skipped
+        ));
+    }
+
+    #[tokio::test]
+    async fn usage_in_a_chunk_with_choices_settles_the_stream() {
+        use crate::route::send::StreamEvent;
+        use futures_util::StreamExt;
+        let f = fixture();
+        let engine = std::sync::Arc::new(f.engine);
+        let c = engine.candidates(Some("b::t")).unwrap().remove(0);
+        let r = send(&Run::new(&engine, 90).admit(&c, None, &target(&c)).await);
+        let events = futures_util::stream::iter(vec![StreamEvent::from_chunk(serde_json::json!({
+            "choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 4, "completion_tokens": 6, "total_tokens": 10}
+        }))])
+        .chain(futures_util::stream::pending());
+        let mut watched = Box::pin(engine.watch_stream(target(&c), Some(r), 4, events));
+        watched.next().await.unwrap();
+        // Settled at 10 by the chunk: dropping it now changes nothing (the
+        // tally would say 5). 10 + 91 is over 100; 10 + 90 fits.
+        drop(watched);
+        assert!(matches!(
+            Run::new(&engine, 91).admit(&c, None, &target(&c)).await,
+            Admission::Skipped
+        ));
+        send(&Run::new(&engine, 90).admit(&c, None, &target(&c)).await);
+    }
+
+    #[tokio::test]
     async fn a_watched_stream_corrects_its_tokens_and_counts_a_late_failure() {
         use crate::route::send::StreamEvent;
         use futures_util::StreamExt;
