@@ -232,6 +232,11 @@ pub enum ReplyError {
     Html(Option<String>),
     #[error("response is not JSON")]
     NotJson,
+    /// Bytes that are not UTF-8, which JSON must be (RFC 8259): a client
+    /// that decodes strictly, as the official SDKs do, fails on the body,
+    /// so the answer around them does not count.
+    #[error("response is not valid UTF-8 (byte {0} of the body)")]
+    NotUtf8(usize),
     #[error("empty response body")]
     Empty,
     /// JSON, but not the dialect's shape: no choices, no candidates, no
@@ -447,6 +452,12 @@ fn success_json(body: &[u8]) -> Result<Value, ReplyError> {
         .any(|k| json.get(k).is_some());
     if !has_reply && let Some(err) = error_from_json(&json) {
         return Err(ReplyError::Embedded(err));
+    }
+    // Checked last, on a body parsed from the lossy text, so that an HTML
+    // page, garbage or an error object with a bad byte in it is still
+    // described as what it is.
+    if let Err(e) = std::str::from_utf8(body) {
+        return Err(ReplyError::NotUtf8(e.valid_up_to()));
     }
     Ok(json)
 }
@@ -1058,6 +1069,14 @@ mod tests {
         assert_eq!(
             parse_reply(Dialect::Openai, b"\x00\x01garbage"),
             Err(ReplyError::NotJson)
+        );
+        // A reply in every other way, with bytes that are not UTF-8 inside
+        // its text: refused, at the first bad byte.
+        let bad = b"{\"choices\":[{\"message\":{\"role\":\"assistant\",\"content\":\"\xff14\"}}]}";
+        let at = bad.iter().position(|&b| b == 0xff).unwrap();
+        assert_eq!(
+            parse_reply(Dialect::Openai, bad),
+            Err(ReplyError::NotUtf8(at))
         );
         assert_eq!(parse_reply(Dialect::Openai, b"  "), Err(ReplyError::Empty));
     }
