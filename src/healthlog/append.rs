@@ -253,7 +253,12 @@ fn fast_insertion(path: &Path, file: &File, len: u64) -> Result<Option<Insertion
             if !line_form(&tail[..at], start == 0) {
                 return Ok(None);
             }
-            if rest.is_empty() || (rest[0] == b'{' && is_json_prefix(rest)) {
+            // Only a cut-off object is a torn tail: a whole one after the
+            // last entry line (indented, say, by a hand edit) is an entry,
+            // and cutting it would lose it. The full scan places it.
+            if rest.is_empty()
+                || (rest[0] == b'{' && is_json_prefix(rest) && !parses_as_object(rest))
+            {
                 return Ok(Some(Insertion {
                     at: start + at as u64,
                     prefix: ",\n",
@@ -543,6 +548,38 @@ mod tests {
             let last = v.last().unwrap();
             assert_eq!(last["model"], "m5", "{old:?}: {v:?}");
             assert_eq!(v[0]["model"], "a", "{old:?}");
+        }
+    }
+
+    /// Found by the `healthlog_append` fuzz target: an unclosed log whose
+    /// last entry is whole but indented was taken for one with a torn tail
+    /// after the entry line before it, and the append cut the whole entry.
+    #[test]
+    fn a_whole_indented_last_entry_of_an_unclosed_log_is_kept() {
+        let e = |m: &str| {
+            format!(
+                r#"{{"ts":"2026-11-30T21:00:00Z","provider":"p","model":"{m}","ok":1,"latency_ms":1,"failure_type":""}}"#
+            )
+        };
+        for old in [
+            format!("[\n{},\n\t\t{}\n", e("a"), e("b")),
+            format!("[\n{},\n  {}", e("a"), e("b")),
+            format!("[\n{},\n  {},\n", e("a"), e("b")),
+        ] {
+            let (_d, path, lock) = setup(old.as_bytes());
+            let r = append(&path, &[entry(5)], &lock).unwrap();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let v: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
+            let models: Vec<_> = v.iter().map(|x| x["model"].as_str().unwrap()).collect();
+            assert_eq!(models, ["a", "b", "m5"], "{old:?} became {text:?}");
+            assert!(
+                text.starts_with(&old.trim_end()[..]),
+                "{old:?} became {text:?}"
+            );
+            assert_eq!(
+                r.start,
+                Some(old.trim_end().trim_end_matches(',').len() as u64)
+            );
         }
     }
 
