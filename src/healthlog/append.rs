@@ -572,10 +572,7 @@ mod tests {
             let v: Vec<serde_json::Value> = serde_json::from_str(&text).unwrap();
             let models: Vec<_> = v.iter().map(|x| x["model"].as_str().unwrap()).collect();
             assert_eq!(models, ["a", "b", "m5"], "{old:?} became {text:?}");
-            assert!(
-                text.starts_with(&old.trim_end()[..]),
-                "{old:?} became {text:?}"
-            );
+            assert!(text.starts_with(old.trim_end()), "{old:?} became {text:?}");
             assert_eq!(
                 r.start,
                 Some(old.trim_end().trim_end_matches(',').len() as u64)
