@@ -467,6 +467,15 @@ pub fn ago(secs: i64) -> String {
         .to_string()
 }
 
+/// A log entry's `provider::model`.
+pub fn model_key(e: &serde_json::Value) -> String {
+    format!(
+        "{}::{}",
+        e["provider"].as_str().unwrap(),
+        e["model"].as_str().unwrap()
+    )
+}
+
 /// Parse a log file strictly: it must be one valid JSON array.
 pub fn log_entries(path: &Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
