@@ -138,17 +138,9 @@ fn a_daily_cap_from_the_environment_limits_the_server() {
     );
     env.env("LLMPROBE_DAILY_CAP_GITHUB_MODELS", "1");
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let chat = || {
-        http(
-            "POST",
-            &format!("{}/v1/chat/completions", srv.url),
-            &[("content-type", "application/json")],
-            Some(&chat_body("auto", false)),
-        )
-    };
-    let r = chat();
+    let r = srv.chat("auto", false);
     assert_eq!(r.status, 200, "{}", r.body);
-    let r = chat();
+    let r = srv.chat("auto", false);
     assert_eq!(r.status, 429, "{}", r.body);
     assert!(
         r.header("x-fallback-trail").contains("limit:daily_cap"),
