@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::support::{Env, Fake, RouteServer, check, config, log_entries, route_config};
+use crate::support::{Env, Fake, RouteServer, check, config, log_entries, model_key, route_config};
 
 /// Each fault, scripted on a model of the same name (`huge:50` as `huge50`).
 const SCRIPTS: &[&str] = &[
@@ -57,11 +57,7 @@ fn every_probe_of_a_faulty_transport_ends_classified() {
         .iter()
         .map(|e| {
             (
-                format!(
-                    "{}::{}",
-                    e["provider"].as_str().unwrap(),
-                    e["model"].as_str().unwrap()
-                ),
+                model_key(e),
                 (
                     e["failure_type"].as_str().unwrap_or("").to_string(),
                     e["error"].as_str().unwrap_or("").to_string(),
