@@ -29,6 +29,15 @@ fn setup(env: &Env, scripts: &[&str], models: &[&str]) -> (Fake, String, PingSer
     (fake, cfg, hook, url)
 }
 
+/// Set `disable_after = 1` in the `[defaults]` of the config at `cfg`:
+/// a model is disabled at its first hard failure.
+fn disable_after_1(cfg: &str) {
+    let text = std::fs::read_to_string(cfg)
+        .unwrap()
+        .replace("[defaults]\n", "[defaults]\ndisable_after = 1\n");
+    std::fs::write(cfg, text).unwrap();
+}
+
 fn json_url(hook: &PingServer) -> String {
     format!("json+{}{HOOK_PATH}", hook.url.trim_end_matches('/'))
 }
@@ -333,10 +342,7 @@ fn no_key_reaches_a_message() {
         )],
     );
     // Disabled at the first hard failure: a change at once.
-    let text = std::fs::read_to_string(&cfg)
-        .unwrap()
-        .replace("[defaults]\n", "[defaults]\ndisable_after = 1\n");
-    std::fs::write(&cfg, text).unwrap();
+    disable_after_1(&cfg);
     let hook = PingServer::start();
     let url = json_url(&hook);
     // A disable alerts at once, --notify-after or not; the provider,
@@ -479,10 +485,7 @@ fn the_scheduled_job_takes_its_alert_urls_from_the_env_file_never_from_flags() {
 fn a_disable_that_reached_no_channel_is_said_at_the_next_run() {
     let env = Env::new();
     let (_fake, cfg, hook, url) = setup(&env, &[], &["ok", "unauthorized"]);
-    let text = std::fs::read_to_string(&cfg)
-        .unwrap()
-        .replace("[defaults]\n", "[defaults]\ndisable_after = 1\n");
-    std::fs::write(&cfg, text).unwrap();
+    disable_after_1(&cfg);
     let dead = format!("json+{}{HOOK_PATH}", closed_port());
     let r = check(&env, &cfg, &["--notify", &dead]).ok();
     has(&r.stderr, "warning: notify");
@@ -526,10 +529,7 @@ fn a_disable_that_reached_no_channel_is_said_at_the_next_run() {
 fn a_first_run_with_alerts_takes_models_already_disabled_as_said() {
     let env = Env::new();
     let (_fake, cfg, hook, url) = setup(&env, &[], &["ok", "unauthorized"]);
-    let text = std::fs::read_to_string(&cfg)
-        .unwrap()
-        .replace("[defaults]\n", "[defaults]\ndisable_after = 1\n");
-    std::fs::write(&cfg, text).unwrap();
+    disable_after_1(&cfg);
     // Disabled by a run before alerts were set up.
     check(&env, &cfg, &[]).ok();
     assert!(!env.stats().join("notify_state.json").exists());
