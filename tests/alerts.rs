@@ -78,6 +78,13 @@ fn notify_state(env: &Env) -> String {
     std::fs::read_to_string(env.stats().join("notify_state.json")).unwrap_or_default()
 }
 
+/// `notify_state.json` marks nothing as alerted (said).
+#[track_caller]
+fn not_yet_alerted(env: &Env) {
+    let state = notify_state(env);
+    assert!(!state.contains("alerted"), "{state}");
+}
+
 /// `notify_state.json` never holds a URL, nor any part of one.
 #[track_caller]
 fn no_url_in_state(env: &Env, hook: &PingServer) {
@@ -283,11 +290,7 @@ fn an_unreachable_channel_warns_once_without_its_path_and_changes_no_exit_code()
     check(&env, &cfg, &["--notify", &dead, "--fail-on-down"]).code(1);
     // The alert reached no channel, so it is not marked as sent: the next
     // run that still sees the model down says it, to a channel that works.
-    assert!(
-        !notify_state(&env).contains("alerted"),
-        "{}",
-        notify_state(&env)
-    );
+    not_yet_alerted(&env);
     check(&env, &cfg, &["--notify", &url]).ok();
     let got = messages(&hook);
     assert_eq!(got.len(), 1);
@@ -489,11 +492,7 @@ fn a_disable_that_reached_no_channel_is_said_at_the_next_run() {
     let dead = format!("json+{}{HOOK_PATH}", closed_port());
     let r = check(&env, &cfg, &["--notify", &dead]).ok();
     has(&r.stderr, "warning: notify");
-    assert!(
-        !notify_state(&env).contains("alerted"),
-        "{}",
-        notify_state(&env)
-    );
+    not_yet_alerted(&env);
     // The next run probes f::ok only; the disable is said now.
     check(&env, &cfg, &["--notify", &url]).ok();
     let got = messages(&hook);
