@@ -99,13 +99,24 @@ fn read_response(s: &mut TcpStream) -> (u16, String) {
 }
 
 fn chat_ok(srv: &RouteServer, model: &str) {
-    let r = http(
-        "POST",
-        &format!("{}/v1/chat/completions", srv.url),
-        &[("content-type", "application/json")],
-        Some(&chat_body(model, false)),
-    );
+    let r = srv.chat(model, false);
     assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// `GET /livez` on a kept-alive connection, and its response.
+fn livez(s: &mut TcpStream) -> (u16, String) {
+    s.write_all(b"GET /livez HTTP/1.1\r\nHost: route\r\n\r\n")
+        .unwrap();
+    read_response(s)
+}
+
+/// A fake provider, and a route config in front of it: provider `o` with
+/// `models` (`extra` in its table), and `route` (a `[route]` table, or
+/// nothing).
+fn setup(env: &Env, models: &[&str], extra: &str, route: &str) -> (Fake, String) {
+    let fake = Fake::start(env, &[]);
+    let cfg = route_config(env, &[fake.provider("o", "openai", models, extra)], route);
+    (fake, cfg)
 }
 
 /// A client that sends its request head, or its body, a byte at a time
@@ -116,12 +127,7 @@ fn chat_ok(srv: &RouteServer, model: &str) {
 #[test]
 fn slow_clients_are_dropped_and_others_served_meanwhile() {
     let env = Env::new();
-    let fake = Fake::start(&env, &[]);
-    let cfg = route_config(
-        &env,
-        &[fake.provider("o", "openai", &["ok"], "")],
-        "[route]\nread_timeout_secs = 5",
-    );
+    let (fake, cfg) = setup(&env, &["ok"], "", "[route]\nread_timeout_secs = 5");
     let srv = RouteServer::start(&env, &cfg, &[]);
     let body = chat_body("o::ok", false);
     let surfaces = [
@@ -194,17 +200,6 @@ fn nofile(cmd: &mut std::process::Command, soft: u64, hard: Option<u64>) {
     }
 }
 
-fn route_command(env: &Env, cfg: &str) -> std::process::Command {
-    env.command(&[
-        "--config",
-        cfg,
-        "route",
-        "--serve",
-        "--listen",
-        "127.0.0.1:0",
-    ])
-}
-
 /// A line of `/proc/PID/status`, in kB (`VmRSS`).
 fn proc_kb(pid: u32, field: &str) -> u64 {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -229,13 +224,8 @@ const IDLE: usize = 5000;
 #[cfg(target_os = "linux")]
 fn thousands_of_idle_connections_do_not_stop_the_server() {
     let env = Env::new();
-    let fake = Fake::start(&env, &[]);
-    let cfg = route_config(
-        &env,
-        &[fake.provider("o", "openai", &["ok"], "")],
-        // Long enough that the idle connections stay for the whole test.
-        "[route]\nread_timeout_secs = 600",
-    );
+    // Long enough that the idle connections stay for the whole test.
+    let (_fake, cfg) = setup(&env, &["ok"], "", "[route]\nread_timeout_secs = 600");
     // The test holds the client ends: its own soft limit goes up to the
     // hard one too (harmless to the other tests in this process).
     let mut own = libc::rlimit {
@@ -248,7 +238,7 @@ fn thousands_of_idle_connections_do_not_stop_the_server() {
         own.rlim_cur = own.rlim_max;
         libc::setrlimit(libc::RLIMIT_NOFILE, &own);
     }
-    let mut cmd = route_command(&env, &cfg);
+    let mut cmd = RouteServer::command(&env, &cfg, &[]);
     nofile(&mut cmd, 1024, None);
     cmd.stderr(std::process::Stdio::inherit());
     let srv = RouteServer::spawn(cmd);
@@ -270,9 +260,7 @@ fn thousands_of_idle_connections_do_not_stop_the_server() {
     for i in 0..IDLE {
         let mut s = connect(&srv);
         if i % 10 == 0 {
-            s.write_all(b"GET /livez HTTP/1.1\r\nHost: route\r\n\r\n")
-                .unwrap();
-            assert_eq!(read_response(&mut s).0, 200, "connection {i}");
+            assert_eq!(livez(&mut s).0, 200, "connection {i}");
         }
         idle.push(s);
     }
@@ -286,12 +274,7 @@ fn thousands_of_idle_connections_do_not_stop_the_server() {
     });
     chat_ok(&srv, "o::ok");
     // A kept-alive connection serves another request after its idle spell.
-    let (status, body) = {
-        let s = &mut idle[0];
-        s.write_all(b"GET /livez HTTP/1.1\r\nHost: route\r\n\r\n")
-            .unwrap();
-        read_response(s)
-    };
+    let (status, body) = livez(&mut idle[0]);
     assert_eq!(status, 200, "{body}");
     let rss_after = proc_kb(pid, "VmRSS");
     assert!(
@@ -310,14 +293,9 @@ fn thousands_of_idle_connections_do_not_stop_the_server() {
 #[cfg(target_os = "linux")]
 fn out_of_file_descriptors_route_says_so_and_recovers() {
     let env = Env::new();
-    let fake = Fake::start(&env, &[]);
-    let cfg = route_config(
-        &env,
-        &[fake.provider("o", "openai", &["ok"], "")],
-        "[route]\nread_timeout_secs = 600",
-    );
+    let (_fake, cfg) = setup(&env, &["ok"], "", "[route]\nread_timeout_secs = 600");
     let log = env.path().join("route.err");
-    let mut cmd = route_command(&env, &cfg);
+    let mut cmd = RouteServer::command(&env, &cfg, &[]);
     nofile(&mut cmd, 96, Some(96));
     cmd.stderr(std::fs::File::create(&log).unwrap());
     let srv = RouteServer::spawn(cmd);
@@ -348,10 +326,7 @@ fn out_of_file_descriptors_route_says_so_and_recovers() {
     // An accepted connection is still served.
     let mut first = held.remove(0);
     first.set_read_timeout(Some(HUNG)).unwrap();
-    first
-        .write_all(b"GET /livez HTTP/1.1\r\nHost: route\r\n\r\n")
-        .unwrap();
-    assert_eq!(read_response(&mut first).0, 200);
+    assert_eq!(livez(&mut first).0, 200);
     // Once they close, route accepts and serves again.
     drop(first);
     drop(held);
@@ -395,15 +370,10 @@ fn a_client_gone_mid_stream_cancels_the_upstream_and_corrects_its_tokens() {
     let env = Env::new();
     // The first content chunk, then silence: only the client's going away
     // ends the stream before the idle timeout (60 s).
-    let fake = Fake::start(&env, &[]);
-    let cfg = route_config(
+    let (fake, cfg) = setup(
         &env,
-        &[fake.provider(
-            "o",
-            "openai",
-            &["stream-stall"],
-            "limits = { tpm = 1000000, tpd = 10000000 }",
-        )],
+        &["stream-stall"],
+        "limits = { tpm = 1000000, tpd = 10000000 }",
         "",
     );
     let srv = RouteServer::start(&env, &cfg, &[]);
@@ -473,12 +443,7 @@ fn a_client_gone_mid_stream_cancels_the_upstream_and_corrects_its_tokens() {
 #[test]
 fn a_burst_above_the_limits_is_refused_cleanly() {
     let env = Env::new();
-    let fake = Fake::start(&env, &[]);
-    let cfg = route_config(
-        &env,
-        &[fake.provider("o", "openai", &["ok"], "limits = { rpm = 5 }")],
-        "",
-    );
+    let (fake, cfg) = setup(&env, &["ok"], "limits = { rpm = 5 }", "");
     let srv = RouteServer::start(&env, &cfg, &[]);
     let sent = 40;
     let url = format!("{}/v1/chat/completions", srv.url);

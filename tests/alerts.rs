@@ -29,6 +29,15 @@ fn setup(env: &Env, scripts: &[&str], models: &[&str]) -> (Fake, String, PingSer
     (fake, cfg, hook, url)
 }
 
+/// Set `disable_after = 1` in the `[defaults]` of the config at `cfg`:
+/// a model is disabled at its first hard failure.
+fn disable_after_1(cfg: &str) {
+    let text = std::fs::read_to_string(cfg)
+        .unwrap()
+        .replace("[defaults]\n", "[defaults]\ndisable_after = 1\n");
+    std::fs::write(cfg, text).unwrap();
+}
+
 fn json_url(hook: &PingServer) -> String {
     format!("json+{}{HOOK_PATH}", hook.url.trim_end_matches('/'))
 }
@@ -67,6 +76,13 @@ fn said(msg: &Value) -> Vec<String> {
 
 fn notify_state(env: &Env) -> String {
     std::fs::read_to_string(env.stats().join("notify_state.json")).unwrap_or_default()
+}
+
+/// `notify_state.json` marks nothing as alerted (said).
+#[track_caller]
+fn not_yet_alerted(env: &Env) {
+    let state = notify_state(env);
+    assert!(!state.contains("alerted"), "{state}");
 }
 
 /// `notify_state.json` never holds a URL, nor any part of one.
@@ -274,11 +290,7 @@ fn an_unreachable_channel_warns_once_without_its_path_and_changes_no_exit_code()
     check(&env, &cfg, &["--notify", &dead, "--fail-on-down"]).code(1);
     // The alert reached no channel, so it is not marked as sent: the next
     // run that still sees the model down says it, to a channel that works.
-    assert!(
-        !notify_state(&env).contains("alerted"),
-        "{}",
-        notify_state(&env)
-    );
+    not_yet_alerted(&env);
     check(&env, &cfg, &["--notify", &url]).ok();
     let got = messages(&hook);
     assert_eq!(got.len(), 1);
@@ -333,10 +345,7 @@ fn no_key_reaches_a_message() {
         )],
     );
     // Disabled at the first hard failure: a change at once.
-    let text = std::fs::read_to_string(&cfg)
-        .unwrap()
-        .replace("[defaults]\n", "[defaults]\ndisable_after = 1\n");
-    std::fs::write(&cfg, text).unwrap();
+    disable_after_1(&cfg);
     let hook = PingServer::start();
     let url = json_url(&hook);
     // A disable alerts at once, --notify-after or not; the provider,
@@ -479,18 +488,11 @@ fn the_scheduled_job_takes_its_alert_urls_from_the_env_file_never_from_flags() {
 fn a_disable_that_reached_no_channel_is_said_at_the_next_run() {
     let env = Env::new();
     let (_fake, cfg, hook, url) = setup(&env, &[], &["ok", "unauthorized"]);
-    let text = std::fs::read_to_string(&cfg)
-        .unwrap()
-        .replace("[defaults]\n", "[defaults]\ndisable_after = 1\n");
-    std::fs::write(&cfg, text).unwrap();
+    disable_after_1(&cfg);
     let dead = format!("json+{}{HOOK_PATH}", closed_port());
     let r = check(&env, &cfg, &["--notify", &dead]).ok();
     has(&r.stderr, "warning: notify");
-    assert!(
-        !notify_state(&env).contains("alerted"),
-        "{}",
-        notify_state(&env)
-    );
+    not_yet_alerted(&env);
     // The next run probes f::ok only; the disable is said now.
     check(&env, &cfg, &["--notify", &url]).ok();
     let got = messages(&hook);
@@ -526,10 +528,7 @@ fn a_disable_that_reached_no_channel_is_said_at_the_next_run() {
 fn a_first_run_with_alerts_takes_models_already_disabled_as_said() {
     let env = Env::new();
     let (_fake, cfg, hook, url) = setup(&env, &[], &["ok", "unauthorized"]);
-    let text = std::fs::read_to_string(&cfg)
-        .unwrap()
-        .replace("[defaults]\n", "[defaults]\ndisable_after = 1\n");
-    std::fs::write(&cfg, text).unwrap();
+    disable_after_1(&cfg);
     // Disabled by a run before alerts were set up.
     check(&env, &cfg, &[]).ok();
     assert!(!env.stats().join("notify_state.json").exists());

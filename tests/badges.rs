@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::support::{Env, Fake, RouteServer, advance, ago, clock_env, http, route_config};
+use crate::support::{Env, Fake, RouteServer, Run, advance, ago, clock_env, http, route_config};
 
 const MODEL_8B: &str = "llama-3.1-8b-instant";
 const MODEL_70B: &str = "llama-3.3-70b-versatile";
@@ -121,6 +121,13 @@ fn setup(env: &Env, url: &str, route: &str) -> String {
     route_config(env, &catalog(url), route)
 }
 
+/// `llmprobe --config CFG rollup --format badge EXTRA…`.
+fn rollup_badge(env: &Env, cfg: &str, extra: &[&str]) -> Run {
+    let mut a = vec!["--config", cfg, "rollup", "--format", "badge"];
+    a.extend_from_slice(extra);
+    env.run(&a)
+}
+
 #[test]
 fn badge_figures_are_rollup_json_figures() {
     let env = Env::new();
@@ -215,21 +222,19 @@ fn badge_figures_are_rollup_json_figures() {
 fn badge_output_is_written_whole_and_stdout_stays_empty() {
     let env = Env::new();
     let cfg = setup(&env, "http://127.0.0.1:9", "");
-    let r = env
-        .run(&[
-            "--config",
-            &cfg,
-            "rollup",
-            "--format",
-            "badge",
+    let r = rollup_badge(
+        &env,
+        &cfg,
+        &[
             "--provider",
             "openrouter",
             "--model",
             OR_MODEL,
             "--output",
             "or.svg",
-        ])
-        .ok();
+        ],
+    )
+    .ok();
     assert_eq!(r.stdout, "");
     let svg = std::fs::read_to_string(env.path().join("or.svg")).unwrap();
     let b = read_badge(&svg);
@@ -249,17 +254,7 @@ fn badge_window_ends_at_the_test_clock() {
     let env = clock_env();
     let cfg = setup(&env, "http://127.0.0.1:9", "");
     let badge = |env: &Env| {
-        let r = env
-            .run(&[
-                "--config",
-                &cfg,
-                "rollup",
-                "--format",
-                "badge",
-                "--provider",
-                "openrouter",
-            ])
-            .ok();
+        let r = rollup_badge(env, &cfg, &["--provider", "openrouter"]).ok();
         read_badge(&r.stdout).message
     };
     assert_eq!(badge(&env), "100%");
@@ -273,11 +268,7 @@ fn badge_window_ends_at_the_test_clock() {
 fn badge_errors_name_what_is_wrong() {
     let env = Env::new();
     let cfg = setup(&env, "http://127.0.0.1:9", "");
-    let run = |extra: &[&str]| {
-        let mut a = vec!["--config", &cfg, "rollup", "--format", "badge"];
-        a.extend_from_slice(extra);
-        env.run(&a)
-    };
+    let run = |extra: &[&str]| rollup_badge(&env, &cfg, extra);
     let r = run(&["--provider", "nope"]).code(2);
     assert!(
         r.stderr.contains("unknown provider \"nope\"") && r.stderr.contains("groq, mistral"),
@@ -375,11 +366,7 @@ fn served_badges_are_rollups_badges_and_cache_their_figures() {
     let fake = Fake::start(&env, &[]);
     let cfg = setup(&env, &fake.url, "");
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let cli = |extra: &[&str]| {
-        let mut a = vec!["--config", &cfg, "rollup", "--format", "badge"];
-        a.extend_from_slice(extra);
-        env.run(&a).ok().stdout
-    };
+    let cli = |extra: &[&str]| rollup_badge(&env, &cfg, extra).ok().stdout;
     let served = |path: &str| {
         let r = get(&srv, path, None);
         assert_eq!(r.status, 200, "{path}: {}", r.body);

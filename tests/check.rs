@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{Env, Fake, closed_port, log_entries};
+use crate::support::{Env, Fake, closed_port, log_entries, model_key};
 
 /// A config with only the given provider tables and a fast default spacing.
 pub use crate::support::{check, config};
@@ -32,19 +32,7 @@ fn probes_all_three_dialects_and_records_every_field() {
     assert!(out.stdout.contains("4/7 probes passed"), "{}", out.stdout);
     let entries = log_entries(&env.log());
     assert_eq!(entries.len(), 7);
-    let by: BTreeMap<String, &Value> = entries
-        .iter()
-        .map(|e| {
-            (
-                format!(
-                    "{}::{}",
-                    e["provider"].as_str().unwrap(),
-                    e["model"].as_str().unwrap()
-                ),
-                e,
-            )
-        })
-        .collect();
+    let by: BTreeMap<String, &Value> = entries.iter().map(|e| (model_key(e), e)).collect();
     for e in &entries {
         for f in [
             "ts",
@@ -608,11 +596,7 @@ fn every_failure_shape_is_classified_end_to_end() {
         ("slow:60000", "timeout"),
     ];
     let models: Vec<&str> = want.iter().map(|(m, _)| *m).collect();
-    // A port nobody listens on: bind, note it, close it.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let closed = closed_port();
     let cfg = config(
         &env,
         &[
@@ -624,13 +608,7 @@ fn every_failure_shape_is_classified_end_to_end() {
                 "",
             ),
             fake.provider("ge", "gemini", &["rate-limit", "unauthorized", "e503"], ""),
-            crate::support::provider_toml(
-                "refused",
-                "openai",
-                &format!("http://{closed}/v1"),
-                &["m"],
-                "",
-            ),
+            crate::support::provider_toml("refused", "openai", &format!("{closed}/v1"), &["m"], ""),
             // TLS spoken to a plain-HTTP server.
             crate::support::provider_toml(
                 "tls",
@@ -647,11 +625,7 @@ fn every_failure_shape_is_classified_end_to_end() {
         .iter()
         .map(|e| {
             (
-                format!(
-                    "{}::{}",
-                    e["provider"].as_str().unwrap(),
-                    e["model"].as_str().unwrap()
-                ),
+                model_key(e),
                 (
                     e["failure_type"].as_str().unwrap().to_string(),
                     e["status"].clone(),

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use crate::support::{
-    Env, Fake, Http, RouteServer, advance, chat_body, clock_env, eventually, http, route_config,
+    Env, Fake, Http, RouteServer, advance, clock_env, eventually, http, route_config,
 };
 
 /// Four providers: `a` (priority 4, the last) with two active models that
@@ -49,15 +49,6 @@ fn readyz_until(srv: &RouteServer, what: &str, want: impl Fn(u16, &Value) -> boo
             Err(format!("{} {body}", r.status))
         }
     })
-}
-
-fn chat(srv: &RouteServer, model: &str) -> Http {
-    http(
-        "POST",
-        &format!("{}/v1/chat/completions", srv.url),
-        &[("content-type", "application/json")],
-        Some(&chat_body(model, false)),
-    )
 }
 
 fn calls(fake: &Fake, model: &str) -> usize {
@@ -108,7 +99,7 @@ fn degraded_mode_comes_and_goes_with_its_grace_and_paused_models_serve_as_a_last
     // The active provider fails (a 500 passes over its other model): the
     // paused ones come after it, though their providers rank first, and
     // the first serves.
-    let r = chat(&srv, "auto");
+    let r = srv.chat("auto", false);
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.header("x-routed-via"), "b::ok");
     assert_eq!(
@@ -210,13 +201,13 @@ fn last_resort_paused_false_never_tries_a_paused_model() {
         s == 200 && b["status"] == "degraded"
     });
     assert_eq!(body["last_resort_models"], 0, "{body}");
-    let r = chat(&srv, "auto");
+    let r = srv.chat("auto", false);
     assert_eq!(r.status, 502, "{}", r.body);
     assert_eq!(r.header("x-fallback-trail"), "a::fail1=server_error");
     assert_eq!(calls(&fake, "ok"), 0);
     assert_eq!(entry(&env, "b::ok")["state"], "paused");
     // Pinned to a paused model: refused as before.
-    let r = chat(&srv, "b::ok");
+    let r = srv.chat("b::ok", false);
     assert_eq!(r.status, 503, "{}", r.body);
     assert_eq!(r.json()["error"]["code"], "no_active_models");
 }
@@ -251,7 +242,7 @@ fn the_last_resort_waits_for_a_paused_models_retry_at() {
         s == 200 && b["status"] == "degraded"
     });
     assert_eq!(body["last_resort_models"], 2, "{body}");
-    let r = chat(&srv, "auto");
+    let r = srv.chat("auto", false);
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.header("x-routed-via"), "c::ok");
     assert_eq!(

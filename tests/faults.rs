@@ -6,9 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::support::{
-    Env, Fake, RouteServer, chat_body, check, config, http, log_entries, route_config,
-};
+use crate::support::{Env, Fake, RouteServer, check, config, log_entries, model_key, route_config};
 
 /// Each fault, scripted on a model of the same name (`huge:50` as `huge50`).
 const SCRIPTS: &[&str] = &[
@@ -59,11 +57,7 @@ fn every_probe_of_a_faulty_transport_ends_classified() {
         .iter()
         .map(|e| {
             (
-                format!(
-                    "{}::{}",
-                    e["provider"].as_str().unwrap(),
-                    e["model"].as_str().unwrap()
-                ),
+                model_key(e),
                 (
                     e["failure_type"].as_str().unwrap_or("").to_string(),
                     e["error"].as_str().unwrap_or("").to_string(),
@@ -109,16 +103,6 @@ fn every_probe_of_a_faulty_transport_ends_classified() {
     assert_eq!(got.len(), want.len() + 2, "{got:#?}");
 }
 
-/// A chat completion through the server.
-fn chat(srv: &RouteServer, model: &str, stream: bool) -> crate::support::Http {
-    http(
-        "POST",
-        &format!("{}/v1/chat/completions", srv.url),
-        &[("content-type", "application/json")],
-        Some(&chat_body(model, stream)),
-    )
-}
-
 #[test]
 fn every_routed_request_to_a_faulty_transport_ends_classified() {
     let env = Env::new();
@@ -146,7 +130,7 @@ fn every_routed_request_to_a_faulty_transport_ends_classified() {
         for m in faults {
             for stream in [false, true] {
                 let key = format!("{p}::{m} stream={stream}");
-                let r = chat(&srv, &format!("{p}::{m}"), stream);
+                let r = srv.chat(&format!("{p}::{m}"), stream);
                 // Only an answer without its last event is still an answer
                 // (unstreamed, those two answer like `ok`); bad-utf8 is
                 // refused like the rest.
@@ -188,6 +172,6 @@ fn every_routed_request_to_a_faulty_transport_ends_classified() {
         }
     }
     // The server still serves others.
-    let r = chat(&srv, "ok::ok", false);
+    let r = srv.chat("ok::ok", false);
     assert_eq!(r.status, 200, "{}", r.body);
 }

@@ -16,8 +16,7 @@ use std::process::{Command, Stdio};
 use serde_json::Value;
 
 use crate::support::{
-    Env, Fake, RouteServer, Run, chat_body, clock_env, eventually, http, log_entries,
-    provider_toml, route_config,
+    Env, Fake, RouteServer, Run, clock_env, eventually, log_entries, provider_toml, route_config,
 };
 
 /// `cmd` with a file size limit of `bytes` (RLIMIT_FSIZE, `ulimit -f`),
@@ -61,6 +60,15 @@ fn check(env: &Env, cfg: &str) -> Command {
     env.command(&["--config", cfg, "check"])
 }
 
+/// The run said it cannot write `file`, and each of `also`.
+#[track_caller]
+fn cannot_write(r: &Run, file: &Path, also: &[&str]) {
+    let said = format!("cannot write {}", file.display());
+    for want in [said.as_str()].iter().chain(also) {
+        assert!(r.stderr.contains(want), "{}", r.stderr);
+    }
+}
+
 fn bytes(p: &Path) -> Vec<u8> {
     std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
@@ -101,6 +109,19 @@ fn agrees(env: &Env, before: &[Value]) -> Vec<Value> {
     log
 }
 
+/// `wrong`'s batch was taken back out of the log, and the log and the
+/// state agree (see [`agrees`]); `ok`'s, if it came alone, changed no
+/// state and stays. The log's entries.
+#[track_caller]
+fn batch_taken_out(env: &Env, before: &[Value]) -> Vec<Value> {
+    let now = agrees(env, before);
+    assert!(
+        now[before.len()..].iter().all(|e| e["model"] == "ok") && now.len() <= before.len() + 1,
+        "{now:#?}"
+    );
+    now
+}
+
 #[test]
 fn a_full_disk_stops_check_with_exit_7_and_the_next_run_continues() {
     let (env, fake, cfg) = setup();
@@ -117,14 +138,10 @@ fn a_full_disk_stops_check_with_exit_7_and_the_next_run_continues() {
     cmd.args(["--spacing", "30"]);
     let r = run(limited(cmd, log.len() as u64 + 40)).code(7);
     assert_eq!(fake.seen().len(), sent + 1, "the run stopped at once");
-    assert!(
-        r.stderr
-            .contains(&format!("cannot write {}", env.log().display()))
-            && r.stderr.contains("File too large")
-            && r.stderr
-                .contains("the log was left with the entries it had"),
-        "{}",
-        r.stderr
+    cannot_write(
+        &r,
+        &env.log(),
+        &["File too large", "the log was left with the entries it had"],
     );
     // Rolled back byte for byte; the state is as it was.
     assert_eq!(bytes(&env.log()), log);
@@ -159,21 +176,12 @@ fn a_full_disk_for_the_state_file_takes_the_batch_back_out_of_the_log() {
         state.len()
     );
     let r = run(limited(check(&env, &cfg), state.len() as u64 / 2)).code(7);
-    assert!(
-        r.stderr
-            .contains(&format!("cannot write {}", env.state_file().display())),
-        "{}",
-        r.stderr
-    );
+    cannot_write(&r, &env.state_file(), &[]);
     // `wrong`'s batch was appended, then taken back out: the log and the
     // state still agree. `ok`'s, if it came alone, changed no state and
     // stays.
     assert_eq!(bytes(&env.state_file()), state);
-    let now = agrees(&env, &before);
-    assert!(
-        now[before.len()..].iter().all(|e| e["model"] == "ok") && now.len() <= before.len() + 1,
-        "{now:#?}"
-    );
+    let now = batch_taken_out(&env, &before);
     assert!(bytes(&env.log()).ends_with(b"}\n]\n"));
     assert!(log.len() <= bytes(&env.log()).len());
     assert_eq!(temp_files(&env.stats()), Vec::<String>::new());
@@ -189,13 +197,10 @@ fn a_full_disk_stops_a_state_change_and_leaves_the_state_file_whole() {
     let disable = || env.command(&["--config", &cfg, "state", "disable", "f::ok"]);
     // Not one byte more than the file has: disabling a model adds some.
     let r = run(limited(disable(), state.len() as u64)).code(7);
-    assert!(
-        r.stderr
-            .contains(&format!("cannot write {}", env.state_file().display()))
-            && r.stderr.contains("the file was left as it was")
-            && r.stderr.contains("File too large"),
-        "{}",
-        r.stderr
+    cannot_write(
+        &r,
+        &env.state_file(),
+        &["the file was left as it was", "File too large"],
     );
     assert_eq!(bytes(&env.state_file()), state);
     assert_eq!(temp_files(&env.stats()), Vec::<String>::new());
@@ -222,12 +227,7 @@ fn a_full_disk_keeps_the_old_rollup_output_and_readme() {
         ])
     };
     let r = run(limited(rollup(), 20)).code(7);
-    assert!(
-        r.stderr
-            .contains(&format!("cannot write {}", out.display())),
-        "{}",
-        r.stderr
-    );
+    cannot_write(&r, &out, &[]);
     assert_eq!(bytes(&out), b"the old one\n");
     assert_eq!(temp_files(out.parent().unwrap()), Vec::<String>::new());
     run(rollup()).ok();
@@ -246,12 +246,7 @@ fn a_full_disk_keeps_the_old_rollup_output_and_readme() {
         ])
     };
     let r = run(limited(readme_cmd(), text.len() as u64 + 10)).code(7);
-    assert!(
-        r.stderr
-            .contains(&format!("cannot write {}", readme.display())),
-        "{}",
-        r.stderr
-    );
+    cannot_write(&r, &readme, &[]);
     assert_eq!(bytes(&readme), text.as_bytes());
     assert_eq!(temp_files(readme.parent().unwrap()), Vec::<String>::new());
     run(readme_cmd()).ok();
@@ -326,29 +321,14 @@ fn a_read_only_stats_directory_stops_check_and_state_with_exit_7() {
     // file cannot be replaced: `wrong`'s batch is taken back out of the
     // log. `ok`'s, if it came alone, changed no state and stays.
     let r = run(bound_by_permissions(check(&env, &cfg))).code(7);
-    assert!(
-        r.stderr
-            .contains(&format!("cannot write {}", env.state_file().display()))
-            && r.stderr.contains("Permission denied"),
-        "{}",
-        r.stderr
-    );
+    cannot_write(&r, &env.state_file(), &["Permission denied"]);
     assert_eq!(bytes(&env.state_file()), state);
-    let now = agrees(&env, &before);
-    assert!(
-        now[before.len()..].iter().all(|e| e["model"] == "ok") && now.len() <= before.len() + 1,
-        "{now:#?}"
-    );
+    let now = batch_taken_out(&env, &before);
     let r = run(bound_by_permissions(
         env.command(&["--config", &cfg, "state", "disable", "f::ok"]),
     ))
     .code(7);
-    assert!(
-        r.stderr
-            .contains(&format!("cannot write {}", env.state_file().display())),
-        "{}",
-        r.stderr
-    );
+    cannot_write(&r, &env.state_file(), &[]);
     assert_eq!(bytes(&env.state_file()), state);
     // A run whose probes change no state records them (the log is
     // appended in place), and cannot say it ran: last_run.json.
@@ -357,12 +337,7 @@ fn a_read_only_stats_directory_stops_check_and_state_with_exit_7() {
     cmd.args(["--model", "f::ok"]);
     let r = run(bound_by_permissions(cmd)).code(7);
     let file = env.stats().join("last_run.json");
-    assert!(
-        r.stderr
-            .contains(&format!("cannot write {}", file.display())),
-        "{}",
-        r.stderr
-    );
+    cannot_write(&r, &file, &[]);
     assert_eq!(bytes(&file), last_run);
     let recorded = agrees(&env, &now);
     assert_eq!(recorded.len(), now.len() + 1);
@@ -444,29 +419,14 @@ fn route_serves_on_when_its_state_cannot_be_saved() {
     let fake = Fake::start(&env, &[]);
     let cfg = route_cfg(&env, &fake);
     let err = env.path().join("route.err");
-    let mut cmd = env.command(&[
-        "--config",
-        &cfg,
-        "route",
-        "--serve",
-        "--listen",
-        "127.0.0.1:0",
-    ]);
+    let mut cmd = RouteServer::command(&env, &cfg, &[]);
     cmd.stderr(std::fs::File::create(&err).unwrap());
     let srv = RouteServer::spawn(cmd);
     // Started: the file is read; now it cannot be replaced (a directory
     // in its place stops the rename, whoever runs the test).
     let file = env.stats().join("route_state.json");
     std::fs::create_dir_all(file.join("in-the-way")).unwrap();
-    let chat = || {
-        http(
-            "POST",
-            &format!("{}/v1/chat/completions", srv.url),
-            &[("content-type", "application/json")],
-            Some(&chat_body("auto", false)),
-        )
-    };
-    let r = chat();
+    let r = srv.chat("auto", false);
     assert_eq!(r.status, 200, "{}", r.body);
     let text = eventually("the warning", || {
         let text = std::fs::read_to_string(&err).unwrap();
@@ -479,7 +439,7 @@ fn route_serves_on_when_its_state_cannot_be_saved() {
         "{text}"
     );
     // Still serving.
-    let r = chat();
+    let r = srv.chat("auto", false);
     assert_eq!(r.status, 200, "{}", r.body);
     // The last save, at shutdown, fails too: exit 7, the file named.
     assert_eq!(srv.terminate(), 7);
@@ -509,12 +469,7 @@ fn one_shot_route_shows_the_answer_when_its_state_cannot_be_saved() {
     .code(7);
     assert_eq!(r.stdout.trim(), "14", "{}", r.stderr);
     let file = env.stats().join("route_state.json");
-    assert!(
-        r.stderr
-            .contains(&format!("cannot write {}", file.display())),
-        "{}",
-        r.stderr
-    );
+    cannot_write(&r, &file, &[]);
     assert!(!file.exists());
     assert_eq!(temp_files(&env.stats()), Vec::<String>::new());
 }

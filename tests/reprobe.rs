@@ -7,8 +7,8 @@
 use serde_json::{Value, json};
 
 use crate::support::{
-    Env, Fake, RouteServer, advance, ago, chat_body, check, clock_env, eventually, http,
-    log_entries, route_config,
+    Env, Fake, RouteServer, advance, ago, check, clock_env, eventually, http, log_entries,
+    route_config,
 };
 
 /// How many requests the fake received for `model`.
@@ -45,15 +45,6 @@ fn rounds_pass(srv: &RouteServer) {
             Err(format!("{now} rounds (from {start})"))
         }
     });
-}
-
-fn chat(srv: &RouteServer, model: &str) -> crate::support::Http {
-    http(
-        "POST",
-        &format!("{}/v1/chat/completions", srv.url),
-        &[("content-type", "application/json")],
-        Some(&chat_body(model, false)),
-    )
 }
 
 fn states(env: &Env) -> Value {
@@ -99,7 +90,7 @@ fn a_paused_model_is_back_within_one_interval_after_its_fake_recovers() {
     assert_eq!(states(&env)["a::m"]["state"], "paused");
     assert_eq!(calls(&fake, "m"), 1);
     let srv = RouteServer::start(&env, &cfg, &[]);
-    assert_eq!(chat(&srv, "auto").header("x-routed-via"), "z::ok");
+    assert_eq!(srv.chat("auto", false).header("x-routed-via"), "z::ok");
 
     // Not before its slot: 5 minutes after the pause.
     advance(&env, 200);
@@ -149,7 +140,7 @@ fn a_paused_model_is_back_within_one_interval_after_its_fake_recovers() {
     assert_eq!(entries[1]["ok"], 1, "{}", entries[1]);
     assert_eq!(reprobes(&srv, "paused", "pass"), 1.0);
     eventually("traffic to the model again", || {
-        let via = chat(&srv, "auto").header("x-routed-via").to_string();
+        let via = srv.chat("auto", false).header("x-routed-via").to_string();
         if via == "a::m" { Ok(()) } else { Err(via) }
     });
 }
@@ -255,9 +246,9 @@ fn benches_the_upstream_timed_are_never_probed_early_and_guessed_ones_are() {
     let srv = RouteServer::start(&env, &cfg, &[]);
     // A model that fails three times is benched for 10 minutes: a guess.
     for _ in 0..3 {
-        chat(&srv, "c::flaky");
+        srv.chat("c::flaky", false);
     }
-    assert_eq!(chat(&srv, "c::flaky").status, 429, "benched");
+    assert_eq!(srv.chat("c::flaky", false).status, 429, "benched");
     assert_eq!(calls(&fake, "flaky"), 3);
 
     // Not before half of each has passed.
@@ -290,10 +281,16 @@ fn benches_the_upstream_timed_are_never_probed_early_and_guessed_ones_are() {
     assert_eq!(reprobes(&srv, "bench", "pass"), 2.0);
     assert_eq!(reprobes(&srv, "bench", "fail"), 1.0);
     // The passes lifted their benches; the rest stand.
-    assert_eq!(chat(&srv, "a::ladder").header("x-routed-via"), "a::ladder");
-    assert_eq!(chat(&srv, "c::flaky").header("x-routed-via"), "c::flaky");
-    assert_eq!(chat(&srv, "a::waits").status, 429);
-    assert_eq!(chat(&srv, "d::still").status, 429);
+    assert_eq!(
+        srv.chat("a::ladder", false).header("x-routed-via"),
+        "a::ladder"
+    );
+    assert_eq!(
+        srv.chat("c::flaky", false).header("x-routed-via"),
+        "c::flaky"
+    );
+    assert_eq!(srv.chat("a::waits", false).status, 429);
+    assert_eq!(srv.chat("d::still", false).status, 429);
     // Probed once only, and quietly: nothing in the log or the states.
     advance(&env, 420);
     rounds_pass(&srv);

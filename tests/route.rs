@@ -27,16 +27,6 @@ fn route(env: &Env, cfg: &str, args: &[&str]) -> crate::support::Run {
 
 const Q: &str = "What is 7 + 7? Reply with only the number.";
 
-/// A chat completion through the server, as JSON.
-fn chat(srv: &RouteServer, model: &str, stream: bool) -> crate::support::Http {
-    http(
-        "POST",
-        &format!("{}/v1/chat/completions", srv.url),
-        &[("content-type", "application/json")],
-        Some(&chat_body(model, stream)),
-    )
-}
-
 #[test]
 fn one_shot_falls_back_and_remembers_cooldowns_between_calls() {
     let env = env();
@@ -213,7 +203,7 @@ fn a_context_overflow_falls_back_and_alone_is_a_400() {
         // Nothing is benched: the next request tries it again. Alone, its
         // 400 is the answer, with OpenAI's code.
         let srv = RouteServer::start(&env, &cfg, &[]);
-        let r = chat(&srv, "a::context-length", false);
+        let r = srv.chat("a::context-length", false);
         assert_eq!(r.status, 400, "{dialect}: {}", r.body);
         assert_eq!(
             r.json()["error"]["code"],
@@ -324,7 +314,7 @@ fn what_a_model_cannot_take_is_skipped_before_sending() {
     );
     assert_eq!(calls(&fake, "ok"), 0);
     // Without the need, the same model serves.
-    let r = chat(&srv, "a::ok", false);
+    let r = srv.chat("a::ok", false);
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(calls(&fake, "ok"), 1);
 }
@@ -399,7 +389,7 @@ fn the_upstream_receives_the_translated_body() {
     let fake = Fake::start(&env, &[]);
     let cfg = config(&env, &[fake.provider("b", "anthropic", &["ok"], "")], "");
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let r = chat(&srv, "auto", false);
+    let r = srv.chat("auto", false);
     assert_eq!(r.status, 200, "{}", r.body);
     let seen = fake.seen();
     let body = seen.last().and_then(|s| s.body.as_ref()).expect("a body");
@@ -435,7 +425,7 @@ fn server_routes_streams_and_reports() {
     );
     let srv = RouteServer::start(&env, &cfg, &[]);
     // Not streamed: falls over a's 503 to b.
-    let r = chat(&srv, "auto", false);
+    let r = srv.chat("auto", false);
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.header("x-routed-via"), "b::ok");
     assert_eq!(r.header("x-fallback-attempts"), "1");
@@ -443,7 +433,7 @@ fn server_routes_streams_and_reports() {
     assert_eq!(r.json()["choices"][0]["message"]["content"], "14");
     // Streamed: failover before the first byte is invisible; the answer
     // arrives as OpenAI chunks and ends with [DONE].
-    let r = chat(&srv, "auto", true);
+    let r = srv.chat("auto", true);
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(r.header("content-type").starts_with("text/event-stream"));
     let text: String = r
@@ -461,7 +451,7 @@ fn server_routes_streams_and_reports() {
     assert_eq!(text, "14", "{}", r.body);
     assert!(r.body.trim_end().ends_with("data: [DONE]"), "{}", r.body);
     // A failure after the first byte: an error event, then [DONE].
-    let r = chat(&srv, "g::stream-error", true);
+    let r = srv.chat("g::stream-error", true);
     assert_eq!(r.status, 200);
     assert!(
         r.body.contains("\"code\":\"upstream_stream_failed\""),
@@ -470,15 +460,15 @@ fn server_routes_streams_and_reports() {
     );
     assert!(r.body.trim_end().ends_with("data: [DONE]"), "{}", r.body);
     // A stall past the idle timeout counts as a failure the same way.
-    let r = chat(&srv, "g::stream-stall", true);
+    let r = srv.chat("g::stream-stall", true);
     assert!(r.body.contains("sent nothing for 2s"), "{}", r.body);
     assert!(r.body.trim_end().ends_with("data: [DONE]"), "{}", r.body);
     // Failures after the first byte count against the model: the third in
     // 15 minutes benches it for 10.
     for _ in 0..2 {
-        chat(&srv, "g::stream-error", true);
+        srv.chat("g::stream-error", true);
     }
-    let r = chat(&srv, "g::stream-error", true);
+    let r = srv.chat("g::stream-error", true);
     assert_eq!(r.status, 429, "{}", r.body);
     assert_eq!(calls(&fake, "stream-error"), 3);
     // Models, liveness, readiness.
@@ -561,11 +551,11 @@ fn bad_input_gets_openai_shaped_4xx_and_the_server_stays_up() {
         r.json()["error"]["message"],
         "GET is not allowed on /v1/chat/completions"
     );
-    let r = chat(&srv, "gpt-9", false);
+    let r = srv.chat("gpt-9", false);
     assert_eq!(r.status, 404, "{}", r.body);
     assert_eq!(r.json()["error"]["code"], "model_not_found");
     // Still serving; the trail says nothing was passed over.
-    let r = chat(&srv, "auto", false);
+    let r = srv.chat("auto", false);
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.header("x-fallback-trail"), "none");
 }
@@ -621,12 +611,12 @@ fn a_paused_model_stops_getting_traffic_without_a_restart() {
         "",
     );
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let r = chat(&srv, "auto", false);
+    let r = srv.chat("auto", false);
     assert_eq!(r.header("x-routed-via"), "a::ok");
     env.run(&["--config", &cfg, "state", "pause", "a::ok"]).ok();
     // The server polls the state file; wait (bounded) for the change.
     crate::support::eventually("routing away from the paused model", || {
-        let via = chat(&srv, "auto", false).header("x-routed-via").to_string();
+        let via = srv.chat("auto", false).header("x-routed-via").to_string();
         if via == "b::ok" {
             Ok(())
         } else {
@@ -646,7 +636,7 @@ fn an_echoed_key_never_reaches_the_client() {
         "",
     );
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let r = chat(&srv, "auto", false);
+    let r = srv.chat("auto", false);
     let all = format!("{:?}{}", r.headers, r.body);
     assert!(!all.contains(CANARY), "{all}");
     assert!(!all.contains("8a"), "not even its tail: {all}");
@@ -680,7 +670,7 @@ fn sigterm_serves_the_connections_waiting_in_the_backlog() {
     let fake = Fake::start(&env, &[]);
     let cfg = config(&env, &[fake.provider("a", "openai", &["ok"], "")], "");
     let srv = RouteServer::start(&env, &cfg, &[]);
-    assert_eq!(chat(&srv, "auto", false).status, 200);
+    assert_eq!(srv.chat("auto", false).status, 200);
     let pid = srv.child.id().to_string();
     let signal = |sig: &str| {
         assert!(
@@ -735,7 +725,7 @@ fn sigterm_saves_the_route_state() {
         "",
     );
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let r = chat(&srv, "auto", false);
+    let r = srv.chat("auto", false);
     assert_eq!(r.status, 200);
     assert_eq!(srv.terminate(), 0);
     let state = std::fs::read_to_string(env.stats().join("route_state.json")).unwrap();
@@ -848,7 +838,7 @@ fn the_attempt_budget_and_exhausted_statuses() {
     assert_eq!(calls(&fake, "e500"), 2, "{}", r.stderr);
     // Through the server: 502 when every candidate failed.
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let r = chat(&srv, "auto", false);
+    let r = srv.chat("auto", false);
     assert_eq!(r.status, 502, "{}", r.body);
     assert_eq!(r.json()["error"]["code"], "all_candidates_failed");
     assert_eq!(r.header("x-fallback-attempts"), "3");
@@ -858,7 +848,7 @@ fn the_attempt_budget_and_exhausted_statuses() {
         env.run(&["--config", &cfg, "state", "pause", m]).ok();
     }
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let r = chat(&srv, "auto", false);
+    let r = srv.chat("auto", false);
     assert_eq!(r.status, 503, "{}", r.body);
     assert_eq!(r.json()["error"]["code"], "no_active_models");
     let ready = http("GET", &format!("{}/readyz", srv.url), &[], None);
@@ -927,8 +917,8 @@ fn everything_cooling_down_is_a_429_with_retry_after() {
         "",
     );
     let srv = RouteServer::start(&env, &cfg, &[]);
-    chat(&srv, "auto", false);
-    let r = chat(&srv, "auto", false);
+    srv.chat("auto", false);
+    let r = srv.chat("auto", false);
     assert_eq!(r.status, 429, "{}", r.body);
     let v = r.json();
     assert_eq!(v["error"]["code"], "all_cooling_down");
@@ -966,7 +956,7 @@ fn providers_metrics_status_and_brief_show_what_route_knows() {
         .ok();
     let srv = RouteServer::start(&env, &cfg, &[]);
     for _ in 0..2 {
-        let r = chat(&srv, "auto", false);
+        let r = srv.chat("auto", false);
         assert_eq!(r.status, 200, "{}", r.body);
     }
     let v = http("GET", &format!("{}/v1/providers", srv.url), &[], None).json();
@@ -1129,7 +1119,7 @@ fn a_model_without_its_key_names_the_variable_to_set() {
     );
     // The server says the same in its 404.
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let r = chat(&srv, "p::m", false);
+    let r = srv.chat("p::m", false);
     assert_eq!(r.status, 404);
     assert!(r.body.contains("set P_UNSET_KEY (p)"), "{}", r.body);
 }

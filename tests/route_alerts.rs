@@ -8,23 +8,14 @@
 use serde_json::Value;
 
 use crate::support::{
-    Env, Fake, Http, PingServer, RouteServer, advance, chat_body, clock_env, closed_port,
-    eventually, http, route_config,
+    Env, Fake, PingServer, RouteServer, advance, clock_env, closed_port, eventually, http,
+    route_config,
 };
 
 /// The path of the webhook: a secret, which no output may show.
 const HOOK_PATH: &str = "/hook/s3cr3t-route-9Zk";
 /// The key of provider `f`, which no output may show.
 const KEY: &str = "sk-route-alerts-0123456789abcdef";
-
-fn chat(srv: &RouteServer) -> Http {
-    http(
-        "POST",
-        &format!("{}/v1/chat/completions", srv.url),
-        &[("content-type", "application/json")],
-        Some(&chat_body("auto", false)),
-    )
-}
 
 fn providers(srv: &RouteServer) -> Value {
     http("GET", &format!("{}/v1/providers", srv.url), &[], None).json()
@@ -103,7 +94,7 @@ fn a_day_long_bench_alerts_once_and_its_end_resolves_it() {
     // A burst: the first request meets the 403 and benches f's key for a
     // day; every one is served by g.
     for _ in 0..5 {
-        let r = chat(&srv);
+        let r = srv.chat("auto", false);
         assert_eq!(r.status, 200, "{}", r.body);
         assert_eq!(r.header("x-routed-via"), "g::ok");
     }
@@ -148,7 +139,7 @@ fn a_day_long_bench_alerts_once_and_its_end_resolves_it() {
 
     // More requests, later: the bench stands, nothing new is said.
     for _ in 0..3 {
-        assert_eq!(chat(&srv).status, 200);
+        assert_eq!(srv.chat("auto", false).status, 200);
     }
     advance(&env, 60);
 
@@ -248,7 +239,7 @@ fn an_unreachable_channel_costs_one_warning_and_requests_are_served() {
     let url = format!("json+{closed}{HOOK_PATH}");
     let log = env.path().join("route.err");
     let srv = RouteServer::start_logged(&env, &cfg, &["--notify", &url], &log);
-    assert_eq!(chat(&srv).status, 200);
+    assert_eq!(srv.chat("auto", false).status, 200);
     advance(&env, 5);
     let label = format!("json+{closed}");
     let line = format!("warning: notify: the alert to {label} failed (");
@@ -261,7 +252,7 @@ fn an_unreachable_channel_costs_one_warning_and_requests_are_served() {
     });
     // Requests go on being served.
     for _ in 0..3 {
-        assert_eq!(chat(&srv).status, 200);
+        assert_eq!(srv.chat("auto", false).status, 200);
     }
     drop(srv);
     let err = std::fs::read_to_string(&log).unwrap();
@@ -282,7 +273,7 @@ fn a_pending_alert_is_sent_at_shutdown() {
     let srv = RouteServer::start(&env, &cfg, &["--notify", &url]);
     // Route's clock an hour back: the window cannot pass before the end.
     std::fs::write(env.path().join("clock"), "-3600").unwrap();
-    assert_eq!(chat(&srv).status, 200);
+    assert_eq!(srv.chat("auto", false).status, 200);
     assert_eq!(providers(&srv)["alerts"]["pending"], 1);
     assert!(messages(&hook).is_empty(), "the window is still open");
     assert_eq!(srv.terminate(), 0);

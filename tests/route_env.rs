@@ -5,9 +5,7 @@
 
 use serde_json::Value;
 
-use crate::support::{
-    Env, Fake, RouteServer, Run, chat_body, clock_env as env, http, route_config as config,
-};
+use crate::support::{Env, Fake, RouteServer, Run, clock_env as env, http, route_config as config};
 
 const Q: &str = "What is 7 + 7? Reply with only the number.";
 
@@ -138,17 +136,9 @@ fn a_daily_cap_from_the_environment_limits_the_server() {
     );
     env.env("LLMPROBE_DAILY_CAP_GITHUB_MODELS", "1");
     let srv = RouteServer::start(&env, &cfg, &[]);
-    let chat = || {
-        http(
-            "POST",
-            &format!("{}/v1/chat/completions", srv.url),
-            &[("content-type", "application/json")],
-            Some(&chat_body("auto", false)),
-        )
-    };
-    let r = chat();
+    let r = srv.chat("auto", false);
     assert_eq!(r.status, 200, "{}", r.body);
-    let r = chat();
+    let r = srv.chat("auto", false);
     assert_eq!(r.status, 429, "{}", r.body);
     assert!(
         r.header("x-fallback-trail").contains("limit:daily_cap"),
@@ -265,15 +255,7 @@ fn sighup_keeps_the_server_and_says_to_restart() {
     let env = env();
     let fake = Fake::start(&env, &[]);
     let cfg = config(&env, &[fake.provider("a", "openai", &["ok"], "")], "");
-    let mut child = env
-        .command(&[
-            "--config",
-            &cfg,
-            "route",
-            "--serve",
-            "--listen",
-            "127.0.0.1:0",
-        ])
+    let mut child = RouteServer::command(&env, &cfg, &[])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -319,7 +301,7 @@ fn sighup_keeps_the_server_and_says_to_restart() {
         "POST",
         &format!("{url}/v1/chat/completions"),
         &[("content-type", "application/json")],
-        Some(&chat_body("auto", false)),
+        Some(&crate::support::chat_body("auto", false)),
     );
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.header("x-routed-via"), "a::ok");

@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use crate::support::need::Need;
 use crate::support::{
-    Env, Fake, Redis, RouteServer, advance, chat_body, clock_env as env, eventually, http,
-    provider_view, usage_line,
+    Env, Fake, Redis, RouteServer, advance, clock_env as env, eventually, http, provider_view,
+    usage_line,
 };
 
 /// A config of `tables` only, and two instances sharing `redis`.
@@ -33,15 +33,6 @@ fn two_instances(
     let a = RouteServer::start(env, &cfg, &args);
     let b = RouteServer::start(env, &cfg, &args);
     (cfg, a, b)
-}
-
-fn chat(srv: &RouteServer, model: &str) -> crate::support::Http {
-    http(
-        "POST",
-        &format!("{}/v1/chat/completions", srv.url),
-        &[("content-type", "application/json")],
-        Some(&chat_body(model, false)),
-    )
 }
 
 fn get(srv: &RouteServer, path: &str) -> crate::support::Http {
@@ -87,7 +78,7 @@ fn two_instances_share_one_budget_and_cooldowns_and_survive_redis_going_away() {
     let mut served = 0;
     for i in 0..40 {
         let srv = if i % 2 == 0 { &a } else { &b };
-        let r = chat(srv, "a::ok");
+        let r = srv.chat("a::ok", false);
         match r.status {
             200 => served += 1,
             429 => assert!(
@@ -103,9 +94,9 @@ fn two_instances_share_one_budget_and_cooldowns_and_survive_redis_going_away() {
     assert!(!env.stats().join("route_state.json").exists());
 
     // A cooldown set through one instance holds on the other at once.
-    chat(&a, "c::rate-limit");
+    a.chat("c::rate-limit", false);
     assert_eq!(calls("rate-limit"), 1);
-    let r = chat(&b, "c::rate-limit");
+    let r = b.chat("c::rate-limit", false);
     assert!(
         r.header("x-fallback-trail").contains("cooldown:rate_limit"),
         "{:?}",
@@ -119,7 +110,7 @@ fn two_instances_share_one_budget_and_cooldowns_and_survive_redis_going_away() {
     advance(&env, 61);
     for i in 0..6 {
         let srv = if i % 2 == 0 { &a } else { &b };
-        let r = chat(srv, "a::ok");
+        let r = srv.chat("a::ok", false);
         assert!([200, 429].contains(&r.status), "{}: {}", r.status, r.body);
     }
     assert!(calls("ok") > 10);
@@ -137,7 +128,7 @@ fn two_instances_share_one_budget_and_cooldowns_and_survive_redis_going_away() {
     let mut served = 0;
     for i in 0..14 {
         let srv = if i % 2 == 0 { &a } else { &b };
-        if chat(srv, "a::ok").status == 200 {
+        if srv.chat("a::ok", false).status == 200 {
             served += 1;
         }
     }
@@ -167,7 +158,7 @@ fn learned_limits_and_token_corrections_reach_the_other_instance() {
 
     // Learned limits. Nothing is configured on l: A's first answer teaches
     // rpm = 3, and B, which has sent nothing, comes to know it.
-    assert_eq!(chat(&a, "l::learn").status, 200);
+    assert_eq!(a.chat("l::learn", false).status, 200);
     let learned = eventually("B knows the learned rpm", || {
         let v = providers(&b);
         match usage_line(&v, "l", "rpm") {
@@ -179,11 +170,11 @@ fn learned_limits_and_token_corrections_reach_the_other_instance() {
     // Counted from now on, by both: B takes the three, then is refused
     // without sending, and so is A.
     for _ in 0..3 {
-        let r = chat(&b, "l::learn");
+        let r = b.chat("l::learn", false);
         assert_eq!(r.status, 200, "{}", r.body);
     }
     for srv in [&b, &a] {
-        let r = chat(srv, "l::learn");
+        let r = srv.chat("l::learn", false);
         assert_eq!(r.status, 429, "{}", r.body);
         assert!(
             r.header("x-fallback-trail").contains("l::learn=limit:rpm"),
@@ -204,7 +195,7 @@ fn learned_limits_and_token_corrections_reach_the_other_instance() {
     let mut total = 0;
     for i in 0..5 {
         let (srv, other) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
-        let r = chat(srv, "t::ok");
+        let r = srv.chat("t::ok", false);
         assert_eq!(r.status, 200, "request {i}: {}", r.body);
         let used = r.json()["usage"]["total_tokens"].as_u64().unwrap();
         assert!(used < 100, "{used}");
@@ -314,7 +305,7 @@ fn status_displays_show_the_shared_state_and_say_when_they_cannot() {
 
     // A 403 through A benches c for a day (no test outlives it); B never
     // sent to c, yet all its displays show the bench.
-    assert_eq!(chat(&a, "c::forbidden").status, 429);
+    assert_eq!(a.chat("c::forbidden", false).status, 429);
     let v = providers(&b);
     assert_eq!(v["state"], "redis", "{v}");
     let c = provider_view(&v, "c");
@@ -385,7 +376,7 @@ fn status_displays_show_the_shared_state_and_say_when_they_cannot() {
         (&"redis".into(), &0.into()),
         "{v}"
     );
-    assert_eq!(chat(&a, "c::forbidden").status, 429);
+    assert_eq!(a.chat("c::forbidden", false).status, 429);
     let v = providers(&b);
     assert_eq!(provider_view(&v, "c")["status"], "cooling_down", "{v}");
     assert_eq!(metric(&b, "llmprobe_route_cooldowns_active"), "1");
@@ -408,10 +399,10 @@ fn a_lifted_bench_is_lifted_for_every_instance() {
     let (_, a, b) = two_instances(&env, &redis, &tables);
     let calls = || fake.seen().iter().filter(|s| s.model() == "flaky").count();
     for _ in 0..3 {
-        chat(&a, "c::flaky");
+        a.chat("c::flaky", false);
     }
     assert_eq!(calls(), 3);
-    let r = chat(&b, "c::flaky");
+    let r = b.chat("c::flaky", false);
     assert!(
         r.header("x-fallback-trail")
             .contains("cooldown:repeated_failures"),
@@ -420,7 +411,7 @@ fn a_lifted_bench_is_lifted_for_every_instance() {
     );
     advance(&env, 302);
     eventually("the bench probed and lifted everywhere", || {
-        let r = chat(&b, "c::flaky");
+        let r = b.chat("c::flaky", false);
         match r.header("x-routed-via") {
             "c::flaky" => Ok(()),
             _ => Err(format!("{} {:?}", r.status, r.headers)),
@@ -568,7 +559,7 @@ fn one_check_feeds_two_routers_through_the_shared_record() {
         // stats directories hold nothing.
         assert_eq!(provider_view(&v, "p")["uptime_24h"], 1.0, "{v}");
         assert_eq!(v["capabilities"]["models"], 1, "{v}");
-        let r = chat(srv, "p::flaky");
+        let r = srv.chat("p::flaky", false);
         assert_eq!(r.status, 200, "{}", r.body);
         assert_eq!(r.header("x-routed-via"), "p::flaky");
     }
@@ -590,10 +581,10 @@ fn one_check_feeds_two_routers_through_the_shared_record() {
     // Neither sends it anything now, pinned or not.
     for srv in [&a, &b] {
         for _ in 0..3 {
-            let r = chat(srv, "p::flaky");
+            let r = srv.chat("p::flaky", false);
             assert_eq!(r.status, 503, "{}", r.body);
             assert!(r.body.contains("no_active_models"), "{}", r.body);
-            let r = chat(srv, "auto");
+            let r = srv.chat("auto", false);
             assert_eq!(r.status, 200, "{}", r.body);
             assert_eq!(r.header("x-routed-via"), "p::good");
         }
@@ -618,9 +609,9 @@ fn one_check_feeds_two_routers_through_the_shared_record() {
     // Redis goes away: both keep routing on the last record, and say so.
     redis.kill();
     for srv in [&a, &b] {
-        let r = chat(srv, "p::flaky");
+        let r = srv.chat("p::flaky", false);
         assert_eq!(r.status, 503, "still paused: {}", r.body);
-        let r = chat(srv, "auto");
+        let r = srv.chat("auto", false);
         assert_eq!(r.status, 200, "{}", r.body);
         assert_eq!(r.header("x-routed-via"), "p::good");
         let v = providers_until(srv, "the router says Redis is away", |v| {
@@ -667,7 +658,7 @@ fn one_check_feeds_two_routers_through_the_shared_record() {
             v["record"]["status"] == "fresh" && paused_models(v).is_null()
         });
     }
-    let r = chat(&a, "p::flaky");
+    let r = a.chat("p::flaky", false);
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(flaky(), 7);
 }
@@ -711,7 +702,7 @@ fn a_pause_reaches_the_routers_while_check_still_runs() {
     let r = get(&a, "/readyz");
     assert_eq!(r.status, 503, "{}", r.body);
     assert_eq!(r.json()["reason"], "no_record", "{}", r.body);
-    let r = chat(&a, "auto");
+    let r = a.chat("auto", false);
     assert_eq!(r.status, 503, "{}", r.body);
     assert_eq!(r.json()["error"]["code"], "no_record", "{}", r.body);
     assert!(
@@ -814,7 +805,7 @@ fn a_degraded_mode_success_leaves_the_shared_record_alone() {
             Err(r.body)
         }
     });
-    let r = chat(&srv, "auto");
+    let r = srv.chat("auto", false);
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.header("x-routed-via"), "b::b1");
     assert_eq!(
@@ -822,7 +813,7 @@ fn a_degraded_mode_success_leaves_the_shared_record_alone() {
         "a::a1=server_error, b::b1=last-resort:paused"
     );
     // Still paused for this router: the next request goes the same way.
-    let r = chat(&srv, "b::b1");
+    let r = srv.chat("b::b1", false);
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.header("x-fallback-trail"), "b::b1=last-resort:paused");
     let v = providers(&srv);

@@ -457,7 +457,6 @@ pub fn canned_stream(body: &'static str) -> String {
     url
 }
 
-/// Parse a log file strictly: it must be one valid JSON array.
 /// An RFC 3339 timestamp `secs` before the wall clock's now (after it,
 /// when negative), second precision, as the data files write one. Assert
 /// ages only for offsets in the middle of their unit, so the seconds a
@@ -468,6 +467,16 @@ pub fn ago(secs: i64) -> String {
         .to_string()
 }
 
+/// A log entry's `provider::model`.
+pub fn model_key(e: &serde_json::Value) -> String {
+    format!(
+        "{}::{}",
+        e["provider"].as_str().unwrap(),
+        e["model"].as_str().unwrap()
+    )
+}
+
+/// Parse a log file strictly: it must be one valid JSON array.
 pub fn log_entries(path: &Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text)
@@ -497,6 +506,15 @@ impl RouteServer {
     }
 
     fn start_with(env: &Env, cfg: &str, args: &[&str], stderr: std::process::Stdio) -> RouteServer {
+        let mut cmd = RouteServer::command(env, cfg, args);
+        cmd.stderr(stderr);
+        RouteServer::spawn(cmd)
+    }
+
+    /// The `llmprobe --config CFG route --serve --listen 127.0.0.1:0 ARGS…`
+    /// command, not started: for a test that sets more on it (its stderr,
+    /// limits) before [`RouteServer::spawn`].
+    pub fn command(env: &Env, cfg: &str, args: &[&str]) -> Command {
         let mut all = vec![
             "--config",
             cfg,
@@ -506,9 +524,18 @@ impl RouteServer {
             "127.0.0.1:0",
         ];
         all.extend_from_slice(args);
-        let mut cmd = env.command(&all);
-        cmd.stderr(stderr);
-        RouteServer::spawn(cmd)
+        env.command(&all)
+    }
+
+    /// A chat completion (`POST /v1/chat/completions`, [`chat_body`])
+    /// through the server.
+    pub fn chat(&self, model: &str, stream: bool) -> Http {
+        http(
+            "POST",
+            &format!("{}/v1/chat/completions", self.url),
+            &[("content-type", "application/json")],
+            Some(&chat_body(model, stream)),
+        )
     }
 
     /// Start `cmd`, a `route --serve --listen 127.0.0.1:0` command made
