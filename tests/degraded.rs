@@ -51,6 +51,20 @@ fn readyz_until(srv: &RouteServer, what: &str, want: impl Fn(u16, &Value) -> boo
     })
 }
 
+/// Wait until route has looked at the state and found the condition: the
+/// grace is timed from that look, so the clock must not move before it.
+#[track_caller]
+fn grace_started(srv: &RouteServer) {
+    eventually("the grace begun", || {
+        let v = http("GET", &format!("{}/v1/providers", srv.url), &[], None).json();
+        if v["mode_counts"]["changing_to"] == "degraded" {
+            Ok(())
+        } else {
+            Err(v.to_string())
+        }
+    });
+}
+
 fn calls(fake: &Fake, model: &str) -> usize {
     fake.seen().iter().filter(|s| s.model() == model).count()
 }
@@ -196,6 +210,7 @@ fn last_resort_paused_false_never_tries_a_paused_model() {
     let (fake, cfg) = setup(&env);
     state(&env, &cfg, "pause", &["b::ok", "c::ok", "d::ok"]);
     let srv = RouteServer::start(&env, &cfg, &[]);
+    grace_started(&srv);
     advance(&env, 61);
     let body = readyz_until(&srv, "degraded", |s, b| {
         s == 200 && b["status"] == "degraded"
@@ -237,6 +252,7 @@ fn the_last_resort_waits_for_a_paused_models_retry_at() {
         .to_string(),
     );
     let srv = RouteServer::start(&env, &cfg, &[]);
+    grace_started(&srv);
     advance(&env, 61);
     let body = readyz_until(&srv, "degraded", |s, b| {
         s == 200 && b["status"] == "degraded"

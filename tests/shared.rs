@@ -796,6 +796,11 @@ fn a_degraded_mode_success_leaves_the_shared_record_alone() {
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     let before = std::fs::read_to_string(env.state_file()).unwrap();
     let srv = RouteServer::start(&env, &cfg, &["--shared-state", &url, "--record", "shared"]);
+    // The grace is timed from the first look that finds the condition:
+    // that must be before the clock moves, or it starts at 61 s.
+    providers_until(&srv, "the pauses seen", |v| {
+        v["mode_counts"]["changing_to"] == "degraded"
+    });
     advance(&env, 61);
     eventually("degraded", || {
         let r = get(&srv, "/readyz");
