@@ -404,6 +404,13 @@ mod tests {
         (end, n)
     }
 
+    /// One entry line as llmprobe writes it, for model `m`.
+    fn line(m: &str) -> String {
+        format!(
+            r#"{{"ts":"2026-11-30T21:00:00Z","provider":"p","model":"{m}","ok":1,"latency_ms":1,"failure_type":""}}"#
+        )
+    }
+
     fn setup(content: &[u8]) -> (tempfile::TempDir, std::path::PathBuf, DataLock) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("health_log.json");
@@ -531,15 +538,10 @@ mod tests {
     /// inside the nested array, where no reader counts it.
     #[test]
     fn an_entry_line_inside_a_nested_array_is_not_the_last_entry() {
-        let e = |m: &str| {
-            format!(
-                r#"{{"ts":"2026-11-30T21:00:00Z","provider":"p","model":"{m}","ok":1,"latency_ms":1,"failure_type":""}}"#
-            )
-        };
         for old in [
-            format!("[\n{},\n[\n{}\n]\n", e("a"), e("b")),
-            format!("[\n{},\n\"x\",[\n{}\n", e("a"), e("b")),
-            format!("[\n{},\n[\n{},\n{}", e("a"), e("b"), &e("c")[..20]),
+            format!("[\n{},\n[\n{}\n]\n", line("a"), line("b")),
+            format!("[\n{},\n\"x\",[\n{}\n", line("a"), line("b")),
+            format!("[\n{},\n[\n{},\n{}", line("a"), line("b"), &line("c")[..20]),
         ] {
             let (_d, path, lock) = setup(old.as_bytes());
             append(&path, &[entry(5)], &lock).unwrap();
@@ -556,15 +558,10 @@ mod tests {
     /// after the entry line before it, and the append cut the whole entry.
     #[test]
     fn a_whole_indented_last_entry_of_an_unclosed_log_is_kept() {
-        let e = |m: &str| {
-            format!(
-                r#"{{"ts":"2026-11-30T21:00:00Z","provider":"p","model":"{m}","ok":1,"latency_ms":1,"failure_type":""}}"#
-            )
-        };
         for old in [
-            format!("[\n{},\n\t\t{}\n", e("a"), e("b")),
-            format!("[\n{},\n  {}", e("a"), e("b")),
-            format!("[\n{},\n  {},\n", e("a"), e("b")),
+            format!("[\n{},\n\t\t{}\n", line("a"), line("b")),
+            format!("[\n{},\n  {}", line("a"), line("b")),
+            format!("[\n{},\n  {},\n", line("a"), line("b")),
         ] {
             let (_d, path, lock) = setup(old.as_bytes());
             let r = append(&path, &[entry(5)], &lock).unwrap();
