@@ -378,7 +378,7 @@ fn a_client_gone_mid_stream_cancels_the_upstream_and_corrects_its_tokens() {
     );
     let srv = RouteServer::start(&env, &cfg, &[]);
     let used = |kind: &str| {
-        let v = http("GET", &format!("{}/v1/providers", srv.url), &[], None).json();
+        let v = srv.providers();
         usage_line(&v, "o", kind).map_or(0, |u| u["used"].as_u64().unwrap_or(0))
     };
     let mut before = 0;

@@ -253,7 +253,7 @@ fn a_long_prompt_goes_past_a_window_too_small_and_none_fitting_names_the_largest
         (&json!(3000), &json!("learned")),
         "{l}"
     );
-    let providers = http("GET", &format!("{}/v1/providers", srv.url), &[], None).json();
+    let providers = srv.providers();
     let p = provider_view(&providers, "l");
     assert_eq!(p["windows"][0]["tokens"], 3000, "{p}");
     assert_eq!(p["windows"][0]["source"], "learned", "{p}");
@@ -390,7 +390,7 @@ fn a_rewritten_verdicts_file_is_picked_up_and_a_broken_one_changes_nothing() {
     std::fs::write(&tmp, "{\"a::ok\": {\"tools\": {\"verdict\": \"maybe\"}}}").unwrap();
     std::fs::rename(&tmp, &path).unwrap();
     let problem = eventually("the broken file is shown", || {
-        let v = http("GET", &format!("{}/v1/providers", srv.url), &[], None).json();
+        let v = srv.providers();
         match v["capabilities"]["error"].as_str() {
             Some(e) => Ok(e.to_string()),
             None => Err(v["capabilities"].to_string()),

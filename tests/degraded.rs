@@ -51,20 +51,6 @@ fn readyz_until(srv: &RouteServer, what: &str, want: impl Fn(u16, &Value) -> boo
     })
 }
 
-/// Wait until route has looked at the state and found the condition: the
-/// grace is timed from that look, so the clock must not move before it.
-#[track_caller]
-fn grace_started(srv: &RouteServer) {
-    eventually("the grace begun", || {
-        let v = http("GET", &format!("{}/v1/providers", srv.url), &[], None).json();
-        if v["mode_counts"]["changing_to"] == "degraded" {
-            Ok(())
-        } else {
-            Err(v.to_string())
-        }
-    });
-}
-
 fn calls(fake: &Fake, model: &str) -> usize {
     fake.seen().iter().filter(|s| s.model() == model).count()
 }
@@ -90,7 +76,7 @@ fn degraded_mode_comes_and_goes_with_its_grace_and_paused_models_serve_as_a_last
     readyz_until(&srv, "the pauses seen, still ready", |s, b| {
         s == 200 && b["status"] == "ready" && b["active_providers"] == 1
     });
-    let v = http("GET", &format!("{}/v1/providers", srv.url), &[], None).json();
+    let v = srv.providers();
     assert_eq!(v["mode"], "ready", "{v}");
     assert_eq!(v["mode_counts"]["changing_to"], "degraded", "{v}");
     assert_eq!(v["mode_counts"]["active_providers"], 1, "{v}");
@@ -106,7 +92,7 @@ fn degraded_mode_comes_and_goes_with_its_grace_and_paused_models_serve_as_a_last
     assert_eq!(body["active_providers"], 1, "{body}");
     assert_eq!(body["last_resort_models"], 3, "{body}");
     assert_eq!(body["routable_models"], 2, "{body}");
-    let v = http("GET", &format!("{}/v1/providers", srv.url), &[], None).json();
+    let v = srv.providers();
     assert_eq!(v["mode"], "degraded", "{v}");
     assert_eq!(v["mode_counts"]["providers"], 4, "{v}");
 
@@ -210,7 +196,7 @@ fn last_resort_paused_false_never_tries_a_paused_model() {
     let (fake, cfg) = setup(&env);
     state(&env, &cfg, "pause", &["b::ok", "c::ok", "d::ok"]);
     let srv = RouteServer::start(&env, &cfg, &[]);
-    grace_started(&srv);
+    srv.wait_grace_begun();
     advance(&env, 61);
     let body = readyz_until(&srv, "degraded", |s, b| {
         s == 200 && b["status"] == "degraded"
@@ -252,7 +238,7 @@ fn the_last_resort_waits_for_a_paused_models_retry_at() {
         .to_string(),
     );
     let srv = RouteServer::start(&env, &cfg, &[]);
-    grace_started(&srv);
+    srv.wait_grace_begun();
     advance(&env, 61);
     let body = readyz_until(&srv, "degraded", |s, b| {
         s == 200 && b["status"] == "degraded"

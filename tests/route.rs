@@ -959,7 +959,7 @@ fn providers_metrics_status_and_brief_show_what_route_knows() {
         let r = srv.chat("auto", false);
         assert_eq!(r.status, 200, "{}", r.body);
     }
-    let v = http("GET", &format!("{}/v1/providers", srv.url), &[], None).json();
+    let v = srv.providers();
     let a = provider_view(&v, "a");
     assert_eq!(a["status"], "cooling_down", "{v}");
     assert_eq!(a["keys"]["total"], 1);

@@ -8,18 +8,13 @@
 use serde_json::Value;
 
 use crate::support::{
-    Env, Fake, PingServer, RouteServer, advance, clock_env, closed_port, eventually, http,
-    route_config,
+    Env, Fake, PingServer, RouteServer, advance, clock_env, closed_port, eventually, route_config,
 };
 
 /// The path of the webhook: a secret, which no output may show.
 const HOOK_PATH: &str = "/hook/s3cr3t-route-9Zk";
 /// The key of provider `f`, which no output may show.
 const KEY: &str = "sk-route-alerts-0123456789abcdef";
-
-fn providers(srv: &RouteServer) -> Value {
-    http("GET", &format!("{}/v1/providers", srv.url), &[], None).json()
-}
 
 /// Every message the webhook got, as JSON.
 fn messages(hook: &PingServer) -> Vec<Value> {
@@ -104,7 +99,7 @@ fn a_day_long_bench_alerts_once_and_its_end_resolves_it() {
         .filter(|s| s.model() == "forbidden")
         .count();
     assert_eq!(forbidden, 1, "the bench keeps f out");
-    let v = providers(&srv);
+    let v = srv.providers();
     assert_eq!(
         v["alerts"]["channels"],
         serde_json::json!([format!("json+{}", hook.url.trim_end_matches('/'))]),
@@ -147,7 +142,7 @@ fn a_day_long_bench_alerts_once_and_its_end_resolves_it() {
     // alert, and the only other message sent.
     set_clock(&env, 86_400 - 3600 + 60);
     eventually("the bench's end seen", || {
-        let v = providers(&srv);
+        let v = srv.providers();
         match v["alerts"]["pending"] == 1 || messages(&hook).len() > 1 {
             true => Ok(()),
             false => Err(v.to_string()),
@@ -190,7 +185,7 @@ fn degraded_mode_entered_alerts_once_and_leaving_it_resolves_it() {
     };
     let mode_until = |what: &str, want: &str, changing: bool| {
         eventually(what, || {
-            let v = providers(&srv);
+            let v = srv.providers();
             let ok = v["mode"] == want && v["mode_counts"]["changing_to"].is_string() == changing;
             if ok { Ok(v) } else { Err(v.to_string()) }
         })
@@ -274,7 +269,7 @@ fn a_pending_alert_is_sent_at_shutdown() {
     // Route's clock an hour back: the window cannot pass before the end.
     std::fs::write(env.path().join("clock"), "-3600").unwrap();
     assert_eq!(srv.chat("auto", false).status, 200);
-    assert_eq!(providers(&srv)["alerts"]["pending"], 1);
+    assert_eq!(srv.providers()["alerts"]["pending"], 1);
     assert!(messages(&hook).is_empty(), "the window is still open");
     assert_eq!(srv.terminate(), 0);
     let got = messages(&hook);

@@ -57,11 +57,6 @@ fn wait_until_shared(servers: &[&RouteServer]) {
     }
 }
 
-/// `GET /v1/providers`.
-fn providers(srv: &RouteServer) -> Value {
-    get(srv, "/v1/providers").json()
-}
-
 fn two_instances_share_one_budget_and_cooldowns_and_survive_redis_going_away() {
     let mut redis = Redis::start();
     let env = env();
@@ -160,7 +155,7 @@ fn learned_limits_and_token_corrections_reach_the_other_instance() {
     // rpm = 3, and B, which has sent nothing, comes to know it.
     assert_eq!(a.chat("l::learn", false).status, 200);
     let learned = eventually("B knows the learned rpm", || {
-        let v = providers(&b);
+        let v = b.providers();
         match usage_line(&v, "l", "rpm") {
             Some(u) if u["limit"] == 3 && u["learned"] == true => Ok(u.clone()),
             _ => Err(provider_view(&v, "l").to_string()),
@@ -183,7 +178,7 @@ fn learned_limits_and_token_corrections_reach_the_other_instance() {
         );
     }
     assert_eq!(calls("learn"), 4, "one by A, three by B");
-    let v = providers(&a);
+    let v = a.providers();
     let u = usage_line(&v, "l", "rpm").unwrap();
     assert_eq!((&u["used"], &u["limit"]), (&3.into(), &3.into()), "{u}");
 
@@ -201,7 +196,7 @@ fn learned_limits_and_token_corrections_reach_the_other_instance() {
         assert!(used < 100, "{used}");
         total += used;
         eventually("the other instance sees the corrected tokens", || {
-            let v = providers(other);
+            let v = other.providers();
             let seen = |kind| usage_line(&v, "t", kind).map(|u| u["used"].clone());
             if seen("tpm") == Some(total.into()) && seen("tpd") == Some(total.into()) {
                 Ok(())
@@ -211,7 +206,7 @@ fn learned_limits_and_token_corrections_reach_the_other_instance() {
         });
     }
     assert_eq!(calls("ok"), 5);
-    let v = providers(&b);
+    let v = b.providers();
     assert_eq!(v["state"], "redis", "{v}");
     assert!(!v.to_string().contains("shared-secret"), "{v}");
     let tpm = usage_line(&v, "t", "tpm").unwrap();
@@ -306,7 +301,7 @@ fn status_displays_show_the_shared_state_and_say_when_they_cannot() {
     // A 403 through A benches c for a day (no test outlives it); B never
     // sent to c, yet all its displays show the bench.
     assert_eq!(a.chat("c::forbidden", false).status, 429);
-    let v = providers(&b);
+    let v = b.providers();
     assert_eq!(v["state"], "redis", "{v}");
     let c = provider_view(&v, "c");
     assert_eq!(c["status"], "cooling_down", "{v}");
@@ -343,11 +338,11 @@ fn status_displays_show_the_shared_state_and_say_when_they_cannot() {
     // Redis goes away: each instance shows its own state and says so. B
     // never saw the bench; A set it.
     redis.kill();
-    let v = providers(&b);
+    let v = b.providers();
     assert_eq!(v["state"], "local (redis unavailable)", "{v}");
     assert_eq!(v["counts"]["cooldowns"], 0, "{v}");
     assert_eq!(metric(&b, "llmprobe_route_cooldowns_active"), "0");
-    let v = providers(&a);
+    let v = a.providers();
     assert_eq!(v["state"], "local (redis unavailable)", "{v}");
     assert_eq!(v["counts"]["cooldowns"], 1, "{v}");
     let r = get(&b, "/readyz");
@@ -370,14 +365,14 @@ fn status_displays_show_the_shared_state_and_say_when_they_cannot() {
     // bench set through A is again B's to see.
     redis.restart();
     wait_until_shared(&[&a, &b]);
-    let v = providers(&b);
+    let v = b.providers();
     assert_eq!(
         (&v["state"], &v["counts"]["cooldowns"]),
         (&"redis".into(), &0.into()),
         "{v}"
     );
     assert_eq!(a.chat("c::forbidden", false).status, 429);
-    let v = providers(&b);
+    let v = b.providers();
     assert_eq!(provider_view(&v, "c")["status"], "cooling_down", "{v}");
     assert_eq!(metric(&b, "llmprobe_route_cooldowns_active"), "1");
     assert_eq!(
@@ -488,7 +483,7 @@ pub fn tests() -> Vec<crate::Test> {
 /// Poll `srv`'s `/v1/providers` until `ok` holds of it.
 fn providers_until(srv: &RouteServer, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
     eventually(what, || {
-        let v = providers(srv);
+        let v = srv.providers();
         if ok(&v) { Ok(v) } else { Err(v.to_string()) }
     })
 }
@@ -590,14 +585,14 @@ fn one_check_feeds_two_routers_through_the_shared_record() {
         }
     }
     assert_eq!(flaky(), 4, "no router sent flaky anything after the pause");
-    let v = providers(&a);
+    let v = a.providers();
     assert_eq!(provider_view(&v, "p")["uptime_24h"], 0.75, "{v}");
 
     // Not refreshed for twice the interval (1 h by default): stale, and
     // said so, never silently fresh; routing goes on with it.
     advance(&env, 2 * 3600 + 1);
     for srv in [&a, &b] {
-        let v = providers(srv);
+        let v = srv.providers();
         assert_eq!(v["record"]["status"], "stale", "{v}");
         assert_eq!(v["record"]["stale_after_secs"], 7200, "{v}");
         assert_eq!(paused_models(&v), serde_json::json!(["flaky"]), "{v}");
@@ -796,11 +791,7 @@ fn a_degraded_mode_success_leaves_the_shared_record_alone() {
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     let before = std::fs::read_to_string(env.state_file()).unwrap();
     let srv = RouteServer::start(&env, &cfg, &["--shared-state", &url, "--record", "shared"]);
-    // The grace is timed from the first look that finds the condition:
-    // that must be before the clock moves, or it starts at 61 s.
-    providers_until(&srv, "the pauses seen", |v| {
-        v["mode_counts"]["changing_to"] == "degraded"
-    });
+    srv.wait_grace_begun();
     advance(&env, 61);
     eventually("degraded", || {
         let r = get(&srv, "/readyz");
@@ -821,7 +812,7 @@ fn a_degraded_mode_success_leaves_the_shared_record_alone() {
     let r = srv.chat("b::b1", false);
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.header("x-fallback-trail"), "b::b1=last-resort:paused");
-    let v = providers(&srv);
+    let v = srv.providers();
     assert_eq!(
         provider_view(&v, "b")["models"]["paused"],
         serde_json::json!(["b1"]),
@@ -918,7 +909,7 @@ fn instances_sharing_redis_say_each_alert_once_between_them() {
     // (messages, said elsewhere), over both instances.
     let said = || {
         [&a, &b].iter().fold((0, 0), |(m, e), s| {
-            let v = providers(s);
+            let v = s.providers();
             (
                 m + v["alerts"]["messages"].as_u64().unwrap(),
                 e + v["alerts"]["said_elsewhere"].as_u64().unwrap(),

@@ -538,6 +538,26 @@ impl RouteServer {
         )
     }
 
+    /// `GET /v1/providers`, as JSON.
+    pub fn providers(&self) -> serde_json::Value {
+        http("GET", &format!("{}/v1/providers", self.url), &[], None).json()
+    }
+
+    /// Wait until the server has seen the condition of degraded mode
+    /// (`/v1/providers` says `changing_to: degraded`). Its grace is timed
+    /// from that first look, so a test's clock must not move before it.
+    #[track_caller]
+    pub fn wait_grace_begun(&self) {
+        eventually("the grace begun", || {
+            let v = self.providers();
+            if v["mode_counts"]["changing_to"] == "degraded" {
+                Ok(())
+            } else {
+                Err(v.to_string())
+            }
+        });
+    }
+
     /// Start `cmd`, a `route --serve --listen 127.0.0.1:0` command made
     /// by the caller (its stderr elsewhere, say), and wait for its address.
     pub fn spawn(mut cmd: Command) -> RouteServer {
