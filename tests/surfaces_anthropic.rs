@@ -391,7 +391,7 @@ fn errors_are_anthropic_shaped() {
         "auto",
         "x",
         json!({"messages": [{"role": "user", "content": [
-            {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "x"}}
+            {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}}
         ]}]}),
     );
     let r = post(&srv, "/v1/messages", &bad, &[]);
@@ -400,7 +400,7 @@ fn errors_are_anthropic_shaped() {
         r.json()["error"]["message"]
             .as_str()
             .unwrap()
-            .starts_with("messages.0.content.0: content blocks of type \"document\""),
+            .starts_with("messages.0.content.0.source.type: documents of source type \"base64\""),
         "{}",
         r.body
     );
@@ -634,4 +634,145 @@ fn interleaved_parallel_calls_from_an_openai_upstream_stream_as_sequential_block
     );
     assert_eq!(m["stop_reason"], "tool_use");
     assert_eq!(m["usage"]["output_tokens"], 30);
+}
+
+/// Claude Code 2.1.197 sends its instructions as a `system` message after
+/// the question (`messages.1.role`, which route used to refuse). Each
+/// dialect gets them where it takes them: folded into the leading system
+/// message for OpenAI, in place (under Anthropic's beta) for Anthropic, in
+/// `systemInstruction` for Gemini.
+#[test]
+fn a_system_message_inside_messages_is_served_through_each_dialect() {
+    let (_env, fake, srv) = three_dialects();
+    for model in MODELS {
+        let body = json!({
+            "model": model,
+            "max_tokens": 256,
+            "system": [{"type": "text", "text": "You are Claude."}],
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": Q, "cache_control": {"type": "ephemeral"}}]},
+                {"role": "system", "content": [{"type": "text", "text": "Answer with the number only."}]}
+            ],
+        });
+        let r = post(
+            &srv,
+            "/v1/messages?beta=true",
+            &body,
+            &[("anthropic-beta", "mid-conversation-system-2026-04-07")],
+        );
+        assert_eq!(r.status, 200, "{model}: {}", r.body);
+        assert_eq!(r.json()["content"][0]["text"], "14", "{model}: {}", r.body);
+        assert_eq!(r.header("x-llmprobe-dropped"), "", "{model}");
+    }
+    let bodies: Vec<Value> = fake.seen().into_iter().filter_map(|s| s.body).collect();
+    let o = bodies
+        .iter()
+        .find(|b| b["messages"][0]["role"] == "system")
+        .expect("the OpenAI upstream's body");
+    assert_eq!(
+        o["messages"][0]["content"],
+        "You are Claude.\n\nAnswer with the number only."
+    );
+    assert_eq!(o["messages"].as_array().unwrap().len(), 2, "{o}");
+    let a = bodies
+        .iter()
+        .find(|b| b["system"].is_string())
+        .expect("the Anthropic upstream's body");
+    assert_eq!(a["system"], "You are Claude.");
+    assert_eq!(
+        a["messages"][1],
+        json!({"role": "system", "content": "Answer with the number only."})
+    );
+    let g = bodies
+        .iter()
+        .find(|b| b.get("contents").is_some())
+        .expect("the Gemini upstream's body");
+    assert_eq!(
+        g["systemInstruction"]["parts"][0]["text"],
+        "You are Claude.\n\nAnswer with the number only."
+    );
+}
+
+/// The Anthropic SDK's `tool_runner` threads its conversation on the
+/// server (`thread`), which route cannot: the 400 it gets is the one the
+/// SDKs fall back on, and a lone `tool_result` (a threaded `continue`) is
+/// refused too. Neither reaches an upstream.
+#[test]
+fn a_thread_and_a_lone_tool_result_are_refused_before_any_upstream() {
+    let (_env, fake, srv) = three_dialects();
+    let threaded = ask(
+        "auto",
+        TOOL_Q,
+        json!({"tools": add_tool(), "thread": {"type": "create"}}),
+    );
+    let r = post(
+        &srv,
+        "/v1/messages?beta=true",
+        &threaded,
+        &[("anthropic-beta", "message-threads-2026-08-12")],
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    let v = r.json();
+    assert_eq!(v["error"]["type"], "invalid_request_error", "{v}");
+    assert_eq!(
+        v["error"]["details"],
+        json!({"error_code": "thread_unsupported_request"}),
+        "{v}"
+    );
+    let lone = ask(
+        "auto",
+        "",
+        json!({"tools": add_tool(), "thread": null, "messages": [{"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_01", "content": "42"}
+        ]}]}),
+    );
+    let r = post(&srv, "/v1/messages", &lone, &[]);
+    assert_eq!(r.status, 400, "{}", r.body);
+    let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        msg.starts_with(
+            "messages.0.content.0.tool_use_id: no tool_use block before it has the id \"toolu_01\""
+        ),
+        "{msg}"
+    );
+    // Route's reachability checks at start carry no body; no request did.
+    let sent: Vec<Value> = fake.seen().into_iter().filter_map(|s| s.body).collect();
+    assert!(sent.is_empty(), "{sent:?}");
+}
+
+/// Blocks, roles and fields route does not know are never a 400 by
+/// themselves: they are left out and named in `X-Llmprobe-Dropped`, and
+/// the request is served.
+#[test]
+fn unknown_blocks_roles_and_fields_are_reported_and_the_request_served() {
+    let (_env, fake, srv) = three_dialects();
+    for model in MODELS {
+        let body = json!({
+            "model": model,
+            "max_tokens": 256,
+            "messages": [
+                {"role": "user", "content": [{"type": "a_new_block", "data": 1}, {"type": "text", "text": Q}]},
+                {"role": "narrator", "content": "An aside."}
+            ],
+            "a_new_field": true,
+            "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+            "output_config": {"effort": "high"},
+            "thinking": {"type": "adaptive"},
+        });
+        let r = post(&srv, "/v1/messages", &body, &[]);
+        assert_eq!(r.status, 200, "{model}: {}", r.body);
+        assert_eq!(r.json()["content"][0]["text"], "14", "{model}");
+        assert_eq!(
+            r.header("x-llmprobe-dropped"),
+            "content[a_new_block], role[narrator], thinking, output_config.effort, a_new_field",
+            "{model}"
+        );
+    }
+    for b in fake.seen().into_iter().filter_map(|s| s.body) {
+        let text = b.to_string();
+        assert!(
+            !text.contains("a_new") && !text.contains("An aside"),
+            "{text}"
+        );
+    }
 }

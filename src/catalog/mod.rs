@@ -70,7 +70,8 @@ fn bounded_u32(v: u32, range: RangeInclusive<u32>) -> std::result::Result<u32, S
     }
 }
 
-pub use crate::upstream::dialect::{Dialect, Endpoint};
+use crate::upstream::dialect::wire;
+pub use crate::upstream::dialect::{Dialect, Endpoint, SystemMessages};
 pub use route::{
     CapOrigin, DAILY_CAP_PREFIX, Effective, Origin, Origins, ROUTE_PREFIX, Record, RouteSettings,
     daily_cap_var, redact_url, route_keys, route_var,
@@ -280,6 +281,8 @@ struct ProviderToml {
     /// Read as text so that a bad value is reported with the provider's
     /// name, which toml's own error would not give.
     requests_header_window: Option<String>,
+    /// As text, for the same reason.
+    system_messages: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -495,6 +498,9 @@ pub struct Provider {
     pub day_reset: NaiveTime,
     /// What `x-ratelimit-*-requests` counts; per minute by default.
     pub requests_header_window: RequestsWindow,
+    /// Where later system messages go (`system_messages`); `None` leaves
+    /// the dialect's default.
+    pub system_messages: Option<SystemMessages>,
 }
 
 /// A provider ready to be called: URL filled in, keys read.
@@ -920,6 +926,7 @@ impl Resolved {
                 self.base_url.clone(),
                 self.provider.headers.clone(),
             )
+            .with_system_messages(self.provider.system_messages)
         })
     }
 
@@ -1094,7 +1101,8 @@ fn merge_provider(into: &mut ProviderToml, from: ProviderToml) {
         daily_cap,
         capabilities,
         day_reset,
-        requests_header_window
+        requests_header_window,
+        system_messages
     );
 }
 
@@ -1264,6 +1272,23 @@ fn validate_provider(t: ProviderToml, d: &Defaults, origin: &str) -> Result<Prov
         Some(s) => RequestsWindow::from_field(s).map_err(bad)?,
         None => RequestsWindow::default(),
     };
+    let system_messages = match &t.system_messages {
+        None => None,
+        Some(s) => {
+            let can = wire(dialect).system_messages();
+            let names: Vec<String> = can.iter().map(|c| format!("{:?}", c.as_str())).collect();
+            match s.parse::<SystemMessages>() {
+                Ok(v) if can.contains(&v) => Some(v),
+                _ => {
+                    return Err(bad(format!(
+                        "system_messages {s:?} is not a placement the {} dialect has: use {}",
+                        dialect.as_str(),
+                        names.join(" or ")
+                    )));
+                }
+            }
+        }
+    };
     Ok(Provider {
         enabled: t.enabled,
         host_env: t.host_env.clone(),
@@ -1290,6 +1315,7 @@ fn validate_provider(t: ProviderToml, d: &Defaults, origin: &str) -> Result<Prov
         capabilities: t.capabilities.unwrap_or(true),
         day_reset,
         requests_header_window,
+        system_messages,
         name: t.name,
     })
 }

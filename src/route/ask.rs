@@ -45,7 +45,10 @@ impl Ask {
             .and_then(|m| m.get("user_id"))
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
-            .map(|s| format!("user:{s}"));
+            .map(|s| match session_in_user_id(s) {
+                Some(session) => format!("session:{session}"),
+                None => format!("user:{s}"),
+            });
         Ask {
             model: model.map(str::to_string),
             needs: req.needs(),
@@ -70,8 +73,30 @@ impl Ask {
 }
 
 /// The session headers a client may name its conversation with, first
-/// found wins.
-pub const SESSION_HEADERS: &[&str] = &["x-session-id", "x-llmprobe-session"];
+/// found wins: route's own, Claude Code's (`X-Claude-Code-Session-Id`) and
+/// Codex CLI's (`session-id`).
+pub const SESSION_HEADERS: &[&str] = &[
+    "x-session-id",
+    "x-llmprobe-session",
+    "x-claude-code-session-id",
+    "session-id",
+];
+
+/// The session a `metadata.user_id` names when it is a JSON object with a
+/// `session_id`, as Claude Code writes it
+/// (`{"device_id":…,"account_uuid":…,"session_id":…}`): the same device runs
+/// many conversations, so the session, not the whole string, is the
+/// conversation.
+fn session_in_user_id(user_id: &str) -> Option<String> {
+    if !user_id.starts_with('{') {
+        return None;
+    }
+    let v: Value = serde_json::from_str(user_id).ok()?;
+    v.get("session_id")?
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
 
 /// A hash of the system prompt and the first user message: every turn of
 /// one conversation starts the same way. `None` without a user message.
@@ -117,6 +142,12 @@ mod tests {
         let user =
             ask(r#"{"messages":[{"role":"user","content":"hi"}],"metadata":{"user_id":"u1"}}"#);
         assert_eq!(user.conversation.as_deref(), Some("user:u1"));
+        // Claude Code's user_id: a JSON object whose session is the
+        // conversation, matching its X-Claude-Code-Session-Id header.
+        let cc = ask(
+            r#"{"messages":[{"role":"user","content":"hi"}],"metadata":{"user_id":"{\"device_id\":\"d\",\"account_uuid\":\"\",\"session_id\":\"s-1\"}"}}"#,
+        );
+        assert_eq!(cc.conversation.as_deref(), Some("session:s-1"));
         let s = user.with_session(Some("abc"));
         assert_eq!(s.conversation.as_deref(), Some("session:abc"));
     }

@@ -4,13 +4,17 @@
 //!
 //! - [`read_messages`] reads a Messages request into the chat request
 //!   every dialect starts from: `system` (a string or text blocks) as the
-//!   request's system prompt; `text`, `image`, `tool_use` and
+//!   request's system prompt, and a `system` message inside `messages` as
+//!   a system message in place (each dialect then folds it or keeps it);
+//!   `text`, `image`, text `document`, `search_result`, `tool_use` and
 //!   `tool_result` blocks as OpenAI content parts, `tool_calls` and `tool`
 //!   messages; `tools`, `tool_choice`, `stop_sequences`, `top_k`,
 //!   `metadata.user_id` and `output_config.format` as their chat
 //!   equivalents. What no upstream behind route can take is dropped and
-//!   reported (`thinking`, server tools) or refused with a 400 that names
-//!   the field (`document` blocks, `mcp_servers`, a forced server tool).
+//!   reported (`thinking`, server tools, a block type, role or field route
+//!   does not know) or refused with a 400 that names the field (`thread`,
+//!   in the words the SDKs fall back on; a `tool_result` answering no
+//!   call; PDF documents, `mcp_servers`, a forced server tool).
 //! - [`message_body`] renders a completion as a `message`, and
 //!   [`MessageWriter`] a served stream as Anthropic's named events
 //!   (`message_start`, `content_block_*`, `message_delta`,
@@ -55,10 +59,14 @@ pub fn error_type(status: StatusCode) -> &'static str {
 
 /// `e` as Anthropic's error body.
 pub fn error_body(e: &ApiError) -> Value {
-    json!({
+    let mut body = json!({
         "type": "error",
         "error": {"type": error_type(e.status), "message": e.message},
-    })
+    });
+    if let Some(code) = e.error_code {
+        body["error"]["details"] = json!({ "error_code": code });
+    }
+    body
 }
 
 /// `e` as an Anthropic error response, with `Retry-After` when a retry
@@ -98,17 +106,6 @@ const REQUIRED: &str = "Field required";
 /// Anthropic's `path: reason` form.
 fn invalid(at: impl Display, why: impl Display) -> ApiError {
     ApiError::invalid("invalid_request", format!("{at}: {why}"))
-}
-
-/// A block route cannot pass on to any upstream.
-fn not_carried(at: &str, kind: &str) -> ApiError {
-    invalid(
-        at,
-        format!(
-            "content blocks of type {kind:?} cannot be passed on: no upstream behind route \
-             takes them (route passes on text, image, tool_use and tool_result blocks)"
-        ),
-    )
 }
 
 /// A string field; `None` when absent or null.
@@ -155,6 +152,59 @@ fn block_type<'a>(at: &str, b: &'a Value) -> Result<&'a str, ApiError> {
     }
 }
 
+/// Top-level fields route does not pass on because the answer is the same
+/// without them: never reported. Everything else route does not translate
+/// is reported by name in `X-Llmprobe-Dropped`.
+const HARMLESS_FIELDS: &[(&str, &str)] = &[
+    (
+        "cache_control",
+        "a prompt-caching breakpoint: caching changes cost, not the answer",
+    ),
+    ("service_tier", "Anthropic's capacity tier"),
+    ("inference_geo", "where Anthropic runs the model"),
+    ("speed", "Anthropic's fast mode: the same model, sooner"),
+];
+
+/// Content blocks left out because they carry nothing a model reads:
+/// never reported.
+const SILENT_BLOCKS: &[&str] = &[
+    // Only the model that wrote them could verify their signatures, and
+    // route never returns them.
+    "thinking",
+    "redacted_thinking",
+    // "Not rendered into the prompt" (Anthropic's fallback beta): a marker
+    // between the parts of a turn made before and after a fallback.
+    "fallback",
+];
+
+/// The error Anthropic's SDKs read as "this server cannot thread the
+/// request: send the whole conversation without `thread`". Checked
+/// against the SDK sources: anthropic (Python) 2.17.0,
+/// `anthropic/lib/threads/_thread_state.py` (`_unsupported_features`, then
+/// `recovers_from`, which stops threading when the behaviour is
+/// `continue_unthreaded`, the `tool_runner`'s default), and
+/// @anthropic-ai/sdk (TypeScript) 1.17.0,
+/// `src/lib/internal/threads/ThreadState.ts` (`unsupportedFeatures`): both
+/// read `error.details.error_code` of a 400 and take a missing
+/// `unsupported` list as "none named".
+pub const THREAD_UNSUPPORTED: &str = "thread_unsupported_request";
+
+/// Add `what` to the dropped list once.
+fn report(dropped: &mut Vec<String>, what: String) {
+    if !dropped.contains(&what) {
+        dropped.push(what);
+    }
+}
+
+/// What reading the messages keeps track of: the ids of the tool calls
+/// made so far (a `tool_result` must answer one of them), and what was
+/// dropped.
+#[derive(Default)]
+struct Reading {
+    tool_uses: std::collections::HashSet<String>,
+    dropped: Vec<String>,
+}
+
 /// Read a Messages request body. Errors are Anthropic-style 400s that
 /// name the field (`max_tokens: Field required`).
 pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError> {
@@ -170,7 +220,19 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
             "The request body must be a JSON object",
         ));
     };
-    let mut dropped = Vec::new();
+    // A thread keeps the conversation on the server, which route does not:
+    // refused first, in the words the SDKs fall back on (they then send the
+    // whole history without `thread`).
+    if obj.get("thread").is_some_and(|t| !t.is_null()) {
+        return Err(invalid(
+            "thread",
+            "route keeps no message threads: send the whole conversation in messages, \
+             without thread",
+        )
+        .with_error_code(THREAD_UNSUPPORTED));
+    }
+    obj.shift_remove("thread");
+    let mut reading = Reading::default();
     let mut extra = Map::new();
     let model = match obj.shift_remove("model") {
         Some(Value::String(s)) => s,
@@ -194,29 +256,7 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
     };
     let system = match obj.shift_remove("system") {
         None | Some(Value::Null) => None,
-        Some(Value::String(s)) => Some(s),
-        Some(Value::Array(blocks)) => {
-            let mut texts = Vec::with_capacity(blocks.len());
-            for (i, b) in blocks.iter().enumerate() {
-                let at = format!("system.{i}");
-                match block_type(&at, b)? {
-                    "text" => texts.push(req_str(&at, b, "text")?),
-                    other => {
-                        return Err(invalid(
-                            format!("{at}.type"),
-                            format!("system blocks must be of type \"text\", not {other:?}"),
-                        ));
-                    }
-                }
-            }
-            Some(texts.join("\n\n"))
-        }
-        Some(_) => {
-            return Err(invalid(
-                "system",
-                "Input should be a valid string or a list of text blocks",
-            ));
-        }
+        Some(v) => system_text("system", v)?,
     }
     .filter(|s| !s.is_empty());
     let raw = match obj.shift_remove("messages") {
@@ -228,7 +268,7 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
         return Err(invalid("messages", "at least one message is required"));
     }
     // Whether any message has a block: if none does, the messages are
-    // empty, not made only of thinking.
+    // empty, not made only of what route leaves out.
     let any_block = raw.iter().any(|m| {
         m.get("content")
             .and_then(Value::as_array)
@@ -236,18 +276,23 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
     });
     let mut messages = Vec::with_capacity(raw.len());
     for (i, m) in raw.into_iter().enumerate() {
-        read_message(i, m, &mut messages)?;
+        read_message(i, m, &mut messages, &mut reading)?;
     }
-    if messages.is_empty() {
+    if !messages.iter().any(|m| !m.is_system()) {
         return Err(invalid(
             "messages",
-            if any_block {
-                "no message has content route can pass on (only thinking blocks)"
+            if messages.iter().any(ChatMessage::is_system) {
+                "no message has content route can pass on (only system messages): send at \
+                 least one user message"
+            } else if any_block {
+                "no message has content route can pass on (only thinking blocks, or blocks \
+                 route leaves out)"
             } else {
                 "every message's content is an empty list: send at least one content block"
             },
         ));
     }
+    let mut dropped = std::mem::take(&mut reading.dropped);
     read_tools(&mut obj, &mut extra, &mut dropped)?;
     let stop = match obj.shift_remove("stop_sequences") {
         None | Some(Value::Null) => Vec::new(),
@@ -279,7 +324,8 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
         Some(_) => return Err(invalid("stream", "Input should be a valid boolean")),
     };
     // The router reads `metadata.user_id` as the conversation; the
-    // server moves it to `user` once it has (`metadata_to_user`).
+    // server moves it to `user` once it has (`metadata_to_user`). Its
+    // other keys are tags for Anthropic's own records.
     if let Some(m) = obj.shift_remove("metadata").filter(|m| !m.is_null()) {
         let Value::Object(mut m) = m else {
             return Err(invalid("metadata", "Input should be a valid dictionary"));
@@ -291,17 +337,28 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
     match obj.shift_remove("thinking") {
         None | Some(Value::Null) => {}
         Some(t) if t.get("type").and_then(Value::as_str) == Some("disabled") => {}
-        Some(_) => dropped.push("thinking".into()),
+        Some(_) => report(&mut dropped, "thinking".into()),
     }
     if let Some(c) = obj.shift_remove("output_config").filter(|c| !c.is_null()) {
-        if c.get("effort").is_some_and(|e| !e.is_null()) {
-            dropped.push("output_config.effort".into());
-        }
-        if let Some(f) = c.get("format").filter(|f| !f.is_null()) {
-            extra.insert(
-                "response_format".into(),
-                output_format("output_config.format", f)?,
-            );
+        let Value::Object(c) = c else {
+            return Err(invalid(
+                "output_config",
+                "Input should be a valid dictionary",
+            ));
+        };
+        for (k, v) in c {
+            match k.as_str() {
+                _ if v.is_null() => {}
+                "format" => {
+                    extra.insert(
+                        "response_format".into(),
+                        output_format("output_config.format", &v)?,
+                    );
+                }
+                // `effort` and anything newer: ways of thinking that no
+                // mapping would honour on every candidate.
+                _ => report(&mut dropped, format!("output_config.{k}")),
+            }
         }
     }
     // The structured-outputs beta's spelling of `output_config.format`.
@@ -311,20 +368,47 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
             output_format("output_format", &f)?,
         );
     }
-    if obj
-        .get("mcp_servers")
-        .and_then(Value::as_array)
-        .is_some_and(|a| !a.is_empty())
-    {
-        return Err(invalid(
-            "mcp_servers",
-            "route cannot connect to MCP servers and no upstream behind it can: call the MCP \
-             tools from the client and declare them as tools",
-        ));
+    match obj.shift_remove("mcp_servers") {
+        Some(Value::Array(a)) if !a.is_empty() => {
+            return Err(invalid(
+                "mcp_servers",
+                "route cannot connect to MCP servers and no upstream behind it can: call the \
+                 MCP tools from the client and declare them as tools",
+            ));
+        }
+        _ => {}
     }
-    // Everything else (`cache_control`, `service_tier`, `container`,
-    // `context_management`, `inference_geo`, `speed`, unknown fields) does
-    // not change the answer, or needs a tool route drops: ignored.
+    // Server-side edits of the context as it grows. Clearing old thinking
+    // changes nothing here: route passes no thinking upstream. Any other
+    // edit (clearing tool results, compaction) would have shortened what
+    // the model reads, so leaving it out is reported.
+    if let Some(cm) = obj
+        .shift_remove("context_management")
+        .filter(|c| !c.is_null())
+    {
+        let only_thinking = cm
+            .get("edits")
+            .and_then(Value::as_array)
+            .is_some_and(|edits| {
+                edits.iter().all(|e| {
+                    e.get("type")
+                        .and_then(Value::as_str)
+                        .is_some_and(|t| t.starts_with("clear_thinking"))
+                })
+            });
+        if !only_thinking {
+            report(&mut dropped, "context_management".into());
+        }
+    }
+    // Everything left: harmless, or reported by name (`container`, which
+    // only the code-execution server tool route drops would use, and every
+    // field route does not know).
+    for (k, v) in obj {
+        if v.is_null() || HARMLESS_FIELDS.iter().any(|(h, _)| *h == k) {
+            continue;
+        }
+        report(&mut dropped, k);
+    }
     Ok(Messages {
         req: ChatRequest {
             system,
@@ -338,6 +422,34 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
         },
         dropped,
     })
+}
+
+/// A system prompt (the top-level `system`, or a `system` message's
+/// content): a string, or text blocks joined by a blank line.
+fn system_text(at: &str, v: Value) -> Result<Option<String>, ApiError> {
+    match v {
+        Value::String(s) => Ok(Some(s)),
+        Value::Array(blocks) => {
+            let mut texts = Vec::with_capacity(blocks.len());
+            for (i, b) in blocks.iter().enumerate() {
+                let at = format!("{at}.{i}");
+                match block_type(&at, b)? {
+                    "text" => texts.push(req_str(&at, b, "text")?),
+                    other => {
+                        return Err(invalid(
+                            format!("{at}.type"),
+                            format!("system blocks must be of type \"text\", not {other:?}"),
+                        ));
+                    }
+                }
+            }
+            Ok(Some(texts.join("\n\n")))
+        }
+        _ => Err(invalid(
+            at,
+            "Input should be a valid string or a list of text blocks",
+        )),
+    }
 }
 
 /// `{"type":"json_schema","schema"}` as a chat `response_format`.
@@ -360,23 +472,51 @@ fn output_format(at: &str, f: &Value) -> Result<Value, ApiError> {
 
 /// One message (`messages.{i}`), as one or more chat messages: a user
 /// turn's tool results become `tool` messages ahead of the rest of it, as
-/// the chat API wants them right after the assistant's calls.
-fn read_message(i: usize, m: Value, out: &mut Vec<ChatMessage>) -> Result<(), ApiError> {
+/// the chat API wants them right after the assistant's calls; a `system`
+/// message (mid-conversation instructions) stays where it is, for each
+/// dialect to place (`upstream::dialect`); a message of a role route does
+/// not know is left out and reported as `role[ROLE]`.
+fn read_message(
+    i: usize,
+    m: Value,
+    out: &mut Vec<ChatMessage>,
+    reading: &mut Reading,
+) -> Result<(), ApiError> {
     let at = format!("messages.{i}");
     let Value::Object(mut m) = m else {
         return Err(invalid(at, "Input should be a valid dictionary"));
     };
     let role = match m.get("role") {
-        Some(Value::String(r)) if r == "user" || r == "assistant" => r.clone(),
+        Some(Value::String(r)) => r.clone(),
         None | Some(Value::Null) => return Err(invalid(format!("{at}.role"), REQUIRED)),
         Some(_) => {
             return Err(invalid(
                 format!("{at}.role"),
-                "Input should be 'user' or 'assistant'",
+                "Input should be a valid string",
             ));
         }
     };
-    let blocks = match m.shift_remove("content") {
+    let content = m.shift_remove("content");
+    match role.as_str() {
+        "user" | "assistant" => {}
+        "system" => {
+            let text = match content {
+                None | Some(Value::Null) => {
+                    return Err(invalid(format!("{at}.content"), REQUIRED));
+                }
+                Some(v) => system_text(&format!("{at}.content"), v)?,
+            };
+            if let Some(t) = text.filter(|t| !t.is_empty()) {
+                out.push(ChatMessage::new("system", t));
+            }
+            return Ok(());
+        }
+        other => {
+            report(&mut reading.dropped, format!("role[{other}]"));
+            return Ok(());
+        }
+    }
+    let blocks = match content {
         Some(Value::String(s)) => {
             out.push(ChatMessage::new(role, s));
             return Ok(());
@@ -391,9 +531,9 @@ fn read_message(i: usize, m: Value, out: &mut Vec<ChatMessage>) -> Result<(), Ap
         }
     };
     if role == "user" {
-        user_turn(&at, blocks, out)
+        user_turn(&at, blocks, out, reading)
     } else {
-        assistant_turn(&at, blocks, out)
+        assistant_turn(&at, blocks, out, reading)
     }
 }
 
@@ -409,26 +549,127 @@ fn content_of(mut parts: Vec<Value>) -> Content {
     Content::Parts(parts)
 }
 
-fn user_turn(at: &str, blocks: Vec<Value>, out: &mut Vec<ChatMessage>) -> Result<(), ApiError> {
+/// What one content block becomes: text, an image part, nothing (left out
+/// silently, or reported), or, for the blocks that structure a
+/// conversation, the caller's to handle.
+enum Block {
+    Text(String),
+    Image(Value),
+    Silent,
+    Tool(&'static str),
+}
+
+/// A content block route reads the same way wherever it appears (a turn,
+/// a tool result): text, an image, a text document, a search result, a
+/// compaction summary; thinking left out silently; a block that records a
+/// server tool's call or result (`server_tool_use`,
+/// `web_search_tool_result`, …), which only Anthropic could have made and
+/// no upstream here can read, or any type route does not know: left out
+/// and reported as `content[TYPE]`.
+fn content_block(at: &str, b: &Value, dropped: &mut Vec<String>) -> Result<Block, ApiError> {
+    Ok(match block_type(at, b)? {
+        "text" => match req_str(at, b, "text")? {
+            // Anthropic refuses an empty text block; it says nothing.
+            t if t.is_empty() => Block::Silent,
+            t => Block::Text(t),
+        },
+        "image" => Block::Image(image_part(at, b)?),
+        "document" => Block::Text(document_text(at, b)?),
+        "search_result" => Block::Text(search_result_text(at, b)?),
+        // A summary of the conversation before it, which the model must
+        // read; `null` is a compaction that failed, a no-op.
+        "compaction" => match b.get("content") {
+            Some(Value::String(t)) if !t.is_empty() => Block::Text(t.clone()),
+            _ => Block::Silent,
+        },
+        "tool_use" => Block::Tool("tool_use"),
+        "tool_result" => Block::Tool("tool_result"),
+        t if SILENT_BLOCKS.contains(&t) => Block::Silent,
+        other => {
+            report(dropped, format!("content[{other}]"));
+            Block::Silent
+        }
+    })
+}
+
+/// The text of a `document` block whose source is text (`text`, or
+/// `content` blocks), with its title ahead. A PDF (`base64`, `url`,
+/// `file`) is a 400: no upstream behind route is known to read one, and
+/// leaving it out would answer a different question.
+fn document_text(at: &str, b: &Value) -> Result<String, ApiError> {
+    let sat = format!("{at}.source");
+    let source = b
+        .get("source")
+        .filter(|s| s.is_object())
+        .ok_or_else(|| invalid(&sat, REQUIRED))?;
+    let body = match source.get("type").and_then(Value::as_str) {
+        Some("text") => req_str(&sat, source, "data")?,
+        Some("content") => match source.get("content") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(blocks)) => blocks
+                .iter()
+                .filter_map(|c| c.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n\n"),
+            _ => return Err(invalid(format!("{sat}.content"), REQUIRED)),
+        },
+        Some(other) => {
+            return Err(invalid(
+                format!("{sat}.type"),
+                format!(
+                    "documents of source type {other:?} (a PDF) cannot be passed on: no upstream \
+                     behind route is known to read PDFs; send the document's text as a text \
+                     source or a text block"
+                ),
+            ));
+        }
+        None => return Err(invalid(format!("{sat}.type"), REQUIRED)),
+    };
+    Ok(match b.get("title").and_then(Value::as_str) {
+        Some(title) if !title.is_empty() => format!("{title}\n\n{body}"),
+        _ => body,
+    })
+}
+
+/// A `search_result` block as text: its title and source, then its text
+/// blocks.
+fn search_result_text(at: &str, b: &Value) -> Result<String, ApiError> {
+    let title = req_str(at, b, "title")?;
+    let source = req_str(at, b, "source")?;
+    let body: Vec<&str> = b
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("text").and_then(Value::as_str))
+        .collect();
+    Ok(format!("{title} ({source})\n\n{}", body.join("\n\n")))
+}
+
+fn user_turn(
+    at: &str,
+    blocks: Vec<Value>,
+    out: &mut Vec<ChatMessage>,
+    reading: &mut Reading,
+) -> Result<(), ApiError> {
     let mut parts = Vec::new();
     for (j, b) in blocks.into_iter().enumerate() {
         let at = format!("{at}.content.{j}");
-        match block_type(&at, &b)? {
-            "text" => parts.push(json!({"type": "text", "text": req_str(&at, &b, "text")?})),
-            "image" => parts.push(image_part(&at, &b)?),
-            "tool_result" => {
-                let (msg, images) = tool_result(&at, &b)?;
+        match content_block(&at, &b, &mut reading.dropped)? {
+            Block::Text(t) => parts.push(json!({"type": "text", "text": t})),
+            Block::Image(p) => parts.push(p),
+            Block::Silent => {}
+            Block::Tool("tool_result") => {
+                let (msg, images) = tool_result(&at, &b, reading)?;
                 out.push(msg);
                 parts.extend(images);
             }
-            "thinking" | "redacted_thinking" => {}
-            "tool_use" => {
+            Block::Tool(_) => {
                 return Err(invalid(
                     format!("{at}.type"),
                     "tool_use blocks belong in assistant messages",
                 ));
             }
-            other => return Err(not_carried(&at, other)),
         }
     }
     if !parts.is_empty() {
@@ -440,7 +681,6 @@ fn user_turn(at: &str, blocks: Vec<Value>, out: &mut Vec<ChatMessage>) -> Result
     }
     Ok(())
 }
-
 /// An `image` block as an `image_url` part: a `base64` source as a data
 /// URL, a `url` source as its URL.
 fn image_part(at: &str, b: &Value) -> Result<Value, ApiError> {
@@ -478,8 +718,26 @@ fn image_part(at: &str, b: &Value) -> Result<Value, ApiError> {
 /// (after its tool results, which come first), and the tool message says
 /// so. `is_error` is said in
 /// the text (`Error: …`), since a `tool` message has no flag for it.
-fn tool_result(at: &str, b: &Value) -> Result<(ChatMessage, Vec<Value>), ApiError> {
+fn tool_result(
+    at: &str,
+    b: &Value,
+    reading: &mut Reading,
+) -> Result<(ChatMessage, Vec<Value>), ApiError> {
     let id = req_str(at, b, "tool_use_id")?;
+    // A result that answers no call is refused here, never forwarded:
+    // every upstream refuses one (Anthropic: "unexpected `tool_use_id`
+    // found in `tool_result` blocks"), and a client that sent it has lost
+    // part of its conversation (a `thread` it kept on another server).
+    if !reading.tool_uses.contains(&id) {
+        return Err(invalid(
+            format!("{at}.tool_use_id"),
+            format!(
+                "no tool_use block before it has the id {id:?}: a tool_result must answer a \
+                 tool_use of an earlier assistant message; send the whole conversation, with \
+                 the assistant message that made the call"
+            ),
+        ));
+    }
     let mut texts = Vec::new();
     let mut images = Vec::new();
     match b.get("content") {
@@ -488,10 +746,16 @@ fn tool_result(at: &str, b: &Value) -> Result<(ChatMessage, Vec<Value>), ApiErro
         Some(Value::Array(blocks)) => {
             for (k, c) in blocks.iter().enumerate() {
                 let at = format!("{at}.content.{k}");
-                match block_type(&at, c)? {
-                    "text" => texts.push(req_str(&at, c, "text")?),
-                    "image" => images.push(image_part(&at, c)?),
-                    other => return Err(not_carried(&at, other)),
+                match content_block(&at, c, &mut reading.dropped)? {
+                    Block::Text(t) => texts.push(t),
+                    Block::Image(p) => images.push(p),
+                    Block::Silent => {}
+                    Block::Tool(kind) => {
+                        return Err(invalid(
+                            format!("{at}.type"),
+                            format!("{kind} blocks cannot be inside a tool_result"),
+                        ));
+                    }
                 }
             }
         }
@@ -533,14 +797,25 @@ fn assistant_turn(
     at: &str,
     blocks: Vec<Value>,
     out: &mut Vec<ChatMessage>,
+    reading: &mut Reading,
 ) -> Result<(), ApiError> {
     let mut texts = Vec::new();
     let mut calls = Vec::new();
     for (j, b) in blocks.into_iter().enumerate() {
         let at = format!("{at}.content.{j}");
-        match block_type(&at, &b)? {
-            "text" => texts.push(req_str(&at, &b, "text")?),
-            "tool_use" => {
+        match content_block(&at, &b, &mut reading.dropped)? {
+            Block::Text(t) => texts.push(t),
+            Block::Silent => {}
+            Block::Image(_) | Block::Tool("tool_result") => {
+                return Err(invalid(
+                    format!("{at}.type"),
+                    format!(
+                        "{} blocks belong in user messages",
+                        b["type"].as_str().unwrap_or("")
+                    ),
+                ));
+            }
+            Block::Tool(_) => {
                 let id = req_str(&at, &b, "id")?;
                 let name = req_str(&at, &b, "name")?;
                 let arguments = match b.get("input") {
@@ -553,27 +828,18 @@ fn assistant_turn(
                         ));
                     }
                 };
+                reading.tool_uses.insert(id.clone());
                 calls.push(json!({
                     "id": id,
                     "type": "function",
                     "function": {"name": name, "arguments": arguments},
                 }));
             }
-            "thinking" | "redacted_thinking" => {}
-            "tool_result" | "image" => {
-                return Err(invalid(
-                    format!("{at}.type"),
-                    format!(
-                        "{} blocks belong in user messages",
-                        b["type"].as_str().unwrap_or("")
-                    ),
-                ));
-            }
-            other => return Err(not_carried(&at, other)),
         }
     }
     if texts.is_empty() && calls.is_empty() {
-        // Only thinking: nothing the upstream could read.
+        // Only thinking (or blocks left out): nothing the upstream could
+        // read.
         return Ok(());
     }
     let content = (!texts.is_empty()).then(|| Content::Text(texts.join("\n\n")));
@@ -1089,7 +1355,9 @@ mod tests {
         assert_eq!(m.req.max_tokens, Some(100));
         assert_eq!(m.req.messages, vec![ChatMessage::user("hi")]);
         assert!(m.req.extra.is_empty(), "{:?}", m.req.extra);
-        assert!(m.dropped.is_empty());
+        // cache_control and service_tier change nothing; a field route
+        // does not know is reported, never silently ignored.
+        assert_eq!(m.dropped, ["whatever"]);
     }
 
     #[test]
@@ -1127,7 +1395,8 @@ mod tests {
                 message("assistant", json!([
                     {"type": "thinking", "thinking": "add", "signature": "s"},
                     {"type": "text", "text": "Let me add."},
-                    {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {"a": 12, "b": 30}}
+                    {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {"a": 12, "b": 30}},
+                    {"type": "tool_use", "id": "toolu_2", "name": "read", "input": {}}
                 ])),
                 message("user", json!([
                     {"type": "text", "text": "here you go"},
@@ -1147,6 +1416,7 @@ mod tests {
             (calls[0].id.as_str(), calls[0].name.as_str()),
             ("toolu_1", "add")
         );
+        assert_eq!(calls.len(), 2);
         assert_eq!(
             serde_json::from_str::<Value>(&calls[0].arguments).unwrap(),
             json!({"a": 12, "b": 30})
@@ -1224,7 +1494,7 @@ mod tests {
             ]),
             json!({}),
         ));
-        assert!(msg.ends_with("(only thinking blocks)"), "{msg}");
+        assert!(msg.contains("(only thinking blocks"), "{msg}");
     }
 
     #[test]
@@ -1358,27 +1628,31 @@ mod tests {
             (
                 json!([message(
                     "user",
-                    json!([{"type": "document", "source": {"type": "text", "data": "x"}}])
+                    json!([{"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}}])
                 )]),
-                "messages.0.content.0: content blocks of type \"document\" cannot be passed on",
+                "messages.0.content.0.source.type: documents of source type \"base64\" (a PDF) \
+                 cannot be passed on",
             ),
             (
-                json!([message(
-                    "user",
-                    json!([{"type": "search_result", "source": "s", "title": "t", "content": []}])
-                )]),
-                "messages.0.content.0: content blocks of type \"search_result\"",
-            ),
-            (
-                json!([message(
-                    "user",
-                    json!([{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "document"}]}])
-                )]),
-                "messages.0.content.0.content.0: content blocks of type \"document\"",
+                json!([
+                    message(
+                        "assistant",
+                        json!([{"type": "tool_use", "id": "t", "name": "f", "input": {}}])
+                    ),
+                    message(
+                        "user",
+                        json!([{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "document", "source": {"type": "url", "url": "https://x.test/a.pdf"}}]}])
+                    )
+                ]),
+                "messages.1.content.0.content.0.source.type: documents of source type \"url\"",
             ),
             (
                 json!([message("system", json!("q"))]),
-                "messages.0.role: Input should be 'user' or 'assistant'",
+                "messages: no message has content route can pass on",
+            ),
+            (
+                json!([{"role": 42, "content": "q"}]),
+                "messages.0.role: Input should be a valid string",
             ),
             (
                 json!([message("user", json!([{"type": "text"}]))]),
@@ -1396,6 +1670,201 @@ mod tests {
         ));
         assert!(msg.starts_with("mcp_servers: "), "{msg}");
         assert!(err_message(json!({"max_tokens": 1, "messages": []})).starts_with("model: "));
+    }
+
+    #[test]
+    fn a_system_message_in_the_conversation_stays_where_it_is() {
+        // Claude Code 2.1.197 sends its instructions as a `system` message
+        // after the user's question.
+        let m = read(request(
+            json!([
+                message("user", json!([{"type": "text", "text": "What is 2+2?", "cache_control": {"type": "ephemeral"}}])),
+                message("system", json!([{"type": "text", "text": "Be brief."}, {"type": "text", "text": "Use tools."}])),
+                message("assistant", json!("4")),
+                message("system", json!("")),
+                message("user", json!("and 3+3?"))
+            ]),
+            json!({"system": "You are Claude."}),
+        ))
+        .unwrap();
+        let roles: Vec<&str> = m.req.messages.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["user", "system", "assistant", "user"]);
+        assert_eq!(
+            m.req.messages[1].content,
+            Some(Content::Text("Be brief.\n\nUse tools.".into()))
+        );
+        assert_eq!(m.req.system.as_deref(), Some("You are Claude."));
+        assert!(m.dropped.is_empty(), "{:?}", m.dropped);
+    }
+
+    #[test]
+    fn a_thread_is_refused_in_the_words_the_sdks_fall_back_on() {
+        for thread in [
+            json!({"type": "create"}),
+            json!({"type": "continue", "previous_message_id": "msg_1"}),
+        ] {
+            let e = read(request(
+                json!([message("user", json!("hi"))]),
+                json!({ "thread": thread }),
+            ))
+            .unwrap_err();
+            assert_eq!(e.status, StatusCode::BAD_REQUEST);
+            let body = error_body(&e);
+            assert_eq!(body["error"]["type"], "invalid_request_error");
+            assert_eq!(
+                body["error"]["details"]["error_code"],
+                "thread_unsupported_request"
+            );
+            let msg = body["error"]["message"].as_str().unwrap();
+            assert!(msg.starts_with("thread: "), "{msg}");
+        }
+        // Null asks for nothing.
+        assert!(
+            read(request(
+                json!([message("user", json!("hi"))]),
+                json!({"thread": null})
+            ))
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_tool_result_that_answers_no_call_is_refused_naming_the_block() {
+        // What the tool_runner sends on a threaded `continue`: the result
+        // alone.
+        let msg = err_message(request(
+            json!([message(
+                "user",
+                json!([
+                    {"type": "tool_result", "tool_use_id": "toolu_9", "content": "42"}
+                ])
+            )]),
+            json!({}),
+        ));
+        assert!(
+            msg.starts_with(
+                "messages.0.content.0.tool_use_id: no tool_use block before it has the id \"toolu_9\""
+            ),
+            "{msg}"
+        );
+        // A call made later does not count.
+        let msg = err_message(request(
+            json!([
+                message(
+                    "user",
+                    json!([{"type": "tool_result", "tool_use_id": "t", "content": "x"}])
+                ),
+                message(
+                    "assistant",
+                    json!([{"type": "tool_use", "id": "t", "name": "f", "input": {}}])
+                )
+            ]),
+            json!({}),
+        ));
+        assert!(
+            msg.starts_with("messages.0.content.0.tool_use_id: "),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn what_route_cannot_pass_on_is_dropped_and_reported_never_refused_for_being_new() {
+        let m = read(request(
+            json!([
+                message("user", json!([
+                    {"type": "text", "text": "look"},
+                    {"type": "a_new_block", "x": 1},
+                    {"type": "text", "text": ""}
+                ])),
+                {"role": "critic", "content": "too long"},
+                message("assistant", json!([
+                    {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}},
+                    {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+                    {"type": "fallback", "from": {}, "to": {}},
+                    {"type": "text", "text": "Found it."},
+                    {"type": "a_new_block"}
+                ])),
+                message("user", json!("thanks"))
+            ]),
+            json!({
+                "a_new_field": {"on": true},
+                "container": "cntr_1",
+                "context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]},
+                "output_config": {"effort": "high", "task_budget": 5},
+                "mcp_servers": [],
+                "inference_geo": "us",
+                "speed": "fast"
+            }),
+        ))
+        .unwrap();
+        assert_eq!(
+            m.dropped,
+            [
+                "content[a_new_block]",
+                "role[critic]",
+                "content[server_tool_use]",
+                "content[web_search_tool_result]",
+                "output_config.effort",
+                "output_config.task_budget",
+                "context_management",
+                "a_new_field",
+                "container"
+            ]
+        );
+        let roles: Vec<&str> = m.req.messages.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["user", "assistant", "user"]);
+        assert_eq!(
+            m.req.messages[0].content,
+            Some(Content::Text("look".into()))
+        );
+        assert_eq!(
+            m.req.messages[1].content,
+            Some(Content::Text("Found it.".into()))
+        );
+        // Claude Code's own context edit, clearing old thinking, changes
+        // nothing here: route sends no thinking upstream.
+        let m = read(request(
+            json!([message("user", json!("hi"))]),
+            json!({"context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+                   "thinking": {"type": "adaptive", "display": "omitted"}}),
+        ))
+        .unwrap();
+        assert_eq!(m.dropped, ["thinking"]);
+    }
+
+    #[test]
+    fn text_documents_search_results_and_compaction_summaries_are_read_as_text() {
+        let m = read(request(
+            json!([
+                message("assistant", json!([{"type": "compaction", "content": "Earlier: the user asked for a sum."}])),
+                message("user", json!([
+                    {"type": "document", "title": "Notes", "source": {"type": "text", "media_type": "text/plain", "data": "x = 12"}},
+                    {"type": "document", "source": {"type": "content", "content": [{"type": "text", "text": "y = 30"}]}},
+                    {"type": "search_result", "title": "Sums", "source": "https://x.test", "content": [{"type": "text", "text": "12 + 30 = 42"}]},
+                    {"type": "text", "text": "What is x + y?"}
+                ]))
+            ]),
+            json!({}),
+        ))
+        .unwrap();
+        assert!(m.dropped.is_empty(), "{:?}", m.dropped);
+        assert_eq!(
+            m.req.messages[0].content,
+            Some(Content::Text("Earlier: the user asked for a sum.".into()))
+        );
+        let Some(Content::Parts(parts)) = &m.req.messages[1].content else {
+            panic!("{:?}", m.req.messages[1]);
+        };
+        let texts: Vec<&str> = parts.iter().map(|p| p["text"].as_str().unwrap()).collect();
+        assert_eq!(
+            texts,
+            [
+                "Notes\n\nx = 12",
+                "y = 30",
+                "Sums (https://x.test)\n\n12 + 30 = 42",
+                "What is x + y?"
+            ]
+        );
     }
 
     fn completion(reply: crate::upstream::dialect::ChatReply) -> Completion {

@@ -28,6 +28,8 @@
 
 pub mod anthropic;
 pub mod calls;
+#[cfg(test)]
+mod client_fields;
 pub mod completions;
 pub mod openai;
 pub mod responses;

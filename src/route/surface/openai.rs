@@ -34,6 +34,10 @@ pub struct ApiError {
     pub code: &'static str,
     /// When a retry could succeed.
     pub retry_at: Option<DateTime<Utc>>,
+    /// A machine-readable cause a client branches on, rendered as
+    /// `error.details.error_code` in Anthropic's shape
+    /// (`thread_unsupported_request`); OpenAI's shape has no such field.
+    pub error_code: Option<&'static str>,
 }
 
 impl ApiError {
@@ -49,6 +53,7 @@ impl ApiError {
             kind,
             code,
             retry_at: None,
+            error_code: None,
         }
     }
 
@@ -73,6 +78,13 @@ impl ApiError {
 
     pub fn with_retry_at(mut self, at: Option<DateTime<Utc>>) -> ApiError {
         self.retry_at = at;
+        self
+    }
+
+    /// The same error with `error.details.error_code` for clients that
+    /// branch on it.
+    pub fn with_error_code(mut self, code: &'static str) -> ApiError {
+        self.error_code = Some(code);
         self
     }
 

@@ -6,18 +6,21 @@
 //! next words) are merged into one. JSON mode has no equivalent here: it
 //! is sent as one forced tool, [`JSON_TOOL`], whose input schema is the
 //! requested schema, and its input is read back as the content
-//! ([`super::ReplyPlan`]).
+//! ([`super::ReplyPlan`]). System messages that open the conversation are
+//! the top-level `system`; a later one stays in place as a `system`
+//! message, under the [`MID_CONVERSATION_SYSTEM`] beta, unless the
+//! provider's `system_messages = "fold"` folds it into `system`.
 
 use eventsource_stream::Event;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
-use super::request::{ChatMessage, data_url_image, image_url_of, part_type};
+use super::request::{ChatMessage, data_url_image, image_url_of, part_type, unknown_part};
 use super::stream::{StreamState, unreadable};
 use super::{
     ANTHROPIC_DEFAULT_MAX_TOKENS, BuildError, ChatReply, ChatRequest, Content, JSON_TOOL,
-    ProviderError, ReplyDelta, ReplyError, ResponseFormat, ToolCall, ToolCallDelta, ToolChoice,
-    Usage, Wire, error_from_json, secret_header, u64_at,
+    ProviderError, ReplyDelta, ReplyError, ResponseFormat, SystemMessages, ToolCall, ToolCallDelta,
+    ToolChoice, Usage, Wire, error_from_json, secret_header, u64_at,
 };
 
 pub struct Anthropic;
@@ -33,6 +36,10 @@ fn stream_usage(st: &mut StreamState, u: &Value) {
 }
 
 const VERSION: &str = "2023-06-01";
+
+/// The beta under which Anthropic takes `system` messages inside
+/// `messages` (Claude Code 2.1.197 sends it with them).
+pub const MID_CONVERSATION_SYSTEM: &str = "mid-conversation-system-2026-04-07";
 
 impl Wire for Anthropic {
     /// `message_start` starts the reply (its id, and the input tokens),
@@ -168,18 +175,51 @@ impl Wire for Anthropic {
         )]
     }
 
+    /// In place by default: Anthropic takes `system` messages inside
+    /// `messages` with the [`MID_CONVERSATION_SYSTEM`] beta, which
+    /// [`body_headers`](Wire::body_headers) sends when a body holds one.
+    fn system_messages(&self) -> &'static [SystemMessages] {
+        &[SystemMessages::InPlace, SystemMessages::Fold]
+    }
+
+    fn body_headers(&self, body: &Value) -> Vec<(HeaderName, HeaderValue)> {
+        let in_place = body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "system"));
+        if in_place {
+            vec![(
+                HeaderName::from_static("anthropic-beta"),
+                HeaderValue::from_static(MID_CONVERSATION_SYSTEM),
+            )]
+        } else {
+            Vec::new()
+        }
+    }
+
     fn body(&self, req: &ChatRequest) -> Result<Value, BuildError> {
         req.check_translatable("anthropic")?;
-        // System prompts are a top-level field here, not a message.
-        let system = req.lifted_system();
+        // The system prompt ahead of the conversation is a top-level
+        // field here; a later system message stays where it is (the
+        // endpoint folded it first unless in place was chosen).
+        let system = req.leading_system();
+        let lead = req.leading_system_len();
         let mut turns: Vec<(&str, Value)> = Vec::new();
         for (i, m) in req.messages.iter().enumerate() {
             let turn = match m.role.as_str() {
-                _ if m.is_system() => continue,
+                _ if m.is_system() && i < lead => continue,
+                _ if m.is_system() => match m.content.as_ref().map(Content::text) {
+                    Some(t) if !t.is_empty() => ("system", json!(t)),
+                    _ => continue,
+                },
+                _ if !m.known_role() => continue,
                 "tool" => ("user", json!([tool_result(m, i)?])),
                 "assistant" => ("assistant", assistant_content(m, i)?),
                 _ => ("user", content(m, i)?),
             };
+            // Only parts left out: nothing to send.
+            if turn.1.as_array().is_some_and(Vec::is_empty) {
+                continue;
+            }
             push_turn(&mut turns, turn);
         }
         let messages: Vec<Value> = turns
@@ -375,10 +415,13 @@ fn content(m: &ChatMessage, i: usize) -> Result<Value, BuildError> {
     }
 }
 
+/// The parts as blocks; a part of a type route does not know is left out
+/// (and reported, [`super::fields::dropped`]).
 fn blocks(parts: &[Value], i: usize) -> Result<Value, BuildError> {
     parts
         .iter()
         .enumerate()
+        .filter(|(_, p)| !unknown_part(p))
         .map(|(j, p)| block(p, i, j))
         .collect::<Result<_, _>>()
         .map(Value::Array)

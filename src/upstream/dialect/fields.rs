@@ -79,9 +79,11 @@ pub const FIELDS: &[Field] = &[
         "messages",
         T,
         T,
-        "system messages lifted out (`system`, `systemInstruction`); tool calls and results as \
-         `tool_use`/`tool_result` blocks or `functionCall`/`functionResponse` parts; adjacent \
-         turns of one role merged",
+        "leading system messages lifted out (`system`, `systemInstruction`), later ones kept in \
+         place for Anthropic and folded into `systemInstruction` for Gemini (the provider's \
+         `system_messages`); tool calls and results as `tool_use`/`tool_result` blocks or \
+         `functionCall`/`functionResponse` parts; adjacent turns of one role merged; a role or \
+         content part route does not know left out, reported as `role[ROLE]`, `content[TYPE]`",
     ),
     f(
         "max_tokens",
@@ -345,6 +347,24 @@ pub fn dropped(d: Dialect, req: &ChatRequest) -> Vec<String> {
     if named {
         out.push("messages.name".into());
     }
+    // Roles and content parts route does not know: the dialect leaves
+    // their messages and parts out.
+    for m in &req.messages {
+        if !m.known_role() {
+            let what = format!("role[{}]", m.role);
+            if !out.contains(&what) {
+                out.push(what);
+            }
+        }
+        if let Some(super::Content::Parts(parts)) = &m.content {
+            for p in parts.iter().filter(|p| super::request::unknown_part(p)) {
+                let what = format!("content[{}]", super::request::part_type(p));
+                if !out.contains(&what) {
+                    out.push(what);
+                }
+            }
+        }
+    }
     out
 }
 
@@ -446,6 +466,39 @@ mod tests {
         assert!(FIELDS.iter().all(|f| f.openai == Fate::Pass));
         let req = request(json!({"seed": 1, "logit_bias": {"1": 1}, "x_custom": 2}));
         assert!(dropped(Dialect::Openai, &req).is_empty());
+    }
+
+    #[test]
+    fn unknown_roles_and_parts_are_left_out_and_reported_by_the_other_dialects() {
+        let req = ChatRequest::from_openai_json(
+            br#"{"model":"m","messages":[
+                {"role":"user","content":[{"type":"text","text":"hi"},{"type":"a_new_part","x":1}]},
+                {"role":"critic","content":"too long"},
+                {"role":"user","content":[{"type":"a_new_part"}]},
+                {"role":"assistant","content":"ok"},
+                {"role":"user","content":"and?"}]}"#,
+        )
+        .unwrap();
+        assert!(dropped(Dialect::Openai, &req).is_empty());
+        for d in [Dialect::Anthropic, Dialect::Gemini] {
+            assert_eq!(
+                dropped(d, &req),
+                ["content[a_new_part]", "role[critic]"],
+                "{d:?}"
+            );
+            let body = wire(d).body(&req).unwrap();
+            let text = body.to_string();
+            assert!(
+                !text.contains("a_new_part") && !text.contains("too long"),
+                "{text}"
+            );
+            let turns = body.get("messages").or(body.get("contents")).unwrap();
+            assert_eq!(turns.as_array().unwrap().len(), 3, "{d:?}: {body}");
+        }
+        // OpenAI-dialect upstreams get both as they came.
+        let o = wire(Dialect::Openai).body(&req).unwrap();
+        assert_eq!(o["messages"][1]["role"], "critic");
+        assert_eq!(o["messages"][0]["content"][1]["type"], "a_new_part");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use std::collections::HashMap;
 
-use super::request::{ChatMessage, data_url_image, part_type};
+use super::request::{ChatMessage, data_url_image, part_type, unknown_part};
 use super::schema::{gemini_parameters, gemini_schema};
 use super::stream::{StreamState, unreadable};
 use super::{
@@ -131,11 +131,15 @@ impl Wire for Gemini {
         let mut contents: Vec<Value> = Vec::new();
         for (i, m) in req.messages.iter().enumerate() {
             let (role, parts) = match m.role.as_str() {
-                _ if m.is_system() => continue,
+                _ if m.is_system() || !m.known_role() => continue,
                 "tool" => ("user", vec![function_response(m, i, &names)?]),
                 "assistant" => ("model", model_parts(m, i, &mut names)?),
                 _ => ("user", parts(m, i)?),
             };
+            // Only parts left out: nothing to send.
+            if parts.is_empty() {
+                continue;
+            }
             // Turns of one role in a row (parallel calls' results) merge.
             match contents.last_mut() {
                 Some(last) if last["role"] == role => {
@@ -319,9 +323,12 @@ fn tools(req: &ChatRequest, body: &mut Value) -> Result<(), BuildError> {
 fn parts(m: &ChatMessage, i: usize) -> Result<Vec<Value>, BuildError> {
     match &m.content {
         Some(Content::Text(t)) => Ok(vec![json!({"text": t})]),
+        // A part of a type route does not know is left out (and
+        // reported, `fields::dropped`).
         Some(Content::Parts(parts)) => parts
             .iter()
             .enumerate()
+            .filter(|(_, p)| !unknown_part(p))
             .map(|(j, p)| part(p, i, j))
             .collect(),
         None => Err(BuildError::Unsupported(format!(

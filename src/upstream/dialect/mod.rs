@@ -50,6 +50,30 @@ pub use request::{
 };
 pub use stream::{StreamMapper, StreamState, chunk_stream, map_byte_stream};
 
+/// Where a conversation's later system messages go in a dialect's body:
+/// instructions given after the conversation started (Claude Code's
+/// `system` role inside `messages`, a Responses `developer` item after the
+/// first turn). A provider's `system_messages` chooses among what its
+/// dialect can do ([`Wire::system_messages`]); the first is the default.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, strum::EnumString, strum::IntoStaticStr, strum::EnumIter,
+)]
+#[strum(serialize_all = "kebab-case")]
+pub enum SystemMessages {
+    /// Folded, in order, into the leading system prompt (a blank line
+    /// between each): many OpenAI-compatible servers refuse a system
+    /// message after the first turn.
+    Fold,
+    /// Kept where the client put them.
+    InPlace,
+}
+
+impl SystemMessages {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
 /// The wire protocol a provider speaks. serde and strum each take the names
 /// from their own `lowercase` attribute; a test checks they agree.
 #[derive(
@@ -304,6 +328,16 @@ pub trait Wire: Sync {
     fn stream_ends_at_eof(&self) -> bool {
         false
     }
+    /// Where later system messages can go in this dialect, the default
+    /// first ([`SystemMessages`]).
+    fn system_messages(&self) -> &'static [SystemMessages] {
+        &[SystemMessages::Fold]
+    }
+    /// Headers a particular body needs (a beta it uses), beside the fixed
+    /// ones.
+    fn body_headers(&self, _body: &Value) -> Vec<(HeaderName, HeaderValue)> {
+        Vec::new()
+    }
 }
 
 /// The implementation of a dialect.
@@ -333,6 +367,9 @@ pub struct Endpoint {
     /// The dialect's fixed headers and the config's extra ones, or the name
     /// of an extra header that is not a valid header.
     fixed: Result<HeaderMap, String>,
+    /// Where later system messages go: the provider's `system_messages`,
+    /// or the dialect's default.
+    pub system_messages: SystemMessages,
 }
 
 impl Endpoint {
@@ -368,7 +405,18 @@ impl Endpoint {
             headers,
             url,
             fixed,
+            system_messages: w.system_messages()[0],
         }
+    }
+
+    /// The same endpoint with later system messages placed as `s` says
+    /// (a provider's `system_messages`, checked against the dialect when
+    /// the catalog was read).
+    pub fn with_system_messages(mut self, s: Option<SystemMessages>) -> Endpoint {
+        if let Some(s) = s {
+            self.system_messages = s;
+        }
+        self
     }
 }
 
@@ -395,12 +443,24 @@ pub fn build_request(
 ) -> Result<Built, BuildError> {
     let w = wire(ep.dialect);
     let headers = ep.fixed.clone().map_err(BuildError::BadHeader)?;
+    let folded;
+    let req = if ep.system_messages == SystemMessages::Fold && req.has_later_system() {
+        folded = req.with_system_folded();
+        &folded
+    } else {
+        req
+    };
     let builder = match &ep.url {
         Some(url) => client.post(url.clone()),
         None => client.post(w.url(&ep.base_url, &req.model, req.stream)),
     };
+    let body = w.body(req)?;
+    let mut builder = builder.headers(headers);
+    for (name, value) in w.body_headers(&body) {
+        builder = builder.header(name, value);
+    }
     // reqwest's `json` feature is not enabled; a Value always serialises.
-    let mut builder = builder.headers(headers).body(w.body(req)?.to_string());
+    let mut builder = builder.body(body.to_string());
     if let Some(key) = key {
         for (name, value) in w.auth_headers(key.expose())? {
             builder = builder.header(name, value);
@@ -804,11 +864,27 @@ mod tests {
             ChatMessage::new("developer", "in English"),
             ChatMessage::user("2+2?"),
         ];
+        // The bodies as each dialect writes them; where a later system
+        // message goes is the endpoint's choice (the next test).
         let a = Anthropic.body(&req).unwrap();
-        assert_eq!(a["system"], "be brief\n\nin English");
-        assert_eq!(a["messages"].as_array().unwrap().len(), 3);
+        assert_eq!(a["system"], "be brief");
+        let roles: Vec<&str> = a["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["user", "assistant", "system", "user"]);
+        assert_eq!(a["messages"][2]["content"], "in English");
         assert_eq!(a["max_tokens"], ANTHROPIC_DEFAULT_MAX_TOKENS);
         assert!(a.get("temperature").is_none());
+        assert_eq!(
+            Anthropic.body_headers(&a),
+            [(
+                HeaderName::from_static("anthropic-beta"),
+                HeaderValue::from_static(anthropic::MID_CONVERSATION_SYSTEM)
+            )]
+        );
         let g = Gemini.body(&req).unwrap();
         assert_eq!(g["systemInstruction"]["parts"][0]["text"], "be brief");
         assert_eq!(g["systemInstruction"]["parts"][1]["text"], "in English");
@@ -818,10 +894,7 @@ mod tests {
         assert!(o.get("max_tokens").is_none());
         // A separate system prompt comes first everywhere.
         req.system = Some("top".into());
-        assert_eq!(
-            Anthropic.body(&req).unwrap()["system"],
-            "top\n\nbe brief\n\nin English"
-        );
+        assert_eq!(Anthropic.body(&req).unwrap()["system"], "top\n\nbe brief");
         assert_eq!(
             Gemini.body(&req).unwrap()["systemInstruction"]["parts"][0]["text"],
             "top"
@@ -832,6 +905,129 @@ mod tests {
             serde_json::json!({"role":"system","content":"top"})
         );
         assert_eq!(o["messages"].as_array().unwrap().len(), 6);
+        // Without a later system message nothing needs the beta.
+        req.messages.remove(3);
+        assert!(
+            Anthropic
+                .body_headers(&Anthropic.body(&req).unwrap())
+                .is_empty()
+        );
+    }
+
+    /// Claude Code 2.1.197's shape: the question, then its instructions as
+    /// a `system` message; and a developer message after a reply.
+    fn later_system() -> ChatRequest {
+        let mut req = ChatRequest::probe("m", "What is 2+2?", 16);
+        req.messages.push(ChatMessage::new("system", "Be brief."));
+        req.messages.push(ChatMessage::new("assistant", "4"));
+        req.messages
+            .push(ChatMessage::new("developer", "Now in words."));
+        req.messages.push(ChatMessage::user("And 3+3?"));
+        req
+    }
+
+    fn built_with(ep: &Endpoint, req: &ChatRequest) -> reqwest::Request {
+        build_request(&crate::upstream::http::client().unwrap(), ep, None, req)
+            .unwrap()
+            .builder
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn later_system_messages_are_folded_or_kept_as_each_endpoint_says() {
+        let roles = |v: &Value, field: &str| -> Vec<String> {
+            v[field]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["role"].as_str().unwrap().to_string())
+                .collect()
+        };
+        // OpenAI: folded into a leading system message by default.
+        let o = built_with(&endpoint("openai"), &later_system());
+        let b = body_of(&o);
+        assert_eq!(
+            roles(&b, "messages"),
+            ["system", "user", "assistant", "user"]
+        );
+        assert_eq!(b["messages"][0]["content"], "Be brief.\n\nNow in words.");
+        // ... into the one the client led with, or the separate prompt.
+        let mut led = later_system();
+        led.messages
+            .insert(0, ChatMessage::new("system", "You are terse."));
+        let b = body_of(&built_with(&endpoint("openai"), &led));
+        assert_eq!(
+            b["messages"][0]["content"],
+            "You are terse.\n\nBe brief.\n\nNow in words."
+        );
+        assert_eq!(b["messages"].as_array().unwrap().len(), 4);
+        let mut top = later_system();
+        top.system = Some("Top.".into());
+        let b = body_of(&built_with(&endpoint("openai"), &top));
+        assert_eq!(
+            b["messages"][0]["content"],
+            "Top.\n\nBe brief.\n\nNow in words."
+        );
+        assert_eq!(b["messages"].as_array().unwrap().len(), 4);
+        // In place when the provider says so.
+        let ep = endpoint("openai").with_system_messages(Some(SystemMessages::InPlace));
+        let b = body_of(&built_with(&ep, &later_system()));
+        assert_eq!(
+            roles(&b, "messages"),
+            ["user", "system", "assistant", "developer", "user"]
+        );
+        // Anthropic: in place under the beta by default; folded into
+        // `system` when the provider says so.
+        let a = built_with(&endpoint("anthropic"), &later_system());
+        assert_eq!(
+            a.headers()["anthropic-beta"],
+            anthropic::MID_CONVERSATION_SYSTEM
+        );
+        let b = body_of(&a);
+        assert_eq!(
+            roles(&b, "messages"),
+            ["user", "system", "assistant", "system", "user"]
+        );
+        assert!(b.get("system").is_none());
+        let ep = endpoint("anthropic").with_system_messages(Some(SystemMessages::Fold));
+        let a = built_with(&ep, &later_system());
+        assert!(a.headers().get("anthropic-beta").is_none());
+        let b = body_of(&a);
+        assert_eq!(b["system"], "Be brief.\n\nNow in words.");
+        assert_eq!(roles(&b, "messages"), ["user", "assistant", "user"]);
+        // Gemini: in systemInstruction, in order.
+        let b = body_of(&built_with(&endpoint("gemini"), &later_system()));
+        assert_eq!(
+            b["systemInstruction"]["parts"][0]["text"],
+            "Be brief.\n\nNow in words."
+        );
+        assert_eq!(roles(&b, "contents"), ["user", "model", "user"]);
+    }
+
+    #[test]
+    fn a_placement_the_dialect_lacks_is_a_config_error_naming_the_provider() {
+        let load = |dialect: &str, placement: &str| {
+            Catalog::from_toml_str(
+                &format!(
+                    "include_default_catalog = false\n[[providers]]\nname = \"p\"\n\
+                     dialect = \"{dialect}\"\nbase_url = \"http://127.0.0.1:9/v1\"\n\
+                     models = [\"m\"]\nsystem_messages = \"{placement}\"\n"
+                ),
+                "t.toml",
+            )
+        };
+        assert!(load("openai", "in-place").is_ok());
+        assert!(load("anthropic", "fold").is_ok());
+        let e = load("gemini", "in-place").unwrap_err().to_string();
+        assert!(
+            e.contains("provider \"p\"")
+                && e.contains("system_messages \"in-place\"")
+                && e.contains("use \"fold\""),
+            "{e}"
+        );
+        let e = load("openai", "inline").unwrap_err().to_string();
+        assert!(e.contains("use \"fold\" or \"in-place\""), "{e}");
     }
 
     /// Probes must send exactly what they sent before route existed.

@@ -1,5 +1,8 @@
 //! OpenAI chat completions (`POST {base}/chat/completions`), the dialect of
-//! most providers and of Ollama, llama.cpp and vLLM.
+//! most providers and of Ollama, llama.cpp and vLLM. Every field goes as it
+//! came, except that system messages after the first turn are folded into
+//! the leading system message unless the provider says
+//! `system_messages = "in-place"` ([`super::SystemMessages`]).
 
 use eventsource_stream::Event;
 use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
@@ -7,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::stream::{StreamState, unreadable};
 use super::{
-    BuildError, ChatReply, ChatRequest, ProviderError, ReplyDelta, ReplyError, ToolCall,
-    ToolCallDelta, Usage, Wire, error_from_json, secret_header, text_of, u64_at,
+    BuildError, ChatReply, ChatRequest, ProviderError, ReplyDelta, ReplyError, SystemMessages,
+    ToolCall, ToolCallDelta, Usage, Wire, error_from_json, secret_header, text_of, u64_at,
 };
 
 pub struct OpenAi;
@@ -98,6 +101,13 @@ impl Wire for OpenAi {
 
     fn url(&self, base_url: &str, _model: &str, _stream: bool) -> String {
         format!("{}/chat/completions", base_url.trim_end_matches('/'))
+    }
+
+    /// Folded by default: many OpenAI-compatible servers (and the chat
+    /// templates of open models) refuse a system message after the first
+    /// turn. OpenAI itself takes them in place.
+    fn system_messages(&self) -> &'static [SystemMessages] {
+        &[SystemMessages::Fold, SystemMessages::InPlace]
     }
 
     fn auth_headers(&self, key: &str) -> Result<Vec<(HeaderName, HeaderValue)>, BuildError> {

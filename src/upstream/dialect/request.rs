@@ -354,6 +354,78 @@ impl ChatRequest {
             == Some(true)
     }
 
+    /// How many messages open the conversation as system messages, before
+    /// its first turn of another role.
+    pub(super) fn leading_system_len(&self) -> usize {
+        self.messages
+            .iter()
+            .position(|m| !m.is_system())
+            .unwrap_or(self.messages.len())
+    }
+
+    /// Whether a system (or developer) message comes after the
+    /// conversation started: instructions given mid-conversation.
+    pub fn has_later_system(&self) -> bool {
+        let lead = self.leading_system_len();
+        self.messages[lead..].iter().any(ChatMessage::is_system)
+    }
+
+    /// The request with every later system message folded, in order, into
+    /// the leading system prompt: the last leading system message, else the
+    /// separate `system`, else a new system message at the front. Their
+    /// text joins with a blank line ([`super::SystemMessages::Fold`]).
+    pub(super) fn with_system_folded(&self) -> ChatRequest {
+        let lead = self.leading_system_len();
+        let later: Vec<String> = self.messages[lead..]
+            .iter()
+            .filter(|m| m.is_system())
+            .filter_map(|m| m.content.as_ref().map(Content::text))
+            .filter(|t| !t.is_empty())
+            .collect();
+        let mut out = self.clone();
+        out.messages = self.messages[..lead]
+            .iter()
+            .chain(self.messages[lead..].iter().filter(|m| !m.is_system()))
+            .cloned()
+            .collect();
+        if later.is_empty() {
+            return out;
+        }
+        let join = |head: Option<String>| {
+            head.into_iter()
+                .filter(|h| !h.is_empty())
+                .chain(later.iter().cloned())
+                .collect::<Vec<_>>()
+                .join("\n\n")
+        };
+        if lead > 0 {
+            let last = &mut out.messages[lead - 1];
+            let head = last.content.as_ref().map(Content::text);
+            last.content = Some(Content::Text(join(head)));
+        } else if out.system.is_some() {
+            out.system = Some(join(out.system.take()));
+        } else {
+            out.messages
+                .insert(0, ChatMessage::new("system", join(None)));
+        }
+        out
+    }
+
+    /// The system prompt ahead of the conversation, for a dialect that
+    /// keeps later system messages in place: `system`, then the leading
+    /// system messages' text.
+    pub(super) fn leading_system(&self) -> Vec<String> {
+        self.system
+            .iter()
+            .cloned()
+            .chain(
+                self.messages[..self.leading_system_len()]
+                    .iter()
+                    .filter_map(|m| m.content.as_ref().map(Content::text)),
+            )
+            .collect()
+    }
+
     /// The system prompt for dialects that keep it apart from the
     /// conversation: `system`, then every system message's text, joined by
     /// blank lines.
@@ -612,17 +684,11 @@ fn parse_message(i: usize, m: Value) -> Result<ChatMessage, RequestError> {
     let Value::Object(mut obj) = m else {
         return Err(invalid_type(&format!("messages[{i}]"), "an object", &m));
     };
+    // A role route does not know passes to OpenAI-dialect upstreams as it
+    // came, and the other dialects leave its message out and report it
+    // (`role[critic]`): it is never a 400 by itself.
     let role = match obj.shift_remove("role") {
-        Some(Value::String(r)) if ROLES.contains(&r.as_str()) => r,
-        Some(Value::String(r)) => {
-            return Err(RequestError::new(
-                format!(
-                    "Invalid value: '{r}'. Supported values are: 'system', 'developer', \
-                     'user', 'assistant', 'tool', and 'function'."
-                ),
-                Some(&at("role")),
-            ));
-        }
+        Some(Value::String(r)) if !r.is_empty() => r,
         None | Some(Value::Null) => return Err(missing(&at("role"))),
         Some(other) => return Err(invalid_type(&at("role"), "a string", &other)),
     };
@@ -806,6 +872,27 @@ pub(super) fn part_type(part: &Value) -> &str {
     part.get("type").and_then(Value::as_str).unwrap_or("?")
 }
 
+/// Content part types route knows: text and images, which every dialect
+/// translates; audio, a need ([`super::Need::Audio`]); and files, which
+/// only OpenAI-dialect upstreams take (leaving one out would answer a
+/// different question). A part of any other type passes to OpenAI-dialect
+/// upstreams as it came, and the other dialects leave it out and report it
+/// (`content[TYPE]`).
+pub const KNOWN_PARTS: &[&str] = &["text", "image_url", "input_audio", "file"];
+
+/// Whether the other dialects leave `part` out (and report it).
+pub(super) fn unknown_part(part: &Value) -> bool {
+    !KNOWN_PARTS.contains(&part_type(part))
+}
+
+impl ChatMessage {
+    /// Whether the message has a role route knows ([`ROLES`]); the other
+    /// dialects leave out a message that does not.
+    pub fn known_role(&self) -> bool {
+        ROLES.contains(&self.role.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -886,8 +973,8 @@ mod tests {
                 Some("messages"),
             ),
             (
-                r#"{"messages":[{"role":"bob","content":"x"}]}"#,
-                "Invalid value: 'bob'.",
+                r#"{"messages":[{"role":"","content":"x"}]}"#,
+                "Invalid type for 'messages[0].role'",
                 Some("messages[0].role"),
             ),
             (
