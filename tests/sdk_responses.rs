@@ -1,5 +1,6 @@
 //! The official OpenAI Python SDK's Responses API (`responses.create`,
-//! streamed and not, a function call and its output, an error) against
+//! streamed and not, a function call and its output, turns chained by
+//! `previous_response_id` and `item_reference`, an error) against
 //! `route --serve` (and its `responses.stream` helper), with each upstream dialect behind it. It needs the
 //! `openai` package, so it runs in the external harness.
 
@@ -88,11 +89,25 @@ fn the_openai_sdk_speaks_the_responses_api_through_each_dialect() {
         assert_eq!(helper["name"], "add", "{m}: {r}");
         assert_eq!(helper["arguments"], json!({"a": 12, "b": 30}), "{m}: {r}");
 
-        assert_eq!(r["previous"]["status"], 400, "{m}: {r}");
+        // Chained by previous_response_id, and by an item_reference.
+        let p = &r["previous"];
+        assert_eq!(p["previous_response_id"], p["first"], "{m}: {r}");
+        assert_eq!(p["store"], true, "{m}: {r}");
+        assert_eq!(p["output_text"], "4", "{m}: {r}");
         assert!(
-            r["previous"]["message"]
+            r["reference"]["id"]
                 .as_str()
-                .is_some_and(|t| t.contains("previous_response_id")),
+                .is_some_and(|id| id.starts_with("msg_")),
+            "{m}: {r}"
+        );
+        assert_eq!(r["reference"]["output_text"], "4", "{m}: {r}");
+        let u = &r["unknown_previous"];
+        assert_eq!(u["status"], 400, "{m}: {r}");
+        assert_eq!(u["code"], "previous_response_not_found", "{m}: {r}");
+        assert!(
+            u["message"].as_str().is_some_and(
+                |t| t.contains("previous_response_id") && t.contains("unknown or expired")
+            ),
             "{m}: {r}"
         );
     }

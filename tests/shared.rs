@@ -4,7 +4,7 @@
 //! `external` binary, which reports them as ignored where no redis-server
 //! is installed (see `support::need`).
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::support::need::Need;
 use crate::support::{
@@ -477,7 +477,159 @@ pub fn tests() -> Vec<crate::Test> {
             &[],
             a_shared_record_needs_a_redis_url,
         ),
+        crate::Test::new(
+            "shared::responses_items_from_one_instance_resolve_on_the_other_when_shared",
+            needs,
+            responses_items_from_one_instance_resolve_on_the_other_when_shared,
+        ),
+        crate::Test::new(
+            "shared::a_shared_item_store_needs_a_redis_url",
+            &[],
+            a_shared_item_store_needs_a_redis_url,
+        ),
     ]
+}
+
+/// `POST /v1/responses` with `body` through `srv`.
+fn respond(srv: &RouteServer, body: &Value) -> crate::support::Http {
+    http(
+        "POST",
+        &format!("{}/v1/responses", srv.url),
+        &[("content-type", "application/json")],
+        Some(&body.to_string()),
+    )
+}
+
+/// A served reply's `response` object, plain or streamed (the last
+/// event's).
+fn response_of(r: &crate::support::Http) -> Value {
+    assert_eq!(r.status, 200, "{}", r.body);
+    if !r.header("content-type").starts_with("text/event-stream") {
+        return r.json();
+    }
+    let last = r
+        .body
+        .split("\n\n")
+        .filter_map(|b| b.lines().find_map(|l| l.strip_prefix("data: ")))
+        .last()
+        .unwrap_or_else(|| panic!("{}", r.body));
+    let v: Value = serde_json::from_str(last).unwrap();
+    assert_eq!(v["type"], "response.completed", "{}", r.body);
+    v["response"].clone()
+}
+
+/// With `item_store_shared = true`, a message item and a response
+/// returned by instance A (streamed or not) resolve on instance B as soon
+/// as A's client has them, and a chain that crosses instances walks back
+/// through Redis; with sharing off, B does not know them.
+fn responses_items_from_one_instance_resolve_on_the_other_when_shared() {
+    let redis = Redis::start();
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let url = redis.url();
+    for shared in [true, false] {
+        let cfg = env
+            .write(
+                "llmprobe.toml",
+                format!(
+                    "include_default_catalog = false\n[route]\nitem_store_shared = {shared}\n\
+                     [defaults]\ntimeout_secs = 10\n\n{}",
+                    fake.provider("o", "openai", &["ok"], "")
+                ),
+            )
+            .display()
+            .to_string();
+        let args = ["--shared-state", url.as_str()];
+        let a = RouteServer::start(&env, &cfg, &args);
+        let b = RouteServer::start(&env, &cfg, &args);
+        for stream in [false, true] {
+            let first = response_of(&respond(
+                &a,
+                &json!({"model": "o::ok", "input": "What is 1 + 1?", "stream": stream}),
+            ));
+            assert_eq!(first["output_text"], "2", "{first}");
+            let msg = first["output"][0]["id"].as_str().unwrap().to_string();
+            // B, at once: the item by reference.
+            let r = respond(
+                &b,
+                &json!({"model": "o::ok", "stream": stream, "input": [
+                    {"role": "user", "content": "What is 1 + 1?"},
+                    {"type": "item_reference", "id": msg},
+                    {"role": "user", "content": "What is 2 + 2?"},
+                ]}),
+            );
+            if !shared {
+                assert_eq!(r.status, 400, "{}", r.body);
+                assert_eq!(r.json()["error"]["code"], "item_not_found", "{}", r.body);
+                let r = respond(
+                    &b,
+                    &json!({"model": "o::ok", "input": "More?", "previous_response_id": first["id"]}),
+                );
+                assert_eq!(r.status, 400, "{}", r.body);
+                continue;
+            }
+            assert_eq!(response_of(&r)["output_text"], "4", "{}", r.body);
+            // B, by previous_response_id; then A again, after B's turn.
+            let second = response_of(&respond(
+                &b,
+                &json!({"model": "o::ok", "input": "What is 2 + 2?", "stream": stream,
+                        "previous_response_id": first["id"]}),
+            ));
+            assert_eq!(second["output_text"], "4", "{second}");
+            let third = response_of(&respond(
+                &a,
+                &json!({"model": "o::ok", "input": "What is 3 + 3?", "stream": stream,
+                        "previous_response_id": second["id"]}),
+            ));
+            assert_eq!(third["output_text"], "6", "{third}");
+            let last = fake.seen().pop().unwrap().body.unwrap().to_string();
+            for said in [
+                "What is 1 + 1?",
+                "\"2\"",
+                "What is 2 + 2?",
+                "\"4\"",
+                "What is 3 + 3?",
+            ] {
+                assert!(last.contains(said), "{said}: {last}");
+            }
+        }
+    }
+}
+
+/// `item_store_shared = true` without a Redis URL is refused, by name.
+fn a_shared_item_store_needs_a_redis_url() {
+    let env = env();
+    let cfg = env
+        .write(
+            "llmprobe.toml",
+            "include_default_catalog = false\n[route]\nitem_store_shared = true\n",
+        )
+        .display()
+        .to_string();
+    let r = env
+        .run(&[
+            "--config",
+            &cfg,
+            "route",
+            "--serve",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .code(2);
+    assert!(
+        r.stderr.contains("item_store_shared = true"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("shared_state"), "{}", r.stderr);
+    let mut env = env;
+    env.env("LLMPROBE_ROUTE_ITEM_STORE_SHARED", "true");
+    let r = env.run(&["route", "--status"]).code(2);
+    assert!(
+        r.stderr.contains("LLMPROBE_ROUTE_ITEM_STORE_SHARED"),
+        "{}",
+        r.stderr
+    );
 }
 
 /// Poll `srv`'s `/v1/providers` until `ok` holds of it.

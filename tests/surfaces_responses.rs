@@ -1,12 +1,13 @@
 //! `POST /v1/responses` end to end: the real binary, against fake
 //! providers of each upstream dialect. Replies, streams (event order and
 //! sequence numbers), a function call and its output sent back, images,
-//! what is dropped and reported, the 400s, and a request shaped like
-//! Codex CLI's.
+//! what is dropped and reported, the 400s, a request shaped like Codex
+//! CLI's, and conversations held by route's item store (`item_reference`,
+//! `previous_response_id`, expiry on the test clock).
 
 use serde_json::{Value, json};
 
-use crate::support::{Env, Fake, Http, RouteServer, clock_env, http, route_config};
+use crate::support::{Env, Fake, Http, RouteServer, advance, clock_env, http, route_config};
 
 const Q: &str = "What is 7 + 7? Reply with only the number.";
 const MODELS: [&str; 3] = ["o::ok", "a::ok", "g::ok"];
@@ -15,6 +16,11 @@ const MODELS: [&str; 3] = ["o::ok", "a::ok", "g::ok"];
 /// (anthropic), `g` (gemini), each serving `models`; the environment
 /// holds the fake's record, so it lives as long as the test.
 fn setup(models: &[&str]) -> (Env, Fake, RouteServer) {
+    setup_with(models, "")
+}
+
+/// [`setup`] with `extra` in the config (a `[route]` table).
+fn setup_with(models: &[&str], extra: &str) -> (Env, Fake, RouteServer) {
     let env = clock_env();
     let fake = Fake::start(&env, &[]);
     let cfg = route_config(
@@ -24,7 +30,7 @@ fn setup(models: &[&str]) -> (Env, Fake, RouteServer) {
             fake.provider("a", "anthropic", models, "priority = 2"),
             fake.provider("g", "gemini", models, "priority = 3"),
         ],
-        "",
+        extra,
     );
     let srv = RouteServer::start(&env, &cfg, &[]);
     (env, fake, srv)
@@ -358,7 +364,7 @@ fn what_route_cannot_honour_is_a_400_and_reaches_no_upstream() {
         ),
         (
             json!({"model": "o::ok", "input": [{"type": "item_reference", "id": "msg_1"}]}),
-            "input[0].type",
+            "input[0].id",
         ),
         (
             json!({"model": "o::ok", "input": [{"role": "user", "content": [
@@ -709,4 +715,245 @@ fn interleaved_parallel_calls_from_an_openai_upstream_keep_all_their_arguments()
     assert_eq!(last["response"]["output"], json!(done));
     assert_eq!(last["response"]["output"][0]["content"][0]["text"], "Both.");
     assert_eq!(last["response"]["usage"]["output_tokens"], 30);
+}
+
+/// A served reply's `response` object: the body, or a stream's last
+/// event's.
+fn reply(r: &Http) -> Value {
+    assert_eq!(r.status, 200, "{}", r.body);
+    if r.header("content-type").starts_with("text/event-stream") {
+        let evs = events(r);
+        let (kind, last) = evs.last().unwrap();
+        assert_eq!(kind, "response.completed", "{}", r.body);
+        last["response"].clone()
+    } else {
+        r.json()
+    }
+}
+
+/// The id of a reply's `message` item.
+fn message_id(v: &Value) -> String {
+    v["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["type"] == "message")
+        .unwrap_or_else(|| panic!("no message in {v}"))["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+const TURNS: [(&str, &str); 3] = [
+    ("What is 1 + 1?", "2"),
+    ("What is 2 + 2?", "4"),
+    ("What is 3 + 3?", "6"),
+];
+
+/// The Vercel AI SDK's OpenAI provider (the Responses API, `store` left
+/// on) sends the assistant's earlier answers as `item_reference`s to the
+/// `message` items route returned: each turn resolves them, streamed or
+/// not, and the upstream gets the whole conversation.
+#[test]
+fn a_three_turn_conversation_refers_to_routes_answers_by_item_reference() {
+    let (_env, fake, srv) = setup(&["ok"]);
+    for m in MODELS {
+        for stream in [false, true] {
+            let mut input = Vec::new();
+            for (q, a) in TURNS {
+                input.push(json!({"role": "user", "content": [{"type": "input_text", "text": q}]}));
+                let r = post(&srv, &json!({"model": m, "input": input, "stream": stream}));
+                assert_eq!(r.header("x-llmprobe-dropped"), "", "{m}");
+                let v = reply(&r);
+                assert_eq!(v["output_text"], a, "{m} {stream}: {v}");
+                assert_eq!(v["store"], true, "{v}");
+                input.push(json!({"type": "item_reference", "id": message_id(&v)}));
+            }
+            // The third turn's upstream request held both earlier answers.
+            let last = sent(&fake).pop().unwrap().to_string();
+            for (i, (q, a)) in TURNS.into_iter().enumerate() {
+                assert!(last.contains(q), "{m}: {last}");
+                let answered = last.contains(&format!("\"{a}\""));
+                assert_eq!(answered, i < 2, "{m}: {last}");
+            }
+        }
+    }
+    // 3 dialects, plain and streamed, 3 turns: a response and a message
+    // item each.
+    let text = http("GET", &format!("{}/metrics", srv.url), &[], None).body;
+    for line in [
+        "llmprobe_route_item_store_items{kind=\"item\"} 18",
+        "llmprobe_route_item_store_items{kind=\"response\"} 18",
+    ] {
+        assert!(text.contains(line), "{line}: {text}");
+    }
+    let bytes: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("llmprobe_route_item_store_bytes "))
+        .unwrap_or_else(|| panic!("{text}"))
+        .parse()
+        .unwrap();
+    assert!(bytes > 1000, "{bytes}");
+}
+
+/// `previous_response_id` puts the chain's turns before the new input, as
+/// OpenAI does; the earlier instructions are not carried over; a response
+/// sent with `store: false` is not kept.
+#[test]
+fn previous_response_id_chains_the_turns_and_store_false_keeps_nothing() {
+    let (_env, fake, srv) = setup(&["ok"]);
+    for m in MODELS {
+        for stream in [false, true] {
+            let mut previous: Option<String> = None;
+            for (i, (q, a)) in TURNS.into_iter().enumerate() {
+                let mut body = json!({"model": m, "input": q, "stream": stream});
+                if i == 0 {
+                    body["instructions"] = json!("Say only the number, like a terse robot.");
+                }
+                if let Some(p) = &previous {
+                    body["previous_response_id"] = json!(p);
+                }
+                let v = reply(&post(&srv, &body));
+                assert_eq!(v["output_text"], a, "{m} {stream}: {v}");
+                assert_eq!(v["previous_response_id"], json!(previous), "{v}");
+                assert_eq!(v["store"], true, "{v}");
+                previous = Some(v["id"].as_str().unwrap().to_string());
+            }
+            let last = sent(&fake).pop().unwrap().to_string();
+            for (i, (q, a)) in TURNS.into_iter().enumerate() {
+                assert!(last.contains(q), "{m}: {last}");
+                let answered = last.contains(&format!("\"{a}\""));
+                assert_eq!(answered, i < 2, "{m}: {last}");
+            }
+            assert!(!last.contains("terse robot"), "{m}: {last}");
+        }
+    }
+    // store: false: answered, and nothing kept.
+    let v = reply(&post(
+        &srv,
+        &json!({"model": "o::ok", "input": Q, "store": false}),
+    ));
+    assert_eq!(v["store"], false, "{v}");
+    let before = sent(&fake).len();
+    let r = post(
+        &srv,
+        &json!({"model": "o::ok", "input": "More?", "previous_response_id": v["id"]}),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    let e = &r.json()["error"];
+    assert_eq!(e["code"], "previous_response_not_found", "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("it is unknown or expired"),
+        "{e}"
+    );
+    let r = post(
+        &srv,
+        &json!({"model": "o::ok", "input": [{"type": "item_reference", "id": message_id(&v)}]}),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.json()["error"]["code"], "item_not_found", "{}", r.body);
+    assert_eq!(sent(&fake).len(), before);
+}
+
+/// Route keeps items `item_store_secs` after they were stored or last
+/// used: past that, on route's clock, a reference is a 400 that says the
+/// item is unknown or expired, and nothing reaches an upstream.
+#[test]
+fn an_expired_reference_is_a_400_that_says_so() {
+    let (env, fake, srv) = setup_with(&["ok"], "[route]\nitem_store_secs = 60\n");
+    let first = reply(&post(&srv, &json!({"model": "o::ok", "input": TURNS[0].0})));
+    let refer = |v: &Value, q: &str| {
+        json!({"model": "o::ok", "input": [
+            {"role": "user", "content": TURNS[0].0},
+            {"type": "item_reference", "id": message_id(v)},
+            {"role": "user", "content": q},
+        ]})
+    };
+    // Within the minute: resolved, and renewed by the turn that used it.
+    advance(&env, 50);
+    let second = reply(&post(&srv, &refer(&first, TURNS[1].0)));
+    assert_eq!(second["output_text"], "4");
+    advance(&env, 100);
+    assert_eq!(
+        reply(&post(&srv, &refer(&first, TURNS[2].0)))["output_text"],
+        "6"
+    );
+    // A minute after its last use, it is gone; so is the response.
+    advance(&env, 161);
+    let before = sent(&fake).len();
+    let r = post(&srv, &refer(&first, TURNS[2].0));
+    assert_eq!(r.status, 400, "{}", r.body);
+    let e = &r.json()["error"];
+    assert_eq!(e["type"], "invalid_request_error", "{e}");
+    let msg = e["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("Invalid 'input[1].id': route holds no item")
+            && msg.contains("unknown or expired")
+            && msg.contains("60 s ([route] item_store_secs)"),
+        "{msg}"
+    );
+    let r = post(
+        &srv,
+        &json!({"model": "o::ok", "input": "Again?", "previous_response_id": second["id"]}),
+    );
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("unknown or expired"), "{}", r.body);
+    assert_eq!(sent(&fake).len(), before);
+    let text = http("GET", &format!("{}/metrics", srv.url), &[], None).body;
+    assert!(
+        text.contains("llmprobe_route_item_store_evictions_total{reason=\"expired\"}"),
+        "{text}"
+    );
+}
+
+/// An unknown field, item type, content part type or role is never a 400
+/// by itself: dropped, reported once each in `X-Llmprobe-Dropped`, and the
+/// request served.
+#[test]
+fn unknown_fields_items_parts_and_roles_are_reported_and_the_request_served() {
+    let (_env, fake, srv) = setup(&["ok"]);
+    for m in MODELS {
+        let r = post(
+            &srv,
+            &json!({
+                "model": m, "seed": 7, "moderation": {"model": "omni-moderation-latest"},
+                "input": [
+                    {"type": "teleport", "id": "tp_1", "destination": "mars"},
+                    {"role": "critic", "content": "This is a bad question."},
+                    {"role": "user", "content": [
+                        {"type": "input_text", "text": Q},
+                        {"type": "input_hologram", "data": "aGk="},
+                    ]},
+                    {"type": "teleport", "id": "tp_2"},
+                ],
+                "text": {"shape": "round"},
+                "client_metadata": {"x-codex-turn": 3},
+                "prompt_cache_retention": "24h",
+            }),
+        );
+        assert_eq!(r.status, 200, "{m}: {}", r.body);
+        assert_eq!(r.json()["output_text"], "14", "{m}");
+        assert_eq!(
+            r.header("x-llmprobe-dropped"),
+            "input[teleport], role[critic], content[input_hologram], text.shape, seed, moderation",
+            "{m}"
+        );
+    }
+    for b in sent(&fake) {
+        let body = b.to_string();
+        for word in [
+            "mars",
+            "critic",
+            "bad question",
+            "aGk=",
+            "seed",
+            "omni",
+            "round",
+        ] {
+            assert!(!body.contains(word), "{word}: {body}");
+        }
+    }
 }

@@ -32,6 +32,9 @@ pub(super) struct RouteToml {
     last_resort_paused: Option<bool>,
     record: Option<Record>,
     public_status: Option<bool>,
+    item_store_secs: Option<u64>,
+    item_store_max_bytes: Option<u64>,
+    item_store_shared: Option<bool>,
 }
 
 /// Where `route --serve` reads the record (model states, recent health,
@@ -110,6 +113,17 @@ pub struct RouteSettings {
     /// (`/badge/…`) without the inbound token; otherwise they sit behind it
     /// like `/v1/*`.
     pub public_status: bool,
+    /// How long the Responses surface keeps the output items it returns
+    /// and the responses they belong to, after they were stored or last
+    /// used (for `item_reference` and `previous_response_id`); zero keeps
+    /// nothing (docs/surfaces/responses.md).
+    pub item_store: Duration,
+    /// The most the item store holds in memory, counted as the bytes of
+    /// its JSON; the oldest go first.
+    pub item_store_max_bytes: usize,
+    /// Keep the items in Redis too (`shared_state`), so that every
+    /// instance resolves the others' items.
+    pub item_store_shared: bool,
     /// Where each value came from, for `route --status`.
     pub origins: Origins,
 }
@@ -120,6 +134,10 @@ pub const MAX_BODY: std::ops::RangeInclusive<u64> = 1024..=(256 << 20);
 pub const RESERVE_MAX_TOKENS: std::ops::RangeInclusive<u32> = 1..=1_000_000;
 pub const AFFINITY_SECS: std::ops::RangeInclusive<f64> = 0.0..=86400.0;
 pub const REPROBE_SECS: std::ops::RangeInclusive<f64> = 0.0..=86400.0;
+/// `item_store_secs`: up to 30 days, as long as OpenAI keeps a response.
+pub const ITEM_STORE_SECS: std::ops::RangeInclusive<u64> = 0..=(30 * 86400);
+/// `item_store_max_bytes`: 1 KiB to 64 GiB.
+pub const ITEM_STORE_BYTES: std::ops::RangeInclusive<u64> = 1024..=(64 << 30);
 /// Degraded mode is judged only over at least this many usable providers.
 pub const DEGRADED_MIN_PROVIDERS: usize = 3;
 
@@ -143,6 +161,9 @@ impl Default for RouteSettings {
             last_resort_paused: true,
             record: Record::Local,
             public_status: false,
+            item_store: Duration::from_secs(3600),
+            item_store_max_bytes: 32 << 20,
+            item_store_shared: false,
             origins: Origins::default(),
         }
     }
@@ -219,6 +240,28 @@ impl RouteSettings {
                 ));
             }
         };
+        let item_store = match t.item_store_secs {
+            None => d.item_store,
+            Some(n) if ITEM_STORE_SECS.contains(&n) => Duration::from_secs(n),
+            Some(n) => {
+                return Err(format!(
+                    "route.item_store_secs {n} is out of range: expected {} to {} seconds (0 keeps nothing)",
+                    ITEM_STORE_SECS.start(),
+                    ITEM_STORE_SECS.end()
+                ));
+            }
+        };
+        let item_store_max_bytes = match t.item_store_max_bytes {
+            None => d.item_store_max_bytes,
+            Some(n) if ITEM_STORE_BYTES.contains(&n) => n as usize,
+            Some(n) => {
+                return Err(format!(
+                    "route.item_store_max_bytes {n} is out of range: expected {} to {}",
+                    ITEM_STORE_BYTES.start(),
+                    ITEM_STORE_BYTES.end()
+                ));
+            }
+        };
         // `record = "shared"` without `shared_state` is refused where the
         // flags are known too (`route --serve`).
         let record = t.record.unwrap_or(d.record);
@@ -252,6 +295,9 @@ impl RouteSettings {
             last_resort_paused: t.last_resort_paused.unwrap_or(d.last_resort_paused),
             record,
             public_status: t.public_status.unwrap_or(d.public_status),
+            item_store,
+            item_store_max_bytes,
+            item_store_shared: t.item_store_shared.unwrap_or(d.item_store_shared),
             origins: Origins::default(),
         })
     }
@@ -278,6 +324,9 @@ impl RouteSettings {
             last_resort_paused: Some(self.last_resort_paused),
             record: Some(self.record),
             public_status: Some(self.public_status),
+            item_store_secs: Some(self.item_store.as_secs()),
+            item_store_max_bytes: Some(self.item_store_max_bytes as u64),
+            item_store_shared: Some(self.item_store_shared),
         }
     }
 
@@ -685,6 +734,9 @@ mod tests {
             last_resort_paused: false,
             record: Record::Shared,
             public_status: true,
+            item_store: Duration::from_secs(60),
+            item_store_max_bytes: 4096,
+            item_store_shared: true,
             origins: Origins::default(),
         };
         let values = match serde_json::to_value(other.to_toml()).unwrap() {

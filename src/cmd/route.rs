@@ -162,6 +162,11 @@ fn settings(base: &RouteSettings, a: &RouteArgs) -> Result<RouteSettings> {
             "record = \"shared\" (--record shared, [route] record, LLMPROBE_ROUTE_RECORD) reads the record from Redis: give its URL with --shared-state redis://…, [route] shared_state or LLMPROBE_ROUTE_SHARED_STATE",
         ));
     }
+    if s.item_store_shared && s.shared_state.is_none() {
+        return Err(Error::config(
+            "item_store_shared = true ([route] item_store_shared, LLMPROBE_ROUTE_ITEM_STORE_SHARED) keeps the Responses surface's items in Redis: give its URL with --shared-state redis://…, [route] shared_state or LLMPROBE_ROUTE_SHARED_STATE, or drop the setting",
+        ));
+    }
     Ok(s)
 }
 
@@ -335,6 +340,14 @@ pub(crate) fn serve_until_signal(
         token,
         badges,
         status: serve::status_page::Cache::new(catalog.clone()),
+        items: Arc::new(crate::route::items::ItemStore::new(
+            &engine.settings,
+            engine
+                .shared()
+                .filter(|_| engine.settings.item_store_shared)
+                .cloned(),
+            &engine.metrics,
+        )),
     });
     rt.block_on(async {
         // Before the server says it listens: from then on SIGHUP no longer

@@ -444,15 +444,46 @@ pub fn inbound_messages(data: &[u8]) {
 }
 
 /// The Responses surface: besides [`check_accepted`], `max_output_tokens`,
-/// when given, is at least 1.
+/// when given, is at least 1. Read with nothing in the item store, and
+/// again with every item it refers to held (an assistant message) and a
+/// short history for its `previous_response_id`: what is kept is what
+/// was sent, references resolved.
 pub fn inbound_responses(data: &[u8]) {
-    match responses::parse(data) {
+    let check = |parsed: Result<responses::Parsed, ApiError>| match parsed {
         Ok(p) => {
             assert!(p.req.max_tokens.is_none_or(|n| n >= 1));
             check_accepted(&p.req);
+            if let Some(k) = &p.keep {
+                assert!(!k.input.iter().any(|i| i["type"] == "item_reference"));
+            }
         }
         Err(e) => check_refusal(&e),
-    }
+    };
+    check(responses::parse(data));
+    let Ok(r) = responses::Request::read(data) else {
+        return;
+    };
+    let held = responses::Held {
+        secs: 60,
+        items: r
+            .references()
+            .iter()
+            .map(|id| {
+                let item = json!({"id": id, "type": "message", "role": "assistant",
+                                  "content": [{"type": "output_text", "text": "4"}]});
+                (id.clone(), item)
+            })
+            .collect(),
+        history: r.previous_response_id().map(|_| {
+            vec![
+                json!({"role": "user", "content": "What is 2 + 2?"}),
+                json!({"id": "fc_1", "type": "function_call", "call_id": "c1", "name": "f",
+                       "arguments": "{}"}),
+            ]
+        }),
+        unavailable: false,
+    };
+    check(r.translate(&held));
 }
 
 /// The legacy Completions surface: besides [`check_accepted`], the prompt

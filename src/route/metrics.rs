@@ -52,6 +52,19 @@ pub struct ReprobeLabels {
     pub result: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    /// `item` (an output item, `msg_…`, `fc_…`) or `response` (`resp_…`).
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EvictionLabels {
+    /// `expired` (kept `item_store_secs` since stored or last used) or
+    /// `size` (pushed out by `item_store_max_bytes`, oldest first).
+    pub reason: String,
+}
+
 /// Latency buckets in seconds: 5 ms to about 82 s.
 fn latency_histogram() -> Histogram {
     Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
@@ -70,6 +83,11 @@ pub struct Metrics {
     pub routable_models: Gauge,
     pub reprobes: Family<ReprobeLabels, Counter>,
     pub reprobe_rounds: Counter,
+    /// The Responses item store ([`crate::route::items`]): what it holds
+    /// in bytes, its entries by kind, and what left it by reason.
+    pub item_store_bytes: Gauge,
+    pub item_store_items: Family<KindLabels, Gauge>,
+    pub item_store_evictions: Family<EvictionLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -138,7 +156,29 @@ impl Metrics {
             "Rounds of the re-prober: each looks at every paused model and bench once",
             reprobe_rounds.clone(),
         );
+        let item_store_bytes = Gauge::default();
+        registry.register_with_unit(
+            "item_store",
+            "What the Responses item store holds in memory, as the bytes of its JSON",
+            Unit::Bytes,
+            item_store_bytes.clone(),
+        );
+        let item_store_items = Family::<KindLabels, Gauge>::default();
+        registry.register(
+            "item_store_items",
+            "Entries in the Responses item store: output items (item) and responses (response)",
+            item_store_items.clone(),
+        );
+        let item_store_evictions = Family::<EvictionLabels, Counter>::default();
+        registry.register(
+            "item_store_evictions",
+            "Entries that left the Responses item store, by reason (expired, size)",
+            item_store_evictions.clone(),
+        );
         Metrics {
+            item_store_bytes,
+            item_store_items,
+            item_store_evictions,
             reprobes,
             reprobe_rounds,
             registry,

@@ -23,6 +23,7 @@ pub mod degraded;
 pub mod domain;
 pub mod engine;
 pub mod health;
+pub mod items;
 pub mod limits;
 pub mod metrics;
 pub mod persist;

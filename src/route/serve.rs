@@ -67,6 +67,9 @@ pub struct App {
     pub badges: BadgeCache,
     /// `GET /status`'s page, built at most every few seconds.
     pub status: status_page::Cache,
+    /// The Responses surface's items and responses, for `item_reference`
+    /// and `previous_response_id` ([`super::items`]).
+    pub items: Arc<super::items::ItemStore>,
 }
 
 impl axum::extract::FromRef<Arc<App>> for BodyLimit {
@@ -259,6 +262,7 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {
+    app.items.sweep(app.engine.clock.now());
     let text = from_snapshot(&app.engine, Want::Cooldowns, super::status::metrics_text)
         .await
         .unwrap_or_default();

@@ -38,6 +38,7 @@ use crate::error::{Error, Result};
 use crate::route::cooldown::{Bench, Counter, Target};
 use crate::route::verdicts::{VERDICT_TTL, Verdict, Verdicts};
 
+pub mod items;
 pub mod publish;
 pub mod record;
 

@@ -17,7 +17,10 @@ records what came back from:
   `response.function_call_arguments.delta`s;
 - the SDK's `responses.stream` helper, which rebuilds the response from
   the events and checks their order, on the function call;
-- `previous_response_id`, which route refuses: the `BadRequestError`.
+- `previous_response_id` naming the plain answer: the next turn, chained;
+  an `item_reference` to the plain answer's message item, resolved; and
+  `previous_response_id` naming a response route does not hold: the
+  `BadRequestError`.
 
 Prints one JSON object for the Rust test to check; any other exception
 fails the script.
@@ -47,6 +50,7 @@ TOOLS = [
 ]
 QUESTION = "What is 7 + 7? Reply with only the number."
 ASK = "What is 12 + 30? Use the add tool."
+NEXT = "What is 2 + 2? Reply with only the number."
 
 
 def streamed_text(client, model):
@@ -93,6 +97,7 @@ def streamed_call(client, model):
 def one_model(client, model):
     out = {}
     r = client.responses.create(model=model, input=QUESTION, max_output_tokens=64)
+    plain = r
     out["plain"] = {
         "id": r.id,
         "status": r.status,
@@ -129,11 +134,29 @@ def one_model(client, model):
     out["round_trip"] = {"sent": result, "output_text": r.output_text, "status": r.status}
     out["stream_call"] = streamed_call(client, model)
 
+    first = out["plain"]["id"]
+    r = client.responses.create(model=model, input=NEXT, previous_response_id=first)
+    out["previous"] = {
+        "first": first,
+        "previous_response_id": r.previous_response_id,
+        "store": r.store,
+        "output_text": r.output_text,
+    }
+    answer = next(o for o in plain.output if o.type == "message")
+    r = client.responses.create(
+        model=model,
+        input=[
+            {"role": "user", "content": QUESTION},
+            {"type": "item_reference", "id": answer.id},
+            {"role": "user", "content": NEXT},
+        ],
+    )
+    out["reference"] = {"id": answer.id, "output_text": r.output_text}
     try:
-        client.responses.create(model=model, input=QUESTION, previous_response_id=out["plain"]["id"])
-        out["previous"] = {"status": None}
+        client.responses.create(model=model, input=QUESTION, previous_response_id="resp_" + "0" * 32)
+        out["unknown_previous"] = {"status": None}
     except openai.BadRequestError as e:
-        out["previous"] = {"status": e.status_code, "message": e.message}
+        out["unknown_previous"] = {"status": e.status_code, "message": e.message, "code": e.code}
     return out
 
 

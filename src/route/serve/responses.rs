@@ -1,17 +1,23 @@
 //! `POST /v1/responses`: the OpenAI Responses API, which Codex CLI and
 //! the OpenAI SDKs' `responses.create` speak. Every upstream's reply is
 //! parsed and rendered as a `response` object or the Responses events
-//! ([`responses`]); errors are OpenAI's.
+//! ([`responses`]); errors are OpenAI's. What a request refers to
+//! (`item_reference`s, `previous_response_id`) is looked up in route's
+//! item store ([`crate::route::items`]) before it is translated, and a
+//! served response is kept there (unless `store: false`) before its body,
+//! or its stream's last event, reaches the client.
 
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
+use serde_json::Value;
 
-use super::{App, Routing, answer};
+use super::{App, Routing, complete, open};
+use crate::route::items::{Found, ItemStore, Keep, Wanted};
 use crate::route::surface::openai::ApiError;
-use crate::route::surface::responses::{self, Parsed};
+use crate::route::surface::responses::{self, Held, Parsed, ToKeep};
 use crate::route::surface::{JsonBody, Shape};
 
 pub async fn responses(
@@ -19,21 +25,105 @@ pub async fn responses(
     headers: HeaderMap,
     body: Result<JsonBody, ApiError>,
 ) -> Response {
-    let Parsed { req, dropped, echo } = match body.and_then(|JsonBody(b)| responses::parse(&b)) {
+    let request = match body.and_then(|JsonBody(b)| responses::Request::read(&b)) {
+        Ok(r) => r,
+        Err(e) => return app.refuse(e, Shape::OpenAi),
+    };
+    let want = Wanted {
+        items: request.references(),
+        previous: request.previous_response_id(),
+    };
+    let Found {
+        items,
+        history,
+        chain,
+        unavailable,
+    } = app.items.find(want, app.engine.clock.now()).await;
+    let held = Held {
+        secs: app.items.secs(),
+        items,
+        history,
+        unavailable,
+    };
+    let Parsed {
+        req,
+        dropped,
+        echo,
+        keep,
+    } = match request.translate(&held) {
         Ok(p) => p,
         Err(e) => return app.refuse(e, Shape::OpenAi),
     };
+    // What the new response renews when it is kept: the items it
+    // referred to, and the responses of the chain it follows.
+    let keeper = keep.map(|k| Keeper {
+        store: app.items.clone(),
+        clock: app.engine.clock.clone(),
+        keep: k,
+        used_items: request.references().to_vec(),
+        used_responses: chain,
+    });
     let mut r = Routing::new(req, &headers);
     r.dropped = dropped;
     r.renamed = responses::RENAMED;
-    answer(
-        &app,
-        r,
-        Shape::OpenAi,
-        |c| axum::Json(responses::response_body(&c, &echo)).into_response(),
-        |events, model| {
-            responses::event_stream(events, responses::EventWriter::new(model, echo.clone()))
-        },
-    )
-    .await
+    if r.req.stream {
+        match open(&app, r).await {
+            Ok(o) => {
+                let writer = responses::EventWriter::new(&o.model, echo);
+                let before_end = keeper.map(|k| -> responses::BeforeEnd {
+                    Box::new(move |response: Value| {
+                        Box::pin(async move {
+                            let output = match response.get("output") {
+                                Some(Value::Array(items)) => items.clone(),
+                                _ => Vec::new(),
+                            };
+                            let id = response["id"].as_str().unwrap_or_default().to_string();
+                            k.keep(id, output).await;
+                        })
+                    })
+                });
+                let mut resp = responses::event_stream(o.events, writer, before_end);
+                app.headers(&mut resp, &o.routed);
+                resp
+            }
+            Err(f) => f.into_response(&app, Shape::OpenAi),
+        }
+    } else {
+        match complete(&app, r).await {
+            Ok((c, routed)) => {
+                let body = responses::response_body(&c, &echo);
+                if let Some(k) = keeper {
+                    k.keep(body.id().to_string(), body.output().to_vec()).await;
+                }
+                let mut resp = axum::Json(body).into_response();
+                app.headers(&mut resp, &routed);
+                resp
+            }
+            Err(f) => f.into_response(&app, Shape::OpenAi),
+        }
+    }
+}
+
+/// A response to keep once it is answered, and what it used.
+struct Keeper {
+    store: Arc<ItemStore>,
+    clock: crate::clock::Clock,
+    keep: ToKeep,
+    used_items: Vec<String>,
+    used_responses: Vec<String>,
+}
+
+impl Keeper {
+    async fn keep(self, id: String, output: Vec<Value>) {
+        let now = self.clock.now();
+        let k = Keep {
+            id,
+            previous: self.keep.previous,
+            input: self.keep.input,
+            output,
+            used_items: self.used_items,
+            used_responses: self.used_responses,
+        };
+        self.store.keep(k, now).await;
+    }
 }

@@ -1,20 +1,28 @@
 //! The OpenAI Responses surface: `POST /v1/responses`, what is
 //! Responses-shaped about `route --serve`.
 //!
-//! - [`parse`] reads a request body (within the body limit, as
-//!   [`super::JsonBody`] takes it) and turns it into the chat request every
-//!   dialect starts from: `instructions` and the `input` items become chat
-//!   messages, function tools chat tools, `text.format` a
-//!   `response_format`, `max_output_tokens` `max_tokens`. Route keeps no
-//!   conversation store, so what needs one (`previous_response_id`,
-//!   `conversation`, `item_reference`, `background`, a stored `prompt`)
-//!   gets a 400 that says so; built-in tools (`web_search`, …) no upstream
-//!   here runs are dropped and reported, unless the request forces one.
+//! - [`Request::read`] reads a request body (within the body limit, as
+//!   [`super::JsonBody`] takes it) and names what it refers to in route's
+//!   item store (`item_reference`s, `previous_response_id`);
+//!   [`Request::translate`], given what the store holds of those
+//!   ([`Held`]), turns it into the chat request every dialect starts
+//!   from: `instructions` and the `input` items become chat messages,
+//!   function tools chat tools, `text.format` a `response_format`,
+//!   `max_output_tokens` `max_tokens`. [`parse`] is both with nothing
+//!   held. What no upstream here can carry is dropped and reported (an
+//!   unknown field, item type, content part type or role, built-in tools
+//!   OpenAI runs); a 400 is kept for what dropping would change the
+//!   answer of (`conversation`, `background`, a stored `prompt`, an item
+//!   or response route does not hold, a forced built-in tool).
 //! - [`response_body`] renders a completion as a `response` object;
 //!   [`EventWriter`] and [`event_stream`] render a served stream as the
 //!   Responses API's named events (`response.created`, …,
 //!   `response.completed`), each with its `sequence_number`.
 //! - Errors are OpenAI's ([`ApiError`]), as on the chat surface.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
 
 use axum::response::Response;
 use serde::Serialize;
@@ -32,7 +40,11 @@ use super::openai::{ApiError, invalid_request, openai_finish_reason};
 /// conversation held elsewhere; they are dropped and reported
 /// (`input[web_search_call]`), since no upstream here could read them. So
 /// is a `function_call_output` that answers one of them (Codex CLI sends a
-/// `local_shell_call`'s output so), as `input[function_call_output]`.
+/// `local_shell_call`'s output so), as `input[function_call_output]`. An
+/// item of a type route does not know at all is dropped the same way, so
+/// this list only says which types are known (docs/surfaces/responses.md
+/// names them; the tests check each is dropped).
+#[cfg_attr(not(test), allow(dead_code))]
 const BUILT_IN_ITEMS: &[&str] = &[
     "web_search_call",
     "file_search_call",
@@ -81,6 +93,87 @@ const REFUSED_ITEMS: &[(&str, &str)] = &[
     ),
 ];
 
+/// The request fields route translates, honours or refuses; each is
+/// handled where the request is read.
+const HANDLED: &[&str] = &[
+    "model",
+    "instructions",
+    "input",
+    "previous_response_id",
+    "store",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "text",
+    "stream",
+    // Dropped and reported by name.
+    "reasoning",
+    "top_logprobs",
+    "max_tool_calls",
+    // Refused when they ask for something (`background: true`).
+    "conversation",
+    "background",
+    "prompt",
+];
+
+/// The request fields route accepts and ignores without reporting them:
+/// the answer is the same without them. Any other field is reported in
+/// `X-Llmprobe-Dropped` by its name; none reaches an upstream, since the
+/// chat request is built from the fields route handles only.
+pub const HARMLESS: &[(&str, &str)] = &[
+    (
+        "include",
+        "asks for extra output data (encrypted reasoning, log probabilities, search \
+         sources); what route cannot produce is left out, and the answer is the same",
+    ),
+    (
+        "truncation",
+        "'auto' lets OpenAI cut the start of a conversation over the context window; route \
+         never cuts one (one over every window gets a 400), so an answer given is the same",
+    ),
+    (
+        "user",
+        "an end-user id for OpenAI's caching and abuse monitoring",
+    ),
+    (
+        "metadata",
+        "tags kept with a stored response, repeated in the response; never shown to the model",
+    ),
+    (
+        "service_tier",
+        "OpenAI's processing tier: speed and price, not the answer",
+    ),
+    ("prompt_cache_key", "an OpenAI prompt-cache hint"),
+    (
+        "prompt_cache_retention",
+        "how long OpenAI keeps a prompt cache",
+    ),
+    (
+        "prompt_cache_options",
+        "OpenAI's prompt-cache breakpoints and lifetime",
+    ),
+    (
+        "safety_identifier",
+        "an end-user id for OpenAI's abuse monitoring",
+    ),
+    (
+        "stream_options",
+        "include_obfuscation pads OpenAI's stream events against side channels; route's \
+         events carry no padding",
+    ),
+    (
+        "client_metadata",
+        "Codex CLI's own turn metadata (not an OpenAI field), for its logs",
+    ),
+    (
+        "background_options",
+        "options of background mode, which route does not run (background: true is refused)",
+    ),
+];
+
 /// The chat field names route reports in `X-Llmprobe-Dropped` (the
 /// router's clamps, what a dialect could not carry) for the fields this
 /// surface mapped to them, as the client named them.
@@ -90,22 +183,64 @@ pub const RENAMED: &[(&str, &str)] = &[
 ];
 
 /// The tool calls seen so far in `input`: each function call's
-/// `call_id`, and the `call_id` and `id` of each built-in call dropped,
-/// so that an output answering one is dropped with it.
+/// `call_id`, and the `call_id` and `id` of each built-in or unknown call
+/// dropped, so that an output answering one is dropped with it.
 #[derive(Default)]
 struct Calls {
-    function: std::collections::HashSet<String>,
-    dropped: std::collections::HashSet<String>,
+    function: HashSet<String>,
+    dropped: HashSet<String>,
+}
+
+/// What the surface dropped, for `X-Llmprobe-Dropped`: each name once, in
+/// the order first met.
+#[derive(Debug, Default)]
+struct Dropped(Vec<String>);
+
+impl Dropped {
+    fn add(&mut self, name: impl Into<String>) {
+        let name = name.into();
+        if !self.0.contains(&name) {
+            self.0.push(name);
+        }
+    }
 }
 
 /// A Responses request as route serves it: the chat request, what the
-/// surface dropped on the way (for `X-Llmprobe-Dropped`), and the request
-/// fields a `response` object repeats back.
+/// surface dropped on the way (for `X-Llmprobe-Dropped`), the request
+/// fields a `response` object repeats back, and what to keep in the item
+/// store once it is answered (`None` with `store: false`, or when route
+/// keeps nothing).
 #[derive(Debug)]
 pub struct Parsed {
     pub req: ChatRequest,
     pub dropped: Vec<String>,
     pub echo: Echo,
+    pub keep: Option<ToKeep>,
+}
+
+/// What a stored response keeps of its request: the response it followed,
+/// and its own input, references replaced by the items they named (the
+/// earlier turns stay with the earlier responses).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToKeep {
+    pub previous: Option<String>,
+    pub input: Vec<Value>,
+}
+
+/// What route's item store holds of a request's references.
+#[derive(Debug, Default)]
+pub struct Held {
+    /// How long route keeps items, in seconds (0: it keeps none), for
+    /// the messages that say so.
+    pub secs: u64,
+    /// The items held, by id.
+    pub items: HashMap<String, Value>,
+    /// The items of the `previous_response_id` chain, oldest turn first;
+    /// `None` when route does not hold that response (or one before it).
+    pub history: Option<Vec<Value>>,
+    /// The shared store (Redis) was asked for what this instance does
+    /// not hold, and did not answer.
+    pub unavailable: bool,
 }
 
 /// The request's settings as every `response` object repeats them
@@ -118,10 +253,11 @@ pub struct Echo {
     max_output_tokens: Value,
     metadata: Value,
     parallel_tool_calls: bool,
-    /// Always null: route keeps no responses to chain.
-    previous_response_id: (),
+    /// As sent: the response this one follows.
+    previous_response_id: Value,
     reasoning: Value,
-    /// Always false: nothing is stored, whatever the client asked.
+    /// Whether route keeps this response (and its items) in its item
+    /// store: not with `store: false`, nor when it keeps nothing.
     store: bool,
     temperature: Value,
     text: Value,
@@ -180,105 +316,270 @@ fn string<'a>(obj: &'a Map<String, Value>, name: &str, at: &str) -> Result<&'a s
     }
 }
 
-/// Parse a Responses request body into the chat request route sends on.
-/// Errors are OpenAI 400s naming the field at fault (`input[2].call_id`).
+/// How long route keeps what it stores, as the 400s for what it does not
+/// hold say it.
+fn kept_for(held: &Held, what: &str) -> String {
+    let secs = held.secs;
+    let mut out = if secs == 0 {
+        format!("route keeps no {what} ([route] item_store_secs = 0)")
+    } else {
+        format!(
+            "route keeps the {what} it returns for {secs} s ([route] item_store_secs) after \
+             they were stored or last used, and none answered with store: false"
+        )
+    };
+    if held.unavailable {
+        out.push_str("; the Redis through which route instances share them does not answer now");
+    }
+    out
+}
+
+/// The 400 for an `item_reference` to an item route does not hold.
+fn unknown_item(at: &str, id: &str, held: &Held) -> ApiError {
+    ApiError::invalid(
+        "item_not_found",
+        format!(
+            "Invalid '{at}.id': route holds no item {id:?}: it is unknown or expired ({}); \
+             send the item itself instead of a reference",
+            kept_for(held, "items")
+        ),
+    )
+}
+
+/// The 400 for a `previous_response_id` route does not hold.
+fn unknown_response(id: &str, held: &Held) -> ApiError {
+    ApiError::invalid(
+        "previous_response_not_found",
+        format!(
+            "Invalid 'previous_response_id': route holds no response {id:?}: it is unknown or \
+             expired ({}); send the whole conversation as input instead",
+            kept_for(held, "responses")
+        ),
+    )
+}
+
+/// The id an `input` item refers to when it is a reference:
+/// `{"type": "item_reference", "id"}`, or an object with an `id` and
+/// neither `type` nor `role` (OpenAI's `type` is optional there). `Some`
+/// of the id as sent, which may not be a string.
+fn reference(item: &Value) -> Option<Option<&Value>> {
+    let Value::Object(obj) = item else {
+        return None;
+    };
+    match field(obj, "type") {
+        Some(Value::String(t)) if t == "item_reference" => Some(field(obj, "id")),
+        None if field(obj, "role").is_none() && field(obj, "id").is_some() => {
+            Some(field(obj, "id"))
+        }
+        _ => None,
+    }
+}
+
+/// Parse a Responses request body into the chat request route sends on,
+/// with nothing in the item store: every reference is unknown. Errors are
+/// OpenAI 400s naming the field at fault (`input[2].call_id`). For the
+/// tests and the fuzz target; the server looks references up in between
+/// ([`Request::read`], then [`Request::translate`]).
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn parse(body: &[u8]) -> Result<Parsed, ApiError> {
-    let obj = openai_object(body).map_err(invalid_request)?;
-    refuse_stateful(&obj)?;
-    let mut dropped = Vec::new();
-    let mut chat = Map::new();
-    match field(&obj, "model") {
-        None => {}
-        Some(Value::String(m)) => {
-            chat.insert("model".into(), json!(m));
-        }
-        Some(other) => return Err(expected("model", "a string", other)),
+    Request::read(body)?.translate(&Held::default())
+}
+
+/// A Responses request body, read: a JSON object, with nothing in it that
+/// route refuses outright.
+#[derive(Debug)]
+pub struct Request {
+    obj: Map<String, Value>,
+    /// The ids of its `item_reference`s, in order.
+    references: Vec<String>,
+}
+
+impl Request {
+    /// Read `body`: a JSON object, nothing refused outright
+    /// (`conversation`, `background: true`, a stored `prompt`).
+    pub fn read(body: &[u8]) -> Result<Request, ApiError> {
+        let obj = openai_object(body).map_err(invalid_request)?;
+        refuse_stateful(&obj)?;
+        let references = match field(&obj, "input") {
+            Some(Value::Array(items)) => items
+                .iter()
+                .filter_map(|i| reference(i)?.and_then(Value::as_str).map(str::to_string))
+                .collect(),
+            _ => Vec::new(),
+        };
+        Ok(Request { obj, references })
     }
-    let mut messages = Vec::new();
-    match field(&obj, "instructions") {
-        None => {}
-        Some(Value::String(s)) => messages.push(json!({"role": "system", "content": s})),
-        Some(other) => return Err(expected("instructions", "a string", other)),
+
+    /// The items its `item_reference`s name.
+    pub fn references(&self) -> &[String] {
+        &self.references
     }
-    match field(&obj, "input") {
-        None => {
-            return Err(ApiError::invalid(
-                "missing_required_parameter",
-                "Missing required parameter: 'input'. Route keeps no conversation store: send \
-                 the whole conversation as input.",
-            ));
+
+    /// The response it follows, when `previous_response_id` is a string.
+    pub fn previous_response_id(&self) -> Option<&str> {
+        field(&self.obj, "previous_response_id").and_then(Value::as_str)
+    }
+
+    /// The chat request route sends on, with `held` (what the item store
+    /// holds of [`Request::references`] and
+    /// [`Request::previous_response_id`]) in place of what they name.
+    pub fn translate(&self, held: &Held) -> Result<Parsed, ApiError> {
+        let obj = &self.obj;
+        let mut dropped = Dropped::default();
+        let mut chat = Map::new();
+        match field(obj, "model") {
+            None => {}
+            Some(Value::String(m)) => {
+                chat.insert("model".into(), json!(m));
+            }
+            Some(other) => return Err(expected("model", "a string", other)),
         }
-        Some(Value::String(s)) => messages.push(json!({"role": "user", "content": s})),
-        Some(Value::Array(items)) => {
-            let mut calls = Calls::default();
-            for (i, item) in items.iter().enumerate() {
-                input_item(i, item, &mut messages, &mut calls, &mut dropped)?;
+        let mut messages = Vec::new();
+        match field(obj, "instructions") {
+            None => {}
+            Some(Value::String(s)) => messages.push(json!({"role": "system", "content": s})),
+            Some(other) => return Err(expected("instructions", "a string", other)),
+        }
+        let store = match field(obj, "store") {
+            None => true,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => return Err(expected("store", "a boolean", other)),
+        };
+        let previous = match field(obj, "previous_response_id") {
+            None => None,
+            Some(Value::String(id)) => Some(id.as_str()),
+            Some(other) => return Err(expected("previous_response_id", "a string", other)),
+        };
+        let mut calls = Calls::default();
+        // The earlier turns first, as OpenAI puts them; their
+        // instructions are not carried over.
+        if let Some(id) = previous {
+            let Some(history) = &held.history else {
+                return Err(unknown_response(id, held));
+            };
+            for (j, item) in history.iter().enumerate() {
+                let at = format!("previous_response_id[{j}]");
+                input_item(&at, item, &mut messages, &mut calls, &mut dropped)?;
             }
         }
-        Some(other) => return Err(expected("input", "a string or an array", other)),
-    }
-    // Instructions alone, or an empty text, ask nothing.
-    if !messages
-        .iter()
-        .any(|m| m["role"] != "system" && has_content(m))
-    {
-        return Err(bad(
-            "input",
-            "input is empty: it holds no message with content, nothing for the model to \
-             answer",
-        ));
-    }
-    chat.insert("messages".into(), Value::Array(messages));
-    tools(&obj, &mut chat, &mut dropped)?;
-    match field(&obj, "max_output_tokens") {
-        None => {}
-        Some(Value::Number(n)) if n.as_u64().is_some_and(|v| v >= 1) => {
-            chat.insert("max_tokens".into(), json!(n));
+        // The new input, each reference replaced by its item.
+        let mut input: Vec<&Value> = Vec::new();
+        let mut said = None;
+        match field(obj, "input") {
+            // A turn may add nothing to the one it follows.
+            None if previous.is_some() => {}
+            None => {
+                return Err(ApiError::invalid(
+                    "missing_required_parameter",
+                    "Missing required parameter: 'input'. Send the conversation as input, or \
+                     name the response it follows as previous_response_id.",
+                ));
+            }
+            Some(Value::String(s)) => {
+                messages.push(json!({"role": "user", "content": s}));
+                said = Some(s);
+            }
+            Some(Value::Array(items)) => {
+                for (i, item) in items.iter().enumerate() {
+                    let at = format!("input[{i}]");
+                    let item = match reference(item) {
+                        None => item,
+                        Some(Some(Value::String(id))) => held
+                            .items
+                            .get(id)
+                            .ok_or_else(|| unknown_item(&at, id, held))?,
+                        Some(Some(other)) => {
+                            return Err(expected(&format!("{at}.id"), "a string", other));
+                        }
+                        Some(None) => {
+                            return Err(ApiError::invalid(
+                                "missing_required_parameter",
+                                format!("Missing required parameter: '{at}.id'."),
+                            ));
+                        }
+                    };
+                    input_item(&at, item, &mut messages, &mut calls, &mut dropped)?;
+                    input.push(item);
+                }
+            }
+            Some(other) => return Err(expected("input", "a string or an array", other)),
         }
-        Some(other) => {
+        // Instructions alone, or an empty text, ask nothing.
+        if !messages
+            .iter()
+            .any(|m| m["role"] != "system" && has_content(m))
+        {
             return Err(bad(
-                "max_output_tokens",
-                format!("expected an integer of at least 1, but got {other} instead"),
+                "input",
+                "input is empty: it holds no message with content, nothing for the model to \
+                 answer",
             ));
         }
-    }
-    for name in ["temperature", "top_p"] {
-        if let Some(v) = field(&obj, name) {
-            chat.insert(name.into(), v.clone());
+        chat.insert("messages".into(), Value::Array(messages));
+        tools(obj, &mut chat, &mut dropped)?;
+        match field(obj, "max_output_tokens") {
+            None => {}
+            Some(Value::Number(n)) if n.as_u64().is_some_and(|v| v >= 1) => {
+                chat.insert("max_tokens".into(), json!(n));
+            }
+            Some(other) => {
+                return Err(bad(
+                    "max_output_tokens",
+                    format!("expected an integer of at least 1, but got {other} instead"),
+                ));
+            }
         }
-    }
-    text(&obj, &mut chat)?;
-    if field(&obj, "reasoning").is_some() {
-        dropped.push("reasoning".into());
-    }
-    for name in ["top_logprobs", "max_tool_calls"] {
-        if field(&obj, name).is_some() {
-            dropped.push(name.into());
+        for name in ["temperature", "top_p"] {
+            if let Some(v) = field(obj, name) {
+                chat.insert(name.into(), v.clone());
+            }
         }
+        text(obj, &mut chat, &mut dropped)?;
+        for name in ["reasoning", "top_logprobs", "max_tool_calls"] {
+            if field(obj, name).is_some() {
+                dropped.add(name);
+            }
+        }
+        let stream = match field(obj, "stream") {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(other) => return Err(expected("stream", "a boolean", other)),
+        };
+        chat.insert("stream".into(), json!(stream));
+        // Whatever else was sent, and asks for something: reported.
+        for (name, v) in obj {
+            let known = HANDLED.contains(&name.as_str()) || HARMLESS.iter().any(|(h, _)| h == name);
+            if !known && !v.is_null() {
+                dropped.add(name.as_str());
+            }
+        }
+        let req = ChatRequest::from_openai_value(Value::Object(chat)).map_err(invalid_request)?;
+        let keep = (store && held.secs > 0).then(|| ToKeep {
+            previous: previous.map(str::to_string),
+            input: match said {
+                Some(s) => vec![json!({"role": "user", "content": s})],
+                None => input.into_iter().cloned().collect(),
+            },
+        });
+        let mut echo = echo(obj);
+        echo.store = keep.is_some();
+        Ok(Parsed {
+            req,
+            dropped: dropped.0,
+            echo,
+            keep,
+        })
     }
-    let stream = match field(&obj, "stream") {
-        None => false,
-        Some(Value::Bool(b)) => *b,
-        Some(other) => return Err(expected("stream", "a boolean", other)),
-    };
-    chat.insert("stream".into(), json!(stream));
-    let req = ChatRequest::from_openai_value(Value::Object(chat)).map_err(invalid_request)?;
-    Ok(Parsed {
-        req,
-        dropped,
-        echo: echo(&obj),
-    })
 }
 
 /// What needs a store route does not keep, or a mode it does not run.
 fn refuse_stateful(obj: &Map<String, Value>) -> Result<(), ApiError> {
-    const NO_STORE: &str = "route keeps no conversation store; send the whole conversation as \
-                            input, with store: false";
-    if field(obj, "previous_response_id").is_some() {
-        return Err(refused("previous_response_id", NO_STORE));
-    }
     if field(obj, "conversation").is_some() {
-        return Err(refused("conversation", NO_STORE));
+        return Err(refused(
+            "conversation",
+            "route keeps no conversations; send the whole conversation as input, or name the \
+             response it follows as previous_response_id",
+        ));
     }
     if field(obj, "background") == Some(&Value::Bool(true)) {
         return Err(refused(
@@ -306,17 +607,17 @@ fn has_content(m: &Value) -> bool {
     }
 }
 
-/// One `input` item, appended to `messages` as chat messages.
+/// One `input` item (at `at`, `input[2]`), appended to `messages` as
+/// chat messages.
 fn input_item(
-    i: usize,
+    at: &str,
     item: &Value,
     messages: &mut Vec<Value>,
     calls: &mut Calls,
-    dropped: &mut Vec<String>,
+    dropped: &mut Dropped,
 ) -> Result<(), ApiError> {
-    let at = format!("input[{i}]");
     let Value::Object(obj) = item else {
-        return Err(expected(&at, "an object", item));
+        return Err(expected(at, "an object", item));
     };
     let ty = match field(obj, "type") {
         None if obj.contains_key("role") => "message",
@@ -325,7 +626,11 @@ fn input_item(
         Some(other) => return Err(expected(&format!("{at}.type"), "a string", other)),
     };
     match ty {
-        "message" => messages.push(message(&at, obj)?),
+        "message" => {
+            if let Some(m) = message(at, obj, dropped)? {
+                messages.push(m);
+            }
+        }
         "function_call" => {
             let call_id = string(obj, "call_id", &format!("{at}.call_id"))?;
             let name = string(obj, "name", &format!("{at}.name"))?;
@@ -357,7 +662,7 @@ fn input_item(
         "function_call_output" => {
             let call_id = string(obj, "call_id", &format!("{at}.call_id"))?;
             if calls.dropped.contains(call_id) {
-                dropped.push(format!("input[{ty}]"));
+                dropped.add(format!("input[{ty}]"));
                 return Ok(());
             }
             if !calls.function.contains(call_id) {
@@ -420,55 +725,52 @@ fn input_item(
         // read it (it is encrypted, or a summary), and the answer does not
         // depend on it.
         "reasoning" => {}
-        "item_reference" => {
-            return Err(refused(
-                &format!("{at}.type"),
-                "an item_reference points into a conversation store, which route does not \
-                 keep; send the item itself",
-            ));
-        }
-        t if BUILT_IN_ITEMS.contains(&t) => {
-            for k in ["call_id", "id"] {
-                if let Some(Value::String(id)) = field(obj, k) {
-                    calls.dropped.insert(id.clone());
-                }
-            }
-            dropped.push(format!("input[{t}]"));
-        }
         t if let Some((_, why)) = REFUSED_ITEMS.iter().find(|(r, _)| *r == t) => {
             return Err(refused(
                 &format!("{at}.type"),
                 format!("an item of type {t:?}: {why}"),
             ));
         }
+        // A built-in tool's call or output (BUILT_IN_ITEMS), or a type
+        // route does not know: no upstream here could read it. An
+        // `item_reference` here is one inside a stored item, which route
+        // never stores.
         t => {
-            return Err(bad(
-                &format!("{at}.type"),
-                format!("unknown item type {t:?}"),
-            ));
+            for k in ["call_id", "id"] {
+                if let Some(Value::String(id)) = field(obj, k) {
+                    calls.dropped.insert(id.clone());
+                }
+            }
+            dropped.add(format!("input[{t}]"));
         }
     }
     Ok(())
 }
 
-/// A `message` input item as a chat message.
-fn message(at: &str, obj: &Map<String, Value>) -> Result<Value, ApiError> {
+/// A `message` input item as a chat message; `None` when its role is one
+/// route does not know (dropped and reported as `role[ROLE]`), or when
+/// every part of its content was dropped.
+fn message(
+    at: &str,
+    obj: &Map<String, Value>,
+    dropped: &mut Dropped,
+) -> Result<Option<Value>, ApiError> {
     let role = string(obj, "role", &format!("{at}.role"))?;
     if !matches!(role, "user" | "assistant" | "system" | "developer") {
-        return Err(bad(
-            &format!("{at}.role"),
-            format!(
-                "{role:?} is not one of 'user', 'assistant', 'system' and 'developer' (tool \
-                 results are function_call_output items)"
-            ),
-        ));
+        dropped.add(format!("role[{role}]"));
+        return Ok(None);
     }
     let content = match field(obj, "content") {
         Some(Value::String(s)) => json!(s),
         Some(Value::Array(parts)) => {
             let mut out = Vec::new();
             for (j, p) in parts.iter().enumerate() {
-                out.push(content_part(&format!("{at}.content[{j}]"), p)?);
+                if let Some(part) = content_part(&format!("{at}.content[{j}]"), p, dropped)? {
+                    out.push(part);
+                }
+            }
+            if out.is_empty() && !parts.is_empty() {
+                return Ok(None);
             }
             // All text: one string, which every dialect reads the same way.
             if out.iter().all(|p| p["type"] == "text") {
@@ -492,11 +794,12 @@ fn message(at: &str, obj: &Map<String, Value>) -> Result<Value, ApiError> {
             ));
         }
     };
-    Ok(json!({"role": role, "content": content}))
+    Ok(Some(json!({"role": role, "content": content})))
 }
 
-/// One content part as a chat content part.
-fn content_part(at: &str, p: &Value) -> Result<Value, ApiError> {
+/// One content part as a chat content part; `None` for a part type route
+/// does not know, dropped and reported as `content[TYPE]`.
+fn content_part(at: &str, p: &Value, dropped: &mut Dropped) -> Result<Option<Value>, ApiError> {
     let Value::Object(obj) = p else {
         return Err(expected(at, "an object", p));
     };
@@ -504,12 +807,12 @@ fn content_part(at: &str, p: &Value) -> Result<Value, ApiError> {
     match ty {
         "input_text" | "output_text" | "text" => {
             let text = string(obj, "text", &format!("{at}.text"))?;
-            Ok(json!({"type": "text", "text": text}))
+            Ok(Some(json!({"type": "text", "text": text})))
         }
         // An assistant turn that refused: what the model said.
         "refusal" => {
             let text = string(obj, "refusal", &format!("{at}.refusal"))?;
-            Ok(json!({"type": "text", "text": text}))
+            Ok(Some(json!({"type": "text", "text": text})))
         }
         "input_image" => {
             if field(obj, "file_id").is_some() {
@@ -523,7 +826,7 @@ fn content_part(at: &str, p: &Value) -> Result<Value, ApiError> {
             if let Some(d) = field(obj, "detail") {
                 image["detail"] = d.clone();
             }
-            Ok(json!({"type": "image_url", "image_url": image}))
+            Ok(Some(json!({"type": "image_url", "image_url": image})))
         }
         "input_file" => Err(refused(
             &format!("{at}.type"),
@@ -531,10 +834,10 @@ fn content_part(at: &str, p: &Value) -> Result<Value, ApiError> {
              have; send the text as input_text",
         )),
         "input_audio" => Err(refused(&format!("{at}.type"), "audio input is not routed")),
-        t => Err(bad(
-            &format!("{at}.type"),
-            format!("unknown content part type {t:?}"),
-        )),
+        t => {
+            dropped.add(format!("content[{t}]"));
+            Ok(None)
+        }
     }
 }
 
@@ -542,7 +845,7 @@ fn content_part(at: &str, p: &Value) -> Result<Value, ApiError> {
 fn tools(
     obj: &Map<String, Value>,
     chat: &mut Map<String, Value>,
-    dropped: &mut Vec<String>,
+    dropped: &mut Dropped,
 ) -> Result<(), ApiError> {
     let mut functions = Vec::new();
     let mut built_in = Vec::new();
@@ -622,7 +925,7 @@ fn tools(
         Some(other) => return Err(expected("tool_choice", "a string or an object", other)),
     };
     for t in built_in {
-        dropped.push(format!("tools[{t}]"));
+        dropped.add(format!("tools[{t}]"));
     }
     if let Some(name) = choice.as_ref().and_then(|c| c["function"]["name"].as_str())
         && !functions.iter().any(|f| f["function"]["name"] == name)
@@ -646,14 +949,24 @@ fn tools(
 }
 
 /// `text.format` as `response_format`, `text.verbosity` as `verbosity`
-/// (reported as `text.verbosity` when dropped: [`RENAMED`]).
-fn text(obj: &Map<String, Value>, chat: &mut Map<String, Value>) -> Result<(), ApiError> {
+/// (reported as `text.verbosity` when dropped: [`RENAMED`]); any other
+/// field of `text` is reported as `text.NAME`.
+fn text(
+    obj: &Map<String, Value>,
+    chat: &mut Map<String, Value>,
+    dropped: &mut Dropped,
+) -> Result<(), ApiError> {
     let Some(text) = field(obj, "text") else {
         return Ok(());
     };
     let Value::Object(text) = text else {
         return Err(expected("text", "an object", text));
     };
+    for (name, v) in text {
+        if !matches!(name.as_str(), "format" | "verbosity") && !v.is_null() {
+            dropped.add(format!("text.{name}"));
+        }
+    }
     if let Some(v) = field(text, "verbosity") {
         chat.insert("verbosity".into(), v.clone());
     }
@@ -710,8 +1023,9 @@ fn echo(obj: &Map<String, Value>) -> Echo {
         parallel_tool_calls: field(obj, "parallel_tool_calls")
             .and_then(Value::as_bool)
             .unwrap_or(true),
-        previous_response_id: (),
+        previous_response_id: get("previous_response_id"),
         reasoning: get("reasoning"),
+        // Set by the caller, which knows whether the response is kept.
         store: false,
         temperature: or("temperature", json!(1.0)),
         text: or("text", json!({"format": {"type": "text"}})),
@@ -842,6 +1156,18 @@ fn call_item(id: &str, call_id: &str, name: &str, arguments: &str, status: &str)
         "name": name,
         "arguments": arguments,
     })
+}
+
+impl ResponseObject<'_> {
+    /// Its `id`, `resp_…`.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Its output items.
+    pub fn output(&self) -> &[Value] {
+        &self.output
+    }
 }
 
 /// A completion as a `response` object: the answer text as one `message`
@@ -1172,21 +1498,42 @@ fn sse(kind: &str, data: &Value) -> String {
     super::sse_event(Some(kind), data)
 }
 
+/// What is done with a streamed response's final object (its `id`,
+/// `output`, …) before `response.completed` (or `response.incomplete`)
+/// reaches the client: keeping it in the item store.
+pub type BeforeEnd = Box<dyn FnOnce(Value) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+
 /// A served stream as a Responses `text/event-stream` response
 /// ([`EventWriter`]). The stream ends after `response.completed`,
 /// `response.incomplete` or `response.failed`; there is no `[DONE]`.
+/// `before_end`, when given, is awaited with the final response before
+/// the event that carries it is sent (not for `response.failed`).
 pub fn event_stream(
     events: impl futures_util::Stream<Item = StreamEvent> + Send + 'static,
     mut writer: EventWriter,
+    mut before_end: Option<BeforeEnd>,
 ) -> Response {
-    let body = futures_util::StreamExt::filter_map(events, move |ev| {
-        let text: String = writer
-            .events(ev)
-            .iter()
-            .map(|(kind, data)| sse(kind, data))
-            .collect();
-        std::future::ready((!text.is_empty()).then_some(text))
-    });
+    use futures_util::StreamExt;
+    let body = events
+        .map(move |ev| writer.events(ev))
+        .then(move |out| {
+            let last = out.last().map(|(kind, _)| *kind);
+            let hook = match last {
+                Some("response.completed" | "response.incomplete") => before_end
+                    .take()
+                    .zip(out.last().map(|(_, d)| d["response"].clone())),
+                _ => None,
+            };
+            async move {
+                if let Some((hook, response)) = hook {
+                    hook(response).await;
+                }
+                out.iter()
+                    .map(|(kind, data)| sse(kind, data))
+                    .collect::<String>()
+            }
+        })
+        .filter(|text| std::future::ready(!text.is_empty()));
     super::sse_response(body)
 }
 
@@ -1218,7 +1565,10 @@ mod tests {
             "store": false, "include": ["reasoning.encrypted_content"], "prompt_cache_key": "k",
             "service_tier": "auto", "truncation": "auto", "user": "u", "metadata": {"a": "b"},
             "safety_identifier": "s", "stream_options": {"include_obfuscation": false},
-            "some_future_field": {"x": 1},
+            "some_future_field": {"x": 1}, "client_metadata": {"x-codex-turn": 1},
+            "prompt_cache_retention": "24h", "prompt_cache_options": {"ttl": "30m"},
+            "background": false, "background_options": {"completion_window": "soonest"},
+            "another_one": null,
         }));
         assert_eq!(p.req.model, "auto");
         assert_eq!(p.req.max_tokens, Some(50));
@@ -1234,7 +1584,9 @@ mod tests {
             (m[1].role.as_str(), m[1].content.as_ref().unwrap().text()),
             ("user", "What is 2 + 2?".into())
         );
-        assert!(p.dropped.is_empty(), "{:?}", p.dropped);
+        // Every field route does not handle is reported by its name,
+        // unless it is known to be harmless or asks for nothing (null).
+        assert_eq!(p.dropped, ["some_future_field"]);
         // Nothing Responses-only reaches an OpenAI upstream's chat body.
         let body = chat(&p);
         for k in [
@@ -1344,7 +1696,11 @@ mod tests {
                 "input[1].output",
             ),
             (
-                json!([{"type": "message", "role": "tool", "content": "x"}]),
+                json!([{"type": "message", "content": "x"}]),
+                "input[0].role",
+            ),
+            (
+                json!([{"type": "message", "role": 7, "content": "x"}]),
                 "input[0].role",
             ),
             (
@@ -1361,9 +1717,14 @@ mod tests {
             ),
             (
                 json!([{"type": "item_reference", "id": "msg_1"}]),
-                "input[0].type",
+                "input[0].id",
             ),
-            (json!([{"type": "teleport"}]), "input[0].type"),
+            (json!([{"type": "item_reference"}]), "input[0].id"),
+            (json!([{"type": "item_reference", "id": 7}]), "input[0].id"),
+            (
+                json!([{"role": "user", "content": [{"text": "x"}]}]),
+                "input[0].content[0].type",
+            ),
             (json!(7), "input"),
         ];
         for (input, at) in cases {
@@ -1375,9 +1736,6 @@ mod tests {
                 e.message
             );
         }
-        let e =
-            refusal(json!({"model": "m", "input": [{"type": "item_reference", "id": "msg_1"}]}));
-        assert!(e.message.contains("store"), "{}", e.message);
     }
 
     #[test]
@@ -1404,7 +1762,6 @@ mod tests {
                 "input[local_shell_call]",
                 "input[function_call_output]",
                 "input[shell_call]",
-                "input[function_call_output]",
                 "input[shell_call_output]",
             ]
         );
@@ -1430,14 +1787,8 @@ mod tests {
 
     #[test]
     fn every_history_item_type_is_translated_dropped_or_refused() {
-        // Opaque or built-in: dropped and reported.
-        for t in [
-            "compaction",
-            "tool_search_call",
-            "tool_search_output",
-            "program",
-            "program_output",
-        ] {
+        // Opaque, built-in, or unknown: dropped and reported.
+        for t in BUILT_IN_ITEMS.iter().chain(&["a_type_from_next_year"]) {
             let p = parsed(json!({"input": [
                 {"role": "user", "content": "hi"},
                 {"type": t, "id": "x_1", "encrypted_content": "zzz"},
@@ -1516,9 +1867,8 @@ mod tests {
     }
 
     #[test]
-    fn what_needs_a_store_gets_a_400_that_says_to_send_the_whole_input() {
+    fn what_route_does_not_run_gets_a_400_that_says_what_to_send() {
         for (field, value) in [
-            ("previous_response_id", json!("resp_1")),
             ("conversation", json!("conv_1")),
             ("background", json!(true)),
             ("prompt", json!({"id": "pmpt_1"})),
@@ -1527,22 +1877,283 @@ mod tests {
             req[field] = value;
             let e = refusal(req);
             assert_eq!(
-                (e.status.as_u16(), e.kind),
-                (400, "invalid_request_error"),
+                (e.status.as_u16(), e.kind, e.code),
+                (400, "invalid_request_error", "unsupported_parameter"),
                 "{field}"
             );
-            assert!(e.message.contains(field), "{}", e.message);
+            assert!(
+                e.message
+                    .starts_with(&format!("'{field}' is not supported here")),
+                "{}",
+                e.message
+            );
         }
-        let e = refusal(json!({"model": "m", "input": "hi", "previous_response_id": "resp_1"}));
-        assert!(
-            e.message.contains("send the whole conversation as input"),
-            "{}",
-            e.message
-        );
         // Null is no value at all; background false is the default.
         parsed(
             json!({"input": "hi", "previous_response_id": null, "background": false, "store": true}),
         );
+        let e = refusal(json!({"input": "hi", "store": "yes"}));
+        assert!(e.message.starts_with("Invalid 'store'"), "{}", e.message);
+    }
+
+    /// A store holding `items` and, when given, a chain's history, kept
+    /// for an hour.
+    fn held(items: &[Value], history: Option<Vec<Value>>) -> Held {
+        Held {
+            secs: 3600,
+            items: items
+                .iter()
+                .map(|i| (i["id"].as_str().unwrap().to_string(), i.clone()))
+                .collect(),
+            history,
+            unavailable: false,
+        }
+    }
+
+    fn translated(v: Value, held: &Held) -> Result<Parsed, ApiError> {
+        Request::read(v.to_string().as_bytes())?.translate(held)
+    }
+
+    fn answer(id: &str, text: &str) -> Value {
+        json!({"id": id, "type": "message", "status": "completed", "role": "assistant",
+               "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]})
+    }
+
+    fn texts(p: &Parsed) -> Vec<(String, String)> {
+        p.req
+            .messages
+            .iter()
+            .map(|m| {
+                (
+                    m.role.clone(),
+                    m.content.as_ref().map(|c| c.text()).unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn item_references_are_replaced_by_the_items_route_holds() {
+        // As the Vercel AI SDK sends a third turn: the assistant's answers
+        // by reference, a function call in full.
+        let body = json!({"model": "m", "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "one"}]},
+            {"type": "item_reference", "id": "msg_1"},
+            {"role": "user", "content": "two"},
+            {"id": "msg_2"},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+            {"role": "user", "content": "three"},
+        ]});
+        let r = Request::read(body.to_string().as_bytes()).unwrap();
+        assert_eq!(r.references(), ["msg_1", "msg_2"]);
+        assert_eq!(r.previous_response_id(), None);
+        let h = held(&[answer("msg_1", "1"), answer("msg_2", "2")], None);
+        let p = r.translate(&h).unwrap();
+        assert_eq!(
+            texts(&p),
+            pairs(&[
+                ("user", "one"),
+                ("assistant", "1"),
+                ("user", "two"),
+                ("assistant", "2"),
+                ("tool", "ok"),
+                ("user", "three"),
+            ])
+        );
+        assert!(p.dropped.is_empty(), "{:?}", p.dropped);
+        // What the response keeps: its input as resolved.
+        let keep = p.keep.unwrap();
+        assert_eq!(keep.previous, None);
+        assert_eq!(keep.input.len(), 7);
+        assert_eq!(keep.input[1], answer("msg_1", "1"));
+        assert_eq!(keep.input[3], answer("msg_2", "2"));
+        assert_eq!(serde_json::to_value(&p.echo).unwrap()["store"], true);
+
+        // An item route does not hold (unknown, expired, or from OpenAI).
+        let e = translated(body.clone(), &held(&[answer("msg_1", "1")], None)).unwrap_err();
+        assert_eq!((e.status.as_u16(), e.code), (400, "item_not_found"));
+        assert_eq!(
+            e.message,
+            "Invalid 'input[3].id': route holds no item \"msg_2\": it is unknown or expired \
+             (route keeps the items it returns for 3600 s ([route] item_store_secs) after they \
+             were stored or last used, and none answered with store: false); send the item \
+             itself instead of a reference"
+        );
+        let e = refusal(body);
+        assert_eq!(
+            e.message,
+            "Invalid 'input[1].id': route holds no item \"msg_1\": it is unknown or expired \
+             (route keeps no items ([route] item_store_secs = 0)); send the item itself \
+             instead of a reference"
+        );
+    }
+
+    #[test]
+    fn previous_response_id_puts_the_chain_before_the_new_input() {
+        let history = vec![
+            json!({"role": "user", "content": "What is 2 + 2?"}),
+            answer("msg_1", "4"),
+            json!({"role": "user", "content": "Add 3."}),
+            json!({"id": "fc_1", "type": "function_call", "status": "completed",
+                   "call_id": "call_1", "name": "add", "arguments": "{\"a\":4,\"b\":3}"}),
+        ];
+        let body = json!({
+            "model": "m", "instructions": "Be brief.", "previous_response_id": "resp_2",
+            "input": [{"type": "function_call_output", "call_id": "call_1", "output": "7"}],
+        });
+        let p = translated(body.clone(), &held(&[], Some(history.clone()))).unwrap();
+        // The new instructions first; the earlier turns' are not carried
+        // over (they were never stored).
+        assert_eq!(
+            texts(&p),
+            pairs(&[
+                ("system", "Be brief."),
+                ("user", "What is 2 + 2?"),
+                ("assistant", "4"),
+                ("user", "Add 3."),
+                ("assistant", ""),
+                ("tool", "7"),
+            ])
+        );
+        // The call in the chain is the one the new output answers.
+        assert_eq!(p.req.messages[4].tool_calls(4).unwrap()[0].id, "call_1");
+        let keep = p.keep.clone().unwrap();
+        assert_eq!(keep.previous.as_deref(), Some("resp_2"));
+        assert_eq!(keep.input, body["input"].as_array().unwrap().clone());
+        let echo = serde_json::to_value(&p.echo).unwrap();
+        assert_eq!(echo["previous_response_id"], "resp_2");
+        assert_eq!(echo["store"], true);
+        // A turn may add nothing.
+        let p = translated(
+            json!({"model": "m", "previous_response_id": "resp_2"}),
+            &held(&[], Some(history[..2].to_vec())),
+        )
+        .unwrap();
+        assert_eq!(p.req.messages.len(), 2);
+        // store: false keeps nothing, and says so.
+        let mut nostore = body.clone();
+        nostore["store"] = json!(false);
+        let p = translated(nostore, &held(&[], Some(history))).unwrap();
+        assert!(p.keep.is_none());
+        assert_eq!(serde_json::to_value(&p.echo).unwrap()["store"], false);
+        // A response route does not hold.
+        let e = translated(body, &held(&[], None)).unwrap_err();
+        assert_eq!(
+            (e.status.as_u16(), e.code),
+            (400, "previous_response_not_found")
+        );
+        assert_eq!(
+            e.message,
+            "Invalid 'previous_response_id': route holds no response \"resp_2\": it is unknown \
+             or expired (route keeps the responses it returns for 3600 s ([route] \
+             item_store_secs) after they were stored or last used, and none answered with \
+             store: false); send the whole conversation as input instead"
+        );
+        // Where instances share the store and Redis did not answer, the
+        // 400 says so.
+        let mut gone = held(&[], None);
+        gone.unavailable = true;
+        let e = translated(
+            json!({"input": "hi", "previous_response_id": "resp_2"}),
+            &gone,
+        )
+        .unwrap_err();
+        assert!(
+            e.message.contains(
+                "none answered with store: false; the Redis through which route instances \
+                 share them does not answer now); send the whole conversation"
+            ),
+            "{}",
+            e.message
+        );
+        let e = refusal(json!({"input": "hi", "previous_response_id": 7}));
+        assert!(
+            e.message
+                .starts_with("Invalid 'previous_response_id': expected a string"),
+            "{}",
+            e.message
+        );
+        // Nothing held: nothing kept either.
+        assert!(parsed(json!({"input": "hi"})).keep.is_none());
+    }
+
+    #[test]
+    fn unknown_fields_items_parts_and_roles_are_dropped_and_reported_once_each() {
+        let p = parsed(json!({
+            "model": "m", "moderation": {"model": "omni"}, "seed": 7,
+            "text": {"verbosity": "low", "shape": "round"},
+            "input": [
+                {"type": "teleport", "call_id": "tp_1"},
+                {"role": "user", "content": [
+                    {"type": "input_text", "text": "hi"},
+                    {"type": "input_hologram", "data": "x"},
+                    {"type": "input_hologram", "data": "y"},
+                ]},
+                {"type": "function_call_output", "call_id": "tp_1", "output": "beamed"},
+                {"role": "critic", "content": "bad"},
+                {"role": "critic", "content": "worse"},
+                {"role": "user", "content": [{"type": "input_smell"}]},
+                {"type": "teleport"},
+                {"role": "user", "content": "there?"},
+            ],
+            "context_management": [{"type": "compaction"}],
+        }));
+        assert_eq!(
+            p.dropped,
+            [
+                "input[teleport]",
+                "content[input_hologram]",
+                "input[function_call_output]",
+                "role[critic]",
+                "content[input_smell]",
+                "text.shape",
+                "moderation",
+                "seed",
+                "context_management",
+            ]
+        );
+        assert_eq!(texts(&p), pairs(&[("user", "hi"), ("user", "there?")]));
+    }
+
+    #[test]
+    fn developer_and_system_messages_stay_where_they_are() {
+        let p = parsed(json!({"instructions": "Be brief.", "input": [
+            {"role": "user", "content": "hi"},
+            {"role": "developer", "content": "Answer in French."},
+            {"role": "assistant", "content": "Salut."},
+            {"type": "message", "role": "system", "content": [{"type": "input_text", "text": "Now in German."}]},
+            {"role": "user", "content": "again"},
+        ]}));
+        assert_eq!(
+            texts(&p),
+            pairs(&[
+                ("system", "Be brief."),
+                ("user", "hi"),
+                ("developer", "Answer in French."),
+                ("assistant", "Salut."),
+                ("system", "Now in German."),
+                ("user", "again"),
+            ])
+        );
+        assert!(p.dropped.is_empty());
+    }
+
+    #[test]
+    fn no_harmless_field_is_reported_and_none_is_handled_too() {
+        for (name, why) in HARMLESS {
+            assert!(!HANDLED.contains(name), "{name}");
+            assert!(!why.is_empty());
+            let mut body = json!({"input": "hi"});
+            body[*name] = json!({"any": "value"});
+            assert!(parsed(body).dropped.is_empty(), "{name}");
+        }
     }
 
     const ADD: &str = r#"{"type":"function","name":"add","description":"Add.","strict":true,
