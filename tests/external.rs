@@ -1,5 +1,6 @@
 //! The tests that need something beyond Rust on the machine: a
-//! `redis-server`, the official Python clients, a shell to read completion
+//! `redis-server`, the official Python clients, real coding agents and the
+//! Vercel AI SDK from the npm registry, a shell to read completion
 //! scripts, groff to render the manual page, headless Chromium to render
 //! the status page and badges. Stable libtest cannot mark a
 //! test skipped while it runs, so these have a harness of their own
@@ -9,6 +10,7 @@
 //! and sets `LLMPROBE_REQUIRE_ALL=1`, so there nothing is ignored and a
 //! missing prerequisite fails its tests.
 
+mod agents;
 mod browser;
 mod clients;
 mod sdk_anthropic;
@@ -38,6 +40,7 @@ impl Test {
 fn main() -> std::process::ExitCode {
     let args = Arguments::from_args();
     let tests: Vec<Test> = [
+        agents::tests(),
         browser::tests(),
         clients::tests(),
         sdk_legacy::tests(),

@@ -19,6 +19,10 @@ pub enum Need {
     Python(&'static str),
     /// A program on `PATH`.
     Program(&'static str),
+    /// A real client from the npm registry, by its role in
+    /// `tests/agents/clients.txt` ([`npm_client`]), installed by `.ci/run`
+    /// under `.ci/npm/`.
+    Npm(&'static str),
 }
 
 impl Need {
@@ -28,6 +32,10 @@ impl Need {
             Need::Redis => "redis-server".into(),
             Need::Python(m) => format!("python: {m}"),
             Need::Program(p) => p.into(),
+            Need::Npm(role) => match npm_client(role) {
+                Some(c) => format!("npm: {}", c.name),
+                None => format!("npm: {role} (not in tests/agents/clients.txt)"),
+            },
         }
     }
 
@@ -44,6 +52,14 @@ impl Need {
             ),
             Need::Program("systemd-analyze") => "apt-get install systemd".into(),
             Need::Program(p) => format!("apt-get install {p}"),
+            Need::Npm(role) => match npm_client(role) {
+                Some(c) => format!(
+                    "npm install --prefix .ci/npm/{} {}",
+                    c.name,
+                    c.packages.join(" ")
+                ),
+                None => "add it to tests/agents/clients.txt".into(),
+            },
         }
     }
 
@@ -56,6 +72,7 @@ impl Need {
                 .output()
                 .is_ok_and(|o| o.status.success()),
             Need::Program(p) => on_path(p).is_some(),
+            Need::Npm(role) => npm_client(role).is_some_and(|c| c.installed()),
         }
     }
 
@@ -69,7 +86,7 @@ impl Need {
                 Need::Redis => set("LLMPROBE_REQUIRE_REDIS"),
                 Need::Python(_) => set("LLMPROBE_REQUIRE_SDK"),
                 Need::Program("systemd-analyze") => set("LLMPROBE_REQUIRE_SYSTEMD"),
-                Need::Program(_) => false,
+                Need::Program(_) | Need::Npm(_) => false,
             }
     }
 }
@@ -94,4 +111,89 @@ pub fn redis_server() -> Option<PathBuf> {
         let p = PathBuf::from("/usr/bin/redis-server");
         p.is_file().then_some(p)
     })
+}
+
+/// One real client of `tests/agents/clients.txt`: its directory under
+/// `.ci/npm/` and the packages installed there.
+#[derive(Debug, Clone)]
+pub struct NpmClient {
+    pub name: String,
+    pub packages: Vec<String>,
+}
+
+impl NpmClient {
+    /// `.ci/npm/NAME` (or under `LLMPROBE_NPM_DIR`).
+    pub fn dir(&self) -> PathBuf {
+        let root = std::env::var_os("LLMPROBE_NPM_DIR").map_or_else(
+            || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".ci/npm"),
+            PathBuf::from,
+        );
+        root.join(&self.name)
+    }
+
+    /// The version the name pins (`claude-code-2.1.197` → `2.1.197`).
+    pub fn version(&self) -> &str {
+        self.name.rsplit('-').next().unwrap_or("")
+    }
+
+    /// Whether every package is installed at its pinned version.
+    pub fn installed(&self) -> bool {
+        self.packages.iter().all(|spec| {
+            let (name, version) = spec.rsplit_once('@').unwrap_or((spec, ""));
+            let manifest = self
+                .dir()
+                .join("node_modules")
+                .join(name)
+                .join("package.json");
+            std::fs::read_to_string(manifest)
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .is_some_and(|v| v["version"] == version)
+        })
+    }
+
+    /// A program the client installs (`claude`, `codex`).
+    pub fn bin(&self, name: &str) -> PathBuf {
+        self.dir().join("node_modules/.bin").join(name)
+    }
+}
+
+/// Every client `tests/agents/clients.txt` pins.
+pub fn npm_clients() -> Vec<NpmClient> {
+    include_str!("../agents/clients.txt")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let mut words = l.split_whitespace().map(str::to_string);
+            NpmClient {
+                name: words.next().unwrap(),
+                packages: words.collect(),
+            }
+        })
+        .collect()
+}
+
+/// The client that plays `role`: a name of `clients.txt` as it is
+/// (`claude-code-2.1.197`), or a family's newest pin (`claude-code-newest`),
+/// or a family's one pin (`codex`, `ai-sdk`).
+pub fn npm_client(role: &str) -> Option<NpmClient> {
+    let all = npm_clients();
+    if let Some(c) = all.iter().find(|c| c.name == role) {
+        return Some(c.clone());
+    }
+    let family = role.strip_suffix("-newest").unwrap_or(role);
+    let version = |c: &NpmClient| -> Vec<u64> {
+        c.version()
+            .split('.')
+            .filter_map(|p| p.parse().ok())
+            .collect()
+    };
+    all.into_iter()
+        .filter(|c| {
+            c.name
+                .strip_prefix(family)
+                .is_some_and(|rest| rest.starts_with('-'))
+        })
+        .max_by_key(version)
 }
