@@ -11,9 +11,14 @@
 //! the prober. A request that declares tools gets a tool call, one that
 //! asks for JSON gets JSON, and refusing behaviours turn down tools, JSON
 //! mode, images, large output caps or long prompts as real providers do
-//! (`fake/asks.rs`). Every request is recorded with its body (never the
-//! key), in memory for `GET /_fake/requests` and optionally as JSON lines
-//! in a file.
+//! (`fake/asks.rs`). Whatever the behaviour, a conversation the real
+//! provider refuses for its shape (a tool result that answers no call, a
+//! call left unanswered, a role it does not know, empty content) gets that
+//! provider's 400 ([`DialectResponder::malformed`]), so that a translation
+//! that breaks a provider's rules fails against the fake as it would
+//! against the provider. Every request is recorded with its body (never
+//! the key), in memory for `GET /_fake/requests` and optionally as JSON
+//! lines in a file.
 //!
 //! This file only routes a request to its dialect and picks its behaviour;
 //! what each dialect reads and sends is its responder's
@@ -51,7 +56,7 @@ use tokio::sync::{oneshot, watch};
 
 use self::behaviour::INVENTED_TOOL;
 pub use self::behaviour::{Behaviour, parse_script, script_help};
-use self::responder::DialectResponder;
+use self::responder::{DialectResponder, Malformed};
 use crate::error::{Error, Result};
 use crate::prompts::Pool;
 use crate::server::{self, Server};
@@ -320,18 +325,21 @@ fn endpoint(uri: &Uri) -> Option<Endpoint> {
     })
 }
 
-/// Read the request, or say why the real provider would reject it.
+/// Read the request, or say why the real provider would reject it: a
+/// body that is not JSON, a missing field or header, or a conversation of
+/// the wrong shape ([`DialectResponder::malformed`]), all before any
+/// behaviour is chosen.
 fn parse_call(
     ep: Endpoint,
     headers: &HeaderMap,
     uri: &Uri,
     body: std::result::Result<&Value, &serde_json::Error>,
-) -> std::result::Result<Call, String> {
+) -> std::result::Result<Call, Malformed> {
     let dialect = ep.dialect;
     let r = responder(dialect);
-    let json = body.map_err(|e| format!("the body is not valid JSON: {e}"))?;
+    let json = body.map_err(|e| Malformed::new(format!("the body is not valid JSON: {e}")))?;
     if !json.is_object() {
-        return Err("the body is not a JSON object".into());
+        return Err(Malformed::new("the body is not a JSON object"));
     }
     let model = match ep.model {
         Some(m) => m,
@@ -339,13 +347,16 @@ fn parse_call(
             .get("model")
             .and_then(Value::as_str)
             .filter(|m| !m.is_empty())
-            .ok_or("model: field required")?
+            .ok_or(Malformed::new("model: field required"))?
             .to_string(),
     };
     if let Some(missing) = r.missing_header(headers) {
-        return Err(missing.into());
+        return Err(Malformed::new(missing));
     }
-    let prompt = r.prompt(json).ok_or(r.no_prompt())?;
+    if let Some(m) = r.malformed(headers, json) {
+        return Err(m);
+    }
+    let prompt = r.prompt(json).ok_or(Malformed::new(r.no_prompt()))?;
     let stream = r.stream_mode(ep.stream, json);
     let include_usage = json
         .pointer("/stream_options/include_usage")
@@ -486,11 +497,12 @@ async fn handle(
     rec.model = ep.model.clone();
     rec.auth = responder(dialect).api_key(&headers, &uri).is_some();
     rec.stream = ep.stream.is_some();
+    // Refused whatever the model's behaviour, before one is chosen.
     let call = match parse_call(ep, &headers, &uri, parsed.as_ref()) {
         Ok(c) => c,
-        Err(msg) => {
+        Err(m) => {
             inner.record(rec).await;
-            return responder(dialect).bad_request(&msg);
+            return responder(dialect).bad_request(&m.message, m.param.as_deref());
         }
     };
     let behaviour = inner.behaviour_for(&call.model);

@@ -165,12 +165,15 @@ pub const STREAMING: &str = "A streamed request gets its answer as the dialect's
 /// The faults a transport can show, for help text.
 pub const FAULTS: &str = "Transport faults, for testing that every probe and routed request ends within its timeout: hang-headers sends 200 and its headers, then nothing until shutdown; drip sends a valid answer one byte a second; reset announces a body and closes the connection halfway through it; bad-utf8 sends a 200 JSON answer with bytes that are not UTF-8; huge[:N] pads a valid answer to N MiB (8 unless given), streamed from the fake without building it whole; flaky:N answers N percent of requests with a 429, 500 or 503 and the rest like ok; spike:MS answers like ok, 30 percent of requests after an extra MS milliseconds. flaky and spike draw from a fixed seed and the fake's request count, so a run repeats.";
 
+/// What every dialect refuses in a conversation's shape, for help text.
+pub const MALFORMED: &str = "Whatever the behaviour, a conversation the real provider refuses for its shape gets that provider's 400: Anthropic a tool_result with no tool_use in the message before it, tool_use blocks without their tool_result blocks in the next message, a role other than user or assistant (system only with the anthropic-beta mid-conversation-system-2026-04-07), empty text blocks and empty messages; OpenAI a tool message that answers no earlier tool_calls, and tool_calls left without tool messages; Gemini a functionResponse turn not right after a model turn with a functionCall, and a role other than user or model.";
+
 /// The long help of `fake-provider --script`.
 pub fn script_help() -> String {
     format!(
         "Script a model's behaviour: MODEL=B1,B2,… cycled per request (repeatable). \
          An unscripted model whose id is a behaviour name behaves so.\n\n\
-         Behaviours: {NAMES}.\n\n{STREAMING}\n\n{FAULTS}\n\n{REFUSING}"
+         Behaviours: {NAMES}.\n\n{STREAMING}\n\n{FAULTS}\n\n{REFUSING}\n\n{MALFORMED}"
     )
 }
 

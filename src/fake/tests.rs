@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::prompts::{Question, check_answer};
 
+mod shapes;
 mod tools;
 mod windows;
 
