@@ -11,7 +11,9 @@
 //! the prober. A request that declares tools gets a tool call, one that
 //! asks for JSON gets JSON, and refusing behaviours turn down tools, JSON
 //! mode, images, large output caps or long prompts as real providers do
-//! (`fake/asks.rs`). Whatever the behaviour, a conversation the real
+//! (`fake/asks.rs`); the `agent` behaviour calls a tool only when the
+//! user's turn names it (`[[call NAME {args}]]`), for real coding agents
+//! run against `route`. Whatever the behaviour, a conversation the real
 //! provider refuses for its shape (a tool result that answers no call, a
 //! call left unanswered, a role it does not know, empty content) gets that
 //! provider's 400 ([`DialectResponder::malformed`]), so that a translation
@@ -646,7 +648,7 @@ fn capability_failure(
         Behaviour::JsonWrong => {
             call.asks.json.as_ref()?;
             let wrong = off_by_one(right);
-            match call.asks.tool_call(&call.prompt, &wrong) {
+            match call.asks.tool_call(&asks::question(&call.prompt), &wrong) {
                 Some(t) => Reply::Tool(t, finish),
                 None => Reply::Text(call.asks.text(&wrong), false, finish),
             }
@@ -660,7 +662,9 @@ fn capability_failure(
 async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
     let d = call.dialect;
     let r = responder(d);
-    let expected = inner.cfg.pool.solve(&call.prompt);
+    // What the user asked, without the context an agent wraps it in.
+    let question = asks::question(&call.prompt);
+    let expected = inner.cfg.pool.solve(&question);
     // What the image shows, when the request holds one the fake can read.
     let reading = call.asks.reading();
     // A probe's question, else an image's number, else any arithmetic
@@ -669,7 +673,7 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
         .map(|n| n.to_string())
         .or_else(|| reading.map(|n| n.to_string()))
         .unwrap_or_else(|| {
-            arith::answer(&call.prompt).unwrap_or_else(|| arith::NOT_ARITHMETIC.to_string())
+            arith::answer(&question).unwrap_or_else(|| arith::NOT_ARITHMETIC.to_string())
         });
     let latency = inner.cfg.latency;
     let finish = stream::Ending::Finish;
@@ -678,7 +682,7 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
     }
     // What a correct answer is: a tool call, or text (JSON when asked for,
     // a sentence quoting a tool result).
-    let tool = call.asks.tool_call(&call.prompt, &right);
+    let tool = call.asks.tool_call(&question, &right);
     let text = call.asks.text(&right);
     let answered = |ending| match &tool {
         Some(t) => Reply::Tool(t.clone(), ending),
@@ -719,6 +723,19 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
             inner.sleep(latency).await;
             capability_failure(behaviour, call, tool.as_ref(), &right, reading)
                 .unwrap_or_else(|| answered(finish))
+        }
+        // A coding agent's model, for real agents run against route: it
+        // calls a tool only where the user's turn says which and with what
+        // (`[[call NAME {args}]]`), its ids numbered through the
+        // conversation; it answers a tool result, JSON mode and anything
+        // else like `ok`, never calling a tool of its own accord.
+        Behaviour::Agent => {
+            inner.sleep(latency).await;
+            match call.asks.directed_call(&call.prompt) {
+                Some(c) => Reply::Tool(c, finish),
+                None if call.asks.json.is_some() => answered(finish),
+                None => Reply::Text(text.clone(), false, finish),
+            }
         }
         Behaviour::GroqContextLength => Reply::Fixed(respond::groq_context_length()),
         Behaviour::GroqTpm => Reply::Fixed(respond::groq_tpm(&call.model)),

@@ -236,6 +236,10 @@ impl DialectResponder for Anthropic {
             })
             .unwrap_or_default();
         let tool_result = (!results.is_empty()).then(|| results.join(", "));
+        let results_so_far = messages
+            .iter()
+            .map(|m| blocks(m, "tool_result").count())
+            .sum();
         let image = messages.iter().any(|m| blocks(m, "image").next().is_some());
         let pngs = messages
             .iter()
@@ -265,6 +269,7 @@ impl DialectResponder for Anthropic {
             tools,
             choice,
             tool_result,
+            results_so_far,
             json,
             json_kind,
             image,

@@ -165,6 +165,11 @@ impl DialectResponder for Gemini {
             .map(|r| result_text(r.get("response").unwrap_or(&Value::Null)))
             .collect();
         let tool_result = (!results.is_empty()).then(|| results.join(", "));
+        let results_so_far = contents
+            .iter()
+            .flat_map(parts)
+            .filter(|p| field(p, "functionResponse", "function_response").is_some())
+            .count();
         let image = contents.iter().flat_map(parts).any(|p| {
             [("inlineData", "inline_data"), ("fileData", "file_data")]
                 .iter()
@@ -206,6 +211,7 @@ impl DialectResponder for Gemini {
             tools,
             choice,
             tool_result,
+            results_so_far,
             json,
             json_kind,
             image,

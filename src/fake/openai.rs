@@ -180,6 +180,7 @@ impl DialectResponder for OpenAi {
             .collect();
         let tool_result =
             (!results.is_empty()).then(|| results.into_iter().rev().collect::<Vec<_>>().join(", "));
+        let results_so_far = messages.iter().filter(|m| is_result(m)).count();
         let (json, json_kind) = body
             .get("response_format")
             .and_then(asks::json_kind)
@@ -211,6 +212,7 @@ impl DialectResponder for OpenAi {
             tools,
             choice,
             tool_result,
+            results_so_far,
             json,
             json_kind,
             image,
