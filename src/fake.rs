@@ -11,9 +11,16 @@
 //! the prober. A request that declares tools gets a tool call, one that
 //! asks for JSON gets JSON, and refusing behaviours turn down tools, JSON
 //! mode, images, large output caps or long prompts as real providers do
-//! (`fake/asks.rs`). Every request is recorded with its body (never the
-//! key), in memory for `GET /_fake/requests` and optionally as JSON lines
-//! in a file.
+//! (`fake/asks.rs`); the `agent` behaviour calls a tool only when the
+//! user's turn names it (`[[call NAME {args}]]`), for real coding agents
+//! run against `route`. Whatever the behaviour, a conversation the real
+//! provider refuses for its shape (a tool result that answers no call, a
+//! call left unanswered, a role it does not know, empty content) gets that
+//! provider's 400 ([`DialectResponder::malformed`]), so that a translation
+//! that breaks a provider's rules fails against the fake as it would
+//! against the provider. Every request is recorded with its body (never
+//! the key), in memory for `GET /_fake/requests` and optionally as JSON
+//! lines in a file.
 //!
 //! This file only routes a request to its dialect and picks its behaviour;
 //! what each dialect reads and sends is its responder's
@@ -51,7 +58,7 @@ use tokio::sync::{oneshot, watch};
 
 use self::behaviour::INVENTED_TOOL;
 pub use self::behaviour::{Behaviour, parse_script, script_help};
-use self::responder::DialectResponder;
+use self::responder::{DialectResponder, Malformed};
 use crate::error::{Error, Result};
 use crate::prompts::Pool;
 use crate::server::{self, Server};
@@ -320,18 +327,21 @@ fn endpoint(uri: &Uri) -> Option<Endpoint> {
     })
 }
 
-/// Read the request, or say why the real provider would reject it.
+/// Read the request, or say why the real provider would reject it: a
+/// body that is not JSON, a missing field or header, or a conversation of
+/// the wrong shape ([`DialectResponder::malformed`]), all before any
+/// behaviour is chosen.
 fn parse_call(
     ep: Endpoint,
     headers: &HeaderMap,
     uri: &Uri,
     body: std::result::Result<&Value, &serde_json::Error>,
-) -> std::result::Result<Call, String> {
+) -> std::result::Result<Call, Malformed> {
     let dialect = ep.dialect;
     let r = responder(dialect);
-    let json = body.map_err(|e| format!("the body is not valid JSON: {e}"))?;
+    let json = body.map_err(|e| Malformed::new(format!("the body is not valid JSON: {e}")))?;
     if !json.is_object() {
-        return Err("the body is not a JSON object".into());
+        return Err(Malformed::new("the body is not a JSON object"));
     }
     let model = match ep.model {
         Some(m) => m,
@@ -339,13 +349,16 @@ fn parse_call(
             .get("model")
             .and_then(Value::as_str)
             .filter(|m| !m.is_empty())
-            .ok_or("model: field required")?
+            .ok_or(Malformed::new("model: field required"))?
             .to_string(),
     };
     if let Some(missing) = r.missing_header(headers) {
-        return Err(missing.into());
+        return Err(Malformed::new(missing));
     }
-    let prompt = r.prompt(json).ok_or(r.no_prompt())?;
+    if let Some(m) = r.malformed(headers, json) {
+        return Err(m);
+    }
+    let prompt = r.prompt(json).ok_or(Malformed::new(r.no_prompt()))?;
     let stream = r.stream_mode(ep.stream, json);
     let include_usage = json
         .pointer("/stream_options/include_usage")
@@ -486,11 +499,12 @@ async fn handle(
     rec.model = ep.model.clone();
     rec.auth = responder(dialect).api_key(&headers, &uri).is_some();
     rec.stream = ep.stream.is_some();
+    // Refused whatever the model's behaviour, before one is chosen.
     let call = match parse_call(ep, &headers, &uri, parsed.as_ref()) {
         Ok(c) => c,
-        Err(msg) => {
+        Err(m) => {
             inner.record(rec).await;
-            return responder(dialect).bad_request(&msg);
+            return responder(dialect).bad_request(&m.message, m.param.as_deref());
         }
     };
     let behaviour = inner.behaviour_for(&call.model);
@@ -634,7 +648,7 @@ fn capability_failure(
         Behaviour::JsonWrong => {
             call.asks.json.as_ref()?;
             let wrong = off_by_one(right);
-            match call.asks.tool_call(&call.prompt, &wrong) {
+            match call.asks.tool_call(&asks::question(&call.prompt), &wrong) {
                 Some(t) => Reply::Tool(t, finish),
                 None => Reply::Text(call.asks.text(&wrong), false, finish),
             }
@@ -648,7 +662,9 @@ fn capability_failure(
 async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
     let d = call.dialect;
     let r = responder(d);
-    let expected = inner.cfg.pool.solve(&call.prompt);
+    // What the user asked, without the context an agent wraps it in.
+    let question = asks::question(&call.prompt);
+    let expected = inner.cfg.pool.solve(&question);
     // What the image shows, when the request holds one the fake can read.
     let reading = call.asks.reading();
     // A probe's question, else an image's number, else any arithmetic
@@ -657,7 +673,7 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
         .map(|n| n.to_string())
         .or_else(|| reading.map(|n| n.to_string()))
         .unwrap_or_else(|| {
-            arith::answer(&call.prompt).unwrap_or_else(|| arith::NOT_ARITHMETIC.to_string())
+            arith::answer(&question).unwrap_or_else(|| arith::NOT_ARITHMETIC.to_string())
         });
     let latency = inner.cfg.latency;
     let finish = stream::Ending::Finish;
@@ -666,7 +682,7 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
     }
     // What a correct answer is: a tool call, or text (JSON when asked for,
     // a sentence quoting a tool result).
-    let tool = call.asks.tool_call(&call.prompt, &right);
+    let tool = call.asks.tool_call(&question, &right);
     let text = call.asks.text(&right);
     let answered = |ending| match &tool {
         Some(t) => Reply::Tool(t.clone(), ending),
@@ -707,6 +723,19 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
             inner.sleep(latency).await;
             capability_failure(behaviour, call, tool.as_ref(), &right, reading)
                 .unwrap_or_else(|| answered(finish))
+        }
+        // A coding agent's model, for real agents run against route: it
+        // calls a tool only where the user's turn says which and with what
+        // (`[[call NAME {args}]]`), its ids numbered through the
+        // conversation; it answers a tool result, JSON mode and anything
+        // else like `ok`, never calling a tool of its own accord.
+        Behaviour::Agent => {
+            inner.sleep(latency).await;
+            match call.asks.directed_call(&call.prompt) {
+                Some(c) => Reply::Tool(c, finish),
+                None if call.asks.json.is_some() => answered(finish),
+                None => Reply::Text(text.clone(), false, finish),
+            }
         }
         Behaviour::GroqContextLength => Reply::Fixed(respond::groq_context_length()),
         Behaviour::GroqTpm => Reply::Fixed(respond::groq_tpm(&call.model)),

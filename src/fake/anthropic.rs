@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::asks::{self, Asks, Choice, Refusal, Tool, ToolCall, result_text};
 use super::respond::{RETRY_SECS, error_response};
-use super::responder::{DialectResponder, Usage, header, last_user_message};
+use super::responder::{DialectResponder, Malformed, Usage, header, last_user_message, role};
 use super::stream::{Answer, Step, named};
 use crate::upstream::dialect::JSON_TOOL;
 
@@ -45,6 +45,142 @@ fn blocks<'a>(m: &'a Value, kind: &'a str) -> impl Iterator<Item = &'a Value> + 
         .into_iter()
         .flatten()
         .filter(move |b| b.get("type").and_then(Value::as_str) == Some(kind))
+}
+
+/// The beta under which `messages` may hold `system` messages, as Claude
+/// Code sends them.
+pub const MID_CONVERSATION_SYSTEM: &str = "mid-conversation-system-2026-04-07";
+
+/// Whether the request turns on `name`: `anthropic-beta` is a
+/// comma-separated list, and may be sent as several headers.
+fn beta(headers: &HeaderMap, name: &str) -> bool {
+    headers
+        .get_all("anthropic-beta")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|b| b.trim() == name)
+}
+
+/// The ids of the blocks of type `kind` in a message, under `field`
+/// (`id` of a `tool_use`, `tool_use_id` of a `tool_result`), with each
+/// block's index.
+fn ids<'a>(m: &'a Value, kind: &'a str, field: &'a str) -> Vec<(usize, &'a str)> {
+    m.get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter(|(_, b)| b.get("type").and_then(Value::as_str) == Some(kind))
+        .filter_map(|(i, b)| Some((i, b.get(field)?.as_str()?)))
+        .collect()
+}
+
+/// A text block with no text, in `content` or in a tool result's content
+/// within it.
+fn has_empty_text(content: Option<&Value>) -> bool {
+    content
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .any(|b| match b.get("type").and_then(Value::as_str) {
+            Some("text") => b.get("text").and_then(Value::as_str) == Some(""),
+            Some("tool_result") => has_empty_text(b.get("content")),
+            _ => false,
+        })
+}
+
+/// `""` or `[]`.
+fn is_empty_content(content: Option<&Value>) -> bool {
+    match content {
+        Some(Value::String(s)) => s.is_empty(),
+        Some(Value::Array(a)) => a.is_empty(),
+        _ => false,
+    }
+}
+
+/// What Anthropic refuses in a conversation's shape, in its wordings: a
+/// role other than `user` or `assistant` (`system` is taken under the
+/// [`MID_CONVERSATION_SYSTEM`] beta, `system_ok`, when its content is
+/// text), an empty text block, an empty message other than a final
+/// assistant one, a `tool_result` that answers no `tool_use` of the
+/// message just before it, and `tool_use` blocks whose results are not all
+/// in the message just after (unless the calls are the last message).
+fn malformed(messages: &[Value], system_ok: bool) -> Option<String> {
+    for (n, m) in messages.iter().enumerate() {
+        match role(m) {
+            Some("user" | "assistant") => {}
+            Some("system") if system_ok => {
+                // Text only: a string, or text blocks. (This wording is
+                // the validator's usual form; no capture of it exists.)
+                let other = m
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .position(|b| b.get("type").and_then(Value::as_str) != Some("text"));
+                if let Some(i) = other {
+                    return Some(format!(
+                        "messages.{n}.content.{i}.type: Input should be 'text'"
+                    ));
+                }
+            }
+            None => return Some(format!("messages.{n}.role: Field required")),
+            _ => {
+                return Some(format!(
+                    "messages.{n}.role: Input should be 'user' or 'assistant'"
+                ));
+            }
+        }
+    }
+    if messages.iter().any(|m| has_empty_text(m.get("content"))) {
+        return Some("messages: text content blocks must be non-empty".into());
+    }
+    let last = messages.len().saturating_sub(1);
+    for (n, m) in messages.iter().enumerate() {
+        let final_assistant = n == last && role(m) == Some("assistant");
+        if is_empty_content(m.get("content")) && !final_assistant {
+            return Some(format!(
+                "messages.{n}: all messages must have non-empty content except for the \
+                 optional final assistant message"
+            ));
+        }
+    }
+    for (n, m) in messages.iter().enumerate() {
+        let called: Vec<&str> = match n.checked_sub(1).map(|p| &messages[p]) {
+            Some(prev) if role(prev) == Some("assistant") => ids(prev, "tool_use", "id")
+                .into_iter()
+                .map(|(_, id)| id)
+                .collect(),
+            _ => Vec::new(),
+        };
+        let results = ids(m, "tool_result", "tool_use_id");
+        if let Some((i, id)) = results.iter().find(|(_, id)| !called.contains(id)) {
+            return Some(format!(
+                "messages.{n}.content.{i}: unexpected `tool_use_id` found in `tool_result` \
+                 blocks: {id}. Each `tool_result` block must have a corresponding `tool_use` \
+                 block in the previous message."
+            ));
+        }
+        if role(m) != Some("assistant") || n == last {
+            continue;
+        }
+        let answered = ids(&messages[n + 1], "tool_result", "tool_use_id");
+        let missing: Vec<&str> = ids(m, "tool_use", "id")
+            .into_iter()
+            .map(|(_, id)| id)
+            .filter(|id| !answered.iter().any(|(_, a)| a == id))
+            .collect();
+        if !missing.is_empty() {
+            return Some(format!(
+                "messages.{n}: `tool_use` ids were found without `tool_result` blocks \
+                 immediately after: {}. Each `tool_use` block must have a corresponding \
+                 `tool_result` block in the next message.",
+                missing.join(", ")
+            ));
+        }
+    }
+    None
 }
 
 impl DialectResponder for Anthropic {
@@ -87,10 +223,12 @@ impl DialectResponder for Anthropic {
             .get("messages")
             .and_then(Value::as_array)
             .map_or(&[], Vec::as_slice);
-        // Results come back as blocks of the last user turn.
+        // Results come back as blocks of the last user turn; a
+        // mid-conversation system message may follow it.
         let results: Vec<String> = messages
-            .last()
-            .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+            .iter()
+            .rfind(|m| role(m) != Some("system"))
+            .filter(|m| role(m) == Some("user"))
             .map(|m| {
                 blocks(m, "tool_result")
                     .map(|b| result_text(b.get("content").unwrap_or(&Value::Null)))
@@ -98,6 +236,10 @@ impl DialectResponder for Anthropic {
             })
             .unwrap_or_default();
         let tool_result = (!results.is_empty()).then(|| results.join(", "));
+        let results_so_far = messages
+            .iter()
+            .map(|m| blocks(m, "tool_result").count())
+            .sum();
         let image = messages.iter().any(|m| blocks(m, "image").next().is_some());
         let pngs = messages
             .iter()
@@ -127,6 +269,7 @@ impl DialectResponder for Anthropic {
             tools,
             choice,
             tool_result,
+            results_so_far,
             json,
             json_kind,
             image,
@@ -171,8 +314,13 @@ impl DialectResponder for Anthropic {
         "content"
     }
 
-    fn bad_request(&self, message: &str) -> Response {
+    fn bad_request(&self, message: &str, _param: Option<&str>) -> Response {
         error(400, "invalid_request_error", message)
+    }
+
+    fn malformed(&self, headers: &HeaderMap, body: &Value) -> Option<Malformed> {
+        let system_ok = beta(headers, MID_CONVERSATION_SYSTEM);
+        malformed(body.get("messages")?.as_array()?, system_ok).map(Malformed::new)
     }
 
     fn rate_limit(&self) -> Response {

@@ -8,8 +8,16 @@
 //!   result and whose tool choice is not "none", gets a call of the first
 //!   tool (or the one the choice names), with arguments made from the
 //!   tool's JSON schema by [`instance`];
+//! - the `agent` behaviour instead calls a tool only when the last user
+//!   turn holds a directive `[[call NAME {json args}]]` naming a declared
+//!   tool ([`Asks::directed_call`]), with exactly those arguments and an
+//!   id counted through the conversation (`fake_1`, `fake_2`, …; the
+//!   other behaviours always use `fake_1`);
 //! - a request whose last message is a tool result gets a text answer that
 //!   quotes it: "The result is 84.";
+//! - the question is read without the context coding agents wrap it in
+//!   (Claude Code's `<system-reminder>`, Codex's `<environment_context>`:
+//!   [`question`]), so that a date in it is not taken for the question;
 //! - a request for JSON output gets JSON text: `{"answer": 84}` for a bare
 //!   JSON mode, or an instance of the schema it gives, the answer in its
 //!   first numeric field;
@@ -63,6 +71,9 @@ pub struct Asks {
     pub choice: Choice,
     /// The last message is a tool result: its content, as text.
     pub tool_result: Option<String>,
+    /// How many tool results the whole conversation holds: the calls
+    /// answered so far, which numbers the `agent` behaviour's next call.
+    pub results_so_far: usize,
     pub json: Option<Json>,
     /// Which flavour of JSON mode, for the refusal's wording
     /// (`json_object`, `json_schema`).
@@ -86,7 +97,7 @@ pub struct Asks {
 pub struct ToolCall {
     /// `call_…` (OpenAI) or `toolu_…` (Anthropic) is prefixed by the
     /// dialect; Gemini sends none.
-    pub id: &'static str,
+    pub id: String,
     pub name: String,
     /// The arguments, an object.
     pub args: Value,
@@ -143,10 +154,29 @@ impl Asks {
             _ => json!({}),
         };
         Some(ToolCall {
-            id: CALL_ID,
+            id: CALL_ID.to_string(),
             name: tool.name.clone(),
             args,
         })
+    }
+
+    /// The call a `[[call NAME {args}]]` directive in `prompt` (the last
+    /// user turn's text) asks for: the first directive whose NAME is a
+    /// declared tool and whose args are a JSON object, called with exactly
+    /// those args, its id `fake_N` for the Nth call of the conversation.
+    /// `None` when the turn holds none, the request declares no such tool,
+    /// forbids calls, or its last message is a tool result.
+    pub fn directed_call(&self, prompt: &str) -> Option<ToolCall> {
+        if self.tool_result.is_some() || self.choice == Choice::None {
+            return None;
+        }
+        directives(prompt)
+            .find(|(name, _)| self.tools.iter().any(|t| t.name == *name))
+            .map(|(name, args)| ToolCall {
+                id: format!("fake_{}", self.results_so_far + 1),
+                name: name.to_string(),
+                args,
+            })
     }
 
     /// The text answer: `answer` (the question's answer), or a sentence
@@ -168,6 +198,71 @@ impl Asks {
             }
         }
     }
+}
+
+/// Where a directive begins.
+const DIRECTIVE: &str = "[[call ";
+
+/// Every well-formed `[[call NAME {json}]]` in `text`, in order: NAME runs
+/// to the next white space, the arguments are one JSON object, and `]]`
+/// follows it (white space allowed between). A directive's arguments are
+/// not searched for others.
+fn directives(text: &str) -> impl Iterator<Item = (&str, Value)> + '_ {
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        while let Some(at) = text[from..].find(DIRECTIVE) {
+            let start = from + at + DIRECTIVE.len();
+            from = start;
+            if let Some((name, args, len)) = directive(&text[start..]) {
+                from = start + len;
+                return Some((name, args));
+            }
+        }
+        None
+    })
+}
+
+/// The directive whose head `[[call ` `rest` follows: its name, its
+/// arguments, and the length of `rest` it takes up to its `]]`.
+fn directive(rest: &str) -> Option<(&str, Value, usize)> {
+    let name_at = rest.len() - rest.trim_start().len();
+    let name_len = rest[name_at..].find(char::is_whitespace)?;
+    let name = &rest[name_at..name_at + name_len];
+    let json_at = rest.len() - rest[name_at + name_len..].trim_start().len();
+    let mut values = serde_json::Deserializer::from_str(&rest[json_at..]).into_iter::<Value>();
+    let args = values.next()?.ok().filter(Value::is_object)?;
+    let after = json_at + values.byte_offset();
+    let close = after + (rest[after..].len() - rest[after..].trim_start().len());
+    (name_len > 0 && rest[close..].starts_with("]]")).then_some((name, args, close + 2))
+}
+
+/// The context coding agents wrap around what the user typed, each span
+/// from its opening tag to its closing one: Claude Code's date and
+/// reminders, Codex's working directory and shell.
+const WRAPPERS: [(&str, &str); 2] = [
+    ("<system-reminder>", "</system-reminder>"),
+    ("<environment_context>", "</environment_context>"),
+];
+
+/// The user's own words in a turn's text: `prompt` without the spans in
+/// [`WRAPPERS`], so that the numbers of a date in them are not taken for
+/// the question's. A span left open is kept.
+pub fn question(prompt: &str) -> std::borrow::Cow<'_, str> {
+    let mut out = std::borrow::Cow::Borrowed(prompt);
+    for (open, close) in WRAPPERS {
+        while let Some(start) = out.find(open) {
+            let Some(len) = out[start..].find(close) else {
+                break;
+            };
+            let end = start + len + close.len();
+            let mut s = out.into_owned();
+            // A line break where the span was, so that the words on
+            // either side stay apart.
+            s.replace_range(start..end, "\n");
+            out = std::borrow::Cow::Owned(s);
+        }
+    }
+    out
 }
 
 /// Add one to the first number among `args`' fields (for `wrong-args`).
@@ -652,6 +747,79 @@ mod tests {
         let mut args = json!({"x": "s", "a": 4, "b": 9});
         bump_first_number(&mut args);
         assert_eq!(args, json!({"x": "s", "a": 5, "b": 9}));
+    }
+
+    #[test]
+    fn directives_name_a_tool_and_give_its_arguments() {
+        fn found(text: &str) -> Vec<(&str, Value)> {
+            directives(text).collect()
+        }
+        assert_eq!(
+            found(r#"Read it: [[call Read {"file_path":"/x/notes.txt"}]] please"#),
+            [("Read", json!({"file_path": "/x/notes.txt"}))]
+        );
+        // White space, nesting, `]]` inside a string, several in a turn.
+        assert_eq!(
+            found("[[call  a {\"s\": \"]] [[call b {}]]\", \"n\": {\"m\": [1]}}\n]] [[call b {}]]"),
+            [
+                ("a", json!({"s": "]] [[call b {}]]", "n": {"m": [1]}})),
+                ("b", json!({}))
+            ]
+        );
+        for bad in [
+            "[[call Read]]",
+            "[[call Read [1]]]",
+            "[[call Read {\"a\": 1}",
+            "[[call Read {\"a\": 1} trailing]]",
+            "[[call Read {\"a\": }]]",
+            "[[call {}]]",
+            "[[Read {}]]",
+        ] {
+            assert_eq!(found(bad), [], "{bad}");
+        }
+        // Only a declared tool is called, numbered after the results so far.
+        let mut asks = Asks {
+            tools: tools(&[("Agent", Value::Null), ("Read", Value::Null)]),
+            results_so_far: 2,
+            ..Asks::default()
+        };
+        let text = r#"[[call Write {"x":1}]] then [[call Read {"file_path":"/x"}]]"#;
+        assert_eq!(
+            asks.directed_call(text),
+            Some(ToolCall {
+                id: "fake_3".into(),
+                name: "Read".into(),
+                args: json!({"file_path": "/x"})
+            })
+        );
+        assert_eq!(asks.directed_call("What is 2+2?"), None);
+        asks.choice = Choice::None;
+        assert_eq!(asks.directed_call(text), None);
+        asks.choice = Choice::Auto;
+        asks.tool_result = Some("84".into());
+        assert_eq!(asks.directed_call(text), None);
+    }
+
+    #[test]
+    fn questions_are_read_without_their_wrapping() {
+        assert_eq!(question("What is 2+2?"), "What is 2+2?");
+        assert_eq!(
+            question("<system-reminder>Today is 2026-12-07.</system-reminder>What is 2+2?"),
+            "\nWhat is 2+2?"
+        );
+        assert_eq!(
+            question(
+                "<environment_context><current_date>2026-12-07</current_date>\
+                 </environment_context>A<system-reminder>1</system-reminder>B\
+                 <system-reminder>2</system-reminder>"
+            ),
+            "\nA\nB\n"
+        );
+        // A span left open is kept.
+        assert_eq!(
+            question("<system-reminder>2026-12-07 What is 2+2?"),
+            "<system-reminder>2026-12-07 What is 2+2?"
+        );
     }
 
     #[test]

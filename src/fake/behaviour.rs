@@ -143,6 +143,13 @@ pub enum Behaviour {
     /// Shown an image it can read, answers its number one too high; any
     /// other request: like `ok`.
     Misread,
+    /// A coding agent's model, for real agents (Claude Code, Codex CLI)
+    /// and SDK agent loops: calls a declared tool only when the last user
+    /// turn says `[[call NAME {json args}]]`, with exactly those arguments
+    /// and ids unique within the conversation (`fake_1`, `fake_2`, …);
+    /// answers a tool result by quoting it, and anything else in text
+    /// like `ok`.
+    Agent,
 }
 
 /// The function `invented-tool` calls.
@@ -153,10 +160,10 @@ pub const NAMES: &str = "ok, ok:MS, wrong, think, rate-limit, retry-after:N, e50
 unauthorized, forbidden, not-found, context-length, echo-key, error-in-200, empty-choices, slow, slow:MS, \
 garbage, html, html200, huge, huge:N, hang-headers, drip, bad-utf8, flaky:N, spike:MS, reset, truncated, stream-cut, stream-error, stream-stall, no-done, no-done-hang, rpm-headers:N, \
 no-tools, ollama-no-tools, no-json, no-images, max-tokens, max-tokens:N, context-window, context-window:N, \
-groq-context-length, groq-tpm, text-not-call, wrong-args, invented-tool, bad-json, json-wrong, misread";
+groq-context-length, groq-tpm, text-not-call, wrong-args, invented-tool, bad-json, json-wrong, misread, agent";
 
 /// What the refusing behaviours refuse, for help text.
-pub const REFUSING: &str = "no-tools, ollama-no-tools, no-json, no-images, max-tokens[:N] and context-window[:N] answer 400 in the dialect's shape, with a real provider's wording, only to a request that declares tools, asks for JSON output, holds an image, asks for more than N output tokens, or has a prompt over N tokens (characters / 4; N is 8192 unless given); any other request they answer like ok. Every answering behaviour calls a tool when the request declares tools (the first, or the one tool_choice names; arguments made from its schema, numeric ones taking the question's numbers in order), answers a tool result with \"The result is …\", and answers a request for JSON output with JSON; it reads a PNG image drawn by llmprobe's vision probe and answers its number. Failing the capability probes honestly: text-not-call answers in text where tools are offered, wrong-args calls the tool with its first number one too high, invented-tool calls a tool nobody offered (calculate), bad-json answers a JSON request with a sentence, json-wrong with JSON holding a number one too high, misread reads an image's number one too high; each answers any other request like ok. groq-context-length and groq-tpm answer Groq's 400 context_length_exceeded and 413 \"Request too large … tokens per minute (TPM): Limit 6000\", in OpenAI's shape.";
+pub const REFUSING: &str = "no-tools, ollama-no-tools, no-json, no-images, max-tokens[:N] and context-window[:N] answer 400 in the dialect's shape, with a real provider's wording, only to a request that declares tools, asks for JSON output, holds an image, asks for more than N output tokens, or has a prompt over N tokens (characters / 4; N is 8192 unless given); any other request they answer like ok. Every answering behaviour but agent calls a tool when the request declares tools (the first, or the one tool_choice names; arguments made from its schema, numeric ones taking the question's numbers in order), answers a tool result with \"The result is …\", and answers a request for JSON output with JSON; it reads a PNG image drawn by llmprobe's vision probe and answers its number. Failing the capability probes honestly: text-not-call answers in text where tools are offered, wrong-args calls the tool with its first number one too high, invented-tool calls a tool nobody offered (calculate), bad-json answers a JSON request with a sentence, json-wrong with JSON holding a number one too high, misread reads an image's number one too high; each answers any other request like ok. groq-context-length and groq-tpm answer Groq's 400 context_length_exceeded and 413 \"Request too large … tokens per minute (TPM): Limit 6000\", in OpenAI's shape.";
 
 /// How behaviours meet a streamed request (`"stream": true`, Gemini's
 /// `:streamGenerateContent`), for help text.
@@ -165,12 +172,19 @@ pub const STREAMING: &str = "A streamed request gets its answer as the dialect's
 /// The faults a transport can show, for help text.
 pub const FAULTS: &str = "Transport faults, for testing that every probe and routed request ends within its timeout: hang-headers sends 200 and its headers, then nothing until shutdown; drip sends a valid answer one byte a second; reset announces a body and closes the connection halfway through it; bad-utf8 sends a 200 JSON answer with bytes that are not UTF-8; huge[:N] pads a valid answer to N MiB (8 unless given), streamed from the fake without building it whole; flaky:N answers N percent of requests with a 429, 500 or 503 and the rest like ok; spike:MS answers like ok, 30 percent of requests after an extra MS milliseconds. flaky and spike draw from a fixed seed and the fake's request count, so a run repeats.";
 
+/// What `agent` does, for help text.
+pub const AGENT: &str = "agent is a coding agent's model, for running Claude Code, Codex CLI or an SDK agent loop against route: it calls a tool only when the last user turn (not a tool result) holds a directive [[call NAME {json args}]] naming a declared tool, and then calls NAME with exactly those args (ids fake_1, fake_2, … counted through the conversation); it answers a tool result with \"The result is …\", a request for JSON output with JSON, and anything else in text like ok, never calling a tool of its own accord. Every answering behaviour reads the question without the context agents wrap around it (<system-reminder>…</system-reminder>, <environment_context>…</environment_context>).";
+
+/// What every dialect refuses in a conversation's shape, for help text.
+pub const MALFORMED: &str = "Whatever the behaviour, a conversation the real provider refuses for its shape gets that provider's 400: Anthropic a tool_result with no tool_use in the message before it, tool_use blocks without their tool_result blocks in the next message, a role other than user or assistant (system only with the anthropic-beta mid-conversation-system-2026-04-07), empty text blocks and empty messages; OpenAI a tool message that answers no earlier tool_calls, and tool_calls left without tool messages; Gemini a functionResponse turn not right after a model turn with a functionCall, and a role other than user or model.";
+
 /// The long help of `fake-provider --script`.
 pub fn script_help() -> String {
     format!(
         "Script a model's behaviour: MODEL=B1,B2,… cycled per request (repeatable). \
          An unscripted model whose id is a behaviour name behaves so.\n\n\
-         Behaviours: {NAMES}.\n\n{STREAMING}\n\n{FAULTS}\n\n{REFUSING}"
+         Behaviours: {NAMES}.\n\n{STREAMING}\n\n{FAULTS}\n\n{REFUSING}\n\n{AGENT}\n\n\
+         {MALFORMED}"
     )
 }
 
@@ -259,6 +273,7 @@ impl FromStr for Behaviour {
             "bad-json" => Behaviour::BadJson,
             "json-wrong" => Behaviour::JsonWrong,
             "misread" => Behaviour::Misread,
+            "agent" => Behaviour::Agent,
             _ => return Err(format!("unknown behaviour {s:?} (known: {NAMES})")),
         };
         Ok(b)
@@ -290,6 +305,7 @@ impl fmt::Display for Behaviour {
             Behaviour::BadJson => "bad-json",
             Behaviour::JsonWrong => "json-wrong",
             Behaviour::Misread => "misread",
+            Behaviour::Agent => "agent",
             Behaviour::Wrong => "wrong",
             Behaviour::Think => "think",
             Behaviour::RateLimit => "rate-limit",

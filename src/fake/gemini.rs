@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::asks::{self, Asks, Choice, Json, Refusal, Tool, ToolCall, result_text};
 use super::respond::{RETRY_SECS, error_response, json_response};
-use super::responder::{DialectResponder, Usage, header, text_of};
+use super::responder::{DialectResponder, Malformed, Usage, header, role, text_of};
 use super::stream::{Answer, Mode, Step, data};
 
 pub struct Gemini;
@@ -58,6 +58,39 @@ fn context_exceeded(limit: u64, used: u64) -> Response {
 
 fn finish_reason(truncated: bool) -> &'static str {
     if truncated { "MAX_TOKENS" } else { "STOP" }
+}
+
+/// A part of `kind` (camelCase; its snake_case form is read too) in `turn`.
+fn has_part(turn: &Value, camel: &str, snake: &str) -> bool {
+    parts(turn).any(|p| field(p, camel, snake).is_some())
+}
+
+/// What Gemini refuses in a conversation's shape, in its wordings: a role
+/// other than `user` or `model` (none at all is taken, as for a single
+/// turn), and function responses in a turn that does not come right after
+/// a `model` turn with a function call.
+fn malformed(contents: &[Value]) -> Option<&'static str> {
+    if contents
+        .iter()
+        .any(|c| role(c).is_some_and(|r| r != "user" && r != "model"))
+    {
+        return Some("Please use a valid role: user, model.");
+    }
+    for (i, turn) in contents.iter().enumerate() {
+        if !has_part(turn, "functionResponse", "function_response") {
+            continue;
+        }
+        let after_call = i.checked_sub(1).map(|p| &contents[p]).is_some_and(|prev| {
+            role(prev) == Some("model") && has_part(prev, "functionCall", "function_call")
+        });
+        if !after_call {
+            return Some(
+                "Please ensure that function response turn comes immediately after a function \
+                 call turn.",
+            );
+        }
+    }
+    None
 }
 
 impl DialectResponder for Gemini {
@@ -132,6 +165,11 @@ impl DialectResponder for Gemini {
             .map(|r| result_text(r.get("response").unwrap_or(&Value::Null)))
             .collect();
         let tool_result = (!results.is_empty()).then(|| results.join(", "));
+        let results_so_far = contents
+            .iter()
+            .flat_map(parts)
+            .filter(|p| field(p, "functionResponse", "function_response").is_some())
+            .count();
         let image = contents.iter().flat_map(parts).any(|p| {
             [("inlineData", "inline_data"), ("fileData", "file_data")]
                 .iter()
@@ -173,6 +211,7 @@ impl DialectResponder for Gemini {
             tools,
             choice,
             tool_result,
+            results_so_far,
             json,
             json_kind,
             image,
@@ -220,8 +259,12 @@ impl DialectResponder for Gemini {
         "candidates"
     }
 
-    fn bad_request(&self, message: &str) -> Response {
+    fn bad_request(&self, message: &str, _param: Option<&str>) -> Response {
         error(400, "INVALID_ARGUMENT", message)
+    }
+
+    fn malformed(&self, _headers: &HeaderMap, body: &Value) -> Option<Malformed> {
+        malformed(body.get("contents")?.as_array()?).map(Malformed::new)
     }
 
     /// Gemini sends no header; the wait is only in the body.

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::asks::{self, Asks, Choice, Refusal, Tool, ToolCall, result_text};
 use super::respond::{RETRY_SECS, error_response};
-use super::responder::{DialectResponder, Usage, header, last_user_message};
+use super::responder::{DialectResponder, Malformed, Usage, header, last_user_message, role};
 use super::stream::{Answer, Step, data};
 
 pub struct OpenAi;
@@ -56,6 +56,79 @@ fn chunk(created: i64, model: &str, choices: Value) -> Value {
     })
 }
 
+/// The calls of an assistant message whose answers are being read: its
+/// index, its calls' ids, and those not answered yet.
+struct Open<'a> {
+    at: usize,
+    ids: Vec<&'a str>,
+    unanswered: Vec<&'a str>,
+}
+
+/// What OpenAI refuses in a conversation's shape: a `tool` message that
+/// answers no call of the assistant message before it (tool messages and
+/// system or developer ones may come between), and an assistant message
+/// whose calls are not all answered before the next user or assistant
+/// message (unless it is the last message). OpenAI's wordings, its typo
+/// ("preceeding") included.
+fn malformed(messages: &[Value]) -> Option<Malformed> {
+    let unanswered = |open: &Open<'_>| {
+        (!open.unanswered.is_empty()).then(|| {
+            Malformed::at(
+                format!(
+                    "An assistant message with 'tool_calls' must be followed by tool messages \
+                     responding to each 'tool_call_id'. The following tool_call_ids did not \
+                     have response messages: {}",
+                    open.unanswered.join(", ")
+                ),
+                format!("messages.[{}].role", open.at),
+            )
+        })
+    };
+    let mut open: Option<Open<'_>> = None;
+    for (n, m) in messages.iter().enumerate() {
+        match role(m) {
+            Some("tool") => {
+                let id = m.get("tool_call_id").and_then(Value::as_str);
+                match (&mut open, id) {
+                    (Some(o), Some(id)) if o.ids.contains(&id) => o.unanswered.retain(|u| *u != id),
+                    _ => {
+                        return Some(Malformed::at(
+                            "Invalid parameter: messages with role 'tool' must be a response \
+                             to a preceeding message with 'tool_calls'.",
+                            format!("messages.[{n}].role"),
+                        ));
+                    }
+                }
+            }
+            Some("user" | "assistant") => {
+                if let Some(e) = open.take().as_ref().and_then(unanswered) {
+                    return Some(e);
+                }
+                let ids: Vec<&str> = m
+                    .get("tool_calls")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c.get("id").and_then(Value::as_str))
+                    .collect();
+                if role(m) == Some("assistant") && !ids.is_empty() {
+                    open = Some(Open {
+                        at: n,
+                        unanswered: ids.clone(),
+                        ids,
+                    });
+                }
+            }
+            // System, developer and the legacy function messages.
+            _ => {}
+        }
+    }
+    // Calls left open by the last message are the model's to make.
+    open.filter(|o| o.at + 1 < messages.len())
+        .as_ref()
+        .and_then(unanswered)
+}
+
 impl DialectResponder for OpenAi {
     fn api_key(&self, headers: &HeaderMap, _uri: &Uri) -> Option<String> {
         header(headers, "authorization")
@@ -95,20 +168,19 @@ impl DialectResponder for OpenAi {
             .get("messages")
             .and_then(Value::as_array)
             .map_or(&[], Vec::as_slice);
-        // The results of the last turn's calls: the trailing `tool` messages.
+        // The results of the last turn's calls: the trailing `tool`
+        // messages (system messages may stand among and after them).
+        let is_result = |m: &Value| matches!(role(m), Some("tool" | "function"));
         let results: Vec<String> = messages
             .iter()
             .rev()
-            .take_while(|m| {
-                matches!(
-                    m.get("role").and_then(Value::as_str),
-                    Some("tool" | "function")
-                )
-            })
+            .take_while(|m| is_result(m) || matches!(role(m), Some("system" | "developer")))
+            .filter(|m| is_result(m))
             .map(|m| result_text(m.get("content").unwrap_or(&Value::Null)))
             .collect();
         let tool_result =
             (!results.is_empty()).then(|| results.into_iter().rev().collect::<Vec<_>>().join(", "));
+        let results_so_far = messages.iter().filter(|m| is_result(m)).count();
         let (json, json_kind) = body
             .get("response_format")
             .and_then(asks::json_kind)
@@ -140,6 +212,7 @@ impl DialectResponder for OpenAi {
             tools,
             choice,
             tool_result,
+            results_so_far,
             json,
             json_kind,
             image,
@@ -187,8 +260,16 @@ impl DialectResponder for OpenAi {
         "choices"
     }
 
-    fn bad_request(&self, message: &str) -> Response {
-        error(400, "invalid_request_error", None, message)
+    fn bad_request(&self, message: &str, param: Option<&str>) -> Response {
+        error_response(
+            400,
+            &json!({"error": {"message": message, "type": "invalid_request_error",
+                              "param": param, "code": null}}),
+        )
+    }
+
+    fn malformed(&self, _headers: &HeaderMap, body: &Value) -> Option<Malformed> {
+        malformed(body.get("messages")?.as_array()?)
     }
 
     fn rate_limit(&self) -> Response {

@@ -44,6 +44,30 @@ impl Usage {
     }
 }
 
+/// Why the real provider refuses a request's conversation: its message,
+/// and the field at fault (OpenAI's `param`, `messages.[3].role`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Malformed {
+    pub message: String,
+    pub param: Option<String>,
+}
+
+impl Malformed {
+    pub fn new(message: impl Into<String>) -> Malformed {
+        Malformed {
+            message: message.into(),
+            param: None,
+        }
+    }
+
+    pub fn at(message: impl Into<String>, param: impl Into<String>) -> Malformed {
+        Malformed {
+            message: message.into(),
+            param: Some(param.into()),
+        }
+    }
+}
+
 /// One dialect's side of the fake: reading its requests and writing its
 /// answers, errors and streams, shaped as captured responses (docs/providers.md).
 pub trait DialectResponder: Sync {
@@ -84,8 +108,20 @@ pub trait DialectResponder: Sync {
     /// an empty answer leaves as `[]`.
     fn answers_field(&self) -> &'static str;
 
-    /// A malformed request, rejected the way the real provider would.
-    fn bad_request(&self, message: &str) -> Response;
+    /// A conversation the real provider refuses for its shape (a tool
+    /// result that answers no call, a call left unanswered, a role it does
+    /// not know, empty content), as the 400 it answers with; `None` for a
+    /// well-formed one. The dispatcher asks before any behaviour runs, so
+    /// that every behaviour, failing ones too, refuses what the provider
+    /// would refuse.
+    fn malformed(&self, _headers: &HeaderMap, _body: &Value) -> Option<Malformed> {
+        None
+    }
+
+    /// A malformed request, rejected the way the real provider would:
+    /// `message`, and the field at fault where the dialect's errors name
+    /// one (OpenAI's `param`).
+    fn bad_request(&self, message: &str, param: Option<&str>) -> Response;
     /// 429 with a [`RETRY_SECS`](super::respond::RETRY_SECS) wait.
     fn rate_limit(&self) -> Response;
     fn e500(&self) -> Response;
@@ -168,6 +204,11 @@ pub fn text_of(content: &Value) -> Option<String> {
         ),
         _ => None,
     }
+}
+
+/// A message's or turn's `role`.
+pub fn role(m: &Value) -> Option<&str> {
+    m.get("role").and_then(Value::as_str)
 }
 
 /// The last message with role `user` in `messages`, as OpenAI and Anthropic

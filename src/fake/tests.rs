@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 use super::*;
 use crate::prompts::{Question, check_answer};
 
+mod agent;
+mod shapes;
 mod tools;
 mod windows;
 
@@ -291,7 +293,9 @@ async fn every_behaviour_in_every_dialect() {
                 | Behaviour::InventedTool
                 | Behaviour::BadJson
                 | Behaviour::JsonWrong
-                | Behaviour::Misread => {
+                | Behaviour::Misread
+                // Nor for `agent` to call.
+                | Behaviour::Agent => {
                     assert_eq!(r.content(d), right, "{ctx}")
                 }
                 // Groq speaks only OpenAI's dialect: its errors keep that
