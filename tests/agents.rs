@@ -121,10 +121,29 @@ fn client_command(bin: &Path, env: &Env, cwd: &Path) -> Command {
     cmd
 }
 
-/// Claude Code's model names, aliased onto the upstream.
-const CLAUDE_NAMES: [&str; 2] = ["claude-sonnet-4-5", "claude-haiku-4-5"];
+/// Claude Code's model names, aliased onto the upstream: the one the tool
+/// turn asks for with `--model`, the small one it uses for side tasks, and
+/// the default models of the pinned releases (2.1.197's `claude-opus-4-8`,
+/// 2.1.332's `claude-opus-5-5`), which a plain `claude -p` asks for. A new
+/// pin whose default model is missing here gets a 404 naming it: add it.
+const CLAUDE_NAMES: [&str; 4] = [
+    "claude-sonnet-4-6",
+    "claude-haiku-4-5",
+    "claude-opus-4-8",
+    "claude-opus-5-5",
+];
 
-fn claude(role: &str, env: &Env, srv: &RouteServer, cwd: &Path, prompt: &str) -> String {
+/// `claude -p PROMPT`, as a new user runs it (its default model, every
+/// tool); with `tools`, `--model claude-sonnet-4-6` and only those tools,
+/// approved ahead.
+fn claude(
+    role: &str,
+    env: &Env,
+    srv: &RouteServer,
+    cwd: &Path,
+    prompt: &str,
+    tools: Option<&str>,
+) -> String {
     let client = npm_client(role).unwrap();
     let mut cmd = client_command(&client.bin("claude"), env, cwd);
     cmd.env("ANTHROPIC_BASE_URL", &srv.url)
@@ -134,34 +153,47 @@ fn claude(role: &str, env: &Env, srv: &RouteServer, cwd: &Path, prompt: &str) ->
         .env("DISABLE_TELEMETRY", "1")
         .env("DISABLE_ERROR_REPORTING", "1")
         .env("ANTHROPIC_DEFAULT_HAIKU_MODEL", CLAUDE_NAMES[1])
-        .args([
-            "-p",
-            prompt,
+        .args(["-p", prompt, "--no-session-persistence"]);
+    if let Some(tools) = tools {
+        cmd.args([
             "--model",
             CLAUDE_NAMES[0],
-            // Read-only: the one tool it may use, approved ahead.
             "--tools",
-            "Read",
+            tools,
             "--allowedTools",
-            "Read",
-            "--no-session-persistence",
+            tools,
         ]);
+    }
     run(&format!("claude ({})", client.name), cmd)
 }
 
-/// Claude Code, plain and with a file read, over each dialect.
+/// Claude Code over each dialect: a plain question as a new user asks it
+/// (every tool on offer; 2.1.197 then sends its instructions as a `system`
+/// message inside `messages`, which the strict Anthropic fake takes only
+/// under its beta), and a question answered by reading a file, with the
+/// read-only `Read` as its only tool.
 fn claude_code(role: &str) {
     for dialect in DIALECTS {
         let (env, fake, srv) = route_over(dialect, &CLAUDE_NAMES);
         let (dir, word) = notes(&env);
-        let out = claude(role, &env, &srv, &dir, "What is 2+2?");
+        let out = claude(role, &env, &srv, &dir, "What is 2+2?", None);
         assert_eq!(out.trim(), "4", "{role} over {dialect}");
+        if dialect == "anthropic" {
+            // Its instructions came as a system message after the
+            // question, and went on as one.
+            let in_place = fake.seen().into_iter().filter_map(|s| s.body).any(|b| {
+                b["messages"]
+                    .as_array()
+                    .is_some_and(|m| m.iter().skip(1).any(|m| m["role"] == "system"))
+            });
+            assert!(in_place, "{role}: no system message inside messages");
+        }
         let path = dir.join("notes.txt");
         let prompt = format!(
             "What is the code word in notes.txt? [[call Read {{\"file_path\": {:?}}}]]",
             path.display().to_string()
         );
-        let out = claude(role, &env, &srv, &dir, &prompt);
+        let out = claude(role, &env, &srv, &dir, &prompt, Some("Read"));
         assert!(out.contains(&word), "{role} over {dialect}: {out}");
         assert!(sent_back(&fake, &word), "{role} over {dialect}");
     }

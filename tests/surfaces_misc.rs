@@ -542,3 +542,54 @@ fn the_fallback_detail_header_names_each_failure_when_on() {
         assert!(!all.contains("0f3e9d2c1b4a"), "not even its tail: {all}");
     }
 }
+
+/// A chat `tool` message that answers no earlier call is refused before
+/// any upstream is asked, in OpenAI's words; an unknown role and content
+/// part reach an OpenAI-dialect upstream as they came, and the other
+/// dialects leave them out and say so.
+#[test]
+fn chat_refuses_a_lone_tool_message_and_reports_unknown_roles_and_parts() {
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("o", "openai", &["ok"], ""),
+            fake.provider("a", "anthropic", &["ok"], ""),
+        ],
+        "",
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let lone = json!({"model": "o::ok", "messages": [
+        {"role": "user", "content": Q},
+        {"role": "tool", "tool_call_id": "call_9", "content": "14"}
+    ]});
+    let r = post(&srv, "/v1/chat/completions", &[], &lone);
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.json()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("messages with role 'tool' must be a response to a preceeding message"),
+        "{}",
+        r.body
+    );
+    assert_eq!(calls(&fake, "ok"), 0);
+    let odd = |model: &str| {
+        json!({"model": model, "messages": [
+            {"role": "user", "content": [{"type": "text", "text": Q}, {"type": "a_new_part", "x": 1}]},
+            {"role": "narrator", "content": "An aside."}
+        ]})
+    };
+    let r = post(&srv, "/v1/chat/completions", &[], &odd("a::ok"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.header("x-llmprobe-dropped"),
+        "content[a_new_part], role[narrator]"
+    );
+    let r = post(&srv, "/v1/chat/completions", &[], &odd("o::ok"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.header("x-llmprobe-dropped"), "");
+    let sent = fake.seen().pop().unwrap().body.unwrap();
+    assert_eq!(sent["messages"][1]["role"], "narrator", "{sent}");
+}

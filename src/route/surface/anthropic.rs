@@ -274,6 +274,7 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
             .and_then(Value::as_array)
             .is_some_and(|b| !b.is_empty())
     });
+    unanswered_calls(&raw)?;
     let mut messages = Vec::with_capacity(raw.len());
     for (i, m) in raw.into_iter().enumerate() {
         read_message(i, m, &mut messages, &mut reading)?;
@@ -422,6 +423,55 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
         },
         dropped,
     })
+}
+
+/// Every call of an assistant message answered by the next message
+/// (system messages in between aside), as Anthropic requires: a call left
+/// without its result is refused in Anthropic's words, never forwarded. A
+/// final assistant message may end on calls.
+fn unanswered_calls(raw: &[Value]) -> Result<(), ApiError> {
+    let blocks = |m: &Value, kind: &'static str, id: &'static str| -> Vec<String> {
+        m.get("content")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some(kind))
+            .filter_map(|b| b.get(id).and_then(Value::as_str).map(str::to_string))
+            .collect()
+    };
+    fn role(m: &Value) -> &str {
+        m.get("role").and_then(Value::as_str).unwrap_or("")
+    }
+    for (i, m) in raw.iter().enumerate() {
+        if role(m) != "assistant" {
+            continue;
+        }
+        let calls = blocks(m, "tool_use", "id");
+        let Some(next) = raw[i + 1..].iter().find(|n| role(n) != "system") else {
+            continue;
+        };
+        if calls.is_empty() {
+            continue;
+        }
+        let results = blocks(next, "tool_result", "tool_use_id");
+        let missing: Vec<&str> = calls
+            .iter()
+            .filter(|c| !results.contains(c))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            return Err(invalid(
+                format!("messages.{i}"),
+                format!(
+                    "`tool_use` ids were found without `tool_result` blocks immediately after: \
+                     {}. Each `tool_use` block must have a corresponding `tool_result` block in \
+                     the next message.",
+                    missing.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A system prompt (the top-level `system`, or a `system` message's
@@ -1764,6 +1814,53 @@ mod tests {
         assert!(
             msg.starts_with("messages.0.content.0.tool_use_id: "),
             "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_call_left_without_its_result_is_refused_in_anthropics_words() {
+        let call = message(
+            "assistant",
+            json!([{"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}]),
+        );
+        let msg = err_message(request(
+            json!([
+                message("user", json!("q")),
+                call.clone(),
+                message("user", json!("never mind"))
+            ]),
+            json!({}),
+        ));
+        assert!(
+            msg.starts_with(
+                "messages.1: `tool_use` ids were found without `tool_result` blocks immediately \
+                 after: toolu_1."
+            ),
+            "{msg}"
+        );
+        // A conversation may end on the calls (the model is to go on), and
+        // a system message between a call and its result is no gap.
+        assert!(
+            read(request(
+                json!([message("user", json!("q")), call.clone()]),
+                json!({})
+            ))
+            .is_ok()
+        );
+        assert!(
+            read(request(
+                json!([
+                    message("user", json!("q")),
+                    call,
+                    message("system", json!("Be brief.")),
+                    message(
+                        "user",
+                        json!([{"type": "tool_result", "tool_use_id": "toolu_1", "content": "x"}])
+                    )
+                ]),
+                json!({})
+            ))
+            .is_ok()
         );
     }
 

@@ -1,9 +1,16 @@
-//! docs/routing.md's table of what today's clients send ("What today's
-//! clients send"), checked row by row against the surfaces' parsers: each
-//! row's JSON is merged into a minimal request of its surface, and the
-//! fate the row states is what the parser does. A row whose client sends
-//! something other than a body field (a query string, a header) names
-//! the end-to-end test that sends it, which must exist.
+//! What today's clients send, checked against the surfaces' parsers:
+//!
+//! - docs/routing.md's table ("What today's clients send"), row by row:
+//!   each row's JSON is merged into a minimal request of its surface, and
+//!   the fate the row states is what the parser does. A row whose client
+//!   sends something other than a body field (a query string, a header)
+//!   names the end-to-end test that sends it, which must exist.
+//! - the corpus of request bodies captured from the pinned client versions
+//!   (`tests/fixtures/clients/`, keys, paths and ids replaced), each read by
+//!   its surface's parser with the verdict `expected.json` gives: served
+//!   with exactly these fields reported, or refused naming the field. A
+//!   parser change that would break a real client fails here, without the
+//!   clients installed.
 
 use serde_json::{Value, json};
 
@@ -54,16 +61,17 @@ fn merged(mut base: Value, more: &Value) -> Value {
 /// What the surface's parser did with a request: `Ok(dropped)` or the
 /// 400's message.
 fn parse(surface: &str, body: &Value) -> Result<Vec<String>, String> {
-    let bytes = body.to_string();
+    parse_bytes(surface, body.to_string().as_bytes()).map_err(|e| e.message)
+}
+
+fn parse_bytes(surface: &str, bytes: &[u8]) -> Result<Vec<String>, super::openai::ApiError> {
     match surface {
-        "Messages" => read_messages(bytes.as_bytes(), Purpose::Create)
-            .map(|m| m.dropped)
-            .map_err(|e| e.message),
+        "Messages" => read_messages(bytes, Purpose::Create).map(|m| m.dropped),
         "Responses" => {
             // Route holds every item and response a row names, unless its
             // id says it is unknown: what a client that got them from
             // route a moment before sends.
-            let req = responses::Request::read(bytes.as_bytes()).map_err(|e| e.message)?;
+            let req = responses::Request::read(bytes)?;
             let said = |text: &str| {
                 json!({"type": "message", "role": "assistant", "status": "completed",
                        "content": [{"type": "output_text", "text": text, "annotations": []}]})
@@ -87,9 +95,7 @@ fn parse(surface: &str, body: &Value) -> Result<Vec<String>, String> {
                     }),
                 unavailable: false,
             };
-            req.translate(&held)
-                .map(|p| p.dropped)
-                .map_err(|e| e.message)
+            req.translate(&held).map(|p| p.dropped)
         }
         other => panic!("no parser for the surface {other:?}"),
     }
@@ -167,5 +173,54 @@ fn every_row_of_the_clients_table_is_what_the_parsers_do() {
             }
             other => panic!("{what}: unknown fate {other:?}"),
         }
+    }
+}
+
+#[test]
+fn every_captured_client_request_gets_its_verdict() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/clients");
+    let expected: serde_json::Map<String, Value> = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("expected.json")).expect("expected.json"),
+    )
+    .expect("expected.json is a JSON object");
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".json") && n != "expected.json")
+        .collect();
+    files.sort();
+    assert!(files.len() >= 10, "{files:?}");
+    for name in &files {
+        let want = expected
+            .get(name)
+            .unwrap_or_else(|| panic!("{name}: no verdict in expected.json"));
+        let surface = want["surface"].as_str().unwrap();
+        let body = std::fs::read(dir.join(name)).unwrap();
+        match parse_bytes(surface, &body) {
+            Ok(dropped) => {
+                assert!(
+                    want.get("refused").is_none(),
+                    "{name}: served, reporting {dropped:?}"
+                );
+                assert_eq!(
+                    serde_json::to_value(&dropped).unwrap(),
+                    want["dropped"],
+                    "{name}"
+                );
+            }
+            Err(e) => {
+                let field = want["refused"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{name}: refused: {}", e.message));
+                assert!(e.message.starts_with(field), "{name}: {}", e.message);
+                assert_eq!(e.error_code, want["error_code"].as_str(), "{name}");
+            }
+        }
+    }
+    for name in expected.keys() {
+        assert!(
+            files.contains(name),
+            "expected.json names {name}, which is not there"
+        );
     }
 }

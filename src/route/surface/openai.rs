@@ -190,9 +190,13 @@ where
 
     async fn from_request(req: Request, state: &S) -> Result<ChatBody, ApiError> {
         let JsonBody(body) = JsonBody::from_request(req, state).await?;
-        ChatRequest::from_openai_json(&body)
-            .map(ChatBody)
-            .map_err(invalid_request)
+        let req = ChatRequest::from_openai_json(&body).map_err(invalid_request)?;
+        // Never forwarded: every upstream refuses a tool result that
+        // answers no call.
+        if let Some(e) = req.orphan_tool_result() {
+            return Err(invalid_request(e));
+        }
+        Ok(ChatBody(req))
     }
 }
 

@@ -216,8 +216,10 @@ impl Wire for Anthropic {
                 "assistant" => ("assistant", assistant_content(m, i)?),
                 _ => ("user", content(m, i)?),
             };
-            // Only parts left out: nothing to send.
-            if turn.1.as_array().is_some_and(Vec::is_empty) {
+            // Nothing to send (only parts left out, or empty text, which
+            // Anthropic refuses in any message but a final assistant one and
+            // OpenAI takes): the turn is left out.
+            if turn.1.as_array().is_some_and(Vec::is_empty) || turn.1.as_str() == Some("") {
                 continue;
             }
             push_turn(&mut turns, turn);
@@ -706,6 +708,22 @@ mod tests {
         assert_eq!(
             Anthropic.body(&empty).unwrap()["messages"][0]["content"],
             json!([{"type":"tool_use","id":"c","name":"f","input":{}}])
+        );
+    }
+
+    #[test]
+    fn an_empty_turn_is_left_out_as_anthropic_refuses_one() {
+        let req = request(
+            r#"{"model":"claude","messages":[
+                {"role":"user","content":"hi"},
+                {"role":"assistant","content":""},
+                {"role":"user","content":"and?"}]}"#,
+        );
+        let body = Anthropic.body(&req).unwrap();
+        // The two user turns around it merge.
+        assert_eq!(
+            body["messages"],
+            json!([{"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "text", "text": "and?"}]}])
         );
     }
 }

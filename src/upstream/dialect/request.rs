@@ -589,6 +589,38 @@ impl ChatRequest {
         }
     }
 
+    /// A `tool` message that answers no `tool_calls` entry of an earlier
+    /// assistant message, as OpenAI refuses it (in its words, "preceeding"
+    /// and all): every upstream refuses one, so a surface refuses it before
+    /// any is asked.
+    pub fn orphan_tool_result(&self) -> Option<RequestError> {
+        let mut calls: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        for (i, m) in self.messages.iter().enumerate() {
+            if m.role == "assistant"
+                && let Some(Value::Array(tc)) = m.extra.get("tool_calls")
+            {
+                calls.extend(tc.iter().filter_map(|c| c.get("id")?.as_str()));
+            }
+            if m.role != "tool" {
+                continue;
+            }
+            let param = format!("messages.[{i}].role");
+            match m.tool_call_id() {
+                Some(id) if calls.contains(id) => {}
+                Some(_) => {
+                    return Some(RequestError::new(
+                        "Invalid parameter: messages with role 'tool' must be a response to a \
+                         preceeding message with 'tool_calls'."
+                            .into(),
+                        Some(&param),
+                    ));
+                }
+                None => return Some(missing(&format!("messages[{i}].tool_call_id"))),
+            }
+        }
+        None
+    }
+
     /// Parse a client's request body. Errors read like OpenAI's own, naming
     /// the field at fault.
     pub fn from_openai_json(body: &[u8]) -> Result<ChatRequest, RequestError> {
@@ -1072,6 +1104,33 @@ mod tests {
         assert_eq!(
             r.estimated_tokens(),
             (7 + tools_chars + 7).div_ceil(4) + DEFAULT_ESTIMATED_COMPLETION_TOKENS
+        );
+    }
+
+    #[test]
+    fn a_tool_message_must_answer_an_earlier_call() {
+        let req = |messages: &str| {
+            ChatRequest::from_openai_json(format!(r#"{{"messages":{messages}}}"#).as_bytes())
+                .unwrap()
+        };
+        let paired = req(r#"[{"role":"user","content":"q"},
+                {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},
+                {"role":"tool","tool_call_id":"c1","content":"42"}]"#);
+        assert!(paired.orphan_tool_result().is_none());
+        let lone = req(
+            r#"[{"role":"user","content":"q"},{"role":"tool","tool_call_id":"c9","content":"42"}]"#,
+        );
+        let e = lone.orphan_tool_result().unwrap();
+        assert_eq!(
+            e.message,
+            "Invalid parameter: messages with role 'tool' must be a response to a preceeding \
+             message with 'tool_calls'."
+        );
+        assert_eq!(e.param.as_deref(), Some("messages.[1].role"));
+        let unnamed = req(r#"[{"role":"user","content":"q"},{"role":"tool","content":"42"}]"#);
+        assert_eq!(
+            unnamed.orphan_tool_result().unwrap().message,
+            "Missing required parameter: 'messages[1].tool_call_id'."
         );
     }
 }
