@@ -523,11 +523,12 @@ fn response_of(r: &crate::support::Http) -> Value {
 /// as A's client has them, and a chain that crosses instances walks back
 /// through Redis; with sharing off, B does not know them.
 fn responses_items_from_one_instance_resolve_on_the_other_when_shared() {
-    let redis = Redis::start();
+    let mut redis = Redis::start();
     let env = env();
     let fake = Fake::start(&env, &[]);
     let url = redis.url();
-    for shared in [true, false] {
+    // Shared last: it ends by stopping Redis.
+    for shared in [false, true] {
         let cfg = env
             .write(
                 "llmprobe.toml",
@@ -592,6 +593,28 @@ fn responses_items_from_one_instance_resolve_on_the_other_when_shared() {
             ] {
                 assert!(last.contains(said), "{said}: {last}");
             }
+        }
+        if shared {
+            // Redis goes away: an item only A holds cannot be found from
+            // B, and B's 400 says why.
+            let only_a = response_of(&respond(
+                &a,
+                &json!({"model": "o::ok", "input": "What is 5 + 5?"}),
+            ));
+            let msg = only_a["output"][0]["id"].as_str().unwrap().to_string();
+            redis.kill();
+            let r = respond(
+                &b,
+                &json!({"model": "o::ok", "input": [
+                    {"role": "user", "content": "What is 5 + 5?"},
+                    {"type": "item_reference", "id": msg},
+                    {"role": "user", "content": "And 6 + 6?"},
+                ]}),
+            );
+            assert_eq!(r.status, 400, "{}", r.body);
+            let m = r.json()["error"]["message"].as_str().unwrap().to_string();
+            assert!(m.contains("does not answer"), "{m}");
+            return;
         }
     }
 }

@@ -776,3 +776,34 @@ fn unknown_blocks_roles_and_fields_are_reported_and_the_request_served() {
         );
     }
 }
+
+/// A system message between a call and its result (instructions given as
+/// the tool ran) is no gap in the pairing: each dialect gets the result
+/// right after the call, and the instructions after the result, which the
+/// strict fakes accept as the real providers would.
+#[test]
+fn a_system_message_between_a_call_and_its_result_follows_the_result() {
+    let (_env, _fake, srv) = three_dialects();
+    for model in MODELS {
+        let body = json!({
+            "model": model,
+            "max_tokens": 256,
+            "tools": add_tool(),
+            "messages": [
+                {"role": "user", "content": TOOL_Q},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {"a": 12, "b": 30}}
+                ]},
+                {"role": "system", "content": "Answer with the number only."},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "42"}]}
+            ],
+        });
+        let r = post(&srv, "/v1/messages", &body, &[]);
+        assert_eq!(r.status, 200, "{model}: {}", r.body);
+        let text = r.json()["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        assert!(text.contains("42"), "{model}: {}", r.body);
+    }
+}

@@ -21,7 +21,7 @@
 //!   client, and what a request misses locally is read from there in one
 //!   round trip ([`crate::route::shared::items`]).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -29,7 +29,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use serde_json::{Value, json};
+use rustc_hash::FxHashMap;
+use serde_json::Value;
 
 use super::metrics::{EvictionLabels, KindLabels, Metrics};
 use super::shared::SharedState;
@@ -40,25 +41,64 @@ use crate::catalog::RouteSettings;
 /// real chains far shorter).
 pub const MAX_LINKS: usize = 100_000;
 
-/// One entry's value.
+/// One entry's value, kept as the JSON values route returned (shared
+/// between an item and its turn), so that keeping a response costs no
+/// serialization; only Redis gets text.
 #[derive(Debug, Clone, PartialEq)]
 enum Kept {
-    /// An output item, as JSON.
-    Item(Box<str>),
-    /// A response: the one it followed, and `{"input":[…],"output":[…]}`.
+    /// An output item.
+    Item(Arc<Value>),
+    /// A response: the one it followed, its input and its output.
     Response {
         previous: Option<Box<str>>,
-        turn: Box<str>,
+        turn: Arc<Turn>,
     },
 }
 
+/// One turn of a conversation: what a response was asked, and what it
+/// answered.
+#[derive(Debug, PartialEq)]
+struct Turn {
+    input: Vec<Value>,
+    output: Vec<Arc<Value>>,
+}
+
+impl Turn {
+    /// As Redis keeps it: `{"input":[…],"output":[…]}`.
+    fn to_json(&self) -> String {
+        let output: Vec<&Value> = self.output.iter().map(|v| &**v).collect();
+        serde_json::json!({"input": self.input, "output": output}).to_string()
+    }
+}
+
 impl Kept {
+    /// About the bytes of its JSON ([`json_size`]).
     fn bytes(&self) -> usize {
         match self {
-            Kept::Item(j) => j.len(),
+            Kept::Item(v) => json_size(v),
             Kept::Response { previous, turn } => {
-                previous.as_ref().map_or(0, |p| p.len()) + turn.len()
+                previous.as_ref().map_or(0, |p| p.len())
+                    + turn.input.iter().map(json_size).sum::<usize>()
+                    + turn.output.iter().map(|v| json_size(v)).sum::<usize>()
             }
+        }
+    }
+}
+
+/// About how many bytes `v` is as JSON: its strings and keys (plus their
+/// quotes), numbers, and a byte per bracket and separator, counted
+/// without writing it. What `item_store_max_bytes` bounds.
+fn json_size(v: &Value) -> usize {
+    match v {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(a) => 2 + a.iter().map(|v| json_size(v) + 1).sum::<usize>(),
+        Value::Object(m) => {
+            2 + m
+                .iter()
+                .map(|(k, v)| k.len() + 4 + json_size(v))
+                .sum::<usize>()
         }
     }
 }
@@ -81,13 +121,17 @@ struct Evicted {
 }
 
 /// The entries in memory, oldest (least recently stored or renewed)
-/// first in `order`.
+/// first in `order`. `order` is a queue of `(seq, id)`: an entry renewed
+/// or removed leaves its old place behind, skipped when it reaches the
+/// front (its `seq` no longer matches), so that keeping, renewing and
+/// evicting are O(1); the queue is compacted when those stale places
+/// outnumber the entries.
 #[derive(Debug)]
 struct Local {
     ttl: TimeDelta,
     max_bytes: usize,
-    map: HashMap<String, Entry>,
-    order: BTreeMap<u64, String>,
+    map: FxHashMap<Arc<str>, Entry>,
+    order: VecDeque<(u64, Arc<str>)>,
     next: u64,
     bytes: usize,
     items: usize,
@@ -100,8 +144,8 @@ impl Local {
         Local {
             ttl: TimeDelta::from_std(ttl).unwrap_or(TimeDelta::MAX),
             max_bytes,
-            map: HashMap::new(),
-            order: BTreeMap::new(),
+            map: FxHashMap::default(),
+            order: VecDeque::new(),
             next: 0,
             bytes: 0,
             items: 0,
@@ -116,7 +160,6 @@ impl Local {
 
     fn remove(&mut self, id: &str) -> Option<Entry> {
         let e = self.map.remove(id)?;
-        self.order.remove(&e.seq);
         self.bytes -= e.bytes;
         match e.kept {
             Kept::Item(_) => self.items -= 1,
@@ -125,20 +168,42 @@ impl Local {
         Some(e)
     }
 
-    /// Forget what has expired at `now`, oldest first.
-    fn sweep(&mut self, now: DateTime<Utc>) {
-        while let Some((_, id)) = self.order.first_key_value() {
-            let gone = self.map.get(id).is_none_or(|e| self.expired(e, now));
-            if !gone {
-                break;
-            }
-            let id = id.clone();
-            if self.remove(&id).is_some() {
-                self.evicted.expired += 1;
-            } else {
-                self.order.pop_first();
+    /// The oldest live entry's id and whether it has expired at `now`,
+    /// after dropping the stale places ahead of it.
+    fn front(&mut self, now: DateTime<Utc>) -> Option<(Arc<str>, bool)> {
+        while let Some((seq, id)) = self.order.front() {
+            match self.map.get(id) {
+                Some(e) if e.seq == *seq => return Some((id.clone(), self.expired(e, now))),
+                _ => {
+                    self.order.pop_front();
+                }
             }
         }
+        None
+    }
+
+    /// Forget what has expired at `now`, oldest first.
+    fn sweep(&mut self, now: DateTime<Utc>) {
+        while let Some((id, true)) = self.front(now) {
+            self.order.pop_front();
+            if self.remove(&id).is_some() {
+                self.evicted.expired += 1;
+            }
+        }
+    }
+
+    /// Place `id` at the back of the queue with a new `seq`, compacting
+    /// the queue when stale places outnumber the live ones.
+    fn enqueue(&mut self, id: Arc<str>) -> u64 {
+        let seq = self.next;
+        self.next += 1;
+        self.order.push_back((seq, id));
+        if self.order.len() > 2 * self.map.len() + 1024 {
+            let map = &self.map;
+            self.order
+                .retain(|(seq, id)| map.get(id).is_some_and(|e| e.seq == *seq));
+        }
+        seq
     }
 
     /// Keep `kept` under `id` from `now`, pushing out the oldest entries
@@ -153,10 +218,10 @@ impl Local {
             return;
         }
         while self.bytes + bytes > self.max_bytes {
-            let Some((_, oldest)) = self.order.first_key_value() else {
+            let Some((oldest, _)) = self.front(now) else {
                 break;
             };
-            let oldest = oldest.clone();
+            self.order.pop_front();
             self.remove(&oldest);
             self.evicted.size += 1;
         }
@@ -164,12 +229,11 @@ impl Local {
             Kept::Item(_) => self.items += 1,
             Kept::Response { .. } => self.responses += 1,
         }
-        let seq = self.next;
-        self.next += 1;
-        self.order.insert(seq, id.to_string());
+        let id: Arc<str> = id.into();
+        let seq = self.enqueue(id.clone());
         self.bytes += bytes;
         self.map.insert(
-            id.to_string(),
+            id,
             Entry {
                 kept,
                 at: now,
@@ -191,17 +255,18 @@ impl Local {
     /// newest.
     fn renew(&mut self, id: &str, now: DateTime<Utc>) {
         let ttl = self.ttl;
-        let Some(e) = self.map.get_mut(id) else {
+        let Some((key, e)) = self.map.get_key_value(id) else {
             return;
         };
         if now >= e.at + ttl {
             return;
         }
-        self.order.remove(&e.seq);
-        e.seq = self.next;
-        e.at = now;
-        self.next += 1;
-        self.order.insert(e.seq, id.to_string());
+        let key = key.clone();
+        let seq = self.enqueue(key.clone());
+        if let Some(e) = self.map.get_mut(&key) {
+            e.seq = seq;
+            e.at = now;
+        }
     }
 }
 
@@ -247,8 +312,12 @@ pub struct ItemStore {
     local: Mutex<Local>,
     shared: Option<Arc<SharedState>>,
     bytes: Gauge,
-    entries: Family<KindLabels, Gauge>,
-    evictions: Family<EvictionLabels, Counter>,
+    /// The gauges and counters of each label, looked up once: a keep
+    /// sets them without hashing a label.
+    items: Gauge,
+    responses: Gauge,
+    expired: Counter,
+    evicted_for_size: Counter,
 }
 
 impl std::fmt::Debug for ItemStore {
@@ -276,8 +345,10 @@ impl ItemStore {
             )),
             shared,
             bytes: metrics.item_store_bytes.clone(),
-            entries: metrics.item_store_items.clone(),
-            evictions: metrics.item_store_evictions.clone(),
+            items: kind(&metrics.item_store_items, "item"),
+            responses: kind(&metrics.item_store_items, "response"),
+            expired: reason(&metrics.item_store_evictions, "expired"),
+            evicted_for_size: reason(&metrics.item_store_evictions, "size"),
         }
     }
 
@@ -293,20 +364,14 @@ impl ItemStore {
     /// Set the gauges and count the evictions since the last time.
     fn figures(&self, l: &mut Local) {
         self.bytes.set(l.bytes as i64);
-        for (kind, n) in [("item", l.items), ("response", l.responses)] {
-            self.entries
-                .get_or_create(&KindLabels { kind: kind.into() })
-                .set(n as i64);
-        }
+        self.items.set(l.items as i64);
+        self.responses.set(l.responses as i64);
         let e = std::mem::take(&mut l.evicted);
-        for (reason, n) in [("expired", e.expired), ("size", e.size)] {
-            if n > 0 {
-                self.evictions
-                    .get_or_create(&EvictionLabels {
-                        reason: reason.into(),
-                    })
-                    .inc_by(n);
-            }
+        if e.expired > 0 {
+            self.expired.inc_by(e.expired);
+        }
+        if e.size > 0 {
+            self.evicted_for_size.inc_by(e.size);
         }
     }
 
@@ -327,7 +392,7 @@ impl ItemStore {
         }
         let mut missing = Vec::new();
         // The chain's turns, newest first, and where memory lost it.
-        let mut turns: Vec<Box<str>> = Vec::new();
+        let mut turns: Vec<Arc<Turn>> = Vec::new();
         let mut from: Option<String> = None;
         {
             let mut l = self.local();
@@ -338,10 +403,8 @@ impl ItemStore {
                     continue;
                 }
                 match l.get(id, now) {
-                    Some(Kept::Item(j)) => {
-                        if let Ok(v) = serde_json::from_str(j) {
-                            found.items.insert(id.clone(), v);
-                        }
+                    Some(Kept::Item(v)) => {
+                        found.items.insert(id.clone(), (**v).clone());
                     }
                     _ => missing.push(id.clone()),
                 }
@@ -380,16 +443,20 @@ impl ItemStore {
             if from.is_some()
                 && let Some(links) = held.chain
             {
+                // Whole unless a link does not read.
+                whole = true;
                 for (id, value) in links {
-                    let turn = value.split_once('|').map_or("", |(_, t)| t);
-                    turns.push(turn.into());
+                    let text = value.split_once('|').map_or("", |(_, t)| t);
+                    match read_turn(text) {
+                        Some(turn) => turns.push(Arc::new(turn)),
+                        None => whole = false,
+                    }
                     found.chain.push(id);
                 }
-                whole = true;
             }
         }
         if want.previous.is_some() && whole {
-            found.history = history(&turns);
+            found.history = Some(history(&turns));
         }
         if found.history.is_none() {
             found.chain.clear();
@@ -405,32 +472,39 @@ impl ItemStore {
         if self.secs() == 0 {
             return;
         }
-        let items: Vec<(String, String)> = k
-            .output
+        let output: Vec<Arc<Value>> = k.output.into_iter().map(Arc::new).collect();
+        let items: Vec<(String, Arc<Value>)> = output
             .iter()
-            .filter_map(|item| Some((item.get("id")?.as_str()?.to_string(), item.to_string())))
+            .filter_map(|item| Some((item.get("id")?.as_str()?.to_string(), item.clone())))
             .collect();
-        let turn = json!({"input": k.input, "output": k.output}).to_string();
+        let turn = Arc::new(Turn {
+            input: k.input,
+            output,
+        });
         {
             let mut l = self.local();
             for id in k.used_items.iter().chain(&k.used_responses) {
                 l.renew(id, now);
             }
-            for (id, json) in &items {
-                l.put(id, Kept::Item(json.as_str().into()), now);
+            for (id, v) in &items {
+                l.put(id, Kept::Item(v.clone()), now);
             }
             l.put(
                 &k.id,
                 Kept::Response {
                     previous: k.previous.as_deref().map(Into::into),
-                    turn: turn.as_str().into(),
+                    turn: turn.clone(),
                 },
                 now,
             );
             self.figures(&mut l);
         }
         if let Some(s) = &self.shared {
-            let value = format!("{}|{turn}", k.previous.as_deref().unwrap_or(""));
+            let items: Vec<(String, String)> = items
+                .iter()
+                .map(|(id, v)| (id.clone(), v.to_string()))
+                .collect();
+            let value = format!("{}|{}", k.previous.as_deref().unwrap_or(""), turn.to_json());
             // Unavailable: the store says so once on stderr, and the
             // items stay in memory here.
             let _ = s
@@ -446,27 +520,52 @@ impl ItemStore {
     }
 }
 
-/// The items of a chain's turns (`{"input":[…],"output":[…]}`, newest
-/// first), oldest turn first; `None` when one does not read.
-fn history(turns: &[Box<str>]) -> Option<Vec<Value>> {
+/// The gauge of one kind of entry.
+fn kind(family: &Family<KindLabels, Gauge>, kind: &str) -> Gauge {
+    family
+        .get_or_create(&KindLabels { kind: kind.into() })
+        .clone()
+}
+
+/// The counter of one reason for eviction.
+fn reason(family: &Family<EvictionLabels, Counter>, reason: &str) -> Counter {
+    family
+        .get_or_create(&EvictionLabels {
+            reason: reason.into(),
+        })
+        .clone()
+}
+
+/// A turn as Redis keeps it (`{"input":[…],"output":[…]}`); `None` when
+/// it does not read.
+fn read_turn(text: &str) -> Option<Turn> {
+    let Value::Object(mut t) = serde_json::from_str::<Value>(text).ok()? else {
+        return None;
+    };
+    let mut part = |name: &str| match t.remove(name) {
+        Some(Value::Array(items)) => Some(items),
+        _ => None,
+    };
+    let input = part("input")?;
+    let output = part("output")?.into_iter().map(Arc::new).collect();
+    Some(Turn { input, output })
+}
+
+/// The items of a chain's turns (newest first), oldest turn first: each
+/// turn's input, then its output.
+fn history(turns: &[Arc<Turn>]) -> Vec<Value> {
     let mut out = Vec::new();
     for turn in turns.iter().rev() {
-        let Value::Object(mut t) = serde_json::from_str::<Value>(turn).ok()? else {
-            return None;
-        };
-        for part in ["input", "output"] {
-            match t.remove(part) {
-                Some(Value::Array(items)) => out.extend(items),
-                _ => return None,
-            }
-        }
+        out.extend(turn.input.iter().cloned());
+        out.extend(turn.output.iter().map(|v| (**v).clone()));
     }
-    Some(out)
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn t(secs: i64) -> DateTime<Utc> {
         DateTime::<Utc>::from_timestamp(1_700_000_000 + secs, 0).unwrap()
@@ -602,7 +701,7 @@ mod tests {
         assert_eq!(held, ["msg_2"]);
         let l = s.local();
         assert!(l.bytes <= 1000, "{}", l.bytes);
-        assert_eq!(l.map.len(), l.order.len());
+        assert_eq!(l.map.len(), live_places(&l));
         drop(l);
         s.sweep(t(3));
         let size: u64 = metric(
@@ -628,11 +727,37 @@ mod tests {
         assert!(s.local().map.is_empty());
     }
 
+    /// The places in the queue that are an entry's own.
+    fn live_places(l: &Local) -> usize {
+        l.order
+            .iter()
+            .filter(|(seq, id)| l.map.get(id).is_some_and(|e| e.seq == *seq))
+            .count()
+    }
+
+    #[test]
+    fn renewals_leave_places_behind_that_the_queue_sheds() {
+        let mut l = Local::new(Duration::from_secs(100), 1 << 20);
+        for i in 0..10 {
+            l.put(&format!("e{i}"), Kept::Item(Arc::new(json!(1))), t(0));
+        }
+        // A long conversation renews its whole chain every turn.
+        for n in 0..5000 {
+            l.renew(&format!("e{}", n % 10), t(1));
+        }
+        assert_eq!(live_places(&l), 10);
+        assert!(l.order.len() <= 2 * 10 + 1025, "{}", l.order.len());
+        // The oldest live entry is still the first to go.
+        l.sweep(t(101));
+        assert_eq!(l.map.len(), 0);
+        assert!(l.order.is_empty());
+    }
+
     #[test]
     fn renewing_moves_an_entry_to_the_back_of_the_line() {
         let mut l = Local::new(Duration::from_secs(100), 1 << 20);
-        l.put("a", Kept::Item("1".into()), t(0));
-        l.put("b", Kept::Item("2".into()), t(10));
+        l.put("a", Kept::Item(Arc::new(json!(1))), t(0));
+        l.put("b", Kept::Item(Arc::new(json!(2))), t(10));
         l.renew("a", t(20));
         l.sweep(t(112));
         assert!(l.get("a", t(112)).is_some());

@@ -632,6 +632,12 @@ fn dropped_header(h: &mut HeaderMap, dropped: &[String]) {
 /// included (obs-text, so the clamp `max_tokens→8192` stays as written).
 /// A client's unknown field can be named anything, a control character
 /// say; such a name is left out rather than the whole header.
+///
+/// A client can send any number of unknown fields, with names of any
+/// length: the header names the first [`DROPPED_NAMES`] (each cut at
+/// [`DROPPED_NAME_CHARS`] characters, `…` marking the cut) and then says
+/// how many more there were (`… and 3 more`), so that it stays readable by
+/// every client.
 fn dropped_value(dropped: &[String]) -> Option<HeaderValue> {
     let names: Vec<&str> = dropped
         .iter()
@@ -641,8 +647,29 @@ fn dropped_value(dropped: &[String]) -> Option<HeaderValue> {
     if names.is_empty() {
         return None;
     }
-    HeaderValue::from_bytes(names.join(", ").as_bytes()).ok()
+    let mut text = String::new();
+    for (i, n) in names.iter().take(DROPPED_NAMES).enumerate() {
+        if i > 0 {
+            text.push_str(", ");
+        }
+        match n.char_indices().nth(DROPPED_NAME_CHARS) {
+            Some((cut, _)) => {
+                text.push_str(&n[..cut]);
+                text.push('…');
+            }
+            None => text.push_str(n),
+        }
+    }
+    if names.len() > DROPPED_NAMES {
+        text.push_str(&format!(", … and {} more", names.len() - DROPPED_NAMES));
+    }
+    HeaderValue::from_bytes(text.as_bytes()).ok()
 }
+
+/// How many names `X-Llmprobe-Dropped` lists before it counts the rest.
+const DROPPED_NAMES: usize = 32;
+/// How long a name in it may be, in characters.
+const DROPPED_NAME_CHARS: usize = 64;
 
 /// Save the cooldowns shortly after they change, until `stop` fires.
 pub async fn saver(engine: Arc<Engine>, mut stop: tokio::sync::watch::Receiver<bool>) {
@@ -763,5 +790,19 @@ mod tests {
         assert_eq!(v.as_bytes(), "max_tokens→8192, seed".as_bytes());
         assert!(dropped_value(&names(&["\r"])).is_none());
         assert!(dropped_value(&[]).is_none());
+        // A flood of unknown fields, one of them very long: the header
+        // stays short.
+        let long = "x".repeat(10_000);
+        let many: Vec<String> = std::iter::once(long)
+            .chain((0..1000).map(|i| format!("f{i}")))
+            .collect();
+        let v = dropped_value(&many).unwrap();
+        let text = std::str::from_utf8(v.as_bytes()).unwrap();
+        assert!(text.len() < 512, "{}", text.len());
+        assert!(
+            text.starts_with(&format!("{}…, f0, f1,", "x".repeat(64))),
+            "{text}"
+        );
+        assert!(text.ends_with(", f30, … and 969 more"), "{text}");
     }
 }

@@ -73,11 +73,18 @@ pub async fn responses(
                 let before_end = keeper.map(|k| -> responses::BeforeEnd {
                     Box::new(move |response: Value| {
                         Box::pin(async move {
-                            let output = match response.get("output") {
-                                Some(Value::Array(items)) => items.clone(),
+                            let Value::Object(mut response) = response else {
+                                return;
+                            };
+                            let output = match response.remove("output") {
+                                Some(Value::Array(items)) => items,
                                 _ => Vec::new(),
                             };
-                            let id = response["id"].as_str().unwrap_or_default().to_string();
+                            let id = response
+                                .get("id")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                                .to_string();
                             k.keep(id, output).await;
                         })
                     })
@@ -92,10 +99,12 @@ pub async fn responses(
         match complete(&app, r).await {
             Ok((c, routed)) => {
                 let body = responses::response_body(&c, &echo);
+                // Written first, so that its items move into the store
+                // instead of being copied; kept before the client has it.
+                let mut resp = axum::Json(&body).into_response();
                 if let Some(k) = keeper {
-                    k.keep(body.id().to_string(), body.output().to_vec()).await;
+                    k.keep(body.id().to_string(), body.into_output()).await;
                 }
-                let mut resp = axum::Json(body).into_response();
                 app.headers(&mut resp, &routed);
                 resp
             }

@@ -39,7 +39,9 @@ pub fn response_key(id: &str) -> String {
 const FIND: &str = r#"
 local n = tonumber(ARGV[1])
 local items = {}
-if n > 0 then items = redis.call('MGET', unpack(KEYS, 1, n)) end
+-- One GET each, not MGET(unpack(KEYS)): unpack fails past Lua's stack
+-- limit (about 8000), which would count as Redis being unavailable.
+for i = 1, n do items[i] = redis.call('GET', KEYS[i]) end
 local chain = {}
 local key = KEYS[n + 1]
 local left = tonumber(ARGV[3])

@@ -37,6 +37,7 @@ use chrono::{DateTime, Utc};
 use futures_util::{Stream, StreamExt};
 use serde_json::{Map, Value, json};
 
+use super::Dropped;
 use super::calls::Holdback;
 use super::openai::{ApiError, openai_finish_reason};
 use crate::route::domain::StreamEvent;
@@ -189,20 +190,13 @@ const SILENT_BLOCKS: &[&str] = &[
 /// `unsupported` list as "none named".
 pub const THREAD_UNSUPPORTED: &str = "thread_unsupported_request";
 
-/// Add `what` to the dropped list once.
-fn report(dropped: &mut Vec<String>, what: String) {
-    if !dropped.contains(&what) {
-        dropped.push(what);
-    }
-}
-
 /// What reading the messages keeps track of: the ids of the tool calls
 /// made so far (a `tool_result` must answer one of them), and what was
 /// dropped.
 #[derive(Default)]
 struct Reading {
     tool_uses: std::collections::HashSet<String>,
-    dropped: Vec<String>,
+    dropped: Dropped,
 }
 
 /// Read a Messages request body. Errors are Anthropic-style 400s that
@@ -256,7 +250,7 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
     };
     let system = match obj.shift_remove("system") {
         None | Some(Value::Null) => None,
-        Some(v) => system_text("system", v)?,
+        Some(v) => system_text("system", v, &mut reading.dropped)?,
     }
     .filter(|s| !s.is_empty());
     let raw = match obj.shift_remove("messages") {
@@ -338,7 +332,7 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
     match obj.shift_remove("thinking") {
         None | Some(Value::Null) => {}
         Some(t) if t.get("type").and_then(Value::as_str) == Some("disabled") => {}
-        Some(_) => report(&mut dropped, "thinking".into()),
+        Some(_) => dropped.add("thinking"),
     }
     if let Some(c) = obj.shift_remove("output_config").filter(|c| !c.is_null()) {
         let Value::Object(c) = c else {
@@ -358,7 +352,7 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
                 }
                 // `effort` and anything newer: ways of thinking that no
                 // mapping would honour on every candidate.
-                _ => report(&mut dropped, format!("output_config.{k}")),
+                _ => dropped.add(format!("output_config.{k}")),
             }
         }
     }
@@ -370,14 +364,16 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
         );
     }
     match obj.shift_remove("mcp_servers") {
-        Some(Value::Array(a)) if !a.is_empty() => {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(a)) if a.is_empty() => {}
+        Some(Value::Array(_)) => {
             return Err(invalid(
                 "mcp_servers",
                 "route cannot connect to MCP servers and no upstream behind it can: call the \
                  MCP tools from the client and declare them as tools",
             ));
         }
-        _ => {}
+        Some(_) => return Err(invalid("mcp_servers", "Input should be a valid list")),
     }
     // Server-side edits of the context as it grows. Clearing old thinking
     // changes nothing here: route passes no thinking upstream. Any other
@@ -387,18 +383,18 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
         .shift_remove("context_management")
         .filter(|c| !c.is_null())
     {
-        let only_thinking = cm
-            .get("edits")
-            .and_then(Value::as_array)
-            .is_some_and(|edits| {
-                edits.iter().all(|e| {
-                    e.get("type")
-                        .and_then(Value::as_str)
-                        .is_some_and(|t| t.starts_with("clear_thinking"))
-                })
-            });
+        // No edits at all ask for nothing either.
+        let only_thinking = match cm.get("edits") {
+            None | Some(Value::Null) => true,
+            Some(Value::Array(edits)) => edits.iter().all(|e| {
+                e.get("type")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| t.starts_with("clear_thinking"))
+            }),
+            Some(_) => false,
+        };
         if !only_thinking {
-            report(&mut dropped, "context_management".into());
+            dropped.add("context_management");
         }
     }
     // Everything left: harmless, or reported by name (`container`, which
@@ -408,7 +404,7 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
         if v.is_null() || HARMLESS_FIELDS.iter().any(|(h, _)| *h == k) {
             continue;
         }
-        report(&mut dropped, k);
+        dropped.add(k);
     }
     Ok(Messages {
         req: ChatRequest {
@@ -421,7 +417,7 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
             extra,
             ..ChatRequest::new(&model, messages)
         },
-        dropped,
+        dropped: dropped.into_vec(),
     })
 }
 
@@ -476,7 +472,7 @@ fn unanswered_calls(raw: &[Value]) -> Result<(), ApiError> {
 
 /// A system prompt (the top-level `system`, or a `system` message's
 /// content): a string, or text blocks joined by a blank line.
-fn system_text(at: &str, v: Value) -> Result<Option<String>, ApiError> {
+fn system_text(at: &str, v: Value, dropped: &mut Dropped) -> Result<Option<String>, ApiError> {
     match v {
         Value::String(s) => Ok(Some(s)),
         Value::Array(blocks) => {
@@ -485,12 +481,8 @@ fn system_text(at: &str, v: Value) -> Result<Option<String>, ApiError> {
                 let at = format!("{at}.{i}");
                 match block_type(&at, b)? {
                     "text" => texts.push(req_str(&at, b, "text")?),
-                    other => {
-                        return Err(invalid(
-                            format!("{at}.type"),
-                            format!("system blocks must be of type \"text\", not {other:?}"),
-                        ));
-                    }
+                    // A system prompt is text: anything else goes, named.
+                    other => dropped.add(format!("content[{other}]")),
                 }
             }
             Ok(Some(texts.join("\n\n")))
@@ -547,6 +539,22 @@ fn read_message(
         }
     };
     let content = m.shift_remove("content");
+    // A message is its role and content; anything else it carries goes,
+    // named. A turn's own `output_config` (Claude Code 2.1.332's per-turn
+    // effort) is named as the request's is.
+    for (k, v) in &m {
+        match (k.as_str(), v) {
+            ("role", _) | (_, Value::Null) => {}
+            ("output_config", Value::Object(c)) => {
+                for (ck, cv) in c {
+                    if !cv.is_null() {
+                        reading.dropped.add(format!("output_config.{ck}"));
+                    }
+                }
+            }
+            _ => reading.dropped.add(format!("messages.{k}")),
+        }
+    }
     match role.as_str() {
         "user" | "assistant" => {}
         "system" => {
@@ -554,7 +562,7 @@ fn read_message(
                 None | Some(Value::Null) => {
                     return Err(invalid(format!("{at}.content"), REQUIRED));
                 }
-                Some(v) => system_text(&format!("{at}.content"), v)?,
+                Some(v) => system_text(&format!("{at}.content"), v, &mut reading.dropped)?,
             };
             if let Some(t) = text.filter(|t| !t.is_empty()) {
                 out.push(ChatMessage::new("system", t));
@@ -562,7 +570,7 @@ fn read_message(
             return Ok(());
         }
         other => {
-            report(&mut reading.dropped, format!("role[{other}]"));
+            reading.dropped.add(format!("role[{other}]"));
             return Ok(());
         }
     }
@@ -616,7 +624,7 @@ enum Block {
 /// `web_search_tool_result`, …), which only Anthropic could have made and
 /// no upstream here can read, or any type route does not know: left out
 /// and reported as `content[TYPE]`.
-fn content_block(at: &str, b: &Value, dropped: &mut Vec<String>) -> Result<Block, ApiError> {
+fn content_block(at: &str, b: &Value, dropped: &mut Dropped) -> Result<Block, ApiError> {
     Ok(match block_type(at, b)? {
         "text" => match req_str(at, b, "text")? {
             // Anthropic refuses an empty text block; it says nothing.
@@ -624,7 +632,7 @@ fn content_block(at: &str, b: &Value, dropped: &mut Vec<String>) -> Result<Block
             t => Block::Text(t),
         },
         "image" => Block::Image(image_part(at, b)?),
-        "document" => Block::Text(document_text(at, b)?),
+        "document" => Block::Text(document_text(at, b, dropped)?),
         "search_result" => Block::Text(search_result_text(at, b)?),
         // A summary of the conversation before it, which the model must
         // read; `null` is a compaction that failed, a no-op.
@@ -636,7 +644,7 @@ fn content_block(at: &str, b: &Value, dropped: &mut Vec<String>) -> Result<Block
         "tool_result" => Block::Tool("tool_result"),
         t if SILENT_BLOCKS.contains(&t) => Block::Silent,
         other => {
-            report(dropped, format!("content[{other}]"));
+            dropped.add(format!("content[{other}]"));
             Block::Silent
         }
     })
@@ -646,7 +654,7 @@ fn content_block(at: &str, b: &Value, dropped: &mut Vec<String>) -> Result<Block
 /// `content` blocks), with its title ahead. A PDF (`base64`, `url`,
 /// `file`) is a 400: no upstream behind route is known to read one, and
 /// leaving it out would answer a different question.
-fn document_text(at: &str, b: &Value) -> Result<String, ApiError> {
+fn document_text(at: &str, b: &Value, dropped: &mut Dropped) -> Result<String, ApiError> {
     let sat = format!("{at}.source");
     let source = b
         .get("source")
@@ -656,11 +664,19 @@ fn document_text(at: &str, b: &Value) -> Result<String, ApiError> {
         Some("text") => req_str(&sat, source, "data")?,
         Some("content") => match source.get("content") {
             Some(Value::String(s)) => s.clone(),
-            Some(Value::Array(blocks)) => blocks
-                .iter()
-                .filter_map(|c| c.get("text").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join("\n\n"),
+            Some(Value::Array(blocks)) => {
+                let mut texts = Vec::new();
+                for c in blocks {
+                    match c.get("text").and_then(Value::as_str) {
+                        Some(t) => texts.push(t),
+                        None => dropped.add(format!(
+                            "content[{}]",
+                            c.get("type").and_then(Value::as_str).unwrap_or("?")
+                        )),
+                    }
+                }
+                texts.join("\n\n")
+            }
             _ => return Err(invalid(format!("{sat}.content"), REQUIRED)),
         },
         Some(other) => {
@@ -675,9 +691,16 @@ fn document_text(at: &str, b: &Value) -> Result<String, ApiError> {
         }
         None => return Err(invalid(format!("{sat}.type"), REQUIRED)),
     };
-    Ok(match b.get("title").and_then(Value::as_str) {
-        Some(title) if !title.is_empty() => format!("{title}\n\n{body}"),
-        _ => body,
+    // Its title and the context the client gave about it, then its text.
+    let head: Vec<&str> = ["title", "context"]
+        .iter()
+        .filter_map(|k| b.get(*k).and_then(Value::as_str))
+        .filter(|t| !t.is_empty())
+        .collect();
+    Ok(if head.is_empty() {
+        body
+    } else {
+        format!("{}\n\n{body}", head.join("\n\n"))
     })
 }
 
@@ -913,7 +936,7 @@ fn assistant_turn(
 fn read_tools(
     obj: &mut Map<String, Value>,
     extra: &mut Map<String, Value>,
-    dropped: &mut Vec<String>,
+    dropped: &mut Dropped,
 ) -> Result<(), ApiError> {
     let mut tools = Vec::new();
     let mut server = Vec::new();
@@ -929,7 +952,7 @@ fn read_tools(
                 match t.get("type").and_then(Value::as_str) {
                     None | Some("custom") => {}
                     Some(_) => {
-                        dropped.push(format!("tools[{name}]"));
+                        dropped.add(format!("tools[{name}]"));
                         server.push(name);
                         continue;
                     }
@@ -1927,6 +1950,40 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(m.dropped, ["thinking"]);
+    }
+
+    #[test]
+    fn system_blocks_other_than_text_and_message_fields_are_reported_not_refused() {
+        let m = read(request(
+            json!([
+                {"role": "user", "content": "hi", "a_new_message_field": 1},
+                {"role": "system", "content": [
+                    {"type": "text", "text": "Be brief."},
+                    {"type": "image", "source": {"type": "url", "url": "https://x.test/a.png"}}
+                ], "output_config": {"effort": "medium"}}
+            ]),
+            json!({"system": [{"type": "text", "text": "Top."}, {"type": "a_new_block"}]}),
+        ))
+        .unwrap();
+        assert_eq!(
+            m.dropped,
+            [
+                "content[a_new_block]",
+                "messages.a_new_message_field",
+                "output_config.effort",
+                "content[image]"
+            ]
+        );
+        assert_eq!(m.req.system.as_deref(), Some("Top."));
+        assert_eq!(
+            m.req.messages[1].content,
+            Some(Content::Text("Be brief.".into()))
+        );
+        let msg = err_message(request(
+            json!([message("user", json!("hi"))]),
+            json!({"mcp_servers": {"name": "x"}}),
+        ));
+        assert_eq!(msg, "mcp_servers: Input should be a valid list");
     }
 
     #[test]

@@ -40,6 +40,29 @@ use axum::http::{HeaderMap, StatusCode, header};
 
 use openai::ApiError;
 
+/// What a surface left out of a request, for `X-Llmprobe-Dropped`: each
+/// name once, in the order first met. A set beside the list keeps a body
+/// of a hundred thousand unknown fields linear.
+#[derive(Debug, Default)]
+pub struct Dropped {
+    names: Vec<String>,
+    seen: std::collections::HashSet<String>,
+}
+
+impl Dropped {
+    pub fn add(&mut self, name: impl Into<String>) {
+        let name = name.into();
+        if !self.seen.contains(&name) {
+            self.seen.insert(name.clone());
+            self.names.push(name);
+        }
+    }
+
+    pub fn into_vec(self) -> Vec<String> {
+        self.names
+    }
+}
+
 /// What every surface's body extractor needs from the server's state: the
 /// body size limit, to say it in the rejection, and how long a client has
 /// to send the whole body (`[route] read_timeout_secs`).

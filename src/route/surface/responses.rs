@@ -32,6 +32,7 @@ use crate::route::domain::StreamEvent;
 use crate::route::send::Completion;
 use crate::upstream::dialect::{ChatReply, ChatRequest, ReplyDelta, Usage, openai_object};
 
+use super::Dropped;
 use super::calls::Holdback;
 use super::openai::{ApiError, invalid_request, openai_finish_reason};
 
@@ -189,20 +190,6 @@ pub const RENAMED: &[(&str, &str)] = &[
 struct Calls {
     function: HashSet<String>,
     dropped: HashSet<String>,
-}
-
-/// What the surface dropped, for `X-Llmprobe-Dropped`: each name once, in
-/// the order first met.
-#[derive(Debug, Default)]
-struct Dropped(Vec<String>);
-
-impl Dropped {
-    fn add(&mut self, name: impl Into<String>) {
-        let name = name.into();
-        if !self.0.contains(&name) {
-            self.0.push(name);
-        }
-    }
 }
 
 /// A Responses request as route serves it: the chat request, what the
@@ -385,6 +372,10 @@ pub fn parse(body: &[u8]) -> Result<Parsed, ApiError> {
     Request::read(body)?.translate(&Held::default())
 }
 
+/// The most `item_reference`s one request may hold: each is a lookup, in
+/// Redis too when the store is shared.
+pub const MAX_REFERENCES: usize = 4096;
+
 /// A Responses request body, read: a JSON object, with nothing in it that
 /// route refuses outright.
 #[derive(Debug)]
@@ -400,13 +391,23 @@ impl Request {
     pub fn read(body: &[u8]) -> Result<Request, ApiError> {
         let obj = openai_object(body).map_err(invalid_request)?;
         refuse_stateful(&obj)?;
-        let references = match field(&obj, "input") {
+        let references: Vec<String> = match field(&obj, "input") {
             Some(Value::Array(items)) => items
                 .iter()
                 .filter_map(|i| reference(i)?.and_then(Value::as_str).map(str::to_string))
                 .collect(),
             _ => Vec::new(),
         };
+        if references.len() > MAX_REFERENCES {
+            return Err(bad(
+                "input",
+                format!(
+                    "{} item_references: route resolves at most {MAX_REFERENCES} in one request; \
+                     send the items themselves",
+                    references.len()
+                ),
+            ));
+        }
         Ok(Request { obj, references })
     }
 
@@ -565,7 +566,7 @@ impl Request {
         echo.store = keep.is_some();
         Ok(Parsed {
             req,
-            dropped: dropped.0,
+            dropped: dropped.into_vec(),
             echo,
             keep,
         })
@@ -759,6 +760,20 @@ fn message(
     if !matches!(role, "user" | "assistant" | "system" | "developer") {
         dropped.add(format!("role[{role}]"));
         return Ok(None);
+    }
+    // A message is its role and content; its `id` and `status` are the
+    // item's bookkeeping, and `phase` (an assistant message's
+    // `commentary` or `final_answer`) only labels what was said. Anything
+    // else goes, named.
+    for (k, v) in obj {
+        if !v.is_null()
+            && !matches!(
+                k.as_str(),
+                "type" | "role" | "content" | "id" | "status" | "phase"
+            )
+        {
+            dropped.add(format!("input.{k}"));
+        }
     }
     let content = match field(obj, "content") {
         Some(Value::String(s)) => json!(s),
@@ -1164,9 +1179,9 @@ impl ResponseObject<'_> {
         &self.id
     }
 
-    /// Its output items.
-    pub fn output(&self) -> &[Value] {
-        &self.output
+    /// Its output items, taken (once the response is written).
+    pub fn into_output(self) -> Vec<Value> {
+        self.output
     }
 }
 
@@ -1516,21 +1531,26 @@ pub fn event_stream(
     use futures_util::StreamExt;
     let body = events
         .map(move |ev| writer.events(ev))
-        .then(move |out| {
+        .then(move |mut out| {
             let last = out.last().map(|(kind, _)| *kind);
             let hook = match last {
-                Some("response.completed" | "response.incomplete") => before_end
-                    .take()
-                    .zip(out.last().map(|(_, d)| d["response"].clone())),
+                Some("response.completed" | "response.incomplete") => before_end.take(),
                 _ => None,
             };
             async move {
-                if let Some((hook, response)) = hook {
-                    hook(response).await;
-                }
-                out.iter()
+                // Written first, so that the final response moves to the
+                // hook instead of being copied; the hook is awaited
+                // before the text reaches the client.
+                let text = out
+                    .iter()
                     .map(|(kind, data)| sse(kind, data))
-                    .collect::<String>()
+                    .collect::<String>();
+                if let Some(hook) = hook
+                    && let Some((_, data)) = out.last_mut()
+                {
+                    hook(data["response"].take()).await;
+                }
+                text
             }
         })
         .filter(|text| std::future::ready(!text.is_empty()));
@@ -2571,5 +2591,25 @@ mod tests {
         assert_eq!(last["response"]["error"]["message"], "upstream went away");
         assert_eq!(last["sequence_number"], out.len() - 1);
         assert!(w.events(StreamEvent::Done).is_empty());
+    }
+
+    #[test]
+    fn too_many_references_in_one_request_are_a_400() {
+        let refs: Vec<Value> = (0..=MAX_REFERENCES)
+            .map(|i| json!({"type": "item_reference", "id": format!("msg_{i}")}))
+            .collect();
+        let body = json!({"model": "m", "input": refs}).to_string();
+        let e = Request::read(body.as_bytes()).unwrap_err();
+        assert!(
+            e.message
+                .starts_with("Invalid 'input': 4097 item_references"),
+            "{}",
+            e.message
+        );
+        let body = json!({"model": "m", "input": &refs[..MAX_REFERENCES]}).to_string();
+        assert_eq!(
+            Request::read(body.as_bytes()).unwrap().references().len(),
+            MAX_REFERENCES
+        );
     }
 }

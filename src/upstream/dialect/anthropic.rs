@@ -207,7 +207,7 @@ impl Wire for Anthropic {
         for (i, m) in req.messages.iter().enumerate() {
             let turn = match m.role.as_str() {
                 _ if m.is_system() && i < lead => continue,
-                _ if m.is_system() => match m.content.as_ref().map(Content::text) {
+                _ if m.is_system() => match m.content.as_ref().map(Content::system_text) {
                     Some(t) if !t.is_empty() => ("system", json!(t)),
                     _ => continue,
                 },
@@ -418,12 +418,14 @@ fn content(m: &ChatMessage, i: usize) -> Result<Value, BuildError> {
 }
 
 /// The parts as blocks; a part of a type route does not know is left out
-/// (and reported, [`super::fields::dropped`]).
+/// (and reported, [`super::fields::dropped`]), and so is empty text.
 fn blocks(parts: &[Value], i: usize) -> Result<Value, BuildError> {
     parts
         .iter()
         .enumerate()
         .filter(|(_, p)| !unknown_part(p))
+        // Anthropic refuses an empty text block; it says nothing.
+        .filter(|(_, p)| !(part_type(p) == "text" && p["text"].as_str() == Some("")))
         .map(|(j, p)| block(p, i, j))
         .collect::<Result<_, _>>()
         .map(Value::Array)

@@ -348,19 +348,29 @@ pub fn dropped(d: Dialect, req: &ChatRequest) -> Vec<String> {
         out.push("messages.name".into());
     }
     // Roles and content parts route does not know: the dialect leaves
-    // their messages and parts out.
+    // their messages and parts out. Each named once (a set: a client may
+    // send thousands).
+    let mut seen = std::collections::HashSet::new();
     for m in &req.messages {
-        if !m.known_role() {
-            let what = format!("role[{}]", m.role);
-            if !out.contains(&what) {
-                out.push(what);
+        // A system message is text here (`system`, `systemInstruction`,
+        // a text-only `system` message): its other parts go.
+        if m.is_system()
+            && let Some(c) = &m.content
+        {
+            for t in c.non_text_parts() {
+                if seen.insert(("content", t)) {
+                    out.push(format!("content[{t}]"));
+                }
             }
+        }
+        if !m.known_role() && seen.insert(("role", m.role.as_str())) {
+            out.push(format!("role[{}]", m.role));
         }
         if let Some(super::Content::Parts(parts)) = &m.content {
             for p in parts.iter().filter(|p| super::request::unknown_part(p)) {
-                let what = format!("content[{}]", super::request::part_type(p));
-                if !out.contains(&what) {
-                    out.push(what);
+                let t = super::request::part_type(p);
+                if seen.insert(("content", t)) {
+                    out.push(format!("content[{t}]"));
                 }
             }
         }

@@ -443,12 +443,25 @@ pub fn build_request(
 ) -> Result<Built, BuildError> {
     let w = wire(ep.dialect);
     let headers = ep.fixed.clone().map_err(BuildError::BadHeader)?;
-    let folded;
-    let req = if ep.system_messages == SystemMessages::Fold && req.has_later_system() {
-        folded = req.with_system_folded();
-        &folded
-    } else {
-        req
+    // Later system messages: folded into the leading system prompt (only
+    // their text: the other parts are reported), or kept in place but never
+    // between a call and its results.
+    let placed;
+    let mut folded_away = Vec::new();
+    let req = match ep.system_messages {
+        _ if !req.has_later_system() => req,
+        SystemMessages::Fold => {
+            folded_away = req.later_system_non_text_parts();
+            placed = req.with_system_folded();
+            &placed
+        }
+        SystemMessages::InPlace => match req.with_system_after_tool_results() {
+            Some(moved) => {
+                placed = moved;
+                &placed
+            }
+            None => req,
+        },
     };
     let builder = match &ep.url {
         Some(url) => client.post(url.clone()),
@@ -466,9 +479,14 @@ pub fn build_request(
             builder = builder.header(name, value);
         }
     }
+    let mut dropped = fields::dropped(ep.dialect, req);
+    if !folded_away.is_empty() {
+        let had: std::collections::HashSet<String> = dropped.iter().cloned().collect();
+        dropped.extend(folded_away.into_iter().filter(|w| !had.contains(w)));
+    }
     Ok(Built {
         builder,
-        dropped: fields::dropped(ep.dialect, req),
+        dropped,
         plan: ReplyPlan::new(ep.dialect, req),
     })
 }
@@ -741,6 +759,7 @@ mod tests {
     use super::*;
     use crate::catalog::Catalog;
     use crate::upstream::secret::Secret;
+    use serde_json::json;
 
     /// A client to build requests with; the TLS provider first, as every
     /// client needs it (whichever test runs first).
@@ -1003,6 +1022,71 @@ mod tests {
             "Be brief.\n\nNow in words."
         );
         assert_eq!(roles(&b, "contents"), ["user", "model", "user"]);
+    }
+
+    #[test]
+    fn a_system_message_between_calls_and_their_results_moves_after_the_results() {
+        let req = ChatRequest::from_openai_json(
+            br#"{"model":"m","messages":[
+                {"role":"user","content":"q"},
+                {"role":"assistant","content":null,"tool_calls":[
+                    {"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}},
+                    {"id":"c2","type":"function","function":{"name":"f","arguments":"{}"}}]},
+                {"role":"tool","tool_call_id":"c1","content":"1"},
+                {"role":"system","content":[{"type":"text","text":"Be brief."},{"type":"text","text":"Use words."}]},
+                {"role":"tool","tool_call_id":"c2","content":"2"},
+                {"role":"user","content":"and?"}]}"#,
+        )
+        .unwrap();
+        let roles = |v: &Value| -> Vec<String> {
+            v["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["role"].as_str().unwrap().to_string())
+                .collect()
+        };
+        // Anthropic: both results in the turn right after the calls, then
+        // the instructions, then the user's words.
+        let b = body_of(&built_with(&endpoint("anthropic"), &req));
+        assert_eq!(roles(&b), ["user", "assistant", "user", "system", "user"]);
+        assert_eq!(b["messages"][2]["content"].as_array().unwrap().len(), 2);
+        assert_eq!(b["messages"][3]["content"], "Be brief.\n\nUse words.");
+        // OpenAI in place: the same order.
+        let ep = endpoint("openai").with_system_messages(Some(SystemMessages::InPlace));
+        let b = body_of(&built_with(&ep, &req));
+        assert_eq!(
+            roles(&b),
+            ["user", "assistant", "tool", "tool", "system", "user"]
+        );
+        // Folded, the parts stay paragraphs.
+        let b = body_of(&built_with(&endpoint("openai"), &req));
+        assert_eq!(
+            b["messages"][0],
+            json!({"role": "system", "content": "Be brief.\n\nUse words."})
+        );
+    }
+
+    #[test]
+    fn what_folding_a_system_message_leaves_out_is_reported() {
+        let mut req = later_system();
+        req.messages[1].content = Some(Content::Parts(vec![
+            json!({"type": "text", "text": "Be brief."}),
+            json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}),
+        ]));
+        let client = crate::upstream::http::client().unwrap();
+        for dialect in ["openai", "anthropic", "gemini"] {
+            let built = build_request(&client, &endpoint(dialect), None, &req).unwrap();
+            assert_eq!(built.dropped, ["content[image_url]"], "{dialect}");
+        }
+        // In place on OpenAI, the part goes as it came.
+        let ep = endpoint("openai").with_system_messages(Some(SystemMessages::InPlace));
+        assert!(
+            build_request(&client, &ep, None, &req)
+                .unwrap()
+                .dropped
+                .is_empty()
+        );
     }
 
     #[test]

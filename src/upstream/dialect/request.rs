@@ -38,6 +38,33 @@ impl Content {
         }
     }
 
+    /// The text of a system message: the string, or its text parts a
+    /// blank line apart (instructions given as several parts stay
+    /// separate paragraphs). Other parts are not text; the caller reports
+    /// them ([`Content::non_text_parts`]).
+    pub fn system_text(&self) -> String {
+        match self {
+            Content::Text(s) => s.clone(),
+            Content::Parts(parts) => parts
+                .iter()
+                .filter_map(part_text)
+                .collect::<Vec<_>>()
+                .join("\n\n"),
+        }
+    }
+
+    /// The types of the parts that are not text.
+    pub fn non_text_parts(&self) -> impl Iterator<Item = &str> {
+        let parts = match self {
+            Content::Text(_) => &[][..],
+            Content::Parts(p) => &p[..],
+        };
+        parts
+            .iter()
+            .filter(|p| part_type(p) != "text")
+            .map(part_type)
+    }
+
     fn to_json(&self) -> Value {
         match self {
             Content::Text(s) => Value::String(s.clone()),
@@ -379,7 +406,7 @@ impl ChatRequest {
         let later: Vec<String> = self.messages[lead..]
             .iter()
             .filter(|m| m.is_system())
-            .filter_map(|m| m.content.as_ref().map(Content::text))
+            .filter_map(|m| m.content.as_ref().map(Content::system_text))
             .filter(|t| !t.is_empty())
             .collect();
         let mut out = self.clone();
@@ -400,7 +427,7 @@ impl ChatRequest {
         };
         if lead > 0 {
             let last = &mut out.messages[lead - 1];
-            let head = last.content.as_ref().map(Content::text);
+            let head = last.content.as_ref().map(Content::system_text);
             last.content = Some(Content::Text(join(head)));
         } else if out.system.is_some() {
             out.system = Some(join(out.system.take()));
@@ -409,6 +436,56 @@ impl ChatRequest {
                 .insert(0, ChatMessage::new("system", join(None)));
         }
         out
+    }
+
+    /// The types of the parts of later system messages that are not text,
+    /// each once, as `content[TYPE]`: what folding leaves out.
+    pub(super) fn later_system_non_text_parts(&self) -> Vec<String> {
+        let mut seen = std::collections::HashSet::new();
+        self.messages[self.leading_system_len()..]
+            .iter()
+            .filter(|m| m.is_system())
+            .filter_map(|m| m.content.as_ref())
+            .flat_map(Content::non_text_parts)
+            .filter(|t| seen.insert(*t))
+            .map(|t| format!("content[{t}]"))
+            .collect()
+    }
+
+    /// For a dialect that keeps later system messages in place: the
+    /// request with each one that falls between an assistant turn's tool
+    /// calls and their results moved to just after those results, since no
+    /// dialect takes anything between a call and its result (Anthropic
+    /// wants the results in the very next message). `None` when nothing
+    /// moves.
+    pub(super) fn with_system_after_tool_results(&self) -> Option<ChatRequest> {
+        let mut out = Vec::with_capacity(self.messages.len());
+        let mut held = Vec::new();
+        let mut in_results = false;
+        let mut moved = false;
+        for m in &self.messages {
+            if in_results && m.is_system() {
+                held.push(m.clone());
+                continue;
+            }
+            if in_results && m.role == "tool" {
+                moved |= !held.is_empty();
+                out.push(m.clone());
+                continue;
+            }
+            out.append(&mut held);
+            in_results = m.role == "assistant"
+                && m.extra
+                    .get("tool_calls")
+                    .and_then(Value::as_array)
+                    .is_some_and(|c| !c.is_empty());
+            out.push(m.clone());
+        }
+        out.append(&mut held);
+        moved.then(|| ChatRequest {
+            messages: out,
+            ..self.clone()
+        })
     }
 
     /// The system prompt ahead of the conversation, for a dialect that
@@ -421,7 +498,7 @@ impl ChatRequest {
             .chain(
                 self.messages[..self.leading_system_len()]
                     .iter()
-                    .filter_map(|m| m.content.as_ref().map(Content::text)),
+                    .filter_map(|m| m.content.as_ref().map(Content::system_text)),
             )
             .collect()
     }
@@ -437,7 +514,7 @@ impl ChatRequest {
                 self.messages
                     .iter()
                     .filter(|m| m.is_system())
-                    .filter_map(|m| m.content.as_ref().map(Content::text)),
+                    .filter_map(|m| m.content.as_ref().map(Content::system_text)),
             )
             .collect()
     }
@@ -589,10 +666,10 @@ impl ChatRequest {
         }
     }
 
-    /// A `tool` message that answers no `tool_calls` entry of an earlier
-    /// assistant message, as OpenAI refuses it (in its words, "preceeding"
-    /// and all): every upstream refuses one, so a surface refuses it before
-    /// any is asked.
+    /// A `tool` message whose `tool_call_id` answers no `tool_calls` entry
+    /// of an earlier assistant message, as OpenAI refuses it (in its words,
+    /// "preceeding" and all): upstreams refuse one, so a surface refuses it
+    /// before any is asked.
     pub fn orphan_tool_result(&self) -> Option<RequestError> {
         let mut calls: std::collections::HashSet<&str> = std::collections::HashSet::new();
         for (i, m) in self.messages.iter().enumerate() {
@@ -604,18 +681,17 @@ impl ChatRequest {
             if m.role != "tool" {
                 continue;
             }
-            let param = format!("messages.[{i}].role");
-            match m.tool_call_id() {
-                Some(id) if calls.contains(id) => {}
-                Some(_) => {
-                    return Some(RequestError::new(
-                        "Invalid parameter: messages with role 'tool' must be a response to a \
-                         preceeding message with 'tool_calls'."
-                            .into(),
-                        Some(&param),
-                    ));
-                }
-                None => return Some(missing(&format!("messages[{i}].tool_call_id"))),
+            // One without an id is left to the upstream: Ollama, llama.cpp
+            // and vLLM take it (and the other dialects cannot build it).
+            if let Some(id) = m.tool_call_id()
+                && !calls.contains(id)
+            {
+                return Some(RequestError::new(
+                    "Invalid parameter: messages with role 'tool' must be a response to a \
+                     preceeding message with 'tool_calls'."
+                        .into(),
+                    Some(&format!("messages.[{i}].role")),
+                ));
             }
         }
         None
@@ -721,6 +797,12 @@ fn parse_message(i: usize, m: Value) -> Result<ChatMessage, RequestError> {
     // (`role[critic]`): it is never a 400 by itself.
     let role = match obj.shift_remove("role") {
         Some(Value::String(r)) if !r.is_empty() => r,
+        Some(Value::String(_)) => {
+            return Err(RequestError::new(
+                format!("Invalid 'messages[{i}].role': empty string. Expected a role."),
+                Some(&at("role")),
+            ));
+        }
         None | Some(Value::Null) => return Err(missing(&at("role"))),
         Some(other) => return Err(invalid_type(&at("role"), "a string", &other)),
     };
@@ -1006,7 +1088,7 @@ mod tests {
             ),
             (
                 r#"{"messages":[{"role":"","content":"x"}]}"#,
-                "Invalid type for 'messages[0].role'",
+                "Invalid 'messages[0].role': empty string.",
                 Some("messages[0].role"),
             ),
             (
@@ -1127,10 +1209,9 @@ mod tests {
              message with 'tool_calls'."
         );
         assert_eq!(e.param.as_deref(), Some("messages.[1].role"));
+        // Without an id it is the upstream's to judge (local servers take
+        // one).
         let unnamed = req(r#"[{"role":"user","content":"q"},{"role":"tool","content":"42"}]"#);
-        assert_eq!(
-            unnamed.orphan_tool_result().unwrap().message,
-            "Missing required parameter: 'messages[1].tool_call_id'."
-        );
+        assert!(unnamed.orphan_tool_result().is_none());
     }
 }
