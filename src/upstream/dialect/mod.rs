@@ -468,10 +468,23 @@ pub fn build_request(
         None => client.post(w.url(&ep.base_url, &req.model, req.stream)),
     };
     let body = w.body(req)?;
-    let mut builder = builder.headers(headers);
+    let mut headers = headers;
     for (name, value) in w.body_headers(&body) {
-        builder = builder.header(name, value);
+        // One header, the betas a comma apart: a provider's configured
+        // `anthropic-beta` and the one this body needs both reach servers
+        // that read only the first of several.
+        let merged = match headers.get(&name).map(HeaderValue::as_bytes) {
+            Some(had) if !had.is_empty() => {
+                let mut v = had.to_vec();
+                v.extend_from_slice(b",");
+                v.extend_from_slice(value.as_bytes());
+                HeaderValue::from_bytes(&v).unwrap_or(value)
+            }
+            _ => value,
+        };
+        headers.insert(name, merged);
     }
+    let builder = builder.headers(headers);
     // reqwest's `json` feature is not enabled; a Value always serialises.
     let mut builder = builder.body(body.to_string());
     if let Some(key) = key {
@@ -1087,6 +1100,39 @@ mod tests {
                 .dropped
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn the_mid_conversation_beta_joins_a_configured_anthropic_beta_header() {
+        let c = Catalog::from_toml_str(
+            "include_default_catalog = false\n[[providers]]\nname = \"p\"\n\
+             dialect = \"anthropic\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodels = [\"m\"]\n\
+             headers = { \"anthropic-beta\" = \"context-1m-2025-08-07\" }\n",
+            "t.toml",
+        )
+        .unwrap();
+        let ep = c.providers[0]
+            .resolve_with(|_| None)
+            .unwrap()
+            .endpoint()
+            .clone();
+        let r = built_with(&ep, &later_system());
+        let betas: Vec<&str> = r
+            .headers()
+            .get_all("anthropic-beta")
+            .iter()
+            .map(|v| v.to_str().unwrap())
+            .collect();
+        assert_eq!(
+            betas,
+            [format!(
+                "context-1m-2025-08-07,{}",
+                anthropic::MID_CONVERSATION_SYSTEM
+            )]
+        );
+        // Without a later system message, the configured one alone.
+        let r = built_with(&ep, &ChatRequest::probe("m", "q", 16));
+        assert_eq!(r.headers()["anthropic-beta"], "context-1m-2025-08-07");
     }
 
     #[test]
