@@ -41,65 +41,34 @@ use crate::catalog::RouteSettings;
 /// real chains far shorter).
 pub const MAX_LINKS: usize = 100_000;
 
-/// One entry's value, kept as the JSON values route returned (shared
-/// between an item and its turn), so that keeping a response costs no
-/// serialization; only Redis gets text.
+/// One entry's value, as compact JSON text: one allocation an entry, so
+/// that `item_store_max_bytes` bounds the memory it takes (a parsed
+/// `Value` tree takes several times its text).
 #[derive(Debug, Clone, PartialEq)]
 enum Kept {
     /// An output item.
-    Item(Arc<Value>),
-    /// A response: the one it followed, its input and its output.
+    Item(Box<str>),
+    /// A response: the one it followed, and `{"input":[…],"output":[…]}`.
     Response {
         previous: Option<Box<str>>,
-        turn: Arc<Turn>,
+        turn: Box<str>,
     },
 }
 
-/// One turn of a conversation: what a response was asked, and what it
-/// answered.
-#[derive(Debug, PartialEq)]
-struct Turn {
-    input: Vec<Value>,
-    output: Vec<Arc<Value>>,
-}
-
-impl Turn {
-    /// As Redis keeps it: `{"input":[…],"output":[…]}`.
-    fn to_json(&self) -> String {
-        let output: Vec<&Value> = self.output.iter().map(|v| &**v).collect();
-        serde_json::json!({"input": self.input, "output": output}).to_string()
-    }
-}
+/// What an entry costs beside its text: its key (twice, in the map and
+/// the queue), the map's and the queue's slots. Counted in its bytes, so
+/// that the bound is on memory, not only on text.
+const ENTRY_OVERHEAD: usize = 128;
 
 impl Kept {
-    /// About the bytes of its JSON ([`json_size`]).
     fn bytes(&self) -> usize {
-        match self {
-            Kept::Item(v) => json_size(v),
-            Kept::Response { previous, turn } => {
-                previous.as_ref().map_or(0, |p| p.len())
-                    + turn.input.iter().map(json_size).sum::<usize>()
-                    + turn.output.iter().map(|v| json_size(v)).sum::<usize>()
+        ENTRY_OVERHEAD
+            + match self {
+                Kept::Item(j) => j.len(),
+                Kept::Response { previous, turn } => {
+                    previous.as_ref().map_or(0, |p| p.len()) + turn.len()
+                }
             }
-        }
-    }
-}
-
-/// About how many bytes `v` is as JSON: its strings and keys (plus their
-/// quotes), numbers, and a byte per bracket and separator, counted
-/// without writing it. What `item_store_max_bytes` bounds.
-fn json_size(v: &Value) -> usize {
-    match v {
-        Value::Null | Value::Bool(_) => 5,
-        Value::Number(_) => 8,
-        Value::String(s) => s.len() + 2,
-        Value::Array(a) => 2 + a.iter().map(|v| json_size(v) + 1).sum::<usize>(),
-        Value::Object(m) => {
-            2 + m
-                .iter()
-                .map(|(k, v)| k.len() + 4 + json_size(v))
-                .sum::<usize>()
-        }
     }
 }
 
@@ -392,7 +361,7 @@ impl ItemStore {
         }
         let mut missing = Vec::new();
         // The chain's turns, newest first, and where memory lost it.
-        let mut turns: Vec<Arc<Turn>> = Vec::new();
+        let mut turns: Vec<Box<str>> = Vec::new();
         let mut from: Option<String> = None;
         {
             let mut l = self.local();
@@ -403,8 +372,10 @@ impl ItemStore {
                     continue;
                 }
                 match l.get(id, now) {
-                    Some(Kept::Item(v)) => {
-                        found.items.insert(id.clone(), (**v).clone());
+                    Some(Kept::Item(j)) => {
+                        if let Ok(v) = serde_json::from_str(j) {
+                            found.items.insert(id.clone(), v);
+                        }
                     }
                     _ => missing.push(id.clone()),
                 }
@@ -443,20 +414,16 @@ impl ItemStore {
             if from.is_some()
                 && let Some(links) = held.chain
             {
-                // Whole unless a link does not read.
-                whole = true;
                 for (id, value) in links {
-                    let text = value.split_once('|').map_or("", |(_, t)| t);
-                    match read_turn(text) {
-                        Some(turn) => turns.push(Arc::new(turn)),
-                        None => whole = false,
-                    }
+                    let turn = value.split_once('|').map_or("", |(_, t)| t);
+                    turns.push(turn.into());
                     found.chain.push(id);
                 }
+                whole = true;
             }
         }
         if want.previous.is_some() && whole {
-            found.history = Some(history(&turns));
+            found.history = history(&turns);
         }
         if found.history.is_none() {
             found.chain.clear();
@@ -472,39 +439,41 @@ impl ItemStore {
         if self.secs() == 0 {
             return;
         }
-        let output: Vec<Arc<Value>> = k.output.into_iter().map(Arc::new).collect();
-        let items: Vec<(String, Arc<Value>)> = output
+        // Each output item is written once: alone, and (the same text)
+        // in its turn.
+        let written: Vec<String> = k.output.iter().map(Value::to_string).collect();
+        let items: Vec<(String, String)> = k
+            .output
             .iter()
-            .filter_map(|item| Some((item.get("id")?.as_str()?.to_string(), item.clone())))
+            .zip(&written)
+            .filter_map(|(item, json)| Some((item.get("id")?.as_str()?.to_string(), json.clone())))
             .collect();
-        let turn = Arc::new(Turn {
-            input: k.input,
-            output,
-        });
+        let mut turn = String::with_capacity(written.iter().map(String::len).sum::<usize>() + 64);
+        turn.push_str("{\"input\":");
+        turn.push_str(&Value::Array(k.input).to_string());
+        turn.push_str(",\"output\":[");
+        turn.push_str(&written.join(","));
+        turn.push_str("]}");
         {
             let mut l = self.local();
             for id in k.used_items.iter().chain(&k.used_responses) {
                 l.renew(id, now);
             }
-            for (id, v) in &items {
-                l.put(id, Kept::Item(v.clone()), now);
+            for (id, json) in &items {
+                l.put(id, Kept::Item(json.as_str().into()), now);
             }
             l.put(
                 &k.id,
                 Kept::Response {
                     previous: k.previous.as_deref().map(Into::into),
-                    turn: turn.clone(),
+                    turn: turn.as_str().into(),
                 },
                 now,
             );
             self.figures(&mut l);
         }
         if let Some(s) = &self.shared {
-            let items: Vec<(String, String)> = items
-                .iter()
-                .map(|(id, v)| (id.clone(), v.to_string()))
-                .collect();
-            let value = format!("{}|{}", k.previous.as_deref().unwrap_or(""), turn.to_json());
+            let value = format!("{}|{turn}", k.previous.as_deref().unwrap_or(""));
             // Unavailable: the store says so once on stderr, and the
             // items stay in memory here.
             let _ = s
@@ -536,30 +505,22 @@ fn reason(family: &Family<EvictionLabels, Counter>, reason: &str) -> Counter {
         .clone()
 }
 
-/// A turn as Redis keeps it (`{"input":[…],"output":[…]}`); `None` when
-/// it does not read.
-fn read_turn(text: &str) -> Option<Turn> {
-    let Value::Object(mut t) = serde_json::from_str::<Value>(text).ok()? else {
-        return None;
-    };
-    let mut part = |name: &str| match t.remove(name) {
-        Some(Value::Array(items)) => Some(items),
-        _ => None,
-    };
-    let input = part("input")?;
-    let output = part("output")?.into_iter().map(Arc::new).collect();
-    Some(Turn { input, output })
-}
-
-/// The items of a chain's turns (newest first), oldest turn first: each
-/// turn's input, then its output.
-fn history(turns: &[Arc<Turn>]) -> Vec<Value> {
+/// The items of a chain's turns (`{"input":[…],"output":[…]}`, newest
+/// first), oldest turn first; `None` when one does not read.
+fn history(turns: &[Box<str>]) -> Option<Vec<Value>> {
     let mut out = Vec::new();
     for turn in turns.iter().rev() {
-        out.extend(turn.input.iter().cloned());
-        out.extend(turn.output.iter().map(|v| (**v).clone()));
+        let Value::Object(mut t) = serde_json::from_str::<Value>(turn).ok()? else {
+            return None;
+        };
+        for part in ["input", "output"] {
+            match t.remove(part) {
+                Some(Value::Array(items)) => out.extend(items),
+                _ => return None,
+            }
+        }
     }
-    out
+    Some(out)
 }
 
 #[cfg(test)]
@@ -687,20 +648,21 @@ mod tests {
     #[test]
     fn the_oldest_go_first_when_the_bytes_are_spent() {
         let big = "x".repeat(300);
-        let (s, m) = store(3600, 1000);
+        let (s, m) = store(3600, 1200);
         for i in 0..3 {
             let mut k = turn(&format!("resp_{i}"), None, "q", (&format!("msg_{i}"), &big));
             k.input.clear();
             block(s.keep(k, t(i)));
         }
-        // Each turn is an item and a response of about 330 bytes each: the
-        // third pushed out the first two turns' entries, oldest first.
+        // Each turn is an item and a response of about 330 bytes of text
+        // and 128 of overhead each: the third pushed out the first two
+        // turns' entries, oldest first.
         let f = find(&s, &["msg_0", "msg_1", "msg_2"], None, t(3));
         let mut held: Vec<&String> = f.items.keys().collect();
         held.sort();
         assert_eq!(held, ["msg_2"]);
         let l = s.local();
-        assert!(l.bytes <= 1000, "{}", l.bytes);
+        assert!(l.bytes <= 1200, "{}", l.bytes);
         assert_eq!(l.map.len(), live_places(&l));
         drop(l);
         s.sweep(t(3));
@@ -739,7 +701,7 @@ mod tests {
     fn renewals_leave_places_behind_that_the_queue_sheds() {
         let mut l = Local::new(Duration::from_secs(100), 1 << 20);
         for i in 0..10 {
-            l.put(&format!("e{i}"), Kept::Item(Arc::new(json!(1))), t(0));
+            l.put(&format!("e{i}"), Kept::Item("1".into()), t(0));
         }
         // A long conversation renews its whole chain every turn.
         for n in 0..5000 {
@@ -756,8 +718,8 @@ mod tests {
     #[test]
     fn renewing_moves_an_entry_to_the_back_of_the_line() {
         let mut l = Local::new(Duration::from_secs(100), 1 << 20);
-        l.put("a", Kept::Item(Arc::new(json!(1))), t(0));
-        l.put("b", Kept::Item(Arc::new(json!(2))), t(10));
+        l.put("a", Kept::Item("1".into()), t(0));
+        l.put("b", Kept::Item("2".into()), t(10));
         l.renew("a", t(20));
         l.sweep(t(112));
         assert!(l.get("a", t(112)).is_some());
