@@ -614,7 +614,8 @@ enum Block {
     Text(String),
     Image(Value),
     Silent,
-    Tool(&'static str),
+    ToolUse,
+    ToolResult,
 }
 
 /// A content block route reads the same way wherever it appears (a turn,
@@ -640,14 +641,19 @@ fn content_block(at: &str, b: &Value, dropped: &mut Dropped) -> Result<Block, Ap
             Some(Value::String(t)) if !t.is_empty() => Block::Text(t.clone()),
             _ => Block::Silent,
         },
-        "tool_use" => Block::Tool("tool_use"),
-        "tool_result" => Block::Tool("tool_result"),
+        "tool_use" => Block::ToolUse,
+        "tool_result" => Block::ToolResult,
         t if SILENT_BLOCKS.contains(&t) => Block::Silent,
         other => {
             dropped.add(format!("content[{other}]"));
             Block::Silent
         }
     })
+}
+
+/// A block's type, for messages (checked to be a string already).
+fn b_type(b: &Value) -> &str {
+    b["type"].as_str().unwrap_or("")
 }
 
 /// The text of a `document` block whose source is text (`text`, or
@@ -732,12 +738,12 @@ fn user_turn(
             Block::Text(t) => parts.push(json!({"type": "text", "text": t})),
             Block::Image(p) => parts.push(p),
             Block::Silent => {}
-            Block::Tool("tool_result") => {
+            Block::ToolResult => {
                 let (msg, images) = tool_result(&at, &b, reading)?;
                 out.push(msg);
                 parts.extend(images);
             }
-            Block::Tool(_) => {
+            Block::ToolUse => {
                 return Err(invalid(
                     format!("{at}.type"),
                     "tool_use blocks belong in assistant messages",
@@ -823,10 +829,10 @@ fn tool_result(
                     Block::Text(t) => texts.push(t),
                     Block::Image(p) => images.push(p),
                     Block::Silent => {}
-                    Block::Tool(kind) => {
+                    Block::ToolUse | Block::ToolResult => {
                         return Err(invalid(
                             format!("{at}.type"),
-                            format!("{kind} blocks cannot be inside a tool_result"),
+                            format!("{} blocks cannot be inside a tool_result", b_type(c)),
                         ));
                     }
                 }
@@ -879,16 +885,13 @@ fn assistant_turn(
         match content_block(&at, &b, &mut reading.dropped)? {
             Block::Text(t) => texts.push(t),
             Block::Silent => {}
-            Block::Image(_) | Block::Tool("tool_result") => {
+            Block::Image(_) | Block::ToolResult => {
                 return Err(invalid(
                     format!("{at}.type"),
-                    format!(
-                        "{} blocks belong in user messages",
-                        b["type"].as_str().unwrap_or("")
-                    ),
+                    format!("{} blocks belong in user messages", b_type(&b)),
                 ));
             }
-            Block::Tool(_) => {
+            Block::ToolUse => {
                 let id = req_str(&at, &b, "id")?;
                 let name = req_str(&at, &b, "name")?;
                 let arguments = match b.get("input") {
