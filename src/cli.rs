@@ -552,7 +552,7 @@ pub struct RouteArgs {
     pub serve: bool,
     /// Where --serve listens: HOST:PORT, such as 127.0.0.1:9000 or
     /// localhost:9000 [default: 127.0.0.1:8080, or [route] listen].
-    #[arg(long, value_name = "ADDR", value_parser = crate::server::parse_listen)]
+    #[arg(long, value_name = "ADDR", value_parser = crate::http_server::parse_listen)]
     pub listen: Option<std::net::SocketAddr>,
     /// auto, a model id, an alias, or a pinned provider::model [default: auto].
     #[arg(long, short = 'm', value_name = "MODEL", add = Names::RouteModels)]
@@ -812,7 +812,7 @@ pub struct DemoArgs {
     #[arg(long)]
     pub serve: bool,
     /// Where --serve listens [default: 127.0.0.1 on a free port].
-    #[arg(long, value_name = "ADDR", value_parser = crate::server::parse_listen, requires = "serve")]
+    #[arg(long, value_name = "ADDR", value_parser = crate::http_server::parse_listen, requires = "serve")]
     pub listen: Option<std::net::SocketAddr>,
     /// Seconds between probes on one provider.
     #[arg(long, default_value = "0.3")]

@@ -60,8 +60,8 @@ use self::behaviour::INVENTED_TOOL;
 pub use self::behaviour::{Behaviour, parse_script, script_help};
 use self::responder::{DialectResponder, Malformed};
 use crate::error::{Error, Result};
+use crate::http_server::{self, Server};
 use crate::prompts::Pool;
-use crate::server::{self, Server};
 pub use crate::upstream::dialect::Dialect;
 use crate::upstream::dialect::JSON_TOOL;
 
@@ -215,7 +215,7 @@ pub async fn start(cfg: FakeConfig) -> Result<FakeServer> {
         .fallback(handle)
         .with_state(inner.clone());
     let (server, mut stopping) =
-        server::start(bind, app, "fake provider", server::Serving::default()).await?;
+        http_server::start(bind, app, "fake provider", http_server::Serving::default()).await?;
     tokio::spawn(async move {
         let _ = stopping.wait_for(|stop| *stop).await;
         let _ = relay.send(true);

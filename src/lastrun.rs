@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{DataError, Result};
 use crate::fsutil;
-use crate::observer::{FinishedRun, RunObserver, Skipped};
+use crate::run_observer::{FinishedRun, RunObserver, Skipped};
 
 pub const FILE: &str = "last_run.json";
 

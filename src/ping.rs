@@ -18,7 +18,7 @@ use reqwest::{Method, Url};
 
 use crate::error::{Error, Result};
 use crate::exit;
-use crate::observer::{FinishedRun, Ran, RunObserver};
+use crate::run_observer::{FinishedRun, Ran, RunObserver};
 use crate::webhook::{self, Request};
 
 /// The most of the summary that is sent; healthchecks.io keeps the first

@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use crate::catalog::{Catalog, Provider, model_key};
 use crate::lastrun::LastRun;
-use crate::observer::Skipped;
+use crate::run_observer::Skipped;
 use crate::state::{ModelState, States};
 
 pub use crate::healthlog::last::{Newest, RECENT_SECS};

@@ -14,8 +14,8 @@ use chrono::{DateTime, Utc};
 
 use crate::catalog::model_key;
 use crate::error::{Error, Result};
-use crate::observer::{FinishedRun, RunObserver};
 use crate::outcome::Entry;
+use crate::run_observer::{FinishedRun, RunObserver};
 use crate::state::{ModelState, States};
 
 /// A label value escaped for the text exposition format: backslash, double

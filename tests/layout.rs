@@ -2,7 +2,7 @@
 //!
 //! Modules form a tree. A reference from one module to another (`crate::a::b`,
 //! `super::c`) is an edge between the two siblings below their nearest common
-//! ancestor: `crate::route::engine` using `crate::route::status` is an edge
+//! ancestor: `crate::route::engine` using `crate::route::providers` is an edge
 //! `engine → status` inside `route`, and `crate::route::engine` using
 //! `crate::upstream::classify` is an edge `route → upstream` at the top. A
 //! module using its own ancestors or descendants adds no edge. Any strongly

@@ -196,7 +196,7 @@ impl RouteSettings {
         let listen = match &t.listen {
             None => d.listen,
             Some(s) => {
-                crate::server::parse_listen(s).map_err(|why| format!("route.listen {why}"))?
+                crate::http_server::parse_listen(s).map_err(|why| format!("route.listen {why}"))?
             }
         };
         let max_body_bytes = match t.max_body_bytes {

@@ -23,7 +23,7 @@
 //!
 //! [`plan`] decides what runs, [`lanes`] runs it, [`writer`] records it and
 //! [`report`] shows it; `cmd/check.rs` only handles the flags and the order
-//! of a run, and [`crate::observer`] tells the channels how it went.
+//! of a run, and [`crate::run_observer`] tells the channels how it went.
 
 pub mod lanes;
 pub mod paused;
@@ -74,7 +74,7 @@ pub fn execute_with(s: &Settings, plan: Plan, mut writer: Writer) -> Result<RunS
         Ok(writer.finish())
     });
 
-    let rt = crate::server::runtime(2)?;
+    let rt = crate::http_server::runtime(2)?;
     let prober = HttpProber::new(
         crate::upstream::http::client()?,
         s.prompts.clone(),

@@ -140,7 +140,7 @@ impl CapPlan {
     }
 }
 
-pub use crate::observer::Skipped;
+pub use crate::run_observer::Skipped;
 
 /// A model left out because of its state.
 #[derive(Debug, Clone, Serialize)]

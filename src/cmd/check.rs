@@ -1,7 +1,7 @@
 //! `llmprobe check`: the flags, and the order of a run. The run itself is
 //! the [`crate::check`] library; the channels that hear how it went
 //! (`last_run.json`, `--ping-url`, `--prom-file`, the `--notify` alerts)
-//! are [`crate::observer::RunObserver`]s, registered here.
+//! are [`crate::run_observer::RunObserver`]s, registered here.
 
 use std::time::Duration;
 
@@ -16,12 +16,12 @@ use crate::exit;
 use crate::fsutil::{DataLock, RunKind, RunLock};
 use crate::healthlog;
 use crate::lastrun::LastRunRecord;
-use crate::notify::observer::NotifyObserver;
-use crate::observer::{FinishedRun, Observers, Ran};
+use crate::notify::check_alerts::NotifyObserver;
 use crate::outcome::SOURCE_REPROBE;
 use crate::output;
 use crate::ping::{PingObserver, Pinger};
-use crate::route::shared::publish::Publisher;
+use crate::route::shared::check_publisher::Publisher;
+use crate::run_observer::{FinishedRun, Observers, Ran};
 use crate::settings::Settings;
 use crate::state::States;
 use crate::textfile::PromFile;

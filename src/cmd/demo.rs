@@ -77,7 +77,7 @@ pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
         Some(p) => Pool::load(p)?,
         None => Pool::embedded(),
     };
-    let rt = crate::server::runtime(1)?;
+    let rt = crate::http_server::runtime(1)?;
     // Each demo starts a new fake server, so rotate the scripts by how many
     // demos this stats directory has seen: successive runs then show models
     // recovering and being disabled.

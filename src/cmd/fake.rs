@@ -9,8 +9,8 @@ use std::time::Duration;
 use crate::cli::{FakeArgs, GlobalArgs};
 use crate::error::{Error, Result};
 use crate::fake::{FakeConfig, parse_script, start};
+use crate::http_server;
 use crate::prompts::Pool;
-use crate::server;
 
 /// Validate the `fake-provider` flags.
 pub fn config(g: &GlobalArgs, a: &FakeArgs) -> Result<FakeConfig> {
@@ -39,7 +39,7 @@ pub fn config(g: &GlobalArgs, a: &FakeArgs) -> Result<FakeConfig> {
 /// Serve until SIGTERM or SIGINT.
 pub fn run(g: &GlobalArgs, args: FakeArgs) -> Result<u8> {
     let cfg = config(g, &args)?;
-    let rt = server::runtime(2)?;
+    let rt = http_server::runtime(2)?;
     rt.block_on(async {
         let server = start(cfg).await?;
         let url = server.url();
@@ -52,7 +52,7 @@ pub fn run(g: &GlobalArgs, args: FakeArgs) -> Result<u8> {
                 .and_then(|()| out.flush())
                 .map_err(Error::Stdout)?;
         }
-        server::wait_for_signal().await?;
+        http_server::wait_for_signal().await?;
         server.shutdown().await;
         Ok(crate::exit::SUCCESS)
     })

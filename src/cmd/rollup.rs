@@ -130,7 +130,7 @@ pub fn run(s: &Settings, args: RollupArgs) -> Result<u8> {
 }
 
 /// `--window`'s default for `--format html`: the status page's bars.
-pub const HTML_WINDOW: &str = crate::status::WINDOW;
+pub const HTML_WINDOW: &str = crate::status_page::WINDOW;
 
 /// Refuse flags that the chosen format would ignore.
 fn check_format_flags(args: &RollupArgs, format: RollupFormat) -> Result<()> {
@@ -229,7 +229,7 @@ pub fn shown(args: &RollupArgs, provider: &str) -> bool {
         && !args.exclude.iter().any(|p| p == provider)
 }
 
-/// `--format html`: the status page ([`crate::status`]) from the stats
+/// `--format html`: the status page ([`crate::status_page`]) from the stats
 /// directory's files: the log, the model states, the capability verdicts
 /// and, when `route_state.json` is there, the cooldowns in force.
 fn status_page(s: &Settings, args: &RollupArgs, window: Window) -> Result<u8> {
@@ -244,7 +244,7 @@ fn status_page(s: &Settings, args: &RollupArgs, window: Window) -> Result<u8> {
     let route_path = crate::route::persist::path(s.stats_dir());
     let cooldowns =
         match crate::route::persist::load::<crate::route::cooldown::Cooldowns>(&route_path) {
-            Ok(route) => crate::route::status::page_cooldowns(&route.cooldowns, now),
+            Ok(route) => crate::route::providers::page_cooldowns(&route.cooldowns, now),
             Err(e) => {
                 eprintln!("warning: {e}; the page shows no cooldowns");
                 Vec::new()
@@ -252,7 +252,7 @@ fn status_page(s: &Settings, args: &RollupArgs, window: Window) -> Result<u8> {
         };
     let shown = |p: &str| shown(args, p);
     let log = s.log_path();
-    let page = crate::status::build(&crate::status::Inputs {
+    let page = crate::status_page::build(&crate::status_page::Inputs {
         log: &log,
         stats_dir: s.stats_dir(),
         catalog: &s.catalog,
@@ -283,7 +283,7 @@ fn status_page(s: &Settings, args: &RollupArgs, window: Window) -> Result<u8> {
         );
     }
     warn_read(&log, page.torn_bytes, page.skipped);
-    let html = crate::status::render(&page);
+    let html = crate::status_page::render(&page);
     match &args.output {
         Some(out) => fsutil::atomic_write_unlocked(out, html.as_bytes())?,
         None => output::print(&html)?,

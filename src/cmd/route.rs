@@ -12,14 +12,14 @@ use crate::cli::RouteArgs;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::exit;
+use crate::http_server;
 use crate::output;
 use crate::route::ask::Ask;
 use crate::route::engine::{Engine, Exhausted, trail};
+use crate::route::providers::{RouteSnapshot, Source, Want};
 use crate::route::shared::SharedState;
-use crate::route::status::{RouteSnapshot, Source, Want};
-use crate::route::surface::openai;
+use crate::route::surface::{error, openai};
 use crate::route::{send, serve};
-use crate::server;
 use crate::settings::Settings;
 use crate::upstream::dialect::{ChatMessage, ChatRequest};
 use crate::upstream::secret::Secret;
@@ -37,7 +37,7 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
     // One worker per core this process may run on (taskset and cgroups
     // included): more threads than cores only adds context switches.
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let rt = server::server_runtime(cores)?;
+    let rt = http_server::server_runtime(cores)?;
     // `--status` shows the shared state too; without Redis it falls back
     // to this machine's route_state.json, and says so.
     let mut unreachable = false;
@@ -97,16 +97,16 @@ pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
         } else {
             rt.block_on(RouteSnapshot::read(&engine, Want::Everything))
         };
-        let v = crate::route::status::view(&engine, &snap);
+        let v = crate::route::providers::view(&engine, &snap);
         if a.json {
             output::print_json(&v)?;
         } else {
-            output::print(&crate::route::status::table(&v))?;
+            output::print(&crate::route::providers::table(&v))?;
         }
         return Ok(exit::SUCCESS);
     }
     if a.serve {
-        let reprober = crate::route::reprobe::Reprober::new(s, engine.clone());
+        let reprober = crate::route::prober::Reprober::new(s, engine.clone());
         serve_until_signal(&rt, engine, badges(s), &s.catalog, reprober, |_| Ok(()))
     } else {
         one_shot(&rt, engine, &a)
@@ -242,7 +242,7 @@ fn one_shot(rt: &tokio::runtime::Runtime, engine: Arc<Engine>, a: &RouteArgs) ->
             if a.json {
                 output::print_json(&json!({
                     // The one-shot JSON names errors as the server does.
-                    "error": openai::route_error(&x).body(engine.clock.now())["error"],
+                    "error": error::route_error(&x).body(engine.clock.now())["error"],
                     "attempts": x.attempts,
                 }))?;
             }
@@ -312,7 +312,7 @@ pub(crate) fn serve_until_signal(
     engine: Arc<Engine>,
     badges: serve::BadgeCache,
     catalog: &crate::catalog::Catalog,
-    reprober: Option<crate::route::reprobe::Reprober>,
+    reprober: Option<crate::route::prober::Reprober>,
     on_ready: impl FnOnce(&str) -> Result<()>,
 ) -> Result<u8> {
     let token = match &engine.settings.auth_token_env {
@@ -372,11 +372,12 @@ pub(crate) fn serve_until_signal(
             .probe(&engine.client, &engine.routable_resolved(&routable))
             .await;
         #[cfg(unix)]
-        server::raise_fd_limit("route");
-        let serving = server::Serving {
+        http_server::raise_fd_limit("route");
+        let serving = http_server::Serving {
             header_timeout: Some(engine.settings.read_timeout),
         };
-        let (srv, stopping) = server::start(listen, serve::router(app), "route", serving).await?;
+        let (srv, stopping) =
+            http_server::start(listen, serve::router(app), "route", serving).await?;
         let saver = tokio::spawn(serve::saver(engine.clone(), stopping));
         let reprobes = reprober.map(|r| r.spawn());
         let reach = crate::route::reach::startup_note(
@@ -396,7 +397,7 @@ pub(crate) fn serve_until_signal(
         ))?;
         eprintln!("{}", status_line(&srv.url(), public, has_token));
         on_ready(&srv.url())?;
-        server::wait_for_signal().await?;
+        http_server::wait_for_signal().await?;
         eprintln!("route: shutting down; letting requests in flight finish");
         srv.shutdown(SHUTDOWN_GRACE).await;
         if let Some(a) = engine.alerts() {

@@ -20,7 +20,7 @@ use futures_util::{FutureExt, Stream, StreamExt};
 use serde_json::{Value, json};
 
 use crate::route::surface::anthropic::{self, Purpose};
-use crate::route::surface::openai::{self, ApiError};
+use crate::route::surface::error::{self, ApiError};
 use crate::route::surface::{completions, responses};
 use crate::upstream::dialect::{
     self, ChatMessage, ChatRequest, Content, Dialect, Endpoint, ROLES, ReplyDelta, ReplyPlan,
@@ -427,7 +427,7 @@ fn translate(req: &ChatRequest) {
 
 /// The chat completions surface: the body as `ChatBody` reads it.
 pub fn inbound_chat(data: &[u8]) {
-    match ChatRequest::from_openai_json(data).map_err(openai::invalid_request) {
+    match ChatRequest::from_openai_json(data).map_err(error::invalid_request) {
         Ok(req) => check_accepted(&req),
         Err(e) => check_refusal(&e),
     }

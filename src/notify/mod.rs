@@ -23,9 +23,9 @@
 //! only its scheme and host.
 
 pub mod channel;
+pub mod check_alerts;
 pub mod decide;
 pub mod notifier;
-pub mod observer;
 pub mod record;
 
 pub use channel::{Channel, configured, deliver};

@@ -38,11 +38,11 @@ use crate::upstream::dialect::{Dialect, Need, ReplyDelta};
 use run::{Admission, AfterAttempt, Picker, Run};
 
 mod bands;
-mod reprobe;
+mod for_prober;
 mod run;
 use crate::clock::Clock;
 pub use bands::{Ability, Facts, Probed};
-pub use reprobe::DueBench;
+pub use for_prober::DueBench;
 
 /// How trying one tier of candidates ended without an answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -39,9 +39,9 @@ use crate::upstream::secret::Secret;
 
 use super::ask::Ask;
 use super::engine::{Attempt, Engine, Exhausted, trail};
+use super::providers::{RouteSnapshot, Source, Want};
 use super::send::{self, Completion, StreamEvent};
-use super::status::{RouteSnapshot, Source, Want};
-use super::surface::openai::{self, ApiError};
+use super::surface::error::{self, ApiError};
 use super::surface::{BodyLimit, Shape};
 
 mod badge;
@@ -126,7 +126,7 @@ async fn header_limit(req: Request, next: Next) -> Response {
     if size > MAX_HEADER_BYTES {
         let shape = Shape::of(req.uri().path(), req.headers());
         return shape.error(
-            openai::headers_too_large(MAX_HEADER_BYTES),
+            error::headers_too_large(MAX_HEADER_BYTES),
             chrono::Utc::now(),
         );
     }
@@ -165,7 +165,7 @@ async fn auth_unless_public(State(app): State<Arc<App>>, req: Request, next: Nex
 }
 
 async fn not_found(uri: axum::http::Uri, headers: HeaderMap) -> Response {
-    Shape::of(uri.path(), &headers).error(openai::unknown_url(uri.path()), chrono::Utc::now())
+    Shape::of(uri.path(), &headers).error(error::unknown_url(uri.path()), chrono::Utc::now())
 }
 
 async fn method_not_allowed(
@@ -174,7 +174,7 @@ async fn method_not_allowed(
     headers: HeaderMap,
 ) -> Response {
     Shape::of(uri.path(), &headers).error(
-        openai::method_not_allowed(method.as_str(), uri.path()),
+        error::method_not_allowed(method.as_str(), uri.path()),
         chrono::Utc::now(),
     )
 }
@@ -263,7 +263,7 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {
     app.items.sweep(app.engine.clock.now());
-    let text = from_snapshot(&app.engine, Want::Cooldowns, super::status::metrics_text)
+    let text = from_snapshot(&app.engine, Want::Cooldowns, super::providers::metrics_text)
         .await
         .unwrap_or_default();
     (
@@ -277,7 +277,7 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
 }
 
 async fn providers(State(app): State<Arc<App>>) -> Response {
-    match from_snapshot(&app.engine, Want::Everything, super::status::view).await {
+    match from_snapshot(&app.engine, Want::Everything, super::providers::view).await {
         Some(v) => axum::Json(v).into_response(),
         None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
@@ -379,7 +379,7 @@ pub struct Failure {
 impl Failure {
     fn exhausted(x: Exhausted) -> Failure {
         Failure {
-            error: openai::route_error(&x),
+            error: error::route_error(&x),
             routed: Routed {
                 via: None,
                 attempts: x.attempts,
@@ -436,7 +436,7 @@ pub async fn complete(app: &App, r: Routing) -> Result<(Completion, Routed), Fai
         }
         Ok(Err(x)) => Err(Failure::exhausted(x)),
         Err(_) => Err(Failure {
-            error: openai::request_timeout(timeout),
+            error: error::request_timeout(timeout),
             routed: Routed::default(),
         }),
     }

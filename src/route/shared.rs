@@ -38,8 +38,8 @@ use crate::error::{Error, Result};
 use crate::route::cooldown::{Bench, Counter, Target};
 use crate::route::verdicts::{VERDICT_TTL, Verdict, Verdicts};
 
+pub mod check_publisher;
 pub mod items;
-pub mod publish;
 pub mod record;
 
 use super::limits::{

@@ -962,7 +962,7 @@ pub struct PingServer {
     pub url: String,
     seen: std::sync::Arc<std::sync::Mutex<Vec<Ping>>>,
     // Dropped before the runtime it runs on.
-    _server: llmprobe::server::Server,
+    _server: llmprobe::http_server::Server,
     _rt: tokio::runtime::Runtime,
 }
 
@@ -999,11 +999,11 @@ impl PingServer {
             },
         );
         let (server, _) = rt
-            .block_on(llmprobe::server::start(
+            .block_on(llmprobe::http_server::start(
                 "127.0.0.1:0".parse().unwrap(),
                 app,
                 "ping server",
-                llmprobe::server::Serving::default(),
+                llmprobe::http_server::Serving::default(),
             ))
             .unwrap();
         PingServer {

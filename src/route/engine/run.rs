@@ -1102,7 +1102,7 @@ mod tests {
             "no active model can take this request: it asks for several choices (n > 1), and the one active model cannot return several choices (anth::c: cannot return several choices (the anthropic dialect))"
         );
         assert_eq!(
-            crate::route::surface::openai::route_error(&x).code,
+            crate::route::surface::error::route_error(&x).code,
             "no_capable_model"
         );
         // The OpenAI models could take it, but both are rate limited.

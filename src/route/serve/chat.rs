@@ -10,7 +10,8 @@ use axum::response::{IntoResponse, Response};
 
 use super::{App, Routing, answer};
 use crate::route::surface::Shape;
-use crate::route::surface::openai::{self, ApiError, ChatBody};
+use crate::route::surface::error::ApiError;
+use crate::route::surface::openai::{self, ChatBody};
 
 pub async fn chat(
     State(app): State<Arc<App>>,

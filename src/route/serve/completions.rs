@@ -10,7 +10,8 @@ use axum::response::{IntoResponse, Response};
 
 use super::{App, Routing, answer};
 use crate::route::surface::completions::{self, TextWriter};
-use crate::route::surface::openai::{self, ApiError};
+use crate::route::surface::error::{self, ApiError};
+use crate::route::surface::openai;
 use crate::route::surface::{JsonBody, Shape};
 
 pub async fn completions(
@@ -36,5 +37,5 @@ pub async fn completions(
 /// `POST /v1/embeddings`: not served yet; a 404 that says so and names
 /// what is, in the shape of the API the client spoke.
 pub async fn embeddings(uri: axum::http::Uri, headers: HeaderMap) -> Response {
-    Shape::of(uri.path(), &headers).error(openai::not_served("embeddings"), chrono::Utc::now())
+    Shape::of(uri.path(), &headers).error(error::not_served("embeddings"), chrono::Utc::now())
 }

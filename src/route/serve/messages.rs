@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::{App, Routing, answer};
 use crate::route::surface::anthropic::{self, Purpose};
-use crate::route::surface::openai::ApiError;
+use crate::route::surface::error::ApiError;
 use crate::route::surface::{JsonBody, Shape};
 
 /// A Messages request, routed: a `message`, or a stream of its events.

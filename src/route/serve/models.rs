@@ -26,7 +26,7 @@ use super::App;
 use crate::capabilities::{Capability, Judgement};
 use crate::route::engine::Facts;
 use crate::route::surface::Shape;
-use crate::route::surface::openai::ApiError;
+use crate::route::surface::error::{ApiError, ErrorKind};
 
 /// Anthropic's `created_at` for every model: route does not know when a
 /// provider released one.
@@ -168,7 +168,7 @@ pub async fn one(
     }
     let e = ApiError::new(
         StatusCode::NOT_FOUND,
-        "invalid_request_error",
+        ErrorKind::InvalidRequest,
         "model_not_found",
         format!(
             "The model `{id}` does not exist or nothing routable serves it now; \

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::{App, Routing, complete, open};
 use crate::route::items::{Found, ItemStore, Keep, Wanted};
-use crate::route::surface::openai::ApiError;
+use crate::route::surface::error::ApiError;
 use crate::route::surface::responses::{self, Held, Parsed, ToKeep};
 use crate::route::surface::{JsonBody, Shape};
 

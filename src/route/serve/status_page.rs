@@ -1,5 +1,5 @@
 //! `GET /status`: the status page `rollup --format html` writes
-//! ([`crate::status`]), built from route's live state (the model states it
+//! ([`crate::status_page`]), built from route's live state (the model states it
 //! watches, the cooldowns in force: the shared ones when instances share
 //! them) and the health log on disk.
 //!
@@ -22,7 +22,7 @@ use chrono::{DateTime, Utc};
 
 use crate::catalog::Catalog;
 use crate::route::engine::Engine;
-use crate::route::status::{RouteSnapshot, Want, page_cooldowns};
+use crate::route::providers::{RouteSnapshot, Want, page_cooldowns};
 use crate::window::Window;
 
 use super::App;
@@ -151,7 +151,7 @@ fn build(engine: &Engine, cache: &Cache, snap: &RouteSnapshot) -> crate::error::
             }
         };
     let cooldowns = page_cooldowns(&snap.cooldowns, snap.now);
-    let window = Window::parse(crate::status::WINDOW)?;
+    let window = Window::parse(crate::status_page::WINDOW)?;
     let everyone = |_: &str| true;
     let from = match snap.source {
         super::Source::Local => "cooldowns from route (live)",
@@ -160,7 +160,7 @@ fn build(engine: &Engine, cache: &Cache, snap: &RouteSnapshot) -> crate::error::
             "cooldowns from route (live; the shared state unavailable)"
         }
     };
-    let page = crate::status::build(&crate::status::Inputs {
+    let page = crate::status_page::build(&crate::status_page::Inputs {
         log: &dir.join(crate::settings::LOG_FILE),
         stats_dir: dir,
         catalog,
@@ -174,7 +174,7 @@ fn build(engine: &Engine, cache: &Cache, snap: &RouteSnapshot) -> crate::error::
         redactor: &engine.redactor,
         cooldowns_note: from,
     })?;
-    Ok(crate::status::render(&page))
+    Ok(crate::status_page::render(&page))
 }
 
 #[cfg(test)]

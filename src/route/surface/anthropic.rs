@@ -39,7 +39,8 @@ use serde_json::{Map, Value, json};
 
 use super::Dropped;
 use super::calls::Holdback;
-use super::openai::{ApiError, openai_finish_reason};
+use super::error::ApiError;
+use super::openai::openai_finish_reason;
 use crate::route::domain::StreamEvent;
 use crate::route::send::Completion;
 use crate::upstream::dialect::{ChatMessage, ChatRequest, Content, ReplyDelta, Usage};

@@ -64,7 +64,7 @@ fn parse(surface: &str, body: &Value) -> Result<Vec<String>, String> {
     parse_bytes(surface, body.to_string().as_bytes()).map_err(|e| e.message)
 }
 
-fn parse_bytes(surface: &str, bytes: &[u8]) -> Result<Vec<String>, super::openai::ApiError> {
+fn parse_bytes(surface: &str, bytes: &[u8]) -> Result<Vec<String>, super::error::ApiError> {
     match surface {
         "Messages" => read_messages(bytes, Purpose::Create).map(|m| m.dropped),
         "Responses" => {

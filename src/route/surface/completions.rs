@@ -23,7 +23,8 @@ use crate::route::domain::StreamEvent;
 use crate::route::send::Completion;
 use crate::upstream::dialect::{ChatRequest, ReplyDelta, openai_object};
 
-use super::openai::{self, ApiError, Chunks, invalid_request};
+use super::error::{ApiError, invalid_request};
+use super::openai::{self, Chunks};
 
 /// A completions request as the chat request that serves it: the prompt
 /// as one user message, a non-empty `suffix` kept (the need `suffix`),

@@ -7,7 +7,7 @@
 //!
 //! [`openai`] is OpenAI chat completions; siblings for other APIs sit
 //! beside it and share [`JsonBody`] (the body, read within
-//! [`BodyLimit`]), [`openai::ApiError`] (an error in no particular shape:
+//! [`BodyLimit`]), [`error::ApiError`] (an error in no particular shape:
 //! status, message, OpenAI's type and code, retry time; each surface
 //! renders it) and the server's routing helpers (`serve::complete`,
 //! `serve::open`, `serve::Routed`). A new surface implements:
@@ -31,6 +31,7 @@ pub mod calls;
 #[cfg(test)]
 mod client_fields;
 pub mod completions;
+pub mod error;
 pub mod openai;
 pub mod responses;
 
@@ -38,7 +39,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRef, FromRequest, Request};
 use axum::http::{HeaderMap, StatusCode, header};
 
-use openai::ApiError;
+use error::{ApiError, ErrorKind};
 
 /// What a surface left out of a request, for `X-Llmprobe-Dropped`: each
 /// name once, in the order first met. A set beside the list keeps a body
@@ -90,14 +91,14 @@ where
         // connection only this long.
         let read = tokio::time::timeout(within, Bytes::from_request(req, state)).await;
         let Ok(read) = read else {
-            return Err(openai::body_timeout(within));
+            return Err(error::body_timeout(within));
         };
         let body = match read {
             Ok(b) => b,
             Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
                 return Err(ApiError::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
-                    "invalid_request_error",
+                    ErrorKind::InvalidRequest,
                     "request_too_large",
                     format!(
                         "request body exceeds {} bytes",
@@ -115,7 +116,7 @@ where
         if !is_json {
             return Err(ApiError::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "invalid_request_error",
+                ErrorKind::InvalidRequest,
                 "unsupported_media_type",
                 "send the request as Content-Type: application/json",
             ));

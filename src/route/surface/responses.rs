@@ -34,7 +34,8 @@ use crate::upstream::dialect::{ChatReply, ChatRequest, ReplyDelta, Usage, openai
 
 use super::Dropped;
 use super::calls::Holdback;
-use super::openai::{ApiError, invalid_request, openai_finish_reason};
+use super::error::{ApiError, invalid_request};
+use super::openai::openai_finish_reason;
 
 /// Input items that record a built-in tool's call or result. Route never
 /// produces them, so in a conversation's history they came from a
@@ -1897,7 +1898,7 @@ mod tests {
             req[field] = value;
             let e = refusal(req);
             assert_eq!(
-                (e.status.as_u16(), e.kind, e.code),
+                (e.status.as_u16(), e.kind.as_str(), e.code),
                 (400, "invalid_request_error", "unsupported_parameter"),
                 "{field}"
             );

@@ -1,4 +1,4 @@
-//! What `route --serve`'s re-prober ([`crate::route::reprobe`]) asks of
+//! What `route --serve`'s re-prober ([`crate::route::prober`]) asks of
 //! the engine: a key to probe a model with, a place inside the limits as
 //! a routed request would take one, the heuristic benches of active
 //! models, and the lifting of one of them.

@@ -25,7 +25,7 @@ use super::record::{self, NotifyState};
 use crate::catalog::model_key;
 use crate::error::Result;
 use crate::fsutil::DataLock;
-use crate::observer::{FinishedRun, RunObserver};
+use crate::run_observer::{FinishedRun, RunObserver};
 use crate::settings::Settings;
 use crate::state::{ModelState, States};
 use crate::upstream::secret::Redactor;

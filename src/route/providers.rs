@@ -112,10 +112,13 @@ impl RouteSnapshot {
 }
 
 /// The cooldowns in force at `now`, as the status page shows them.
-pub fn page_cooldowns(cooldowns: &Cooldowns, now: DateTime<Utc>) -> Vec<crate::status::Cooldown> {
+pub fn page_cooldowns(
+    cooldowns: &Cooldowns,
+    now: DateTime<Utc>,
+) -> Vec<crate::status_page::Cooldown> {
     cooldowns
         .active(now)
-        .map(|b| crate::status::Cooldown {
+        .map(|b| crate::status_page::Cooldown {
             target: b.target.clone(),
             scope: serde_json::to_value(b.scope)
                 .ok()

@@ -56,7 +56,7 @@ impl Publisher {
     /// `stamp`: whether what it publishes refreshes the record's age
     /// (every run but `check --paused`).
     pub fn start(url: &str, s: &Settings, clock: Clock, stamp: bool) -> Option<Publisher> {
-        let rt = match crate::server::runtime(1) {
+        let rt = match crate::http_server::runtime(1) {
             Ok(rt) => rt,
             Err(e) => {
                 eprintln!("warning: {e}; the shared record is not updated by this run");
