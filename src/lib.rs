@@ -11,7 +11,7 @@
 //!   model after a failure;
 //! - [`healthlog`] is the append-only record, [`state`] the state machine;
 //! - [`check`] is a probe run (plan, lanes, writer, report), and
-//!   [`observer`] the trait through which `last_run.json` ([`lastrun`]),
+//!   [`run_observer`] the trait through which `last_run.json` ([`lastrun`]),
 //!   [`ping`] and [`textfile`] hear how a run went;
 //! - [`schedule`] writes the scheduled `check` job for cron, systemd and
 //!   Task Scheduler, and judges whether scheduled runs are happening;
@@ -20,7 +20,7 @@
 //!   together;
 //! - [`format`] and [`grade`] show the record the same way everywhere;
 //! - [`duration`] reads every duration flag and spells durations back;
-//! - [`server`] serves HTTP (the fake provider, and `route`) and builds the
+//! - [`http_server`] serves HTTP (the fake provider, and `route`) and builds the
 //!   runtime;
 //! - [`fake`] is a scriptable fake provider for tests, demos and benchmarks
 //!   (its command glue is `cmd::fake`);

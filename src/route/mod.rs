@@ -7,9 +7,10 @@
 //!   [`crate::route::cooldown`], in [`shared`] state (Redis) when several
 //!   instances run as one;
 //! - the engine answers in [`domain`] terms, and each inbound
-//!   [`surface`] (the OpenAI API today) renders them; [`serve`] mounts the
-//!   surfaces over axum;
-//! - under `--serve`, the [`reprobe`]r probes paused models and heuristic
+//!   [`surface`] (Chat Completions, Messages, Responses, Completions)
+//!   parses its API's requests and renders the answers in its shape;
+//!   [`serve`] mounts the surfaces over axum;
+//! - under `--serve`, the [`prober`] re-probes paused models and heuristic
 //!   benches in the background, so they come back in minutes, and
 //!   [`alerts`] tells the alert channels of day-long benches and degraded
 //!   mode.
