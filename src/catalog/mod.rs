@@ -79,6 +79,8 @@ pub use route::{
 
 mod route;
 pub use route::DEGRADED_MIN_PROVIDERS;
+#[cfg(test)]
+mod same_as_before;
 
 /// The ranges of `[route]` numbers, for the flags that override them.
 pub mod route_bounds {
