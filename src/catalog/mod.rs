@@ -79,6 +79,8 @@ pub use route::{
 
 mod route;
 pub use route::DEGRADED_MIN_PROVIDERS;
+#[cfg(test)]
+mod same_as_before;
 
 /// The ranges of `[route]` numbers, for the flags that override them.
 pub mod route_bounds {
@@ -93,14 +95,13 @@ enum KeyEnv {
     Many(Vec<String>),
 }
 
-impl KeyEnv {
-    fn into_vec(self) -> Vec<String> {
-        match self {
-            KeyEnv::One(s) if s.is_empty() => vec![],
-            KeyEnv::One(s) => vec![s],
-            KeyEnv::Many(v) => v,
-        }
-    }
+/// `api_key_env` as the list of names it means; `""` names none.
+fn key_env<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Vec<String>, D::Error> {
+    Ok(match KeyEnv::deserialize(d)? {
+        KeyEnv::One(s) if s.is_empty() => vec![],
+        KeyEnv::One(s) => vec![s],
+        KeyEnv::Many(v) => v,
+    })
 }
 
 /// What the ambiguous `x-ratelimit-*-requests` header family counts, the
@@ -252,31 +253,47 @@ struct DefaultsToml {
     capability_max_tokens: Option<u32>,
 }
 
-/// One `[[providers]]` table. Every field but `name` is optional so that a
-/// user entry can override an embedded provider field by field.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// One `[[providers]]` table as serde reads it, once the user's table is
+/// layered over the embedded one ([`layer`]): every key a provider may set,
+/// each holding what it means when no table sets it. A value that
+/// `[defaults]` supplies, or whose absence means something, stays an
+/// `Option`; [`ProviderTable::validate`] makes the [`Provider`].
+///
+/// The fields' order is the order toml's "expected one of" lists them in.
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ProviderToml {
+struct ProviderTable {
     name: String,
     enabled: Option<bool>,
     host_env: Option<String>,
     dialect: Option<Dialect>,
     base_url: Option<String>,
-    api_key_env: Option<KeyEnv>,
-    key_optional: Option<bool>,
-    url_vars: Option<BTreeMap<String, String>>,
-    models: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "key_env")]
+    api_key_env: Vec<String>,
+    #[serde(default)]
+    key_optional: bool,
+    #[serde(default)]
+    url_vars: BTreeMap<String, String>,
+    #[serde(default)]
+    models: Vec<String>,
     spacing_secs: Option<f64>,
     timeout_secs: Option<f64>,
     max_tokens: Option<u32>,
-    headers: Option<BTreeMap<String, String>>,
-    priority: Option<i64>,
-    limits: Option<Limits>,
-    model_limits: Option<BTreeMap<String, Limits>>,
-    model_info: Option<BTreeMap<String, ModelInfo>>,
-    key_limits: Option<Limits>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default = "ProviderTable::priority")]
+    priority: i64,
+    #[serde(default)]
+    limits: Limits,
+    #[serde(default)]
+    model_limits: BTreeMap<String, Limits>,
+    #[serde(default)]
+    model_info: BTreeMap<String, ModelInfo>,
+    #[serde(default)]
+    key_limits: Limits,
     daily_cap: Option<u64>,
-    capabilities: Option<bool>,
+    #[serde(default = "ProviderTable::capabilities")]
+    capabilities: bool,
     day_reset: Option<String>,
     /// Read as text so that a bad value is reported with the provider's
     /// name, which toml's own error would not give.
@@ -285,14 +302,48 @@ struct ProviderToml {
     system_messages: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// The side tables keyed by model: a user's `models` without one of them
+/// trims the embedded one to the models left.
+const TRIMMED_WITH_MODELS: [&str; 2] = ["model_limits", "model_info"];
+
+/// The layering rules of `[[providers]]`, all of them (docs/configuration.md):
+/// `over`, a user's table, layers over `into`, the table of the same name
+/// before it (the embedded one, or the user's own earlier one). Each key
+/// `over` sets replaces `into`'s value whole, a table-valued key too
+/// (`limits`, `headers`, `url_vars`, `model_limits`, `model_info`): nothing
+/// merges below the top level. The one exception keeps trimming a list from
+/// being an error: `models` given without one of [`TRIMMED_WITH_MODELS`]
+/// keeps that table's entries of the models left.
+fn layer(into: &mut toml::Table, over: toml::Table) {
+    if let Some(models) = over.get("models").and_then(toml::Value::as_array) {
+        let kept = |m: &str| models.iter().any(|v| v.as_str() == Some(m));
+        for side in TRIMMED_WITH_MODELS {
+            if !over.contains_key(side)
+                && let Some(table) = into.get_mut(side).and_then(toml::Value::as_table_mut)
+            {
+                table.retain(|m, _| kept(m));
+            }
+        }
+    }
+    into.extend(over);
+}
+
+/// A provider table's `name` (the checked parse has made it a string).
+fn table_name(t: &toml::Table) -> &str {
+    t.get("name").and_then(toml::Value::as_str).unwrap_or("")
+}
+
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ConfigToml {
     include_default_catalog: Option<bool>,
     #[serde(default)]
     defaults: DefaultsToml,
+    /// Read here only to report a bad key or value where it is written;
+    /// the providers are layered as tables ([`ConfigFile::providers`]).
     #[serde(default)]
-    providers: Vec<ProviderToml>,
+    #[expect(dead_code, reason = "read for its errors only")]
+    providers: Vec<ProviderTable>,
     #[serde(default)]
     route: route::RouteToml,
     #[serde(default)]
@@ -606,45 +657,69 @@ pub struct Catalog {
     pub notify: NotifySettings,
 }
 
-/// Where a config came from, for error messages.
+/// One config file, read: every section checked where it is written and
+/// typed, and its `[[providers]]` also kept as tables, for [`layer`].
+#[derive(Debug, Default)]
+struct ConfigFile {
+    toml: ConfigToml,
+    providers: Vec<toml::Table>,
+}
+
+/// Read a config file; `origin` names it in errors.
+fn parse_toml(text: &str, origin: &str) -> Result<ConfigFile> {
+    let toml: ConfigToml = toml::from_str(text).map_err(|e| parse_error(&e, text, origin))?;
+    // Cannot fail where the checked read did not.
+    let mut whole: toml::Table = toml::from_str(text).map_err(|e| parse_error(&e, text, origin))?;
+    let providers = match whole.remove("providers") {
+        Some(toml::Value::Array(tables)) => tables
+            .into_iter()
+            .filter_map(|t| match t {
+                toml::Value::Table(t) => Some(t),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    Ok(ConfigFile { toml, providers })
+}
+
+/// A parse error of the config `text` read from `origin`.
 ///
 /// toml's message names the key; the line and column are ours. toml's own
 /// rendering also quotes the line at fault, which would print an
 /// `api_key = "…"` or a webhook URL written where it does not belong, so
 /// the line itself is never shown.
-fn parse_toml(text: &str, origin: &str) -> Result<ConfigToml> {
-    toml::from_str(text).map_err(|e| {
-        let at = e
-            .span()
-            .map(|span| {
-                let before = &text[..span.start.min(text.len())];
-                let line = before.matches('\n').count() + 1;
-                let start = before.rfind('\n').map_or(0, |i| i + 1);
-                let column = before.len() - start + 1;
-                // The key of that line, when it is spelled as config keys
-                // are (lowercase words, no digits): a key pasted in as a
-                // name is not shown.
-                let key = text[start..]
-                    .lines()
-                    .next()
-                    .and_then(|l| l.split_once('='))
-                    .map(|(k, _)| k.trim())
-                    .filter(|k| {
-                        !k.is_empty()
-                            && k.len() <= 40
-                            && k.chars()
-                                .all(|c| c.is_ascii_lowercase() || "_-.".contains(c))
-                    })
-                    .map(|k| format!(" ({k})"))
-                    .unwrap_or_default();
-                format!("line {line}, column {column}{key}: ")
-            })
-            .unwrap_or_default();
-        Error::config(format!(
-            "invalid config {origin}: {at}{}",
-            without_values(e.message().trim_end())
-        ))
-    })
+fn parse_error(e: &toml::de::Error, text: &str, origin: &str) -> Error {
+    let at = e
+        .span()
+        .map(|span| {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let start = before.rfind('\n').map_or(0, |i| i + 1);
+            let column = before.len() - start + 1;
+            // The key of that line, when it is spelled as config keys
+            // are (lowercase words, no digits): a key pasted in as a
+            // name is not shown.
+            let key = text[start..]
+                .lines()
+                .next()
+                .and_then(|l| l.split_once('='))
+                .map(|(k, _)| k.trim())
+                .filter(|k| {
+                    !k.is_empty()
+                        && k.len() <= 40
+                        && k.chars()
+                            .all(|c| c.is_ascii_lowercase() || "_-.".contains(c))
+                })
+                .map(|k| format!(" ({k})"))
+                .unwrap_or_default();
+            format!("line {line}, column {column}{key}: ")
+        })
+        .unwrap_or_default();
+    Error::config(format!(
+        "invalid config {origin}: {at}{}",
+        without_values(e.message().trim_end())
+    ))
 }
 
 /// A parse error's message without the value it quotes. serde words a
@@ -740,61 +815,58 @@ impl Catalog {
     /// `user` over the embedded catalog, then `env`'s settings (`(name,
     /// value)` of the `LLMPROBE_ROUTE_*` and `LLMPROBE_DAILY_CAP_*`
     /// variables) over both.
-    fn build(user: Option<(ConfigToml, String)>, env: &[(String, String)]) -> Result<Catalog> {
+    fn build(user: Option<(ConfigFile, String)>, env: &[(String, String)]) -> Result<Catalog> {
         let base = parse_toml(DEFAULT_CATALOG, "(embedded default catalog)")?;
-        let (user, origin) = match user {
-            Some((u, o)) => (u, o),
-            None => (ConfigToml::default(), String::new()),
-        };
-        let mut defaults = base.defaults.clone();
-        merge_defaults(&mut defaults, &user.defaults);
-        let mut tables: Vec<ProviderToml> = if user.include_default_catalog.unwrap_or(true) {
-            base.providers
-        } else {
-            Vec::new()
-        };
+        let (user, origin) = user.unwrap_or_default();
+        let mut tables = base.providers;
+        if !user.toml.include_default_catalog.unwrap_or(true) {
+            tables.clear();
+        }
         let capped_in_file: Vec<String> = user
             .providers
             .iter()
-            .filter(|p| p.daily_cap.is_some())
-            .map(|p| p.name.clone())
+            .filter(|t| t.contains_key("daily_cap"))
+            .map(|t| table_name(t).to_string())
             .collect();
-        for p in user.providers {
-            if let Some(existing) = tables.iter_mut().find(|e| e.name == p.name) {
-                merge_provider(existing, p);
-            } else {
-                tables.push(p);
+        for t in user.providers {
+            match tables.iter_mut().find(|e| table_name(e) == table_name(&t)) {
+                Some(existing) => layer(existing, t),
+                None => tables.push(t),
             }
         }
+        let (ours, theirs) = (&base.toml.defaults, &user.toml.defaults);
         let defaults = Defaults {
             spacing: secs(
-                defaults.spacing_secs.unwrap_or(90.0),
+                theirs.spacing_secs.or(ours.spacing_secs).unwrap_or(90.0),
                 bounds::SPACING_SECS,
                 false,
                 "defaults.spacing_secs",
                 &origin,
             )?,
             timeout: secs(
-                defaults.timeout_secs.unwrap_or(30.0),
+                theirs.timeout_secs.or(ours.timeout_secs).unwrap_or(30.0),
                 bounds::TIMEOUT_SECS,
                 true,
                 "defaults.timeout_secs",
                 &origin,
             )?,
             max_tokens: count(
-                defaults.max_tokens.unwrap_or(16),
+                theirs.max_tokens.or(ours.max_tokens).unwrap_or(16),
                 bounds::MAX_TOKENS,
                 "defaults.max_tokens",
                 &origin,
             )?,
             disable_after: count(
-                defaults.disable_after.unwrap_or(3),
+                theirs.disable_after.or(ours.disable_after).unwrap_or(3),
                 bounds::DISABLE_AFTER,
                 "defaults.disable_after",
                 &origin,
             )?,
             capability_max_tokens: count(
-                defaults.capability_max_tokens.unwrap_or(256),
+                theirs
+                    .capability_max_tokens
+                    .or(ours.capability_max_tokens)
+                    .unwrap_or(256),
                 bounds::MAX_TOKENS,
                 "defaults.capability_max_tokens",
                 &origin,
@@ -802,8 +874,9 @@ impl Catalog {
         };
         let mut providers = Vec::with_capacity(tables.len());
         for t in tables {
-            providers.push(validate_provider(t, &defaults, &origin)?);
+            providers.push(ProviderTable::read(t, &origin)?.validate(&defaults, &origin)?);
         }
+        let user = user.toml;
         let invalid =
             |why: String| Error::config(format!("invalid config {}: {why}", origin_name(&origin)));
         RouteSettings::from_toml(&user.route).map_err(invalid)?;
@@ -1047,65 +1120,6 @@ impl Provider {
     }
 }
 
-fn merge_defaults(into: &mut DefaultsToml, from: &DefaultsToml) {
-    if from.spacing_secs.is_some() {
-        into.spacing_secs = from.spacing_secs;
-    }
-    if from.timeout_secs.is_some() {
-        into.timeout_secs = from.timeout_secs;
-    }
-    if from.max_tokens.is_some() {
-        into.max_tokens = from.max_tokens;
-    }
-    if from.disable_after.is_some() {
-        into.disable_after = from.disable_after;
-    }
-    if from.capability_max_tokens.is_some() {
-        into.capability_max_tokens = from.capability_max_tokens;
-    }
-}
-
-fn merge_provider(into: &mut ProviderToml, from: ProviderToml) {
-    // A user who replaces the models but not their limits keeps the limits
-    // of the models that stay, so trimming a list is never an error.
-    if let (Some(models), None, Some(limits)) =
-        (&from.models, &from.model_limits, &mut into.model_limits)
-    {
-        limits.retain(|m, _| models.contains(m));
-    }
-    if let (Some(models), None, Some(info)) = (&from.models, &from.model_info, &mut into.model_info)
-    {
-        info.retain(|m, _| models.contains(m));
-    }
-    macro_rules! take {
-        ($($f:ident),*) => { $( if from.$f.is_some() { into.$f = from.$f; } )* };
-    }
-    take!(
-        enabled,
-        host_env,
-        dialect,
-        base_url,
-        api_key_env,
-        key_optional,
-        url_vars,
-        models,
-        spacing_secs,
-        timeout_secs,
-        max_tokens,
-        headers,
-        priority,
-        limits,
-        model_limits,
-        model_info,
-        key_limits,
-        daily_cap,
-        capabilities,
-        day_reset,
-        requests_header_window,
-        system_messages
-    );
-}
-
 fn origin_name(origin: &str) -> &str {
     if origin.is_empty() {
         "(embedded)"
@@ -1168,156 +1182,174 @@ fn settings_env() -> Result<Vec<(String, String)>> {
     Ok(out)
 }
 
-fn validate_provider(t: ProviderToml, d: &Defaults, origin: &str) -> Result<Provider> {
-    let bad = |msg: String| -> Error {
-        ConfigError(format!(
-            "invalid config {}: provider \"{}\": {msg}",
-            origin_name(origin),
-            t.name
-        ))
-        .into()
-    };
-    if t.name.trim().is_empty() || t.name.contains("::") {
-        return Err(bad(
-            "a provider needs a non-empty name without \"::\"".into()
-        ));
+impl ProviderTable {
+    fn priority() -> i64 {
+        100
     }
-    let dialect = t.dialect.ok_or_else(|| {
-        bad("missing `dialect` (openai, anthropic or gemini) for a new provider".into())
-    })?;
-    let base_url = t
-        .base_url
-        .clone()
-        .ok_or_else(|| bad("missing `base_url` for a new provider".into()))?;
-    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
-        return Err(bad(format!(
-            "base_url \"{base_url}\" must start with http:// or https://"
-        )));
+
+    fn capabilities() -> bool {
+        true
     }
-    let url_vars = t.url_vars.clone().unwrap_or_default();
-    for placeholder in url_vars.keys() {
-        if !base_url.contains(&format!("{{{placeholder}}}")) {
+
+    /// Serde's one read of a layered table. Each value was checked, where
+    /// it is written, when its file was read, so an error here is a bug.
+    fn read(t: toml::Table, origin: &str) -> Result<ProviderTable> {
+        let name = table_name(&t).to_string();
+        toml::Value::Table(t)
+            .try_into()
+            .map_err(|e: toml::de::Error| {
+                Error::config(format!(
+                    "invalid config {}: provider {name:?}: {}",
+                    origin_name(origin),
+                    without_values(e.message().trim_end())
+                ))
+            })
+    }
+
+    /// The checks serde cannot make: what a new provider must say, what
+    /// needs `[defaults]` or another field, ranges, and the values read as
+    /// text. Each error names the provider and the field.
+    fn validate(self, d: &Defaults, origin: &str) -> Result<Provider> {
+        let t = self;
+        let bad = |msg: String| -> Error {
+            ConfigError(format!(
+                "invalid config {}: provider \"{}\": {msg}",
+                origin_name(origin),
+                t.name
+            ))
+            .into()
+        };
+        if t.name.trim().is_empty() || t.name.contains("::") {
+            return Err(bad(
+                "a provider needs a non-empty name without \"::\"".into()
+            ));
+        }
+        let dialect = t.dialect.ok_or_else(|| {
+            bad("missing `dialect` (openai, anthropic or gemini) for a new provider".into())
+        })?;
+        let base_url = t
+            .base_url
+            .clone()
+            .ok_or_else(|| bad("missing `base_url` for a new provider".into()))?;
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
             return Err(bad(format!(
-                "url_vars names {{{placeholder}}}, which base_url does not contain"
+                "base_url \"{base_url}\" must start with http:// or https://"
             )));
         }
-    }
-    let models = t.models.clone().unwrap_or_default();
-    if t.enabled != Some(false) && models.is_empty() {
-        return Err(bad("`models` is empty".into()));
-    }
-    if let Some(m) = models.iter().find(|m| m.trim().is_empty()) {
-        return Err(bad(format!("model id \"{m}\" is empty")));
-    }
-    let spacing = match t.spacing_secs {
-        Some(v) => bounded_secs(v, bounds::SPACING_SECS, false)
-            .map_err(|why| bad(format!("spacing_secs {why}")))?,
-        None => d.spacing,
-    };
-    let timeout = match t.timeout_secs {
-        Some(v) => bounded_secs(v, bounds::TIMEOUT_SECS, true)
-            .map_err(|why| bad(format!("timeout_secs {why}")))?,
-        None => d.timeout,
-    };
-    let max_tokens = match t.max_tokens {
-        Some(v) => {
-            bounded_u32(v, bounds::MAX_TOKENS).map_err(|why| bad(format!("max_tokens {why}")))?
-        }
-        None => d.max_tokens,
-    };
-    if let Some(var) = t.host_env.as_ref().filter(|v| v.trim().is_empty()) {
-        return Err(bad(format!("host_env {var:?} is empty")));
-    }
-    let limits = t.limits.unwrap_or_default();
-    let model_limits = t.model_limits.clone().unwrap_or_default();
-    let key_limits = t.key_limits.unwrap_or_default();
-    let zero = |field: String| bad(format!("{field} is 0: remove it for no limit"));
-    if let Some(f) = limits.zero_field() {
-        return Err(zero(format!("limits.{f}")));
-    }
-    if let Some(f) = key_limits.zero_field() {
-        return Err(zero(format!("key_limits.{f}")));
-    }
-    if let Some(cap) = t.daily_cap {
-        check_daily_cap(cap).map_err(bad)?;
-    }
-    for (model, l) in &model_limits {
-        if !models.contains(model) {
-            return Err(bad(format!(
-                "model_limits names {model:?}, which is not in `models`"
-            )));
-        }
-        if let Some(f) = l.zero_field() {
-            return Err(zero(format!("model_limits.{model:?}.{f}")));
-        }
-    }
-    let model_info = t.model_info.clone().unwrap_or_default();
-    for (model, i) in &model_info {
-        if !models.contains(model) {
-            return Err(bad(format!(
-                "model_info names {model:?}, which is not in `models`"
-            )));
-        }
-        if let Some(f) = i.zero_field() {
-            return Err(bad(format!(
-                "model_info.{model:?}.{f} is 0: remove it when it is not known"
-            )));
-        }
-    }
-    let day_reset = match &t.day_reset {
-        Some(s) => parse_day_reset(s).map_err(bad)?,
-        None => NaiveTime::MIN,
-    };
-    let requests_header_window = match &t.requests_header_window {
-        Some(s) => RequestsWindow::from_field(s).map_err(bad)?,
-        None => RequestsWindow::default(),
-    };
-    let system_messages = match &t.system_messages {
-        None => None,
-        Some(s) => {
-            let can = wire(dialect).system_messages();
-            let names: Vec<String> = can.iter().map(|c| format!("{:?}", c.as_str())).collect();
-            match s.parse::<SystemMessages>() {
-                Ok(v) if can.contains(&v) => Some(v),
-                _ => {
-                    return Err(bad(format!(
-                        "system_messages {s:?} is not a placement the {} dialect has: use {}",
-                        dialect.as_str(),
-                        names.join(" or ")
-                    )));
-                }
+        for placeholder in t.url_vars.keys() {
+            if !base_url.contains(&format!("{{{placeholder}}}")) {
+                return Err(bad(format!(
+                    "url_vars names {{{placeholder}}}, which base_url does not contain"
+                )));
             }
         }
-    };
-    Ok(Provider {
-        enabled: t.enabled,
-        host_env: t.host_env.clone(),
-        dialect,
-        base_url,
-        api_key_env: t
-            .api_key_env
-            .clone()
-            .map(KeyEnv::into_vec)
-            .unwrap_or_default(),
-        key_optional: t.key_optional.unwrap_or(false),
-        url_vars,
-        models,
-        spacing,
-        timeout,
-        max_tokens,
-        headers: t.headers.clone().unwrap_or_default(),
-        priority: t.priority.unwrap_or(100),
-        limits,
-        model_limits,
-        model_info,
-        key_limits,
-        daily_cap: t.daily_cap,
-        capabilities: t.capabilities.unwrap_or(true),
-        day_reset,
-        requests_header_window,
-        system_messages,
-        name: t.name,
-    })
+        if t.enabled != Some(false) && t.models.is_empty() {
+            return Err(bad("`models` is empty".into()));
+        }
+        if let Some(m) = t.models.iter().find(|m| m.trim().is_empty()) {
+            return Err(bad(format!("model id \"{m}\" is empty")));
+        }
+        let spacing = match t.spacing_secs {
+            Some(v) => bounded_secs(v, bounds::SPACING_SECS, false)
+                .map_err(|why| bad(format!("spacing_secs {why}")))?,
+            None => d.spacing,
+        };
+        let timeout = match t.timeout_secs {
+            Some(v) => bounded_secs(v, bounds::TIMEOUT_SECS, true)
+                .map_err(|why| bad(format!("timeout_secs {why}")))?,
+            None => d.timeout,
+        };
+        let max_tokens = match t.max_tokens {
+            Some(v) => bounded_u32(v, bounds::MAX_TOKENS)
+                .map_err(|why| bad(format!("max_tokens {why}")))?,
+            None => d.max_tokens,
+        };
+        if let Some(var) = t.host_env.as_ref().filter(|v| v.trim().is_empty()) {
+            return Err(bad(format!("host_env {var:?} is empty")));
+        }
+        let zero = |field: String| bad(format!("{field} is 0: remove it for no limit"));
+        if let Some(f) = t.limits.zero_field() {
+            return Err(zero(format!("limits.{f}")));
+        }
+        if let Some(f) = t.key_limits.zero_field() {
+            return Err(zero(format!("key_limits.{f}")));
+        }
+        if let Some(cap) = t.daily_cap {
+            check_daily_cap(cap).map_err(bad)?;
+        }
+        for (model, l) in &t.model_limits {
+            if !t.models.contains(model) {
+                return Err(bad(format!(
+                    "model_limits names {model:?}, which is not in `models`"
+                )));
+            }
+            if let Some(f) = l.zero_field() {
+                return Err(zero(format!("model_limits.{model:?}.{f}")));
+            }
+        }
+        for (model, i) in &t.model_info {
+            if !t.models.contains(model) {
+                return Err(bad(format!(
+                    "model_info names {model:?}, which is not in `models`"
+                )));
+            }
+            if let Some(f) = i.zero_field() {
+                return Err(bad(format!(
+                    "model_info.{model:?}.{f} is 0: remove it when it is not known"
+                )));
+            }
+        }
+        let day_reset = match &t.day_reset {
+            Some(s) => parse_day_reset(s).map_err(bad)?,
+            None => NaiveTime::MIN,
+        };
+        let requests_header_window = match &t.requests_header_window {
+            Some(s) => RequestsWindow::from_field(s).map_err(bad)?,
+            None => RequestsWindow::default(),
+        };
+        let system_messages = match &t.system_messages {
+            None => None,
+            Some(s) => {
+                let can = wire(dialect).system_messages();
+                let names: Vec<String> = can.iter().map(|c| format!("{:?}", c.as_str())).collect();
+                match s.parse::<SystemMessages>() {
+                    Ok(v) if can.contains(&v) => Some(v),
+                    _ => {
+                        return Err(bad(format!(
+                            "system_messages {s:?} is not a placement the {} dialect has: use {}",
+                            dialect.as_str(),
+                            names.join(" or ")
+                        )));
+                    }
+                }
+            }
+        };
+        Ok(Provider {
+            name: t.name,
+            enabled: t.enabled,
+            host_env: t.host_env,
+            dialect,
+            base_url,
+            api_key_env: t.api_key_env,
+            key_optional: t.key_optional,
+            url_vars: t.url_vars,
+            models: t.models,
+            spacing,
+            timeout,
+            max_tokens,
+            headers: t.headers,
+            priority: t.priority,
+            limits: t.limits,
+            model_limits: t.model_limits,
+            model_info: t.model_info,
+            key_limits: t.key_limits,
+            daily_cap: t.daily_cap,
+            capabilities: t.capabilities,
+            day_reset,
+            requests_header_window,
+            system_messages,
+        })
+    }
 }
 
 #[cfg(test)]
