@@ -12,12 +12,11 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
 
 use super::{App, Routing, complete, open};
 use crate::route::items::{Found, ItemStore, Keep, Wanted};
 use crate::route::surface::error::ApiError;
-use crate::route::surface::responses::{self, Held, Parsed, ToKeep};
+use crate::route::surface::responses::{self, Held, OutputItem, Parsed, ToKeep};
 use crate::route::surface::{JsonBody, Shape};
 
 pub async fn responses(
@@ -71,23 +70,7 @@ pub async fn responses(
             Ok(o) => {
                 let writer = responses::EventWriter::new(&o.model, echo);
                 let before_end = keeper.map(|k| -> responses::BeforeEnd {
-                    Box::new(move |response: Value| {
-                        Box::pin(async move {
-                            let Value::Object(mut response) = response else {
-                                return;
-                            };
-                            let output = match response.remove("output") {
-                                Some(Value::Array(items)) => items,
-                                _ => Vec::new(),
-                            };
-                            let id = response
-                                .get("id")
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_string();
-                            k.keep(id, output).await;
-                        })
-                    })
+                    Box::new(move |id, output| Box::pin(k.keep(id, output)))
                 });
                 let mut resp = responses::event_stream(o.events, writer, before_end);
                 app.headers(&mut resp, &o.routed);
@@ -103,7 +86,8 @@ pub async fn responses(
                 // instead of being copied; kept before the client has it.
                 let mut resp = axum::Json(&body).into_response();
                 if let Some(k) = keeper {
-                    k.keep(body.id().to_string(), body.into_output()).await;
+                    let (id, output) = body.into_kept();
+                    k.keep(id, output).await;
                 }
                 app.headers(&mut resp, &routed);
                 resp
@@ -123,8 +107,14 @@ struct Keeper {
 }
 
 impl Keeper {
-    async fn keep(self, id: String, output: Vec<Value>) {
+    async fn keep(self, id: String, output: Vec<OutputItem>) {
         let now = self.clock.now();
+        // The store keeps each item as JSON text; written through a Value
+        // only here, once per kept response.
+        let output = output
+            .iter()
+            .filter_map(|item| serde_json::to_value(item).ok())
+            .collect();
         let k = Keep {
             id,
             previous: self.keep.previous,

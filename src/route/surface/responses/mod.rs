@@ -14,28 +14,29 @@
 //!   OpenAI runs); a 400 is kept for what dropping would change the
 //!   answer of (`conversation`, `background`, a stored `prompt`, an item
 //!   or response route does not hold, a forced built-in tool).
-//! - [`response_body`] renders a completion as a `response` object;
-//!   [`EventWriter`] and [`event_stream`] render a served stream as the
-//!   Responses API's named events (`response.created`, …,
-//!   `response.completed`), each with its `sequence_number`.
+//! - [`response_body`] renders a completion as a `response` object
+//!   (`reply`: the object and its output items, typed structs written
+//!   straight into the body); [`EventWriter`] and [`event_stream`]
+//!   (`stream`) render a served stream as the Responses API's named events
+//!   (`response.created`, …, `response.completed`), each with its
+//!   `sequence_number`.
 //! - Errors are OpenAI's ([`ApiError`]), as on the chat surface.
 
 use std::collections::{HashMap, HashSet};
-use std::future::Future;
-use std::pin::Pin;
 
-use axum::response::Response;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::route::domain::StreamEvent;
-use crate::route::send::Completion;
-use crate::upstream::dialect::{ChatReply, ChatRequest, ReplyDelta, Usage, openai_object};
+use crate::upstream::dialect::{ChatRequest, openai_object};
 
 use super::Dropped;
-use super::calls::Holdback;
 use super::error::{ApiError, invalid_request};
-use super::openai::openai_finish_reason;
+
+mod reply;
+mod stream;
+
+pub use reply::{OutputItem, response_body};
+pub use stream::{BeforeEnd, EventWriter, event_stream};
 
 /// Input items that record a built-in tool's call or result. Route never
 /// produces them, so in a conversation's history they came from a
@@ -1060,510 +1061,20 @@ fn echo(obj: &Map<String, Value>) -> Echo {
     }
 }
 
-/// `resp_`, `msg_`, `fc_` and 32 hex digits.
-fn new_id(prefix: &str) -> String {
-    format!(
-        "{prefix}_{:016x}{:016x}",
-        rand::random::<u64>(),
-        rand::random::<u64>()
-    )
-}
-
-fn unix_now() -> i64 {
-    chrono::Utc::now().timestamp()
-}
-
-/// How a reply ended, as a response's `status` and `incomplete_details`:
-/// cut by the output cap or by a content filter is `incomplete`.
-fn ending(finish: Option<&str>) -> (&'static str, Value) {
-    match finish.map(openai_finish_reason) {
-        Some("length") => ("incomplete", json!({"reason": "max_output_tokens"})),
-        Some("content_filter") => ("incomplete", json!({"reason": "content_filter"})),
-        _ => ("completed", Value::Null),
-    }
-}
-
-/// The Responses `usage` object, when both counts are known.
-fn usage_json(u: Option<Usage>) -> Value {
-    match u {
-        Some(Usage {
-            input_tokens: Some(i),
-            output_tokens: Some(o),
-        }) => json!({
-            "input_tokens": i,
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": o,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": i + o,
-        }),
-        _ => Value::Null,
-    }
-}
-
-/// A `response` object: `id`, `created_at`, `model`, `status`, `output`,
-/// `output_text`, `usage`, and the echoed request settings, serialized as
-/// it stands (a reply is written straight from it, with no JSON map built).
-#[derive(Debug, Serialize)]
-pub struct ResponseObject<'a> {
-    id: String,
-    object: &'static str,
-    created_at: i64,
-    status: &'a str,
-    background: bool,
-    error: Value,
-    incomplete_details: Value,
-    model: &'a str,
-    output: Vec<Value>,
-    output_text: String,
-    usage: Value,
-    #[serde(flatten)]
-    echo: &'a Echo,
-}
-
-/// A `response` object as JSON, for the stream's events, which carry it
-/// whole (`response.created`, `response.completed`, …).
-fn response_object(
-    id: &str,
-    created_at: i64,
-    model: &str,
-    status: &str,
-    output: Vec<Value>,
-    echo: &Echo,
-) -> Value {
-    let output_text: String = output
-        .iter()
-        .filter(|o| o["type"] == "message")
-        .flat_map(|o| o["content"].as_array().into_iter().flatten())
-        .filter_map(|p| p["text"].as_str())
-        .collect();
-    serde_json::to_value(ResponseObject {
-        id: id.to_string(),
-        object: "response",
-        created_at,
-        status,
-        background: false,
-        error: Value::Null,
-        incomplete_details: Value::Null,
-        model,
-        output,
-        output_text,
-        usage: Value::Null,
-        echo,
-    })
-    .unwrap_or_default()
-}
-
-fn message_item(id: &str, text: &str, status: &str) -> Value {
-    json!({
-        "id": id,
-        "type": "message",
-        "status": status,
-        "role": "assistant",
-        "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
-    })
-}
-
-fn call_item(id: &str, call_id: &str, name: &str, arguments: &str, status: &str) -> Value {
-    json!({
-        "id": id,
-        "type": "function_call",
-        "status": status,
-        "call_id": call_id,
-        "name": name,
-        "arguments": arguments,
-    })
-}
-
-impl ResponseObject<'_> {
-    /// Its `id`, `resp_…`.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// Its output items, taken (once the response is written).
-    pub fn into_output(self) -> Vec<Value> {
-        self.output
-    }
-}
-
-/// A completion as a `response` object: the answer text as one `message`
-/// item, then each tool call as a `function_call` item; `status`
-/// `incomplete` (with `incomplete_details.reason`) when the output cap or
-/// a content filter cut the reply. Reasoning is left out: only the model
-/// that wrote it could read it back.
-pub fn response_body<'a>(c: &'a Completion, echo: &'a Echo) -> ResponseObject<'a> {
-    reply_object(&c.reply, &c.model, echo)
-}
-
-fn reply_object<'a>(reply: &'a ChatReply, model: &'a str, echo: &'a Echo) -> ResponseObject<'a> {
-    let (status, incomplete) = ending(reply.finish_reason.as_deref());
-    let mut output = Vec::new();
-    if !reply.text.is_empty() {
-        output.push(message_item(&new_id("msg"), &reply.text, status));
-    }
-    for call in &reply.tool_calls {
-        let call_id = if call.id.is_empty() {
-            new_id("call")
-        } else {
-            call.id.clone()
-        };
-        output.push(call_item(
-            &new_id("fc"),
-            &call_id,
-            &call.name,
-            &call.arguments,
-            "completed",
-        ));
-    }
-    ResponseObject {
-        id: new_id("resp"),
-        object: "response",
-        created_at: unix_now(),
-        status,
-        background: false,
-        error: Value::Null,
-        incomplete_details: incomplete,
-        model,
-        output,
-        output_text: reply.text.clone(),
-        usage: usage_json(reply.usage),
-        echo,
-    }
-}
-
-/// The output item a stream is writing.
-#[derive(Debug)]
-enum Open {
-    Text {
-        id: String,
-        text: String,
-    },
-    Call {
-        id: String,
-        index: usize,
-        call_id: String,
-        name: String,
-        arguments: String,
-    },
-}
-
-/// Writes one served stream's events as the Responses API's: first
-/// `response.created` and `response.in_progress`; then each output item
-/// opened with `response.output_item.added` and closed with
-/// `response.output_item.done`, text as `response.content_part.added`,
-/// `response.output_text.delta`s, `response.output_text.done` and
-/// `response.content_part.done`, a tool call as
-/// `response.function_call_arguments.delta`s and `.done`; then
-/// `response.completed` (or `response.incomplete`) with the whole
-/// response, or `response.failed` when the upstream failed after the
-/// first byte. Text and calls may interleave in a reply: each item is
-/// closed before the next opens. The first call streams live; parallel
-/// calls interleaved with it, and text while it is open, are written
-/// whole after it at the end ([`Holdback`]). Every event has a
-/// `sequence_number` counting from 0.
-#[derive(Debug)]
-pub struct EventWriter {
-    id: String,
-    created_at: i64,
-    model: String,
-    echo: Echo,
-    seq: u64,
-    started: bool,
-    ended: bool,
-    output: Vec<Value>,
-    open: Option<Open>,
-    /// Parallel calls and text held while a call streams: a closed item
-    /// takes no more fragments.
-    hold: Holdback,
-    finish: Option<String>,
-    usage: Option<Usage>,
-}
-
-impl EventWriter {
-    /// For a reply from `model` (the candidate's id) to a request whose
-    /// settings are `echo`.
-    pub fn new(model: &str, echo: Echo) -> EventWriter {
-        EventWriter {
-            id: new_id("resp"),
-            created_at: unix_now(),
-            model: model.to_string(),
-            echo,
-            seq: 0,
-            started: false,
-            ended: false,
-            output: Vec::new(),
-            open: None,
-            hold: Holdback::new(),
-            finish: None,
-            usage: None,
-        }
-    }
-
-    /// The events `ev` becomes, as `(type, data)` pairs, in order.
-    pub fn events(&mut self, ev: StreamEvent) -> Vec<(&'static str, Value)> {
-        let mut out = Vec::new();
-        if self.ended {
-            return out;
-        }
-        if !self.started {
-            self.started = true;
-            let r = self.response("in_progress");
-            self.push(&mut out, "response.created", json!({"response": r}));
-            self.push(&mut out, "response.in_progress", json!({"response": r}));
-        }
-        match ev {
-            StreamEvent::Delta(d) => {
-                if let Some(d) = self.hold.pass(d) {
-                    self.delta(&mut out, d);
-                }
-            }
-            StreamEvent::Usage { counts, .. } => self.usage = Some(counts),
-            StreamEvent::Done => {
-                // The live call stays open to the end; calls and text
-                // held meanwhile follow it, each a whole item.
-                for d in self.hold.end() {
-                    self.delta(&mut out, d);
-                }
-                self.close(&mut out);
-                self.ended = true;
-                let (status, incomplete) = ending(self.finish.as_deref());
-                let mut r = self.response(status);
-                r["incomplete_details"] = incomplete;
-                r["usage"] = usage_json(self.usage);
-                let kind = if status == "completed" {
-                    "response.completed"
-                } else {
-                    "response.incomplete"
-                };
-                self.push(&mut out, kind, json!({"response": r}));
-            }
-            StreamEvent::Failed(msg) => {
-                self.ended = true;
-                let mut r = self.response("failed");
-                r["error"] = json!({"code": "server_error", "message": msg});
-                self.push(&mut out, "response.failed", json!({"response": r}));
-            }
-            // The engine turns a stall into a failure; `Native` is never
-            // asked for.
-            StreamEvent::Stalled | StreamEvent::Native(_) => {}
-        }
-        out
-    }
-
-    /// The events a delta the holdback passed on becomes.
-    fn delta(&mut self, out: &mut Vec<(&'static str, Value)>, d: ReplyDelta) {
-        match d {
-            ReplyDelta::Text(t) if !t.is_empty() => self.text(out, &t),
-            ReplyDelta::ToolCall(d) => {
-                let same =
-                    matches!(&self.open, Some(Open::Call { index, .. }) if *index == d.index);
-                if !same {
-                    self.close(out);
-                    let id = new_id("fc");
-                    let call_id = d.id.clone().unwrap_or_else(|| new_id("call"));
-                    let name = d.name.clone().unwrap_or_default();
-                    let item = call_item(&id, &call_id, &name, "", "in_progress");
-                    let at = self.output.len();
-                    self.push(
-                        out,
-                        "response.output_item.added",
-                        json!({"output_index": at, "item": item}),
-                    );
-                    self.open = Some(Open::Call {
-                        id,
-                        index: d.index,
-                        call_id,
-                        name,
-                        arguments: String::new(),
-                    });
-                }
-                if !d.arguments.is_empty() {
-                    let at = self.output.len();
-                    let item_id = match &mut self.open {
-                        Some(Open::Call { id, arguments, .. }) => {
-                            arguments.push_str(&d.arguments);
-                            id.clone()
-                        }
-                        _ => return,
-                    };
-                    self.push(
-                        out,
-                        "response.function_call_arguments.delta",
-                        json!({"item_id": item_id, "output_index": at, "delta": d.arguments}),
-                    );
-                }
-            }
-            ReplyDelta::Finish(r) => self.finish = Some(r),
-            // Reasoning is left out (see `response_body`); usage, errors
-            // and the end come as their own stream events.
-            _ => {}
-        }
-    }
-
-    fn response(&self, status: &str) -> Value {
-        response_object(
-            &self.id,
-            self.created_at,
-            &self.model,
-            status,
-            self.output.clone(),
-            &self.echo,
-        )
-    }
-
-    fn push(&mut self, out: &mut Vec<(&'static str, Value)>, kind: &'static str, mut data: Value) {
-        data["type"] = json!(kind);
-        data["sequence_number"] = json!(self.seq);
-        self.seq += 1;
-        out.push((kind, data));
-    }
-
-    fn text(&mut self, out: &mut Vec<(&'static str, Value)>, t: &str) {
-        if !matches!(self.open, Some(Open::Text { .. })) {
-            self.close(out);
-            let id = new_id("msg");
-            let at = self.output.len();
-            let mut item = message_item(&id, "", "in_progress");
-            item["content"] = json!([]);
-            self.push(
-                out,
-                "response.output_item.added",
-                json!({"output_index": at, "item": item}),
-            );
-            self.push(
-                out,
-                "response.content_part.added",
-                json!({
-                    "item_id": id, "output_index": at, "content_index": 0,
-                    "part": {"type": "output_text", "text": "", "annotations": []},
-                }),
-            );
-            self.open = Some(Open::Text {
-                id,
-                text: String::new(),
-            });
-        }
-        let at = self.output.len();
-        let item_id = match &mut self.open {
-            Some(Open::Text { id, text }) => {
-                text.push_str(t);
-                id.clone()
-            }
-            _ => return,
-        };
-        self.push(
-            out,
-            "response.output_text.delta",
-            json!({
-                "item_id": item_id, "output_index": at, "content_index": 0,
-                "delta": t, "logprobs": [],
-            }),
-        );
-    }
-
-    /// Close the open item, if any, and add it to the output.
-    fn close(&mut self, out: &mut Vec<(&'static str, Value)>) {
-        let at = self.output.len();
-        let item = match self.open.take() {
-            None => return,
-            Some(Open::Text { id, text }) => {
-                self.push(
-                    out,
-                    "response.output_text.done",
-                    json!({
-                        "item_id": id, "output_index": at, "content_index": 0,
-                        "text": text, "logprobs": [],
-                    }),
-                );
-                self.push(
-                    out,
-                    "response.content_part.done",
-                    json!({
-                        "item_id": id, "output_index": at, "content_index": 0,
-                        "part": {"type": "output_text", "text": text, "annotations": []},
-                    }),
-                );
-                message_item(&id, &text, "completed")
-            }
-            Some(Open::Call {
-                id,
-                call_id,
-                name,
-                arguments,
-                ..
-            }) => {
-                self.push(
-                    out,
-                    "response.function_call_arguments.done",
-                    json!({"item_id": id, "output_index": at, "arguments": arguments}),
-                );
-                call_item(&id, &call_id, &name, &arguments, "completed")
-            }
-        };
-        self.push(
-            out,
-            "response.output_item.done",
-            json!({"output_index": at, "item": item}),
-        );
-        self.output.push(item);
-    }
-}
-
-/// One event as server-sent event text: `event: <type>` and its data.
-fn sse(kind: &str, data: &Value) -> String {
-    super::sse_event(Some(kind), data)
-}
-
-/// What is done with a streamed response's final object (its `id`,
-/// `output`, …) before `response.completed` (or `response.incomplete`)
-/// reaches the client: keeping it in the item store.
-pub type BeforeEnd = Box<dyn FnOnce(Value) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
-
-/// A served stream as a Responses `text/event-stream` response
-/// ([`EventWriter`]). The stream ends after `response.completed`,
-/// `response.incomplete` or `response.failed`; there is no `[DONE]`.
-/// `before_end`, when given, is awaited with the final response before
-/// the event that carries it is sent (not for `response.failed`).
-pub fn event_stream(
-    events: impl futures_util::Stream<Item = StreamEvent> + Send + 'static,
-    mut writer: EventWriter,
-    mut before_end: Option<BeforeEnd>,
-) -> Response {
-    use futures_util::StreamExt;
-    let body = events
-        .map(move |ev| writer.events(ev))
-        .then(move |mut out| {
-            let last = out.last().map(|(kind, _)| *kind);
-            let hook = match last {
-                Some("response.completed" | "response.incomplete") => before_end.take(),
-                _ => None,
-            };
-            async move {
-                // Written first, so that the final response moves to the
-                // hook instead of being copied; the hook is awaited
-                // before the text reaches the client.
-                let text = out
-                    .iter()
-                    .map(|(kind, data)| sse(kind, data))
-                    .collect::<String>();
-                if let Some(hook) = hook
-                    && let Some((_, data)) = out.last_mut()
-                {
-                    hook(data["response"].take()).await;
-                }
-                text
-            }
-        })
-        .filter(|text| std::future::ready(!text.is_empty()));
-    super::sse_response(body)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::reply::reply_object;
     use super::*;
+    use crate::route::domain::StreamEvent;
     use crate::upstream::dialect::{
-        Dialect, ResponseFormat, ToolCall, ToolCallDelta, ToolChoice, wire,
+        ChatReply, Dialect, ReplyDelta, ResponseFormat, ToolCall, ToolCallDelta, ToolChoice, Usage,
+        wire,
     };
+
+    /// The events `ev` becomes, as `(type, data)` pairs.
+    fn written(w: &mut EventWriter, ev: StreamEvent) -> Vec<(&'static str, Value)> {
+        w.events(ev).iter().map(|e| (e.kind, e.data())).collect()
+    }
 
     fn parsed(v: Value) -> Parsed {
         parse(v.to_string().as_bytes()).unwrap()
@@ -2427,7 +1938,10 @@ mod tests {
             },
             StreamEvent::Done,
         ];
-        let out: Vec<(&str, Value)> = events.into_iter().flat_map(|e| w.events(e)).collect();
+        let out: Vec<(&str, Value)> = events
+            .into_iter()
+            .flat_map(|e| written(&mut w, e))
+            .collect();
         let kinds: Vec<&str> = out.iter().map(|(k, _)| *k).collect();
         assert_eq!(
             kinds,
@@ -2479,7 +1993,7 @@ mod tests {
         assert_eq!(done["usage"]["total_tokens"], 9);
         assert_eq!(done["id"], data(0)["response"]["id"]);
         // Nothing after the end.
-        assert!(w.events(text("late")).is_empty());
+        assert!(written(&mut w, text("late")).is_empty());
     }
 
     #[test]
@@ -2499,7 +2013,10 @@ mod tests {
             StreamEvent::Delta(ReplyDelta::Finish("tool_calls".into())),
             StreamEvent::Done,
         ];
-        let out: Vec<(&str, Value)> = events.into_iter().flat_map(|e| w.events(e)).collect();
+        let out: Vec<(&str, Value)> = events
+            .into_iter()
+            .flat_map(|e| written(&mut w, e))
+            .collect();
         for (i, (k, d)) in out.iter().enumerate() {
             assert_eq!(d["sequence_number"], i, "{k}");
         }
@@ -2573,9 +2090,12 @@ mod tests {
     #[test]
     fn a_stream_cut_by_the_cap_is_incomplete_and_a_failure_is_response_failed() {
         let mut w = EventWriter::new("p::m", Echo::default());
-        let mut out = w.events(text("Lo"));
-        out.extend(w.events(StreamEvent::Delta(ReplyDelta::Finish("length".into()))));
-        out.extend(w.events(StreamEvent::Done));
+        let mut out = written(&mut w, text("Lo"));
+        out.extend(written(
+            &mut w,
+            StreamEvent::Delta(ReplyDelta::Finish("length".into())),
+        ));
+        out.extend(written(&mut w, StreamEvent::Done));
         let (kind, last) = out.last().unwrap();
         assert_eq!(*kind, "response.incomplete");
         assert_eq!(
@@ -2584,14 +2104,17 @@ mod tests {
         );
 
         let mut w = EventWriter::new("p::m", Echo::default());
-        let mut out = w.events(text("Lo"));
-        out.extend(w.events(StreamEvent::Failed("upstream went away".into())));
+        let mut out = written(&mut w, text("Lo"));
+        out.extend(written(
+            &mut w,
+            StreamEvent::Failed("upstream went away".into()),
+        ));
         let (kind, last) = out.last().unwrap();
         assert_eq!(*kind, "response.failed");
         assert_eq!(last["response"]["status"], "failed");
         assert_eq!(last["response"]["error"]["message"], "upstream went away");
         assert_eq!(last["sequence_number"], out.len() - 1);
-        assert!(w.events(StreamEvent::Done).is_empty());
+        assert!(written(&mut w, StreamEvent::Done).is_empty());
     }
 
     #[test]
