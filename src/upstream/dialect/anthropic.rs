@@ -13,24 +13,80 @@
 
 use eventsource_stream::Event;
 use reqwest::header::{HeaderName, HeaderValue};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::provider_error::{Lax, Obj, some};
 use super::request::{ChatMessage, data_url_image, image_url_of, part_type, unknown_part};
 use super::stream::{StreamState, unreadable};
 use super::{
     ANTHROPIC_DEFAULT_MAX_TOKENS, BuildError, ChatReply, ChatRequest, Content, JSON_TOOL,
     ProviderError, ReplyDelta, ReplyError, ResponseFormat, SystemMessages, ToolCall, ToolCallDelta,
-    ToolChoice, Usage, Wire, error_from_json, secret_header, u64_at,
+    ToolChoice, Usage, Wire, error_from_json, secret_header,
 };
 
 pub struct Anthropic;
 
+/// A whole reply, read leniently: a field of an unexpected type is absent.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Reply {
+    content: Lax<Vec<Lax<Block>>>,
+    stop_reason: Lax<String>,
+    #[serde(deserialize_with = "some")]
+    usage: Option<Lax<Obj<Counts>>>,
+}
+
+/// A content block of a reply; block types not read yet are [`Block::Other`].
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block {
+    Text {
+        #[serde(default)]
+        text: Lax<String>,
+    },
+    Thinking {
+        #[serde(default)]
+        thinking: Lax<String>,
+    },
+    ToolUse {
+        #[serde(default)]
+        id: Lax<String>,
+        #[serde(default)]
+        name: Lax<String>,
+        #[serde(default)]
+        input: Option<Value>,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Counts {
+    input_tokens: Lax<u64>,
+    output_tokens: Lax<u64>,
+}
+
+impl From<Counts> for Usage {
+    fn from(c: Counts) -> Usage {
+        Usage {
+            input_tokens: c.input_tokens.into_option(),
+            output_tokens: c.output_tokens.into_option(),
+        }
+    }
+}
+
 /// `message_delta`'s counts are cumulative; keep the latest of each.
 fn stream_usage(st: &mut StreamState, u: &Value) {
-    if let Some(n) = u64_at(u, "input_tokens") {
+    let Ok(Obj(c)) = Obj::<Counts>::deserialize(u) else {
+        return;
+    };
+    let u = Usage::from(c);
+    if let Some(n) = u.input_tokens {
         st.usage.input_tokens = Some(n);
     }
-    if let Some(n) = u64_at(u, "output_tokens") {
+    if let Some(n) = u.output_tokens {
         st.usage.output_tokens = Some(n);
     }
 }
@@ -259,54 +315,37 @@ impl Wire for Anthropic {
     }
 
     fn parse_reply(&self, json: &Value) -> Result<ChatReply, ReplyError> {
-        let content = json
-            .get("content")
-            .and_then(Value::as_array)
-            .ok_or_else(|| ReplyError::Shape("no content in the response".into()))?;
+        let no_content = || ReplyError::Shape("no content in the response".into());
+        let Obj(reply) = Obj::<Reply>::deserialize(json).map_err(|_| no_content())?;
+        let content = reply.content.into_option().ok_or_else(no_content)?;
         if content.is_empty() {
             return Err(ReplyError::Shape("empty content array".into()));
         }
-        let of_type = |ty: &str, field: &str| -> String {
-            content
-                .iter()
-                .filter(|b| b.get("type").and_then(Value::as_str) == Some(ty))
-                .filter_map(|b| b.get(field).and_then(Value::as_str))
-                .collect()
-        };
-        let reasoning = of_type("thinking", "thinking");
-        let tool_calls = content
-            .iter()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
-            .map(|b| ToolCall {
-                id: str_at(b, "id"),
-                name: str_at(b, "name"),
-                arguments: b
-                    .get("input")
-                    .filter(|i| !i.is_null())
-                    .map_or_else(|| "{}".into(), Value::to_string),
-            })
-            .collect();
+        let (mut text, mut reasoning, mut tool_calls) = (String::new(), String::new(), Vec::new());
+        for block in content.iter().filter_map(Lax::get) {
+            match block {
+                Block::Text { text: t } => text.extend(t.get().map(String::as_str)),
+                Block::Thinking { thinking } => {
+                    reasoning.extend(thinking.get().map(String::as_str));
+                }
+                Block::ToolUse { id, name, input } => tool_calls.push(ToolCall {
+                    id: id.get().cloned().unwrap_or_default(),
+                    name: name.get().cloned().unwrap_or_default(),
+                    arguments: input.as_ref().map_or_else(|| "{}".into(), Value::to_string),
+                }),
+                Block::Other => {}
+            }
+        }
         Ok(ChatReply {
-            text: of_type("text", "text"),
+            text,
             reasoning: (!reasoning.is_empty()).then_some(reasoning),
-            finish_reason: json
-                .get("stop_reason")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            usage: json.get("usage").map(|u| Usage {
-                input_tokens: u64_at(u, "input_tokens"),
-                output_tokens: u64_at(u, "output_tokens"),
-            }),
+            finish_reason: reply.stop_reason.into_option(),
+            usage: reply
+                .usage
+                .map(|u| u.into_option().map_or_else(Usage::default, |c| c.0.into())),
             tool_calls,
         })
     }
-}
-
-fn str_at(v: &Value, field: &str) -> String {
-    v.get(field)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
 }
 
 /// Whether JSON mode goes as the forced tool [`JSON_TOOL`]: it was asked

@@ -12,19 +12,135 @@
 
 use eventsource_stream::Event;
 use reqwest::header::{HeaderName, HeaderValue};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use std::collections::HashMap;
 
+use super::provider_error::{Lax, Obj, some};
 use super::request::{ChatMessage, data_url_image, part_type, unknown_part};
 use super::schema::{gemini_parameters, gemini_schema};
 use super::stream::{StreamState, unreadable};
 use super::{
     BuildError, ChatReply, ChatRequest, Content, ReplyDelta, ReplyError, ResponseFormat, ToolCall,
-    ToolCallDelta, ToolChoice, Usage, Wire, error_from_json, fields, secret_header, u64_at,
+    ToolCallDelta, ToolChoice, Usage, Wire, error_from_json, fields, secret_header,
 };
 
 pub struct Gemini;
+
+/// A whole reply or one streamed event (each is a whole response holding
+/// only what is new), read leniently: a field of an unexpected type is
+/// absent.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Response {
+    candidates: Lax<Vec<Value>>,
+    #[serde(deserialize_with = "some")]
+    usage_metadata: Option<Lax<Obj<Counts>>>,
+    response_id: Lax<String>,
+    prompt_feedback: Lax<Obj<Feedback>>,
+}
+
+impl Response {
+    /// The first candidate (the only one read), if there is one.
+    fn first(&self) -> Option<Candidate> {
+        let first = self.candidates.get()?.first()?;
+        Some(Obj::<Candidate>::deserialize(first).map_or_else(|_| Candidate::default(), |c| c.0))
+    }
+
+    /// Why the prompt was blocked, when it was; `Some(None)` when the
+    /// reason is not a string.
+    fn block_reason(&self) -> Option<Option<&str>> {
+        let reason = self.prompt_feedback.get()?.0.block_reason.as_ref()?;
+        Some(reason.as_str())
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Feedback {
+    #[serde(deserialize_with = "some")]
+    block_reason: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Candidate {
+    content: Lax<Obj<CandidateContent>>,
+    finish_reason: Lax<String>,
+}
+
+impl Candidate {
+    /// The candidate's parts; none when it has no content or parts (cut
+    /// off by maxOutputTokens).
+    fn parts(&self) -> &[Lax<Obj<Part>>] {
+        self.content
+            .get()
+            .and_then(|c| c.0.parts.get())
+            .map_or(&[], Vec::as_slice)
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct CandidateContent {
+    parts: Lax<Vec<Lax<Obj<Part>>>>,
+}
+
+/// A part of a reply; only text (or thought) and calls are read.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Part {
+    text: Lax<String>,
+    thought: Lax<bool>,
+    #[serde(deserialize_with = "some")]
+    function_call: Option<Lax<Obj<FunctionCall>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct FunctionCall {
+    name: Lax<String>,
+    args: Option<Value>,
+    id: Lax<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct Counts {
+    prompt_token_count: Lax<u64>,
+    candidates_token_count: Lax<u64>,
+}
+
+impl Counts {
+    fn of(u: &Lax<Obj<Counts>>) -> (Option<u64>, Option<u64>) {
+        u.get().map_or((None, None), |Obj(c)| {
+            (
+                c.prompt_token_count.get().copied(),
+                c.candidates_token_count.get().copied(),
+            )
+        })
+    }
+}
+
+/// The text of the parts that are thoughts (`thought`) or are not.
+fn joined(parts: &[Lax<Obj<Part>>], thought: bool) -> String {
+    parts
+        .iter()
+        .filter_map(Lax::get)
+        .filter(|Obj(p)| (p.thought.get() == Some(&true)) == thought)
+        .filter_map(|Obj(p)| p.text.get().map(String::as_str))
+        .collect()
+}
+
+/// The calls among the parts (a `functionCall` of any value counts).
+fn calls(parts: &[Lax<Obj<Part>>]) -> impl Iterator<Item = Option<&FunctionCall>> {
+    parts
+        .iter()
+        .filter_map(Lax::get)
+        .filter_map(|Obj(p)| p.function_call.as_ref())
+        .map(|c| c.get().map(|c| &c.0))
+}
 
 impl Wire for Gemini {
     /// Each event is a whole response holding only the new text; the last
@@ -41,27 +157,21 @@ impl Wire for Gemini {
             out.push(ReplyDelta::Error(err));
             return;
         }
-        if let Some(u) = data.get("usageMetadata") {
+        // Not an object: an event with nothing in it.
+        let r = Obj::<Response>::deserialize(&data).map_or_else(|_| Response::default(), |r| r.0);
+        if let Some(u) = &r.usage_metadata {
+            let (input, output) = Counts::of(u);
             st.usage = Usage {
-                input_tokens: u64_at(u, "promptTokenCount").or(st.usage.input_tokens),
-                output_tokens: u64_at(u, "candidatesTokenCount").or(st.usage.output_tokens),
+                input_tokens: input.or(st.usage.input_tokens),
+                output_tokens: output.or(st.usage.output_tokens),
             };
         }
         let first_event = !st.started;
-        st.start(data.get("responseId").and_then(Value::as_str), out);
-        let first = data.pointer("/candidates/0");
-        let parts: &[Value] = first
-            .and_then(|c| c.pointer("/content/parts"))
-            .and_then(Value::as_array)
-            .map_or(&[], Vec::as_slice);
-        let join = |thought: bool| -> String {
-            parts
-                .iter()
-                .filter(|p| (p.get("thought").and_then(Value::as_bool) == Some(true)) == thought)
-                .filter_map(|p| p.get("text").and_then(Value::as_str))
-                .collect()
-        };
-        let (text, reasoning) = (join(false), join(true));
+        let response_id = r.response_id.get().map(String::as_str);
+        st.start(response_id, out);
+        let first = r.first();
+        let parts = first.as_ref().map_or(&[][..], Candidate::parts);
+        let (text, reasoning) = (joined(parts, false), joined(parts, true));
         if !reasoning.is_empty() {
             out.push(ReplyDelta::Reasoning(reasoning));
         }
@@ -70,8 +180,7 @@ impl Wire for Gemini {
             out.push(ReplyDelta::Text(text));
         }
         // Calls come whole, never in fragments.
-        let response_id = data.get("responseId").and_then(Value::as_str);
-        for call in parts.iter().filter_map(|p| p.get("functionCall")) {
+        for call in calls(parts) {
             let index = st.open_tool_call(None);
             let c = tool_call(call, response_id, index);
             out.push(ReplyDelta::ToolCall(ToolCallDelta {
@@ -81,12 +190,10 @@ impl Wire for Gemini {
                 arguments: c.arguments,
             }));
         }
-        let finish = first
-            .and_then(|c| c.get("finishReason"))
-            .and_then(Value::as_str);
+        let finish = first.as_ref().and_then(|c| c.finish_reason.get());
         // A prompt blocked for safety has no candidates at all.
-        let blocked = first.is_none() && data.pointer("/promptFeedback/blockReason").is_some();
-        if let Some(reason) = finish.or(blocked.then_some("SAFETY")) {
+        let blocked = first.is_none() && r.block_reason().is_some();
+        if let Some(reason) = finish.map(String::as_str).or(blocked.then_some("SAFETY")) {
             st.finish(reason.to_string(), out);
         }
     }
@@ -194,15 +301,9 @@ impl Wire for Gemini {
     }
 
     fn parse_reply(&self, json: &Value) -> Result<ChatReply, ReplyError> {
-        let candidates = json
-            .get("candidates")
-            .and_then(Value::as_array)
-            .filter(|c| !c.is_empty());
-        let Some(first) = candidates.and_then(|c| c.first()) else {
-            let blocked = json
-                .pointer("/promptFeedback/blockReason")
-                .and_then(Value::as_str);
-            return Err(ReplyError::Shape(match blocked {
+        let r = Obj::<Response>::deserialize(json).map_or_else(|_| Response::default(), |r| r.0);
+        let Some(first) = r.candidates.get().filter(|c| !c.is_empty()).and(r.first()) else {
+            return Err(ReplyError::Shape(match r.block_reason().flatten() {
                 Some(reason) => format!("no candidates (prompt blocked: {reason})"),
                 None => "no candidates in the response".into(),
             }));
@@ -210,36 +311,23 @@ impl Wire for Gemini {
         // A candidate cut off by maxOutputTokens (typical for thinking
         // models) has a content without parts: an empty answer, not a
         // malformed response.
-        let parts: &[Value] = first
-            .pointer("/content/parts")
-            .and_then(Value::as_array)
-            .map_or(&[], Vec::as_slice);
-        let is_thought = |p: &&Value| p.get("thought").and_then(Value::as_bool) == Some(true);
-        let join = |thought: bool| -> String {
-            parts
-                .iter()
-                .filter(|p| is_thought(p) == thought)
-                .filter_map(|p| p.get("text").and_then(Value::as_str))
-                .collect()
-        };
-        let reasoning = join(true);
-        let response_id = self.reply_id(json);
-        let tool_calls = parts
-            .iter()
-            .filter_map(|p| p.get("functionCall"))
+        let parts = first.parts();
+        let reasoning = joined(parts, true);
+        let response_id = r.response_id.get().map(String::as_str);
+        let tool_calls = calls(parts)
             .enumerate()
             .map(|(i, call)| tool_call(call, response_id, i))
             .collect();
         Ok(ChatReply {
-            text: join(false),
+            text: joined(parts, false),
             reasoning: (!reasoning.is_empty()).then_some(reasoning),
-            finish_reason: first
-                .get("finishReason")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            usage: json.get("usageMetadata").map(|u| Usage {
-                input_tokens: u64_at(u, "promptTokenCount"),
-                output_tokens: u64_at(u, "candidatesTokenCount"),
+            finish_reason: first.finish_reason.get().cloned(),
+            usage: r.usage_metadata.as_ref().map(|u| {
+                let (input_tokens, output_tokens) = Counts::of(u);
+                Usage {
+                    input_tokens,
+                    output_tokens,
+                }
             }),
             tool_calls,
         })
@@ -248,17 +336,12 @@ impl Wire for Gemini {
 
 /// A `functionCall` part's call, with its own id when it has one (newer
 /// models give one) and otherwise [`call_id`].
-fn tool_call(call: &Value, response_id: Option<&str>, index: usize) -> ToolCall {
-    let name = call
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
+fn tool_call(call: Option<&FunctionCall>, response_id: Option<&str>, index: usize) -> ToolCall {
+    let name = call.and_then(|c| c.name.get()).cloned().unwrap_or_default();
     let arguments = call
-        .get("args")
-        .filter(|a| !a.is_null())
+        .and_then(|c| c.args.as_ref())
         .map_or_else(|| "{}".into(), Value::to_string);
-    let id = match call.get("id").and_then(Value::as_str) {
+    let id = match call.and_then(|c| c.id.get()).map(String::as_str) {
         Some(id) if !id.is_empty() => id.to_string(),
         _ => call_id(response_id, index, &name, &arguments),
     };
@@ -536,11 +619,9 @@ mod tests {
             assert_ne!(a, other);
         }
         // A call's own id, when a newer model gives one, is kept.
-        let c = tool_call(
-            &json!({"id":"fc_1","name":"f","args":{"x":1}}),
-            Some("r"),
-            0,
-        );
+        let call =
+            FunctionCall::deserialize(&json!({"id":"fc_1","name":"f","args":{"x":1}})).unwrap();
+        let c = tool_call(Some(&call), Some("r"), 0);
         assert_eq!(
             (c.id.as_str(), c.arguments.as_str()),
             ("fc_1", r#"{"x":1}"#)

@@ -6,15 +6,110 @@
 
 use eventsource_stream::Event;
 use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::provider_error::{Lax, Obj, some};
 use super::stream::{StreamState, unreadable};
 use super::{
     BuildError, ChatReply, ChatRequest, ProviderError, ReplyDelta, ReplyError, SystemMessages,
-    ToolCall, ToolCallDelta, Usage, Wire, error_from_json, secret_header, text_of, u64_at,
+    ToolCall, ToolCallDelta, Usage, Wire, error_from_json, secret_header,
 };
 
 pub struct OpenAi;
+
+/// A whole reply, read leniently: a field of an unexpected type is absent.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Reply {
+    choices: Lax<Vec<Value>>,
+    #[serde(deserialize_with = "some")]
+    usage: Option<Lax<Obj<Counts>>>,
+}
+
+/// The first choice of a reply (the only one read).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Choice {
+    finish_reason: Lax<String>,
+    /// OpenRouter's, with finish_reason "error".
+    error: Option<Value>,
+    #[serde(deserialize_with = "some")]
+    message: Option<Lax<Obj<Message>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Message {
+    content: Lax<ReplyContent>,
+    reasoning_content: Lax<String>,
+    reasoning: Lax<String>,
+    tool_calls: Lax<Vec<Lax<Obj<Call>>>>,
+}
+
+/// Content given either as a string or as a list of `{type:"text", text}`
+/// parts (some OpenAI-compatible servers do the latter); parts of other
+/// types are not text.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ReplyContent {
+    Text(String),
+    Parts(Vec<Lax<Obj<TextPart>>>),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct TextPart {
+    #[serde(rename = "type")]
+    kind: Lax<String>,
+    text: Lax<String>,
+}
+
+impl ReplyContent {
+    fn text(&self) -> String {
+        match self {
+            ReplyContent::Text(s) => s.clone(),
+            ReplyContent::Parts(parts) => parts
+                .iter()
+                .filter_map(|p| p.get())
+                .filter(|Obj(p)| p.kind.get().is_none_or(|t| t == "text"))
+                .filter_map(|Obj(p)| p.text.get().map(String::as_str))
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Call {
+    id: Lax<String>,
+    function: Lax<Obj<Function>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Function {
+    name: Lax<String>,
+    arguments: Lax<String>,
+}
+
+/// `usage`, whole or streamed.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Counts {
+    prompt_tokens: Lax<u64>,
+    completion_tokens: Lax<u64>,
+}
+
+impl From<Option<Counts>> for Usage {
+    fn from(c: Option<Counts>) -> Usage {
+        let c = c.unwrap_or_default();
+        Usage {
+            input_tokens: c.prompt_tokens.into_option(),
+            output_tokens: c.completion_tokens.into_option(),
+        }
+    }
+}
 
 impl Wire for OpenAi {
     /// Chunks are already OpenAI's: in `native` mode each passes on as it
@@ -49,11 +144,10 @@ impl Wire for OpenAi {
             out.push(ReplyDelta::Error(err));
             return;
         }
-        if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
-            st.usage = Usage {
-                input_tokens: u64_at(u, "prompt_tokens"),
-                output_tokens: u64_at(u, "completion_tokens"),
-            };
+        if let Some(u) = chunk.get("usage")
+            && let Ok(Obj(counts)) = Obj::<Counts>::deserialize(u)
+        {
+            st.usage = Usage::from(Some(counts));
         }
         let finish = finish
             .filter(|f| !f.is_null())
@@ -164,60 +258,58 @@ impl Wire for OpenAi {
     }
 
     fn parse_reply(&self, json: &Value) -> Result<ChatReply, ReplyError> {
-        let choices = json
-            .get("choices")
-            .and_then(Value::as_array)
-            .ok_or_else(|| ReplyError::Shape("no choices in the response".into()))?;
+        let no_choices = || ReplyError::Shape("no choices in the response".into());
+        let Obj(reply) = Obj::<Reply>::deserialize(json).map_err(|_| no_choices())?;
+        let choices = reply.choices.get().ok_or_else(no_choices)?;
         let first = choices
             .first()
             .ok_or_else(|| ReplyError::Shape("empty choices list".into()))?;
-        let finish_reason = first
-            .get("finish_reason")
-            .and_then(Value::as_str)
-            .map(str::to_string);
+        let first = Obj::<Choice>::deserialize(first).map_or_else(|_| Choice::default(), |c| c.0);
+        let finish_reason = first.finish_reason.into_option();
         // OpenRouter reports a failed upstream generation as a choice with
         // finish_reason "error" and, sometimes, an error object in it.
-        if let Some(err) = first.get("error").and_then(super::error_from_json_inner) {
+        if let Some(err) = first.error.as_ref().and_then(super::error_from_json_inner) {
             return Err(ReplyError::Embedded(err));
         }
         let message = first
-            .get("message")
-            .ok_or_else(|| ReplyError::Shape("no message in the first choice".into()))?;
-        let reasoning = ["reasoning_content", "reasoning"]
-            .iter()
-            .find_map(|k| message.get(*k).and_then(Value::as_str))
-            .filter(|s| !s.is_empty())
-            .map(str::to_string);
-        let usage = json.get("usage").map(|u| Usage {
-            input_tokens: u64_at(u, "prompt_tokens"),
-            output_tokens: u64_at(u, "completion_tokens"),
-        });
+            .message
+            .ok_or_else(|| ReplyError::Shape("no message in the first choice".into()))?
+            .into_option()
+            .map_or_else(Message::default, |m| m.0);
+        let reasoning = [message.reasoning_content, message.reasoning]
+            .into_iter()
+            .find_map(Lax::into_option)
+            .filter(|s| !s.is_empty());
+        let usage = reply
+            .usage
+            .map(|u| Usage::from(u.into_option().map(|c| c.0)));
         let tool_calls = message
-            .get("tool_calls")
-            .and_then(Value::as_array)
-            .map_or_else(Vec::new, |calls| {
-                calls
-                    .iter()
-                    .map(|c| {
-                        let s = |p: &str| {
-                            c.pointer(p)
-                                .and_then(Value::as_str)
-                                .unwrap_or_default()
-                                .to_string()
-                        };
-                        ToolCall {
-                            id: s("/id"),
-                            name: s("/function/name"),
-                            arguments: s("/function/arguments"),
-                        }
-                    })
-                    .collect()
-            });
+            .tool_calls
+            .into_option()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| {
+                let c = c.into_option().map_or_else(Call::default, |c| c.0);
+                let f = c
+                    .function
+                    .into_option()
+                    .map_or_else(Function::default, |f| f.0);
+                ToolCall {
+                    id: c.id.into_option().unwrap_or_default(),
+                    name: f.name.into_option().unwrap_or_default(),
+                    arguments: f.arguments.into_option().unwrap_or_default(),
+                }
+            })
+            .collect();
         Ok(ChatReply {
             tool_calls,
             // null content is a legitimate (empty) answer, e.g. a reasoning
             // model that spent max_tokens thinking.
-            text: text_of(message.get("content")).unwrap_or_default(),
+            text: message
+                .content
+                .get()
+                .map(ReplyContent::text)
+                .unwrap_or_default(),
             reasoning,
             finish_reason,
             usage,
