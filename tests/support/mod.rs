@@ -878,6 +878,24 @@ esac
     tools
 }
 
+/// A machine without a network, as `check` sees it: remote providers go
+/// through a dead proxy. Returns a `check` config ([`config`]) of one
+/// remote provider `remote` with `models`.
+pub fn offline(env: &mut Env, models: &[&str]) -> String {
+    let dead = closed_port();
+    env.env("HTTP_PROXY", &dead).env("HTTPS_PROXY", &dead);
+    config(
+        env,
+        &[provider_toml(
+            "remote",
+            "openai",
+            "https://remote.example/v1",
+            models,
+            "",
+        )],
+    )
+}
+
 /// A loopback port nobody listens on: bind, note it, close it.
 pub fn closed_port() -> String {
     let addr = std::net::TcpListener::bind("127.0.0.1:0")
