@@ -45,11 +45,11 @@ pub fn collect(log: &std::path::Path, start: i64, since: i64) -> Result<(Collect
 /// The last probe of a model: its time, its order in the file (to break ties
 /// between equal timestamps), whether it was an error, and its result.
 #[derive(Debug, Clone)]
-pub struct Last {
-    pub ts: i64,
-    pub seq: i64,
-    pub error: bool,
-    pub label: String,
+struct Last {
+    ts: i64,
+    seq: i64,
+    error: bool,
+    label: String,
 }
 
 impl Last {
@@ -59,20 +59,20 @@ impl Last {
 }
 
 #[derive(Debug, Default)]
-pub struct ProviderAgg {
-    pub probes: Probes,
-    pub latency: Latency,
-    pub models: BTreeMap<String, Last>,
+struct ProviderAgg {
+    probes: Probes,
+    latency: Latency,
+    models: BTreeMap<String, Last>,
 }
 
 /// The sink for both directions. `step` is +1 reading forward and −1
 /// reading backward, so that `seq` always grows with the position in the
 /// file.
 pub struct Collect {
-    pub start: i64,
-    pub seq: i64,
-    pub step: i64,
-    pub providers: BTreeMap<String, ProviderAgg>,
+    start: i64,
+    seq: i64,
+    step: i64,
+    providers: BTreeMap<String, ProviderAgg>,
     pub newest: Option<i64>,
     /// Each provider's newest probe, window or not (a week back at least).
     pub latest: Newest,
@@ -163,34 +163,34 @@ impl Recent for Collect {
 }
 
 #[derive(Debug, Serialize)]
-pub struct ProviderLine {
-    pub provider: String,
+struct ProviderLine {
+    provider: String,
     /// `ok`, `warn`, `poor` or `down`.
-    pub status: &'static str,
-    pub icon: &'static str,
-    pub uptime: Option<f64>,
-    pub avg_latency_ms: Option<f64>,
+    status: &'static str,
+    icon: &'static str,
+    uptime: Option<f64>,
+    avg_latency_ms: Option<f64>,
     #[serde(serialize_with = "crate::format::serialize_count")]
-    pub checks: f64,
-    pub last_check: Option<String>,
-    pub last_result: String,
+    checks: f64,
+    last_check: Option<String>,
+    last_result: String,
     /// Its newest probe is too old ([`crate::stale`]): the icon is then
     /// `[STALE]`, whatever the figures' grade in `status`.
-    pub stale: bool,
+    stale: bool,
     /// Why, when the last run says (`skipped: GROQ_API_KEY unset in the
     /// last run`).
-    pub stale_reason: Option<String>,
+    stale_reason: Option<String>,
     #[serde(skip)]
-    pub last_ts: Option<i64>,
+    last_ts: Option<i64>,
 }
 
 #[derive(Debug, Serialize)]
 pub struct OutOfRotation {
     pub model: String,
     pub state: ModelState,
-    pub reason: Option<String>,
-    pub since: Option<String>,
-    pub consecutive_failures: u32,
+    reason: Option<String>,
+    since: Option<String>,
+    consecutive_failures: u32,
     /// A paused model's `next_reprobe` and `retry_at`.
     #[serde(flatten)]
     pub reprobe: Option<NextReprobe>,
@@ -208,23 +208,23 @@ pub struct ModelLine {
 
 #[derive(Debug, Serialize)]
 pub struct Advisory {
-    pub provider: String,
-    pub reason: String,
+    provider: String,
+    reason: String,
 }
 
 #[derive(Debug, Serialize)]
 pub struct Brief {
-    pub now: String,
-    pub window: String,
+    now: String,
+    window: String,
     /// Nothing to act on: not stale, no advisory, no warning, route state
     /// readable. `--quiet-if-healthy` prints nothing then.
     pub healthy: bool,
     pub stale: bool,
-    pub newest_probe: Option<String>,
+    newest_probe: Option<String>,
     /// Every stale provider, with or without a row (a provider probed this
     /// week but not in the window has none).
     pub stale_providers: Vec<Stale>,
-    pub providers: Vec<ProviderLine>,
+    providers: Vec<ProviderLine>,
     pub out_of_rotation: Vec<OutOfRotation>,
     pub advisories: Vec<Advisory>,
     /// About the schedule: none installed while check does not run, or an
@@ -234,7 +234,7 @@ pub struct Brief {
     /// Whether a schedule is installed, and the last run
     /// (`schedule.json`, `last_run.json`).
     pub schedule: Option<Health>,
-    pub skipped_entries: u64,
+    skipped_entries: u64,
     /// What `route` has benched, from route_state.json (only that small
     /// file is read).
     pub route_cooldowns: Vec<crate::route::cooldown::Bench>,
@@ -249,17 +249,17 @@ pub struct Brief {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capabilities_error: Option<String>,
     #[serde(skip)]
-    pub now_at: chrono::DateTime<chrono::Utc>,
+    now_at: chrono::DateTime<chrono::Utc>,
     /// The log read, as an absolute path.
     pub health_log: String,
     #[serde(skip)]
     pub log_missing: bool,
     #[serde(skip)]
-    pub now_ts: i64,
+    now_ts: i64,
     #[serde(skip)]
-    pub newest_ts: Option<i64>,
+    newest_ts: Option<i64>,
     #[serde(skip)]
-    pub title: String,
+    title: String,
 }
 
 impl Brief {
