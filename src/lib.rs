@@ -65,6 +65,7 @@ pub(crate) mod output;
 pub(crate) mod ping;
 pub(crate) mod probe;
 pub(crate) mod prompts;
+pub(crate) mod report;
 pub(crate) mod route;
 pub(crate) mod run_observer;
 pub mod schedule;

@@ -7,9 +7,8 @@
 
 use serde_json::Value;
 
-use crate::support::{
-    Env, Fake, PingServer, advance, check, clock_env, closed_port, config, provider_toml,
-};
+use crate::support::offline;
+use crate::support::{Env, Fake, PingServer, advance, check, clock_env, closed_port, config};
 
 #[track_caller]
 fn has(text: &str, needle: &str) {
@@ -302,18 +301,7 @@ fn an_offline_run_sends_nothing_and_says_so_once() {
     // A dead proxy, as on a machine without a network; the webhook on
     // loopback would be reached directly, so nothing sent means none sent.
     let mut env = Env::new();
-    let dead = closed_port();
-    env.env("HTTP_PROXY", &dead).env("HTTPS_PROXY", &dead);
-    let cfg = config(
-        &env,
-        &[provider_toml(
-            "remote",
-            "openai",
-            "https://remote.example/v1",
-            &["a", "b"],
-            "",
-        )],
-    );
+    let cfg = offline(&mut env, &["a", "b"]);
     let hook = PingServer::start();
     let url = json_url(&hook);
     let r = check(&env, &cfg, &["--notify", &url]).code(6);

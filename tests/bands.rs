@@ -8,8 +8,9 @@
 
 use serde_json::{Value, json};
 
+use crate::support::Test;
 use crate::support::{
-    Env, Fake, Http, RouteServer, advance, clock_env, eventually, http, provider_view, route_config,
+    Env, Fake, Http, RouteServer, advance, eventually, http, provider_view, route_config,
 };
 
 /// A tools request, in conversation `session` (so that affinity plays no
@@ -69,18 +70,12 @@ fn tool_calls(fake: &Fake, model: &str) -> usize {
 
 #[test]
 fn tools_go_to_the_known_able_first_then_the_unknown_and_never_the_known_unable() {
-    let env = clock_env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = route_config(
-        &env,
-        &[
-            fake.provider("a", "openai", &["ok"], "priority = 1"),
-            fake.provider("b", "openai", &["ok"], "priority = 2"),
-            fake.provider("c", "openai", &["no-tools"], "priority = 3"),
-            fake.provider("d", "openai", &["ok"], "priority = 4"),
-        ],
-        "",
-    );
+    let (env, fake, cfg) = Test::new()
+        .provider("a", "openai", &["ok"], "priority = 1")
+        .provider("b", "openai", &["ok"], "priority = 2")
+        .provider("c", "openai", &["no-tools"], "priority = 3")
+        .provider("d", "openai", &["ok"], "priority = 4")
+        .config();
     write_caps(
         &env,
         &json!({
@@ -168,16 +163,10 @@ fn tools_go_to_the_known_able_first_then_the_unknown_and_never_the_known_unable(
 
 #[test]
 fn a_long_prompt_goes_past_a_window_too_small_and_none_fitting_names_the_largest() {
-    let env = clock_env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = route_config(
-        &env,
-        &[
-            fake.provider("s", "openai", &["context-window:1000"], "priority = 1"),
-            fake.provider("l", "anthropic", &["context-window:3000"], "priority = 2"),
-        ],
-        "",
-    );
+    let (env, fake, cfg) = Test::new()
+        .provider("s", "openai", &["context-window:1000"], "priority = 1")
+        .provider("l", "anthropic", &["context-window:3000"], "priority = 2")
+        .config();
     let srv = RouteServer::start(&env, &cfg, &[]);
     let medium = format!("{} What is 7 + 7?", "word ".repeat(1600));
     // s says its window is 1000 tokens: learned, and l, whose window fits,

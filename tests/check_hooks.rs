@@ -7,9 +7,8 @@ use std::io::BufRead;
 
 use serde_json::Value;
 
-use crate::support::{
-    Env, Fake, PingServer, advance, check, clock_env, closed_port, config, provider_toml,
-};
+use crate::support::offline;
+use crate::support::{Env, Fake, PingServer, advance, check, clock_env, closed_port, config};
 
 /// `text` contains `needle`; else the text is shown.
 #[track_caller]
@@ -28,22 +27,6 @@ fn starts(text: &str, prefix: &str) {
 
 fn last_run(env: &Env) -> Vec<u8> {
     std::fs::read(env.stats().join("last_run.json")).unwrap()
-}
-
-/// Remote providers go through a dead proxy: the machine is offline.
-fn offline(env: &mut Env) -> String {
-    let dead = closed_port();
-    env.env("HTTP_PROXY", &dead).env("HTTPS_PROXY", &dead);
-    config(
-        env,
-        &[provider_toml(
-            "remote",
-            "openai",
-            "https://remote.example/v1",
-            &["m"],
-            "",
-        )],
-    )
 }
 
 #[test]
@@ -108,7 +91,7 @@ fn if_due_skips_a_recent_run_without_the_lock_and_runs_an_old_one() {
 #[test]
 fn an_offline_run_is_no_reason_to_wait_and_a_bad_record_stops_the_run() {
     let mut env = Env::new();
-    let cfg = offline(&mut env);
+    let cfg = offline(&mut env, &["m"]);
     check(&env, &cfg, &[]).code(6);
     // It recorded nothing, so the next trigger tries again at once.
     let r = check(&env, &cfg, &["--if-due", "1h"]).code(6);
@@ -257,7 +240,7 @@ fn an_offline_run_pings_fail_and_the_monitor_is_reached_past_the_proxy() {
     // HTTP(S)_PROXY point at a dead proxy, as on a machine without a
     // network; the monitor on loopback is still reached directly.
     let mut env = Env::new();
-    let cfg = offline(&mut env);
+    let cfg = offline(&mut env, &["m"]);
     let ping = PingServer::start();
     let r = check(&env, &cfg, &["--ping-url", &ping.url]).code(6);
     assert!(!r.stderr.contains("warning"), "{}", r.stderr);
@@ -365,7 +348,7 @@ fn prom_file_is_prometheus_text_with_every_family() {
 #[test]
 fn an_offline_run_exports_that_it_was_offline() {
     let mut env = Env::new();
-    let cfg = offline(&mut env);
+    let cfg = offline(&mut env, &["m"]);
     let prom = env.path().join("llmprobe.prom");
     check(&env, &cfg, &["--prom-file", prom.to_str().unwrap()]).code(6);
     let text = std::fs::read_to_string(&prom).unwrap();

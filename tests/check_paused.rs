@@ -6,9 +6,9 @@
 
 use serde_json::Value;
 
+use crate::support::offline;
 use crate::support::{
-    Env, Fake, PingServer, advance, ago, check, clock_env, closed_port, config, eventually,
-    log_entries, provider_toml,
+    Env, Fake, PingServer, advance, ago, check, clock_env, config, eventually, log_entries,
 };
 
 fn state(env: &Env) -> Value {
@@ -175,20 +175,9 @@ fn nothing_paused_is_silent_and_a_running_check_is_one_line() {
 #[test]
 fn offline_it_records_nothing_and_no_channel_hears_of_it() {
     let mut env = clock_env();
-    let dead = closed_port();
-    env.env("HTTP_PROXY", &dead).env("HTTPS_PROXY", &dead);
+    let cfg = offline(&mut env, &["m"]);
     let ping = PingServer::start();
     env.env("LLMPROBE_PING_URL", &ping.url);
-    let cfg = config(
-        &env,
-        &[provider_toml(
-            "remote",
-            "openai",
-            "https://remote.example/v1",
-            &["m"],
-            "",
-        )],
-    );
     let paused = r#"{"remote::m": {"state": "paused", "reason": "rate_limit", "since": "2026-01-01T00:00:00Z", "consecutive_failures": 0}}"#;
     env.write("stats/model_state.json", paused);
     let prom = env.path().join("llmprobe.prom");

@@ -8,9 +8,10 @@ use serde_json::{Value, json};
 
 use crate::Test;
 use crate::support::need::{self, Need};
+use crate::support::offline;
 use crate::support::{
-    Fake, RouteServer, advance, chat_body, check, clock_env, closed_port, config,
-    each_dialect_config, http, prometheus_samples, provider_toml, route_config, sdk_script,
+    Fake, RouteServer, advance, chat_body, check, clock_env, each_dialect_config, http,
+    prometheus_samples, route_config, sdk_script,
 };
 
 /// The official OpenAI Python SDK against `route --serve`.
@@ -145,18 +146,7 @@ fn the_prom_file_is_read_by_the_official_parser() {
 /// An offline run's prom file, read by the official parser.
 fn an_offline_prom_file_is_read_by_the_official_parser() {
     let mut env = clock_env();
-    let dead = closed_port();
-    env.env("HTTP_PROXY", &dead).env("HTTPS_PROXY", &dead);
-    let cfg = config(
-        &env,
-        &[provider_toml(
-            "remote",
-            "openai",
-            "https://remote.example/v1",
-            &["m"],
-            "",
-        )],
-    );
+    let cfg = offline(&mut env, &["m"]);
     let prom = env.path().join("llmprobe.prom");
     check(&env, &cfg, &["--prom-file", prom.to_str().unwrap()]).code(6);
     let samples = prometheus_samples(&std::fs::read_to_string(&prom).unwrap());

@@ -2,7 +2,8 @@
 //! `redis-server`, the official Python clients, real coding agents and the
 //! Vercel AI SDK from the npm registry, a shell to read completion
 //! scripts, groff to render the manual page, headless Chromium to render
-//! the status page and badges. Stable libtest cannot mark a
+//! the status page and badges, a directory whose mode bits stop writes
+//! (`tests/io_errors.rs`). Stable libtest cannot mark a
 //! test skipped while it runs, so these have a harness of their own
 //! (libtest-mimic): each test whose prerequisite is missing is reported as
 //! *ignored*, tagged with what it needs, in `cargo test`'s normal output, and
@@ -13,6 +14,8 @@
 mod agents;
 mod browser;
 mod clients;
+#[cfg(unix)]
+mod io_errors;
 mod sdk_anthropic;
 mod sdk_legacy;
 mod sdk_responses;
@@ -43,6 +46,8 @@ fn main() -> std::process::ExitCode {
         agents::tests(),
         browser::tests(),
         clients::tests(),
+        #[cfg(unix)]
+        io_errors::tests(),
         sdk_legacy::tests(),
         sdk_anthropic::tests(),
         sdk_responses::tests(),

@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 
+use crate::support::Test;
 use crate::support::{
     Env, Fake, RouteServer, advance, ago, check, clock_env, eventually, http, log_entries,
     route_config,
@@ -313,17 +314,12 @@ fn benches_the_upstream_timed_are_never_probed_early_and_guessed_ones_are() {
 #[cfg(unix)]
 #[test]
 fn a_running_check_makes_the_slot_skip_and_a_check_during_a_re_probe_runs() {
-    let env = clock_env();
-    let fake = Fake::start(&env, &["p=slow:3000", "slow=slow:4000"]);
-    let cfg = route_config(
-        &env,
-        &[
-            fake.provider("a", "openai", &["p"], ""),
-            fake.provider("s", "openai", &["slow"], ""),
-            fake.provider("t", "openai", &["ok"], ""),
-        ],
-        "",
-    );
+    let (env, fake, cfg) = Test::new()
+        .scripts(&["p=slow:3000", "slow=slow:4000"])
+        .provider("a", "openai", &["p"], "")
+        .provider("s", "openai", &["slow"], "")
+        .provider("t", "openai", &["ok"], "")
+        .config();
     write_paused(&env, &["a::p"]);
     let srv = RouteServer::start(&env, &cfg, &[]);
     // A check holds the run lock while its slow probe runs.
@@ -369,13 +365,10 @@ fn a_running_check_makes_the_slot_skip_and_a_check_during_a_re_probe_runs() {
 
 #[test]
 fn no_re_probes_of_paused_models_when_turned_off() {
-    let env = clock_env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = route_config(
-        &env,
-        &[fake.provider("a", "openai", &["p"], "")],
-        "[route]\nreprobe_paused_secs = 0\n",
-    );
+    let (env, fake, cfg) = Test::new()
+        .provider("a", "openai", &["p"], "")
+        .extra("[route]\nreprobe_paused_secs = 0\n")
+        .config();
     write_paused(&env, &["a::p"]);
     let srv = RouteServer::start(&env, &cfg, &[]);
     advance(&env, 3 * 3600);
@@ -390,9 +383,7 @@ fn no_re_probes_of_paused_models_when_turned_off() {
 /// slot, counted from that probe, is.
 #[test]
 fn a_slot_the_log_already_covers_is_not_re_probed_when_route_starts() {
-    let env = clock_env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = route_config(&env, &[fake.provider("a", "openai", &["p"], "")], "");
+    let (env, fake, cfg) = Test::new().provider("a", "openai", &["p"], "").config();
     // Paused 10 min ago; its first slot (5 min) was probed 1 min ago by
     // someone else: the next slot is at 15 min, 5 min from now.
     env.write(
@@ -425,9 +416,10 @@ fn a_slot_the_log_already_covers_is_not_re_probed_when_route_starts() {
 /// under a test clock hours ahead, the state's `retry_at` is `ts + wait`.
 #[test]
 fn a_re_probes_retry_after_is_dated_from_its_own_ts() {
-    let env = clock_env();
-    let fake = Fake::start(&env, &["p=retry-after:120"]);
-    let cfg = route_config(&env, &[fake.provider("a", "openai", &["p"], "")], "");
+    let (env, _fake, cfg) = Test::new()
+        .scripts(&["p=retry-after:120"])
+        .provider("a", "openai", &["p"], "")
+        .config();
     write_paused(&env, &["a::p"]);
     let srv = RouteServer::start(&env, &cfg, &[]);
     advance(&env, 7200);

@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use crate::support::Test;
 #[cfg(unix)]
 use crate::support::provider_view;
 use crate::support::{
@@ -29,16 +30,10 @@ const Q: &str = "What is 7 + 7? Reply with only the number.";
 
 #[test]
 fn one_shot_falls_back_and_remembers_cooldowns_between_calls() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("first", "openai", &["rate-limit"], "priority = 1"),
-            fake.provider("second", "anthropic", &["ok"], "priority = 2"),
-        ],
-        "",
-    );
+    let (env, fake, cfg) = Test::new()
+        .provider("first", "openai", &["rate-limit"], "priority = 1")
+        .provider("second", "anthropic", &["ok"], "priority = 2")
+        .config();
     let r = route(&env, &cfg, &[Q]).ok();
     assert_eq!(r.stdout.trim(), "14");
     assert!(
@@ -74,13 +69,9 @@ fn one_shot_falls_back_and_remembers_cooldowns_between_calls() {
 
 #[test]
 fn one_shot_json_and_exit_codes() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[fake.provider("p", "gemini", &["ok", "e500"], "")],
-        "",
-    );
+    let (env, _fake, cfg) = Test::new()
+        .provider("p", "gemini", &["ok", "e500"], "")
+        .config();
     let r = route(&env, &cfg, &["--json", "--model", "p::ok", Q]).ok();
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["routed_via"], "p::ok");
@@ -120,17 +111,11 @@ fn one_shot_json_and_exit_codes() {
 
 #[test]
 fn cooldown_rules_by_class() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("a", "openai", &["unauthorized"], "priority = 1"),
-            fake.provider("b", "openai", &["e500", "ok"], "priority = 2"),
-            fake.provider("c", "openai", &["ok"], "priority = 3"),
-        ],
-        "",
-    );
+    let (env, fake, cfg) = Test::new()
+        .provider("a", "openai", &["unauthorized"], "priority = 1")
+        .provider("b", "openai", &["e500", "ok"], "priority = 2")
+        .provider("c", "openai", &["ok"], "priority = 3")
+        .config();
     // a: 401 benches the key (5 min); b: a 500 skips b for the rest of the
     // request (b::ok is not tried), c serves.
     let r = route(&env, &cfg, &[Q]).ok();
@@ -153,16 +138,10 @@ fn cooldown_rules_by_class() {
 
 #[test]
 fn a_model_failing_three_times_in_15_minutes_is_benched_for_10() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("a", "openai", &["e500"], "priority = 1"),
-            fake.provider("z", "openai", &["ok"], "priority = 2"),
-        ],
-        "",
-    );
+    let (env, fake, cfg) = Test::new()
+        .provider("a", "openai", &["e500"], "priority = 1")
+        .provider("z", "openai", &["ok"], "priority = 2")
+        .config();
     for i in 0..3 {
         advance(&env, i * 60);
         route(&env, &cfg, &[Q]).ok();
@@ -232,23 +211,16 @@ fn chat_with(srv: &RouteServer, model: &str, extra: Value) -> crate::support::Ht
 
 #[test]
 fn what_a_model_cannot_take_is_skipped_before_sending() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("a", "anthropic", &["ok"], "priority = 1"),
-            fake.provider(
-                "t",
-                "openai",
-                &["tiny"],
-                "priority = 2\nmodel_info = { \"tiny\" = { context_window = 5 } }",
-            ),
-            fake.provider("b", "openai", &["big"], "priority = 3"),
-        ],
-        "",
-    );
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (_env, fake, srv) = Test::new()
+        .provider("a", "anthropic", &["ok"], "priority = 1")
+        .provider(
+            "t",
+            "openai",
+            &["tiny"],
+            "priority = 2\nmodel_info = { \"tiny\" = { context_window = 5 } }",
+        )
+        .provider("b", "openai", &["big"], "priority = 3")
+        .serve(&[]);
     // n: 2 is more than the Anthropic dialect carries, and the prompt
     // (about 11 tokens) more than t::tiny's window: neither is sent to.
     let r = chat_with(&srv, "auto", serde_json::json!({"n": 2}));
@@ -321,17 +293,10 @@ fn what_a_model_cannot_take_is_skipped_before_sending() {
 
 #[test]
 fn a_session_keeps_going_to_the_model_that_served_it() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("a", "openai", &["first"], "priority = 1"),
-            fake.provider("b", "openai", &["second"], "priority = 2"),
-        ],
-        "",
-    );
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (env, _fake, srv) = Test::new()
+        .provider("a", "openai", &["first"], "priority = 1")
+        .provider("b", "openai", &["second"], "priority = 2")
+        .serve(&[]);
     let post = |model: &str, session: &str| {
         let mut h = vec![("content-type", "application/json")];
         if !session.is_empty() {
@@ -357,18 +322,14 @@ fn a_session_keeps_going_to_the_model_that_served_it() {
 
 #[test]
 fn max_tokens_over_the_catalog_cap_is_lowered_before_sending() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[fake.provider(
+    let (env, _fake, cfg) = Test::new()
+        .provider(
             "a",
             "openai",
             &["ok"],
             "model_info = { \"ok\" = { max_output_tokens = 8 } }",
-        )],
-        "",
-    );
+        )
+        .config();
     let r = route(&env, &cfg, &["--max-tokens", "100", Q]).ok();
     assert!(
         r.stderr.starts_with("via a::ok (max_tokens→8)"),
@@ -385,10 +346,9 @@ fn max_tokens_over_the_catalog_cap_is_lowered_before_sending() {
 
 #[test]
 fn the_upstream_receives_the_translated_body() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(&env, &[fake.provider("b", "anthropic", &["ok"], "")], "");
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (_env, fake, srv) = Test::new()
+        .provider("b", "anthropic", &["ok"], "")
+        .serve(&[]);
     let r = srv.chat("auto", false);
     assert_eq!(r.status, 200, "{}", r.body);
     let seen = fake.seen();
@@ -407,23 +367,17 @@ fn the_upstream_receives_the_translated_body() {
 
 #[test]
 fn server_routes_streams_and_reports() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("a", "openai", &["e503"], "priority = 1"),
-            fake.provider("b", "anthropic", &["ok"], "priority = 2"),
-            fake.provider(
-                "g",
-                "gemini",
-                &["stream-error", "stream-stall"],
-                "priority = 3",
-            ),
-        ],
-        "[route]\nidle_timeout_secs = 2\n",
-    );
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (_env, fake, srv) = Test::new()
+        .provider("a", "openai", &["e503"], "priority = 1")
+        .provider("b", "anthropic", &["ok"], "priority = 2")
+        .provider(
+            "g",
+            "gemini",
+            &["stream-error", "stream-stall"],
+            "priority = 3",
+        )
+        .extra("[route]\nidle_timeout_secs = 2\n")
+        .serve(&[]);
     // Not streamed: falls over a's 503 to b.
     let r = srv.chat("auto", false);
     assert_eq!(r.status, 200, "{}", r.body);
@@ -491,14 +445,10 @@ fn server_routes_streams_and_reports() {
 
 #[test]
 fn bad_input_gets_openai_shaped_4xx_and_the_server_stays_up() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[fake.provider("b", "openai", &["ok"], "")],
-        "[route]\nmax_body_bytes = 2048\n",
-    );
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (_env, _fake, srv) = Test::new()
+        .provider("b", "openai", &["ok"], "")
+        .extra("[route]\nmax_body_bytes = 2048\n")
+        .serve(&[]);
     let url = format!("{}/v1/chat/completions", srv.url);
     let json_ct = [("content-type", "application/json")];
     let big = chat_body(&"x".repeat(4096), false);
@@ -600,16 +550,10 @@ fn inbound_auth_when_configured() {
 
 #[test]
 fn a_paused_model_stops_getting_traffic_without_a_restart() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("a", "openai", &["ok"], "priority = 1"),
-            fake.provider("b", "openai", &["ok"], "priority = 2"),
-        ],
-        "",
-    );
+    let (env, _fake, cfg) = Test::new()
+        .provider("a", "openai", &["ok"], "priority = 1")
+        .provider("b", "openai", &["ok"], "priority = 2")
+        .config();
     let srv = RouteServer::start(&env, &cfg, &[]);
     let r = srv.chat("auto", false);
     assert_eq!(r.header("x-routed-via"), "a::ok");
@@ -666,10 +610,7 @@ fn an_echoed_key_never_reaches_the_client() {
 #[test]
 fn sigterm_serves_the_connections_waiting_in_the_backlog() {
     use std::io::{Read, Write};
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(&env, &[fake.provider("a", "openai", &["ok"], "")], "");
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (_env, _fake, srv) = Test::new().provider("a", "openai", &["ok"], "").serve(&[]);
     assert_eq!(srv.chat("auto", false).status, 200);
     let pid = srv.child.id().to_string();
     let signal = |sig: &str| {
@@ -714,17 +655,10 @@ fn sigterm_serves_the_connections_waiting_in_the_backlog() {
 #[cfg(unix)]
 #[test]
 fn sigterm_saves_the_route_state() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("a", "openai", &["rate-limit"], "priority = 1"),
-            fake.provider("b", "openai", &["ok"], "priority = 2"),
-        ],
-        "",
-    );
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (env, _fake, srv) = Test::new()
+        .provider("a", "openai", &["rate-limit"], "priority = 1")
+        .provider("b", "openai", &["ok"], "priority = 2")
+        .serve(&[]);
     let r = srv.chat("auto", false);
     assert_eq!(r.status, 200);
     assert_eq!(srv.terminate(), 0);
@@ -734,16 +668,10 @@ fn sigterm_saves_the_route_state() {
 
 #[test]
 fn auto_prefers_the_healthier_model_from_the_log() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("flaky", "openai", &["ok"], ""),
-            fake.provider("steady", "openai", &["ok"], ""),
-        ],
-        "",
-    );
+    let (env, _fake, cfg) = Test::new()
+        .provider("flaky", "openai", &["ok"], "")
+        .provider("steady", "openai", &["ok"], "")
+        .config();
     // The last 24 h: flaky passed 1 of 2 probes, steady 2 of 2. Same
     // priority, so uptime decides, whatever the catalog order.
     let now = chrono::Utc::now();
@@ -822,17 +750,11 @@ fn keys_rotate_and_a_bad_key_is_benched_alone() {
 
 #[test]
 fn the_attempt_budget_and_exhausted_statuses() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("a", "openai", &["e500"], "priority = 1"),
-            fake.provider("b", "openai", &["e500"], "priority = 2"),
-            fake.provider("c", "openai", &["e500"], "priority = 3"),
-        ],
-        "",
-    );
+    let (env, fake, cfg) = Test::new()
+        .provider("a", "openai", &["e500"], "priority = 1")
+        .provider("b", "openai", &["e500"], "priority = 2")
+        .provider("c", "openai", &["e500"], "priority = 3")
+        .config();
     // At most --max-attempts sends.
     let r = route(&env, &cfg, &["--max-attempts", "2", Q]).code(5);
     assert_eq!(calls(&fake, "e500"), 2, "{}", r.stderr);
@@ -909,14 +831,9 @@ fn serve_says_when_no_routable_provider_is_reachable() {
 
 #[test]
 fn everything_cooling_down_is_a_429_with_retry_after() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[fake.provider("a", "openai", &["rate-limit"], "")],
-        "",
-    );
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (_env, fake, srv) = Test::new()
+        .provider("a", "openai", &["rate-limit"], "")
+        .serve(&[]);
     srv.chat("auto", false);
     let r = srv.chat("auto", false);
     assert_eq!(r.status, 429, "{}", r.body);
@@ -1004,21 +921,16 @@ fn providers_metrics_status_and_brief_show_what_route_knows() {
 
 #[test]
 fn limits_are_checked_before_sending() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("a", "openai", &["ok"], "priority = 1\nlimits = { rpm = 2 }"),
-            fake.provider(
-                "b",
-                "anthropic",
-                &["ok"],
-                "priority = 2\nlimits = { tpm = 5000 }\ndaily_cap = 3",
-            ),
-        ],
-        "[route]\nreserve_max_tokens = 10000\n",
-    );
+    let (env, fake, cfg) = Test::new()
+        .provider("a", "openai", &["ok"], "priority = 1\nlimits = { rpm = 2 }")
+        .provider(
+            "b",
+            "anthropic",
+            &["ok"],
+            "priority = 2\nlimits = { tpm = 5000 }\ndaily_cap = 3",
+        )
+        .extra("[route]\nreserve_max_tokens = 10000\n")
+        .config();
     // The `via` line (the first run also announces the stats directory).
     let via = |r: &crate::support::Run| {
         r.stderr
@@ -1078,17 +990,11 @@ fn limits_are_checked_before_sending() {
 /// server alike, and the stats directory it creates is announced.
 #[test]
 fn a_model_without_its_key_names_the_variable_to_set() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("p", "openai", &["m"], "api_key_env = \"P_UNSET_KEY\""),
-            fake.provider("r", "openai", &["rate-limit"], "priority = 1"),
-            fake.provider("q", "openai", &["ok"], "priority = 2"),
-        ],
-        "",
-    );
+    let (env, _fake, cfg) = Test::new()
+        .provider("p", "openai", &["m"], "api_key_env = \"P_UNSET_KEY\"")
+        .provider("r", "openai", &["rate-limit"], "priority = 1")
+        .provider("q", "openai", &["ok"], "priority = 2")
+        .config();
     assert!(!env.stats().exists());
     let r = route(&env, &cfg, &["--model", "p::m", Q]).code(2);
     assert!(
@@ -1129,18 +1035,11 @@ fn a_model_without_its_key_names_the_variable_to_set() {
 /// upstream gets every field, so nothing is named.
 #[test]
 fn dropped_fields_are_named_in_a_header() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("o", "openai", &["ok"], "priority = 1"),
-            fake.provider("b", "anthropic", &["ok"], "priority = 2"),
-            fake.provider("g", "gemini", &["ok"], "priority = 3"),
-        ],
-        "",
-    );
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (_env, _fake, srv) = Test::new()
+        .provider("o", "openai", &["ok"], "priority = 1")
+        .provider("b", "anthropic", &["ok"], "priority = 2")
+        .provider("g", "gemini", &["ok"], "priority = 3")
+        .serve(&[]);
     let send = |model: &str, stream: bool| {
         let mut body: Value = serde_json::from_str(&chat_body(model, stream)).unwrap();
         body["seed"] = 7.into();

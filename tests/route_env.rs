@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use crate::support::Test;
 use crate::support::{Env, Fake, RouteServer, Run, clock_env as env, http, route_config as config};
 
 const Q: &str = "What is 7 + 7? Reply with only the number.";
@@ -55,17 +56,12 @@ fn calls(fake: &Fake, model: &str) -> usize {
 
 #[test]
 fn the_environment_overrides_the_file_and_a_flag_the_environment() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("a", "openai", &["e500"], "priority = 1"),
-            fake.provider("b", "openai", &["e500"], "priority = 2"),
-            fake.provider("c-3", "openai", &["e500"], "priority = 3\ndaily_cap = 50"),
-        ],
-        "[route]\nmax_attempts = 3\nbudget_secs = 30\nreserve_max_tokens = 100\n",
-    );
+    let (env, fake, cfg) = Test::new()
+        .provider("a", "openai", &["e500"], "priority = 1")
+        .provider("b", "openai", &["e500"], "priority = 2")
+        .provider("c-3", "openai", &["e500"], "priority = 3\ndaily_cap = 50")
+        .extra("[route]\nmax_attempts = 3\nbudget_secs = 30\nreserve_max_tokens = 100\n")
+        .config();
     let vars = [
         ("LLMPROBE_ROUTE_MAX_ATTEMPTS", "1"),
         ("LLMPROBE_ROUTE_BUDGET_SECS", "20"),
@@ -156,9 +152,7 @@ fn a_daily_cap_from_the_environment_limits_the_server() {
 
 #[test]
 fn bad_and_unknown_variables_are_config_errors_that_name_them() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(&env, &[fake.provider("groq", "openai", &["ok"], "")], "");
+    let (env, fake, cfg) = Test::new().provider("groq", "openai", &["ok"], "").config();
     let r = route(
         &env,
         &cfg,
@@ -226,16 +220,10 @@ fn bad_and_unknown_variables_are_config_errors_that_name_them() {
 
 #[test]
 fn two_providers_with_one_variable_are_a_config_error() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("github-models", "openai", &["ok"], ""),
-            fake.provider("github_models", "openai", &["ok"], ""),
-        ],
-        "",
-    );
+    let (env, _fake, cfg) = Test::new()
+        .provider("github-models", "openai", &["ok"], "")
+        .provider("github_models", "openai", &["ok"], "")
+        .config();
     let r = route(&env, &cfg, &[], &["--status"]).code(2);
     assert!(
         r.stderr.contains(
@@ -252,9 +240,7 @@ fn two_providers_with_one_variable_are_a_config_error() {
 #[test]
 fn sighup_keeps_the_server_and_says_to_restart() {
     use std::io::BufRead;
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(&env, &[fake.provider("a", "openai", &["ok"], "")], "");
+    let (env, _fake, cfg) = Test::new().provider("a", "openai", &["ok"], "").config();
     let mut child = RouteServer::command(&env, &cfg, &[])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 
+use crate::support::Test;
 use crate::support::{Fake, Http, RouteServer, clock_env as env, http, route_config as config};
 
 const Q: &str = "What is 7 + 7? Reply with only the number.";
@@ -12,18 +13,11 @@ const TOOL_Q: &str = "What is 12 + 30? Use the add tool.";
 /// One fake with a model `ok` behind a provider of each dialect, and route
 /// in front of them.
 fn three_dialects() -> (crate::support::Env, Fake, RouteServer) {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("o", "openai", &["ok"], "priority = 1"),
-            fake.provider("a", "anthropic", &["ok"], "priority = 2"),
-            fake.provider("g", "gemini", &["ok"], "priority = 3"),
-        ],
-        "",
-    );
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (env, fake, srv) = Test::new()
+        .provider("o", "openai", &["ok"], "priority = 1")
+        .provider("a", "anthropic", &["ok"], "priority = 2")
+        .provider("g", "gemini", &["ok"], "priority = 3")
+        .serve(&[]);
     (env, fake, srv)
 }
 
@@ -351,17 +345,10 @@ fn x_api_key_is_the_inbound_token_and_a_wrong_one_an_anthropic_401() {
 
 #[test]
 fn errors_are_anthropic_shaped() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("o", "openai", &["ok"], "priority = 1"),
-            fake.provider("r", "openai", &["rate-limit"], "priority = 2"),
-        ],
-        "",
-    );
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (_env, _fake, srv) = Test::new()
+        .provider("o", "openai", &["ok"], "priority = 1")
+        .provider("r", "openai", &["rate-limit"], "priority = 2")
+        .serve(&[]);
     let r = post(
         &srv,
         "/v1/messages",
@@ -439,17 +426,11 @@ fn errors_are_anthropic_shaped() {
 /// A client's own model name, aliased onto a free model.
 #[test]
 fn a_clients_model_name_resolves_through_an_alias() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("o", "openai", &["ok"], "priority = 1"),
-            fake.provider("g", "gemini", &["ok"], "priority = 2"),
-        ],
-        "[aliases]\n\"claude-sonnet-4-5\" = [\"g::ok\", \"o::ok\"]\n",
-    );
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (_env, _fake, srv) = Test::new()
+        .provider("o", "openai", &["ok"], "priority = 1")
+        .provider("g", "gemini", &["ok"], "priority = 2")
+        .extra("[aliases]\n\"claude-sonnet-4-5\" = [\"g::ok\", \"o::ok\"]\n")
+        .serve(&[]);
     let r = post(
         &srv,
         "/v1/messages",
@@ -463,14 +444,9 @@ fn a_clients_model_name_resolves_through_an_alias() {
 
 #[test]
 fn a_stream_that_fails_after_the_first_byte_ends_with_an_error_event() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[fake.provider("a", "anthropic", &["stream-error"], "")],
-        "",
-    );
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (_env, _fake, srv) = Test::new()
+        .provider("a", "anthropic", &["stream-error"], "")
+        .serve(&[]);
     let r = post(
         &srv,
         "/v1/messages",

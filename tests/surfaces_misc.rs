@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 
+use crate::support::Test;
 use crate::support::{
     Fake, Http, RouteServer, chat_body, clock_env as env, http, route_config as config,
 };
@@ -48,18 +49,11 @@ fn data_lines(body: &str) -> Vec<String> {
 
 #[test]
 fn completions_are_served_through_each_dialect_plain_and_streamed() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("o", "openai", &["ok"], ""),
-            fake.provider("a", "anthropic", &["ok"], ""),
-            fake.provider("g", "gemini", &["ok"], ""),
-        ],
-        "",
-    );
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (_env, fake, srv) = Test::new()
+        .provider("o", "openai", &["ok"], "")
+        .provider("a", "anthropic", &["ok"], "")
+        .provider("g", "gemini", &["ok"], "")
+        .serve(&[]);
     for m in ["o::ok", "a::ok", "g::ok"] {
         let r = completion(
             &srv,
@@ -156,14 +150,9 @@ fn completions_are_served_through_each_dialect_plain_and_streamed() {
 
 #[test]
 fn a_completion_stream_that_breaks_ends_with_an_error_event_then_done() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[fake.provider("a", "anthropic", &["stream-error"], "")],
-        "",
-    );
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (_env, _fake, srv) = Test::new()
+        .provider("a", "anthropic", &["stream-error"], "")
+        .serve(&[]);
     let r = completion(&srv, json!({"prompt": Q, "stream": true}));
     assert_eq!(r.status, 200, "{}", r.body);
     let lines = data_lines(&r.body);
@@ -181,17 +170,10 @@ fn a_completion_stream_that_breaks_ends_with_an_error_event_then_done() {
 
 #[test]
 fn a_suffix_is_a_need_no_chat_model_meets() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("o", "openai", &["ok"], "priority = 1"),
-            fake.provider("a", "anthropic", &["ok"], "priority = 2"),
-        ],
-        "",
-    );
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (_env, fake, srv) = Test::new()
+        .provider("o", "openai", &["ok"], "priority = 1")
+        .provider("a", "anthropic", &["ok"], "priority = 2")
+        .serve(&[]);
     let r = completion(
         &srv,
         json!({"model": "auto", "prompt": "fn add(a: i32, b: i32) -> i32 {", "suffix": "}\n", "max_tokens": 32}),
@@ -222,10 +204,7 @@ fn a_suffix_is_a_need_no_chat_model_meets() {
 
 #[test]
 fn completions_refuse_what_a_chat_model_cannot_give_and_metrics_count_refusals() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(&env, &[fake.provider("o", "openai", &["ok"], "")], "");
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (_env, fake, srv) = Test::new().provider("o", "openai", &["ok"], "").serve(&[]);
     let cases = [
         (json!({"prompt": Q, "echo": true}), "'echo'"),
         (json!({"prompt": Q, "best_of": 2}), "'best_of'"),
@@ -284,10 +263,7 @@ fn completions_refuse_what_a_chat_model_cannot_give_and_metrics_count_refusals()
 
 #[test]
 fn embeddings_get_a_404_naming_what_is_served_in_the_clients_shape() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(&env, &[fake.provider("o", "openai", &["ok"], "")], "");
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (_env, _fake, srv) = Test::new().provider("o", "openai", &["ok"], "").serve(&[]);
     let body = json!({"model": "auto", "input": "hello"});
     let r = post(&srv, "/v1/embeddings", &[], &body);
     assert_eq!(r.status, 404, "{}", r.body);
@@ -354,10 +330,7 @@ fn embeddings_get_a_404_naming_what_is_served_in_the_clients_shape() {
 
 #[test]
 fn a_served_path_asked_with_another_method_gets_a_json_405() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(&env, &[fake.provider("o", "openai", &["ok"], "")], "");
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (_env, _fake, srv) = Test::new().provider("o", "openai", &["ok"], "").serve(&[]);
     for (method, path) in [
         ("GET", "/v1/completions"),
         ("GET", "/v1/embeddings"),
@@ -377,17 +350,11 @@ fn a_served_path_asked_with_another_method_gets_a_json_405() {
 
 #[test]
 fn one_model_by_id_and_anthropic_shaped_lists() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("groq", "openai", &["llama-3.1-8b-instant", "ok"], ""),
-            fake.provider("or", "openai", &["meta-llama/llama-3.3-70b:free"], ""),
-        ],
-        "[aliases]\nfast = [\"groq::ok\"]\n",
-    );
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (_env, _fake, srv) = Test::new()
+        .provider("groq", "openai", &["llama-3.1-8b-instant", "ok"], "")
+        .provider("or", "openai", &["meta-llama/llama-3.3-70b:free"], "")
+        .extra("[aliases]\nfast = [\"groq::ok\"]\n")
+        .serve(&[]);
     for (path, id, owner) in [
         (
             "/v1/models/groq::llama-3.1-8b-instant",
@@ -549,17 +516,10 @@ fn the_fallback_detail_header_names_each_failure_when_on() {
 /// dialects leave them out and say so.
 #[test]
 fn chat_refuses_a_lone_tool_message_and_reports_unknown_roles_and_parts() {
-    let env = env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[
-            fake.provider("o", "openai", &["ok"], ""),
-            fake.provider("a", "anthropic", &["ok"], ""),
-        ],
-        "",
-    );
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (_env, fake, srv) = Test::new()
+        .provider("o", "openai", &["ok"], "")
+        .provider("a", "anthropic", &["ok"], "")
+        .serve(&[]);
     let lone = json!({"model": "o::ok", "messages": [
         {"role": "user", "content": Q},
         {"role": "tool", "tool_call_id": "call_9", "content": "14"}

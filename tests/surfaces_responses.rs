@@ -7,7 +7,8 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Env, Fake, Http, RouteServer, advance, clock_env, http, route_config};
+use crate::support::Test;
+use crate::support::{Env, Fake, Http, RouteServer, advance, clock_env, http};
 
 const Q: &str = "What is 7 + 7? Reply with only the number.";
 const MODELS: [&str; 3] = ["o::ok", "a::ok", "g::ok"];
@@ -21,18 +22,12 @@ fn setup(models: &[&str]) -> (Env, Fake, RouteServer) {
 
 /// [`setup`] with `extra` in the config (a `[route]` table).
 fn setup_with(models: &[&str], extra: &str) -> (Env, Fake, RouteServer) {
-    let env = clock_env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = route_config(
-        &env,
-        &[
-            fake.provider("o", "openai", models, "priority = 1"),
-            fake.provider("a", "anthropic", models, "priority = 2"),
-            fake.provider("g", "gemini", models, "priority = 3"),
-        ],
-        extra,
-    );
-    let srv = RouteServer::start(&env, &cfg, &[]);
+    let (env, fake, srv) = Test::new()
+        .provider("o", "openai", models, "priority = 1")
+        .provider("a", "anthropic", models, "priority = 2")
+        .provider("g", "gemini", models, "priority = 3")
+        .extra(extra)
+        .serve(&[]);
     (env, fake, srv)
 }
 

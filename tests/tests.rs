@@ -15,8 +15,6 @@ mod check_paused;
 mod cli;
 mod degraded;
 mod faults;
-#[cfg(unix)]
-mod io_errors;
 mod layout;
 mod notify;
 mod read_cmds;

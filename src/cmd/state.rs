@@ -7,7 +7,7 @@
 //! backwards until every listed model has been found or the start is
 //! reached. Once capabilities have been probed (`stats/capabilities.json`
 //! says anything about a listed model), a CAPABILITIES column shows each
-//! model's verdicts and context window ([`crate::cmd::capview`]); a
+//! model's verdicts and context window ([`crate::report::capview`]); a
 //! verdicts file that cannot be parsed is named in a warning on stderr,
 //! left alone, and the listing goes on with every capability unknown.
 //!
@@ -25,14 +25,14 @@ use strsim::levenshtein;
 
 use crate::catalog::Unusable;
 use crate::cli::{StateAction, StateArgs, StateChange, StateFilter};
-use crate::cmd::capview::{self, ModelCaps};
-use crate::cmd::nextprobe::NextReprobe;
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::format::{fmt_minute, fmt_rfc3339};
 use crate::fsutil::DataLock;
 use crate::healthlog::last::last_probes;
 use crate::output;
+use crate::report::capview::{self, ModelCaps};
+use crate::report::nextprobe::NextReprobe;
 use crate::settings::Settings;
 use crate::state::{ModelState, States};
 
@@ -206,7 +206,7 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
         });
         r.describe();
     }
-    crate::cmd::nextprobe::add_to(s, &states, &mut rows, |r| {
+    crate::report::nextprobe::add_to(s, &states, &mut rows, |r| {
         (r.state == ModelState::Paused).then_some((r.model.as_str(), &mut r.reprobe))
     })?;
     if let Some(e) = &findings_error {

@@ -878,6 +878,24 @@ esac
     tools
 }
 
+/// A machine without a network, as `check` sees it: remote providers go
+/// through a dead proxy. Returns a `check` config ([`config`]) of one
+/// remote provider `remote` with `models`.
+pub fn offline(env: &mut Env, models: &[&str]) -> String {
+    let dead = closed_port();
+    env.env("HTTP_PROXY", &dead).env("HTTPS_PROXY", &dead);
+    config(
+        env,
+        &[provider_toml(
+            "remote",
+            "openai",
+            "https://remote.example/v1",
+            models,
+            "",
+        )],
+    )
+}
+
 /// A loopback port nobody listens on: bind, note it, close it.
 pub fn closed_port() -> String {
     let addr = std::net::TcpListener::bind("127.0.0.1:0")
@@ -1024,5 +1042,104 @@ impl PingServer {
 
     pub fn seen(&self) -> Vec<Ping> {
         self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Run {
+    /// Its stdout holds `want`.
+    #[track_caller]
+    pub fn stdout_has(self, want: &str) -> Run {
+        assert!(self.stdout.contains(want), "{}", self.stdout);
+        self
+    }
+
+    /// Its stderr holds `want`.
+    #[track_caller]
+    pub fn stderr_has(self, want: &str) -> Run {
+        assert!(self.stderr.contains(want), "{}", self.stderr);
+        self
+    }
+}
+
+/// The arrange block most `route` tests share, as one builder (after
+/// `just`'s `Test`): a test directory on the test clock ([`clock_env`]),
+/// one fake provider started with the [`Test::script`]s given before the
+/// first provider, the providers a test names pointing at it, and a
+/// `route` config of them ([`route_config`]). [`Test::config`] stops
+/// there; [`Test::serve`] also starts `route --serve`. A run then states
+/// what it expects: [`Run::code`], [`Run::stdout_has`], [`Run::stderr_has`].
+pub struct Test {
+    env: Env,
+    scripts: Vec<String>,
+    fake: Option<Fake>,
+    tables: Vec<String>,
+    extra: String,
+}
+
+impl Test {
+    pub fn new() -> Test {
+        Test {
+            env: clock_env(),
+            scripts: Vec::new(),
+            fake: None,
+            tables: Vec::new(),
+            extra: String::new(),
+        }
+    }
+
+    /// A `--script MODEL=…` for the fake; before the first provider.
+    pub fn script(mut self, script: &str) -> Test {
+        assert!(self.fake.is_none(), "scripts go before the providers");
+        self.scripts.push(script.to_string());
+        self
+    }
+
+    /// [`Test::script`], each of them.
+    pub fn scripts(self, scripts: &[&str]) -> Test {
+        scripts.iter().fold(self, |t, s| t.script(s))
+    }
+
+    fn started(&mut self) -> &Fake {
+        let (env, scripts) = (&self.env, &self.scripts);
+        self.fake.get_or_insert_with(|| {
+            let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
+            Fake::start(env, &scripts)
+        })
+    }
+
+    /// A provider at the fake ([`Fake::provider`]).
+    pub fn provider(mut self, name: &str, dialect: &str, models: &[&str], extra: &str) -> Test {
+        let table = self.started().provider(name, dialect, models, extra);
+        self.tables.push(table);
+        self
+    }
+
+    /// A `[[providers]]` table of the test's own (another upstream's).
+    pub fn table(mut self, table: String) -> Test {
+        self.started();
+        self.tables.push(table);
+        self
+    }
+
+    /// What the config holds before `[defaults]`: a `[route]` table,
+    /// aliases.
+    pub fn extra(mut self, extra: &str) -> Test {
+        self.extra = extra.to_string();
+        self
+    }
+
+    /// Write the config: the directory, the fake and the config's path,
+    /// as a tuple (a struct pattern would take rustfmt six lines).
+    pub fn config(mut self) -> (Env, Fake, String) {
+        self.started();
+        let cfg = route_config(&self.env, &self.tables, &self.extra);
+        (self.env, self.fake.expect("started"), cfg)
+    }
+
+    /// Write the config and start `route --serve` with `args`.
+    pub fn serve(self, args: &[&str]) -> (Env, Fake, RouteServer) {
+        let (env, fake, cfg) = self.config();
+        let srv = RouteServer::start(&env, &cfg, args);
+        (env, fake, srv)
     }
 }

@@ -1,6 +1,6 @@
 //! What some tests need from the machine beyond Rust and a shell: a
 //! `redis-server`, the official Python clients in `.ci/venv`, zsh, groff,
-//! systemd-analyze.
+//! systemd-analyze, a directory whose mode bits stop writes.
 //! Those tests live in the `external` test binary (`tests/external.rs`),
 //! whose harness reports each one it cannot run here as *ignored*, with
 //! what it needs, in `cargo test`'s normal output, instead of letting it
@@ -23,6 +23,10 @@ pub enum Need {
     /// `tests/agents/clients.txt` ([`npm_client`]), installed by `.ci/run`
     /// under `.ci/npm/`.
     Npm(&'static str),
+    /// A directory of mode 0555 that stops a child's writes: any user but
+    /// root, or root able to drop the capabilities that override mode bits
+    /// ([`bound_by_permissions`]).
+    ReadOnlyDirs,
 }
 
 impl Need {
@@ -36,6 +40,7 @@ impl Need {
                 Some(c) => format!("npm: {}", c.name),
                 None => format!("npm: {role} (not in tests/agents/clients.txt)"),
             },
+            Need::ReadOnlyDirs => "a read-only directory that stops writes".into(),
         }
     }
 
@@ -60,6 +65,10 @@ impl Need {
                 ),
                 None => "add it to tests/agents/clients.txt".into(),
             },
+            Need::ReadOnlyDirs => {
+                "run as a user other than root, or as root allowed to drop capabilities (CAP_SETPCAP)"
+                    .into()
+            }
         }
     }
 
@@ -73,6 +82,7 @@ impl Need {
                 .is_ok_and(|o| o.status.success()),
             Need::Program(p) => on_path(p).is_some(),
             Need::Npm(role) => npm_client(role).is_some_and(|c| c.installed()),
+            Need::ReadOnlyDirs => read_only_dirs_stop_writes(),
         }
     }
 
@@ -81,14 +91,74 @@ impl Need {
     /// work).
     pub fn required(self) -> bool {
         let set = |k: &str| std::env::var_os(k).is_some_and(|v| !v.is_empty() && v != "0");
+        // Nothing installs this one: how the machine runs the tests decides.
+        if self == Need::ReadOnlyDirs {
+            return false;
+        }
         set("LLMPROBE_REQUIRE_ALL")
             || match self {
                 Need::Redis => set("LLMPROBE_REQUIRE_REDIS"),
                 Need::Python(_) => set("LLMPROBE_REQUIRE_SDK"),
                 Need::Program("systemd-analyze") => set("LLMPROBE_REQUIRE_SYSTEMD"),
-                Need::Program(_) | Need::Npm(_) => false,
+                Need::Program(_) | Need::Npm(_) | Need::ReadOnlyDirs => false,
             }
     }
+}
+
+/// Whether a directory of mode 0555 stops a child run through
+/// [`bound_by_permissions`] from writing in it.
+#[cfg(unix)]
+fn read_only_dirs_stop_writes() -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o555)).unwrap();
+    let probe = dir.path().join("can-i-write");
+    let mut sh = std::process::Command::new("sh");
+    sh.args(["-c", "echo > \"$1\"", "sh"]).arg(&probe);
+    let status = bound_by_permissions(sh)
+        .stderr(std::process::Stdio::null())
+        .status();
+    let stopped = status.is_ok() && !probe.exists();
+    // Writable again, so that the temporary directory can be removed.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    stopped
+}
+
+#[cfg(not(unix))]
+fn read_only_dirs_stop_writes() -> bool {
+    false
+}
+
+/// Bounding-set capabilities a root child drops so that permission bits
+/// stop it (linux/capability.h).
+#[cfg(unix)]
+const CAP_DAC_OVERRIDE: libc::c_int = 1;
+#[cfg(unix)]
+const CAP_DAC_READ_SEARCH: libc::c_int = 2;
+#[cfg(unix)]
+const CAP_FOWNER: libc::c_int = 3;
+
+/// `cmd` run so that a directory's permission bits stop it: as root, it
+/// drops the capabilities that override them (from its bounding set, so
+/// the program it runs never has them).
+#[cfg(unix)]
+pub fn bound_by_permissions(mut cmd: std::process::Command) -> std::process::Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: only prctl, async-signal-safe, runs in the child.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::geteuid() != 0 {
+                return Ok(());
+            }
+            for cap in [CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER] {
+                if libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    cmd
 }
 
 /// The Python that `.ci/run` prepares.

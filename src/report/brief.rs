@@ -1,0 +1,573 @@
+//! What `brief` shows: the last 24 hours read from the log (per provider
+//! the checks, uptime, latency and each model's last probe), judged into
+//! icons, advisories and the stale warnings ([`crate::stale`]), with the
+//! models out of rotation, route's cooldowns and the capability table
+//! ([`crate::report::capview`]), as text or JSON. `cmd/brief.rs` gathers the
+//! files and calls.
+//!
+//! Its cost must not grow with the history: [`collect`] reads the log
+//! backwards from the end and stops at the first entry more than
+//! [`CLOCK_SLACK_SECS`](crate::healthlog::recent::CLOCK_SLACK_SECS) older
+//! than the window start, which lets slightly out-of-order clocks through;
+//! a log that is not one entry per line (the old tool's pretty-printed
+//! file) is read forward in full instead ([`crate::healthlog::recent`]).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::format::{fmt_ago, fmt_count, fmt_minute, fmt_pct, fmt_rfc3339};
+use crate::grade::{self, FAIR, GOOD, Grade};
+use crate::healthlog::read::{Record, Sink};
+use crate::healthlog::recent::{self, Direction, Recent};
+use crate::healthlog::summary::{Latency, Probes};
+use crate::output;
+use crate::report::capview::ModelCaps;
+use crate::report::nextprobe::NextReprobe;
+use crate::schedule::{Health, Warning};
+use crate::settings::Settings;
+use crate::stale::{self, Newest, Stale};
+use crate::state::{ModelState, States};
+use crate::window::Window;
+
+/// With no probe for this long, the hourly job has probably stopped.
+const STALE_SECS: i64 = stale::RECORD_STALE_SECS;
+
+/// Read what the brief needs: backwards when the file allows, else forward;
+/// from `since`: the window's start, or earlier to find each provider's
+/// newest probe.
+pub fn collect(log: &std::path::Path, start: i64, since: i64) -> Result<(Collect, u64)> {
+    recent::read_recent(log, Some(since), |d| Collect::new(start, d))
+}
+
+/// The last probe of a model: its time, its order in the file (to break ties
+/// between equal timestamps), whether it was an error, and its result.
+#[derive(Debug, Clone)]
+struct Last {
+    ts: i64,
+    seq: i64,
+    error: bool,
+    label: String,
+}
+
+impl Last {
+    fn newer_than(&self, o: &Last) -> bool {
+        (self.ts, self.seq) > (o.ts, o.seq)
+    }
+}
+
+#[derive(Debug, Default)]
+struct ProviderAgg {
+    probes: Probes,
+    latency: Latency,
+    models: BTreeMap<String, Last>,
+}
+
+/// The sink for both directions. `step` is +1 reading forward and −1
+/// reading backward, so that `seq` always grows with the position in the
+/// file.
+pub struct Collect {
+    start: i64,
+    seq: i64,
+    step: i64,
+    providers: BTreeMap<String, ProviderAgg>,
+    pub newest: Option<i64>,
+    /// Each provider's newest probe, window or not (a week back at least).
+    pub latest: Newest,
+}
+
+impl Collect {
+    pub fn new(start: i64, d: Direction) -> Collect {
+        Collect {
+            start,
+            seq: 0,
+            step: match d {
+                Direction::Forward => 1,
+                Direction::Backward => -1,
+            },
+            providers: BTreeMap::new(),
+            newest: None,
+            latest: Newest::default(),
+        }
+    }
+}
+
+impl Sink for Collect {
+    fn record(&mut self, r: &Record<'_>) {
+        // `disabled_skip` rows are not probes: they neither count nor
+        // refresh the staleness clock.
+        if !r.is_sample() {
+            return;
+        }
+        self.seq += self.step;
+        // Re-probes of paused models are samples, but no sign that the
+        // scheduled job runs (crate::stale).
+        if !r.is_reprobe() {
+            self.newest = self.newest.max(Some(r.ts));
+        }
+        self.latest.add(r);
+        if r.ts < self.start {
+            return;
+        }
+        let p = match self.providers.get_mut(r.provider) {
+            Some(p) => p,
+            None => self.providers.entry(r.provider.to_string()).or_default(),
+        };
+        p.probes.add(r);
+        p.latency.add(r);
+        let last = Last {
+            ts: r.ts,
+            seq: self.seq,
+            error: r.is_error(),
+            label: r.result_label(),
+        };
+        match p.models.get_mut(r.model) {
+            Some(old) if last.newer_than(old) => *old = last,
+            Some(_) => {}
+            None => {
+                p.models.insert(r.model.to_string(), last);
+            }
+        }
+    }
+
+    fn merge(&mut self, later: Collect) {
+        self.newest = self.newest.max(later.newest);
+        self.latest.merge(later.latest);
+        for (name, lp) in later.providers {
+            let p = self.providers.entry(name).or_default();
+            p.probes.merge(&lp.probes);
+            p.latency.merge(&lp.latency);
+            for (m, last) in lp.models {
+                // The later half of the file wins ties.
+                match p.models.get(&m) {
+                    Some(old) if old.ts > last.ts => {}
+                    _ => {
+                        p.models.insert(m, last);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Recent for Collect {
+    fn too_old(&mut self, r: &Record<'_>) {
+        // Too old to count, but it still dates the newest probe when
+        // nothing newer exists.
+        if r.is_sample() && !r.is_reprobe() {
+            self.newest = self.newest.max(Some(r.ts));
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct ProviderLine {
+    provider: String,
+    /// `ok`, `warn`, `poor` or `down`.
+    status: &'static str,
+    icon: &'static str,
+    uptime: Option<f64>,
+    avg_latency_ms: Option<f64>,
+    #[serde(serialize_with = "crate::format::serialize_count")]
+    checks: f64,
+    last_check: Option<String>,
+    last_result: String,
+    /// Its newest probe is too old ([`crate::stale`]): the icon is then
+    /// `[STALE]`, whatever the figures' grade in `status`.
+    stale: bool,
+    /// Why, when the last run says (`skipped: GROQ_API_KEY unset in the
+    /// last run`).
+    stale_reason: Option<String>,
+    #[serde(skip)]
+    last_ts: Option<i64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct OutOfRotation {
+    pub model: String,
+    pub state: ModelState,
+    reason: Option<String>,
+    since: Option<String>,
+    consecutive_failures: u32,
+    /// A paused model's `next_reprobe` and `retry_at`.
+    #[serde(flatten)]
+    pub reprobe: Option<NextReprobe>,
+}
+
+/// One model's capabilities.
+#[derive(Debug, Serialize)]
+pub struct ModelLine {
+    pub model: String,
+    /// `capabilities` (each with its verdict, when it was seen, why a
+    /// `no`, and whether the catalog lists it) and `context_window`.
+    #[serde(flatten)]
+    pub caps: ModelCaps,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Advisory {
+    provider: String,
+    reason: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Brief {
+    now: String,
+    window: String,
+    /// Nothing to act on: not stale, no advisory, no warning, route state
+    /// readable. `--quiet-if-healthy` prints nothing then.
+    pub healthy: bool,
+    pub stale: bool,
+    newest_probe: Option<String>,
+    /// Every stale provider, with or without a row (a provider probed this
+    /// week but not in the window has none).
+    pub stale_providers: Vec<Stale>,
+    providers: Vec<ProviderLine>,
+    pub out_of_rotation: Vec<OutOfRotation>,
+    pub advisories: Vec<Advisory>,
+    /// About the schedule: none installed while check does not run, or an
+    /// installed one that stopped; and each stale provider
+    /// (`provider_stale`), unless the whole record is stale.
+    pub warnings: Vec<Warning>,
+    /// Whether a schedule is installed, and the last run
+    /// (`schedule.json`, `last_run.json`).
+    pub schedule: Option<Health>,
+    skipped_entries: u64,
+    /// What `route` has benched, from route_state.json (only that small
+    /// file is read).
+    pub route_cooldowns: Vec<crate::route::cooldown::Bench>,
+    /// Why route_state.json could not be read, if it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route_state_error: Option<String>,
+    /// Every catalog model and every model the verdicts file names, with
+    /// its capabilities and context window.
+    pub models: Vec<ModelLine>,
+    /// Why capabilities.json could not be read, if it could not (every
+    /// capability is then unknown).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capabilities_error: Option<String>,
+    #[serde(skip)]
+    now_at: chrono::DateTime<chrono::Utc>,
+    /// The log read, as an absolute path.
+    pub health_log: String,
+    #[serde(skip)]
+    pub log_missing: bool,
+    #[serde(skip)]
+    now_ts: i64,
+    #[serde(skip)]
+    newest_ts: Option<i64>,
+    #[serde(skip)]
+    title: String,
+}
+
+impl Brief {
+    pub fn build(window: &Window, now: i64, col: Collect, states: &States, skipped: u64) -> Brief {
+        let mut providers = Vec::new();
+        let mut advisories = Vec::new();
+        for (name, p) in col.providers {
+            let uptime = p.probes.uptime();
+            let latest = p
+                .models
+                .values()
+                .max_by(|a, b| (a.ts, a.seq).cmp(&(b.ts, b.seq)))
+                .cloned();
+            let all_down = !p.models.is_empty() && p.models.values().all(|l| l.error);
+            let (status, icon) = match uptime.map(grade::grade) {
+                _ if all_down => ("down", "[DOWN]"),
+                Some(Grade::Good) => ("ok", "[ OK ]"),
+                Some(Grade::Fair) => ("warn", "[WARN]"),
+                _ => ("poor", "[POOR]"),
+            };
+            let mut why = Vec::new();
+            if let Some(u) = uptime.filter(|&u| grade::grade(u) == Grade::Poor) {
+                why.push(format!("uptime {} over {}", fmt_pct(u), window.label));
+            }
+            if let Some(l) = latest.as_ref().filter(|l| l.error) {
+                why.push(format!(
+                    "last probe failed: {} at {}",
+                    l.label,
+                    fmt_minute(l.ts)
+                ));
+            }
+            if all_down && p.models.len() > 1 {
+                why.push(format!(
+                    "the last probe of all {} models failed",
+                    p.models.len()
+                ));
+            }
+            if !why.is_empty() {
+                advisories.push(Advisory {
+                    provider: name.clone(),
+                    reason: why.join("; "),
+                });
+            }
+            providers.push(ProviderLine {
+                provider: name,
+                status,
+                icon,
+                uptime,
+                avg_latency_ms: p.latency.mean(),
+                checks: p.probes.samples,
+                last_check: latest.as_ref().map(|l| fmt_rfc3339(l.ts)),
+                last_result: latest.as_ref().map(|l| l.label.clone()).unwrap_or_default(),
+                stale: false,
+                stale_reason: None,
+                last_ts: latest.map(|l| l.ts),
+            });
+        }
+        let out_of_rotation = states
+            .iter()
+            .filter(|(_, e)| e.state != ModelState::Active)
+            .map(|(k, e)| OutOfRotation {
+                model: k,
+                state: e.state,
+                reason: e.reason,
+                since: e.since,
+                consecutive_failures: e.consecutive_failures,
+                reprobe: None,
+            })
+            .collect();
+        let stale = col.newest.is_none_or(|t| now - t > STALE_SECS);
+        Brief {
+            now: fmt_rfc3339(now),
+            window: window.label.clone(),
+            stale,
+            newest_probe: col.newest.map(fmt_rfc3339),
+            stale_providers: Vec::new(),
+            providers,
+            out_of_rotation,
+            advisories,
+            healthy: false,
+            warnings: Vec::new(),
+            schedule: None,
+            skipped_entries: skipped,
+            route_cooldowns: Vec::new(),
+            route_state_error: None,
+            models: Vec::new(),
+            capabilities_error: None,
+            now_at: chrono::DateTime::from_timestamp(now, 0).unwrap_or_default(),
+            health_log: String::new(),
+            log_missing: false,
+            now_ts: now,
+            newest_ts: col.newest,
+            title: window.title().to_lowercase(),
+        }
+    }
+
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "llmprobe brief: {}, as of {}",
+            self.title,
+            fmt_minute(self.now_ts)
+        );
+        match self.newest_ts {
+            None => {
+                let _ = write!(
+                    out,
+                    "\n!!! STALE: NO PROBES RECORDED in {} ({}).\n\
+                     !!! Run `llmprobe check`, and schedule it (`llmprobe schedule install`); \
+                     or pass --stats-dir if the data is elsewhere.\n",
+                    self.health_log,
+                    if self.log_missing {
+                        "the file does not exist"
+                    } else {
+                        "it holds no probes"
+                    }
+                );
+            }
+            Some(t) if self.stale => {
+                if let Some([a, b]) = stale::record_warning(t, self.now_ts) {
+                    let _ = write!(out, "\n!!! {a}\n!!! {b}\n");
+                }
+            }
+            Some(t) => {
+                let _ = writeln!(
+                    out,
+                    "newest probe: {} ({})",
+                    fmt_minute(t),
+                    fmt_ago(self.now_ts - t)
+                );
+            }
+        }
+        if let Some(run) = self
+            .schedule
+            .as_ref()
+            .and_then(|h| h.last_run.as_ref())
+            .filter(|r| r.offline && self.stale)
+        {
+            let t = run.finished_at.timestamp();
+            let _ = writeln!(
+                out,
+                "!!! The last check run, {}, was offline: it reached no remote provider and recorded nothing.",
+                fmt_ago(self.now_ts - t)
+            );
+        }
+        for w in &self.warnings {
+            let _ = writeln!(out, "WARNING: {}", w.message);
+        }
+        out.push('\n');
+        if self.providers.is_empty() {
+            let _ = writeln!(
+                out,
+                "no samples in the {} in {}",
+                self.title, self.health_log
+            );
+        } else {
+            let mut t = output::table(&[
+                "",
+                "PROVIDER",
+                "UPTIME",
+                "AVG LATENCY",
+                "CHECKS",
+                "LAST CHECK",
+                "LAST RESULT",
+            ]);
+            // On a narrow terminal: the check count, then the latency, go
+            // first.
+            t.optional(&[4, 3]);
+            for p in &self.providers {
+                t.add_row(vec![
+                    p.icon.to_string(),
+                    p.provider.clone(),
+                    p.uptime.map(fmt_pct).unwrap_or_else(|| "no samples".into()),
+                    p.avg_latency_ms
+                        .map(|v| format!("{v:.0}ms"))
+                        .unwrap_or_else(|| "—".into()),
+                    fmt_count(p.checks),
+                    p.last_ts
+                        .map(|t| format!("{} ({})", fmt_minute(t), fmt_ago(self.now_ts - t)))
+                        .unwrap_or_default(),
+                    p.last_result.clone(),
+                ]);
+            }
+            let _ = writeln!(out, "{t}");
+            let _ = writeln!(
+                out,
+                "[ OK ] ≥{:.0}% · [WARN] ≥{:.0}% · [POOR] below · [DOWN] the last probe of every model failed with an error",
+                GOOD * 100.0,
+                FAIR * 100.0
+            );
+        }
+        out.push('\n');
+        if self.out_of_rotation.is_empty() {
+            out.push_str("out of rotation: none\n");
+        } else {
+            out.push_str("out of rotation:\n");
+            let mut t = output::table(&["MODEL", "STATE", "REASON", "SINCE", "FAILURES"]);
+            t.optional(&[4, 3]);
+            for m in &self.out_of_rotation {
+                t.add_row(vec![
+                    m.model.clone(),
+                    m.state.to_string(),
+                    m.reason.clone().unwrap_or_default(),
+                    m.since.clone().unwrap_or_default(),
+                    m.consecutive_failures.to_string(),
+                ]);
+            }
+            let _ = writeln!(out, "{t}");
+            self.reprobe_text(&mut out);
+        }
+        self.capabilities_text(&mut out);
+        if !self.route_cooldowns.is_empty() {
+            out.push_str("\nroute: cooling down\n");
+            for b in &self.route_cooldowns {
+                let left = (b.until.timestamp() - self.now_ts).max(0);
+                let _ = writeln!(
+                    out,
+                    "  {}: {} until {} (in {})",
+                    b.target,
+                    b.reason,
+                    fmt_minute(b.until.timestamp()),
+                    crate::duration::format_unit(left.max(60) / 60 * 60)
+                );
+            }
+        }
+        if let Some(e) = &self.route_state_error {
+            let _ = writeln!(out, "\nroute: {e}");
+        }
+        if let Some(e) = &self.capabilities_error {
+            let _ = writeln!(out, "\ncapabilities: {e}");
+        }
+        if !self.advisories.is_empty() {
+            out.push('\n');
+            for a in &self.advisories {
+                let _ = writeln!(out, "ROUTING ADVISORY: avoid {}: {}", a.provider, a.reason);
+            }
+        }
+        if self.skipped_entries > 0 {
+            let _ = writeln!(
+                out,
+                "\nnote: skipped {} log entries without a provider, a timestamp or a result",
+                self.skipped_entries
+            );
+        }
+        out
+    }
+
+    /// Judge each catalog provider's staleness ([`stale::judge`]) by its
+    /// newest probe, at the brief's now, with 2 × the schedule's interval
+    /// and the last run's reasons; mark the rows of the stale ones, and
+    /// warn about each (`provider_stale`) unless the whole record is stale,
+    /// which the banner already says.
+    pub fn judge_providers(&mut self, s: &Settings, states: &States, newest: &Newest, h: &Health) {
+        let stale = stale::judge(
+            &s.catalog,
+            states,
+            newest,
+            h.last_run.as_ref(),
+            self.now_ts,
+            h.interval.stale_after(),
+        );
+        for row in &mut self.providers {
+            if let Some(st) = stale.iter().find(|st| st.provider == row.provider) {
+                row.stale = true;
+                row.stale_reason = st.reason.clone();
+                row.icon = "[STALE]";
+            }
+        }
+        if !self.stale {
+            for st in &stale {
+                self.warnings.push(Warning {
+                    kind: "provider_stale",
+                    message: stale::provider_warning(st, self.now_ts, &h.every),
+                });
+            }
+        }
+        self.stale_providers = stale;
+    }
+
+    /// When each paused model is next re-probed, under the out-of-rotation
+    /// table.
+    fn reprobe_text(&self, out: &mut String) {
+        for m in &self.out_of_rotation {
+            if let Some(r) = &m.reprobe {
+                let _ = writeln!(out, "  {}: {}", m.model, r.words(self.now_at));
+            }
+        }
+    }
+
+    /// The capabilities table, once some model has a verdict: the models
+    /// the verdicts file or the catalog says something about. Nothing at
+    /// all before the first capability probe.
+    fn capabilities_text(&self, out: &mut String) {
+        if !self.models.iter().any(|m| m.caps.probed()) {
+            return;
+        }
+        out.push_str("\ncapabilities:\n");
+        let mut t = output::table(&["MODEL", "CAPABILITIES"]);
+        for m in self.models.iter().filter(|m| m.caps.of_interest()) {
+            t.add_row(vec![m.model.clone(), m.caps.cell(self.now_at)]);
+        }
+        let _ = writeln!(out, "{t}");
+        out.push_str(CAPABILITIES_LEGEND);
+        out.push('\n');
+    }
+}
+
+/// What the capability cells mean, under the table.
+pub const CAPABILITIES_LEGEND: &str =
+    "✔ passed · ✗ failed · ? unknown · (3h) age of the oldest verdict · 128k context";
