@@ -55,13 +55,11 @@ pub const LEARNED_TTL: TimeDelta = TimeDelta::days(7);
     PartialOrd,
     Ord,
     Hash,
-    Serialize,
-    Deserialize,
     strum::IntoStaticStr,
     strum::EnumString,
+    strum::VariantNames,
     strum::EnumIter,
 )]
-#[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum LimitKind {
     Rpm,
@@ -70,6 +68,8 @@ pub enum LimitKind {
     Tpd,
     DailyCap,
 }
+
+crate::names::serde_via_strum!(LimitKind);
 
 impl LimitKind {
     pub fn as_str(self) -> &'static str {
@@ -1409,13 +1409,5 @@ mod tests {
         let gemini = effective(c.provider("gemini").unwrap(), "gemini-2.5-flash");
         assert_eq!(gemini.day_reset, NaiveTime::from_hms_opt(8, 0, 0).unwrap());
         assert!(effective(c.provider("openai").unwrap(), "gpt-4o-mini").is_empty());
-    }
-
-    #[test]
-    fn limit_kind_names_agree_with_serde() {
-        for v in <LimitKind as strum::IntoEnumIterator>::iter() {
-            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
-            assert_eq!(v.as_str().parse::<LimitKind>(), Ok(v));
-        }
     }
 }
