@@ -27,7 +27,7 @@ use crate::upstream::secret::Redactor;
 use super::affinity::{AFFINITY_CAP, Affinity};
 use super::ask::Ask;
 use super::choose::{self, Candidate, Choice, NoCandidate};
-pub use super::domain::{Attempt, Exhausted, trail};
+pub use super::domain::{Attempt, AttemptClass, Exhausted, trail};
 use super::domain::{RouteError, StreamEvent};
 use super::health::HealthCache;
 use super::limits::Reservation;
@@ -595,7 +595,7 @@ impl Engine {
                 run.attempts.push(Attempt {
                     model: c.key(),
                     key: None,
-                    class: super::degraded::LAST_RESORT.to_string(),
+                    class: AttemptClass::LastResort,
                     status: None,
                     message: None,
                     retry_at: None,
@@ -609,7 +609,7 @@ impl Engine {
                     if run
                         .attempts
                         .last()
-                        .is_some_and(|a| a.class == super::degraded::LAST_RESORT)
+                        .is_some_and(|a| a.class == AttemptClass::LastResort)
                     {
                         run.attempts.pop();
                     }
@@ -689,7 +689,7 @@ impl Engine {
                 run.attempts.push(Attempt {
                     model: key,
                     key: None,
-                    class: super::degraded::LAST_RESORT_WAIT.to_string(),
+                    class: AttemptClass::PausedWait,
                     status: None,
                     message: None,
                     retry_at: Some(r),
@@ -848,7 +848,7 @@ impl Engine {
                         skipped.push(Attempt {
                             model: c.key(),
                             key: None,
-                            class: format!("skip:{}", need.as_str()),
+                            class: AttemptClass::Skipped(need),
                             status: None,
                             message: Some(why),
                             retry_at: None,

@@ -35,6 +35,7 @@ use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize};
 
 use super::cooldown::{MAX_WAIT, Target};
+use super::domain::AttemptClass;
 use crate::catalog::{Limits, Provider, RequestsWindow};
 use crate::upstream::hints::parse_reset;
 
@@ -159,8 +160,8 @@ pub struct LimitHit {
 
 impl LimitHit {
     /// What the fallback trail records: `limit:rpm`, `limit:daily_cap`, ….
-    pub fn trail(&self) -> String {
-        format!("limit:{}", self.kind)
+    pub fn trail(&self) -> AttemptClass {
+        AttemptClass::Limit(self.kind)
     }
 }
 
@@ -889,7 +890,7 @@ mod tests {
         }
         let hit = send(&mut b, &t, &eff, 10, secs(5.0)).unwrap_err();
         assert_eq!(hit.kind, LimitKind::Rpm);
-        assert_eq!(hit.trail(), "limit:rpm");
+        assert_eq!(hit.trail().to_string(), "limit:rpm");
         assert_eq!(hit.scope, "p#key0:k1:aaaaaaaa::m");
         assert_eq!(hit.until, secs(60.0));
 
@@ -951,7 +952,11 @@ mod tests {
         send(&mut b, &other, &eff, 1, secs(1.0)).unwrap();
         let hit = send(&mut b, &t, &eff, 1, secs(2.0)).unwrap_err();
         assert_eq!(
-            (hit.kind, hit.scope.as_str(), hit.trail().as_str()),
+            (
+                hit.kind,
+                hit.scope.as_str(),
+                hit.trail().to_string().as_str()
+            ),
             (LimitKind::DailyCap, "p", "limit:daily_cap")
         );
         // Another provider is not affected.
