@@ -162,7 +162,7 @@ pub struct Engine {
 pub fn routable_providers(routable: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for key in routable {
-        let p = key.split_once("::").map_or(key.as_str(), |(p, _)| p);
+        let p = crate::catalog::ModelKey::provider_of(key);
         if !out.iter().any(|x| x == p) {
             out.push(p.to_string());
         }
@@ -412,7 +412,7 @@ impl Engine {
             }
             Choice::Alias(a) => self.aliases.get(a).is_some_and(|members| {
                 members.iter().any(|k| {
-                    k.split_once("::")
+                    crate::catalog::ModelKey::split(k)
                         .is_some_and(|(p, m)| p == name && models.iter().any(|x| x == m))
                 })
             }),

@@ -410,9 +410,7 @@ pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
                 .entries()
                 .filter(|(_, _, v)| v.until > now)
                 .filter_map(|(m, what, v)| {
-                    let model = m
-                        .strip_prefix(p.provider.name.as_str())?
-                        .strip_prefix("::")?;
+                    let model = crate::catalog::ModelKey::model_in(m, &p.provider.name)?;
                     Some((model, what, v))
                 })
                 .map(|(m, what, v)| LearnedView {
