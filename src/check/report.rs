@@ -202,7 +202,7 @@ pub fn dry_run(
     for c in &caps {
         out.push_str(&format!(
             "capability probe: {} {} at +{}, if {} passes ({})\n",
-            crate::catalog::ModelKey::new(&c.provider, &c.model),
+            crate::catalog::ModelKey::new(c.provider, &c.model),
             c.capability,
             crate::duration::format_secs(c.starts_at_secs),
             c.model,
