@@ -264,10 +264,7 @@ impl Figures {
 
 /// A model named by its id or as `provider::model`: its id.
 pub fn model_id<'a>(provider: &str, model: &'a str) -> &'a str {
-    model
-        .strip_prefix(provider)
-        .and_then(|rest| rest.strip_prefix("::"))
-        .unwrap_or(model)
+    crate::catalog::ModelKey::model_in(model, provider).unwrap_or(model)
 }
 
 /// What a badge is of: `provider`, or `provider::model`.

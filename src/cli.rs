@@ -956,7 +956,7 @@ mod tests {
         }
         let mut checked = 0;
         for word in helps.iter().flat_map(|h| h.split_whitespace()) {
-            if let Some((p, m)) = word.split_once("::")
+            if let Some((p, m)) = crate::catalog::ModelKey::split(word)
                 && !p.is_empty()
                 && !m.is_empty()
                 && word != "provider::model"

@@ -59,6 +59,7 @@ pub mod http_server;
 pub(crate) mod lastrun;
 pub(crate) mod logging;
 pub(crate) mod markup;
+pub(crate) mod names;
 pub(crate) mod notify;
 pub mod outcome;
 pub(crate) mod output;

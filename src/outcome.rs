@@ -11,12 +11,11 @@ use serde::Serialize;
     PartialEq,
     Eq,
     Hash,
-    Serialize,
     strum::IntoStaticStr,
     strum::EnumString,
+    strum::VariantNames,
     strum::EnumIter,
 )]
-#[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum FailureType {
     Timeout,
@@ -25,6 +24,8 @@ pub enum FailureType {
     WrongAnswer,
     Error,
 }
+
+crate::names::serde_via_strum!(FailureType);
 
 impl FailureType {
     pub fn as_str(self) -> &'static str {
@@ -178,20 +179,6 @@ pub fn shorten(s: &str, max: usize) -> String {
     let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
     out.push('…');
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn failure_type_names_agree_with_serde() {
-        for v in <FailureType as strum::IntoEnumIterator>::iter() {
-            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
-            assert_eq!(FailureType::parse(v.as_str()), Some(v));
-        }
-        assert_eq!(FailureType::parse("http-error"), None);
-    }
 }
 
 /// One thing a model may or may not be able to do beyond a plain answer,

@@ -34,19 +34,19 @@ const RESET_HINT: &str = "fix it by hand, or run `llmprobe state reset --all` to
     Copy,
     PartialEq,
     Eq,
-    Serialize,
-    Deserialize,
     strum::IntoStaticStr,
     strum::EnumString,
+    strum::VariantNames,
     strum::EnumIter,
 )]
-#[serde(rename_all = "lowercase")]
 #[strum(serialize_all = "lowercase")]
 pub enum ModelState {
     Active,
     Paused,
     Disabled,
 }
+
+crate::names::serde_via_strum!(ModelState);
 
 impl ModelState {
     pub fn as_str(self) -> &'static str {
@@ -544,14 +544,6 @@ mod tests {
             let err = States::load(&path).unwrap_err();
             assert!(matches!(err, Error::Data(_)), "{bad}: {err}");
             assert!(err.to_string().contains("model_state.json"));
-        }
-    }
-
-    #[test]
-    fn model_state_names_agree_with_serde() {
-        for v in <ModelState as strum::IntoEnumIterator>::iter() {
-            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
-            assert_eq!(v.as_str().parse::<ModelState>(), Ok(v));
         }
     }
 }

@@ -77,7 +77,9 @@ pub use route::{
     daily_cap_var, redact_url, route_keys, route_var,
 };
 
+pub mod key;
 mod route;
+pub use key::ModelKey;
 pub use route::DEGRADED_MIN_PROVIDERS;
 #[cfg(test)]
 mod same_as_before;

@@ -368,10 +368,10 @@ mod tests {
     impl Prober for Mock {
         async fn probe(&self, lane: &Lane, model: &str) -> Outcome {
             let at = self.t0.elapsed();
-            self.calls
-                .lock()
-                .unwrap()
-                .push((format!("{}::{model}", lane.resolved.provider.name), at));
+            self.calls.lock().unwrap().push((
+                crate::catalog::ModelKey::new(&lane.resolved.provider.name, model).into(),
+                at,
+            ));
             assert!(model != "panic", "scripted panic");
             tokio::time::sleep(self.busy).await;
             Outcome {
@@ -389,7 +389,10 @@ mod tests {
         async fn capability(&self, lane: &Lane, model: &str, cap: Capability) -> CapOutcome {
             let at = self.t0.elapsed();
             self.calls.lock().unwrap().push((
-                format!("{}::{model} {cap}", lane.resolved.provider.name),
+                format!(
+                    "{} {cap}",
+                    crate::catalog::ModelKey::new(&lane.resolved.provider.name, model)
+                ),
                 at,
             ));
             tokio::time::sleep(self.busy).await;
@@ -439,7 +442,7 @@ mod tests {
         for (m, cap, hours) in seen {
             let at = chrono::Utc::now() - chrono::TimeDelta::hours(*hours);
             findings.record(
-                &format!("{provider}::{m}"),
+                crate::catalog::ModelKey::new(&provider, m).as_str(),
                 *cap,
                 Finding {
                     verdict: Judgement::Yes,
@@ -561,7 +564,7 @@ mod tests {
             .filter(|p| p.is_capability())
             .map(|p| {
                 (
-                    format!("{}::{}", p.entry.provider, p.entry.model),
+                    crate::catalog::ModelKey::new(&p.entry.provider, &p.entry.model).into(),
                     p.entry.probe,
                     p.decided,
                     p.entry.ok,

@@ -245,7 +245,10 @@ mod tests {
         let mut states = States::default();
         states.set("p::a", entry(ModelState::Paused, Some(t0), None));
         for m in ["f", "g", "old"] {
-            states.set(&format!("p::{m}"), entry(ModelState::Paused, None, None));
+            states.set(
+                crate::catalog::ModelKey::new("p", m).as_str(),
+                entry(ModelState::Paused, None, None),
+            );
         }
         let times: Vec<(String, Option<DateTime<Utc>>)> = next_times(&states, &log, FIVE_MIN)
             .unwrap()

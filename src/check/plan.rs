@@ -170,9 +170,7 @@ pub fn scope(plan: &Plan) -> Vec<(String, String)> {
         })
         .collect();
     scope.extend(plan.not_probed.iter().filter_map(|n| {
-        n.model
-            .split_once("::")
-            .map(|(p, m)| (p.to_string(), m.to_string()))
+        crate::catalog::ModelKey::split(&n.model).map(|(p, m)| (p.to_string(), m.to_string()))
     }));
     scope
 }
@@ -377,7 +375,7 @@ impl Plan {
         self.not_probed.retain(|n| keys.contains(&n.model));
         self.skipped.retain(|s| {
             keys.iter()
-                .any(|k| k.split_once("::").is_some_and(|(p, _)| p == s.provider))
+                .any(|k| crate::catalog::ModelKey::split(k).is_some_and(|(p, _)| p == s.provider))
         });
     }
 

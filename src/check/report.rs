@@ -59,8 +59,9 @@ pub fn plain_summary(r: &RunSummary) -> String {
             .map(|x| format!(": {x}"))
             .unwrap_or_default();
         out.push_str(&format!(
-            "failed {}::{}: {}{status}{error}\n",
-            e.provider, e.model, e.failure_type
+            "failed {}: {}{status}{error}\n",
+            crate::catalog::ModelKey::new(&e.provider, &e.model),
+            e.failure_type
         ));
     }
     for t in &r.state_changes {
@@ -200,9 +201,8 @@ pub fn dry_run(
     ));
     for c in &caps {
         out.push_str(&format!(
-            "capability probe: {}::{} {} at +{}, if {} passes ({})\n",
-            c.provider,
-            c.model,
+            "capability probe: {} {} at +{}, if {} passes ({})\n",
+            crate::catalog::ModelKey::new(c.provider, &c.model),
             c.capability,
             crate::duration::format_secs(c.starts_at_secs),
             c.model,
@@ -267,7 +267,10 @@ pub fn print_summary(r: &RunSummary) -> Result<()> {
     // Details of failures, already redacted and short.
     for e in r.entries.iter().filter(|e| e.ok == 0) {
         if let Some(err) = &e.error {
-            out.push_str(&format!("  {}::{}: {err}\n", e.provider, e.model));
+            out.push_str(&format!(
+                "  {}: {err}\n",
+                crate::catalog::ModelKey::new(&e.provider, &e.model)
+            ));
         }
     }
     if !r.capabilities.is_empty() {

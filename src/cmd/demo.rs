@@ -290,7 +290,7 @@ fn forget_earlier_runs(stats_dir: &Path) -> Result<()> {
                 serde_json::from_slice(&bytes).map_err(|_| refuse(file))?;
             if !map
                 .keys()
-                .all(|k| is_demo(k.split_once("::").map_or(k.as_str(), |(p, _)| p)))
+                .all(|k| is_demo(crate::catalog::ModelKey::provider_of(k)))
             {
                 return Err(refuse(file));
             }

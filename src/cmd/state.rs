@@ -137,7 +137,7 @@ struct LastProbe {
 }
 
 fn split_key(key: &str) -> (&str, &str) {
-    key.split_once("::").unwrap_or((key, ""))
+    crate::catalog::ModelKey::split(key).unwrap_or((key, ""))
 }
 
 fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: bool) -> Result<u8> {
@@ -342,7 +342,7 @@ fn closest(input: &str, candidates: &[String]) -> Vec<String> {
         .map(|c| {
             let c_l = c.to_lowercase();
             let mut d = levenshtein(&input_l, &c_l);
-            if !input.contains("::") {
+            if !crate::catalog::ModelKey::is_key(input) {
                 d = d.min(levenshtein(&input_l, split_key(&c_l).1));
             }
             (d, c)
@@ -480,7 +480,8 @@ fn logged_models(log: &std::path::Path) -> Result<std::collections::BTreeSet<Str
     struct Keys(BTreeSet<String>);
     impl Sink for Keys {
         fn record(&mut self, r: &Record<'_>) {
-            self.0.insert(format!("{}::{}", r.provider, r.model));
+            self.0
+                .insert(crate::catalog::ModelKey::new(r.provider, r.model).into());
         }
         fn merge(&mut self, later: Self) {
             self.0.extend(later.0);

@@ -30,7 +30,7 @@ pub struct Lasts(FastMap<Box<str>, FastMap<Box<str>, Option<Last>>>);
 impl Lasts {
     /// The last probe of `provider::model`, when it was wanted and found.
     pub fn get(&self, key: &str) -> Option<&Last> {
-        let (p, m) = key.split_once("::").unwrap_or((key, ""));
+        let (p, m) = crate::catalog::ModelKey::split(key).unwrap_or((key, ""));
         self.0.get(p)?.get(m)?.as_ref()
     }
 }
@@ -45,7 +45,7 @@ impl LastSink {
         let mut lasts = Lasts::default();
         let mut missing = 0;
         for k in wanted {
-            let (p, m) = k.split_once("::").unwrap_or((k, ""));
+            let (p, m) = crate::catalog::ModelKey::split(k).unwrap_or((k, ""));
             if lasts
                 .0
                 .entry(p.into())

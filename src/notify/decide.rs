@@ -298,7 +298,7 @@ fn classes(entries: &[&Entry]) -> String {
 fn split(key: &str, entry: Option<&Entry>) -> (String, String) {
     match entry {
         Some(e) => (e.provider.clone(), e.model.clone()),
-        None => match key.split_once("::") {
+        None => match crate::catalog::ModelKey::split(key) {
             Some((p, m)) => (p.to_string(), m.to_string()),
             None => (String::new(), key.to_string()),
         },
@@ -355,7 +355,7 @@ mod tests {
                 .iter()
                 .map(|c| {
                     let what = match &c.model {
-                        Some(m) => format!("{}::{m}", c.provider),
+                        Some(m) => crate::catalog::ModelKey::new(&c.provider, m).to_string(),
                         None => c.provider.clone(),
                     };
                     format!("{:?} {what} {}->{}", c.kind, c.from, c.to)
@@ -371,7 +371,7 @@ mod tests {
             let mut entries = Vec::new();
             let mut transitions = Vec::new();
             for (key, r) in results {
-                let (p, m) = key.split_once("::").unwrap();
+                let (p, m) = crate::catalog::ModelKey::split(key).unwrap();
                 let o = match r {
                     R::Pass => outcome(None, None),
                     R::Temp => outcome(Some(FailureType::Timeout), Some("timed out after 2s")),

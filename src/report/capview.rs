@@ -161,7 +161,7 @@ impl ModelCaps {
 /// of capability probes (`capabilities = false`), since `check` never
 /// probes those; nothing for a provider the catalog does not have.
 pub fn catalog_info(catalog: &Catalog, key: &str) -> ModelInfo {
-    let (p, m) = key.split_once("::").unwrap_or((key, ""));
+    let (p, m) = crate::catalog::ModelKey::split(key).unwrap_or((key, ""));
     let Some(provider) = catalog.provider(p) else {
         return ModelInfo::default();
     };

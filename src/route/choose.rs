@@ -50,7 +50,7 @@ impl Choice {
         match model.map(str::trim) {
             None | Some("") | Some("auto") => Choice::Auto,
             Some(m) if aliases.contains_key(m) => Choice::Alias(m.to_string()),
-            Some(m) => match m.split_once("::") {
+            Some(m) => match crate::catalog::ModelKey::split(m) {
                 Some((p, model)) => Choice::Pinned {
                     provider: p.to_string(),
                     model: model.to_string(),
@@ -133,7 +133,7 @@ pub fn candidates_in(
                 .iter()
                 .enumerate()
                 .filter_map(|(order, t)| {
-                    let (p, m) = t.split_once("::")?;
+                    let (p, m) = crate::catalog::ModelKey::split(t)?;
                     let prov = providers.iter().find(|x| x.provider.name == p)?;
                     prov.provider
                         .models
@@ -263,7 +263,7 @@ mod tests {
         let (ps, aliases) = providers();
         let h = HealthMap::new();
         let paused_b = |k: &str| {
-            if k.starts_with("b::") {
+            if crate::catalog::ModelKey::provider_of(k) == "b" {
                 ModelState::Paused
             } else {
                 ModelState::Active

@@ -104,7 +104,7 @@ impl Target {
 
     /// `provider::model`, as in model_state.json.
     pub fn model_id(&self) -> String {
-        format!("{}::{}", self.provider, self.model)
+        crate::catalog::ModelKey::new(&self.provider, &self.model).into()
     }
 
     /// `<key id>::model`: one key's allowance for one model, which is what

@@ -32,11 +32,6 @@ pub const ENTER: Duration = Duration::from_secs(60);
 pub const LEAVE: Duration = Duration::from_secs(120);
 /// The state `reason` of a paused model that served in degraded mode.
 pub const SERVED_REASON: &str = "served in degraded mode";
-/// The trail's mark on each paused model tried as a last resort.
-pub const LAST_RESORT: &str = "last-resort:paused";
-/// The trail's mark on a paused model passed over as a last resort because
-/// the failure that paused it named a wait (`retry_at`) not yet over.
-pub const LAST_RESORT_WAIT: &str = "cooldown:retry_at";
 
 /// Usable providers, and how many of them have an active model.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

@@ -11,6 +11,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::limits::LimitKind;
 use crate::upstream::classify::ErrorClass;
 use crate::upstream::dialect::{Need, ReplyDelta, Usage};
 
@@ -112,13 +113,9 @@ pub struct Attempt {
     /// `#<index>:<fingerprint>` of the key used, never the key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
-    /// `ok`, an error class (`rate_limit`, `server_error`, …), or, for a
-    /// candidate skipped without sending, `skip:<need>` (it cannot take
-    /// the request), `cooldown:<reason>` or
-    /// `limit:<rpm|rpd|tpm|tpd|daily_cap>`; or `last-resort:paused`, the
-    /// mark degraded mode puts before each paused model it tries as a last
-    /// resort (docs/routing.md).
-    pub class: String,
+    /// What became of it; the trail writes its [`AttemptClass`] as text.
+    #[serde(serialize_with = "crate::route::domain::as_text")]
+    pub class: AttemptClass,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -132,12 +129,70 @@ impl Attempt {
     /// Sent and failed (not skipped for a need, a cooldown or a limit,
     /// not a last-resort mark, not served).
     pub fn failed(&self) -> bool {
-        self.class != "ok"
-            && !self.class.starts_with("skip:")
-            && !self.class.starts_with("cooldown:")
-            && !self.class.starts_with("limit:")
-            && !self.class.starts_with("last-resort:")
+        matches!(self.class, AttemptClass::Failed(_))
     }
+}
+
+/// What became of one candidate, as `X-Fallback-Trail` (and every other
+/// trail: the exhausted message, the one-shot command's list, the JSON
+/// `attempts`) writes it after `provider::model=`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptClass {
+    /// Sent, and the upstream's answer was this error: `rate_limit`,
+    /// `server_error`, ….
+    Failed(ErrorClass),
+    /// Passed over without sending: it cannot take the request
+    /// (`skip:<need>`).
+    Skipped(Need),
+    /// Picked, but its dialect cannot express the request, so it was not
+    /// sent after all (`skip:dialect`).
+    Unbuildable,
+    /// Passed over without sending: benched until `retry_at`
+    /// (`cooldown:<reason>`, the bench's reason).
+    Cooldown(String),
+    /// A paused model passed over as a last resort because the failure
+    /// that paused it named a wait (`retry_at`) not yet over
+    /// (`cooldown:retry_at`).
+    PausedWait,
+    /// Passed over without sending: at a configured limit
+    /// (`limit:<rpm|rpd|tpm|tpd|daily_cap>`).
+    Limit(LimitKind),
+    /// The mark degraded mode puts before each paused model it tries as a
+    /// last resort (`last-resort:paused`, docs/routing.md).
+    LastResort,
+}
+
+impl AttemptClass {
+    /// Passed over for time (benched, waiting, or at a limit): waiting
+    /// would serve it.
+    pub fn waits(&self) -> bool {
+        matches!(
+            self,
+            AttemptClass::Cooldown(_) | AttemptClass::PausedWait | AttemptClass::Limit(_)
+        )
+    }
+}
+
+impl std::fmt::Display for AttemptClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AttemptClass::Failed(class) => f.write_str(class.as_str()),
+            AttemptClass::Skipped(need) => write!(f, "skip:{}", need.as_str()),
+            AttemptClass::Unbuildable => f.write_str("skip:dialect"),
+            AttemptClass::Cooldown(reason) => write!(f, "cooldown:{reason}"),
+            AttemptClass::PausedWait => f.write_str("cooldown:retry_at"),
+            AttemptClass::Limit(kind) => write!(f, "limit:{}", kind.as_str()),
+            AttemptClass::LastResort => f.write_str("last-resort:paused"),
+        }
+    }
+}
+
+/// Serialize through `Display`: a trail's class is text in JSON too.
+pub(crate) fn as_text<T: std::fmt::Display, S: serde::Serializer>(
+    v: &T,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
 }
 
 /// A request that nothing could serve: why, and every attempt made.
@@ -306,6 +361,26 @@ impl StreamEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The trail is read by people and scripts: each class keeps its text.
+    #[test]
+    fn attempt_classes_write_the_trail_text() {
+        let cases = [
+            (AttemptClass::Failed(ErrorClass::RateLimit), "rate_limit"),
+            (AttemptClass::Skipped(Need::Tools), "skip:tools"),
+            (AttemptClass::Unbuildable, "skip:dialect"),
+            (
+                AttemptClass::Cooldown("server_error".into()),
+                "cooldown:server_error",
+            ),
+            (AttemptClass::PausedWait, "cooldown:retry_at"),
+            (AttemptClass::Limit(LimitKind::DailyCap), "limit:daily_cap"),
+            (AttemptClass::LastResort, "last-resort:paused"),
+        ];
+        for (class, text) in cases {
+            assert_eq!(class.to_string(), text);
+        }
+    }
 
     #[test]
     fn a_client_fault_keeps_only_a_4xx_status() {

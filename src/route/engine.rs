@@ -27,7 +27,7 @@ use crate::upstream::secret::Redactor;
 use super::affinity::{AFFINITY_CAP, Affinity};
 use super::ask::Ask;
 use super::choose::{self, Candidate, Choice, NoCandidate};
-pub use super::domain::{Attempt, Exhausted, trail};
+pub use super::domain::{Attempt, AttemptClass, Exhausted, trail};
 use super::domain::{RouteError, StreamEvent};
 use super::health::HealthCache;
 use super::limits::Reservation;
@@ -162,7 +162,7 @@ pub struct Engine {
 pub fn routable_providers(routable: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for key in routable {
-        let p = key.split_once("::").map_or(key.as_str(), |(p, _)| p);
+        let p = crate::catalog::ModelKey::provider_of(key);
         if !out.iter().any(|x| x == p) {
             out.push(p.to_string());
         }
@@ -412,7 +412,7 @@ impl Engine {
             }
             Choice::Alias(a) => self.aliases.get(a).is_some_and(|members| {
                 members.iter().any(|k| {
-                    k.split_once("::")
+                    crate::catalog::ModelKey::split(k)
                         .is_some_and(|(p, m)| p == name && models.iter().any(|x| x == m))
                 })
             }),
@@ -595,7 +595,7 @@ impl Engine {
                 run.attempts.push(Attempt {
                     model: c.key(),
                     key: None,
-                    class: super::degraded::LAST_RESORT.to_string(),
+                    class: AttemptClass::LastResort,
                     status: None,
                     message: None,
                     retry_at: None,
@@ -609,7 +609,7 @@ impl Engine {
                     if run
                         .attempts
                         .last()
-                        .is_some_and(|a| a.class == super::degraded::LAST_RESORT)
+                        .is_some_and(|a| a.class == AttemptClass::LastResort)
                     {
                         run.attempts.pop();
                     }
@@ -689,7 +689,7 @@ impl Engine {
                 run.attempts.push(Attempt {
                     model: key,
                     key: None,
-                    class: super::degraded::LAST_RESORT_WAIT.to_string(),
+                    class: AttemptClass::PausedWait,
                     status: None,
                     message: None,
                     retry_at: Some(r),
@@ -848,7 +848,7 @@ impl Engine {
                         skipped.push(Attempt {
                             model: c.key(),
                             key: None,
-                            class: format!("skip:{}", need.as_str()),
+                            class: AttemptClass::Skipped(need),
                             status: None,
                             message: Some(why),
                             retry_at: None,

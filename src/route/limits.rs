@@ -35,6 +35,7 @@ use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize};
 
 use super::cooldown::{MAX_WAIT, Target};
+use super::domain::AttemptClass;
 use crate::catalog::{Limits, Provider, RequestsWindow};
 use crate::upstream::hints::parse_reset;
 
@@ -55,13 +56,11 @@ pub const LEARNED_TTL: TimeDelta = TimeDelta::days(7);
     PartialOrd,
     Ord,
     Hash,
-    Serialize,
-    Deserialize,
     strum::IntoStaticStr,
     strum::EnumString,
+    strum::VariantNames,
     strum::EnumIter,
 )]
-#[serde(rename_all = "snake_case")]
 #[strum(serialize_all = "snake_case")]
 pub enum LimitKind {
     Rpm,
@@ -70,6 +69,8 @@ pub enum LimitKind {
     Tpd,
     DailyCap,
 }
+
+crate::names::serde_via_strum!(LimitKind);
 
 impl LimitKind {
     pub fn as_str(self) -> &'static str {
@@ -159,8 +160,8 @@ pub struct LimitHit {
 
 impl LimitHit {
     /// What the fallback trail records: `limit:rpm`, `limit:daily_cap`, ….
-    pub fn trail(&self) -> String {
-        format!("limit:{}", self.kind)
+    pub fn trail(&self) -> AttemptClass {
+        AttemptClass::Limit(self.kind)
     }
 }
 
@@ -889,7 +890,7 @@ mod tests {
         }
         let hit = send(&mut b, &t, &eff, 10, secs(5.0)).unwrap_err();
         assert_eq!(hit.kind, LimitKind::Rpm);
-        assert_eq!(hit.trail(), "limit:rpm");
+        assert_eq!(hit.trail().to_string(), "limit:rpm");
         assert_eq!(hit.scope, "p#key0:k1:aaaaaaaa::m");
         assert_eq!(hit.until, secs(60.0));
 
@@ -951,7 +952,11 @@ mod tests {
         send(&mut b, &other, &eff, 1, secs(1.0)).unwrap();
         let hit = send(&mut b, &t, &eff, 1, secs(2.0)).unwrap_err();
         assert_eq!(
-            (hit.kind, hit.scope.as_str(), hit.trail().as_str()),
+            (
+                hit.kind,
+                hit.scope.as_str(),
+                hit.trail().to_string().as_str()
+            ),
             (LimitKind::DailyCap, "p", "limit:daily_cap")
         );
         // Another provider is not affected.
@@ -1409,13 +1414,5 @@ mod tests {
         let gemini = effective(c.provider("gemini").unwrap(), "gemini-2.5-flash");
         assert_eq!(gemini.day_reset, NaiveTime::from_hms_opt(8, 0, 0).unwrap());
         assert!(effective(c.provider("openai").unwrap(), "gpt-4o-mini").is_empty());
-    }
-
-    #[test]
-    fn limit_kind_names_agree_with_serde() {
-        for v in <LimitKind as strum::IntoEnumIterator>::iter() {
-            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
-            assert_eq!(v.as_str().parse::<LimitKind>(), Ok(v));
-        }
     }
 }

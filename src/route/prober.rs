@@ -330,7 +330,7 @@ impl Reprober {
     /// The provider and model of `provider::model`, if this instance can
     /// use them (the provider is keyed and on, the catalog lists the model).
     fn model(&self, key: &str) -> Option<(Arc<Resolved>, String)> {
-        let (provider, model) = key.split_once("::")?;
+        let (provider, model) = crate::catalog::ModelKey::split(key)?;
         let p = self
             .engine
             .providers()

@@ -29,8 +29,17 @@ use super::shared::Wanted;
 use super::verdicts::{CONTEXT_WINDOW, Verdicts, WindowSource, known_window};
 
 /// Where a view's cooldowns and usage come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, strum::IntoStaticStr, strum::EnumIter)]
-#[serde(rename_all = "lowercase")]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::VariantNames,
+    strum::EnumIter,
+)]
 #[strum(serialize_all = "lowercase")]
 pub enum Source {
     /// This process (and `route_state.json`): no shared state configured.
@@ -38,10 +47,11 @@ pub enum Source {
     /// Redis, as every instance wrote it.
     Redis,
     /// This instance's own state, because Redis could not be read.
-    #[serde(rename = "local (redis unavailable)")]
     #[strum(serialize = "local (redis unavailable)")]
     RedisUnavailable,
 }
+
+crate::names::serde_via_strum!(Source);
 
 impl Source {
     pub fn as_str(self) -> &'static str {
@@ -400,9 +410,7 @@ pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
                 .entries()
                 .filter(|(_, _, v)| v.until > now)
                 .filter_map(|(m, what, v)| {
-                    let model = m
-                        .strip_prefix(p.provider.name.as_str())?
-                        .strip_prefix("::")?;
+                    let model = crate::catalog::ModelKey::model_in(m, &p.provider.name)?;
                     Some((model, what, v))
                 })
                 .map(|(m, what, v)| LearnedView {
@@ -659,20 +667,4 @@ pub fn table(v: &StatusView) -> String {
         v.counts.cooldowns,
         v.state.as_str()
     )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn source_names_agree_with_serde() {
-        for v in <Source as strum::IntoEnumIterator>::iter() {
-            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
-        }
-        assert_eq!(
-            Source::RedisUnavailable.as_str(),
-            "local (redis unavailable)"
-        );
-    }
 }

@@ -42,13 +42,11 @@ use crate::lastrun::LastRun;
     PartialEq,
     Eq,
     clap::ValueEnum,
-    Serialize,
-    Deserialize,
     strum::IntoStaticStr,
     strum::EnumString,
+    strum::VariantNames,
     strum::EnumIter,
 )]
-#[serde(rename_all = "kebab-case")]
 #[strum(serialize_all = "kebab-case")]
 pub enum Backend {
     /// The user's crontab (Linux, macOS).
@@ -58,6 +56,8 @@ pub enum Backend {
     /// Windows Task Scheduler.
     TaskScheduler,
 }
+
+crate::names::serde_via_strum!(Backend);
 
 impl Backend {
     /// Task Scheduler on Windows, cron everywhere else.
@@ -678,13 +678,5 @@ mod tests {
         let h = Health::assess(dir.path(), now, Some(now.timestamp()));
         assert_eq!(kinds(&h), ["schedule_unreadable"]);
         assert!(h.warnings[0].message.contains(Marker::FILE));
-    }
-
-    #[test]
-    fn backend_names_agree_with_serde() {
-        for v in <Backend as strum::IntoEnumIterator>::iter() {
-            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str());
-            assert_eq!(v.as_str().parse::<Backend>(), Ok(v));
-        }
     }
 }

@@ -56,7 +56,7 @@ pub struct Cooldown {
 impl Cooldown {
     /// The provider and, for a model bench, the model it covers.
     fn covers(&self) -> (&str, Option<&str>) {
-        let (left, model) = match self.target.split_once("::") {
+        let (left, model) = match crate::catalog::ModelKey::split(&self.target) {
             Some((l, m)) => (l, Some(m)),
             None => (self.target.as_str(), None),
         };
@@ -198,7 +198,7 @@ pub fn build(i: &Inputs<'_>) -> Result<Page> {
             .collect();
         // Models the state file holds that the log never saw.
         for (key, _) in i.states.iter() {
-            if let Some((kp, km)) = key.split_once("::")
+            if let Some((kp, km)) = crate::catalog::ModelKey::split(&key)
                 && kp == &**name
                 && !models.iter().any(|m| m.name == km)
             {

@@ -314,7 +314,7 @@ impl Engine {
         let st = lock(&self.state);
         keys.iter()
             .map(|key| {
-                let catalog = key.split_once("::").and_then(|(p, m)| {
+                let catalog = crate::catalog::ModelKey::split(key).and_then(|(p, m)| {
                     self.providers
                         .iter()
                         .find(|r| r.provider.name == p)

@@ -18,7 +18,10 @@ use crate::route::metrics::AttemptLabels;
 use crate::route::shared::Admit;
 use crate::upstream::classify::{ErrorClass, UpstreamError};
 
-use super::{Attempt, Candidate, Engine, Exhausted, Sent, Served, attempt_labels, key_label, lock};
+use super::{
+    Attempt, AttemptClass, Candidate, Engine, Exhausted, Sent, Served, attempt_labels, key_label,
+    lock,
+};
 
 /// The candidates in order, each with its keys in turn.
 pub(super) struct Picker<'c> {
@@ -185,7 +188,7 @@ impl<'e> Run<'e> {
             self.attempts.push(Attempt {
                 model: c.key(),
                 key: key.map(key_label),
-                class: format!("cooldown:{}", b.reason),
+                class: AttemptClass::Cooldown(b.reason.clone()),
                 status: None,
                 message: None,
                 retry_at: Some(b.until),
@@ -293,7 +296,7 @@ impl<'e> Run<'e> {
         self.attempts.push(Attempt {
             model: c.key(),
             key: None,
-            class: "skip:dialect".to_string(),
+            class: AttemptClass::Unbuildable,
             status: None,
             message: err.map(|e| e.message),
             retry_at: None,
@@ -429,7 +432,7 @@ impl<'e> Run<'e> {
         self.attempts.push(Attempt {
             model: c.key(),
             key: key.map(key_label),
-            class: err.class.as_str().to_string(),
+            class: AttemptClass::Failed(err.class),
             status: err.status,
             message: Some(err.message.clone()),
             retry_at: decision.bench.as_ref().map(|b| b.until),
@@ -471,7 +474,7 @@ impl<'e> Run<'e> {
         let limit_wait = self
             .attempts
             .iter()
-            .filter(|a| a.class.starts_with("limit:"))
+            .filter(|a| matches!(a.class, AttemptClass::Limit(_)))
             .filter_map(|a| a.retry_at)
             .filter(|t| *t > now)
             .min();
@@ -481,10 +484,7 @@ impl<'e> Run<'e> {
         };
         // A candidate that could take the request was passed over for
         // time (benched, or at a limit): waiting would serve it.
-        let waited = self
-            .attempts
-            .iter()
-            .any(|a| a.class.starts_with("cooldown:") || a.class.starts_with("limit:"));
+        let waited = self.attempts.iter().any(|a| a.class.waits());
         let cooling = retry_at.is_some()
             && (self.sent == 0
                 || (waited && self.refusals == self.sent)
@@ -495,7 +495,7 @@ impl<'e> Run<'e> {
         let unbuildable: Vec<String> = self
             .attempts
             .iter()
-            .filter(|a| a.class == "skip:dialect")
+            .filter(|a| a.class == AttemptClass::Unbuildable)
             .map(|a| format!("{}: {}", a.model, a.message.as_deref().unwrap_or("")))
             .collect();
         let error = match (retry_at, self.last_refusal) {
@@ -664,7 +664,10 @@ mod tests {
             Admission::Skipped
         ));
         let skipped = run.attempts.last().unwrap();
-        assert!(skipped.class.starts_with("limit:"), "{skipped:?}");
+        assert!(
+            matches!(skipped.class, AttemptClass::Limit(_)),
+            "{skipped:?}"
+        );
         assert!(!skipped.failed());
         f.advance(61);
         send(&run.admit(&c, None, &target(&c)).await);
@@ -695,7 +698,10 @@ mod tests {
             run.admit(&c, None, &target(&c)).await,
             Admission::Skipped
         ));
-        assert_eq!(run.attempts.last().unwrap().class, "cooldown:rate_limit");
+        assert_eq!(
+            run.attempts.last().unwrap().class.to_string(),
+            "cooldown:rate_limit"
+        );
         f.advance(31);
         send(&run.admit(&c, None, &target(&c)).await);
     }

@@ -278,7 +278,7 @@ pub fn request_timeout(timeout: std::time::Duration) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::route::domain::Attempt;
+    use crate::route::domain::{Attempt, AttemptClass};
 
     fn exhausted(error: RouteError) -> Exhausted {
         Exhausted {
@@ -286,7 +286,7 @@ mod tests {
             attempts: vec![Attempt {
                 model: "p::m".into(),
                 key: None,
-                class: "server_error".into(),
+                class: AttemptClass::Failed(ErrorClass::ServerError),
                 status: Some(500),
                 message: None,
                 retry_at: None,
