@@ -1343,9 +1343,9 @@ impl EventWriter {
                 r["error"] = json!({"code": "server_error", "message": msg});
                 self.push(&mut out, "response.failed", json!({"response": r}));
             }
-            // The engine turns a stall into a failure; `Native` is never
-            // asked for.
-            StreamEvent::Stalled | StreamEvent::Native(_) => {}
+            // The engine turns a stall into a failure; an upstream's own
+            // chunks are never asked for, and their deltas come anyway.
+            StreamEvent::Stalled | StreamEvent::Raw(_) => {}
         }
         out
     }
@@ -2423,7 +2423,6 @@ mod tests {
                     input_tokens: Some(4),
                     output_tokens: Some(5),
                 },
-                chunk: None,
             },
             StreamEvent::Done,
         ];
