@@ -11,6 +11,10 @@
 //!
 //! Comments, doc links and `#[cfg(test)]` blocks are left out: tests may
 //! reach anywhere, and a doc link is not a dependency.
+//!
+//! And: no code outside `upstream/dialect/` names a `Dialect` variant, so
+//! none compares with one or matches on one; what differs between
+//! dialects is asked of the dialect (`dialect::wire(d)`, its `Facts`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -363,4 +367,97 @@ fn the_cycle_finder_finds_cycles() {
     assert_eq!(in_m.0, vec!["m".to_string()]);
     let after = lines.iter().find(|(_, l)| l.contains("crate::d")).unwrap();
     assert!(after.0.is_empty());
+}
+
+/// The `Dialect::Variant`s (or `Dialect::{…}`, `Dialect::*`) a line of code
+/// names.
+fn dialect_variants(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = code;
+    while let Some(i) = rest.find("Dialect::") {
+        let before = rest[..i].chars().next_back();
+        let after = &rest[i + "Dialect::".len()..];
+        rest = after;
+        if before.is_some_and(is_ident) {
+            continue; // `MyDialect::`, not this enum
+        }
+        let name: String = after.chars().take_while(|c| is_ident(*c)).collect();
+        let mut chars = name.chars();
+        let variant = chars.next().is_some_and(|c| c.is_ascii_uppercase())
+            && chars.next().is_some_and(|c| c.is_ascii_lowercase());
+        if variant || after.starts_with('{') || after.starts_with('*') {
+            out.push(format!(
+                "Dialect::{}",
+                if variant { &name } else { &after[..1] }
+            ));
+        }
+    }
+    out
+}
+
+/// Outside `upstream/dialect/`, code never names a `Dialect` variant: a
+/// comparison with one (`dialect == Dialect::Anthropic`) or a match on one
+/// is a dialect's fact kept in the wrong place; ask the dialect instead
+/// (`Facts` in `upstream/dialect/mod.rs`: `carries`, `fate`,
+/// `default_max_tokens`, `json_mode`, `passes_through`, …). Allowed:
+/// - `upstream/dialect/` itself, where each fact lives;
+/// - the fake provider (`src/fake.rs`, `src/fake/`), whose job is to play
+///   each dialect's server: its dispatcher picks a responder per dialect;
+/// - `src/fuzzing/`, harness code built only for the fuzz targets, which
+///   names the dialects to fuzz each one;
+/// - tests (`#[cfg(test)]` blocks, `tests.rs` and `tests/` files), which
+///   name the dialect they test.
+#[test]
+fn no_dialect_variant_is_named_outside_the_dialects() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let allowed = |rel: &Path| {
+        let s = rel.to_string_lossy().replace('\\', "/");
+        s.starts_with("upstream/dialect/")
+            || s == "fake.rs"
+            || s.starts_with("fake/")
+            || s.starts_with("fuzzing/")
+            || rel.iter().any(|p| p == "tests" || p == "tests.rs")
+    };
+    let mut found = Vec::new();
+    let mut stack = vec![src.clone()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let rel = path.strip_prefix(&src).unwrap();
+            if path.extension().and_then(|e| e.to_str()) != Some("rs") || allowed(rel) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (_, line) in code_of(&text) {
+                for v in dialect_variants(&line) {
+                    found.push(format!("src/{}: {v} in `{}`", rel.display(), line.trim()));
+                }
+            }
+        }
+    }
+    found.sort();
+    assert!(
+        found.is_empty(),
+        "a Dialect variant named outside src/upstream/dialect/; ask the dialect (dialect::wire(d), its Facts) instead:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_dialect_finder_finds_variants() {
+    assert_eq!(
+        dialect_variants("if d == crate::upstream::dialect::Dialect::Openai {"),
+        ["Dialect::Openai"]
+    );
+    assert_eq!(
+        dialect_variants("Dialect::Anthropic | Dialect::Gemini => 1,"),
+        ["Dialect::Anthropic", "Dialect::Gemini"]
+    );
+    assert_eq!(dialect_variants("use Dialect::*;"), ["Dialect::*"]);
+    assert!(dialect_variants("Dialect::iter().map(Dialect::as_str)").is_empty());
+    assert!(dialect_variants("Dialect::VARIANTS; MyDialect::Openai").is_empty());
 }

@@ -25,7 +25,9 @@ use super::{Capability, Judgement, glyphs};
 use crate::catalog::Resolved;
 use crate::outcome::{FailureType, Outcome};
 use crate::upstream::classify::{self, ErrorClass, UpstreamError};
-use crate::upstream::dialect::{ChatMessage, ChatReply, ChatRequest, Content, Dialect, Need};
+use crate::upstream::dialect::{
+    self, ChatMessage, ChatReply, ChatRequest, Content, Dialect, JsonMode, Need,
+};
 use crate::upstream::hints::Refusal;
 use crate::upstream::secret::Redactor;
 
@@ -116,10 +118,11 @@ fn decide(
     let Some(Refusal::Lacks(need)) = classify::capability_of(e) else {
         return None;
     };
-    // Anthropic takes JSON mode as a forced tool call, so a model that
-    // refuses tools refuses JSON mode there too.
-    let refused = need == cap.need()
-        || (cap == Capability::Json && dialect == Dialect::Anthropic && need == Need::Tools);
+    // A dialect that takes JSON mode as a forced tool call (Anthropic):
+    // a model that refuses tools refuses JSON mode there too.
+    let forced_tool = dialect::wire(dialect).json_mode() == JsonMode::ForcedTool;
+    let refused =
+        need == cap.need() || (cap == Capability::Json && forced_tool && need == Need::Tools);
     refused.then_some(Judgement::No)
 }
 

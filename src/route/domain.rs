@@ -292,24 +292,25 @@ pub fn trail(attempts: &[Attempt], cap: usize) -> String {
 }
 
 /// What a served stream carries next: the reply's deltas in no surface's
-/// shape, or, for the same-dialect pass-through, the upstream's own
-/// events; the usage the engine corrects reservations with; the end.
+/// shape, each upstream chunk as it came ahead of its deltas for the
+/// same-dialect pass-through; the usage the engine corrects reservations
+/// with; the end.
 #[derive(Debug)]
 pub enum StreamEvent {
     /// Reply content ([`ReplyDelta::Start`], `Text`, `Reasoning`,
     /// `Finish`), for each surface to render.
     Delta(ReplyDelta),
-    /// The upstream's own event (an OpenAI chunk), passed on as it came to
-    /// a surface that speaks its dialect.
-    Native(Value),
+    /// The upstream's own chunk (an OpenAI one) as it came, ahead of the
+    /// deltas it holds ([`ReplyDelta::Raw`]): a surface that speaks its
+    /// dialect forwards it in place of those deltas; every other reader,
+    /// the engine included, skips it.
+    Raw(Value),
     /// What the reply used, which corrects the request's token estimate
     /// ([`crate::route::engine::Engine::watch_stream`]): `tokens` when
-    /// both counts are known, the counts, and the upstream's own usage
-    /// chunk when it passes natively.
+    /// both counts are known, and the counts.
     Usage {
         tokens: Option<u64>,
         counts: Usage,
-        chunk: Option<Value>,
     },
     /// The upstream failed after the first byte; the message is redacted.
     Failed(String),
@@ -319,37 +320,15 @@ pub enum StreamEvent {
 }
 
 impl StreamEvent {
-    /// A native OpenAI chunk as the event it is: the usage-only one (no
-    /// choices) is [`StreamEvent::Usage`]; a cheap look at two fields, so
-    /// the pass-through stays lean.
-    pub fn from_chunk(v: Value) -> StreamEvent {
-        let usage_only = v["choices"].as_array().is_none_or(|c| c.is_empty())
-            && v.get("usage").is_some_and(|u| !u.is_null());
-        if usage_only {
-            let u = &v["usage"];
-            StreamEvent::Usage {
-                tokens: u["total_tokens"].as_u64(),
-                counts: Usage {
-                    input_tokens: u["prompt_tokens"].as_u64(),
-                    output_tokens: u["completion_tokens"].as_u64(),
-                },
-                chunk: Some(v),
-            }
-        } else {
-            StreamEvent::Native(v)
-        }
-    }
-
     /// A dialect's delta as the event it is. An error is
     /// [`StreamEvent::Failed`] with the provider's words.
     pub fn from_delta(d: ReplyDelta) -> StreamEvent {
         match d {
-            ReplyDelta::Native(v) => StreamEvent::from_chunk(v),
+            ReplyDelta::Raw(v) => StreamEvent::Raw(v),
             ReplyDelta::Usage(u) => StreamEvent::Usage {
                 // Only a full count corrects the estimate, as it always has.
                 tokens: u.input_tokens.zip(u.output_tokens).map(|(i, o)| i + o),
                 counts: u,
-                chunk: None,
             },
             ReplyDelta::Error(e) => StreamEvent::Failed(e.message),
             ReplyDelta::Done => StreamEvent::Done,
@@ -431,7 +410,6 @@ mod tests {
             StreamEvent::from_delta(ReplyDelta::Usage(usage(Some(25), Some(15)))),
             StreamEvent::Usage {
                 tokens: Some(40),
-                chunk: None,
                 ..
             }
         ));
@@ -439,24 +417,12 @@ mod tests {
             StreamEvent::from_delta(ReplyDelta::Usage(usage(Some(25), None))),
             StreamEvent::Usage { tokens: None, .. }
         ));
-        let native = serde_json::json!({"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 6, "total_tokens": 10}});
-        match StreamEvent::from_delta(ReplyDelta::Native(native.clone())) {
-            StreamEvent::Usage {
-                tokens,
-                counts,
-                chunk,
-            } => {
-                assert_eq!(tokens, Some(10));
-                assert_eq!(counts, usage(Some(4), Some(6)));
-                assert_eq!(chunk, Some(native));
-            }
+        // The upstream's own chunk goes on as it came.
+        let chunk = serde_json::json!({"choices": [{"index": 0, "delta": {"content": "x"}}]});
+        match StreamEvent::from_delta(ReplyDelta::Raw(chunk.clone())) {
+            StreamEvent::Raw(v) => assert_eq!(v, chunk),
             other => panic!("{other:?}"),
         }
-        let content = serde_json::json!({"choices": [{"index": 0, "delta": {"content": "x"}}]});
-        assert!(matches!(
-            StreamEvent::from_delta(ReplyDelta::Native(content)),
-            StreamEvent::Native(_)
-        ));
         assert!(matches!(
             StreamEvent::from_delta(ReplyDelta::Error(crate::upstream::dialect::ProviderError {
                 message: "boom".into(),

@@ -34,7 +34,7 @@ use super::limits::Reservation;
 use super::persist::{self, RouteState};
 use super::shared::SharedState;
 use super::verdicts::Verdicts;
-use crate::upstream::dialect::{Dialect, Need, ReplyDelta};
+use crate::upstream::dialect::{self, Need, ReplyDelta};
 use run::{Admission, AfterAttempt, Picker, Run};
 
 mod bands;
@@ -885,8 +885,8 @@ impl Engine {
 
     /// The `max_tokens` to send to `c` instead of the request's: its
     /// output cap (the catalog's or one an upstream stated), when the
-    /// request asks for more. A request with none asks Anthropic for the
-    /// dialect's default.
+    /// request asks for more. A request with none asks a dialect that
+    /// requires a `max_tokens` for its default.
     fn clamp(
         &self,
         c: &Candidate,
@@ -894,10 +894,9 @@ impl Engine {
         verdicts: &Verdicts,
         now: DateTime<Utc>,
     ) -> Option<u32> {
-        let asked = ask.max_tokens.or_else(|| {
-            (c.provider.provider.dialect == Dialect::Anthropic)
-                .then_some(crate::upstream::dialect::ANTHROPIC_DEFAULT_MAX_TOKENS)
-        })?;
+        let asked = ask
+            .max_tokens
+            .or_else(|| dialect::wire(c.provider.provider.dialect).default_max_tokens())?;
         let cap = [
             c.provider.provider.info(&c.model).max_output_tokens,
             verdicts.output_cap(&c.key(), now),
@@ -1118,13 +1117,11 @@ impl Engine {
             StreamEvent::Usage {
                 tokens: Some(t),
                 counts,
-                chunk,
             } => {
                 tally.settle(t);
                 StreamEvent::Usage {
                     tokens: Some(t),
                     counts,
-                    chunk,
                 }
             }
             StreamEvent::Failed(msg) => {
@@ -1185,7 +1182,7 @@ impl Engine {
 /// What a served stream has cost so far, for its reservation: the prompt's
 /// estimate, and the output streamed, in characters (estimated as the
 /// prompt is, characters / 4, as [`ChatRequest::estimated_tokens`] does).
-/// The upstream's usage (an event, or a native chunk's `usage`) settles
+/// The upstream's usage event settles
 /// the reservation, and an end without usage leaves the estimate; dropped
 /// before either (the client went away, the upstream broke off), it
 /// corrects the reservation to the tally, locally or in the shared store.
@@ -1215,13 +1212,7 @@ impl StreamTally {
             StreamEvent::Delta(ReplyDelta::ToolCall(c)) => {
                 chars(&c.arguments) + c.name.as_deref().map_or(0, chars)
             }
-            StreamEvent::Native(v) => {
-                // A chunk with choices may carry the usage too.
-                if let Some(t) = v["usage"]["total_tokens"].as_u64() {
-                    self.settle(t);
-                }
-                native_output_chars(v)
-            }
+            // A forwarded chunk's content comes as deltas too.
             _ => 0,
         };
     }
@@ -1248,28 +1239,6 @@ impl Drop for StreamTally {
             self.engine.correct_tokens(&mut r, used);
         }
     }
-}
-
-/// The output characters of an OpenAI chunk passed on natively: each
-/// choice's content, reasoning and tool calls' names and arguments.
-fn native_output_chars(v: &serde_json::Value) -> u64 {
-    let chars = |v: &serde_json::Value| v.as_str().map_or(0, |s| s.chars().count() as u64);
-    let Some(choices) = v["choices"].as_array() else {
-        return 0;
-    };
-    choices
-        .iter()
-        .map(|c| {
-            let d = &c["delta"];
-            let calls: u64 = d["tool_calls"].as_array().map_or(0, |calls| {
-                calls
-                    .iter()
-                    .map(|t| chars(&t["function"]["name"]) + chars(&t["function"]["arguments"]))
-                    .sum()
-            });
-            chars(&d["content"]) + chars(&d["reasoning_content"]) + chars(&d["reasoning"]) + calls
-        })
-        .sum()
 }
 
 /// Count a failure (in Redis when shared and reachable), decide with the

@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::catalog::ApiKey;
 use crate::upstream::classify::{self, ErrorClass, UpstreamError};
 use crate::upstream::dialect::{
-    self, BuildError, ChatReply, ChatRequest, Dialect, ReplyDelta, StreamMapper, Usage,
+    self, BuildError, ChatReply, ChatRequest, ReplyDelta, StreamMapper, Usage,
 };
 use crate::upstream::http;
 use crate::upstream::secret::Redactor;
@@ -31,12 +31,10 @@ use crate::clock::Clock;
 #[derive(Debug)]
 pub struct Completion {
     pub reply: ChatReply,
-    /// The dialect the upstream spoke.
-    pub dialect: Dialect,
-    /// The upstream's body as JSON, for a surface that speaks `dialect`
-    /// and passes it on as it came. Kept only for OpenAI upstreams, and
-    /// only when the caller asked for it (`native`), so others cost no
-    /// redaction.
+    /// The upstream's body as JSON, for a surface that speaks its dialect
+    /// and passes it on as it came. Kept only for upstreams whose dialect
+    /// is Chat Completions itself (OpenAI's), and only when the caller
+    /// asked for it (`native`), so others cost no redaction.
     pub body: Option<Value>,
     /// The upstream's id for the reply, if it gave one.
     pub upstream_id: Option<String>,
@@ -100,10 +98,11 @@ fn build<T>(
     })
 }
 
-/// A non-streaming attempt. `native`: the caller passes an OpenAI
-/// upstream's body on as it came (the Chat Completions surface and the
-/// one-shot command), so [`Completion::body`] keeps it; other surfaces
-/// render from the parsed reply alone.
+/// A non-streaming attempt. `native`: the caller passes an upstream's body
+/// on as it came when its dialect is Chat Completions itself (an OpenAI
+/// upstream's: the Chat Completions surface and the one-shot command), so
+/// [`Completion::body`] keeps it; other surfaces render from the parsed
+/// reply alone.
 pub async fn complete(
     engine: &Engine,
     c: &Candidate,
@@ -132,7 +131,7 @@ pub async fn complete(
             plan.apply(&mut reply);
             // The pass-through needs no id; a rendered reply is named after
             // the upstream's.
-            let (body, upstream_id) = if native && dialect == Dialect::Openai {
+            let (body, upstream_id) = if native && dialect::wire(dialect).passes_through() {
                 (Some(redacted(json, &redactor)), None)
             } else {
                 let id = dialect::wire(dialect).reply_id(&json);
@@ -140,7 +139,6 @@ pub async fn complete(
             };
             Completion {
                 reply: redacted_reply(reply, &redactor),
-                dialect,
                 body,
                 upstream_id,
                 model: c.model.clone(),
@@ -184,9 +182,10 @@ pub struct Opened {
 /// A streaming attempt: returns once the first chunk has arrived, so any
 /// failure before it is an [`UpstreamError`] the engine can fall over on.
 /// The stream fails when no chunk arrives within the engine's idle timeout.
-/// `native`: an OpenAI upstream's chunks pass as they came
-/// ([`StreamEvent::Native`]) for the Chat Completions surface; every other
-/// surface gets deltas from every dialect.
+/// `native`: an upstream's chunks that a Chat Completions client reads as
+/// they are (an OpenAI upstream's) come as they came too
+/// ([`StreamEvent::Raw`]), for that surface to forward; every surface gets
+/// deltas from every dialect.
 pub async fn open_stream(
     engine: &Engine,
     c: &Candidate,
@@ -269,11 +268,9 @@ async fn open_stream_inner(
         );
     }
     // For the Chat Completions surface an OpenAI upstream's chunks pass
-    // through natively; the usage chunk, which the OpenAI dialect always
-    // asks for, corrects the token estimate and reaches only a client
-    // that asked for it.
+    // through as they came, beside the deltas they hold.
     let mapper = StreamMapper::new(dialect)
-        .native(native && dialect == Dialect::Openai)
+        .native(native && dialect::wire(dialect).passes_through())
         .plan(plan);
     let mut items: ItemStream = Box::pin(dialect::chunk_stream(resp, mapper));
     let fail = |class: ErrorClass, message: String| UpstreamError {
@@ -369,7 +366,7 @@ fn redacted_delta(mut d: ReplyDelta, redactor: &Redactor) -> ReplyDelta {
         }
     };
     match &mut d {
-        ReplyDelta::Native(v) => redact_value(v, redactor),
+        ReplyDelta::Raw(v) => redact_value(v, redactor),
         ReplyDelta::Start { id: Some(s) }
         | ReplyDelta::Text(s)
         | ReplyDelta::Reasoning(s)
@@ -460,7 +457,7 @@ mod tests {
             ReplyDelta::Start {
                 id: Some(key.to_string()),
             },
-            ReplyDelta::Native(native),
+            ReplyDelta::Raw(native),
             ReplyDelta::ToolCall(dialect::ToolCallDelta {
                 index: 0,
                 id: Some("c".into()),

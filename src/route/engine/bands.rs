@@ -211,7 +211,7 @@ impl Engine {
             );
         }
         if let Some(n) = ask.openai_only
-            && dialect != crate::upstream::dialect::Dialect::Openai
+            && !crate::upstream::dialect::wire(dialect).passes_through()
         {
             return Ability::Unable(
                 n,

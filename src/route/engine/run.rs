@@ -852,17 +852,14 @@ mod tests {
     #[tokio::test]
     async fn a_stream_dropped_before_its_usage_counts_the_prompt_and_what_it_streamed() {
         use crate::route::send::StreamEvent;
+        use crate::upstream::dialect::ReplyDelta;
         use futures_util::StreamExt;
         let f = fixture();
         let engine = std::sync::Arc::new(f.engine);
         let c = engine.candidates(Some("b::t")).unwrap().remove(0);
         // 90 of b::t's 100 tpm reserved: no room for another such request.
         let r = send(&Run::new(&engine, 90).admit(&c, None, &target(&c)).await);
-        let chunk = |text: &str| {
-            StreamEvent::from_chunk(serde_json::json!({
-                "choices": [{"index": 0, "delta": {"content": text}}]
-            }))
-        };
+        let chunk = |text: &str| StreamEvent::Delta(ReplyDelta::Text(text.into()));
         // Never-ending, as an upstream still answering when its client
         // goes away: eight characters pass, then the client drops it.
         let events = futures_util::stream::iter(vec![chunk("abcd"), chunk("efgh")])
@@ -883,6 +880,7 @@ mod tests {
     #[tokio::test]
     async fn a_stream_that_ends_without_usage_keeps_its_estimate() {
         use crate::route::send::StreamEvent;
+        use crate::upstream::dialect::ReplyDelta;
         use futures_util::StreamExt;
         let f = fixture();
         let engine = std::sync::Arc::new(f.engine);
@@ -891,9 +889,7 @@ mod tests {
         // A whole answer, no usage: hidden reasoning may have been billed,
         // so the 8 characters seen must not shrink the 90 reserved.
         let events = futures_util::stream::iter(vec![
-            StreamEvent::from_chunk(serde_json::json!({
-                "choices": [{"index": 0, "delta": {"content": "abcdefgh"}}]
-            })),
+            StreamEvent::Delta(ReplyDelta::Text("abcdefgh".into())),
             StreamEvent::Done,
         ]);
         let _: Vec<StreamEvent> = engine
@@ -909,17 +905,25 @@ mod tests {
     #[tokio::test]
     async fn usage_in_a_chunk_with_choices_settles_the_stream() {
         use crate::route::send::StreamEvent;
+        use crate::upstream::dialect::{ReplyDelta, Usage};
         use futures_util::StreamExt;
         let f = fixture();
         let engine = std::sync::Arc::new(f.engine);
         let c = engine.candidates(Some("b::t")).unwrap().remove(0);
         let r = send(&Run::new(&engine, 90).admit(&c, None, &target(&c)).await);
-        let events = futures_util::stream::iter(vec![StreamEvent::from_chunk(serde_json::json!({
-            "choices": [{"index": 0, "delta": {"content": "a"}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 4, "completion_tokens": 6, "total_tokens": 10}
-        }))])
+        // A forwarded chunk with choices and usage: its usage comes with it
+        // (the dialect's stream tests show it), not at an end that may
+        // never come.
+        let events = futures_util::stream::iter(vec![
+            StreamEvent::Delta(ReplyDelta::Text("a".into())),
+            StreamEvent::from_delta(ReplyDelta::Usage(Usage {
+                input_tokens: Some(4),
+                output_tokens: Some(6),
+            })),
+        ])
         .chain(futures_util::stream::pending());
         let mut watched = Box::pin(engine.watch_stream(target(&c), Some(r), 4, events));
+        watched.next().await.unwrap();
         watched.next().await.unwrap();
         // Settled at 10 by the chunk: dropping it now changes nothing (the
         // tally would say 5). 10 + 91 is over 100; 10 + 90 fits.
@@ -934,6 +938,7 @@ mod tests {
     #[tokio::test]
     async fn a_watched_stream_corrects_its_tokens_and_counts_a_late_failure() {
         use crate::route::send::StreamEvent;
+        use crate::upstream::dialect::{ReplyDelta, Usage};
         use futures_util::StreamExt;
         let f = fixture();
         let engine = std::sync::Arc::new(f.engine);
@@ -945,9 +950,9 @@ mod tests {
             Admission::Skipped
         ));
         let events = futures_util::stream::iter(vec![
-            StreamEvent::from_chunk(serde_json::json!({
-                "choices": [],
-                "usage": {"prompt_tokens": 4, "completion_tokens": 6, "total_tokens": 10}
+            StreamEvent::from_delta(ReplyDelta::Usage(Usage {
+                input_tokens: Some(4),
+                output_tokens: Some(6),
             })),
             StreamEvent::Failed("cut".into()),
         ]);

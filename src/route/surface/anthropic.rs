@@ -1258,9 +1258,9 @@ impl MessageWriter {
                 "error",
                 json!({"type": "error", "error": {"type": "api_error", "message": msg}}),
             )),
-            // The engine turns a stall into a failure; native events are
-            // never asked for.
-            StreamEvent::Stalled | StreamEvent::Native(_) => {}
+            // The engine turns a stall into a failure; an upstream's own
+            // chunks are never asked for, and their deltas come anyway.
+            StreamEvent::Stalled | StreamEvent::Raw(_) => {}
         }
         out
     }
@@ -2028,7 +2028,6 @@ mod tests {
     fn completion(reply: crate::upstream::dialect::ChatReply) -> Completion {
         Completion {
             reply,
-            dialect: crate::upstream::dialect::Dialect::Openai,
             body: None,
             upstream_id: Some("abc".into()),
             model: "o::ok".into(),
@@ -2130,7 +2129,6 @@ mod tests {
                     input_tokens: None,
                     output_tokens: Some(9),
                 },
-                chunk: None,
             },
             StreamEvent::Done,
         ];

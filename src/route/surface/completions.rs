@@ -246,7 +246,7 @@ impl Chunks for TextWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::dialect::{ChatMessage, ChatReply, Dialect, Need, ToolCall, Usage};
+    use crate::upstream::dialect::{ChatMessage, ChatReply, Need, ToolCall, Usage};
 
     fn parsed(body: Value) -> Result<ChatRequest, ApiError> {
         parse(body.to_string().as_bytes())
@@ -319,7 +319,6 @@ mod tests {
     fn completion(reply: ChatReply, upstream_id: Option<&str>) -> Completion {
         Completion {
             reply,
-            dialect: Dialect::Anthropic,
             body: None,
             upstream_id: upstream_id.map(str::to_string),
             model: "a::m".into(),
@@ -391,7 +390,6 @@ mod tests {
                 StreamEvent::Usage {
                     tokens: Some(4),
                     counts,
-                    chunk: None,
                 },
             ]
         };

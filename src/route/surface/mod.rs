@@ -21,8 +21,9 @@
 //!   surface's dialect);
 //! - a stream writer from [`StreamEvent`](crate::route::domain::StreamEvent)s:
 //!   the deltas (start, text, reasoning, finish), the usage event (shown
-//!   only if its client asks), a failure, the end; and `Native` events
-//!   when the upstream speaks its dialect. Usage correction and failure
+//!   only if its client asks), a failure, the end; and `Raw` chunks, ahead
+//!   of their deltas, to forward in place of them when the upstream speaks
+//!   the surface's dialect. Usage correction and failure
 //!   accounting are the engine's, for every surface
 //!   (`Engine::watch_stream`).
 

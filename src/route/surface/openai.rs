@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::route::domain::StreamEvent;
 use crate::route::send::Completion;
-use crate::upstream::dialect::{ChatReply, ChatRequest, Dialect, ReplyDelta, Usage};
+use crate::upstream::dialect::{ChatReply, ChatRequest, ReplyDelta, Usage};
 
 use super::error::{ApiError, invalid_request};
 use super::{BodyLimit, JsonBody};
@@ -58,8 +58,8 @@ where
 /// `usage` when the provider reported both token counts.
 pub fn completion_body(c: Completion) -> Value {
     match c.body {
-        Some(body) if c.dialect == Dialect::Openai => body,
-        _ => completion(&c.reply, &completion_id(c.upstream_id.as_deref()), &c.model),
+        Some(body) => body,
+        None => completion(&c.reply, &completion_id(c.upstream_id.as_deref()), &c.model),
     }
 }
 
@@ -183,6 +183,9 @@ pub struct ChunkWriter {
     role_sent: bool,
     /// A tool call has been written: a normal stop is `tool_calls`.
     called: bool,
+    /// The upstream's own chunks are being forwarded: the deltas they
+    /// hold are not written again.
+    forwarding: bool,
 }
 
 impl ChunkWriter {
@@ -196,6 +199,7 @@ impl ChunkWriter {
             wants_usage,
             role_sent: false,
             called: false,
+            forwarding: false,
         }
     }
 
@@ -203,8 +207,17 @@ impl ChunkWriter {
     /// chunks: [`event_stream`] writes them.
     pub fn chunk(&mut self, ev: StreamEvent) -> Option<Value> {
         match ev {
-            StreamEvent::Native(v) => Some(v),
-            StreamEvent::Usage { chunk: Some(c), .. } => self.wants_usage.then_some(c),
+            // Ahead of its deltas. The usage-only chunk (no choices),
+            // which the OpenAI dialect always asks for, reaches only a
+            // client that asked for it; a cheap look at two fields, so the
+            // pass-through stays lean.
+            StreamEvent::Raw(v) => {
+                self.forwarding = true;
+                let usage_only = v["choices"].as_array().is_none_or(|c| c.is_empty())
+                    && v.get("usage").is_some_and(|u| !u.is_null());
+                (!usage_only || self.wants_usage).then_some(v)
+            }
+            StreamEvent::Delta(_) | StreamEvent::Usage { .. } if self.forwarding => None,
             StreamEvent::Usage { counts, .. } => {
                 let usage = usage_json(counts).filter(|_| self.wants_usage)?;
                 let mut c = self.frame(json!([]));
@@ -242,7 +255,7 @@ impl ChunkWriter {
                 }
                 // Carried by the events above, never as deltas.
                 ReplyDelta::Usage(_)
-                | ReplyDelta::Native(_)
+                | ReplyDelta::Raw(_)
                 | ReplyDelta::Error(_)
                 | ReplyDelta::Done => None,
             },
@@ -319,7 +332,8 @@ mod tests {
     use super::*;
 
     use crate::upstream::dialect::{
-        self, ProviderError, ReplyError, chunk_stream, map_byte_stream, parse_success, wire,
+        self, Dialect, ProviderError, ReplyError, chunk_stream, map_byte_stream, parse_success,
+        wire,
     };
     use eventsource_stream::Event;
     use futures_util::StreamExt;
@@ -340,7 +354,6 @@ mod tests {
         let upstream_id = wire(dialect).reply_id(&json).map(str::to_string);
         Ok(completion_body(Completion {
             reply,
-            dialect,
             body: (dialect == Dialect::Openai).then_some(json),
             upstream_id,
             model: model.to_string(),
@@ -700,7 +713,6 @@ mod tests {
         plan.apply(&mut reply);
         let v = completion_body(Completion {
             reply,
-            dialect: Dialect::Anthropic,
             body: None,
             upstream_id: None,
             model: "a::c".into(),

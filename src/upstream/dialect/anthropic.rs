@@ -768,3 +768,92 @@ mod tests {
         );
     }
 }
+
+/// What Anthropic can carry, and what becomes of each request field in it.
+/// A module of its own only so that it can follow the tests above.
+mod facts {
+    use super::{Anthropic, json_via_tool};
+    use crate::upstream::dialect::fields::{Fate, Row, fate_in};
+    use crate::upstream::dialect::{
+        ANTHROPIC_DEFAULT_MAX_TOKENS, ChatRequest, Facts, JsonMode, Need, ReplyPlan,
+    };
+    use Fate::{DropHarmless, DropReported, Need as Needed, Translate};
+
+    /// Every field of [`fields::FIELDS`](crate::upstream::dialect::fields::FIELDS), in its order.
+    const FIELDS: &[Row] = &[
+        ("model", Translate),
+        ("messages", Translate),
+        ("max_tokens", Translate),
+        ("max_completion_tokens", Translate),
+        ("temperature", Translate),
+        ("top_p", Translate),
+        ("stop", Translate),
+        ("stream", Translate),
+        ("stream_options", DropHarmless),
+        ("n", Needed),
+        ("tools", Translate),
+        ("tool_choice", Translate),
+        ("parallel_tool_calls", Translate),
+        ("functions", Needed),
+        ("function_call", Needed),
+        ("response_format", Translate),
+        ("seed", DropReported),
+        ("logit_bias", DropReported),
+        ("logprobs", DropReported),
+        ("top_logprobs", DropReported),
+        ("frequency_penalty", DropReported),
+        ("presence_penalty", DropReported),
+        ("top_k", Translate),
+        ("user", Translate),
+        ("metadata", DropHarmless),
+        ("store", DropHarmless),
+        ("service_tier", DropHarmless),
+        ("prompt_cache_key", DropHarmless),
+        ("safety_identifier", DropHarmless),
+        ("prediction", DropHarmless),
+        ("reasoning_effort", DropReported),
+        ("verbosity", DropReported),
+        ("web_search_options", DropReported),
+        ("modalities", Needed),
+        ("audio", Needed),
+        ("suffix", Needed),
+        ("tools[].function.strict", DropReported),
+        ("response_format.json_schema.strict", DropReported),
+        ("messages[].name", DropReported),
+        ("messages[].refusal", Translate),
+        ("image_url.detail", DropHarmless),
+    ];
+
+    impl Facts for Anthropic {
+        fn fate(&self, name: &str) -> Option<Fate> {
+            fate_in(FIELDS, name)
+        }
+
+        /// Tools, JSON through a forced tool, images inline or by URL; one
+        /// choice, no audio, no suffix (a chat endpoint does not fill in
+        /// the middle).
+        fn carries(&self, need: Need) -> bool {
+            matches!(
+                need,
+                Need::Tools | Need::Json | Need::Vision | Need::ImageUrl | Need::Context
+            )
+        }
+
+        /// Anthropic refuses a request without `max_tokens`.
+        fn default_max_tokens(&self) -> Option<u32> {
+            Some(ANTHROPIC_DEFAULT_MAX_TOKENS)
+        }
+
+        /// Anthropic has no JSON mode: it goes as the forced tool
+        /// [`JSON_TOOL`](crate::upstream::dialect::JSON_TOOL).
+        fn json_mode(&self) -> JsonMode {
+            JsonMode::ForcedTool
+        }
+
+        fn reply_plan(&self, req: &ChatRequest) -> ReplyPlan {
+            ReplyPlan {
+                json_tool: json_via_tool(req),
+            }
+        }
+    }
+}

@@ -1,21 +1,24 @@
-//! The fate of every Chat Completions request field in each dialect, in
-//! one table ([`FIELDS`]), so that nothing a client sends is dropped
-//! silently.
+//! The Chat Completions request fields ([`FIELDS`]: each with what
+//! becomes of it in the dialects that translate), the [`Fate`]s a field
+//! can have, and [`dropped`], so that nothing a client sends is dropped
+//! silently. Each dialect states its own fate for every field
+//! ([`Facts::fate`](super::Facts::fate), in the dialect's file).
 //!
-//! OpenAI-dialect upstreams get every field as it came, known or not.
-//! Anthropic and Gemini get each field translated to their own
-//! equivalent where one exists; a field left out is either harmless (the
-//! answer is the same without it: `user` for Gemini, `store`, …) or
-//! reported: [`dropped`] names it, and `route --serve` answers with
-//! `X-Llmprobe-Dropped: seed, logit_bias`. A field no dialect table
-//! knows is reported too. What a dialect cannot carry at all (several
-//! choices, audio) is a need (`super::needs`): the router skips such a
-//! candidate, and building the request refuses it as a last resort.
-//! `docs/routing.md` has the same table; a test keeps them together.
+//! OpenAI-dialect upstreams get every field as it came, known or not
+//! ([`Facts::passes_through`](super::Facts::passes_through)). Anthropic and Gemini get each field
+//! translated to their own equivalent where one exists; a field left out
+//! is either harmless (the answer is the same without it: `user` for
+//! Gemini, `store`, …) or reported: [`dropped`] names it, and
+//! `route --serve` answers with `X-Llmprobe-Dropped: seed, logit_bias`. A
+//! field no table knows is reported too. What a dialect cannot carry at
+//! all (several choices, audio) is a need (`super::needs`): the router
+//! skips such a candidate, and building the request refuses it as a last
+//! resort. `docs/routing.md` has the same table, a column per dialect
+//! that translates; a test checks it against the dialects' own.
 
 use serde_json::Value;
 
-use super::{ChatRequest, Dialect};
+use super::{ChatRequest, Dialect, wire};
 
 /// What becomes of one field in one dialect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::IntoStaticStr)]
@@ -34,51 +37,46 @@ pub enum Fate {
     Need,
 }
 
-/// One field's fate per dialect, and why.
-#[derive(Debug, Clone, Copy)]
-pub struct Field {
-    pub name: &'static str,
-    pub openai: Fate,
-    pub anthropic: Fate,
-    pub gemini: Fate,
-    /// What the translation is, or why the field goes.
-    pub how: &'static str,
-}
-
-impl Field {
-    pub fn fate(&self, d: Dialect) -> Fate {
-        match d {
-            Dialect::Openai => self.openai,
-            Dialect::Anthropic => self.anthropic,
-            Dialect::Gemini => self.gemini,
+impl Fate {
+    /// As `docs/routing.md` words it.
+    pub fn doc(self) -> &'static str {
+        match self {
+            Fate::Pass => "pass",
+            Fate::Translate => "translate",
+            Fate::DropHarmless => "drop (harmless)",
+            Fate::DropReported => "drop (reported)",
+            Fate::Need => "need",
         }
     }
 }
 
-use Fate::{DropHarmless as H, DropReported as R, Need as N, Pass as P, Translate as T};
+/// One field of a Chat Completions request, and what becomes of it in
+/// the dialects that translate (their fates are theirs: [`Facts::fate`](super::Facts::fate)).
+#[derive(Debug, Clone, Copy)]
+pub struct Field {
+    pub name: &'static str,
+    /// What the translation is, or why the field goes.
+    pub how: &'static str,
+}
 
-const fn f(name: &'static str, anthropic: Fate, gemini: Fate, how: &'static str) -> Field {
-    Field {
-        name,
-        openai: P,
-        anthropic,
-        gemini,
-        how,
-    }
+const fn f(name: &'static str, how: &'static str) -> Field {
+    Field { name, how }
+}
+
+/// One dialect's fate for a field of [`FIELDS`], by name: the rows of a
+/// dialect's own table.
+pub type Row = (&'static str, Fate);
+
+/// The fate of `name` in a dialect's table `rows`.
+pub fn fate_in(rows: &[Row], name: &str) -> Option<Fate> {
+    rows.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
 }
 
 /// Every field of a Chat Completions request.
 pub const FIELDS: &[Field] = &[
-    f(
-        "model",
-        T,
-        T,
-        "the candidate's model; Gemini's is in the URL",
-    ),
+    f("model", "the candidate's model; Gemini's is in the URL"),
     f(
         "messages",
-        T,
-        T,
         "leading system messages lifted out (`system`, `systemInstruction`), later ones kept in \
          place for Anthropic and folded into `systemInstruction` for Gemini (the provider's \
          `system_messages`); tool calls and results as `tool_use`/`tool_result` blocks or \
@@ -87,181 +85,129 @@ pub const FIELDS: &[Field] = &[
     ),
     f(
         "max_tokens",
-        T,
-        T,
         "`max_tokens` (Anthropic requires one: 4096 when unset), `maxOutputTokens`",
     ),
-    f("max_completion_tokens", T, T, "as `max_tokens`"),
-    f("temperature", T, T, "`temperature`"),
-    f("top_p", T, T, "`top_p`, `topP`"),
-    f("stop", T, T, "`stop_sequences`, `stopSequences`"),
+    f("max_completion_tokens", "as `max_tokens`"),
+    f("temperature", "`temperature`"),
+    f("top_p", "`top_p`, `topP`"),
+    f("stop", "`stop_sequences`, `stopSequences`"),
     f(
         "stream",
-        T,
-        T,
         "`stream`; Gemini's streaming URL `:streamGenerateContent?alt=sse`",
     ),
     f(
         "stream_options",
-        H,
-        H,
         "usage is always read from the stream; the usage chunk reaches a client that asked",
     ),
     f(
         "n",
-        N,
-        N,
         "above 1 is the need `n`; 1 is the default and harmless",
     ),
     f(
         "tools",
-        T,
-        T,
         "`tools[].input_schema`; `tools[].functionDeclarations` with the schema cut to Gemini's \
          subset",
     ),
     f(
         "tool_choice",
-        T,
-        T,
         "`auto`/`any`/`tool`/`none`; `functionCallingConfig.mode` `AUTO`/`ANY`/`NONE` with \
          `allowedFunctionNames`",
     ),
     f(
         "parallel_tool_calls",
-        T,
-        R,
         "`false` is `tool_choice.disable_parallel_tool_use`; Gemini has no switch (`true`, its \
          default, is harmless)",
     ),
     f(
         "functions",
-        N,
-        N,
         "the legacy form of `tools`: only openai-dialect upstreams",
     ),
     f(
         "function_call",
-        N,
-        N,
         "the legacy form of `tool_choice`: only openai-dialect upstreams",
     ),
     f(
         "response_format",
-        T,
-        T,
         "Anthropic: a forced tool `json_output` whose input is the content; Gemini: \
          `responseMimeType` + `responseSchema`. Reported as dropped when the client also sent \
          tools, which win",
     ),
-    f("seed", R, T, "`generationConfig.seed`; Anthropic has none"),
-    f("logit_bias", R, R, "no equivalent"),
+    f("seed", "`generationConfig.seed`; Anthropic has none"),
+    f("logit_bias", "no equivalent"),
     f(
         "logprobs",
-        R,
-        R,
         "Anthropic has none; Gemini's `responseLogprobs` would need a reply shape route does not \
          render",
     ),
-    f("top_logprobs", R, R, "as `logprobs`"),
+    f("top_logprobs", "as `logprobs`"),
     f(
         "frequency_penalty",
-        R,
-        T,
         "`generationConfig.frequencyPenalty`; Anthropic has none",
     ),
     f(
         "presence_penalty",
-        R,
-        T,
         "`generationConfig.presencePenalty`; Anthropic has none",
     ),
     f(
         "top_k",
-        T,
-        T,
         "not OpenAI's own, but OpenRouter, vLLM, llama.cpp and Ollama take it: `top_k`, `topK`",
     ),
     f(
         "user",
-        T,
-        H,
         "`metadata.user_id`; Gemini has no end-user field (it only helps abuse monitoring)",
     ),
-    f("metadata", H, H, "tags for OpenAI's stored completions"),
-    f("store", H, H, "OpenAI's stored completions"),
+    f("metadata", "tags for OpenAI's stored completions"),
+    f("store", "OpenAI's stored completions"),
     f(
         "service_tier",
-        H,
-        H,
         "OpenAI's processing tier; the answer is the same",
     ),
     f(
         "prompt_cache_key",
-        H,
-        H,
         "an OpenAI cache hint; the answer is the same",
     ),
-    f("safety_identifier", H, H, "OpenAI's abuse-monitoring id"),
+    f("safety_identifier", "OpenAI's abuse-monitoring id"),
     f(
         "prediction",
-        H,
-        H,
         "predicted output only makes OpenAI faster; the answer is the same",
     ),
     f(
         "reasoning_effort",
-        R,
-        R,
         "thinking budgets interact with `max_tokens`, `temperature` and forced tools, and not \
          every model thinks: no honest mapping",
     ),
-    f("verbosity", R, R, "no equivalent"),
+    f("verbosity", "no equivalent"),
     f(
         "web_search_options",
-        R,
-        R,
         "a provider-side tool route does not translate",
     ),
     f(
         "modalities",
-        N,
-        N,
         "`[\"text\"]` is harmless; audio output is the need `audio`",
     ),
-    f("audio", N, N, "audio output is the need `audio`"),
-    f("suffix", N, N, "fill-in-the-middle is the need `suffix`"),
+    f("audio", "audio output is the need `audio`"),
+    f("suffix", "fill-in-the-middle is the need `suffix`"),
     // Fields inside others; `dropped` reports these under the short names
     // `tools.strict`, `response_format.strict` and `messages.name`.
     f(
         "tools[].function.strict",
-        R,
-        R,
         "`true` is reported as `tools.strict`: neither dialect promises arguments that match \
          the schema exactly",
     ),
     f(
         "response_format.json_schema.strict",
-        R,
-        R,
         "`true` is reported as `response_format.strict`, as `tools[].function.strict`",
     ),
     f(
         "messages[].name",
-        R,
-        R,
         "a participant's name, reported as `messages.name`: neither dialect names participants",
     ),
     f(
         "messages[].refusal",
-        T,
-        T,
         "an assistant turn's refusal (with `content: null`) becomes its text",
     ),
     f(
         "image_url.detail",
-        H,
-        H,
         "OpenAI's image resolution; the others read the image at their own",
     ),
 ];
@@ -313,14 +259,15 @@ pub(super) fn json_mode_yields_to_tools(req: &ChatRequest) -> bool {
 /// know. Fields the request models itself (`messages`, `temperature`, …)
 /// are always translated; only its unmodelled ones (`extra`) can go.
 pub fn dropped(d: Dialect, req: &ChatRequest) -> Vec<String> {
-    if d == Dialect::Openai {
+    let w = wire(d);
+    if w.passes_through() {
         return Vec::new();
     }
     let mut out: Vec<String> = req
         .extra
         .iter()
         .filter(|(k, v)| !inert(k, v))
-        .filter(|(k, _)| field(k).is_none_or(|f| f.fate(d) == Fate::DropReported))
+        .filter(|(k, _)| field(k).is_none_or(|f| w.fate(f.name) == Some(Fate::DropReported)))
         .map(|(k, _)| k.clone())
         .collect();
     let yields = json_mode_yields_to_tools(req);
@@ -381,8 +328,14 @@ pub fn dropped(d: Dialect, req: &ChatRequest) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::dialect::wire;
     use serde_json::json;
+    use strum::IntoEnumIterator;
+
+    /// The dialects that translate rather than pass fields through: the
+    /// columns of the docs table.
+    fn translating() -> impl Iterator<Item = Dialect> {
+        Dialect::iter().filter(|d| !wire(*d).passes_through())
+    }
 
     fn request(extra: Value) -> ChatRequest {
         let mut r = ChatRequest::from_openai_json(
@@ -426,7 +379,7 @@ mod tests {
             "stop",
             "stream",
         ];
-        for d in [Dialect::Anthropic, Dialect::Gemini] {
+        for d in translating() {
             let w = wire(d);
             let base = w.body(&request(json!({}))).unwrap();
             for f in FIELDS
@@ -449,7 +402,10 @@ mod tests {
                 let req = request(extra);
                 let body = w.body(&req);
                 let reported = dropped(d, &req).contains(&f.name.to_string());
-                match f.fate(d) {
+                match w
+                    .fate(f.name)
+                    .unwrap_or_else(|| panic!("{d:?} lacks {}", f.name))
+                {
                     Fate::Translate => {
                         assert_ne!(body.unwrap(), base, "{d:?} {}", f.name);
                         assert!(!reported, "{d:?} {}", f.name);
@@ -473,7 +429,8 @@ mod tests {
 
     #[test]
     fn openai_passes_every_field_and_reports_nothing() {
-        assert!(FIELDS.iter().all(|f| f.openai == Fate::Pass));
+        let o = wire(Dialect::Openai);
+        assert!(FIELDS.iter().all(|f| o.fate(f.name) == Some(Fate::Pass)));
         let req = request(json!({"seed": 1, "logit_bias": {"1": 1}, "x_custom": 2}));
         assert!(dropped(Dialect::Openai, &req).is_empty());
     }
@@ -490,7 +447,7 @@ mod tests {
         )
         .unwrap();
         assert!(dropped(Dialect::Openai, &req).is_empty());
-        for d in [Dialect::Anthropic, Dialect::Gemini] {
+        for d in translating() {
             assert_eq!(
                 dropped(d, &req),
                 ["content[a_new_part]", "role[critic]"],
@@ -526,7 +483,7 @@ mod tests {
             "top_logprobs": 0, "logit_bias": {}, "verbosity": "medium",
             "stream_options": {"include_usage": true}
         }));
-        for d in [Dialect::Anthropic, Dialect::Gemini] {
+        for d in translating() {
             assert!(dropped(d, &defaults).is_empty(), "{d:?}");
         }
         let asks = request(json!({"presence_penalty": 0.5, "logprobs": true, "verbosity": "low"}));
@@ -536,7 +493,7 @@ mod tests {
         );
         let both =
             request(json!({"tools": sample("tools"), "response_format": {"type":"json_object"}}));
-        for d in [Dialect::Anthropic, Dialect::Gemini] {
+        for d in translating() {
             assert_eq!(dropped(d, &both), ["response_format"], "{d:?}");
         }
     }
@@ -551,7 +508,7 @@ mod tests {
              "tools":[{"type":"function","function":{"name":"f","strict":true,"parameters":{"type":"object","properties":{"q":{"type":"string"}}}}}]}"#,
         )
         .unwrap();
-        for d in [Dialect::Anthropic, Dialect::Gemini] {
+        for d in translating() {
             assert_eq!(dropped(d, &r), ["tools.strict", "messages.name"], "{d:?}");
             let body = wire(d).body(&r).unwrap().to_string();
             assert!(body.contains("I cannot."), "{d:?}: {body}");
@@ -567,8 +524,10 @@ mod tests {
             ("messages[].refusal", Fate::Translate),
             ("image_url.detail", Fate::DropHarmless),
         ] {
-            let f = FIELDS.iter().find(|f| f.name == n).unwrap();
-            assert_eq!((f.anthropic, f.gemini), (fate, fate), "{n}");
+            assert!(FIELDS.iter().any(|f| f.name == n), "{n}");
+            for d in translating() {
+                assert_eq!(wire(d).fate(n), Some(fate), "{d:?} {n}");
+            }
             // A client's top-level field of that name is unknown.
             assert!(field(n).is_none());
         }
@@ -579,7 +538,7 @@ mod tests {
             "response_format".into(),
             json!({"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"object"}}}),
         );
-        for d in [Dialect::Anthropic, Dialect::Gemini] {
+        for d in translating() {
             assert_eq!(dropped(d, &r), ["response_format.strict"], "{d:?}");
         }
     }
@@ -587,9 +546,32 @@ mod tests {
     #[test]
     fn every_field_is_in_the_docs_table() {
         let doc = include_str!("../../../docs/routing.md");
+        let columns: Vec<Dialect> = translating().collect();
+        let names: Vec<&str> = columns.iter().map(|d| d.as_str()).collect();
+        let header = format!("| field | {} | how |", names.join(" | "));
+        assert!(doc.contains(&header), "docs/routing.md lacks {header}");
         for f in FIELDS {
-            let row = format!("| `{}` |", f.name);
+            let fates: Vec<&str> = columns
+                .iter()
+                .map(|d| wire(*d).fate(f.name).map_or("?", Fate::doc))
+                .collect();
+            let row = format!("| `{}` | {} | {} |", f.name, fates.join(" | "), f.how);
             assert!(doc.contains(&row), "docs/routing.md lacks the row {row}");
+        }
+    }
+
+    #[test]
+    fn each_translating_dialect_has_a_fate_for_every_field() {
+        for d in translating() {
+            let w = wire(d);
+            for f in FIELDS {
+                assert!(w.fate(f.name).is_some(), "{d:?} lacks {}", f.name);
+            }
+            assert_eq!(w.fate("no_such_field"), None, "{d:?}");
+            assert!(
+                FIELDS.iter().all(|f| w.fate(f.name) != Some(Fate::Pass)),
+                "{d:?}"
+            );
         }
     }
 }

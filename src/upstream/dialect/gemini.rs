@@ -628,3 +628,74 @@ mod tests {
         );
     }
 }
+
+/// What Gemini can carry, and what becomes of each request field in it.
+/// A module of its own only so that it can follow the tests above.
+mod facts {
+    use super::Gemini;
+    use crate::upstream::dialect::Facts;
+    use crate::upstream::dialect::Need;
+    use crate::upstream::dialect::fields::{Fate, Row, fate_in};
+    use Fate::{DropHarmless, DropReported, Need as Needed, Translate};
+
+    /// Every field of [`fields::FIELDS`](crate::upstream::dialect::fields::FIELDS), in its order.
+    const FIELDS: &[Row] = &[
+        ("model", Translate),
+        ("messages", Translate),
+        ("max_tokens", Translate),
+        ("max_completion_tokens", Translate),
+        ("temperature", Translate),
+        ("top_p", Translate),
+        ("stop", Translate),
+        ("stream", Translate),
+        ("stream_options", DropHarmless),
+        ("n", Needed),
+        ("tools", Translate),
+        ("tool_choice", Translate),
+        ("parallel_tool_calls", DropReported),
+        ("functions", Needed),
+        ("function_call", Needed),
+        ("response_format", Translate),
+        ("seed", Translate),
+        ("logit_bias", DropReported),
+        ("logprobs", DropReported),
+        ("top_logprobs", DropReported),
+        ("frequency_penalty", Translate),
+        ("presence_penalty", Translate),
+        ("top_k", Translate),
+        ("user", DropHarmless),
+        ("metadata", DropHarmless),
+        ("store", DropHarmless),
+        ("service_tier", DropHarmless),
+        ("prompt_cache_key", DropHarmless),
+        ("safety_identifier", DropHarmless),
+        ("prediction", DropHarmless),
+        ("reasoning_effort", DropReported),
+        ("verbosity", DropReported),
+        ("web_search_options", DropReported),
+        ("modalities", Needed),
+        ("audio", Needed),
+        ("suffix", Needed),
+        ("tools[].function.strict", DropReported),
+        ("response_format.json_schema.strict", DropReported),
+        ("messages[].name", DropReported),
+        ("messages[].refusal", Translate),
+        ("image_url.detail", DropHarmless),
+    ];
+
+    impl Facts for Gemini {
+        fn fate(&self, name: &str) -> Option<Fate> {
+            fate_in(FIELDS, name)
+        }
+
+        /// Tools, JSON (`responseSchema`), inline images; an image URL
+        /// would need an upload first. One choice, no audio, no suffix (a
+        /// chat endpoint does not fill in the middle).
+        fn carries(&self, need: Need) -> bool {
+            matches!(
+                need,
+                Need::Tools | Need::Json | Need::Vision | Need::Context
+            )
+        }
+    }
+}

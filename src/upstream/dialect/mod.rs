@@ -18,11 +18,14 @@
 //! dialect cannot carry), how to read a success body into a [`ChatReply`]
 //! and where its id is, and what each server-sent event of a stream means
 //! ([`Wire::stream_event`], and [`Wire::stream_ends_at_eof`] if its
-//! streams simply stop). Adding one touches its own file, a variant of the
-//! closed [`Dialect`] enum (defined here, once, for the catalog, the fake
-//! provider and `route`), the one match in [`wire`], and a column of the
-//! field table ([`fields`]), which says what becomes of every request
-//! field in each dialect.
+//! streams simply stop). The same file answers [`Facts`]: what the dialect
+//! can carry ([`Need`]s), what becomes of every request field in it (its
+//! own table of [`fields::Fate`]s), its default `max_tokens`, how it takes
+//! JSON mode, and whether it is Chat Completions itself, so that nothing
+//! outside this module compares [`Dialect`] values. Adding one touches its
+//! own file, a variant of the closed [`Dialect`] enum (defined here, once,
+//! for the catalog, the fake provider and `route`), the one match in
+//! [`wire`], and a responder in the fake provider.
 
 mod anthropic;
 pub mod fields;
@@ -77,21 +80,21 @@ impl SystemMessages {
     }
 }
 
-/// The wire protocol a provider speaks. serde and strum each take the names
-/// from their own `lowercase` attribute; a test checks they agree.
+/// The wire protocol a provider speaks. Its names (`openai`, …) are
+/// strum's, and serde reads and writes them through strum, so they are
+/// written once.
 #[derive(
     Debug,
     Clone,
     Copy,
     PartialEq,
     Eq,
-    serde::Serialize,
-    serde::Deserialize,
+    strum::Display,
     strum::IntoStaticStr,
     strum::EnumString,
     strum::EnumIter,
+    strum::VariantNames,
 )]
-#[serde(rename_all = "lowercase")]
 #[strum(serialize_all = "lowercase")]
 pub enum Dialect {
     /// OpenAI chat completions; also most other providers, Ollama, llama.cpp
@@ -106,6 +109,33 @@ pub enum Dialect {
 impl Dialect {
     pub fn as_str(self) -> &'static str {
         self.into()
+    }
+
+    /// Every name, for a message: `openai, anthropic or gemini`.
+    pub fn names() -> String {
+        use strum::VariantNames;
+        match Dialect::VARIANTS.split_last() {
+            Some((last, [])) => last.to_string(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        }
+    }
+}
+
+impl serde::Serialize for Dialect {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// An unknown name is refused in serde's own words (`unknown variant
+/// `x`, expected one of `openai`, …`), which the catalog's errors quote.
+impl<'de> serde::Deserialize<'de> for Dialect {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Dialect, D::Error> {
+        use strum::VariantNames;
+        let name = String::deserialize(d)?;
+        name.parse()
+            .map_err(|_| serde::de::Error::unknown_variant(&name, Dialect::VARIANTS))
     }
 }
 
@@ -168,9 +198,7 @@ pub struct ReplyPlan {
 impl ReplyPlan {
     /// The plan for `req` sent in `dialect`.
     pub fn new(dialect: Dialect, req: &ChatRequest) -> ReplyPlan {
-        ReplyPlan {
-            json_tool: dialect == Dialect::Anthropic && anthropic::json_via_tool(req),
-        }
+        wire(dialect).reply_plan(req)
     }
 
     /// Undo the translation in a whole reply. In JSON mode the forced
@@ -209,10 +237,12 @@ pub enum ReplyDelta {
     Finish(String),
     /// The reply's token counts, once, just before [`ReplyDelta::Done`].
     Usage(Usage),
-    /// The upstream's own event, parsed, in place of the deltas above: for
-    /// a surface that speaks the upstream's dialect and passes its events
-    /// on as they came (asked for with [`StreamMapper::native`]).
-    Native(Value),
+    /// The upstream's own chunk as it came (parsed, never rebuilt), ahead
+    /// of the deltas above that it holds: for a surface that speaks the
+    /// upstream's dialect and forwards its chunks in place of rendering
+    /// those deltas (asked for with [`StreamMapper::native`]). Every
+    /// other reader skips it.
+    Raw(Value),
     /// The upstream reported a failure mid-stream. Nothing follows.
     Error(ProviderError),
     /// The reply is complete.
@@ -290,9 +320,57 @@ pub enum BuildError {
     Unsupported(String),
 }
 
+/// How a dialect takes JSON mode (`response_format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonMode {
+    /// A JSON mode of its own.
+    Own,
+    /// A forced tool call ([`JSON_TOOL`]): a model that refuses tools
+    /// refuses JSON mode too.
+    ForcedTool,
+}
+
+/// What a dialect can carry and what becomes of a client's request in
+/// it: what the router, the probes and the request builder ask of a
+/// dialect, answered by the dialect itself (each dialect file's `facts`
+/// module) instead of by comparisons with [`Dialect`] values elsewhere.
+pub trait Facts {
+    /// Whether the dialect is the Chat Completions API itself: a request
+    /// goes with every field as it came ([`Facts::fate`] is
+    /// [`Fate::Pass`](fields::Fate::Pass) throughout, and the legacy
+    /// `functions` and built-in tools reach it), and its replies and
+    /// stream chunks are what a Chat Completions client reads, so that
+    /// surface may forward them as they came.
+    fn passes_through(&self) -> bool {
+        false
+    }
+    /// What becomes of the Chat Completions request field `name` (a row
+    /// of [`fields::FIELDS`]); `None` for a name the table does not know.
+    fn fate(&self, name: &str) -> Option<fields::Fate>;
+    /// Whether the dialect can carry `need` at all, whatever the model.
+    /// A model of a dialect that can may still not (the catalog, or an
+    /// upstream's 400, says so); one of a dialect that cannot never does.
+    fn carries(&self, need: Need) -> bool;
+    /// The `max_tokens` to send when the client gave none, for a dialect
+    /// that requires one.
+    fn default_max_tokens(&self) -> Option<u32> {
+        None
+    }
+    /// How JSON mode goes in this dialect.
+    fn json_mode(&self) -> JsonMode {
+        JsonMode::Own
+    }
+    /// How to read the replies to `req` sent in this dialect: what its
+    /// translation puts into them that the client did not ask for.
+    fn reply_plan(&self, _req: &ChatRequest) -> ReplyPlan {
+        ReplyPlan::default()
+    }
+}
+
 /// What each dialect knows: where to send, how to authenticate, how to
-/// shape the body, and how to read a success body.
-pub trait Wire: Sync {
+/// shape the body, and how to read a success body; and, through
+/// [`Facts`], what it can carry.
+pub trait Wire: Facts + Sync {
     /// The full endpoint URL for `model`; `stream` for a streamed reply.
     fn url(&self, base_url: &str, model: &str, stream: bool) -> String;
     /// Whether [`url`](Wire::url) depends on the model or on streaming.
@@ -1167,13 +1245,5 @@ mod tests {
             Err(ReplyError::NotUtf8(at))
         );
         assert_eq!(parse_reply(Dialect::Openai, b"  "), Err(ReplyError::Empty));
-    }
-
-    #[test]
-    fn dialect_names_agree_with_serde() {
-        for d in <Dialect as strum::IntoEnumIterator>::iter() {
-            assert_eq!(serde_json::to_value(d).unwrap(), d.as_str());
-            assert_eq!(d.as_str().parse::<Dialect>(), Ok(d));
-        }
     }
 }

@@ -5,7 +5,7 @@
 //! candidate, and passes over (`skip:<need>` in the trail) every candidate
 //! that cannot meet one, instead of sending what would fail or lose part of
 //! the request. "Cannot" comes from three places, checked in this order:
-//! the dialect ([`Dialect::carries`], here), the model's catalog data (its
+//! the dialect ([`Dialect::carries`], which each dialect answers), the model's catalog data (its
 //! context window), and what an upstream said in a 400 that named the
 //! capability (remembered for a day by the route state).
 //!
@@ -16,8 +16,8 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::Dialect;
 use super::request::{ChatRequest, Content, image_url_of};
+use super::{Dialect, wire};
 
 /// One thing a request needs from the model.
 #[derive(
@@ -204,29 +204,12 @@ impl ChatRequest {
 }
 
 impl Dialect {
-    /// Whether this dialect can carry `need` at all, whatever the model.
-    /// None carries [`Need::Suffix`]: they all speak chat endpoints.
-    /// A model of a dialect that can may still not (the catalog, or an
-    /// upstream's 400, says so); one of a dialect that cannot never does.
+    /// Whether this dialect can carry `need` at all, whatever the model
+    /// ([`Facts::carries`](super::Facts::carries): each dialect says). A context window belongs
+    /// to the model, so every dialect carries [`Need::Context`]; none
+    /// carries [`Need::Suffix`], as they all speak chat endpoints.
     pub fn carries(self, need: Need) -> bool {
-        match (self, need) {
-            // A context window belongs to the model, not the dialect.
-            (_, Need::Context) => true,
-            // Fill-in-the-middle needs a completions endpoint that takes a
-            // suffix (Codestral's, DeepSeek's); every dialect here speaks a
-            // chat endpoint, which ignores or refuses one. No candidate
-            // meets it until a FIM endpoint is a dialect of its own.
-            (_, Need::Suffix) => false,
-            (Dialect::Openai, _) => true,
-            // Anthropic: tools, JSON through a forced tool, images inline
-            // or by URL; one choice, no audio, no suffix.
-            (Dialect::Anthropic, Need::Tools | Need::Json | Need::Vision | Need::ImageUrl) => true,
-            (Dialect::Anthropic, _) => false,
-            // Gemini: tools, JSON (responseSchema), inline images; an
-            // image URL would need an upload first.
-            (Dialect::Gemini, Need::Tools | Need::Json | Need::Vision) => true,
-            (Dialect::Gemini, _) => false,
-        }
+        wire(self).carries(need)
     }
 }
 
@@ -319,8 +302,9 @@ mod tests {
         assert!(!Dialect::Gemini.carries(Need::ImageUrl));
         assert!(!Dialect::Anthropic.carries(Need::N));
         // A chat endpoint does not fill in the middle, whatever its dialect.
-        for d in [Dialect::Openai, Dialect::Anthropic, Dialect::Gemini] {
+        for d in Dialect::iter() {
             assert!(!d.carries(Need::Suffix), "{d:?}");
+            assert!(d.carries(Need::Context), "{d:?}");
         }
     }
 }

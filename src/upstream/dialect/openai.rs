@@ -112,9 +112,10 @@ impl From<Option<Counts>> for Usage {
 }
 
 impl Wire for OpenAi {
-    /// Chunks are already OpenAI's: in `native` mode each passes on as it
-    /// came ([`ReplyDelta::Native`]), and only usage, the finish and
-    /// failures are noted; otherwise each becomes the deltas it holds.
+    /// Each chunk becomes the deltas it holds; chunks are already
+    /// OpenAI's, so in `native` mode each also comes as it came
+    /// ([`ReplyDelta::Raw`]), ahead of its deltas, for a surface that
+    /// forwards it.
     /// `[DONE]` ends the stream; a chunk with an `error` object or
     /// `finish_reason: "error"` (OpenRouter, after HTTP 200) is an error.
     fn stream_event(&self, ev: &Event, st: &mut StreamState, out: &mut Vec<ReplyDelta>) {
@@ -152,44 +153,16 @@ impl Wire for OpenAi {
         let finish = finish
             .filter(|f| !f.is_null())
             .map(|f| f.as_str().unwrap_or("stop").to_string());
+        let at = out.len();
+        chunk_deltas(&chunk, first, finish, st, out);
+        // Forwarded: the chunk as it came, ahead of the deltas it holds,
+        // which every reader but the forwarding one goes by; and its usage
+        // with it, as the client sees it, rather than once at the end.
         if st.native {
-            st.started |= first.is_some();
-            st.finished |= finish.is_some();
-            out.push(ReplyDelta::Native(chunk));
-            return;
-        }
-        let Some(first) = first else { return };
-        let id = chunk.get("id").and_then(Value::as_str);
-        st.start(id, out);
-        let text = |field: &str| {
-            first
-                .pointer(field)
-                .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
-                .map(str::to_string)
-        };
-        if let Some(r) = text("/delta/reasoning_content") {
-            out.push(ReplyDelta::Reasoning(r));
-        }
-        if let Some(t) = text("/delta/content") {
-            out.push(ReplyDelta::Text(t));
-        }
-        let calls = first.pointer("/delta/tool_calls").and_then(Value::as_array);
-        for c in calls.into_iter().flatten() {
-            let s = |p: &str| c.pointer(p).and_then(Value::as_str).map(str::to_string);
-            out.push(ReplyDelta::ToolCall(ToolCallDelta {
-                index: c
-                    .get("index")
-                    .and_then(Value::as_u64)
-                    .and_then(|i| usize::try_from(i).ok())
-                    .unwrap_or(0),
-                id: s("/id"),
-                name: s("/function/name"),
-                arguments: s("/function/arguments").unwrap_or_default(),
-            }));
-        }
-        if let Some(reason) = finish {
-            st.finish(reason, out);
+            if chunk.get("usage").is_some_and(Value::is_object) {
+                out.push(ReplyDelta::Usage(st.usage));
+            }
+            out.insert(at, ReplyDelta::Raw(chunk));
         }
     }
 
@@ -314,5 +287,78 @@ impl Wire for OpenAi {
             finish_reason,
             usage,
         })
+    }
+}
+
+/// The deltas one chunk holds: the start, reasoning, text, tool-call
+/// fragments of its first choice, and the finish.
+fn chunk_deltas(
+    chunk: &Value,
+    first: Option<&Value>,
+    finish: Option<String>,
+    st: &mut StreamState,
+    out: &mut Vec<ReplyDelta>,
+) {
+    let Some(first) = first else { return };
+    let id = chunk.get("id").and_then(Value::as_str);
+    st.start(id, out);
+    let text = |field: &str| {
+        first
+            .pointer(field)
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+    };
+    if let Some(r) = text("/delta/reasoning_content") {
+        out.push(ReplyDelta::Reasoning(r));
+    }
+    if let Some(t) = text("/delta/content") {
+        out.push(ReplyDelta::Text(t));
+    }
+    let calls = first.pointer("/delta/tool_calls").and_then(Value::as_array);
+    for c in calls.into_iter().flatten() {
+        let s = |p: &str| c.pointer(p).and_then(Value::as_str).map(str::to_string);
+        out.push(ReplyDelta::ToolCall(ToolCallDelta {
+            index: c
+                .get("index")
+                .and_then(Value::as_u64)
+                .and_then(|i| usize::try_from(i).ok())
+                .unwrap_or(0),
+            id: s("/id"),
+            name: s("/function/name"),
+            arguments: s("/function/arguments").unwrap_or_default(),
+        }));
+    }
+    if let Some(reason) = finish {
+        st.finish(reason, out);
+    }
+}
+
+/// What the OpenAI dialect can carry, and what becomes of each request
+/// field in it: everything, as it came.
+mod facts {
+    use super::OpenAi;
+    use crate::upstream::dialect::fields::Fate;
+    use crate::upstream::dialect::{Facts, Need};
+
+    impl Facts for OpenAi {
+        /// Requests go as they came and replies come back in Chat
+        /// Completions' own shape.
+        fn passes_through(&self) -> bool {
+            true
+        }
+
+        /// Every field, known or not, goes as it came.
+        fn fate(&self, _name: &str) -> Option<Fate> {
+            Some(Fate::Pass)
+        }
+
+        /// Everything but a suffix: fill-in-the-middle needs a completions
+        /// endpoint that takes one (Codestral's, DeepSeek's), and this is a
+        /// chat endpoint, which ignores or refuses it. No candidate meets
+        /// it until a FIM endpoint is a dialect of its own.
+        fn carries(&self, need: Need) -> bool {
+            need != Need::Suffix
+        }
     }
 }

@@ -22,11 +22,10 @@ use crate::upstream::http::TransportError;
 /// [`Wire::stream_event`] to read and update.
 #[derive(Debug, Clone, Default)]
 pub struct StreamState {
-    /// Pass the upstream's own events on ([`ReplyDelta::Native`]) instead
-    /// of deltas, where the dialect can.
+    /// Give the upstream's own chunks too ([`ReplyDelta::Raw`]), ahead of
+    /// their deltas, where the dialect can.
     pub native: bool,
-    /// [`ReplyDelta::Start`] has been given (or, natively, a chunk with a
-    /// choice has passed).
+    /// [`ReplyDelta::Start`] has been given.
     pub started: bool,
     /// The finish reason has been given.
     pub finished: bool,
@@ -76,8 +75,8 @@ impl StreamState {
         }
     }
 
-    /// The end: the usage seen (unless the upstream's own usage event
-    /// passed natively), then [`ReplyDelta::Done`].
+    /// The end: the usage seen (unless it came with the upstream's own
+    /// chunk, given natively), then [`ReplyDelta::Done`].
     pub fn end(&self, out: &mut Vec<ReplyDelta>) {
         if !self.native && self.usage != Usage::default() {
             out.push(ReplyDelta::Usage(self.usage));
@@ -103,10 +102,11 @@ impl StreamMapper {
         }
     }
 
-    /// Ask for the upstream's own events ([`ReplyDelta::Native`]), for the
-    /// same-dialect pass-through: an OpenAI client served by an OpenAI
-    /// upstream gets its chunks as they came, with no delta made and no
-    /// chunk rebuilt. Dialects that cannot still give deltas.
+    /// Ask for the upstream's own chunks too ([`ReplyDelta::Raw`]), for
+    /// the same-dialect pass-through: an OpenAI client served by an OpenAI
+    /// upstream gets its chunks as they came, none rebuilt. The deltas
+    /// come all the same, for whatever counts them; dialects whose chunks
+    /// no surface forwards give only those.
     pub fn native(mut self, yes: bool) -> StreamMapper {
         self.st.native = yes;
         self
@@ -145,7 +145,6 @@ impl StreamMapper {
         let started = self.st.started;
         self.wire().stream_event(ev, &mut self.st, &mut out);
         if !started
-            && !self.st.native
             && let Some(i) = out.iter().position(|d| {
                 matches!(
                     d,
@@ -548,11 +547,33 @@ mod tests {
     #[tokio::test]
     async fn native_openai_chunks_pass_as_they_came() {
         let ds = deltas(StreamMapper::new(Dialect::Openai).native(true), OPENAI).await;
-        let (last, chunks) = ds.split_last().unwrap();
-        assert_eq!(last, &ReplyDelta::Done);
-        assert_eq!(chunks.len(), 5, "{ds:?}");
-        assert!(chunks.iter().all(|d| matches!(d, ReplyDelta::Native(_))));
-        // Dialects without a native form still give deltas.
+        assert_eq!(ds.last(), Some(&ReplyDelta::Done));
+        let raw: Vec<&serde_json::Value> = ds
+            .iter()
+            .filter_map(|d| match d {
+                ReplyDelta::Raw(v) => Some(v),
+                _ => None,
+            })
+            .collect();
+        let sent: Vec<serde_json::Value> = OPENAI
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter(|d| *d != "[DONE]")
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect();
+        assert_eq!(sent.len(), 5);
+        assert_eq!(raw, sent.iter().collect::<Vec<_>>());
+        // Each chunk ahead of the deltas it holds, which are those every
+        // reader but the forwarding surface goes by.
+        assert!(matches!(ds[0], ReplyDelta::Raw(_)), "{ds:?}");
+        let plain = deltas(StreamMapper::new(Dialect::Openai), OPENAI).await;
+        let domain: Vec<ReplyDelta> = ds
+            .iter()
+            .filter(|d| !matches!(d, ReplyDelta::Raw(_)))
+            .cloned()
+            .collect();
+        assert_eq!(domain, plain);
+        // Dialects without a native form give deltas alone.
         let ds = deltas(StreamMapper::new(Dialect::Gemini).native(true), GEMINI).await;
         assert!(matches!(ds[0], ReplyDelta::Start { .. }));
     }

@@ -1934,7 +1934,6 @@ mod tests {
                     input_tokens: Some(4),
                     output_tokens: Some(5),
                 },
-                chunk: None,
             },
             StreamEvent::Done,
         ];

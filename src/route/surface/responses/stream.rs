@@ -254,9 +254,9 @@ impl EventWriter {
                     Data::Response { response },
                 );
             }
-            // The engine turns a stall into a failure; `Native` is never
-            // asked for.
-            StreamEvent::Stalled | StreamEvent::Native(_) => {}
+            // The engine turns a stall into a failure; an upstream's own
+            // chunks are never asked for, and their deltas come anyway.
+            StreamEvent::Stalled | StreamEvent::Raw(_) => {}
         }
         out
     }
