@@ -109,11 +109,8 @@ fn prompt(v: Option<Value>) -> Result<String, ApiError> {
     match v {
         None => bad("Missing required parameter: 'prompt'."),
         Some(Value::String(s)) => Ok(s),
-        Some(Value::Array(mut items)) => match items.as_slice() {
-            [Value::String(_)] => match items.pop() {
-                Some(Value::String(s)) => Ok(s),
-                _ => unreachable!("a list of one string"),
-            },
+        Some(Value::Array(mut items)) => match items.as_mut_slice() {
+            [Value::String(s)] => Ok(std::mem::take(s)),
             [] => bad("'prompt' is an empty list: send one prompt, as a string"),
             items if items.iter().all(Value::is_string) => bad(
                 "'prompt' holds several prompts: route serves one prompt per request \
