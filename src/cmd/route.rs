@@ -213,7 +213,8 @@ fn one_shot(rt: &tokio::runtime::Runtime, engine: Arc<Engine>, a: &RouteArgs) ->
     let code = match result {
         Ok(s) => {
             let fallbacks = s.fallbacks();
-            let body = openai::completion_body(s.value);
+            let body =
+                serde_json::to_value(openai::completion_body(s.value)).expect("serialisable");
             if a.json {
                 output::print_json(&json!({
                     "routed_via": s.via,
@@ -242,7 +243,7 @@ fn one_shot(rt: &tokio::runtime::Runtime, engine: Arc<Engine>, a: &RouteArgs) ->
             if a.json {
                 output::print_json(&json!({
                     // The one-shot JSON names errors as the server does.
-                    "error": error::route_error(&x).body(engine.clock.now())["error"],
+                    "error": error::route_error(&x).body().error,
                     "attempts": x.attempts,
                 }))?;
             }

@@ -9,9 +9,9 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 
 use super::{App, Routing, answer};
-use crate::route::surface::Shape;
 use crate::route::surface::error::ApiError;
 use crate::route::surface::openai::{self, ChatBody};
+use crate::route::surface::{Shape, event_stream};
 
 pub async fn chat(
     State(app): State<Arc<App>>,
@@ -30,7 +30,7 @@ pub async fn chat(
         r,
         Shape::OpenAi,
         |c| axum::Json(openai::completion_body(c)).into_response(),
-        |events, model| openai::event_stream(events, openai::ChunkWriter::new(model, wants_usage)),
+        |events, model| event_stream(events, openai::ChunkWriter::new(model, wants_usage)),
     )
     .await
 }

@@ -11,8 +11,7 @@ use axum::response::{IntoResponse, Response};
 use super::{App, Routing, answer};
 use crate::route::surface::completions::{self, TextWriter};
 use crate::route::surface::error::{self, ApiError};
-use crate::route::surface::openai;
-use crate::route::surface::{JsonBody, Shape};
+use crate::route::surface::{JsonBody, Shape, event_stream};
 
 pub async fn completions(
     State(app): State<Arc<App>>,
@@ -29,7 +28,7 @@ pub async fn completions(
         Routing::new(req, &headers),
         Shape::OpenAi,
         |c| axum::Json(completions::text_completion(&c)).into_response(),
-        |events, model| openai::event_stream(events, TextWriter::new(model, wants_usage)),
+        |events, model| event_stream(events, TextWriter::new(model, wants_usage)),
     )
     .await
 }

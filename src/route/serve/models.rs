@@ -20,13 +20,14 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use super::App;
 use crate::capabilities::{Capability, Judgement};
 use crate::route::engine::Facts;
 use crate::route::surface::Shape;
 use crate::route::surface::error::{ApiError, ErrorKind};
+use crate::route::verdicts::WindowSource;
 
 /// Anthropic's `created_at` for every model: route does not know when a
 /// provider released one.
@@ -70,47 +71,113 @@ fn parameters(cap: Capability) -> &'static [&'static str] {
     }
 }
 
-/// Add what route knows of a model to its entry.
-fn add_facts(entry: &mut Value, facts: &Facts) {
-    if let Some((window, source)) = facts.window {
-        entry["context_length"] = json!(window);
-        entry["context_length_source"] = json!(<&str>::from(source));
+/// One model's entry in OpenAI's shape, with what route knows of a
+/// routable `provider::model` in OpenRouter's fields.
+#[derive(Serialize)]
+struct OpenAiModel<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: u64,
+    owned_by: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_length: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_length_source: Option<WindowSource>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    capabilities: Option<Capabilities>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    supported_parameters: Option<Vec<&'static str>>,
+}
+
+/// Each capability as routing judges it, `{"tools": "yes", …}`, in
+/// [`Capability::ALL`]'s order.
+struct Capabilities([Judgement; 3]);
+
+impl Serialize for Capabilities {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(
+            Capability::ALL
+                .iter()
+                .zip(self.0)
+                .map(|(cap, j)| (cap.as_str(), j.as_str())),
+        )
     }
-    let mut caps = serde_json::Map::new();
-    let mut supported = Vec::new();
-    for (cap, j) in Capability::ALL.iter().zip(facts.capabilities) {
-        caps.insert(cap.as_str().to_string(), json!(j.as_str()));
-        if j == Judgement::Yes {
-            supported.extend_from_slice(parameters(*cap));
-        }
-    }
-    entry["capabilities"] = Value::Object(caps);
-    entry["supported_parameters"] = json!(supported);
+}
+
+/// One model's entry in Anthropic's shape.
+#[derive(Serialize)]
+struct AnthropicModel<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    id: &'a str,
+    display_name: &'a str,
+    created_at: &'static str,
+    lifecycle: &'static str,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Entry<'a> {
+    OpenAi(OpenAiModel<'a>),
+    Anthropic(AnthropicModel<'a>),
+}
+
+/// `GET /v1/models` in OpenAI's shape.
+#[derive(Serialize)]
+struct OpenAiList<'a> {
+    object: &'static str,
+    data: Vec<Entry<'a>>,
+}
+
+/// `GET /v1/models` in Anthropic's shape: one page, all of it.
+#[derive(Serialize)]
+struct AnthropicList<'a> {
+    data: Vec<Entry<'a>>,
+    has_more: bool,
+    first_id: Option<&'a str>,
+    last_id: Option<&'a str>,
 }
 
 /// One model's entry in `shape`: its provider owns a `provider::model`;
 /// route owns `auto`, aliases and bare model ids (it picks who serves).
-fn entry(id: &str, shape: Shape, facts: Option<&Facts>) -> Value {
-    let mut entry = match shape {
+fn entry<'a>(id: &'a str, shape: Shape, facts: Option<&Facts>) -> Entry<'a> {
+    match shape {
         Shape::OpenAi => {
             let owner = id.split_once("::").map_or("llmprobe", |(p, _)| p);
-            json!({"id": id, "object": "model", "created": 0, "owned_by": owner})
+            let mut entry = OpenAiModel {
+                id,
+                object: "model",
+                created: 0,
+                owned_by: owner,
+                context_length: None,
+                context_length_source: None,
+                capabilities: None,
+                supported_parameters: None,
+            };
+            if let Some(f) = facts {
+                entry.context_length = f.window.map(|(window, _)| window);
+                entry.context_length_source = f.window.map(|(_, source)| source);
+                let mut supported = Vec::new();
+                for (cap, j) in Capability::ALL.iter().zip(f.capabilities) {
+                    if j == Judgement::Yes {
+                        supported.extend_from_slice(parameters(*cap));
+                    }
+                }
+                entry.capabilities = Some(Capabilities(f.capabilities));
+                entry.supported_parameters = Some(supported);
+            }
+            Entry::OpenAi(entry)
         }
-        Shape::Anthropic => {
-            json!({
-                "type": "model",
-                "id": id,
-                "display_name": id,
-                "created_at": CREATED_AT,
-                "lifecycle": "active",
-            })
-        }
-    };
-    // Anthropic's model object has no such fields: its shape stays its own.
-    if let (Some(f), Shape::OpenAi) = (facts, shape) {
-        add_facts(&mut entry, f);
+        // Anthropic's model object has no fields for what route knows:
+        // its shape stays its own.
+        Shape::Anthropic => Entry::Anthropic(AnthropicModel {
+            kind: "model",
+            id,
+            display_name: id,
+            created_at: CREATED_AT,
+            lifecycle: "active",
+        }),
     }
-    entry
 }
 
 /// `GET /v1/models`: `auto`, the aliases, and every routable
@@ -118,21 +185,24 @@ fn entry(id: &str, shape: Shape, facts: Option<&Facts>) -> Value {
 pub async fn list(State(app): State<Arc<App>>, uri: Uri, headers: HeaderMap) -> Response {
     let shape = Shape::of(uri.path(), &headers);
     let listed = listed(&app).await;
-    let data: Vec<Value> = listed
+    let data: Vec<Entry<'_>> = listed
         .iter()
         .map(|(id, facts)| entry(id, shape, facts.as_ref()))
         .collect();
-    let ids: Vec<&String> = listed.iter().map(|(id, _)| id).collect();
-    let body = match shape {
-        Shape::OpenAi => json!({"object": "list", "data": data}),
-        Shape::Anthropic => json!({
-            "data": data,
-            "has_more": false,
-            "first_id": ids.first(),
-            "last_id": ids.last(),
-        }),
-    };
-    axum::Json(body).into_response()
+    match shape {
+        Shape::OpenAi => axum::Json(OpenAiList {
+            object: "list",
+            data,
+        })
+        .into_response(),
+        Shape::Anthropic => axum::Json(AnthropicList {
+            data,
+            has_more: false,
+            first_id: listed.first().map(|(id, _)| id.as_str()),
+            last_id: listed.last().map(|(id, _)| id.as_str()),
+        })
+        .into_response(),
+    }
 }
 
 /// `GET /v1/models/{id}`: the model's entry when a request for it would

@@ -1,48 +1,82 @@
 //! The legacy OpenAI Completions surface: `POST /v1/completions`, which
 //! editors use for ghost text, served through chat models.
 //!
-//! - [`parse`] reads a request: its `prompt` (a string, or a
-//!   list of one) becomes one user message of a chat request, and the
-//!   other fields are read as Chat Completions reads them (`max_tokens`,
-//!   `temperature`, `top_p`, `stop`, `stream`, `stream_options`, `n` of
-//!   1, `user`, …). A non-empty `suffix` is kept: it is the need `suffix`,
-//!   which no chat candidate meets (`skip:suffix`). Fields that change the
-//!   answer in a way a chat model cannot give are refused with a 400
-//!   naming them: several prompts, token arrays, `echo`, `best_of` above
-//!   1, `logprobs`, `n` above 1.
+//! - [`parse`] reads a request ([`CompletionsRequest`]): its `prompt` (a
+//!   string, or a list of one) becomes one user message of a chat
+//!   request, and the other fields are read as Chat Completions reads them
+//!   (`max_tokens`, `temperature`, `top_p`, `stop`, `stream`,
+//!   `stream_options`, `n` of 1, `user`, …). A non-empty `suffix` is
+//!   kept: it is the need `suffix`, which no chat candidate meets
+//!   (`skip:suffix`). Fields that change the answer in a way a chat model
+//!   cannot give are refused with a 400 naming them: several prompts,
+//!   token arrays, `echo`, `best_of` above 1, `logprobs`, `n` above 1.
 //! - replies as `text_completion` JSON ([`text_completion`]) and streams
 //!   as `text_completion` chunks ([`TextWriter`], written by
-//!   [`openai::event_stream`]); errors are OpenAI's ([`ApiError`]).
+//!   [`super::event_stream`]), both from [`TextCompletion`]; errors are
+//!   OpenAI's ([`ApiError`]).
 //!
 //! A reply's tool calls and reasoning are not shown: the request offered
 //! no tools, and a completion has only text.
 
-use serde_json::{Map, Value, json};
+use std::borrow::Cow;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
 
 use crate::route::domain::StreamEvent;
 use crate::route::send::Completion;
 use crate::upstream::dialect::{ChatRequest, ReplyDelta, openai_object};
 
 use super::error::{ApiError, invalid_request};
-use super::openai::{self, Chunks};
+use super::{Chunks, TokenUsage, openai_finish_reason, sse_event, unix_now};
+
+/// A completions request: the fields this surface reads itself, and every
+/// other one in `extra`, in the order sent, for Chat Completions to read.
+#[derive(Debug, Deserialize)]
+pub struct CompletionsRequest {
+    #[serde(default)]
+    messages: Present,
+    prompt: Option<Value>,
+    suffix: Option<Value>,
+    echo: Option<Value>,
+    best_of: Option<Value>,
+    logprobs: Option<Value>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+}
+
+/// Whether a field was sent at all, `null` included.
+#[derive(Debug, Default)]
+struct Present(bool);
+
+impl<'de> Deserialize<'de> for Present {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Present, D::Error> {
+        serde::de::IgnoredAny::deserialize(d)?;
+        Ok(Present(true))
+    }
+}
 
 /// A completions request as the chat request that serves it: the prompt
 /// as one user message, a non-empty `suffix` kept (the need `suffix`),
 /// every other field as Chat Completions reads it. A 400 names what a
 /// chat model cannot serve.
 pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
-    let mut obj = openai_object(body).map_err(invalid_request)?;
-    if obj.contains_key("messages") {
+    // Read as an object first, as Chat Completions reads its body: the
+    // same refusal of what is not one, and a key sent twice counts once.
+    let obj = openai_object(body).map_err(invalid_request)?;
+    let mut req = CompletionsRequest::deserialize(Value::Object(obj))
+        .map_err(|e| ApiError::invalid("invalid_request", e.to_string()))?;
+    if req.messages.0 {
         return Err(ApiError::invalid(
             "invalid_request",
             "'messages' is a chat field: send a chat request to /v1/chat/completions, \
              or a 'prompt' here",
         ));
     }
-    let prompt = prompt(obj.shift_remove("prompt"))?;
-    refuse_answer_changers(&mut obj)?;
-    let suffix = match obj.shift_remove("suffix") {
-        None | Some(Value::Null) => None,
+    let prompt = prompt(req.prompt.take())?;
+    refuse_answer_changers(&req)?;
+    let suffix = match req.suffix {
+        None => None,
         Some(Value::String(s)) if s.is_empty() => None,
         Some(Value::String(s)) => Some(s),
         Some(_) => {
@@ -52,24 +86,31 @@ pub fn parse(body: &[u8]) -> Result<ChatRequest, ApiError> {
             ));
         }
     };
-    obj.insert(
-        "messages".into(),
-        json!([{"role": "user", "content": prompt}]),
-    );
+    let mut obj = req.extra;
+    obj.insert("messages".into(), user_message(prompt));
     if let Some(s) = suffix {
-        obj.insert("suffix".into(), json!(s));
+        obj.insert("suffix".into(), Value::String(s));
     }
     ChatRequest::from_openai_value(Value::Object(obj)).map_err(invalid_request)
+}
+
+/// `[{"role": "user", "content": prompt}]`, as Chat Completions reads
+/// messages.
+fn user_message(prompt: String) -> Value {
+    let mut m = Map::with_capacity(2);
+    m.insert("role".into(), Value::from("user"));
+    m.insert("content".into(), Value::String(prompt));
+    Value::Array(vec![Value::Object(m)])
 }
 
 /// The one prompt: a string, or a list of one string.
 fn prompt(v: Option<Value>) -> Result<String, ApiError> {
     let bad = |msg: &str| Err(ApiError::invalid("invalid_prompt", msg.to_string()));
     match v {
-        None | Some(Value::Null) => bad("Missing required parameter: 'prompt'."),
+        None => bad("Missing required parameter: 'prompt'."),
         Some(Value::String(s)) => Ok(s),
-        Some(Value::Array(items)) => match items.as_slice() {
-            [Value::String(s)] => Ok(s.clone()),
+        Some(Value::Array(mut items)) => match items.as_mut_slice() {
+            [Value::String(s)] => Ok(std::mem::take(s)),
             [] => bad("'prompt' is an empty list: send one prompt, as a string"),
             items if items.iter().all(Value::is_string) => bad(
                 "'prompt' holds several prompts: route serves one prompt per request \
@@ -85,45 +126,41 @@ fn prompt(v: Option<Value>) -> Result<String, ApiError> {
 }
 
 /// Refuse the fields that change the answer in a way a chat model cannot
-/// give, and take out the ones that ask for what it gives anyway
-/// (`echo: false`, `best_of: 1`, `logprobs: null`).
-fn refuse_answer_changers(obj: &mut Map<String, Value>) -> Result<(), ApiError> {
+/// give. The ones that ask for what it gives anyway (`echo: false`,
+/// `best_of: 1`, `logprobs: null`) are read here and not passed on.
+fn refuse_answer_changers(req: &CompletionsRequest) -> Result<(), ApiError> {
     let refuse = |field: &str, why: &str| {
         Err(ApiError::invalid(
             "unsupported_parameter",
             format!("'{field}' is not supported on /v1/completions: {why}"),
         ))
     };
-    match obj.shift_remove("echo") {
-        None | Some(Value::Null) | Some(Value::Bool(false)) => {}
-        Some(_) => {
-            return refuse(
-                "echo",
-                "a chat model's reply does not repeat the prompt; prepend it yourself",
-            );
-        }
+    if !matches!(req.echo, None | Some(Value::Bool(false))) {
+        return refuse(
+            "echo",
+            "a chat model's reply does not repeat the prompt; prepend it yourself",
+        );
     }
-    match obj.shift_remove("best_of") {
-        None | Some(Value::Null) => {}
-        Some(v) if v.as_u64() == Some(1) => {}
-        Some(_) => {
-            return refuse(
-                "best_of",
-                "choosing the best of several answers needs their log probabilities, \
-                 which chat models do not give here",
-            );
-        }
+    if req.best_of.as_ref().is_some_and(|v| v.as_u64() != Some(1)) {
+        return refuse(
+            "best_of",
+            "choosing the best of several answers needs their log probabilities, \
+             which chat models do not give here",
+        );
     }
-    match obj.shift_remove("logprobs") {
-        None | Some(Value::Null) => {}
-        Some(_) => {
-            return refuse(
-                "logprobs",
-                "route serves chat models and does not return token log probabilities",
-            );
-        }
+    if req.logprobs.is_some() {
+        return refuse(
+            "logprobs",
+            "route serves chat models and does not return token log probabilities",
+        );
     }
-    if obj.get("n").and_then(Value::as_u64).is_some_and(|n| n > 1) {
+    // `n` stays in `extra`, where Chat Completions reads it.
+    if req
+        .extra
+        .get("n")
+        .and_then(Value::as_u64)
+        .is_some_and(|n| n > 1)
+    {
         return refuse(
             "n",
             "route returns one choice per completion; send the request n times",
@@ -145,9 +182,53 @@ fn completion_id(upstream: Option<&str>) -> String {
 /// `content_filter` (a tool call, which the request did not offer, ends
 /// as `stop`).
 fn finish_reason(reason: &str) -> &'static str {
-    match openai::openai_finish_reason(reason) {
+    match openai_finish_reason(reason) {
         "tool_calls" => "stop",
         r => r,
+    }
+}
+
+/// OpenAI's `text_completion`, a whole reply or one chunk of a stream
+/// (the two have one shape), fields in OpenAI's order; `choices` is empty
+/// on the usage chunk.
+#[derive(Debug, Serialize)]
+pub struct TextCompletion<'a> {
+    /// A chunk borrows its writer's; a whole reply owns its own.
+    id: Cow<'a, str>,
+    object: &'static str,
+    created: u64,
+    model: &'a str,
+    #[serde(serialize_with = "zero_or_one")]
+    choices: Option<TextChoice<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<TokenUsage>,
+}
+
+#[derive(Debug, Serialize)]
+struct TextChoice<'a> {
+    text: &'a str,
+    index: u32,
+    /// Always `null`: log probabilities are refused.
+    logprobs: (),
+    finish_reason: Option<&'static str>,
+}
+
+/// A list of none or one, without allocating one.
+fn zero_or_one<S: serde::Serializer, T: Serialize>(
+    one: &Option<T>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_seq(one)
+}
+
+impl<'a> TextChoice<'a> {
+    fn new(text: &'a str, finish_reason: Option<&'static str>) -> TextChoice<'a> {
+        TextChoice {
+            text,
+            index: 0,
+            logprobs: (),
+            finish_reason,
+        }
     }
 }
 
@@ -155,24 +236,16 @@ fn finish_reason(reason: &str) -> &'static str {
 /// `object`, `created`, `model` (the candidate's), one choice with the
 /// reply's `text`, `logprobs: null` and its `finish_reason`, and `usage`
 /// when the provider reported both token counts.
-pub fn text_completion(c: &Completion) -> Value {
+pub fn text_completion(c: &Completion) -> TextCompletion<'_> {
     let finish = c.reply.finish_reason.as_deref().map(finish_reason);
-    let mut out = json!({
-        "id": completion_id(c.upstream_id.as_deref()),
-        "object": "text_completion",
-        "created": openai::unix_now(),
-        "model": c.model,
-        "choices": [{
-            "text": c.reply.text,
-            "index": 0,
-            "logprobs": null,
-            "finish_reason": finish,
-        }],
-    });
-    if let Some(u) = c.reply.usage.and_then(openai::usage_json) {
-        out["usage"] = u;
+    TextCompletion {
+        id: Cow::Owned(completion_id(c.upstream_id.as_deref())),
+        object: "text_completion",
+        created: unix_now(),
+        model: &c.model,
+        choices: Some(TextChoice::new(&c.reply.text, finish)),
+        usage: c.reply.usage.and_then(TokenUsage::of),
     }
-    out
 }
 
 /// Writes one served stream's events as `text_completion` chunks that
@@ -195,48 +268,44 @@ impl TextWriter {
     pub fn new(model: &str, wants_usage: bool) -> TextWriter {
         TextWriter {
             id: completion_id(None),
-            created: openai::unix_now(),
+            created: unix_now(),
             model: model.to_string(),
             wants_usage,
         }
     }
 
-    fn frame(&self, choices: Value) -> Value {
-        json!({
-            "id": self.id,
-            "object": "text_completion",
-            "created": self.created,
-            "model": self.model,
-            "choices": choices,
-        })
-    }
-
-    fn text(&self, text: &str, finish: Value) -> Value {
-        self.frame(json!([{
-            "text": text,
-            "index": 0,
-            "logprobs": null,
-            "finish_reason": finish,
-        }]))
+    fn frame(&self, choice: Option<TextChoice<'_>>, usage: Option<TokenUsage>) -> String {
+        sse_event(
+            None,
+            &TextCompletion {
+                id: Cow::Borrowed(&self.id),
+                object: "text_completion",
+                created: self.created,
+                model: &self.model,
+                choices: choice,
+                usage,
+            },
+        )
     }
 }
 
 impl Chunks for TextWriter {
-    fn chunk(&mut self, ev: StreamEvent) -> Option<Value> {
+    fn chunk(&mut self, ev: StreamEvent) -> Option<String> {
         match ev {
             StreamEvent::Usage { counts, .. } => {
-                let usage = openai::usage_json(counts).filter(|_| self.wants_usage)?;
-                let mut c = self.frame(json!([]));
-                c["usage"] = usage;
-                Some(c)
+                let usage = TokenUsage::of(counts).filter(|_| self.wants_usage)?;
+                Some(self.frame(None, Some(usage)))
             }
             StreamEvent::Delta(ReplyDelta::Start { id: Some(id) }) => {
                 self.id = completion_id(Some(&id));
                 None
             }
-            StreamEvent::Delta(ReplyDelta::Text(t)) => Some(self.text(&t, Value::Null)),
+            StreamEvent::Delta(ReplyDelta::Text(t)) => {
+                Some(self.frame(Some(TextChoice::new(&t, None)), None))
+            }
             StreamEvent::Delta(ReplyDelta::Finish(reason)) => {
-                Some(self.text("", json!(finish_reason(&reason))))
+                let finish = finish_reason(&reason);
+                Some(self.frame(Some(TextChoice::new("", Some(finish))), None))
             }
             _ => None,
         }
@@ -247,6 +316,20 @@ impl Chunks for TextWriter {
 mod tests {
     use super::*;
     use crate::upstream::dialect::{ChatMessage, ChatReply, Need, ToolCall, Usage};
+    use serde_json::json;
+
+    fn as_json(v: TextCompletion<'_>) -> Value {
+        serde_json::to_value(v).unwrap()
+    }
+
+    /// The JSON of one `data:` event, which is all the event holds.
+    fn data(ev: String) -> Value {
+        let json = ev
+            .strip_prefix("data: ")
+            .and_then(|e| e.strip_suffix("\n\n"))
+            .unwrap_or_else(|| panic!("not one data event: {ev:?}"));
+        serde_json::from_str(json).unwrap()
+    }
 
     fn parsed(body: Value) -> Result<ChatRequest, ApiError> {
         parse(body.to_string().as_bytes())
@@ -338,7 +421,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        let v = text_completion(&completion(reply, Some("msg_01")));
+        let v = as_json(text_completion(&completion(reply, Some("msg_01"))));
         assert_eq!(v["id"], "cmpl-msg_01");
         assert_eq!(v["object"], "text_completion");
         assert!(v["created"].as_u64().unwrap() > 1_700_000_000);
@@ -362,12 +445,12 @@ mod tests {
             finish_reason: Some("tool_calls".into()),
             ..Default::default()
         };
-        let v = text_completion(&completion(called, Some("chatcmpl-9")));
+        let v = as_json(text_completion(&completion(called, Some("chatcmpl-9"))));
         assert_eq!(v["id"], "cmpl-9");
         assert_eq!(v["choices"][0]["text"], "");
         assert_eq!(v["choices"][0]["finish_reason"], "stop");
         assert!(v.get("usage").is_none());
-        let anon = text_completion(&completion(ChatReply::default(), None));
+        let anon = as_json(text_completion(&completion(ChatReply::default(), None)));
         assert!(anon["id"].as_str().unwrap().starts_with("cmpl-"));
         assert_eq!(anon["choices"][0]["finish_reason"], Value::Null);
     }
@@ -394,7 +477,10 @@ mod tests {
             ]
         };
         let mut w = TextWriter::new("a::m", false);
-        let chunks: Vec<Value> = events().into_iter().filter_map(|e| w.chunk(e)).collect();
+        let chunks: Vec<Value> = events()
+            .into_iter()
+            .filter_map(|e| w.chunk(e).map(data))
+            .collect();
         assert_eq!(chunks.len(), 3, "{chunks:?}");
         for c in &chunks {
             assert_eq!(c["id"], "cmpl-up");
@@ -413,7 +499,10 @@ mod tests {
         );
         // The usage chunk only for a client that asked.
         let mut w = TextWriter::new("a::m", true);
-        let chunks: Vec<Value> = events().into_iter().filter_map(|e| w.chunk(e)).collect();
+        let chunks: Vec<Value> = events()
+            .into_iter()
+            .filter_map(|e| w.chunk(e).map(data))
+            .collect();
         let last = chunks.last().unwrap();
         assert_eq!(last["choices"], json!([]));
         assert_eq!(last["usage"]["total_tokens"], 4);

@@ -2,14 +2,15 @@
 //! [`ApiError`] carries a status, an [`ErrorKind`], a code, a message and
 //! when a retry could succeed; each surface writes it in its own API's
 //! shape (the OpenAI-shaped body is [`ApiError::body`], the one most
-//! clients read; Anthropic's and Responses' renderers are theirs).
+//! clients read, and [`stream_error`] its event in a `data:`-only stream;
+//! Anthropic's and Responses' renderers are theirs).
 //! [`route_error`] says why the engine served nothing, and the functions
 //! below name the server's own refusals (an unknown path, a slow body).
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
-use serde_json::json;
+use serde::Serialize;
 
 use crate::route::domain::{Exhausted, RouteError};
 use crate::upstream::classify::ErrorClass;
@@ -100,19 +101,18 @@ impl ApiError {
         self
     }
 
-    /// The JSON body.
-    pub fn body(&self, now: DateTime<Utc>) -> serde_json::Value {
-        let mut err = json!({
-            "message": self.message,
-            "type": self.kind.as_str(),
-            "code": self.code,
-            "param": null,
-        });
-        if let Some(at) = self.retry_at {
-            err["retryAtMs"] = json!(at.timestamp_millis());
-            let _ = now;
+    /// The OpenAI-shaped JSON body,
+    /// `{"error":{"message","type","code","param","retryAtMs"?}}`.
+    pub fn body(&self) -> ErrorBody<'_> {
+        ErrorBody {
+            error: ErrorObject {
+                message: &self.message,
+                kind: self.kind.as_str(),
+                code: self.code,
+                param: (),
+                retry_at_ms: self.retry_at.map(|at| at.timestamp_millis()),
+            },
         }
-        json!({ "error": err })
     }
 
     /// Seconds until `retry_at`, rounded up, at least 1.
@@ -123,8 +123,7 @@ impl ApiError {
     }
 
     pub fn into_response_at(self, now: DateTime<Utc>) -> Response {
-        let body = self.body(now);
-        let mut resp = (self.status, axum::Json(body)).into_response();
+        let mut resp = (self.status, axum::Json(self.body())).into_response();
         if let Some(secs) = self.retry_after_secs(now)
             && let Ok(v) = HeaderValue::from_str(&secs.to_string())
         {
@@ -138,6 +137,44 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         self.into_response_at(Utc::now())
     }
+}
+
+/// An error in OpenAI's shape, which every OpenAI client reads as it reads
+/// OpenAI's own: [`ApiError::body`], and a stream's error event.
+#[derive(Debug, Serialize)]
+pub struct ErrorBody<'a> {
+    pub error: ErrorObject<'a>,
+}
+
+/// The `error` object of an [`ErrorBody`], in the order OpenAI writes it.
+#[derive(Debug, Serialize)]
+pub struct ErrorObject<'a> {
+    pub message: &'a str,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub code: &'static str,
+    /// Always `null`: no error here is about one parameter.
+    pub param: (),
+    /// When a retry could succeed, in milliseconds since the epoch.
+    #[serde(rename = "retryAtMs", skip_serializing_if = "Option::is_none")]
+    pub retry_at_ms: Option<i64>,
+}
+
+/// A stream that failed after its first chunk, in OpenAI's shape: an
+/// error event (`upstream_stream_failed`), then the end of the stream.
+pub fn stream_error(message: &str) -> String {
+    let ev = ErrorBody {
+        error: ErrorObject {
+            message,
+            kind: ErrorKind::Api.as_str(),
+            code: "upstream_stream_failed",
+            param: (),
+            retry_at_ms: None,
+        },
+    };
+    let mut out = super::sse_event(None, &ev);
+    out.push_str(super::SSE_DONE);
+    out
 }
 
 /// Why a request was not served, as OpenAI would say it.
@@ -365,7 +402,8 @@ mod tests {
         let at = DateTime::<Utc>::from_timestamp(1_700_000_000, 0).unwrap();
         let e = route_error(&exhausted(RouteError::AllCoolingDown { retry_at: at }));
         assert_eq!(e.retry_at, Some(at));
-        assert_eq!(e.body(at)["error"]["retryAtMs"], at.timestamp_millis());
+        let body = serde_json::to_value(e.body()).unwrap();
+        assert_eq!(body["error"]["retryAtMs"], at.timestamp_millis());
         let failed = route_error(&exhausted(RouteError::AllFailed {
             attempts: 1,
             retry_at: None,
@@ -374,5 +412,13 @@ mod tests {
             failed.message,
             "every candidate failed (1 attempt): p::m=server_error"
         );
+    }
+
+    #[test]
+    fn a_stream_error_is_an_event_then_done() {
+        let text = stream_error("boom");
+        assert!(text.starts_with("data: {\"error\":"), "{text}");
+        assert!(text.contains("upstream_stream_failed"), "{text}");
+        assert!(text.ends_with("\n\ndata: [DONE]\n\n"), "{text}");
     }
 }

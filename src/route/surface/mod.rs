@@ -9,8 +9,13 @@
 //! beside it and share [`JsonBody`] (the body, read within
 //! [`BodyLimit`]), [`error::ApiError`] (an error in no particular shape:
 //! status, message, OpenAI's type and code, retry time; each surface
-//! renders it) and the server's routing helpers (`serve::complete`,
-//! `serve::open`, `serve::Routed`). A new surface implements:
+//! renders it), [`openai_finish_reason`] (the four finishes every
+//! surface maps from), the SSE writers ([`sse_event`], [`sse_response`];
+//! and [`event_stream`], [`Chunks`] and [`TokenUsage`] for the `data:`-only
+//! streams of OpenAI's chat and legacy completions) and the server's
+//! routing helpers (`serve::complete`, `serve::open`, `serve::Routed`).
+//! Replies and events are typed `Serialize` models written straight to
+//! bytes. A new surface implements:
 //!
 //! - a body extractor that parses its request into a `ChatRequest`, with
 //!   rejections in its own error shape;
@@ -39,6 +44,11 @@ pub mod responses;
 use axum::body::Bytes;
 use axum::extract::{FromRef, FromRequest, Request};
 use axum::http::{HeaderMap, StatusCode, header};
+
+use serde::Serialize;
+
+use crate::route::domain::StreamEvent;
+use crate::upstream::dialect::Usage;
 
 use error::{ApiError, ErrorKind};
 
@@ -160,8 +170,9 @@ pub fn sse_response(
 /// One server-sent event: `event: <name>` when named, then `data:` and
 /// the JSON, then the blank line. The JSON is written straight into the
 /// event's bytes (`serde_json::to_writer`), which costs about half what
-/// formatting the value with `Display` does.
-pub fn sse_event(name: Option<&str>, data: &serde_json::Value) -> String {
+/// formatting a `Value` with `Display` does, and a typed model is not
+/// built as a `Value` first.
+pub fn sse_event<T: Serialize + ?Sized>(name: Option<&str>, data: &T) -> String {
     let mut out = Vec::with_capacity(256);
     if let Some(name) = name {
         out.extend_from_slice(b"event: ");
@@ -169,11 +180,89 @@ pub fn sse_event(name: Option<&str>, data: &serde_json::Value) -> String {
         out.push(b'\n');
     }
     out.extend_from_slice(b"data: ");
-    // Writing a Value into a Vec cannot fail.
+    // The wire models have string keys only, and writing into a Vec
+    // cannot fail.
     let _ = serde_json::to_writer(&mut out, data);
     out.extend_from_slice(b"\n\n");
     // JSON text is UTF-8, as are the names.
     String::from_utf8(out).unwrap_or_default()
+}
+
+/// The event that ends every `data:`-only stream (OpenAI's chat and
+/// legacy completions).
+pub const SSE_DONE: &str = "data: [DONE]\n\n";
+
+/// What writes a served stream's events as `data:`-only events, the
+/// stream shape of both OpenAI APIs: chat completion chunks
+/// ([`openai::ChunkWriter`]) or text completion ones
+/// ([`completions::TextWriter`]).
+pub trait Chunks {
+    /// The `data:` event `ev` becomes, if any; the end and failures are
+    /// written by [`event_stream`].
+    fn chunk(&mut self, ev: StreamEvent) -> Option<String>;
+}
+
+/// A served stream as a `data:`-only `text/event-stream` response:
+/// chunks as [`Chunks`] writes them, a failure as an OpenAI error event
+/// ([`error::stream_error`]), and `data: [DONE]` last.
+pub fn event_stream(
+    events: impl futures_util::Stream<Item = StreamEvent> + Send + 'static,
+    mut writer: impl Chunks + Send + 'static,
+) -> axum::response::Response {
+    let body = futures_util::StreamExt::filter_map(events, move |ev| {
+        let out = match ev {
+            StreamEvent::Done => Some(SSE_DONE.to_string()),
+            StreamEvent::Failed(msg) => Some(error::stream_error(&msg)),
+            // The engine turns a stall into a failure with its words.
+            StreamEvent::Stalled => None,
+            ev => writer.chunk(ev),
+        };
+        std::future::ready(out)
+    });
+    sse_response(body)
+}
+
+/// The `usage` object of OpenAI's chat and legacy completions, when both
+/// counts are known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TokenUsage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+}
+
+impl TokenUsage {
+    pub fn of(u: Usage) -> Option<TokenUsage> {
+        let (Some(p), Some(c)) = (u.input_tokens, u.output_tokens) else {
+            return None;
+        };
+        Some(TokenUsage {
+            prompt_tokens: p,
+            completion_tokens: c,
+            total_tokens: p + c,
+        })
+    }
+}
+
+/// Seconds since the Unix epoch, for `created`.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A provider's finish or stop reason as one of OpenAI's: `stop`,
+/// `length`, `content_filter` or `tool_calls`. Anything unrecognised ends
+/// normally, as `stop`. Every surface maps from these four, whatever its
+/// own words for them.
+pub fn openai_finish_reason(reason: &str) -> &'static str {
+    match reason {
+        "length" | "max_tokens" | "MAX_TOKENS" | "model_context_window_exceeded" => "length",
+        "content_filter" | "refusal" | "SAFETY" | "RECITATION" | "BLOCKLIST"
+        | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY" => "content_filter",
+        "tool_calls" | "function_call" | "tool_use" => "tool_calls",
+        _ => "stop",
+    }
 }
 
 /// Which error shape a request gets where no handler of its own answers
@@ -203,6 +292,32 @@ impl Shape {
         match self {
             Shape::OpenAi => e.into_response_at(now),
             Shape::Anthropic => anthropic::error_response(e, now),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finish_reasons_map_to_openai_values() {
+        for (from, to) in [
+            ("end_turn", "stop"),
+            ("stop_sequence", "stop"),
+            ("STOP", "stop"),
+            ("stop", "stop"),
+            ("max_tokens", "length"),
+            ("MAX_TOKENS", "length"),
+            ("length", "length"),
+            ("SAFETY", "content_filter"),
+            ("RECITATION", "content_filter"),
+            ("refusal", "content_filter"),
+            ("tool_use", "tool_calls"),
+            ("tool_calls", "tool_calls"),
+            ("FINISH_REASON_UNSPECIFIED", "stop"),
+        ] {
+            assert_eq!(openai_finish_reason(from), to, "{from}");
         }
     }
 }
