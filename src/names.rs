@@ -27,7 +27,14 @@ macro_rules! serde_via_strum {
             fn deserialize<D: ::serde::Deserializer<'de>>(
                 d: D,
             ) -> ::std::result::Result<Self, D::Error> {
-                d.deserialize_str($crate::names::NameVisitor::<$t>::new())
+                // As an enum, not a string: each format then refuses a
+                // value of the wrong kind in the words it uses for a
+                // derived enum (toml: `wanted string or table`).
+                d.deserialize_enum(
+                    stringify!($t),
+                    <$t as ::strum::VariantNames>::VARIANTS,
+                    $crate::names::NameVisitor::<$t>::new(),
+                )
             }
         }
     };
@@ -49,7 +56,7 @@ impl<T> Default for NameVisitor<T> {
     }
 }
 
-impl<T: FromStr + strum::VariantNames> serde::de::Visitor<'_> for NameVisitor<T> {
+impl<'de, T: FromStr + strum::VariantNames> serde::de::Visitor<'de> for NameVisitor<T> {
     type Value = T;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -65,6 +72,24 @@ impl<T: FromStr + strum::VariantNames> serde::de::Visitor<'_> for NameVisitor<T>
 
     fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
         v.parse().map_err(|_| E::unknown_variant(v, T::VARIANTS))
+    }
+
+    /// A unit variant named by a string: how formats hand an enum over.
+    fn visit_enum<A: serde::de::EnumAccess<'de>>(self, data: A) -> Result<T, A::Error> {
+        use serde::de::VariantAccess;
+        // The name read as the variant itself, so that a format places an
+        // unknown name where it stands, as it does for a derived enum.
+        let (value, variant) = data.variant_seed(NameVisitor::<T>::new())?;
+        variant.unit_variant()?;
+        Ok(value)
+    }
+}
+
+impl<'de, T: FromStr + strum::VariantNames> serde::de::DeserializeSeed<'de> for NameVisitor<T> {
+    type Value = T;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<T, D::Error> {
+        d.deserialize_identifier(self)
     }
 }
 
@@ -84,11 +109,12 @@ mod tests {
             err.to_string(),
             "unknown variant `sleeping`, expected one of `active`, `paused`, `disabled` at line 1 column 10"
         );
+        // A value of the wrong kind in each format's words for an enum,
+        // as a derived enum had them.
         let err = serde_json::from_str::<ModelState>("3").unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("expected one of `active`, `paused`, `disabled`"),
-            "{err}"
-        );
+        assert_eq!(err.to_string(), "expected value at line 1 column 1");
+        let err =
+            toml::from_str::<std::collections::BTreeMap<String, ModelState>>("s = 3").unwrap_err();
+        assert!(err.to_string().contains("wanted string or table"), "{err}");
     }
 }

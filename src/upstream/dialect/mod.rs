@@ -122,22 +122,9 @@ impl Dialect {
     }
 }
 
-impl serde::Serialize for Dialect {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
-    }
-}
-
-/// An unknown name is refused in serde's own words (`unknown variant
-/// `x`, expected one of `openai`, …`), which the catalog's errors quote.
-impl<'de> serde::Deserialize<'de> for Dialect {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Dialect, D::Error> {
-        use strum::VariantNames;
-        let name = String::deserialize(d)?;
-        name.parse()
-            .map_err(|_| serde::de::Error::unknown_variant(&name, Dialect::VARIANTS))
-    }
-}
+// An unknown name is refused in serde's own words (`unknown variant
+// `x`, expected one of `openai`, …`), which the catalog's errors quote.
+crate::names::serde_via_strum!(Dialect);
 
 /// Anthropic rejects a request without `max_tokens`.
 pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u32 = 4096;
