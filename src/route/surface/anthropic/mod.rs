@@ -27,6 +27,8 @@
 //!   `rate_limit_error`, `api_error`, `overloaded_error`) and
 //!   `Retry-After` whenever a retry time is known ([`error_response`]).
 
+pub mod wire;
+
 use std::convert::Infallible;
 use std::fmt::Display;
 
@@ -44,6 +46,10 @@ use super::openai::openai_finish_reason;
 use crate::route::domain::StreamEvent;
 use crate::route::send::Completion;
 use crate::upstream::dialect::{ChatMessage, ChatRequest, Content, ReplyDelta, Usage};
+use wire::{
+    Delta, DeltaUsage, ErrorBody, ErrorDetail, ErrorDetails, EventData, Message, MessageType,
+    MessageUsage, ReplyBlock, Role, Stop,
+};
 
 /// Anthropic's error type for a status, as its API documents them.
 pub fn error_type(status: StatusCode) -> &'static str {
@@ -60,15 +66,14 @@ pub fn error_type(status: StatusCode) -> &'static str {
 }
 
 /// `e` as Anthropic's error body.
-pub fn error_body(e: &ApiError) -> Value {
-    let mut body = json!({
-        "type": "error",
-        "error": {"type": error_type(e.status), "message": e.message},
-    });
-    if let Some(code) = e.error_code {
-        body["error"]["details"] = json!({ "error_code": code });
+pub fn error_body(e: &ApiError) -> ErrorBody {
+    ErrorBody {
+        error: ErrorDetail {
+            kind: error_type(e.status),
+            message: e.message.clone(),
+            details: e.error_code.map(|error_code| ErrorDetails { error_code }),
+        },
     }
-    body
 }
 
 /// `e` as an Anthropic error response, with `Retry-After` when a retry
@@ -1100,24 +1105,23 @@ pub fn stop_reason(reason: Option<&str>, called: bool) -> &'static str {
 
 /// The sequence a `stop_sequence` stop hit: known only when the request
 /// had one (the reply does not say which).
-fn stop_sequence(reason: &str, stop: &[String]) -> Value {
+fn stop_sequence(reason: &str, stop: &[String]) -> Option<String> {
     match stop {
-        [one] if reason == "stop_sequence" => json!(one),
-        _ => Value::Null,
+        [one] if reason == "stop_sequence" => Some(one.clone()),
+        _ => None,
     }
 }
 
 /// Anthropic's `usage`: the upstream's counts, or route's estimate of the
-/// prompt and 0 for the answer where it gave none. Route caches nothing,
-/// so the cache counts are 0.
-fn usage(u: Option<Usage>, input_estimate: u64) -> Value {
+/// prompt and 0 for the answer where it gave none.
+fn usage(u: Option<Usage>, input_estimate: u64) -> MessageUsage {
     let u = u.unwrap_or_default();
-    json!({
-        "input_tokens": u.input_tokens.unwrap_or(input_estimate),
-        "output_tokens": u.output_tokens.unwrap_or(0),
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
-    })
+    MessageUsage {
+        input_tokens: u.input_tokens.unwrap_or(input_estimate),
+        output_tokens: u.output_tokens.unwrap_or(0),
+        cache_creation_input_tokens: 0,
+        cache_read_input_tokens: 0,
+    }
 }
 
 /// A tool call's arguments as the `input` object: empty text is `{}`;
@@ -1125,7 +1129,7 @@ fn usage(u: Option<Usage>, input_estimate: u64) -> Value {
 /// than an invented object.
 fn tool_input(arguments: &str) -> Value {
     if arguments.trim().is_empty() {
-        return json!({});
+        return Value::Object(Map::new());
     }
     serde_json::from_str(arguments).unwrap_or_else(|_| Value::String(arguments.to_string()))
 }
@@ -1134,32 +1138,33 @@ fn tool_input(arguments: &str) -> Value {
 /// (no empty text block beside tool calls), `stop_reason`,
 /// `stop_sequence`, `usage` ([`usage`]), the candidate's model id. The
 /// reply's reasoning is left out: `thinking` is never passed on.
-pub fn message_body(c: &Completion, input_estimate: u64, stop: &[String]) -> Value {
+pub fn message_body(c: &Completion, input_estimate: u64, stop: &[String]) -> Message {
     let reply = &c.reply;
     let called = !reply.tool_calls.is_empty();
     let mut content = Vec::with_capacity(1 + reply.tool_calls.len());
     if !reply.text.is_empty() || !called {
-        content.push(json!({"type": "text", "text": reply.text}));
+        content.push(ReplyBlock::Text {
+            text: reply.text.clone(),
+        });
     }
     for t in &reply.tool_calls {
-        content.push(json!({
-            "type": "tool_use",
-            "id": t.id,
-            "name": t.name,
-            "input": tool_input(&t.arguments),
-        }));
+        content.push(ReplyBlock::ToolUse {
+            id: t.id.clone(),
+            name: t.name.clone(),
+            input: tool_input(&t.arguments),
+        });
     }
     let reason = stop_reason(reply.finish_reason.as_deref(), called);
-    json!({
-        "id": message_id(c.upstream_id.as_deref()),
-        "type": "message",
-        "role": "assistant",
-        "model": c.model,
-        "content": content,
-        "stop_reason": reason,
-        "stop_sequence": stop_sequence(reason, stop),
-        "usage": usage(reply.usage, input_estimate),
-    })
+    Message {
+        id: message_id(c.upstream_id.as_deref()),
+        kind: MessageType::Message,
+        role: Role::Assistant,
+        model: c.model.clone(),
+        content,
+        stop_reason: Some(reason),
+        stop_sequence: stop_sequence(reason, stop),
+        usage: usage(reply.usage, input_estimate),
+    }
 }
 
 /// The content block a stream has open.
@@ -1197,7 +1202,7 @@ pub struct MessageWriter {
 }
 
 /// One event: its name and its data.
-pub type Named = (&'static str, Value);
+pub type Named = (&'static str, EventData);
 
 impl MessageWriter {
     /// For a reply from `model` (the candidate's id) to a request whose
@@ -1238,26 +1243,25 @@ impl MessageWriter {
                 self.close(&mut out);
                 let reason = stop_reason(self.finish.as_deref(), !self.calls.is_empty());
                 let u = self.usage.unwrap_or_default();
-                out.push((
-                    "message_delta",
-                    json!({
-                        "type": "message_delta",
-                        "delta": {
-                            "stop_reason": reason,
-                            "stop_sequence": stop_sequence(reason, &self.stop),
-                        },
-                        "usage": {
-                            "input_tokens": u.input_tokens.unwrap_or(self.input_estimate),
-                            "output_tokens": u.output_tokens.unwrap_or(0),
-                        },
-                    }),
-                ));
-                out.push(("message_stop", json!({"type": "message_stop"})));
+                out.push(named(EventData::MessageDelta {
+                    delta: Stop {
+                        stop_reason: reason,
+                        stop_sequence: stop_sequence(reason, &self.stop),
+                    },
+                    usage: DeltaUsage {
+                        input_tokens: u.input_tokens.unwrap_or(self.input_estimate),
+                        output_tokens: u.output_tokens.unwrap_or(0),
+                    },
+                }));
+                out.push(named(EventData::MessageStop));
             }
-            StreamEvent::Failed(msg) => out.push((
-                "error",
-                json!({"type": "error", "error": {"type": "api_error", "message": msg}}),
-            )),
+            StreamEvent::Failed(message) => out.push(named(EventData::Error {
+                error: ErrorDetail {
+                    kind: "api_error",
+                    message,
+                    details: None,
+                },
+            })),
             // The engine turns a stall into a failure; native events are
             // never asked for.
             StreamEvent::Stalled | StreamEvent::Native(_) => {}
@@ -1274,12 +1278,17 @@ impl MessageWriter {
                 let index = match self.open {
                     Some(Open::Text { index }) => index,
                     _ => {
-                        let index = self.open_block(json!({"type": "text", "text": ""}), out);
+                        let index = self.open_block(
+                            ReplyBlock::Text {
+                                text: String::new(),
+                            },
+                            out,
+                        );
                         self.open = Some(Open::Text { index });
                         index
                     }
                 };
-                out.push(delta(index, json!({"type": "text_delta", "text": t})));
+                out.push(delta(index, Delta::TextDelta { text: t }));
             }
             ReplyDelta::ToolCall(d) => {
                 self.start(None, out);
@@ -1287,12 +1296,13 @@ impl MessageWriter {
                 let index = match known {
                     Some(index) => index,
                     None => {
-                        let block = json!({
-                            "type": "tool_use",
-                            "id": d.id.unwrap_or_else(|| format!("toolu_{:016x}", rand::random::<u64>())),
-                            "name": d.name.unwrap_or_default(),
-                            "input": {},
-                        });
+                        let block = ReplyBlock::ToolUse {
+                            id: d
+                                .id
+                                .unwrap_or_else(|| format!("toolu_{:016x}", rand::random::<u64>())),
+                            name: d.name.unwrap_or_default(),
+                            input: Value::Object(Map::new()),
+                        };
                         let index = self.open_block(block, out);
                         self.open = Some(Open::Tool {
                             call: d.index,
@@ -1307,7 +1317,9 @@ impl MessageWriter {
                 if !d.arguments.is_empty() {
                     out.push(delta(
                         index,
-                        json!({"type": "input_json_delta", "partial_json": d.arguments}),
+                        Delta::InputJsonDelta {
+                            partial_json: d.arguments,
+                        },
                     ));
                 }
             }
@@ -1323,50 +1335,44 @@ impl MessageWriter {
             return;
         }
         self.started = true;
-        out.push((
-            "message_start",
-            json!({
-                "type": "message_start",
-                "message": {
-                    "id": message_id(id),
-                    "type": "message",
-                    "role": "assistant",
-                    "model": self.model,
-                    "content": [],
-                    "stop_reason": null,
-                    "stop_sequence": null,
-                    "usage": usage(None, self.input_estimate),
-                },
-            }),
-        ));
+        out.push(named(EventData::MessageStart {
+            message: Message {
+                id: message_id(id),
+                kind: MessageType::Message,
+                role: Role::Assistant,
+                model: self.model.clone(),
+                content: Vec::new(),
+                stop_reason: None,
+                stop_sequence: None,
+                usage: usage(None, self.input_estimate),
+            },
+        }));
     }
 
-    fn open_block(&mut self, block: Value, out: &mut Vec<Named>) -> usize {
+    fn open_block(&mut self, content_block: ReplyBlock, out: &mut Vec<Named>) -> usize {
         self.close(out);
         let index = self.next_index;
         self.next_index += 1;
-        out.push((
-            "content_block_start",
-            json!({"type": "content_block_start", "index": index, "content_block": block}),
-        ));
+        out.push(named(EventData::ContentBlockStart {
+            index,
+            content_block,
+        }));
         index
     }
 
     fn close(&mut self, out: &mut Vec<Named>) {
         if let Some(Open::Text { index } | Open::Tool { index, .. }) = self.open.take() {
-            out.push((
-                "content_block_stop",
-                json!({"type": "content_block_stop", "index": index}),
-            ));
+            out.push(named(EventData::ContentBlockStop { index }));
         }
     }
 }
 
-fn delta(index: usize, d: Value) -> Named {
-    (
-        "content_block_delta",
-        json!({"type": "content_block_delta", "index": index, "delta": d}),
-    )
+fn named(data: EventData) -> Named {
+    (data.name(), data)
+}
+
+fn delta(index: usize, delta: Delta) -> Named {
+    named(EventData::ContentBlockDelta { index, delta })
 }
 
 /// A served stream as Anthropic's `text/event-stream`: named events from
@@ -1378,7 +1384,10 @@ pub fn event_stream(
 ) -> Response {
     let body = events.flat_map(move |ev| {
         let named = writer.events(ev).into_iter().map(|(name, data)| {
-            Ok::<Event, Infallible>(Event::default().event(name).data(data.to_string()))
+            // Nothing in the data can fail to serialize: no map has
+            // non-string keys.
+            let data = serde_json::to_string(&data).unwrap_or_default();
+            Ok::<Event, Infallible>(Event::default().event(name).data(data))
         });
         futures_util::stream::iter(named)
     });
@@ -1391,6 +1400,24 @@ pub fn event_stream(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // The typed bodies as the JSON a client reads.
+    fn error_body(e: &ApiError) -> Value {
+        serde_json::to_value(super::error_body(e)).unwrap()
+    }
+
+    fn message_body(c: &Completion, input_estimate: u64, stop: &[String]) -> Value {
+        serde_json::to_value(super::message_body(c, input_estimate, stop)).unwrap()
+    }
+
+    type Named = (&'static str, Value);
+
+    fn events(w: &mut MessageWriter, ev: StreamEvent) -> Vec<Named> {
+        w.events(ev)
+            .into_iter()
+            .map(|(name, data)| (name, serde_json::to_value(data).unwrap()))
+            .collect()
+    }
 
     fn read(body: Value) -> Result<Messages, ApiError> {
         read_messages(body.to_string().as_bytes(), Purpose::Create)
@@ -2134,7 +2161,7 @@ mod tests {
             },
             StreamEvent::Done,
         ];
-        let out: Vec<Named> = evs.into_iter().flat_map(|e| w.events(e)).collect();
+        let out: Vec<Named> = evs.into_iter().flat_map(|e| events(&mut w, e)).collect();
         let names: Vec<&str> = out.iter().map(|(n, _)| *n).collect();
         assert_eq!(
             names,
@@ -2244,7 +2271,7 @@ mod tests {
         let mut out = Vec::new();
         let mut live = Vec::new();
         for e in evs {
-            let n = w.events(e);
+            let n = events(&mut w, e);
             live.push(n.len());
             out.extend(n);
         }
@@ -2294,8 +2321,11 @@ mod tests {
     #[test]
     fn a_failure_after_the_first_byte_is_an_error_event() {
         let mut w = MessageWriter::new("a::ok", 3, &[]);
-        let mut out = w.events(StreamEvent::Delta(ReplyDelta::Text("Hel".into())));
-        out.extend(w.events(StreamEvent::Failed("upstream went away".into())));
+        let mut out = events(&mut w, StreamEvent::Delta(ReplyDelta::Text("Hel".into())));
+        out.extend(events(
+            &mut w,
+            StreamEvent::Failed("upstream went away".into()),
+        ));
         let names: Vec<&str> = out.iter().map(|(n, _)| *n).collect();
         assert_eq!(
             names,
