@@ -37,7 +37,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use futures_util::{Stream, StreamExt};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::Dropped;
 use super::calls::Holdback;
@@ -46,6 +46,9 @@ use super::openai::openai_finish_reason;
 use crate::route::domain::StreamEvent;
 use crate::route::send::Completion;
 use crate::upstream::dialect::{ChatMessage, ChatRequest, Content, ReplyDelta, Usage};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+use wire::chat;
 use wire::{
     Delta, DeltaUsage, ErrorBody, ErrorDetail, ErrorDetails, EventData, Message, MessageType,
     MessageUsage, ReplyBlock, Role, Stop,
@@ -233,7 +236,6 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
     }
     obj.shift_remove("thread");
     let mut reading = Reading::default();
-    let mut extra = Map::new();
     let model = match obj.shift_remove("model") {
         Some(Value::String(s)) => s,
         None | Some(Value::Null) => return Err(invalid("model", REQUIRED)),
@@ -294,7 +296,7 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
         ));
     }
     let mut dropped = std::mem::take(&mut reading.dropped);
-    read_tools(&mut obj, &mut extra, &mut dropped)?;
+    let tools = read_tools(&mut obj, &mut dropped)?;
     let stop = match obj.shift_remove("stop_sequences") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(a)) => a
@@ -312,13 +314,11 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
     };
     let temperature = opt_f64("temperature", obj.shift_remove("temperature"))?;
     let top_p = opt_f64("top_p", obj.shift_remove("top_p"))?;
-    match obj.shift_remove("top_k") {
-        None | Some(Value::Null) => {}
-        Some(Value::Number(n)) if n.is_u64() => {
-            extra.insert("top_k".into(), Value::Number(n));
-        }
+    let top_k = match obj.shift_remove("top_k") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) if n.is_u64() => Some(n),
         Some(_) => return Err(invalid("top_k", "Input should be a valid integer")),
-    }
+    };
     let stream = match obj.shift_remove("stream") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => b,
@@ -327,19 +327,20 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
     // The router reads `metadata.user_id` as the conversation; the
     // server moves it to `user` once it has (`metadata_to_user`). Its
     // other keys are tags for Anthropic's own records.
+    let mut metadata = None;
     if let Some(m) = obj.shift_remove("metadata").filter(|m| !m.is_null()) {
         let Value::Object(mut m) = m else {
             return Err(invalid("metadata", "Input should be a valid dictionary"));
         };
-        if let Some(u) = opt_str("metadata.user_id", m.shift_remove("user_id"))? {
-            extra.insert("metadata".into(), json!({ "user_id": u }));
-        }
+        metadata = opt_str("metadata.user_id", m.shift_remove("user_id"))?
+            .map(|user_id| chat::Metadata { user_id });
     }
     match obj.shift_remove("thinking") {
         None | Some(Value::Null) => {}
         Some(t) if t.get("type").and_then(Value::as_str) == Some("disabled") => {}
         Some(_) => dropped.add("thinking"),
     }
+    let mut format = None;
     if let Some(c) = obj.shift_remove("output_config").filter(|c| !c.is_null()) {
         let Value::Object(c) = c else {
             return Err(invalid(
@@ -350,12 +351,7 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
         for (k, v) in c {
             match k.as_str() {
                 _ if v.is_null() => {}
-                "format" => {
-                    extra.insert(
-                        "response_format".into(),
-                        output_format("output_config.format", &v)?,
-                    );
-                }
+                "format" => format = Some(output_format("output_config.format", &v)?),
                 // `effort` and anything newer: ways of thinking that no
                 // mapping would honour on every candidate.
                 _ => dropped.add(format!("output_config.{k}")),
@@ -364,10 +360,7 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
     }
     // The structured-outputs beta's spelling of `output_config.format`.
     if let Some(f) = obj.shift_remove("output_format").filter(|f| !f.is_null()) {
-        extra.insert(
-            "response_format".into(),
-            output_format("output_format", &f)?,
-        );
+        format = Some(output_format("output_format", &f)?);
     }
     match obj.shift_remove("mcp_servers") {
         None | Some(Value::Null) => {}
@@ -420,7 +413,7 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
             top_p,
             stop,
             stream,
-            extra,
+            extra: chat_fields(tools, top_k, metadata, format),
             ..ChatRequest::new(&model, messages)
         },
         dropped: dropped.into_vec(),
@@ -501,7 +494,7 @@ fn system_text(at: &str, v: Value, dropped: &mut Dropped) -> Result<Option<Strin
 }
 
 /// `{"type":"json_schema","schema"}` as a chat `response_format`.
-fn output_format(at: &str, f: &Value) -> Result<Value, ApiError> {
+fn output_format(at: &str, f: &Value) -> Result<chat::ResponseFormat, ApiError> {
     if f.get("type").and_then(Value::as_str) != Some("json_schema") {
         return Err(invalid(
             format!("{at}.type"),
@@ -512,10 +505,12 @@ fn output_format(at: &str, f: &Value) -> Result<Value, ApiError> {
         .get("schema")
         .filter(|s| s.is_object())
         .ok_or_else(|| invalid(format!("{at}.schema"), REQUIRED))?;
-    Ok(json!({
-        "type": "json_schema",
-        "json_schema": {"name": "output", "schema": schema},
-    }))
+    Ok(chat::ResponseFormat::JsonSchema {
+        json_schema: chat::JsonSchema {
+            name: "output",
+            schema: schema.clone(),
+        },
+    })
 }
 
 /// One message (`messages.{i}`), as one or more chat messages: a user
@@ -603,14 +598,14 @@ fn read_message(
 
 /// Content parts as a message's content: one text part as plain text
 /// (which every OpenAI-compatible upstream takes), otherwise the parts.
-fn content_of(mut parts: Vec<Value>) -> Content {
+fn content_of(mut parts: Vec<chat::Part>) -> Content {
     if parts.len() == 1
-        && parts[0]["type"] == "text"
-        && let Some(Value::String(t)) = parts[0].get_mut("text").map(Value::take)
+        && let Some(chat::Part::Text { text }) =
+            parts.pop_if(|p| matches!(p, chat::Part::Text { .. }))
     {
-        return Content::Text(t);
+        return Content::Text(text);
     }
-    Content::Parts(parts)
+    Content::Parts(parts.into_iter().map(chat::to_json).collect())
 }
 
 /// What one content block becomes: text, an image part, nothing (left out
@@ -618,7 +613,7 @@ fn content_of(mut parts: Vec<Value>) -> Content {
 /// conversation, the caller's to handle.
 enum Block {
     Text(String),
-    Image(Value),
+    Image(chat::Part),
     Silent,
     ToolUse,
     ToolResult,
@@ -741,7 +736,7 @@ fn user_turn(
     for (j, b) in blocks.into_iter().enumerate() {
         let at = format!("{at}.content.{j}");
         match content_block(&at, &b, &mut reading.dropped)? {
-            Block::Text(t) => parts.push(json!({"type": "text", "text": t})),
+            Block::Text(text) => parts.push(chat::Part::Text { text }),
             Block::Image(p) => parts.push(p),
             Block::Silent => {}
             Block::ToolResult => {
@@ -768,7 +763,7 @@ fn user_turn(
 }
 /// An `image` block as an `image_url` part: a `base64` source as a data
 /// URL, a `url` source as its URL.
-fn image_part(at: &str, b: &Value) -> Result<Value, ApiError> {
+fn image_part(at: &str, b: &Value) -> Result<chat::Part, ApiError> {
     let source = b
         .get("source")
         .filter(|s| s.is_object())
@@ -795,7 +790,9 @@ fn image_part(at: &str, b: &Value) -> Result<Value, ApiError> {
             ));
         }
     };
-    Ok(json!({"type": "image_url", "image_url": {"url": url}}))
+    Ok(chat::Part::ImageUrl {
+        image_url: chat::ImageUrl { url },
+    })
 }
 
 /// A `tool_result` block as a `tool` message, and the images it holds,
@@ -807,7 +804,7 @@ fn tool_result(
     at: &str,
     b: &Value,
     reading: &mut Reading,
-) -> Result<(ChatMessage, Vec<Value>), ApiError> {
+) -> Result<(ChatMessage, Vec<chat::Part>), ApiError> {
     let id = req_str(at, b, "tool_use_id")?;
     // A result that answers no call is refused here, never forwarded:
     // every upstream refuses one (Anthropic: "unexpected `tool_use_id`
@@ -911,11 +908,11 @@ fn assistant_turn(
                     }
                 };
                 reading.tool_uses.insert(id.clone());
-                calls.push(json!({
-                    "id": id,
-                    "type": "function",
-                    "function": {"name": name, "arguments": arguments},
-                }));
+                calls.push(chat::ToolCall {
+                    id,
+                    kind: chat::Function::Function,
+                    function: chat::Call { name, arguments },
+                });
             }
         }
     }
@@ -927,7 +924,7 @@ fn assistant_turn(
     let content = (!texts.is_empty()).then(|| Content::Text(texts.join("\n\n")));
     let mut extra = Map::new();
     if !calls.is_empty() {
-        extra.insert("tool_calls".into(), Value::Array(calls));
+        extra.insert("tool_calls".into(), chat::to_json(calls));
     }
     out.push(ChatMessage {
         role: "assistant".into(),
@@ -937,28 +934,85 @@ fn assistant_turn(
     Ok(())
 }
 
+/// A Messages request's tools and `tool_choice`, as the chat API's.
+#[derive(Debug, Default)]
+struct Tools {
+    tools: Vec<chat::Tool>,
+    choice: Option<chat::ToolChoice>,
+    parallel: Option<bool>,
+}
+
+/// A declared tool, as route reads it; `name` checked by hand for the
+/// refusal's words. Wrongly typed `type` or `strict` read as absent.
+#[derive(Deserialize)]
+struct ToolIn {
+    #[serde(default)]
+    name: Option<Value>,
+    #[serde(rename = "type", default, deserialize_with = "lenient")]
+    kind: Option<String>,
+    #[serde(default)]
+    description: Option<Value>,
+    #[serde(default)]
+    input_schema: Option<Value>,
+    #[serde(default, deserialize_with = "lenient")]
+    strict: Option<bool>,
+}
+
+/// `tool_choice`, as route reads it.
+#[derive(Deserialize)]
+struct ToolChoiceIn {
+    #[serde(rename = "type", default, deserialize_with = "lenient")]
+    kind: Option<String>,
+    #[serde(default)]
+    name: Option<Value>,
+    #[serde(default, deserialize_with = "lenient")]
+    disable_parallel_tool_use: Option<bool>,
+}
+
+/// A field read leniently: a value of another type reads as absent, as
+/// where route only looks for one value (`strict: true`).
+fn lenient<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    Ok(T::deserialize(Value::deserialize(d)?).ok())
+}
+
+/// A required string read from a view's field (`{at}.{field}`), refused
+/// in Pydantic's words as [`req_str`] does.
+fn need_str(at: &str, field: &str, v: Option<Value>) -> Result<String, ApiError> {
+    match v {
+        Some(Value::String(s)) => Ok(s),
+        None | Some(Value::Null) => Err(invalid(format!("{at}.{field}"), REQUIRED)),
+        Some(_) => Err(invalid(
+            format!("{at}.{field}"),
+            "Input should be a valid string",
+        )),
+    }
+}
+
 /// `tools` and `tool_choice` as chat `tools`, `tool_choice` and
 /// `parallel_tool_calls`. Custom tools (no `type`, or `custom`) become
 /// function tools; Anthropic's server tools (`web_search_*`, `bash_*`,
 /// …), which no upstream behind route runs, are dropped and reported as
 /// `tools[name]`, unless `tool_choice` forces one: then a 400.
-fn read_tools(
-    obj: &mut Map<String, Value>,
-    extra: &mut Map<String, Value>,
-    dropped: &mut Dropped,
-) -> Result<(), ApiError> {
+fn read_tools(obj: &mut Map<String, Value>, dropped: &mut Dropped) -> Result<Tools, ApiError> {
     let mut tools = Vec::new();
     let mut server = Vec::new();
     match obj.shift_remove("tools") {
         None | Some(Value::Null) => {}
         Some(Value::Array(a)) => {
-            for (i, mut t) in a.into_iter().enumerate() {
+            for (i, t) in a.into_iter().enumerate() {
                 let at = format!("tools.{i}");
                 if !t.is_object() {
                     return Err(invalid(at, "Input should be a valid dictionary"));
                 }
-                let name = req_str(&at, &t, "name")?;
-                match t.get("type").and_then(Value::as_str) {
+                // Every field is optional and read leniently: an object
+                // always reads.
+                let t = ToolIn::deserialize(t).map_err(|e| invalid(&at, e))?;
+                let name = need_str(&at, "name", t.name)?;
+                match t.kind.as_deref() {
                     None | Some("custom") => {}
                     Some(_) => {
                         dropped.add(format!("tools[{name}]"));
@@ -966,40 +1020,41 @@ fn read_tools(
                         continue;
                     }
                 }
-                let mut function = json!({"name": name});
-                if let Some(d) = t.get_mut("description").map(Value::take)
-                    && !d.is_null()
-                {
-                    function["description"] = d;
-                }
-                match t.get_mut("input_schema").map(Value::take) {
-                    None | Some(Value::Null) => {}
-                    Some(s @ Value::Object(_)) => function["parameters"] = s,
+                let parameters = match t.input_schema {
+                    None | Some(Value::Null) => None,
+                    Some(s @ Value::Object(_)) => Some(s),
                     Some(_) => {
                         return Err(invalid(
                             format!("{at}.input_schema"),
                             "Input should be a valid dictionary",
                         ));
                     }
-                }
-                if t.get("strict").and_then(Value::as_bool) == Some(true) {
-                    function["strict"] = json!(true);
-                }
-                tools.push(json!({"type": "function", "function": function}));
+                };
+                tools.push(chat::Tool {
+                    kind: chat::Function::Function,
+                    function: chat::Declaration {
+                        name,
+                        description: t.description.filter(|d| !d.is_null()),
+                        parameters,
+                        strict: (t.strict == Some(true)).then_some(true),
+                    },
+                });
             }
         }
         Some(_) => return Err(invalid("tools", "Input should be a valid list")),
     }
     let choice = match obj.shift_remove("tool_choice") {
         None | Some(Value::Null) => None,
-        Some(c @ Value::Object(_)) => Some(c),
+        Some(c @ Value::Object(_)) => {
+            Some(ToolChoiceIn::deserialize(c).map_err(|e| invalid("tool_choice", e))?)
+        }
         Some(_) => return Err(invalid("tool_choice", "Input should be a valid dictionary")),
     };
     let mut parallel = None;
-    let choice = match &choice {
+    let choice = match choice {
         None => None,
         Some(c) => {
-            if c.get("disable_parallel_tool_use").and_then(Value::as_bool) == Some(true) {
+            if c.disable_parallel_tool_use == Some(true) {
                 parallel = Some(false);
             }
             let forced_server = |name: &str| {
@@ -1011,9 +1066,9 @@ fn read_tools(
                     ),
                 )
             };
-            match c.get("type").and_then(Value::as_str) {
-                Some("auto") => Some(json!("auto")),
-                Some("none") => Some(json!("none")),
+            match c.kind.as_deref() {
+                Some("auto") => Some(chat::ToolChoice::Mode("auto")),
+                Some("none") => Some(chat::ToolChoice::Mode("none")),
                 Some("any") => {
                     if tools.is_empty() {
                         return Err(match server.first() {
@@ -1023,20 +1078,23 @@ fn read_tools(
                             }
                         });
                     }
-                    Some(json!("required"))
+                    Some(chat::ToolChoice::Mode("required"))
                 }
                 Some("tool") => {
-                    let name = req_str("tool_choice", c, "name")?;
+                    let name = need_str("tool_choice", "name", c.name)?;
                     if server.contains(&name) {
                         return Err(forced_server(&name));
                     }
-                    if !tools.iter().any(|t| t["function"]["name"] == name.as_str()) {
+                    if !tools.iter().any(|t| t.function.name == name) {
                         return Err(invalid(
                             "tool_choice.name",
                             format!("no tool named {name:?} is declared"),
                         ));
                     }
-                    Some(json!({"type": "function", "function": {"name": name}}))
+                    Some(chat::ToolChoice::Forced {
+                        kind: chat::Function::Function,
+                        function: chat::Named { name },
+                    })
                 }
                 _ => {
                     return Err(invalid(
@@ -1050,16 +1108,46 @@ fn read_tools(
     // Without tools, `auto` and `none` ask for nothing (and the chat API
     // refuses tool fields without tools).
     if tools.is_empty() {
-        return Ok(());
+        return Ok(Tools::default());
     }
-    extra.insert("tools".into(), Value::Array(tools));
-    if let Some(c) = choice {
-        extra.insert("tool_choice".into(), c);
+    Ok(Tools {
+        tools,
+        choice,
+        parallel,
+    })
+}
+
+/// The chat fields a Messages request sets beyond the router's typed
+/// ones, in the order the chat request has always held them: `tools`,
+/// `tool_choice`, `parallel_tool_calls`, `top_k`, `metadata` (which
+/// [`metadata_to_user`] moves once the router has read it),
+/// `response_format`.
+fn chat_fields(
+    tools: Tools,
+    top_k: Option<serde_json::Number>,
+    metadata: Option<chat::Metadata>,
+    format: Option<chat::ResponseFormat>,
+) -> Map<String, Value> {
+    let mut extra = Map::new();
+    if !tools.tools.is_empty() {
+        extra.insert("tools".into(), chat::to_json(tools.tools));
     }
-    if let Some(p) = parallel {
-        extra.insert("parallel_tool_calls".into(), json!(p));
+    if let Some(c) = tools.choice {
+        extra.insert("tool_choice".into(), chat::to_json(c));
     }
-    Ok(())
+    if let Some(p) = tools.parallel {
+        extra.insert("parallel_tool_calls".into(), Value::Bool(p));
+    }
+    if let Some(k) = top_k {
+        extra.insert("top_k".into(), Value::Number(k));
+    }
+    if let Some(m) = metadata {
+        extra.insert("metadata".into(), chat::to_json(m));
+    }
+    if let Some(f) = format {
+        extra.insert("response_format".into(), chat::to_json(f));
+    }
+    extra
 }
 
 /// Move `metadata.user_id` to the chat field `user` (which the Anthropic
@@ -1400,6 +1488,7 @@ pub fn event_stream(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     // The typed bodies as the JSON a client reads.
     fn error_body(e: &ApiError) -> Value {
