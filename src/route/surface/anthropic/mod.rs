@@ -46,9 +46,11 @@ use super::openai::openai_finish_reason;
 use crate::route::domain::StreamEvent;
 use crate::route::send::Completion;
 use crate::upstream::dialect::{ChatMessage, ChatRequest, Content, ReplyDelta, Usage};
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use wire::chat;
+use wire::input::{
+    BlockIn, ContextManagementIn, FormatIn, SourceIn, TextIn, ToolChoiceIn, ToolIn, TypeIn, view,
+};
 use wire::{
     Delta, DeltaUsage, ErrorBody, ErrorDetail, ErrorDetails, EventData, Message, MessageType,
     MessageUsage, ReplyBlock, Role, Stop,
@@ -127,10 +129,11 @@ fn opt_str(at: &str, v: Option<Value>) -> Result<Option<String>, ApiError> {
     }
 }
 
-/// A required string field of a block.
-fn req_str(at: &str, b: &Value, field: &str) -> Result<String, ApiError> {
-    match b.get(field) {
-        Some(Value::String(s)) => Ok(s.clone()),
+/// A required string field (`{at}.{field}`) of a block, a tool or a
+/// source, in Pydantic's words when it is missing or not a string.
+fn req_str(at: &str, field: &str, v: Option<Value>) -> Result<String, ApiError> {
+    match v {
+        Some(Value::String(s)) => Ok(s),
         None | Some(Value::Null) => Err(invalid(format!("{at}.{field}"), REQUIRED)),
         Some(_) => Err(invalid(
             format!("{at}.{field}"),
@@ -226,7 +229,7 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
     // A thread keeps the conversation on the server, which route does not:
     // refused first, in the words the SDKs fall back on (they then send the
     // whole history without `thread`).
-    if obj.get("thread").is_some_and(|t| !t.is_null()) {
+    if obj.shift_remove("thread").is_some_and(|t| !t.is_null()) {
         return Err(invalid(
             "thread",
             "route keeps no message threads: send the whole conversation in messages, \
@@ -234,7 +237,6 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
         )
         .with_error_code(THREAD_UNSUPPORTED));
     }
-    obj.shift_remove("thread");
     let mut reading = Reading::default();
     let model = match obj.shift_remove("model") {
         Some(Value::String(s)) => s,
@@ -258,27 +260,25 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
     };
     let system = match obj.shift_remove("system") {
         None | Some(Value::Null) => None,
-        Some(v) => system_text("system", v, &mut reading.dropped)?,
+        v => system_text("system", ContentIn::read(v), &mut reading.dropped)?,
     }
     .filter(|s| !s.is_empty());
-    let raw = match obj.shift_remove("messages") {
-        Some(Value::Array(a)) => a,
+    let turns: Vec<Turn> = match obj.shift_remove("messages") {
+        Some(Value::Array(a)) => a.into_iter().map(Turn::read).collect(),
         None | Some(Value::Null) => return Err(invalid("messages", REQUIRED)),
         Some(_) => return Err(invalid("messages", "Input should be a valid list")),
     };
-    if raw.is_empty() {
+    if turns.is_empty() {
         return Err(invalid("messages", "at least one message is required"));
     }
     // Whether any message has a block: if none does, the messages are
     // empty, not made only of what route leaves out.
-    let any_block = raw.iter().any(|m| {
-        m.get("content")
-            .and_then(Value::as_array)
-            .is_some_and(|b| !b.is_empty())
-    });
-    unanswered_calls(&raw)?;
-    let mut messages = Vec::with_capacity(raw.len());
-    for (i, m) in raw.into_iter().enumerate() {
+    let any_block = turns
+        .iter()
+        .any(|t| matches!(t, Turn::Object { content: ContentIn::Blocks(b), .. } if !b.is_empty()));
+    unanswered_calls(&turns)?;
+    let mut messages = Vec::with_capacity(turns.len());
+    for (i, m) in turns.into_iter().enumerate() {
         read_message(i, m, &mut messages, &mut reading)?;
     }
     if !messages.iter().any(|m| !m.is_system()) {
@@ -335,10 +335,10 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
         metadata = opt_str("metadata.user_id", m.shift_remove("user_id"))?
             .map(|user_id| chat::Metadata { user_id });
     }
-    match obj.shift_remove("thinking") {
-        None | Some(Value::Null) => {}
-        Some(t) if t.get("type").and_then(Value::as_str) == Some("disabled") => {}
-        Some(_) => dropped.add("thinking"),
+    if let Some(t) = obj.shift_remove("thinking").filter(|t| !t.is_null())
+        && view::<TypeIn>(t).kind.as_deref() != Some("disabled")
+    {
+        dropped.add("thinking");
     }
     let mut format = None;
     if let Some(c) = obj.shift_remove("output_config").filter(|c| !c.is_null()) {
@@ -351,7 +351,7 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
         for (k, v) in c {
             match k.as_str() {
                 _ if v.is_null() => {}
-                "format" => format = Some(output_format("output_config.format", &v)?),
+                "format" => format = Some(output_format("output_config.format", v)?),
                 // `effort` and anything newer: ways of thinking that no
                 // mapping would honour on every candidate.
                 _ => dropped.add(format!("output_config.{k}")),
@@ -360,7 +360,7 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
     }
     // The structured-outputs beta's spelling of `output_config.format`.
     if let Some(f) = obj.shift_remove("output_format").filter(|f| !f.is_null()) {
-        format = Some(output_format("output_format", &f)?);
+        format = Some(output_format("output_format", f)?);
     }
     match obj.shift_remove("mcp_servers") {
         None | Some(Value::Null) => {}
@@ -383,11 +383,11 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
         .filter(|c| !c.is_null())
     {
         // No edits at all ask for nothing either.
-        let only_thinking = match cm.get("edits") {
+        let only_thinking = match view::<ContextManagementIn>(cm).edits {
             None | Some(Value::Null) => true,
-            Some(Value::Array(edits)) => edits.iter().all(|e| {
-                e.get("type")
-                    .and_then(Value::as_str)
+            Some(Value::Array(edits)) => edits.into_iter().all(|e| {
+                view::<TypeIn>(e)
+                    .kind
                     .is_some_and(|t| t.starts_with("clear_thinking"))
             }),
             Some(_) => false,
@@ -420,39 +420,140 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
     })
 }
 
+/// A message, its role and content taken out: read whole before any of
+/// it is checked, as calls left unanswered are refused ahead of anything
+/// else in the messages.
+enum Turn {
+    /// Not an object: refused where it is read.
+    NotObject,
+    Object {
+        role: Option<Value>,
+        content: ContentIn,
+        /// Whatever else it carries, which goes, named.
+        rest: Map<String, Value>,
+    },
+}
+
+impl Turn {
+    fn read(m: Value) -> Turn {
+        let Value::Object(mut m) = m else {
+            return Turn::NotObject;
+        };
+        Turn::Object {
+            role: m.shift_remove("role"),
+            content: ContentIn::read(m.shift_remove("content")),
+            rest: m,
+        }
+    }
+
+    /// Its role when it is a string, else `""`.
+    fn role(&self) -> &str {
+        match self {
+            Turn::Object {
+                role: Some(Value::String(r)),
+                ..
+            } => r,
+            _ => "",
+        }
+    }
+
+    /// The ids of its `tool_use` blocks (`calls`) or of its
+    /// `tool_result` blocks.
+    fn ids(&self, calls: bool) -> Vec<&str> {
+        let Turn::Object {
+            content: ContentIn::Blocks(blocks),
+            ..
+        } = self
+        else {
+            return Vec::new();
+        };
+        blocks
+            .iter()
+            .filter_map(|b| match b {
+                Slot::Block(BlockIn::ToolUse {
+                    id: Some(Value::String(id)),
+                    ..
+                }) if calls => Some(id.as_str()),
+                Slot::Block(BlockIn::ToolResult {
+                    tool_use_id: Some(Value::String(id)),
+                    ..
+                }) if !calls => Some(id.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// A message's content (or a system prompt): absent or null, a string,
+/// blocks, or anything else (refused where it is read).
+enum ContentIn {
+    Absent,
+    Text(String),
+    Blocks(Vec<Slot>),
+    Other,
+}
+
+impl ContentIn {
+    fn read(v: Option<Value>) -> ContentIn {
+        match v {
+            None | Some(Value::Null) => ContentIn::Absent,
+            Some(Value::String(s)) => ContentIn::Text(s),
+            Some(Value::Array(a)) => ContentIn::Blocks(a.into_iter().map(Slot::read).collect()),
+            Some(_) => ContentIn::Other,
+        }
+    }
+}
+
+/// A content block read as its type says, or, when it is not an object
+/// with a string `type`, as it came, for the refusal to name.
+enum Slot {
+    Block(BlockIn),
+    Bad(Value),
+    /// Cannot happen (see [`Slot::read`]); refused with serde's words if
+    /// it does.
+    Unread(String),
+}
+
+impl Slot {
+    fn read(b: Value) -> Slot {
+        let typed = b
+            .as_object()
+            .and_then(|o| o.get("type"))
+            .is_some_and(Value::is_string);
+        if !typed {
+            return Slot::Bad(b);
+        }
+        // Every field of a known type is optional and lenient, and an
+        // unknown type is `Other`: an object with a string type always
+        // reads.
+        match BlockIn::deserialize(b) {
+            Ok(b) => Slot::Block(b),
+            Err(e) => Slot::Unread(e.to_string()),
+        }
+    }
+}
+
 /// Every call of an assistant message answered by the next message
 /// (system messages in between aside), as Anthropic requires: a call left
 /// without its result is refused in Anthropic's words, never forwarded. A
 /// final assistant message may end on calls.
-fn unanswered_calls(raw: &[Value]) -> Result<(), ApiError> {
-    let blocks = |m: &Value, kind: &'static str, id: &'static str| -> Vec<String> {
-        m.get("content")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some(kind))
-            .filter_map(|b| b.get(id).and_then(Value::as_str).map(str::to_string))
-            .collect()
-    };
-    fn role(m: &Value) -> &str {
-        m.get("role").and_then(Value::as_str).unwrap_or("")
-    }
-    for (i, m) in raw.iter().enumerate() {
-        if role(m) != "assistant" {
+fn unanswered_calls(turns: &[Turn]) -> Result<(), ApiError> {
+    for (i, m) in turns.iter().enumerate() {
+        if m.role() != "assistant" {
             continue;
         }
-        let calls = blocks(m, "tool_use", "id");
-        let Some(next) = raw[i + 1..].iter().find(|n| role(n) != "system") else {
+        let calls = m.ids(true);
+        let Some(next) = turns[i + 1..].iter().find(|n| n.role() != "system") else {
             continue;
         };
         if calls.is_empty() {
             continue;
         }
-        let results = blocks(next, "tool_result", "tool_use_id");
+        let results = next.ids(false);
         let missing: Vec<&str> = calls
             .iter()
             .filter(|c| !results.contains(c))
-            .map(String::as_str)
+            .copied()
             .collect();
         if !missing.is_empty() {
             return Err(invalid(
@@ -471,22 +572,22 @@ fn unanswered_calls(raw: &[Value]) -> Result<(), ApiError> {
 
 /// A system prompt (the top-level `system`, or a `system` message's
 /// content): a string, or text blocks joined by a blank line.
-fn system_text(at: &str, v: Value, dropped: &mut Dropped) -> Result<Option<String>, ApiError> {
+fn system_text(at: &str, v: ContentIn, dropped: &mut Dropped) -> Result<Option<String>, ApiError> {
     match v {
-        Value::String(s) => Ok(Some(s)),
-        Value::Array(blocks) => {
+        ContentIn::Text(s) => Ok(Some(s)),
+        ContentIn::Blocks(blocks) => {
             let mut texts = Vec::with_capacity(blocks.len());
-            for (i, b) in blocks.iter().enumerate() {
+            for (i, b) in blocks.into_iter().enumerate() {
                 let at = format!("{at}.{i}");
-                match block_type(&at, b)? {
-                    "text" => texts.push(req_str(&at, b, "text")?),
+                match checked(&at, b)? {
+                    BlockIn::Text { text } => texts.push(req_str(&at, "text", text)?),
                     // A system prompt is text: anything else goes, named.
-                    other => dropped.add(format!("content[{other}]")),
+                    other => dropped.add(format!("content[{}]", other.kind())),
                 }
             }
             Ok(Some(texts.join("\n\n")))
         }
-        _ => Err(invalid(
+        ContentIn::Absent | ContentIn::Other => Err(invalid(
             at,
             "Input should be a valid string or a list of text blocks",
         )),
@@ -494,21 +595,22 @@ fn system_text(at: &str, v: Value, dropped: &mut Dropped) -> Result<Option<Strin
 }
 
 /// `{"type":"json_schema","schema"}` as a chat `response_format`.
-fn output_format(at: &str, f: &Value) -> Result<chat::ResponseFormat, ApiError> {
-    if f.get("type").and_then(Value::as_str) != Some("json_schema") {
+fn output_format(at: &str, f: Value) -> Result<chat::ResponseFormat, ApiError> {
+    let f = view::<FormatIn>(f);
+    if f.kind.as_deref() != Some("json_schema") {
         return Err(invalid(
             format!("{at}.type"),
             "Input should be 'json_schema'",
         ));
     }
     let schema = f
-        .get("schema")
-        .filter(|s| s.is_object())
+        .schema
+        .filter(Value::is_object)
         .ok_or_else(|| invalid(format!("{at}.schema"), REQUIRED))?;
     Ok(chat::ResponseFormat::JsonSchema {
         json_schema: chat::JsonSchema {
             name: "output",
-            schema: schema.clone(),
+            schema,
         },
     })
 }
@@ -521,16 +623,21 @@ fn output_format(at: &str, f: &Value) -> Result<chat::ResponseFormat, ApiError> 
 /// not know is left out and reported as `role[ROLE]`.
 fn read_message(
     i: usize,
-    m: Value,
+    m: Turn,
     out: &mut Vec<ChatMessage>,
     reading: &mut Reading,
 ) -> Result<(), ApiError> {
     let at = format!("messages.{i}");
-    let Value::Object(mut m) = m else {
+    let Turn::Object {
+        role,
+        content,
+        rest,
+    } = m
+    else {
         return Err(invalid(at, "Input should be a valid dictionary"));
     };
-    let role = match m.get("role") {
-        Some(Value::String(r)) => r.clone(),
+    let role = match role {
+        Some(Value::String(r)) => r,
         None | Some(Value::Null) => return Err(invalid(format!("{at}.role"), REQUIRED)),
         Some(_) => {
             return Err(invalid(
@@ -539,13 +646,12 @@ fn read_message(
             ));
         }
     };
-    let content = m.shift_remove("content");
     // A message is its role and content; anything else it carries goes,
     // named. A turn's own `output_config` (Claude Code 2.1.332's per-turn
     // effort) is named as the request's is.
-    for (k, v) in &m {
+    for (k, v) in &rest {
         match (k.as_str(), v) {
-            ("role", _) | (_, Value::Null) => {}
+            (_, Value::Null) => {}
             ("output_config", Value::Object(c)) => {
                 for (ck, cv) in c {
                     if !cv.is_null() {
@@ -560,10 +666,10 @@ fn read_message(
         "user" | "assistant" => {}
         "system" => {
             let text = match content {
-                None | Some(Value::Null) => {
+                ContentIn::Absent => {
                     return Err(invalid(format!("{at}.content"), REQUIRED));
                 }
-                Some(v) => system_text(&format!("{at}.content"), v, &mut reading.dropped)?,
+                c => system_text(&format!("{at}.content"), c, &mut reading.dropped)?,
             };
             if let Some(t) = text.filter(|t| !t.is_empty()) {
                 out.push(ChatMessage::new("system", t));
@@ -576,13 +682,13 @@ fn read_message(
         }
     }
     let blocks = match content {
-        Some(Value::String(s)) => {
+        ContentIn::Text(s) => {
             out.push(ChatMessage::new(role, s));
             return Ok(());
         }
-        Some(Value::Array(blocks)) => blocks,
-        None | Some(Value::Null) => return Err(invalid(format!("{at}.content"), REQUIRED)),
-        Some(_) => {
+        ContentIn::Blocks(blocks) => blocks,
+        ContentIn::Absent => return Err(invalid(format!("{at}.content"), REQUIRED)),
+        ContentIn::Other => {
             return Err(invalid(
                 format!("{at}.content"),
                 "Input should be a valid string or a list of content blocks",
@@ -615,8 +721,29 @@ enum Block {
     Text(String),
     Image(chat::Part),
     Silent,
-    ToolUse,
-    ToolResult,
+    ToolUse {
+        id: Option<Value>,
+        name: Option<Value>,
+        input: Option<Value>,
+    },
+    ToolResult {
+        tool_use_id: Option<Value>,
+        content: Option<Value>,
+        is_error: Option<bool>,
+    },
+}
+
+/// A block that is an object with a string `type`, or the refusal that
+/// names what it is instead.
+fn checked(at: &str, b: Slot) -> Result<BlockIn, ApiError> {
+    match b {
+        Slot::Block(b) => Ok(b),
+        Slot::Bad(v) => Err(match block_type(at, &v) {
+            Err(e) => e,
+            Ok(_) => invalid(at, "Input should be a valid dictionary"),
+        }),
+        Slot::Unread(why) => Err(invalid(at, why)),
+    }
 }
 
 /// A content block route reads the same way wherever it appears (a turn,
@@ -626,60 +753,76 @@ enum Block {
 /// `web_search_tool_result`, …), which only Anthropic could have made and
 /// no upstream here can read, or any type route does not know: left out
 /// and reported as `content[TYPE]`.
-fn content_block(at: &str, b: &Value, dropped: &mut Dropped) -> Result<Block, ApiError> {
-    Ok(match block_type(at, b)? {
-        "text" => match req_str(at, b, "text")? {
+fn content_block(at: &str, b: Slot, dropped: &mut Dropped) -> Result<Block, ApiError> {
+    Ok(match checked(at, b)? {
+        BlockIn::Text { text } => match req_str(at, "text", text)? {
             // Anthropic refuses an empty text block; it says nothing.
             t if t.is_empty() => Block::Silent,
             t => Block::Text(t),
         },
-        "image" => Block::Image(image_part(at, b)?),
-        "document" => Block::Text(document_text(at, b, dropped)?),
-        "search_result" => Block::Text(search_result_text(at, b)?),
+        BlockIn::Image { source } => Block::Image(image_part(at, source)?),
+        BlockIn::Document {
+            source,
+            title,
+            context,
+        } => Block::Text(document_text(at, source, [title, context], dropped)?),
+        BlockIn::SearchResult {
+            title,
+            source,
+            content,
+        } => Block::Text(search_result_text(at, title, source, content)?),
         // A summary of the conversation before it, which the model must
         // read; `null` is a compaction that failed, a no-op.
-        "compaction" => match b.get("content") {
-            Some(Value::String(t)) if !t.is_empty() => Block::Text(t.clone()),
+        BlockIn::Compaction { content } => match content {
+            Some(t) if !t.is_empty() => Block::Text(t),
             _ => Block::Silent,
         },
-        "tool_use" => Block::ToolUse,
-        "tool_result" => Block::ToolResult,
-        t if SILENT_BLOCKS.contains(&t) => Block::Silent,
-        other => {
-            dropped.add(format!("content[{other}]"));
+        BlockIn::ToolUse { id, name, input } => Block::ToolUse { id, name, input },
+        BlockIn::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        } => Block::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        },
+        BlockIn::Other { kind } if SILENT_BLOCKS.contains(&kind.as_str()) => Block::Silent,
+        BlockIn::Other { kind } => {
+            dropped.add(format!("content[{kind}]"));
             Block::Silent
         }
     })
 }
 
-/// A block's type, for messages (checked to be a string already).
-fn b_type(b: &Value) -> &str {
-    b["type"].as_str().unwrap_or("")
-}
-
 /// The text of a `document` block whose source is text (`text`, or
-/// `content` blocks), with its title ahead. A PDF (`base64`, `url`,
-/// `file`) is a 400: no upstream behind route is known to read one, and
-/// leaving it out would answer a different question.
-fn document_text(at: &str, b: &Value, dropped: &mut Dropped) -> Result<String, ApiError> {
+/// `content` blocks), with its title and context ahead. A PDF (`base64`,
+/// `url`, `file`) is a 400: no upstream behind route is known to read
+/// one, and leaving it out would answer a different question.
+fn document_text(
+    at: &str,
+    source: Option<Value>,
+    head: [Option<String>; 2],
+    dropped: &mut Dropped,
+) -> Result<String, ApiError> {
     let sat = format!("{at}.source");
-    let source = b
-        .get("source")
-        .filter(|s| s.is_object())
-        .ok_or_else(|| invalid(&sat, REQUIRED))?;
-    let body = match source.get("type").and_then(Value::as_str) {
-        Some("text") => req_str(&sat, source, "data")?,
-        Some("content") => match source.get("content") {
-            Some(Value::String(s)) => s.clone(),
+    let source: SourceIn = match source {
+        Some(s @ Value::Object(_)) => view(s),
+        _ => return Err(invalid(&sat, REQUIRED)),
+    };
+    let body = match source.kind.as_deref() {
+        Some("text") => req_str(&sat, "data", source.data)?,
+        Some("content") => match source.content {
+            Some(Value::String(s)) => s,
             Some(Value::Array(blocks)) => {
                 let mut texts = Vec::new();
                 for c in blocks {
-                    match c.get("text").and_then(Value::as_str) {
+                    let c: TextIn = view(c);
+                    match c.text {
                         Some(t) => texts.push(t),
-                        None => dropped.add(format!(
-                            "content[{}]",
-                            c.get("type").and_then(Value::as_str).unwrap_or("?")
-                        )),
+                        None => {
+                            dropped.add(format!("content[{}]", c.kind.as_deref().unwrap_or("?")))
+                        }
                     }
                 }
                 texts.join("\n\n")
@@ -699,9 +842,9 @@ fn document_text(at: &str, b: &Value, dropped: &mut Dropped) -> Result<String, A
         None => return Err(invalid(format!("{sat}.type"), REQUIRED)),
     };
     // Its title and the context the client gave about it, then its text.
-    let head: Vec<&str> = ["title", "context"]
-        .iter()
-        .filter_map(|k| b.get(*k).and_then(Value::as_str))
+    let head: Vec<String> = head
+        .into_iter()
+        .flatten()
         .filter(|t| !t.is_empty())
         .collect();
     Ok(if head.is_empty() {
@@ -713,38 +856,45 @@ fn document_text(at: &str, b: &Value, dropped: &mut Dropped) -> Result<String, A
 
 /// A `search_result` block as text: its title and source, then its text
 /// blocks.
-fn search_result_text(at: &str, b: &Value) -> Result<String, ApiError> {
-    let title = req_str(at, b, "title")?;
-    let source = req_str(at, b, "source")?;
-    let body: Vec<&str> = b
-        .get("content")
-        .and_then(Value::as_array)
+fn search_result_text(
+    at: &str,
+    title: Option<Value>,
+    source: Option<Value>,
+    content: Option<Vec<Value>>,
+) -> Result<String, ApiError> {
+    let title = req_str(at, "title", title)?;
+    let source = req_str(at, "source", source)?;
+    let body: Vec<String> = content
         .into_iter()
         .flatten()
-        .filter_map(|c| c.get("text").and_then(Value::as_str))
+        .filter_map(|c| view::<TextIn>(c).text)
         .collect();
     Ok(format!("{title} ({source})\n\n{}", body.join("\n\n")))
 }
 
 fn user_turn(
     at: &str,
-    blocks: Vec<Value>,
+    blocks: Vec<Slot>,
     out: &mut Vec<ChatMessage>,
     reading: &mut Reading,
 ) -> Result<(), ApiError> {
     let mut parts = Vec::new();
     for (j, b) in blocks.into_iter().enumerate() {
         let at = format!("{at}.content.{j}");
-        match content_block(&at, &b, &mut reading.dropped)? {
+        match content_block(&at, b, &mut reading.dropped)? {
             Block::Text(text) => parts.push(chat::Part::Text { text }),
             Block::Image(p) => parts.push(p),
             Block::Silent => {}
-            Block::ToolResult => {
-                let (msg, images) = tool_result(&at, &b, reading)?;
+            Block::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } => {
+                let (msg, images) = tool_result(&at, tool_use_id, content, is_error, reading)?;
                 out.push(msg);
                 parts.extend(images);
             }
-            Block::ToolUse => {
+            Block::ToolUse { .. } => {
                 return Err(invalid(
                     format!("{at}.type"),
                     "tool_use blocks belong in assistant messages",
@@ -761,21 +911,22 @@ fn user_turn(
     }
     Ok(())
 }
+
 /// An `image` block as an `image_url` part: a `base64` source as a data
 /// URL, a `url` source as its URL.
-fn image_part(at: &str, b: &Value) -> Result<chat::Part, ApiError> {
-    let source = b
-        .get("source")
-        .filter(|s| s.is_object())
-        .ok_or_else(|| invalid(format!("{at}.source"), REQUIRED))?;
+fn image_part(at: &str, source: Option<Value>) -> Result<chat::Part, ApiError> {
     let sat = format!("{at}.source");
-    let url = match source.get("type").and_then(Value::as_str) {
+    let source: SourceIn = match source {
+        Some(s @ Value::Object(_)) => view(s),
+        _ => return Err(invalid(sat, REQUIRED)),
+    };
+    let url = match source.kind.as_deref() {
         Some("base64") => format!(
             "data:{};base64,{}",
-            req_str(&sat, source, "media_type")?,
-            req_str(&sat, source, "data")?
+            req_str(&sat, "media_type", source.media_type)?,
+            req_str(&sat, "data", source.data)?
         ),
-        Some("url") => req_str(&sat, source, "url")?,
+        Some("url") => req_str(&sat, "url", source.url)?,
         Some("file") => {
             return Err(invalid(
                 format!("{sat}.type"),
@@ -798,14 +949,16 @@ fn image_part(at: &str, b: &Value) -> Result<chat::Part, ApiError> {
 /// A `tool_result` block as a `tool` message, and the images it holds,
 /// which a `tool` message cannot: they go into the user turn's own content
 /// (after its tool results, which come first), and the tool message says
-/// so. `is_error` is said in
-/// the text (`Error: …`), since a `tool` message has no flag for it.
+/// so. `is_error` is said in the text (`Error: …`), since a `tool` message
+/// has no flag for it.
 fn tool_result(
     at: &str,
-    b: &Value,
+    tool_use_id: Option<Value>,
+    content: Option<Value>,
+    is_error: Option<bool>,
     reading: &mut Reading,
 ) -> Result<(ChatMessage, Vec<chat::Part>), ApiError> {
-    let id = req_str(at, b, "tool_use_id")?;
+    let id = req_str(at, "tool_use_id", tool_use_id)?;
     // A result that answers no call is refused here, never forwarded:
     // every upstream refuses one (Anthropic: "unexpected `tool_use_id`
     // found in `tool_result` blocks"), and a client that sent it has lost
@@ -822,23 +975,29 @@ fn tool_result(
     }
     let mut texts = Vec::new();
     let mut images = Vec::new();
-    match b.get("content") {
+    match content {
         None | Some(Value::Null) => {}
-        Some(Value::String(s)) => texts.push(s.clone()),
+        Some(Value::String(s)) => texts.push(s),
         Some(Value::Array(blocks)) => {
-            for (k, c) in blocks.iter().enumerate() {
+            for (k, c) in blocks.into_iter().enumerate() {
                 let at = format!("{at}.content.{k}");
-                match content_block(&at, c, &mut reading.dropped)? {
-                    Block::Text(t) => texts.push(t),
-                    Block::Image(p) => images.push(p),
-                    Block::Silent => {}
-                    Block::ToolUse | Block::ToolResult => {
-                        return Err(invalid(
-                            format!("{at}.type"),
-                            format!("{} blocks cannot be inside a tool_result", b_type(c)),
-                        ));
+                let inside = match content_block(&at, Slot::read(c), &mut reading.dropped)? {
+                    Block::Text(t) => {
+                        texts.push(t);
+                        continue;
                     }
-                }
+                    Block::Image(p) => {
+                        images.push(p);
+                        continue;
+                    }
+                    Block::Silent => continue,
+                    Block::ToolUse { .. } => "tool_use",
+                    Block::ToolResult { .. } => "tool_result",
+                };
+                return Err(invalid(
+                    format!("{at}.type"),
+                    format!("{inside} blocks cannot be inside a tool_result"),
+                ));
             }
         }
         Some(_) => {
@@ -862,7 +1021,7 @@ fn tool_result(
             format!("{text}\n\n{note}")
         };
     }
-    if b.get("is_error").and_then(Value::as_bool) == Some(true) {
+    if is_error == Some(true) {
         text = format!("Error: {text}");
     }
     let mut extra = Map::new();
@@ -877,7 +1036,7 @@ fn tool_result(
 
 fn assistant_turn(
     at: &str,
-    blocks: Vec<Value>,
+    blocks: Vec<Slot>,
     out: &mut Vec<ChatMessage>,
     reading: &mut Reading,
 ) -> Result<(), ApiError> {
@@ -885,19 +1044,24 @@ fn assistant_turn(
     let mut calls = Vec::new();
     for (j, b) in blocks.into_iter().enumerate() {
         let at = format!("{at}.content.{j}");
-        match content_block(&at, &b, &mut reading.dropped)? {
+        match content_block(&at, b, &mut reading.dropped)? {
             Block::Text(t) => texts.push(t),
             Block::Silent => {}
-            Block::Image(_) | Block::ToolResult => {
+            b @ (Block::Image(_) | Block::ToolResult { .. }) => {
+                let kind = if matches!(b, Block::Image(_)) {
+                    "image"
+                } else {
+                    "tool_result"
+                };
                 return Err(invalid(
                     format!("{at}.type"),
-                    format!("{} blocks belong in user messages", b_type(&b)),
+                    format!("{kind} blocks belong in user messages"),
                 ));
             }
-            Block::ToolUse => {
-                let id = req_str(&at, &b, "id")?;
-                let name = req_str(&at, &b, "name")?;
-                let arguments = match b.get("input") {
+            Block::ToolUse { id, name, input } => {
+                let id = req_str(&at, "id", id)?;
+                let name = req_str(&at, "name", name)?;
+                let arguments = match input {
                     None | Some(Value::Null) => "{}".to_string(),
                     Some(v @ Value::Object(_)) => v.to_string(),
                     Some(_) => {
@@ -942,56 +1106,6 @@ struct Tools {
     parallel: Option<bool>,
 }
 
-/// A declared tool, as route reads it; `name` checked by hand for the
-/// refusal's words. Wrongly typed `type` or `strict` read as absent.
-#[derive(Deserialize)]
-struct ToolIn {
-    #[serde(default)]
-    name: Option<Value>,
-    #[serde(rename = "type", default, deserialize_with = "lenient")]
-    kind: Option<String>,
-    #[serde(default)]
-    description: Option<Value>,
-    #[serde(default)]
-    input_schema: Option<Value>,
-    #[serde(default, deserialize_with = "lenient")]
-    strict: Option<bool>,
-}
-
-/// `tool_choice`, as route reads it.
-#[derive(Deserialize)]
-struct ToolChoiceIn {
-    #[serde(rename = "type", default, deserialize_with = "lenient")]
-    kind: Option<String>,
-    #[serde(default)]
-    name: Option<Value>,
-    #[serde(default, deserialize_with = "lenient")]
-    disable_parallel_tool_use: Option<bool>,
-}
-
-/// A field read leniently: a value of another type reads as absent, as
-/// where route only looks for one value (`strict: true`).
-fn lenient<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-where
-    D: Deserializer<'de>,
-    T: DeserializeOwned,
-{
-    Ok(T::deserialize(Value::deserialize(d)?).ok())
-}
-
-/// A required string read from a view's field (`{at}.{field}`), refused
-/// in Pydantic's words as [`req_str`] does.
-fn need_str(at: &str, field: &str, v: Option<Value>) -> Result<String, ApiError> {
-    match v {
-        Some(Value::String(s)) => Ok(s),
-        None | Some(Value::Null) => Err(invalid(format!("{at}.{field}"), REQUIRED)),
-        Some(_) => Err(invalid(
-            format!("{at}.{field}"),
-            "Input should be a valid string",
-        )),
-    }
-}
-
 /// `tools` and `tool_choice` as chat `tools`, `tool_choice` and
 /// `parallel_tool_calls`. Custom tools (no `type`, or `custom`) become
 /// function tools; Anthropic's server tools (`web_search_*`, `bash_*`,
@@ -1011,7 +1125,7 @@ fn read_tools(obj: &mut Map<String, Value>, dropped: &mut Dropped) -> Result<Too
                 // Every field is optional and read leniently: an object
                 // always reads.
                 let t = ToolIn::deserialize(t).map_err(|e| invalid(&at, e))?;
-                let name = need_str(&at, "name", t.name)?;
+                let name = req_str(&at, "name", t.name)?;
                 match t.kind.as_deref() {
                     None | Some("custom") => {}
                     Some(_) => {
@@ -1081,7 +1195,7 @@ fn read_tools(obj: &mut Map<String, Value>, dropped: &mut Dropped) -> Result<Too
                     Some(chat::ToolChoice::Mode("required"))
                 }
                 Some("tool") => {
-                    let name = need_str("tool_choice", "name", c.name)?;
+                    let name = req_str("tool_choice", "name", c.name)?;
                     if server.contains(&name) {
                         return Err(forced_server(&name));
                     }
@@ -1155,10 +1269,10 @@ fn chat_fields(
 /// as the conversation: OpenAI-compatible upstreams know no `metadata`
 /// that means this.
 pub fn metadata_to_user(req: &mut ChatRequest) {
-    if let Some(m) = req.extra.shift_remove("metadata")
-        && let Some(Value::String(u)) = m.get("user_id")
+    if let Some(Value::Object(mut m)) = req.extra.shift_remove("metadata")
+        && let Some(Value::String(u)) = m.shift_remove("user_id")
     {
-        req.extra.insert("user".into(), Value::String(u.clone()));
+        req.extra.insert("user".into(), Value::String(u));
     }
 }
 

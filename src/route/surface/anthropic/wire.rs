@@ -259,3 +259,156 @@ pub mod chat {
         serde_json::to_value(x).unwrap_or_default()
     }
 }
+
+/// What route reads of a Messages request's parts, as types. Lenient by
+/// construction: a field route refuses a wrong value of is kept as JSON
+/// (`Option<Value>`) and checked by the reader, in the order and words
+/// of Anthropic's refusals; a field route only looks for one value in
+/// (`strict: true`, `is_error: true`) reads a value of another type as
+/// absent. A block of a type route does not know is data
+/// ([`BlockIn::Other`]), not a parse error.
+pub mod input {
+    use serde::de::DeserializeOwned;
+    use serde::{Deserialize, Deserializer};
+    use serde_json::Value;
+
+    /// A content block, by its `type`.
+    #[derive(Debug, Deserialize, strum::IntoStaticStr)]
+    #[serde(tag = "type", rename_all = "snake_case")]
+    #[strum(serialize_all = "snake_case")]
+    pub enum BlockIn {
+        Text {
+            text: Option<Value>,
+        },
+        Image {
+            source: Option<Value>,
+        },
+        Document {
+            source: Option<Value>,
+            #[serde(default, deserialize_with = "lenient")]
+            title: Option<String>,
+            #[serde(default, deserialize_with = "lenient")]
+            context: Option<String>,
+        },
+        SearchResult {
+            title: Option<Value>,
+            source: Option<Value>,
+            #[serde(default, deserialize_with = "lenient")]
+            content: Option<Vec<Value>>,
+        },
+        /// A summary of the conversation before it.
+        Compaction {
+            #[serde(default, deserialize_with = "lenient")]
+            content: Option<String>,
+        },
+        ToolUse {
+            id: Option<Value>,
+            name: Option<Value>,
+            input: Option<Value>,
+        },
+        ToolResult {
+            tool_use_id: Option<Value>,
+            content: Option<Value>,
+            #[serde(default, deserialize_with = "lenient")]
+            is_error: Option<bool>,
+        },
+        /// Any other type: thinking, a server tool's call or result, a
+        /// type newer than route.
+        #[serde(untagged)]
+        Other {
+            #[serde(rename = "type")]
+            kind: String,
+        },
+    }
+
+    impl BlockIn {
+        /// Its `type`.
+        pub fn kind(&self) -> &str {
+            match self {
+                BlockIn::Other { kind } => kind,
+                known => known.into(),
+            }
+        }
+    }
+
+    /// An image's or a document's `source`.
+    #[derive(Debug, Default, Deserialize)]
+    pub struct SourceIn {
+        #[serde(rename = "type", default, deserialize_with = "lenient")]
+        pub kind: Option<String>,
+        pub media_type: Option<Value>,
+        pub data: Option<Value>,
+        pub url: Option<Value>,
+        pub content: Option<Value>,
+    }
+
+    /// A block route takes only the text of (a text document's content,
+    /// a search result's): anything else reads as no text.
+    #[derive(Debug, Default, Deserialize)]
+    pub struct TextIn {
+        #[serde(rename = "type", default, deserialize_with = "lenient")]
+        pub kind: Option<String>,
+        #[serde(default, deserialize_with = "lenient")]
+        pub text: Option<String>,
+    }
+
+    /// A declared tool; `name` is checked by the reader.
+    #[derive(Debug, Deserialize)]
+    pub struct ToolIn {
+        pub name: Option<Value>,
+        #[serde(rename = "type", default, deserialize_with = "lenient")]
+        pub kind: Option<String>,
+        pub description: Option<Value>,
+        pub input_schema: Option<Value>,
+        #[serde(default, deserialize_with = "lenient")]
+        pub strict: Option<bool>,
+    }
+
+    /// `tool_choice`.
+    #[derive(Debug, Deserialize)]
+    pub struct ToolChoiceIn {
+        #[serde(rename = "type", default, deserialize_with = "lenient")]
+        pub kind: Option<String>,
+        pub name: Option<Value>,
+        #[serde(default, deserialize_with = "lenient")]
+        pub disable_parallel_tool_use: Option<bool>,
+    }
+
+    /// `output_config.format`, or the beta's `output_format`.
+    #[derive(Debug, Default, Deserialize)]
+    pub struct FormatIn {
+        #[serde(rename = "type", default, deserialize_with = "lenient")]
+        pub kind: Option<String>,
+        pub schema: Option<Value>,
+    }
+
+    /// `thinking`, and an edit of `context_management.edits`: only the
+    /// type matters.
+    #[derive(Debug, Default, Deserialize)]
+    pub struct TypeIn {
+        #[serde(rename = "type", default, deserialize_with = "lenient")]
+        pub kind: Option<String>,
+    }
+
+    /// `context_management`.
+    #[derive(Debug, Default, Deserialize)]
+    pub struct ContextManagementIn {
+        pub edits: Option<Value>,
+    }
+
+    /// A view of `v`, or its default when `v` is not an object of that
+    /// shape: for the views whose every field is optional and lenient, a
+    /// value route reads nothing from.
+    pub fn view<T: DeserializeOwned + Default>(v: Value) -> T {
+        T::deserialize(v).unwrap_or_default()
+    }
+
+    /// A field read leniently: a value of another type reads as absent.
+    fn lenient<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: DeserializeOwned,
+    {
+        Ok(T::deserialize(Value::deserialize(d)?).ok())
+    }
+}
