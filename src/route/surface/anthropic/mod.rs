@@ -26,6 +26,11 @@
 //!   `permission_error`, `not_found_error`, `request_too_large`,
 //!   `rate_limit_error`, `api_error`, `overloaded_error`) and
 //!   `Retry-After` whenever a retry time is known ([`error_response`]).
+//!
+//! The bodies are types ([`wire`]): what route writes, in Anthropic's key
+//! order, the chat pieces a request becomes, and lenient models of what
+//! it reads, which this file checks in the order and words of
+//! Anthropic's refusals.
 
 pub mod wire;
 

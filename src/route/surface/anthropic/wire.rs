@@ -1,6 +1,8 @@
 //! The Messages API's bodies as types: what route writes (a `message`,
 //! stream event data, an error), each declared in the key order
-//! Anthropic's API writes, which is the order route's output has.
+//! Anthropic's API writes, which is the order route's output has; the
+//! chat pieces a request becomes ([`chat`]); and what route reads of a
+//! request ([`input`]).
 
 use serde::Serialize;
 use serde_json::Value;
@@ -398,9 +400,13 @@ pub mod input {
 
     /// A view of `v`, or its default when `v` is not an object of that
     /// shape: for the views whose every field is optional and lenient, a
-    /// value route reads nothing from.
+    /// value route reads nothing from. Only an object: serde would read
+    /// a struct from a list too.
     pub fn view<T: DeserializeOwned + Default>(v: Value) -> T {
-        T::deserialize(v).unwrap_or_default()
+        match v {
+            Value::Object(_) => T::deserialize(v).unwrap_or_default(),
+            _ => T::default(),
+        }
     }
 
     /// A field read leniently: a value of another type reads as absent.
