@@ -8,9 +8,9 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
 use super::{App, Routing, answer};
+use crate::route::surface::anthropic::wire::TokenCount;
 use crate::route::surface::anthropic::{self, Purpose};
 use crate::route::surface::error::ApiError;
 use crate::route::surface::{JsonBody, Shape};
@@ -57,7 +57,10 @@ pub async fn count_tokens(
     match body.and_then(|JsonBody(b)| anthropic::read_messages(&b, Purpose::Count)) {
         Ok(m) => {
             let r = Routing::new(m.req, &headers);
-            axum::Json(json!({"input_tokens": r.ask.prompt_tokens})).into_response()
+            axum::Json(TokenCount {
+                input_tokens: r.ask.prompt_tokens,
+            })
+            .into_response()
         }
         Err(e) => app.refuse(e, Shape::Anthropic),
     }

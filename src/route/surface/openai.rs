@@ -21,11 +21,7 @@ use crate::route::send::Completion;
 use crate::upstream::dialect::{ChatReply, ChatRequest, ReplyDelta};
 
 use super::error::{ApiError, invalid_request};
-use super::{BodyLimit, Chunks, JsonBody, TokenUsage, sse_event, unix_now};
-
-/// Where [`openai_finish_reason`] lived before it served every surface;
-/// kept while the Messages and Responses surfaces still import it here.
-pub use super::openai_finish_reason;
+use super::{BodyLimit, Chunks, JsonBody, TokenUsage, openai_finish_reason, sse_event, unix_now};
 
 /// A chat completions request body: JSON, within the body limit, that
 /// parses as a [`ChatRequest`]. Every rejection is an OpenAI 4xx.

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::Echo;
 use crate::route::send::Completion;
-use crate::route::surface::openai::openai_finish_reason;
+use crate::route::surface::openai_finish_reason;
 use crate::upstream::dialect::{ChatReply, Usage};
 
 /// `resp_`, `msg_`, `fc_` and 32 hex digits.

@@ -26,6 +26,13 @@
 //!   `permission_error`, `not_found_error`, `request_too_large`,
 //!   `rate_limit_error`, `api_error`, `overloaded_error`) and
 //!   `Retry-After` whenever a retry time is known ([`error_response`]).
+//!
+//! The bodies are types ([`wire`]): what route writes, in Anthropic's key
+//! order, the chat pieces a request becomes, and lenient models of what
+//! it reads, which this file checks in the order and words of
+//! Anthropic's refusals.
+
+pub mod wire;
 
 use std::convert::Infallible;
 use std::fmt::Display;
@@ -35,15 +42,24 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use futures_util::{Stream, StreamExt};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::Dropped;
 use super::calls::Holdback;
 use super::error::ApiError;
-use super::openai::openai_finish_reason;
+use super::openai_finish_reason;
 use crate::route::domain::StreamEvent;
 use crate::route::send::Completion;
 use crate::upstream::dialect::{ChatMessage, ChatRequest, Content, ReplyDelta, Usage};
+use serde::Deserialize;
+use wire::chat;
+use wire::input::{
+    BlockIn, ContextManagementIn, FormatIn, SourceIn, TextIn, ToolChoiceIn, ToolIn, TypeIn, view,
+};
+use wire::{
+    Delta, DeltaUsage, ErrorBody, ErrorDetail, ErrorDetails, EventData, Message, MessageType,
+    MessageUsage, ReplyBlock, Role, Stop,
+};
 
 /// Anthropic's error type for a status, as its API documents them.
 pub fn error_type(status: StatusCode) -> &'static str {
@@ -60,15 +76,14 @@ pub fn error_type(status: StatusCode) -> &'static str {
 }
 
 /// `e` as Anthropic's error body.
-pub fn error_body(e: &ApiError) -> Value {
-    let mut body = json!({
-        "type": "error",
-        "error": {"type": error_type(e.status), "message": e.message},
-    });
-    if let Some(code) = e.error_code {
-        body["error"]["details"] = json!({ "error_code": code });
+pub fn error_body(e: &ApiError) -> ErrorBody {
+    ErrorBody {
+        error: ErrorDetail {
+            kind: error_type(e.status),
+            message: e.message.clone(),
+            details: e.error_code.map(|error_code| ErrorDetails { error_code }),
+        },
     }
-    body
 }
 
 /// `e` as an Anthropic error response, with `Retry-After` when a retry
@@ -119,10 +134,11 @@ fn opt_str(at: &str, v: Option<Value>) -> Result<Option<String>, ApiError> {
     }
 }
 
-/// A required string field of a block.
-fn req_str(at: &str, b: &Value, field: &str) -> Result<String, ApiError> {
-    match b.get(field) {
-        Some(Value::String(s)) => Ok(s.clone()),
+/// A required string field (`{at}.{field}`) of a block, a tool or a
+/// source, in Pydantic's words when it is missing or not a string.
+fn req_str(at: &str, field: &str, v: Option<Value>) -> Result<String, ApiError> {
+    match v {
+        Some(Value::String(s)) => Ok(s),
         None | Some(Value::Null) => Err(invalid(format!("{at}.{field}"), REQUIRED)),
         Some(_) => Err(invalid(
             format!("{at}.{field}"),
@@ -218,7 +234,7 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
     // A thread keeps the conversation on the server, which route does not:
     // refused first, in the words the SDKs fall back on (they then send the
     // whole history without `thread`).
-    if obj.get("thread").is_some_and(|t| !t.is_null()) {
+    if obj.shift_remove("thread").is_some_and(|t| !t.is_null()) {
         return Err(invalid(
             "thread",
             "route keeps no message threads: send the whole conversation in messages, \
@@ -226,9 +242,7 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
         )
         .with_error_code(THREAD_UNSUPPORTED));
     }
-    obj.shift_remove("thread");
     let mut reading = Reading::default();
-    let mut extra = Map::new();
     let model = match obj.shift_remove("model") {
         Some(Value::String(s)) => s,
         None | Some(Value::Null) => return Err(invalid("model", REQUIRED)),
@@ -251,27 +265,25 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
     };
     let system = match obj.shift_remove("system") {
         None | Some(Value::Null) => None,
-        Some(v) => system_text("system", v, &mut reading.dropped)?,
+        v => system_text("system", ContentIn::read(v), &mut reading.dropped)?,
     }
     .filter(|s| !s.is_empty());
-    let raw = match obj.shift_remove("messages") {
-        Some(Value::Array(a)) => a,
+    let turns: Vec<Turn> = match obj.shift_remove("messages") {
+        Some(Value::Array(a)) => a.into_iter().map(Turn::read).collect(),
         None | Some(Value::Null) => return Err(invalid("messages", REQUIRED)),
         Some(_) => return Err(invalid("messages", "Input should be a valid list")),
     };
-    if raw.is_empty() {
+    if turns.is_empty() {
         return Err(invalid("messages", "at least one message is required"));
     }
     // Whether any message has a block: if none does, the messages are
     // empty, not made only of what route leaves out.
-    let any_block = raw.iter().any(|m| {
-        m.get("content")
-            .and_then(Value::as_array)
-            .is_some_and(|b| !b.is_empty())
-    });
-    unanswered_calls(&raw)?;
-    let mut messages = Vec::with_capacity(raw.len());
-    for (i, m) in raw.into_iter().enumerate() {
+    let any_block = turns
+        .iter()
+        .any(|t| matches!(t, Turn::Object { content: ContentIn::Blocks(b), .. } if !b.is_empty()));
+    unanswered_calls(&turns)?;
+    let mut messages = Vec::with_capacity(turns.len());
+    for (i, m) in turns.into_iter().enumerate() {
         read_message(i, m, &mut messages, &mut reading)?;
     }
     if !messages.iter().any(|m| !m.is_system()) {
@@ -289,7 +301,7 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
         ));
     }
     let mut dropped = std::mem::take(&mut reading.dropped);
-    read_tools(&mut obj, &mut extra, &mut dropped)?;
+    let tools = read_tools(&mut obj, &mut dropped)?;
     let stop = match obj.shift_remove("stop_sequences") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(a)) => a
@@ -307,13 +319,11 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
     };
     let temperature = opt_f64("temperature", obj.shift_remove("temperature"))?;
     let top_p = opt_f64("top_p", obj.shift_remove("top_p"))?;
-    match obj.shift_remove("top_k") {
-        None | Some(Value::Null) => {}
-        Some(Value::Number(n)) if n.is_u64() => {
-            extra.insert("top_k".into(), Value::Number(n));
-        }
+    let top_k = match obj.shift_remove("top_k") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) if n.is_u64() => Some(n),
         Some(_) => return Err(invalid("top_k", "Input should be a valid integer")),
-    }
+    };
     let stream = match obj.shift_remove("stream") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => b,
@@ -322,19 +332,20 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
     // The router reads `metadata.user_id` as the conversation; the
     // server moves it to `user` once it has (`metadata_to_user`). Its
     // other keys are tags for Anthropic's own records.
+    let mut metadata = None;
     if let Some(m) = obj.shift_remove("metadata").filter(|m| !m.is_null()) {
         let Value::Object(mut m) = m else {
             return Err(invalid("metadata", "Input should be a valid dictionary"));
         };
-        if let Some(u) = opt_str("metadata.user_id", m.shift_remove("user_id"))? {
-            extra.insert("metadata".into(), json!({ "user_id": u }));
-        }
+        metadata = opt_str("metadata.user_id", m.shift_remove("user_id"))?
+            .map(|user_id| chat::Metadata { user_id });
     }
-    match obj.shift_remove("thinking") {
-        None | Some(Value::Null) => {}
-        Some(t) if t.get("type").and_then(Value::as_str) == Some("disabled") => {}
-        Some(_) => dropped.add("thinking"),
+    if let Some(t) = obj.shift_remove("thinking").filter(|t| !t.is_null())
+        && view::<TypeIn>(t).kind.as_deref() != Some("disabled")
+    {
+        dropped.add("thinking");
     }
+    let mut format = None;
     if let Some(c) = obj.shift_remove("output_config").filter(|c| !c.is_null()) {
         let Value::Object(c) = c else {
             return Err(invalid(
@@ -345,12 +356,7 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
         for (k, v) in c {
             match k.as_str() {
                 _ if v.is_null() => {}
-                "format" => {
-                    extra.insert(
-                        "response_format".into(),
-                        output_format("output_config.format", &v)?,
-                    );
-                }
+                "format" => format = Some(output_format("output_config.format", v)?),
                 // `effort` and anything newer: ways of thinking that no
                 // mapping would honour on every candidate.
                 _ => dropped.add(format!("output_config.{k}")),
@@ -359,10 +365,7 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
     }
     // The structured-outputs beta's spelling of `output_config.format`.
     if let Some(f) = obj.shift_remove("output_format").filter(|f| !f.is_null()) {
-        extra.insert(
-            "response_format".into(),
-            output_format("output_format", &f)?,
-        );
+        format = Some(output_format("output_format", f)?);
     }
     match obj.shift_remove("mcp_servers") {
         None | Some(Value::Null) => {}
@@ -385,11 +388,11 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
         .filter(|c| !c.is_null())
     {
         // No edits at all ask for nothing either.
-        let only_thinking = match cm.get("edits") {
+        let only_thinking = match view::<ContextManagementIn>(cm).edits {
             None | Some(Value::Null) => true,
-            Some(Value::Array(edits)) => edits.iter().all(|e| {
-                e.get("type")
-                    .and_then(Value::as_str)
+            Some(Value::Array(edits)) => edits.into_iter().all(|e| {
+                view::<TypeIn>(e)
+                    .kind
                     .is_some_and(|t| t.starts_with("clear_thinking"))
             }),
             Some(_) => false,
@@ -415,46 +418,147 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
             top_p,
             stop,
             stream,
-            extra,
+            extra: chat_fields(tools, top_k, metadata, format),
             ..ChatRequest::new(&model, messages)
         },
         dropped: dropped.into_vec(),
     })
 }
 
+/// A message, its role and content taken out: read whole before any of
+/// it is checked, as calls left unanswered are refused ahead of anything
+/// else in the messages.
+enum Turn {
+    /// Not an object: refused where it is read.
+    NotObject,
+    Object {
+        role: Option<Value>,
+        content: ContentIn,
+        /// Whatever else it carries, which goes, named.
+        rest: Map<String, Value>,
+    },
+}
+
+impl Turn {
+    fn read(m: Value) -> Turn {
+        let Value::Object(mut m) = m else {
+            return Turn::NotObject;
+        };
+        Turn::Object {
+            role: m.shift_remove("role"),
+            content: ContentIn::read(m.shift_remove("content")),
+            rest: m,
+        }
+    }
+
+    /// Its role when it is a string, else `""`.
+    fn role(&self) -> &str {
+        match self {
+            Turn::Object {
+                role: Some(Value::String(r)),
+                ..
+            } => r,
+            _ => "",
+        }
+    }
+
+    /// The ids of its `tool_use` blocks (`calls`) or of its
+    /// `tool_result` blocks.
+    fn ids(&self, calls: bool) -> Vec<&str> {
+        let Turn::Object {
+            content: ContentIn::Blocks(blocks),
+            ..
+        } = self
+        else {
+            return Vec::new();
+        };
+        blocks
+            .iter()
+            .filter_map(|b| match b {
+                Slot::Block(BlockIn::ToolUse {
+                    id: Some(Value::String(id)),
+                    ..
+                }) if calls => Some(id.as_str()),
+                Slot::Block(BlockIn::ToolResult {
+                    tool_use_id: Some(Value::String(id)),
+                    ..
+                }) if !calls => Some(id.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// A message's content (or a system prompt): absent or null, a string,
+/// blocks, or anything else (refused where it is read).
+enum ContentIn {
+    Absent,
+    Text(String),
+    Blocks(Vec<Slot>),
+    Other,
+}
+
+impl ContentIn {
+    fn read(v: Option<Value>) -> ContentIn {
+        match v {
+            None | Some(Value::Null) => ContentIn::Absent,
+            Some(Value::String(s)) => ContentIn::Text(s),
+            Some(Value::Array(a)) => ContentIn::Blocks(a.into_iter().map(Slot::read).collect()),
+            Some(_) => ContentIn::Other,
+        }
+    }
+}
+
+/// A content block read as its type says, or, when it is not an object
+/// with a string `type`, as it came, for the refusal to name.
+enum Slot {
+    Block(BlockIn),
+    Bad(Value),
+    /// Cannot happen (see [`Slot::read`]); refused with serde's words if
+    /// it does.
+    Unread(String),
+}
+
+impl Slot {
+    fn read(b: Value) -> Slot {
+        let typed = b
+            .as_object()
+            .and_then(|o| o.get("type"))
+            .is_some_and(Value::is_string);
+        if !typed {
+            return Slot::Bad(b);
+        }
+        // Every field of a known type is optional and lenient, and an
+        // unknown type is `Other`: an object with a string type always
+        // reads.
+        match BlockIn::deserialize(b) {
+            Ok(b) => Slot::Block(b),
+            Err(e) => Slot::Unread(e.to_string()),
+        }
+    }
+}
+
 /// Every call of an assistant message answered by the next message
 /// (system messages in between aside), as Anthropic requires: a call left
 /// without its result is refused in Anthropic's words, never forwarded. A
 /// final assistant message may end on calls.
-fn unanswered_calls(raw: &[Value]) -> Result<(), ApiError> {
-    let blocks = |m: &Value, kind: &'static str, id: &'static str| -> Vec<String> {
-        m.get("content")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some(kind))
-            .filter_map(|b| b.get(id).and_then(Value::as_str).map(str::to_string))
-            .collect()
-    };
-    fn role(m: &Value) -> &str {
-        m.get("role").and_then(Value::as_str).unwrap_or("")
-    }
-    for (i, m) in raw.iter().enumerate() {
-        if role(m) != "assistant" {
+fn unanswered_calls(turns: &[Turn]) -> Result<(), ApiError> {
+    for (i, m) in turns.iter().enumerate() {
+        if m.role() != "assistant" {
             continue;
         }
-        let calls = blocks(m, "tool_use", "id");
-        let Some(next) = raw[i + 1..].iter().find(|n| role(n) != "system") else {
+        let calls = m.ids(true);
+        let Some(next) = turns[i + 1..].iter().find(|n| n.role() != "system") else {
             continue;
         };
         if calls.is_empty() {
             continue;
         }
-        let results = blocks(next, "tool_result", "tool_use_id");
+        let results = next.ids(false);
         let missing: Vec<&str> = calls
             .iter()
             .filter(|c| !results.contains(c))
-            .map(String::as_str)
+            .copied()
             .collect();
         if !missing.is_empty() {
             return Err(invalid(
@@ -473,22 +577,22 @@ fn unanswered_calls(raw: &[Value]) -> Result<(), ApiError> {
 
 /// A system prompt (the top-level `system`, or a `system` message's
 /// content): a string, or text blocks joined by a blank line.
-fn system_text(at: &str, v: Value, dropped: &mut Dropped) -> Result<Option<String>, ApiError> {
+fn system_text(at: &str, v: ContentIn, dropped: &mut Dropped) -> Result<Option<String>, ApiError> {
     match v {
-        Value::String(s) => Ok(Some(s)),
-        Value::Array(blocks) => {
+        ContentIn::Text(s) => Ok(Some(s)),
+        ContentIn::Blocks(blocks) => {
             let mut texts = Vec::with_capacity(blocks.len());
-            for (i, b) in blocks.iter().enumerate() {
+            for (i, b) in blocks.into_iter().enumerate() {
                 let at = format!("{at}.{i}");
-                match block_type(&at, b)? {
-                    "text" => texts.push(req_str(&at, b, "text")?),
+                match checked(&at, b)? {
+                    BlockIn::Text { text } => texts.push(req_str(&at, "text", text)?),
                     // A system prompt is text: anything else goes, named.
-                    other => dropped.add(format!("content[{other}]")),
+                    other => dropped.add(format!("content[{}]", other.kind())),
                 }
             }
             Ok(Some(texts.join("\n\n")))
         }
-        _ => Err(invalid(
+        ContentIn::Absent | ContentIn::Other => Err(invalid(
             at,
             "Input should be a valid string or a list of text blocks",
         )),
@@ -496,21 +600,24 @@ fn system_text(at: &str, v: Value, dropped: &mut Dropped) -> Result<Option<Strin
 }
 
 /// `{"type":"json_schema","schema"}` as a chat `response_format`.
-fn output_format(at: &str, f: &Value) -> Result<Value, ApiError> {
-    if f.get("type").and_then(Value::as_str) != Some("json_schema") {
+fn output_format(at: &str, f: Value) -> Result<chat::ResponseFormat, ApiError> {
+    let f = view::<FormatIn>(f);
+    if f.kind.as_deref() != Some("json_schema") {
         return Err(invalid(
             format!("{at}.type"),
             "Input should be 'json_schema'",
         ));
     }
     let schema = f
-        .get("schema")
-        .filter(|s| s.is_object())
+        .schema
+        .filter(Value::is_object)
         .ok_or_else(|| invalid(format!("{at}.schema"), REQUIRED))?;
-    Ok(json!({
-        "type": "json_schema",
-        "json_schema": {"name": "output", "schema": schema},
-    }))
+    Ok(chat::ResponseFormat::JsonSchema {
+        json_schema: chat::JsonSchema {
+            name: "output",
+            schema,
+        },
+    })
 }
 
 /// One message (`messages.{i}`), as one or more chat messages: a user
@@ -521,16 +628,21 @@ fn output_format(at: &str, f: &Value) -> Result<Value, ApiError> {
 /// not know is left out and reported as `role[ROLE]`.
 fn read_message(
     i: usize,
-    m: Value,
+    m: Turn,
     out: &mut Vec<ChatMessage>,
     reading: &mut Reading,
 ) -> Result<(), ApiError> {
     let at = format!("messages.{i}");
-    let Value::Object(mut m) = m else {
+    let Turn::Object {
+        role,
+        content,
+        rest,
+    } = m
+    else {
         return Err(invalid(at, "Input should be a valid dictionary"));
     };
-    let role = match m.get("role") {
-        Some(Value::String(r)) => r.clone(),
+    let role = match role {
+        Some(Value::String(r)) => r,
         None | Some(Value::Null) => return Err(invalid(format!("{at}.role"), REQUIRED)),
         Some(_) => {
             return Err(invalid(
@@ -539,13 +651,12 @@ fn read_message(
             ));
         }
     };
-    let content = m.shift_remove("content");
     // A message is its role and content; anything else it carries goes,
     // named. A turn's own `output_config` (Claude Code 2.1.332's per-turn
     // effort) is named as the request's is.
-    for (k, v) in &m {
+    for (k, v) in &rest {
         match (k.as_str(), v) {
-            ("role", _) | (_, Value::Null) => {}
+            (_, Value::Null) => {}
             ("output_config", Value::Object(c)) => {
                 for (ck, cv) in c {
                     if !cv.is_null() {
@@ -560,10 +671,10 @@ fn read_message(
         "user" | "assistant" => {}
         "system" => {
             let text = match content {
-                None | Some(Value::Null) => {
+                ContentIn::Absent => {
                     return Err(invalid(format!("{at}.content"), REQUIRED));
                 }
-                Some(v) => system_text(&format!("{at}.content"), v, &mut reading.dropped)?,
+                c => system_text(&format!("{at}.content"), c, &mut reading.dropped)?,
             };
             if let Some(t) = text.filter(|t| !t.is_empty()) {
                 out.push(ChatMessage::new("system", t));
@@ -576,13 +687,13 @@ fn read_message(
         }
     }
     let blocks = match content {
-        Some(Value::String(s)) => {
+        ContentIn::Text(s) => {
             out.push(ChatMessage::new(role, s));
             return Ok(());
         }
-        Some(Value::Array(blocks)) => blocks,
-        None | Some(Value::Null) => return Err(invalid(format!("{at}.content"), REQUIRED)),
-        Some(_) => {
+        ContentIn::Blocks(blocks) => blocks,
+        ContentIn::Absent => return Err(invalid(format!("{at}.content"), REQUIRED)),
+        ContentIn::Other => {
             return Err(invalid(
                 format!("{at}.content"),
                 "Input should be a valid string or a list of content blocks",
@@ -598,14 +709,14 @@ fn read_message(
 
 /// Content parts as a message's content: one text part as plain text
 /// (which every OpenAI-compatible upstream takes), otherwise the parts.
-fn content_of(mut parts: Vec<Value>) -> Content {
+fn content_of(mut parts: Vec<chat::Part>) -> Content {
     if parts.len() == 1
-        && parts[0]["type"] == "text"
-        && let Some(Value::String(t)) = parts[0].get_mut("text").map(Value::take)
+        && let Some(chat::Part::Text { text }) =
+            parts.pop_if(|p| matches!(p, chat::Part::Text { .. }))
     {
-        return Content::Text(t);
+        return Content::Text(text);
     }
-    Content::Parts(parts)
+    Content::Parts(parts.into_iter().map(chat::to_json).collect())
 }
 
 /// What one content block becomes: text, an image part, nothing (left out
@@ -613,10 +724,31 @@ fn content_of(mut parts: Vec<Value>) -> Content {
 /// conversation, the caller's to handle.
 enum Block {
     Text(String),
-    Image(Value),
+    Image(chat::Part),
     Silent,
-    ToolUse,
-    ToolResult,
+    ToolUse {
+        id: Option<Value>,
+        name: Option<Value>,
+        input: Option<Value>,
+    },
+    ToolResult {
+        tool_use_id: Option<Value>,
+        content: Option<Value>,
+        is_error: Option<bool>,
+    },
+}
+
+/// A block that is an object with a string `type`, or the refusal that
+/// names what it is instead.
+fn checked(at: &str, b: Slot) -> Result<BlockIn, ApiError> {
+    match b {
+        Slot::Block(b) => Ok(b),
+        Slot::Bad(v) => Err(match block_type(at, &v) {
+            Err(e) => e,
+            Ok(_) => invalid(at, "Input should be a valid dictionary"),
+        }),
+        Slot::Unread(why) => Err(invalid(at, why)),
+    }
 }
 
 /// A content block route reads the same way wherever it appears (a turn,
@@ -626,60 +758,76 @@ enum Block {
 /// `web_search_tool_result`, …), which only Anthropic could have made and
 /// no upstream here can read, or any type route does not know: left out
 /// and reported as `content[TYPE]`.
-fn content_block(at: &str, b: &Value, dropped: &mut Dropped) -> Result<Block, ApiError> {
-    Ok(match block_type(at, b)? {
-        "text" => match req_str(at, b, "text")? {
+fn content_block(at: &str, b: Slot, dropped: &mut Dropped) -> Result<Block, ApiError> {
+    Ok(match checked(at, b)? {
+        BlockIn::Text { text } => match req_str(at, "text", text)? {
             // Anthropic refuses an empty text block; it says nothing.
             t if t.is_empty() => Block::Silent,
             t => Block::Text(t),
         },
-        "image" => Block::Image(image_part(at, b)?),
-        "document" => Block::Text(document_text(at, b, dropped)?),
-        "search_result" => Block::Text(search_result_text(at, b)?),
+        BlockIn::Image { source } => Block::Image(image_part(at, source)?),
+        BlockIn::Document {
+            source,
+            title,
+            context,
+        } => Block::Text(document_text(at, source, [title, context], dropped)?),
+        BlockIn::SearchResult {
+            title,
+            source,
+            content,
+        } => Block::Text(search_result_text(at, title, source, content)?),
         // A summary of the conversation before it, which the model must
         // read; `null` is a compaction that failed, a no-op.
-        "compaction" => match b.get("content") {
-            Some(Value::String(t)) if !t.is_empty() => Block::Text(t.clone()),
+        BlockIn::Compaction { content } => match content {
+            Some(t) if !t.is_empty() => Block::Text(t),
             _ => Block::Silent,
         },
-        "tool_use" => Block::ToolUse,
-        "tool_result" => Block::ToolResult,
-        t if SILENT_BLOCKS.contains(&t) => Block::Silent,
-        other => {
-            dropped.add(format!("content[{other}]"));
+        BlockIn::ToolUse { id, name, input } => Block::ToolUse { id, name, input },
+        BlockIn::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        } => Block::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        },
+        BlockIn::Other { kind } if SILENT_BLOCKS.contains(&kind.as_str()) => Block::Silent,
+        BlockIn::Other { kind } => {
+            dropped.add(format!("content[{kind}]"));
             Block::Silent
         }
     })
 }
 
-/// A block's type, for messages (checked to be a string already).
-fn b_type(b: &Value) -> &str {
-    b["type"].as_str().unwrap_or("")
-}
-
 /// The text of a `document` block whose source is text (`text`, or
-/// `content` blocks), with its title ahead. A PDF (`base64`, `url`,
-/// `file`) is a 400: no upstream behind route is known to read one, and
-/// leaving it out would answer a different question.
-fn document_text(at: &str, b: &Value, dropped: &mut Dropped) -> Result<String, ApiError> {
+/// `content` blocks), with its title and context ahead. A PDF (`base64`,
+/// `url`, `file`) is a 400: no upstream behind route is known to read
+/// one, and leaving it out would answer a different question.
+fn document_text(
+    at: &str,
+    source: Option<Value>,
+    head: [Option<String>; 2],
+    dropped: &mut Dropped,
+) -> Result<String, ApiError> {
     let sat = format!("{at}.source");
-    let source = b
-        .get("source")
-        .filter(|s| s.is_object())
-        .ok_or_else(|| invalid(&sat, REQUIRED))?;
-    let body = match source.get("type").and_then(Value::as_str) {
-        Some("text") => req_str(&sat, source, "data")?,
-        Some("content") => match source.get("content") {
-            Some(Value::String(s)) => s.clone(),
+    let source: SourceIn = match source {
+        Some(s @ Value::Object(_)) => view(s),
+        _ => return Err(invalid(&sat, REQUIRED)),
+    };
+    let body = match source.kind.as_deref() {
+        Some("text") => req_str(&sat, "data", source.data)?,
+        Some("content") => match source.content {
+            Some(Value::String(s)) => s,
             Some(Value::Array(blocks)) => {
                 let mut texts = Vec::new();
                 for c in blocks {
-                    match c.get("text").and_then(Value::as_str) {
+                    let c: TextIn = view(c);
+                    match c.text {
                         Some(t) => texts.push(t),
-                        None => dropped.add(format!(
-                            "content[{}]",
-                            c.get("type").and_then(Value::as_str).unwrap_or("?")
-                        )),
+                        None => {
+                            dropped.add(format!("content[{}]", c.kind.as_deref().unwrap_or("?")))
+                        }
                     }
                 }
                 texts.join("\n\n")
@@ -699,9 +847,9 @@ fn document_text(at: &str, b: &Value, dropped: &mut Dropped) -> Result<String, A
         None => return Err(invalid(format!("{sat}.type"), REQUIRED)),
     };
     // Its title and the context the client gave about it, then its text.
-    let head: Vec<&str> = ["title", "context"]
-        .iter()
-        .filter_map(|k| b.get(*k).and_then(Value::as_str))
+    let head: Vec<String> = head
+        .into_iter()
+        .flatten()
         .filter(|t| !t.is_empty())
         .collect();
     Ok(if head.is_empty() {
@@ -713,38 +861,45 @@ fn document_text(at: &str, b: &Value, dropped: &mut Dropped) -> Result<String, A
 
 /// A `search_result` block as text: its title and source, then its text
 /// blocks.
-fn search_result_text(at: &str, b: &Value) -> Result<String, ApiError> {
-    let title = req_str(at, b, "title")?;
-    let source = req_str(at, b, "source")?;
-    let body: Vec<&str> = b
-        .get("content")
-        .and_then(Value::as_array)
+fn search_result_text(
+    at: &str,
+    title: Option<Value>,
+    source: Option<Value>,
+    content: Option<Vec<Value>>,
+) -> Result<String, ApiError> {
+    let title = req_str(at, "title", title)?;
+    let source = req_str(at, "source", source)?;
+    let body: Vec<String> = content
         .into_iter()
         .flatten()
-        .filter_map(|c| c.get("text").and_then(Value::as_str))
+        .filter_map(|c| view::<TextIn>(c).text)
         .collect();
     Ok(format!("{title} ({source})\n\n{}", body.join("\n\n")))
 }
 
 fn user_turn(
     at: &str,
-    blocks: Vec<Value>,
+    blocks: Vec<Slot>,
     out: &mut Vec<ChatMessage>,
     reading: &mut Reading,
 ) -> Result<(), ApiError> {
     let mut parts = Vec::new();
     for (j, b) in blocks.into_iter().enumerate() {
         let at = format!("{at}.content.{j}");
-        match content_block(&at, &b, &mut reading.dropped)? {
-            Block::Text(t) => parts.push(json!({"type": "text", "text": t})),
+        match content_block(&at, b, &mut reading.dropped)? {
+            Block::Text(text) => parts.push(chat::Part::Text { text }),
             Block::Image(p) => parts.push(p),
             Block::Silent => {}
-            Block::ToolResult => {
-                let (msg, images) = tool_result(&at, &b, reading)?;
+            Block::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+            } => {
+                let (msg, images) = tool_result(&at, tool_use_id, content, is_error, reading)?;
                 out.push(msg);
                 parts.extend(images);
             }
-            Block::ToolUse => {
+            Block::ToolUse { .. } => {
                 return Err(invalid(
                     format!("{at}.type"),
                     "tool_use blocks belong in assistant messages",
@@ -761,21 +916,22 @@ fn user_turn(
     }
     Ok(())
 }
+
 /// An `image` block as an `image_url` part: a `base64` source as a data
 /// URL, a `url` source as its URL.
-fn image_part(at: &str, b: &Value) -> Result<Value, ApiError> {
-    let source = b
-        .get("source")
-        .filter(|s| s.is_object())
-        .ok_or_else(|| invalid(format!("{at}.source"), REQUIRED))?;
+fn image_part(at: &str, source: Option<Value>) -> Result<chat::Part, ApiError> {
     let sat = format!("{at}.source");
-    let url = match source.get("type").and_then(Value::as_str) {
+    let source: SourceIn = match source {
+        Some(s @ Value::Object(_)) => view(s),
+        _ => return Err(invalid(sat, REQUIRED)),
+    };
+    let url = match source.kind.as_deref() {
         Some("base64") => format!(
             "data:{};base64,{}",
-            req_str(&sat, source, "media_type")?,
-            req_str(&sat, source, "data")?
+            req_str(&sat, "media_type", source.media_type)?,
+            req_str(&sat, "data", source.data)?
         ),
-        Some("url") => req_str(&sat, source, "url")?,
+        Some("url") => req_str(&sat, "url", source.url)?,
         Some("file") => {
             return Err(invalid(
                 format!("{sat}.type"),
@@ -790,20 +946,24 @@ fn image_part(at: &str, b: &Value) -> Result<Value, ApiError> {
             ));
         }
     };
-    Ok(json!({"type": "image_url", "image_url": {"url": url}}))
+    Ok(chat::Part::ImageUrl {
+        image_url: chat::ImageUrl { url },
+    })
 }
 
 /// A `tool_result` block as a `tool` message, and the images it holds,
 /// which a `tool` message cannot: they go into the user turn's own content
 /// (after its tool results, which come first), and the tool message says
-/// so. `is_error` is said in
-/// the text (`Error: …`), since a `tool` message has no flag for it.
+/// so. `is_error` is said in the text (`Error: …`), since a `tool` message
+/// has no flag for it.
 fn tool_result(
     at: &str,
-    b: &Value,
+    tool_use_id: Option<Value>,
+    content: Option<Value>,
+    is_error: Option<bool>,
     reading: &mut Reading,
-) -> Result<(ChatMessage, Vec<Value>), ApiError> {
-    let id = req_str(at, b, "tool_use_id")?;
+) -> Result<(ChatMessage, Vec<chat::Part>), ApiError> {
+    let id = req_str(at, "tool_use_id", tool_use_id)?;
     // A result that answers no call is refused here, never forwarded:
     // every upstream refuses one (Anthropic: "unexpected `tool_use_id`
     // found in `tool_result` blocks"), and a client that sent it has lost
@@ -820,23 +980,29 @@ fn tool_result(
     }
     let mut texts = Vec::new();
     let mut images = Vec::new();
-    match b.get("content") {
+    match content {
         None | Some(Value::Null) => {}
-        Some(Value::String(s)) => texts.push(s.clone()),
+        Some(Value::String(s)) => texts.push(s),
         Some(Value::Array(blocks)) => {
-            for (k, c) in blocks.iter().enumerate() {
+            for (k, c) in blocks.into_iter().enumerate() {
                 let at = format!("{at}.content.{k}");
-                match content_block(&at, c, &mut reading.dropped)? {
-                    Block::Text(t) => texts.push(t),
-                    Block::Image(p) => images.push(p),
-                    Block::Silent => {}
-                    Block::ToolUse | Block::ToolResult => {
-                        return Err(invalid(
-                            format!("{at}.type"),
-                            format!("{} blocks cannot be inside a tool_result", b_type(c)),
-                        ));
+                let inside = match content_block(&at, Slot::read(c), &mut reading.dropped)? {
+                    Block::Text(t) => {
+                        texts.push(t);
+                        continue;
                     }
-                }
+                    Block::Image(p) => {
+                        images.push(p);
+                        continue;
+                    }
+                    Block::Silent => continue,
+                    Block::ToolUse { .. } => "tool_use",
+                    Block::ToolResult { .. } => "tool_result",
+                };
+                return Err(invalid(
+                    format!("{at}.type"),
+                    format!("{inside} blocks cannot be inside a tool_result"),
+                ));
             }
         }
         Some(_) => {
@@ -860,7 +1026,7 @@ fn tool_result(
             format!("{text}\n\n{note}")
         };
     }
-    if b.get("is_error").and_then(Value::as_bool) == Some(true) {
+    if is_error == Some(true) {
         text = format!("Error: {text}");
     }
     let mut extra = Map::new();
@@ -875,7 +1041,7 @@ fn tool_result(
 
 fn assistant_turn(
     at: &str,
-    blocks: Vec<Value>,
+    blocks: Vec<Slot>,
     out: &mut Vec<ChatMessage>,
     reading: &mut Reading,
 ) -> Result<(), ApiError> {
@@ -883,19 +1049,24 @@ fn assistant_turn(
     let mut calls = Vec::new();
     for (j, b) in blocks.into_iter().enumerate() {
         let at = format!("{at}.content.{j}");
-        match content_block(&at, &b, &mut reading.dropped)? {
+        match content_block(&at, b, &mut reading.dropped)? {
             Block::Text(t) => texts.push(t),
             Block::Silent => {}
-            Block::Image(_) | Block::ToolResult => {
+            b @ (Block::Image(_) | Block::ToolResult { .. }) => {
+                let kind = if matches!(b, Block::Image(_)) {
+                    "image"
+                } else {
+                    "tool_result"
+                };
                 return Err(invalid(
                     format!("{at}.type"),
-                    format!("{} blocks belong in user messages", b_type(&b)),
+                    format!("{kind} blocks belong in user messages"),
                 ));
             }
-            Block::ToolUse => {
-                let id = req_str(&at, &b, "id")?;
-                let name = req_str(&at, &b, "name")?;
-                let arguments = match b.get("input") {
+            Block::ToolUse { id, name, input } => {
+                let id = req_str(&at, "id", id)?;
+                let name = req_str(&at, "name", name)?;
+                let arguments = match input {
                     None | Some(Value::Null) => "{}".to_string(),
                     Some(v @ Value::Object(_)) => v.to_string(),
                     Some(_) => {
@@ -906,11 +1077,11 @@ fn assistant_turn(
                     }
                 };
                 reading.tool_uses.insert(id.clone());
-                calls.push(json!({
-                    "id": id,
-                    "type": "function",
-                    "function": {"name": name, "arguments": arguments},
-                }));
+                calls.push(chat::ToolCall {
+                    id,
+                    kind: chat::Function::Function,
+                    function: chat::Call { name, arguments },
+                });
             }
         }
     }
@@ -922,7 +1093,7 @@ fn assistant_turn(
     let content = (!texts.is_empty()).then(|| Content::Text(texts.join("\n\n")));
     let mut extra = Map::new();
     if !calls.is_empty() {
-        extra.insert("tool_calls".into(), Value::Array(calls));
+        extra.insert("tool_calls".into(), chat::to_json(calls));
     }
     out.push(ChatMessage {
         role: "assistant".into(),
@@ -932,28 +1103,35 @@ fn assistant_turn(
     Ok(())
 }
 
+/// A Messages request's tools and `tool_choice`, as the chat API's.
+#[derive(Debug, Default)]
+struct Tools {
+    tools: Vec<chat::Tool>,
+    choice: Option<chat::ToolChoice>,
+    parallel: Option<bool>,
+}
+
 /// `tools` and `tool_choice` as chat `tools`, `tool_choice` and
 /// `parallel_tool_calls`. Custom tools (no `type`, or `custom`) become
 /// function tools; Anthropic's server tools (`web_search_*`, `bash_*`,
 /// …), which no upstream behind route runs, are dropped and reported as
 /// `tools[name]`, unless `tool_choice` forces one: then a 400.
-fn read_tools(
-    obj: &mut Map<String, Value>,
-    extra: &mut Map<String, Value>,
-    dropped: &mut Dropped,
-) -> Result<(), ApiError> {
+fn read_tools(obj: &mut Map<String, Value>, dropped: &mut Dropped) -> Result<Tools, ApiError> {
     let mut tools = Vec::new();
     let mut server = Vec::new();
     match obj.shift_remove("tools") {
         None | Some(Value::Null) => {}
         Some(Value::Array(a)) => {
-            for (i, mut t) in a.into_iter().enumerate() {
+            for (i, t) in a.into_iter().enumerate() {
                 let at = format!("tools.{i}");
                 if !t.is_object() {
                     return Err(invalid(at, "Input should be a valid dictionary"));
                 }
-                let name = req_str(&at, &t, "name")?;
-                match t.get("type").and_then(Value::as_str) {
+                // Every field is optional and read leniently: an object
+                // always reads.
+                let t = ToolIn::deserialize(t).map_err(|e| invalid(&at, e))?;
+                let name = req_str(&at, "name", t.name)?;
+                match t.kind.as_deref() {
                     None | Some("custom") => {}
                     Some(_) => {
                         dropped.add(format!("tools[{name}]"));
@@ -961,40 +1139,41 @@ fn read_tools(
                         continue;
                     }
                 }
-                let mut function = json!({"name": name});
-                if let Some(d) = t.get_mut("description").map(Value::take)
-                    && !d.is_null()
-                {
-                    function["description"] = d;
-                }
-                match t.get_mut("input_schema").map(Value::take) {
-                    None | Some(Value::Null) => {}
-                    Some(s @ Value::Object(_)) => function["parameters"] = s,
+                let parameters = match t.input_schema {
+                    None | Some(Value::Null) => None,
+                    Some(s @ Value::Object(_)) => Some(s),
                     Some(_) => {
                         return Err(invalid(
                             format!("{at}.input_schema"),
                             "Input should be a valid dictionary",
                         ));
                     }
-                }
-                if t.get("strict").and_then(Value::as_bool) == Some(true) {
-                    function["strict"] = json!(true);
-                }
-                tools.push(json!({"type": "function", "function": function}));
+                };
+                tools.push(chat::Tool {
+                    kind: chat::Function::Function,
+                    function: chat::Declaration {
+                        name,
+                        description: t.description.filter(|d| !d.is_null()),
+                        parameters,
+                        strict: (t.strict == Some(true)).then_some(true),
+                    },
+                });
             }
         }
         Some(_) => return Err(invalid("tools", "Input should be a valid list")),
     }
     let choice = match obj.shift_remove("tool_choice") {
         None | Some(Value::Null) => None,
-        Some(c @ Value::Object(_)) => Some(c),
+        Some(c @ Value::Object(_)) => {
+            Some(ToolChoiceIn::deserialize(c).map_err(|e| invalid("tool_choice", e))?)
+        }
         Some(_) => return Err(invalid("tool_choice", "Input should be a valid dictionary")),
     };
     let mut parallel = None;
-    let choice = match &choice {
+    let choice = match choice {
         None => None,
         Some(c) => {
-            if c.get("disable_parallel_tool_use").and_then(Value::as_bool) == Some(true) {
+            if c.disable_parallel_tool_use == Some(true) {
                 parallel = Some(false);
             }
             let forced_server = |name: &str| {
@@ -1006,9 +1185,9 @@ fn read_tools(
                     ),
                 )
             };
-            match c.get("type").and_then(Value::as_str) {
-                Some("auto") => Some(json!("auto")),
-                Some("none") => Some(json!("none")),
+            match c.kind.as_deref() {
+                Some("auto") => Some(chat::ToolChoice::Mode("auto")),
+                Some("none") => Some(chat::ToolChoice::Mode("none")),
                 Some("any") => {
                     if tools.is_empty() {
                         return Err(match server.first() {
@@ -1018,20 +1197,23 @@ fn read_tools(
                             }
                         });
                     }
-                    Some(json!("required"))
+                    Some(chat::ToolChoice::Mode("required"))
                 }
                 Some("tool") => {
-                    let name = req_str("tool_choice", c, "name")?;
+                    let name = req_str("tool_choice", "name", c.name)?;
                     if server.contains(&name) {
                         return Err(forced_server(&name));
                     }
-                    if !tools.iter().any(|t| t["function"]["name"] == name.as_str()) {
+                    if !tools.iter().any(|t| t.function.name == name) {
                         return Err(invalid(
                             "tool_choice.name",
                             format!("no tool named {name:?} is declared"),
                         ));
                     }
-                    Some(json!({"type": "function", "function": {"name": name}}))
+                    Some(chat::ToolChoice::Forced {
+                        kind: chat::Function::Function,
+                        function: chat::Named { name },
+                    })
                 }
                 _ => {
                     return Err(invalid(
@@ -1045,16 +1227,46 @@ fn read_tools(
     // Without tools, `auto` and `none` ask for nothing (and the chat API
     // refuses tool fields without tools).
     if tools.is_empty() {
-        return Ok(());
+        return Ok(Tools::default());
     }
-    extra.insert("tools".into(), Value::Array(tools));
-    if let Some(c) = choice {
-        extra.insert("tool_choice".into(), c);
+    Ok(Tools {
+        tools,
+        choice,
+        parallel,
+    })
+}
+
+/// The chat fields a Messages request sets beyond the router's typed
+/// ones, in the order the chat request has always held them: `tools`,
+/// `tool_choice`, `parallel_tool_calls`, `top_k`, `metadata` (which
+/// [`metadata_to_user`] moves once the router has read it),
+/// `response_format`.
+fn chat_fields(
+    tools: Tools,
+    top_k: Option<serde_json::Number>,
+    metadata: Option<chat::Metadata>,
+    format: Option<chat::ResponseFormat>,
+) -> Map<String, Value> {
+    let mut extra = Map::new();
+    if !tools.tools.is_empty() {
+        extra.insert("tools".into(), chat::to_json(tools.tools));
     }
-    if let Some(p) = parallel {
-        extra.insert("parallel_tool_calls".into(), json!(p));
+    if let Some(c) = tools.choice {
+        extra.insert("tool_choice".into(), chat::to_json(c));
     }
-    Ok(())
+    if let Some(p) = tools.parallel {
+        extra.insert("parallel_tool_calls".into(), Value::Bool(p));
+    }
+    if let Some(k) = top_k {
+        extra.insert("top_k".into(), Value::Number(k));
+    }
+    if let Some(m) = metadata {
+        extra.insert("metadata".into(), chat::to_json(m));
+    }
+    if let Some(f) = format {
+        extra.insert("response_format".into(), chat::to_json(f));
+    }
+    extra
 }
 
 /// Move `metadata.user_id` to the chat field `user` (which the Anthropic
@@ -1062,10 +1274,10 @@ fn read_tools(
 /// as the conversation: OpenAI-compatible upstreams know no `metadata`
 /// that means this.
 pub fn metadata_to_user(req: &mut ChatRequest) {
-    if let Some(m) = req.extra.shift_remove("metadata")
-        && let Some(Value::String(u)) = m.get("user_id")
+    if let Some(Value::Object(mut m)) = req.extra.shift_remove("metadata")
+        && let Some(Value::String(u)) = m.shift_remove("user_id")
     {
-        req.extra.insert("user".into(), Value::String(u.clone()));
+        req.extra.insert("user".into(), Value::String(u));
     }
 }
 
@@ -1100,24 +1312,23 @@ pub fn stop_reason(reason: Option<&str>, called: bool) -> &'static str {
 
 /// The sequence a `stop_sequence` stop hit: known only when the request
 /// had one (the reply does not say which).
-fn stop_sequence(reason: &str, stop: &[String]) -> Value {
+fn stop_sequence(reason: &str, stop: &[String]) -> Option<String> {
     match stop {
-        [one] if reason == "stop_sequence" => json!(one),
-        _ => Value::Null,
+        [one] if reason == "stop_sequence" => Some(one.clone()),
+        _ => None,
     }
 }
 
 /// Anthropic's `usage`: the upstream's counts, or route's estimate of the
-/// prompt and 0 for the answer where it gave none. Route caches nothing,
-/// so the cache counts are 0.
-fn usage(u: Option<Usage>, input_estimate: u64) -> Value {
+/// prompt and 0 for the answer where it gave none.
+fn usage(u: Option<Usage>, input_estimate: u64) -> MessageUsage {
     let u = u.unwrap_or_default();
-    json!({
-        "input_tokens": u.input_tokens.unwrap_or(input_estimate),
-        "output_tokens": u.output_tokens.unwrap_or(0),
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
-    })
+    MessageUsage {
+        input_tokens: u.input_tokens.unwrap_or(input_estimate),
+        output_tokens: u.output_tokens.unwrap_or(0),
+        cache_creation_input_tokens: 0,
+        cache_read_input_tokens: 0,
+    }
 }
 
 /// A tool call's arguments as the `input` object: empty text is `{}`;
@@ -1125,7 +1336,7 @@ fn usage(u: Option<Usage>, input_estimate: u64) -> Value {
 /// than an invented object.
 fn tool_input(arguments: &str) -> Value {
     if arguments.trim().is_empty() {
-        return json!({});
+        return Value::Object(Map::new());
     }
     serde_json::from_str(arguments).unwrap_or_else(|_| Value::String(arguments.to_string()))
 }
@@ -1134,32 +1345,33 @@ fn tool_input(arguments: &str) -> Value {
 /// (no empty text block beside tool calls), `stop_reason`,
 /// `stop_sequence`, `usage` ([`usage`]), the candidate's model id. The
 /// reply's reasoning is left out: `thinking` is never passed on.
-pub fn message_body(c: &Completion, input_estimate: u64, stop: &[String]) -> Value {
+pub fn message_body(c: &Completion, input_estimate: u64, stop: &[String]) -> Message {
     let reply = &c.reply;
     let called = !reply.tool_calls.is_empty();
     let mut content = Vec::with_capacity(1 + reply.tool_calls.len());
     if !reply.text.is_empty() || !called {
-        content.push(json!({"type": "text", "text": reply.text}));
+        content.push(ReplyBlock::Text {
+            text: reply.text.clone(),
+        });
     }
     for t in &reply.tool_calls {
-        content.push(json!({
-            "type": "tool_use",
-            "id": t.id,
-            "name": t.name,
-            "input": tool_input(&t.arguments),
-        }));
+        content.push(ReplyBlock::ToolUse {
+            id: t.id.clone(),
+            name: t.name.clone(),
+            input: tool_input(&t.arguments),
+        });
     }
     let reason = stop_reason(reply.finish_reason.as_deref(), called);
-    json!({
-        "id": message_id(c.upstream_id.as_deref()),
-        "type": "message",
-        "role": "assistant",
-        "model": c.model,
-        "content": content,
-        "stop_reason": reason,
-        "stop_sequence": stop_sequence(reason, stop),
-        "usage": usage(reply.usage, input_estimate),
-    })
+    Message {
+        id: message_id(c.upstream_id.as_deref()),
+        kind: MessageType::Message,
+        role: Role::Assistant,
+        model: c.model.clone(),
+        content,
+        stop_reason: Some(reason),
+        stop_sequence: stop_sequence(reason, stop),
+        usage: usage(reply.usage, input_estimate),
+    }
 }
 
 /// The content block a stream has open.
@@ -1197,7 +1409,7 @@ pub struct MessageWriter {
 }
 
 /// One event: its name and its data.
-pub type Named = (&'static str, Value);
+pub type Named = (&'static str, EventData);
 
 impl MessageWriter {
     /// For a reply from `model` (the candidate's id) to a request whose
@@ -1238,26 +1450,25 @@ impl MessageWriter {
                 self.close(&mut out);
                 let reason = stop_reason(self.finish.as_deref(), !self.calls.is_empty());
                 let u = self.usage.unwrap_or_default();
-                out.push((
-                    "message_delta",
-                    json!({
-                        "type": "message_delta",
-                        "delta": {
-                            "stop_reason": reason,
-                            "stop_sequence": stop_sequence(reason, &self.stop),
-                        },
-                        "usage": {
-                            "input_tokens": u.input_tokens.unwrap_or(self.input_estimate),
-                            "output_tokens": u.output_tokens.unwrap_or(0),
-                        },
-                    }),
-                ));
-                out.push(("message_stop", json!({"type": "message_stop"})));
+                out.push(named(EventData::MessageDelta {
+                    delta: Stop {
+                        stop_reason: reason,
+                        stop_sequence: stop_sequence(reason, &self.stop),
+                    },
+                    usage: DeltaUsage {
+                        input_tokens: u.input_tokens.unwrap_or(self.input_estimate),
+                        output_tokens: u.output_tokens.unwrap_or(0),
+                    },
+                }));
+                out.push(named(EventData::MessageStop));
             }
-            StreamEvent::Failed(msg) => out.push((
-                "error",
-                json!({"type": "error", "error": {"type": "api_error", "message": msg}}),
-            )),
+            StreamEvent::Failed(message) => out.push(named(EventData::Error {
+                error: ErrorDetail {
+                    kind: "api_error",
+                    message,
+                    details: None,
+                },
+            })),
             // The engine turns a stall into a failure; an upstream's own
             // chunks are never asked for, and their deltas come anyway.
             StreamEvent::Stalled | StreamEvent::Raw(_) => {}
@@ -1274,12 +1485,17 @@ impl MessageWriter {
                 let index = match self.open {
                     Some(Open::Text { index }) => index,
                     _ => {
-                        let index = self.open_block(json!({"type": "text", "text": ""}), out);
+                        let index = self.open_block(
+                            ReplyBlock::Text {
+                                text: String::new(),
+                            },
+                            out,
+                        );
                         self.open = Some(Open::Text { index });
                         index
                     }
                 };
-                out.push(delta(index, json!({"type": "text_delta", "text": t})));
+                out.push(delta(index, Delta::TextDelta { text: t }));
             }
             ReplyDelta::ToolCall(d) => {
                 self.start(None, out);
@@ -1287,12 +1503,13 @@ impl MessageWriter {
                 let index = match known {
                     Some(index) => index,
                     None => {
-                        let block = json!({
-                            "type": "tool_use",
-                            "id": d.id.unwrap_or_else(|| format!("toolu_{:016x}", rand::random::<u64>())),
-                            "name": d.name.unwrap_or_default(),
-                            "input": {},
-                        });
+                        let block = ReplyBlock::ToolUse {
+                            id: d
+                                .id
+                                .unwrap_or_else(|| format!("toolu_{:016x}", rand::random::<u64>())),
+                            name: d.name.unwrap_or_default(),
+                            input: Value::Object(Map::new()),
+                        };
                         let index = self.open_block(block, out);
                         self.open = Some(Open::Tool {
                             call: d.index,
@@ -1307,7 +1524,9 @@ impl MessageWriter {
                 if !d.arguments.is_empty() {
                     out.push(delta(
                         index,
-                        json!({"type": "input_json_delta", "partial_json": d.arguments}),
+                        Delta::InputJsonDelta {
+                            partial_json: d.arguments,
+                        },
                     ));
                 }
             }
@@ -1323,50 +1542,44 @@ impl MessageWriter {
             return;
         }
         self.started = true;
-        out.push((
-            "message_start",
-            json!({
-                "type": "message_start",
-                "message": {
-                    "id": message_id(id),
-                    "type": "message",
-                    "role": "assistant",
-                    "model": self.model,
-                    "content": [],
-                    "stop_reason": null,
-                    "stop_sequence": null,
-                    "usage": usage(None, self.input_estimate),
-                },
-            }),
-        ));
+        out.push(named(EventData::MessageStart {
+            message: Message {
+                id: message_id(id),
+                kind: MessageType::Message,
+                role: Role::Assistant,
+                model: self.model.clone(),
+                content: Vec::new(),
+                stop_reason: None,
+                stop_sequence: None,
+                usage: usage(None, self.input_estimate),
+            },
+        }));
     }
 
-    fn open_block(&mut self, block: Value, out: &mut Vec<Named>) -> usize {
+    fn open_block(&mut self, content_block: ReplyBlock, out: &mut Vec<Named>) -> usize {
         self.close(out);
         let index = self.next_index;
         self.next_index += 1;
-        out.push((
-            "content_block_start",
-            json!({"type": "content_block_start", "index": index, "content_block": block}),
-        ));
+        out.push(named(EventData::ContentBlockStart {
+            index,
+            content_block,
+        }));
         index
     }
 
     fn close(&mut self, out: &mut Vec<Named>) {
         if let Some(Open::Text { index } | Open::Tool { index, .. }) = self.open.take() {
-            out.push((
-                "content_block_stop",
-                json!({"type": "content_block_stop", "index": index}),
-            ));
+            out.push(named(EventData::ContentBlockStop { index }));
         }
     }
 }
 
-fn delta(index: usize, d: Value) -> Named {
-    (
-        "content_block_delta",
-        json!({"type": "content_block_delta", "index": index, "delta": d}),
-    )
+fn named(data: EventData) -> Named {
+    (data.name(), data)
+}
+
+fn delta(index: usize, delta: Delta) -> Named {
+    named(EventData::ContentBlockDelta { index, delta })
 }
 
 /// A served stream as Anthropic's `text/event-stream`: named events from
@@ -1378,7 +1591,10 @@ pub fn event_stream(
 ) -> Response {
     let body = events.flat_map(move |ev| {
         let named = writer.events(ev).into_iter().map(|(name, data)| {
-            Ok::<Event, Infallible>(Event::default().event(name).data(data.to_string()))
+            // Nothing in the data can fail to serialize: no map has
+            // non-string keys.
+            let data = serde_json::to_string(&data).unwrap_or_default();
+            Ok::<Event, Infallible>(Event::default().event(name).data(data))
         });
         futures_util::stream::iter(named)
     });
@@ -1391,6 +1607,25 @@ pub fn event_stream(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    // The typed bodies as the JSON a client reads.
+    fn error_body(e: &ApiError) -> Value {
+        serde_json::to_value(super::error_body(e)).unwrap()
+    }
+
+    fn message_body(c: &Completion, input_estimate: u64, stop: &[String]) -> Value {
+        serde_json::to_value(super::message_body(c, input_estimate, stop)).unwrap()
+    }
+
+    type Named = (&'static str, Value);
+
+    fn events(w: &mut MessageWriter, ev: StreamEvent) -> Vec<Named> {
+        w.events(ev)
+            .into_iter()
+            .map(|(name, data)| (name, serde_json::to_value(data).unwrap()))
+            .collect()
+    }
 
     fn read(body: Value) -> Result<Messages, ApiError> {
         read_messages(body.to_string().as_bytes(), Purpose::Create)
@@ -2132,7 +2367,7 @@ mod tests {
             },
             StreamEvent::Done,
         ];
-        let out: Vec<Named> = evs.into_iter().flat_map(|e| w.events(e)).collect();
+        let out: Vec<Named> = evs.into_iter().flat_map(|e| events(&mut w, e)).collect();
         let names: Vec<&str> = out.iter().map(|(n, _)| *n).collect();
         assert_eq!(
             names,
@@ -2242,7 +2477,7 @@ mod tests {
         let mut out = Vec::new();
         let mut live = Vec::new();
         for e in evs {
-            let n = w.events(e);
+            let n = events(&mut w, e);
             live.push(n.len());
             out.extend(n);
         }
@@ -2292,8 +2527,11 @@ mod tests {
     #[test]
     fn a_failure_after_the_first_byte_is_an_error_event() {
         let mut w = MessageWriter::new("a::ok", 3, &[]);
-        let mut out = w.events(StreamEvent::Delta(ReplyDelta::Text("Hel".into())));
-        out.extend(w.events(StreamEvent::Failed("upstream went away".into())));
+        let mut out = events(&mut w, StreamEvent::Delta(ReplyDelta::Text("Hel".into())));
+        out.extend(events(
+            &mut w,
+            StreamEvent::Failed("upstream went away".into()),
+        ));
         let names: Vec<&str> = out.iter().map(|(n, _)| *n).collect();
         assert_eq!(
             names,
