@@ -35,7 +35,6 @@ use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize};
 
 use super::cooldown::{MAX_WAIT, Target};
-use super::domain::AttemptClass;
 use crate::catalog::{Limits, Provider, RequestsWindow};
 use crate::upstream::hints::parse_reset;
 
@@ -156,13 +155,6 @@ pub struct LimitHit {
     /// of an exhausted upstream bucket. A request larger than a whole
     /// token window never passes; its `until` is when that window empties.
     pub until: DateTime<Utc>,
-}
-
-impl LimitHit {
-    /// What the fallback trail records: `limit:rpm`, `limit:daily_cap`, ….
-    pub fn trail(&self) -> AttemptClass {
-        AttemptClass::Limit(self.kind)
-    }
 }
 
 /// A counted request, for [`LimitLedger::correct`] once its usage is known.
@@ -890,7 +882,10 @@ mod tests {
         }
         let hit = send(&mut b, &t, &eff, 10, secs(5.0)).unwrap_err();
         assert_eq!(hit.kind, LimitKind::Rpm);
-        assert_eq!(hit.trail().to_string(), "limit:rpm");
+        assert_eq!(
+            crate::route::domain::AttemptClass::Limit(hit.kind).to_string(),
+            "limit:rpm"
+        );
         assert_eq!(hit.scope, "p#key0:k1:aaaaaaaa::m");
         assert_eq!(hit.until, secs(60.0));
 
@@ -955,7 +950,9 @@ mod tests {
             (
                 hit.kind,
                 hit.scope.as_str(),
-                hit.trail().to_string().as_str()
+                crate::route::domain::AttemptClass::Limit(hit.kind)
+                    .to_string()
+                    .as_str()
             ),
             (LimitKind::DailyCap, "p", "limit:daily_cap")
         );

@@ -218,7 +218,7 @@ impl<'e> Run<'e> {
             Err(hit) => {
                 tracing::debug!(
                     model = %c.key(),
-                    limit = %hit.trail(),
+                    limit = %AttemptClass::Limit(hit.kind),
                     scope = %hit.scope,
                     until = %crate::time::format_ts(hit.until),
                     "route: skipped, at a limit"
@@ -227,7 +227,7 @@ impl<'e> Run<'e> {
                 self.attempts.push(Attempt {
                     model: c.key(),
                     key: key.map(key_label),
-                    class: hit.trail(),
+                    class: AttemptClass::Limit(hit.kind),
                     status: None,
                     message: Some(format!(
                         "{} full until {}",
