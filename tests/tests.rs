@@ -5,6 +5,7 @@
 #[cfg(unix)]
 mod abuse;
 mod alerts;
+mod architecture;
 mod badges;
 mod bands;
 mod capabilities_show;
