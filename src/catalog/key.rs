@@ -10,13 +10,14 @@
 
 use std::borrow::Borrow;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::str::FromStr;
 
 /// Between a provider's name and a model id.
 const SEP: &str = "::";
 
 /// A model of a provider: `provider::model`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ModelKey {
     /// `provider::model`, as written.
     text: String,
@@ -108,6 +109,14 @@ impl From<ModelKey> for String {
     }
 }
 
+/// The text's hash alone, as [`Borrow<str>`] requires: a derived one would
+/// also hash `split`, and a lookup by `&str` would miss.
+impl Hash for ModelKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.text.hash(state);
+    }
+}
+
 impl AsRef<str> for ModelKey {
     fn as_ref(&self) -> &str {
         &self.text
@@ -166,5 +175,13 @@ mod tests {
             "\"p::m\""
         );
         assert!(serde_json::from_str::<ModelKey>("\"m\"").is_err());
+    }
+
+    #[test]
+    fn a_map_keyed_by_keys_is_looked_up_by_text() {
+        let map = std::collections::HashMap::from([(ModelKey::new("p", "m"), 1)]);
+        assert_eq!(map.get("p::m"), Some(&1));
+        let set = std::collections::BTreeSet::from([ModelKey::new("p", "m")]);
+        assert!(set.contains("p::m") && !set.contains("p::n"));
     }
 }

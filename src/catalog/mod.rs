@@ -908,12 +908,10 @@ impl Catalog {
                     .insert(p.name.clone(), route::CapOrigin { value, origin });
             }
         }
-        route::validate_aliases(&user.aliases, |key| {
-            key.split_once("::").is_some_and(|(p, m)| {
-                providers
-                    .iter()
-                    .any(|x| x.name == p && x.models.iter().any(|y| y == m))
-            })
+        route::validate_aliases(&user.aliases, |p, m| {
+            providers
+                .iter()
+                .any(|x| x.name == p && x.models.iter().any(|y| y == m))
         })
         .map_err(invalid)?;
         Ok(Catalog {
@@ -1022,8 +1020,6 @@ impl Resolved {
         }
     }
 }
-
-/// The key of a model in `model_state.json`.
 /// For unit tests: a provider named `local` of `dialect` at `base_url`
 /// with the one model `m`, resolved, holding `key` when one is given.
 #[cfg(test)]
@@ -1052,8 +1048,10 @@ pub fn is_env_name(name: &str) -> bool {
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// The key of a model in `model_state.json`, as the `String` the maps keyed
+/// by text hold: [`ModelKey`] writes it.
 pub fn model_key(provider: &str, model: &str) -> String {
-    format!("{provider}::{model}")
+    ModelKey::new(provider, model).into()
 }
 
 impl Provider {
@@ -1221,7 +1219,7 @@ impl ProviderTable {
             ))
             .into()
         };
-        if t.name.trim().is_empty() || t.name.contains("::") {
+        if t.name.trim().is_empty() || ModelKey::is_key(&t.name) {
             return Err(bad(
                 "a provider needs a non-empty name without \"::\"".into()
             ));

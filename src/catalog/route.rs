@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::bounded_secs;
+use super::{ModelKey, bounded_secs};
 
 /// `[route]` as written. Every field is optional. Every field is also a
 /// variable `LLMPROBE_ROUTE_<FIELD>`: [`route_keys`] reads the fields from
@@ -648,13 +648,14 @@ pub(super) fn layered(file: &RouteToml, env: &FromEnv) -> Result<RouteSettings, 
     Ok(s)
 }
 
-/// Check `[aliases]`: every target is a `provider::model` of the catalog.
+/// Check `[aliases]`: every target is a `provider::model` of the catalog
+/// (`exists` is asked with its provider and model).
 pub(super) fn validate_aliases(
     aliases: &BTreeMap<String, Vec<String>>,
-    exists: impl Fn(&str) -> bool,
+    exists: impl Fn(&str, &str) -> bool,
 ) -> Result<(), String> {
     for (name, targets) in aliases {
-        if name.contains("::") || name == "auto" || name.trim().is_empty() {
+        if ModelKey::is_key(name) || name == "auto" || name.trim().is_empty() {
             return Err(format!(
                 "alias {name:?}: a name must be non-empty, not \"auto\", and without \"::\""
             ));
@@ -663,10 +664,10 @@ pub(super) fn validate_aliases(
             return Err(format!("alias {name:?} lists no models"));
         }
         for t in targets {
-            if !t.contains("::") {
+            let Some((provider, model)) = ModelKey::split(t) else {
                 return Err(format!("alias {name:?}: {t:?} is not provider::model"));
-            }
-            if !exists(t) {
+            };
+            if !exists(provider, model) {
                 return Err(format!(
                     "alias {name:?}: {t:?} is not in the catalog (see `llmprobe check --list`)"
                 ));

@@ -22,7 +22,7 @@ use super::Message;
 use super::decide::{self, Run};
 use super::notifier::Notifier;
 use super::record::{self, NotifyState};
-use crate::catalog::model_key;
+use crate::catalog::ModelKey;
 use crate::error::Result;
 use crate::fsutil::DataLock;
 use crate::run_observer::{FinishedRun, RunObserver};
@@ -84,7 +84,7 @@ impl NotifyObserver {
 
 /// The catalog's models and providers.
 struct Known {
-    models: BTreeSet<String>,
+    models: BTreeSet<ModelKey>,
     providers: BTreeSet<String>,
 }
 
@@ -94,7 +94,7 @@ impl Known {
             models: catalog
                 .providers
                 .iter()
-                .flat_map(|p| p.models.iter().map(|m| model_key(&p.name, m)))
+                .flat_map(|p| p.models.iter().map(|m| ModelKey::new(&p.name, m)))
                 .collect(),
             providers: catalog.providers.iter().map(|p| p.name.clone()).collect(),
         }
@@ -121,7 +121,9 @@ impl RunObserver for NotifyObserver {
         let state_of = |k: &str| states.state_of(k);
         let disabled: Vec<(String, Option<String>)> = states
             .iter()
-            .filter(|(k, e)| e.state == ModelState::Disabled && self.known.models.contains(k))
+            .filter(|(k, e)| {
+                e.state == ModelState::Disabled && self.known.models.contains(k.as_str())
+            })
             .map(|(k, e)| (k, e.reason))
             .collect();
         let redactor = &self.redactor;

@@ -40,7 +40,7 @@ use chrono::{DateTime, Utc};
 
 use super::record::NotifyState;
 use super::{Change, ChangeKind};
-use crate::catalog::model_key;
+use crate::catalog::ModelKey;
 use crate::outcome::Entry;
 use crate::state::{ModelState, Transition};
 
@@ -92,9 +92,9 @@ pub fn decide(
     let mut changes = Vec::new();
 
     // The run's last basic probe of each model, and its state change.
-    let mut probed: BTreeMap<String, &Entry> = BTreeMap::new();
+    let mut probed: BTreeMap<ModelKey, &Entry> = BTreeMap::new();
     for e in run.entries.iter().filter(|e| e.probe.is_none()) {
-        probed.insert(model_key(&e.provider, &e.model), e);
+        probed.insert(ModelKey::new(&e.provider, &e.model), e);
     }
     let mut moved: BTreeMap<&str, (ModelState, &Transition)> = BTreeMap::new();
     for t in run.transitions {
@@ -160,7 +160,7 @@ pub fn decide(
         .iter()
         .map(|(k, why)| (k.as_str(), why.as_deref()))
         .collect();
-    let mut keys: Vec<&str> = probed.keys().map(String::as_str).collect();
+    let mut keys: Vec<&str> = probed.keys().map(ModelKey::as_str).collect();
     keys.extend(moved.keys().copied().filter(|k| !probed.contains_key(*k)));
     keys.extend(still_disabled.keys().copied().filter(|k| {
         !probed.contains_key(*k)
@@ -298,7 +298,7 @@ fn classes(entries: &[&Entry]) -> String {
 fn split(key: &str, entry: Option<&Entry>) -> (String, String) {
     match entry {
         Some(e) => (e.provider.clone(), e.model.clone()),
-        None => match crate::catalog::ModelKey::split(key) {
+        None => match ModelKey::split(key) {
             Some((p, m)) => (p.to_string(), m.to_string()),
             None => (String::new(), key.to_string()),
         },
@@ -355,7 +355,7 @@ mod tests {
                 .iter()
                 .map(|c| {
                     let what = match &c.model {
-                        Some(m) => crate::catalog::ModelKey::new(&c.provider, m).to_string(),
+                        Some(m) => ModelKey::new(&c.provider, m).to_string(),
                         None => c.provider.clone(),
                     };
                     format!("{:?} {what} {}->{}", c.kind, c.from, c.to)
@@ -371,7 +371,7 @@ mod tests {
             let mut entries = Vec::new();
             let mut transitions = Vec::new();
             for (key, r) in results {
-                let (p, m) = crate::catalog::ModelKey::split(key).unwrap();
+                let (p, m) = ModelKey::split(key).unwrap();
                 let o = match r {
                     R::Pass => outcome(None, None),
                     R::Temp => outcome(Some(FailureType::Timeout), Some("timed out after 2s")),

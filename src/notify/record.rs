@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, SubsecRound, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::catalog::ModelKey;
 use crate::error::{DataError, Result, json_error_offset};
 use crate::fsutil::{self, DataLock};
 
@@ -180,10 +181,10 @@ impl NotifyState {
     /// keep what was removed forever.
     pub fn known_only(
         mut self,
-        models: &BTreeSet<String>,
+        models: &BTreeSet<ModelKey>,
         providers: &BTreeSet<String>,
     ) -> NotifyState {
-        self.models.retain(|k, _| models.contains(k));
+        self.models.retain(|k, _| models.contains(k.as_str()));
         self.providers.retain(|k, _| providers.contains(k));
         self
     }
@@ -291,7 +292,7 @@ mod tests {
         }
         s.providers.insert("q".into(), s.models["q::gone"].clone());
         s.providers.insert("p".into(), s.models["p::kept"].clone());
-        let models = BTreeSet::from(["p::kept".to_string()]);
+        let models = BTreeSet::from([ModelKey::new("p", "kept")]);
         let providers = BTreeSet::from(["p".to_string()]);
         let kept = s.known_only(&models, &providers);
         assert_eq!(kept.models.keys().collect::<Vec<_>>(), ["p::kept"]);

@@ -169,7 +169,7 @@ fn cand(p: &Arc<Resolved>, m: &str) -> Candidate {
 /// Priority, then uptime (higher first), then median latency (lower
 /// first); a model without data sorts after those with it.
 fn order(a: &Candidate, b: &Candidate, health: &HealthMap) -> Ordering {
-    let h = |c: &Candidate| health.get(&c.key()).cloned().unwrap_or_default();
+    let h = |c: &Candidate| health.get(c.key().as_str()).cloned().unwrap_or_default();
     let (ha, hb) = (h(a), h(b));
     a.provider
         .provider
@@ -245,12 +245,18 @@ mod tests {
             ["c::shared", "a::m1", "a::shared", "b::m2", "b::shared"]
         );
         // Uptime beats latency; latency breaks uptime ties; no data sorts last.
-        h.insert("b::m2".into(), ModelHealth::new(4.0, 4.0, vec![900.0]));
         h.insert(
-            "b::shared".into(),
+            "b::m2".parse().unwrap(),
+            ModelHealth::new(4.0, 4.0, vec![900.0]),
+        );
+        h.insert(
+            "b::shared".parse().unwrap(),
             ModelHealth::new(4.0, 4.0, vec![100.0, 300.0]),
         );
-        h.insert("a::shared".into(), ModelHealth::new(4.0, 3.0, vec![10.0]));
+        h.insert(
+            "a::shared".parse().unwrap(),
+            ModelHealth::new(4.0, 3.0, vec![10.0]),
+        );
         let got = keys(candidates(&Choice::Auto, &ps, &aliases, active, &h));
         assert_eq!(
             got,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::catalog::model_key;
+use crate::catalog::ModelKey;
 use crate::error::Result;
 use crate::healthlog::read::{Record, Sink};
 use crate::healthlog::recent::{self, Recent};
@@ -61,7 +61,7 @@ impl ModelHealth {
 }
 
 /// `provider::model` → its health in the window.
-pub type HealthMap = HashMap<String, ModelHealth>;
+pub type HealthMap = HashMap<ModelKey, ModelHealth>;
 
 struct Collect {
     since: i64,
@@ -72,7 +72,7 @@ impl Sink for Collect {
     fn record(&mut self, r: &Record<'_>) {
         if r.ts >= self.since && r.is_sample() {
             self.map
-                .entry(model_key(r.provider, r.model))
+                .entry(ModelKey::new(r.provider, r.model))
                 .or_default()
                 .add(r);
         }

@@ -375,7 +375,7 @@ pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
             .provider
             .models
             .iter()
-            .filter_map(|m| health.get(&model_key(&name, m)))
+            .filter_map(|m| health.get(model_key(&name, m).as_str()))
             .fold((0.0, 0.0), |(s, ok), h| {
                 (s + h.probes.samples, ok + h.probes.passed)
             });

@@ -24,6 +24,7 @@ use serde::Serialize;
 
 use super::App;
 use crate::capabilities::{Capability, Judgement};
+use crate::catalog::ModelKey;
 use crate::route::engine::Facts;
 use crate::route::surface::Shape;
 use crate::route::surface::error::{ApiError, ErrorKind};
@@ -143,7 +144,7 @@ struct AnthropicList<'a> {
 fn entry<'a>(id: &'a str, shape: Shape, facts: Option<&Facts>) -> Entry<'a> {
     match shape {
         Shape::OpenAi => {
-            let owner = id.split_once("::").map_or("llmprobe", |(p, _)| p);
+            let owner = ModelKey::split(id).map_or("llmprobe", |(p, _)| p);
             let mut entry = OpenAiModel {
                 id,
                 object: "model",

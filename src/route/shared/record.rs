@@ -31,6 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Shared, SharedState, from_ms, ms};
 use crate::capabilities::Findings;
+use crate::catalog::ModelKey;
 use crate::route::health::{HealthMap, ModelHealth};
 use crate::state::{Snapshot, StateEntry, States};
 
@@ -138,7 +139,7 @@ pub fn encode_health(health: &HealthMap) -> Vec<(String, String)> {
         .map(|(k, h)| {
             let f = Figures::from(h);
             (
-                k.clone(),
+                k.to_string(),
                 serde_json::to_string(&f).expect("figures serialise"),
             )
         })
@@ -199,7 +200,11 @@ pub fn decode(
     for (k, v) in health {
         let f: Figures = serde_json::from_str(v)
             .map_err(|e| format!("{HEALTH_KEY} field {k:?} is not health figures: {e}"))?;
-        out.health.insert(k.clone(), ModelHealth::from(&f));
+        // A field that names no model is never looked up (route asks for
+        // `provider::model`), so leaving it out changes nothing.
+        if let Ok(key) = k.parse::<ModelKey>() {
+            out.health.insert(key, ModelHealth::from(&f));
+        }
     }
     if let Some(text) = capabilities {
         out.findings = Some(
@@ -532,10 +537,10 @@ mod tests {
         let states = States::load(&path).unwrap();
         let mut health = HealthMap::new();
         health.insert(
-            "p::m".into(),
+            "p::m".parse().unwrap(),
             ModelHealth::new(4.0, 3.0, vec![100.0, 300.0, 200.0]),
         );
-        health.insert("p::n".into(), ModelHealth::new(2.0, 0.0, vec![]));
+        health.insert("p::n".parse().unwrap(), ModelHealth::new(2.0, 0.0, vec![]));
         let mut findings = Findings::default();
         findings.record(
             "p::m",
