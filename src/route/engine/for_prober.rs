@@ -1,7 +1,9 @@
 //! What `route --serve`'s re-prober ([`crate::route::prober`]) asks of
 //! the engine: a key to probe a model with, a place inside the limits as
 //! a routed request would take one, the heuristic benches of active
-//! models, and the lifting of one of them.
+//! models, and the lifting of one of them. What only the ledger answers
+//! (the key, the lifting, a probe that got no answer) is on
+//! [`super::Ledger`]; what also needs the clock or the record is here.
 
 use std::sync::Arc;
 
