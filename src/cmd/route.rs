@@ -344,10 +344,11 @@ pub(crate) fn serve_until_signal(
         items: Arc::new(crate::route::items::ItemStore::new(
             &engine.settings,
             engine
+                .ledger
                 .shared()
                 .filter(|_| engine.settings.item_store_shared)
                 .cloned(),
-            &engine.metrics,
+            &engine.telemetry.metrics,
         )),
     });
     rt.block_on(async {
@@ -356,19 +357,30 @@ pub(crate) fn serve_until_signal(
         let hangup = on_hangup()?;
         // A shared record comes from Redis: the stats directory's files
         // are not read.
-        let (poller, capabilities) = if engine.reads_shared_record() {
+        let (poller, capabilities) = if engine.record.reads_shared() {
             (tokio::spawn(serve::record_poller(engine.clone())), None)
         } else {
             (
-                engine.states.clone().spawn_poller(serve::STATE_POLL),
-                Some(engine.capabilities.clone().spawn_poller(serve::STATE_POLL)),
+                engine.record.states.clone().spawn_poller(serve::STATE_POLL),
+                Some(
+                    engine
+                        .record
+                        .capabilities
+                        .clone()
+                        .spawn_poller(serve::STATE_POLL),
+                ),
             )
         };
         let health = tokio::spawn(serve::health_poller(engine.clone()));
         let mode = tokio::spawn(serve::mode_watcher(engine.clone()));
-        let watch = engine.shared().cloned().map(|s| tokio::spawn(s.watch()));
+        let watch = engine
+            .ledger
+            .shared()
+            .cloned()
+            .map(|s| tokio::spawn(s.watch()));
         let routable = engine.routable();
         engine
+            .telemetry
             .reach
             .probe(&engine.client, &engine.routable_resolved(&routable))
             .await;
@@ -383,13 +395,13 @@ pub(crate) fn serve_until_signal(
         let reprobes = reprober.map(|r| r.spawn());
         let reach = crate::route::reach::startup_note(
             &crate::route::engine::routable_providers(&routable),
-            &engine.reach.unreachable(),
+            &engine.telemetry.reach.unreachable(),
         );
         output::println(&format!(
             "llmprobe route: listening on {}/v1 ({}{}){}",
             srv.url(),
             crate::format::count(routable.len(), "routable model", "routable models"),
-            if engine.shared().is_some() {
+            if engine.ledger.shared().is_some() {
                 ", state shared through Redis"
             } else {
                 ""
@@ -401,8 +413,9 @@ pub(crate) fn serve_until_signal(
         http_server::wait_for_signal().await?;
         eprintln!("route: shutting down; letting requests in flight finish");
         srv.shutdown(SHUTDOWN_GRACE).await;
-        if let Some(a) = engine.alerts() {
-            a.flush(&engine.client, engine.shared(), ALERT_GRACE).await;
+        if let Some(a) = engine.telemetry.alerts() {
+            a.flush(&engine.client, engine.ledger.shared(), ALERT_GRACE)
+                .await;
         }
         poller.abort();
         if let Some(c) = capabilities {

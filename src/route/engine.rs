@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -20,7 +20,7 @@ use futures_util::{Stream, StreamExt};
 use crate::catalog::{ApiKey, Catalog, Resolved, RouteSettings};
 use crate::error::Result;
 use crate::route::cooldown::{Cooldowns, Target};
-use crate::state::{ModelState, StateWatcher, Watcher};
+use crate::state::ModelState;
 use crate::upstream::classify::{ErrorClass, UpstreamError};
 use crate::upstream::secret::Redactor;
 
@@ -29,7 +29,6 @@ use super::ask::Ask;
 use super::choose::{self, Candidate, Choice, NoCandidate};
 pub use super::domain::{Attempt, AttemptClass, Exhausted, trail};
 use super::domain::{RouteError, StreamEvent};
-use super::health::HealthCache;
 use super::limits::Reservation;
 use super::persist::{self, RouteState};
 use super::shared::SharedState;
@@ -39,10 +38,17 @@ use run::{Admission, AfterAttempt, Picker, Run};
 
 mod bands;
 mod for_prober;
+mod ledger;
+mod record;
 mod run;
+mod telemetry;
 use crate::clock::Clock;
 pub use bands::{Ability, Facts, Probed};
 pub use for_prober::DueBench;
+pub use ledger::Ledger;
+pub use record::Record;
+pub use telemetry::Telemetry;
+use telemetry::attempt_labels;
 
 /// How trying one tier of candidates ended without an answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,7 +115,10 @@ impl<T> Sent<T> {
     }
 }
 
-/// Everything a request needs, shared by every handler.
+/// Everything a request needs, shared by every handler: the settings,
+/// the providers and how to reach them, and the three parts it keeps its
+/// state in ([`Ledger`], [`Record`], [`Telemetry`]). What touches one
+/// part lives with it; what needs several lives here.
 pub struct Engine {
     pub settings: RouteSettings,
     aliases: BTreeMap<String, Vec<String>>,
@@ -121,41 +130,19 @@ pub struct Engine {
     /// Round-robin start per provider, for key rotation.
     rotation: Vec<AtomicUsize>,
     pub client: reqwest::Client,
-    pub states: Arc<StateWatcher>,
-    /// The latest capability probes (`stats/capabilities.json`), watched
-    /// like the states; routing goes on without them when they cannot be
-    /// read.
-    pub capabilities: Arc<Watcher<Probed>>,
-    /// Recent health, re-read from the log off the request path
-    /// ([`Engine::refresh_health`]) and read lock-free by requests.
-    health: arc_swap::ArcSwap<super::health::HealthMap>,
-    health_cache: Mutex<HealthCache>,
-    /// The route state: benches and the limit ledger, as saved.
-    state: Arc<Mutex<RouteState<Cooldowns>>>,
-    dirty: AtomicBool,
-    pub changed: tokio::sync::Notify,
     stats_dir: PathBuf,
     pub clock: Clock,
     pub redactor: Redactor,
-    pub metrics: super::metrics::Metrics,
-    /// Redis, when instances share their state (`--shared-state`). The
-    /// in-process state is kept too, as the fallback while Redis is away.
-    shared: Option<Arc<SharedState>>,
-    /// The record read from Redis (`--record shared`) instead of the
-    /// stats directory: states, recent health and capability verdicts.
-    record: Option<super::shared::record::Reader>,
-    /// Providers this instance could not reach ([`super::reach`]).
-    pub reach: super::reach::Reach,
     /// Degraded mode's grace state ([`Engine::mode`]).
     degraded: Mutex<super::degraded::Tracker>,
     /// Which model served each conversation last ([`super::affinity`]).
     affinity: Mutex<Affinity>,
-    /// Said once on stderr: with a shared record, a degraded-mode success
-    /// is not recorded here ([`Engine::served_in_degraded_mode`]).
-    said_shared_evidence: AtomicBool,
-    /// `route --serve`'s alerts, when a channel is configured
-    /// ([`super::alerts`]).
-    alerts: Option<Arc<super::alerts::RouteAlerts>>,
+    /// Benches, limits and capability marks, as saved; shared in Redis.
+    pub ledger: Ledger,
+    /// The model states, capability verdicts and recent health routed by.
+    pub record: Record,
+    /// Metrics, alerts, reach.
+    pub telemetry: Telemetry,
 }
 
 /// The provider names of `provider::model` keys, each once, in order.
@@ -216,14 +203,7 @@ impl Engine {
             })
             .collect();
         let redactor = Redactor::new(providers.iter().flat_map(|p| p.secrets().cloned()));
-        let states = Arc::new(StateWatcher::open(
-            &stats_dir.join(crate::settings::STATE_FILE),
-        )?);
-        let (capabilities, problem) =
-            Watcher::open_lenient(&stats_dir.join(crate::capabilities::FINDINGS_FILE));
-        if let Some(e) = problem {
-            eprintln!("warning: {e}; routing goes on without capability verdicts");
-        }
+        let record = Record::open(&stats_dir)?;
         let mut saved: RouteState<Cooldowns> = persist::load(&persist::path(&stats_dir))?;
         saved.cooldowns.prune(clock.now());
         saved.verdicts.prune(clock.now());
@@ -236,49 +216,35 @@ impl Engine {
             providers,
             unkeyed,
             client,
-            states,
-            capabilities: Arc::new(capabilities),
-            health: arc_swap::ArcSwap::from_pointee(Default::default()),
-            health_cache: Mutex::new(HealthCache::new(stats_dir.join(crate::settings::LOG_FILE))),
-            state: Arc::new(Mutex::new(saved)),
-            dirty: AtomicBool::new(false),
-            changed: tokio::sync::Notify::new(),
             stats_dir,
             clock,
             redactor,
-            metrics: super::metrics::Metrics::new(),
-            shared: None,
-            record: None,
-            reach: Default::default(),
             degraded: Default::default(),
-            said_shared_evidence: AtomicBool::new(false),
-            alerts: None,
+            ledger: Ledger::new(saved),
+            record,
+            telemetry: Telemetry::new(),
         })
     }
 
     /// Tell `alerts` of day-long benches and degraded mode.
     pub fn with_alerts(mut self, alerts: super::alerts::RouteAlerts) -> Engine {
-        self.alerts = Some(Arc::new(alerts));
+        self.telemetry.set_alerts(alerts);
         self
-    }
-
-    /// The alerts, when a channel is configured.
-    pub fn alerts(&self) -> Option<&Arc<super::alerts::RouteAlerts>> {
-        self.alerts.as_ref()
     }
 
     /// Resolve the alerted benches no longer in force and send the alerts
     /// whose window has passed ([`super::alerts::RouteAlerts::tick`]).
     pub fn tick_alerts(&self) {
-        let Some(a) = &self.alerts else {
+        let Some(a) = self.telemetry.alerts() else {
             return;
         };
         let now = self.clock.now();
         a.tick(
             &self.client,
-            self.shared.as_ref(),
+            self.ledger.shared(),
             |id| {
-                lock(&self.state)
+                self.ledger
+                    .lock()
                     .cooldowns
                     .active(now)
                     .any(|b| b.target == id)
@@ -291,14 +257,8 @@ impl Engine {
     /// neither reads nor writes `route_state.json`: its in-process state
     /// starts empty and is only the fallback while Redis is away.
     pub fn with_shared(mut self, shared: Arc<SharedState>) -> Engine {
-        self.state = Arc::new(Mutex::new(RouteState::default()));
-        self.shared = Some(shared);
+        self.ledger.share(shared);
         self
-    }
-
-    /// The shared store, if any.
-    pub fn shared(&self) -> Option<&Arc<SharedState>> {
-        self.shared.as_ref()
     }
 
     /// Read the record (model states, recent health, capability verdicts)
@@ -306,65 +266,30 @@ impl Engine {
     /// instead of the stats directory ([`Engine::sync_record`] keeps it
     /// current). Call after [`Engine::with_shared`].
     pub fn with_shared_record(mut self) -> Engine {
-        self.record = Some(super::shared::record::Reader::new());
-        // Nothing from the stats directory; until the first record is read
-        // nothing is routed ([`Engine::awaits_record`]).
-        self.states.publish(Default::default());
-        self.capabilities.publish(Default::default());
-        self.health.store(Default::default());
+        self.record.read_shared();
         self
-    }
-
-    /// True when the record comes from Redis: nothing reads the stats
-    /// directory's states, capabilities or log then.
-    pub fn reads_shared_record(&self) -> bool {
-        self.record.is_some()
-    }
-
-    /// True while a shared-record router has not read a record yet: its
-    /// snapshot is empty, where every model (disabled ones too) would look
-    /// active, so it routes nothing (`no_record`) and `/readyz` says 503.
-    pub fn awaits_record(&self) -> bool {
-        self.record.as_ref().is_some_and(|r| !r.has_read())
     }
 
     /// Poll the shared record, and route on a new one when it changed:
     /// the same state snapshot, health and verdicts the local files give.
     /// With Redis away, the last record seen stays.
     pub async fn sync_record(&self) {
-        let (Some(shared), Some(reader)) = (self.shared.as_ref(), self.record.as_ref()) else {
-            return;
-        };
-        if let Some(r) = reader.poll(shared, self.clock.now()).await {
-            self.states.publish(r.snapshot());
-            self.capabilities
-                .publish(r.findings.as_ref().map(Probed::from).unwrap_or_default());
-            self.health.store(Arc::new(r.health));
+        if let Some(shared) = self.ledger.shared() {
+            self.record.sync(shared, self.clock.now()).await;
         }
     }
 
     /// Where the record comes from and how fresh it is, for the status
     /// views; `None` for the local stats directory.
     pub fn record_view(&self) -> Option<super::shared::record::RecordView> {
-        self.record.as_ref().map(|r| r.view(self.clock.now()))
+        self.record.view(self.clock.now())
     }
 
     /// Re-read recent health from the log if it changed. Blocking: the
     /// server calls it from a background task, the one-shot command once.
     /// With a shared record it does nothing: the health comes from Redis.
     pub fn refresh_health(&self) -> Result<()> {
-        if self.record.is_some() {
-            return Ok(());
-        }
-        let now = self.clock.now().timestamp();
-        let map = lock(&self.health_cache).get(now)?;
-        self.health.store(map);
-        Ok(())
-    }
-
-    /// The recent health the candidate order uses.
-    pub fn health(&self) -> Arc<super::health::HealthMap> {
-        self.health.load_full()
+        self.record.refresh_health(self.clock.now())
     }
 
     pub fn providers(&self) -> &[Arc<Resolved>] {
@@ -382,8 +307,8 @@ impl Engine {
         model: Option<&str>,
     ) -> std::result::Result<Vec<Candidate>, RouteError> {
         let choice = Choice::parse(model, &self.aliases);
-        let health = self.health.load();
-        let snapshot = self.states.current();
+        let health = self.record.health_now();
+        let snapshot = self.record.states.current();
         choose::candidates(
             &choice,
             &self.providers,
@@ -428,7 +353,7 @@ impl Engine {
     /// not bench now.
     pub fn routable(&self) -> Vec<String> {
         let now = self.clock.now();
-        self.routable_under(&lock(&self.state).cooldowns, now)
+        self.routable_under(&self.ledger.lock().cooldowns, now)
     }
 
     /// Every active `provider::model` that `cooldowns` does not bench at
@@ -452,7 +377,7 @@ impl Engine {
     /// `all_cooling_down` when nothing is `routable`, or `all_unreachable`
     /// when every routable model's provider is out of reach from here.
     pub fn not_ready(&self, routable: &[String]) -> Option<&'static str> {
-        if self.awaits_record() {
+        if self.record.awaits() {
             return Some("no_record");
         }
         if self.candidates(None).is_err() {
@@ -461,7 +386,7 @@ impl Engine {
         if routable.is_empty() {
             return Some("all_cooling_down");
         }
-        let down = self.reach.unreachable();
+        let down = self.telemetry.reach.unreachable();
         if routable_providers(routable)
             .iter()
             .all(|p| down.contains_key(p))
@@ -499,8 +424,8 @@ impl Engine {
         F: FnMut(Candidate, Option<ApiKey>) -> Fut,
         Fut: Future<Output = Sent<T>>,
     {
-        if self.awaits_record() {
-            self.count_request("rejected");
+        if self.record.awaits() {
+            self.telemetry.count_request("rejected");
             return Err(Exhausted {
                 error: RouteError::NoRecord,
                 attempts: Vec::new(),
@@ -516,7 +441,7 @@ impl Engine {
             // An unknown model is refused before routing, as a body that
             // does not parse is; a known one with nothing active is not.
             Err(error @ RouteError::UnknownModel { .. }) => {
-                self.count_request("refused");
+                self.telemetry.count_request("refused");
                 return Err(Exhausted {
                     error,
                     attempts: Vec::new(),
@@ -557,7 +482,7 @@ impl Engine {
         }
         match held {
             Some(error) => {
-                self.count_request(match error {
+                self.telemetry.count_request(match error {
                     RouteError::NoneActive { .. } => "exhausted",
                     _ => "rejected",
                 });
@@ -649,7 +574,7 @@ impl Engine {
     /// the current state snapshot, with the grace periods stepped at the
     /// clock's now. Cheap: a recount only when the snapshot changed.
     pub fn mode(&self) -> super::degraded::Mode {
-        let snapshot = self.states.current();
+        let snapshot = self.record.states.current();
         let now = self.clock.now();
         let (mode, changed) = lock(&self.degraded).step(
             snapshot,
@@ -658,7 +583,7 @@ impl Engine {
             self.settings.last_resort_paused,
             now,
         );
-        if let (Some(a), Some(degraded)) = (&self.alerts, changed) {
+        if let (Some(a), Some(degraded)) = (self.telemetry.alerts(), changed) {
             a.mode_changed(degraded, mode.counts, mode.degraded_below, now);
         }
         mode
@@ -681,7 +606,7 @@ impl Engine {
         let mut paused = self.paused_candidates(ask.model.as_deref())?;
         // A model whose pause came with a wait (`retry_at`) not yet over is
         // passed over: the provider said when.
-        let snapshot = self.states.current();
+        let snapshot = self.record.states.current();
         paused.retain(|c| {
             let key = c.key();
             let wait = retry_wait(&snapshot, &key, now);
@@ -709,8 +634,8 @@ impl Engine {
     /// there are none.
     fn paused_candidates(&self, model: Option<&str>) -> Option<Vec<Candidate>> {
         let choice = Choice::parse(model, &self.aliases);
-        let health = self.health.load();
-        let snapshot = self.states.current();
+        let health = self.record.health_now();
+        let snapshot = self.record.states.current();
         choose::candidates_in(
             ModelState::Paused,
             &choice,
@@ -735,8 +660,8 @@ impl Engine {
         if !self.settings.last_resort_paused || !mode.degraded() {
             return 0;
         }
-        let down = self.reach.unreachable();
-        let snapshot = self.states.current();
+        let down = self.telemetry.reach.unreachable();
+        let snapshot = self.record.states.current();
         self.paused_candidates(None).map_or(0, |cs| {
             cs.iter()
                 .filter(|c| !down.contains_key(&c.provider.provider.name))
@@ -758,8 +683,8 @@ impl Engine {
     /// on: nothing is written and the snapshot stays the fleet's; the
     /// evidence is left to the fleet's `check` (said once on stderr).
     fn served_in_degraded_mode(&self, key: &str) {
-        if self.reads_shared_record() {
-            if !self.said_shared_evidence.swap(true, Ordering::Relaxed) {
+        if self.record.reads_shared() {
+            if self.telemetry.first_shared_evidence() {
                 eprintln!(
                     "route: {key} served in degraded mode; with a shared record it stays paused here until the fleet's check (or check --paused) probes it"
                 );
@@ -767,7 +692,7 @@ impl Engine {
             return;
         }
         let (dir, key, now) = (self.stats_dir.clone(), key.to_string(), self.clock.now());
-        let states = self.states.clone();
+        let states = self.record.states.clone();
         tokio::task::spawn_blocking(move || {
             match super::degraded::record_served(&dir, &key, now) {
                 Ok(true) => {
@@ -798,7 +723,7 @@ impl Engine {
         };
         let c = &candidates[i];
         let benched = {
-            let st = lock(&self.state);
+            let st = self.ledger.lock();
             targets(&c.provider, &c.model)
                 .iter()
                 .all(|t| st.cooldowns.blocked(t, now).is_some())
@@ -828,19 +753,19 @@ impl Engine {
             .needs
             .iter()
             .any(|n| crate::capabilities::Capability::of_need(*n).is_some())
-            .then(|| self.probed());
+            .then(|| self.record.probed());
         let mut able = Vec::new();
         let mut unknown = Vec::new();
         let mut skipped = Vec::new();
         let mut needs = Vec::new();
         let mut reasons = Vec::new();
         {
-            let st = lock(&self.state);
+            let st = self.ledger.lock();
             for mut c in candidates {
                 let band = match self.judge(&c, ask, &st.verdicts, probed.as_deref(), now) {
                     Ability::Unable(need, why) => {
                         tracing::debug!(model = %c.key(), need = need.as_str(), why = %why, "route: skipped, cannot take it");
-                        self.count_skip(&c, need.as_str());
+                        self.telemetry.count_skip(&c, need.as_str());
                         if !needs.contains(&need) {
                             needs.push(need);
                         }
@@ -920,87 +845,10 @@ impl Engine {
         ask.prompt_tokens + u64::from(answer)
     }
 
-    /// Remember what a capability error said about `c`'s model, here and
-    /// in the shared store.
-    fn learn_verdict(&self, c: &Candidate, err: &UpstreamError) {
-        let Some(cap) = crate::upstream::classify::capability_of(err) else {
-            return;
-        };
-        let now = self.clock.now();
-        let key = c.key();
-        let made = lock(&self.state)
-            .verdicts
-            .learn(&key, cap, &err.message, now);
-        let Some((name, v)) = made else {
-            return;
-        };
-        tracing::debug!(model = %key, verdict = %name, until = %crate::time::format_ts(v.until), "route: learned what the model cannot take");
-        self.mark_dirty();
-        if let Some(s) = self.shared.clone() {
-            tokio::spawn(async move { s.put_verdict(&key, &name, &v).await });
-        }
-    }
-
     /// Take in what other instances learned about models (off the request
     /// path: the server's health poller calls it).
     pub async fn sync_verdicts(&self) {
-        let Some(s) = self.shared.clone() else {
-            return;
-        };
-        if let Ok(found) = s.verdicts(self.clock.now()).await {
-            let mut st = lock(&self.state);
-            for (model, name, v) in found.entries() {
-                st.verdicts.insert(model, name, v.clone());
-            }
-        }
-    }
-
-    /// Count one request under `outcome` in `/metrics`: `served`,
-    /// `exhausted`, `rejected` (an upstream said the request itself is at
-    /// fault) or `refused` (refused before routing: a body that does not
-    /// parse, an unknown model).
-    pub fn count_request(&self, outcome: &str) {
-        self.metrics
-            .requests
-            .get_or_create(&super::metrics::OutcomeLabels {
-                outcome: outcome.to_string(),
-            })
-            .inc();
-    }
-
-    fn count_attempt<T>(
-        &self,
-        c: &Candidate,
-        result: &std::result::Result<T, UpstreamError>,
-        took: Duration,
-    ) {
-        let class = match result {
-            Ok(_) => "ok",
-            Err(e) => e.class.as_str(),
-        };
-        self.metrics
-            .attempts
-            .get_or_create(&attempt_labels(c, class))
-            .inc();
-        self.metrics
-            .latency
-            .get_or_create(&super::metrics::ModelLabels {
-                provider: c.provider.provider.name.clone(),
-                model: c.model.clone(),
-            })
-            .observe(took.as_secs_f64());
-    }
-
-    /// A candidate passed over without sending (`cooldown`, or a limit).
-    pub fn count_skip(&self, c: &Candidate, reason: &str) {
-        self.metrics
-            .skips
-            .get_or_create(&super::metrics::SkipLabels {
-                provider: c.provider.provider.name.clone(),
-                model: c.model.clone(),
-                reason: reason.to_string(),
-            })
-            .inc();
+        self.ledger.sync_verdicts(self.clock.now()).await;
     }
 
     /// A candidate's keys, starting at the next one in turn, each with the
@@ -1037,54 +885,16 @@ impl Engine {
             daily: false,
             message,
         };
-        match self.shared.clone() {
-            Some(s) if s.is_healthy() => {
-                let (t, now, local) = (target.clone(), self.clock.now(), self.state.clone());
-                tokio::spawn(async move { record_failure(Some(&s), &local, &t, &err, now).await });
-            }
-            _ => {
-                lock(&self.state)
-                    .cooldowns
-                    .record_failure(target, &err, self.clock.now());
-            }
-        }
-        self.mark_dirty();
+        self.ledger
+            .record_late_failure(target, err, self.clock.now());
     }
 
-    /// A failed attempt: counted and benched in the shared store when
-    /// there is one (so every instance climbs one ladder), else locally.
-    async fn record_failure(
-        &self,
-        target: &Target,
-        err: &UpstreamError,
-        now: DateTime<Utc>,
-    ) -> crate::route::cooldown::Decision {
-        record_failure(self.shared.as_ref(), &self.state, target, err, now).await
-    }
-
-    fn mark_dirty(&self) {
-        self.dirty.store(true, Ordering::Release);
-        self.changed.notify_one();
-    }
-
-    /// Save the cooldowns if they changed since the last save (never for a
+    /// Save the route state if it changed since the last save (never for a
     /// shared instance: its state is in Redis). A save that fails leaves
-    /// them marked changed, so that the next save (at the next change, or
+    /// it marked changed, so that the next save (at the next change, or
     /// at shutdown) tries again.
     pub fn save_if_dirty(&self) -> Result<()> {
-        if !self.dirty.swap(false, Ordering::AcqRel) || self.shared.is_some() {
-            return Ok(());
-        }
-        let snapshot = {
-            let mut cd = lock(&self.state);
-            cd.cooldowns.prune(self.clock.now());
-            cd.verdicts.prune(self.clock.now());
-            cd.saved_at = Some(crate::time::format_ts(self.clock.now()));
-            cd.clone()
-        };
-        persist::save(&self.stats_dir, &snapshot).inspect_err(|_| {
-            self.dirty.store(true, Ordering::Release);
-        })
+        self.ledger.save_if_dirty(&self.stats_dir, self.clock.now())
     }
 
     /// A served stream's events, as the engine learns from them (for every
@@ -1148,34 +958,9 @@ impl Engine {
         })
     }
 
-    /// Replace a stream's estimated tokens with what it reported using.
-    pub fn correct_tokens(&self, reservation: &mut Reservation, used: u64) {
-        if reservation.is_shared() {
-            if let Some(s) = self.shared.clone() {
-                let mut r = reservation.clone();
-                tokio::spawn(async move { s.correct(&mut r, used).await });
-            }
-            reservation.set_tokens(used);
-            return;
-        }
-        lock(&self.state).limits.correct(reservation, used);
-        self.mark_dirty();
-    }
-
-    /// Look at this instance's own state (for a status view; keep it short:
-    /// requests wait for the same lock).
-    pub fn with_local_state<T>(&self, f: impl FnOnce(&RouteState<Cooldowns>) -> T) -> T {
-        f(&lock(&self.state))
-    }
-
     /// The stats directory the engine reads and writes.
     pub fn stats_dir(&self) -> &std::path::Path {
         &self.stats_dir
-    }
-
-    /// The state of a model now (from the watched state file).
-    pub fn state_of(&self, key: &str) -> ModelState {
-        self.states.current().state_of(key)
     }
 }
 
@@ -1199,7 +984,7 @@ struct StreamTally {
 impl StreamTally {
     fn settle(&mut self, used: u64) {
         if let Some(r) = self.reservation.as_mut() {
-            self.engine.correct_tokens(r, used);
+            self.engine.ledger.correct_tokens(r, used);
         }
         self.settled = true;
     }
@@ -1236,40 +1021,8 @@ impl Drop for StreamTally {
             if r.is_shared() && tokio::runtime::Handle::try_current().is_err() {
                 return;
             }
-            self.engine.correct_tokens(&mut r, used);
+            self.engine.ledger.correct_tokens(&mut r, used);
         }
-    }
-}
-
-/// Count a failure (in Redis when shared and reachable), decide with the
-/// rules of [`crate::route::cooldown`], and put the bench in force everywhere.
-async fn record_failure(
-    shared: Option<&Arc<SharedState>>,
-    local: &Mutex<RouteState<Cooldowns>>,
-    target: &Target,
-    err: &UpstreamError,
-    now: DateTime<Utc>,
-) -> crate::route::cooldown::Decision {
-    let count = match (shared, Cooldowns::counter(target, err)) {
-        (Some(s), Some((counter, id, window))) => s.count(counter, &id, window, now).await.ok(),
-        _ => None,
-    };
-    let mut decision = lock(local)
-        .cooldowns
-        .record_failure_counted(target, err, now, count);
-    if let (Some(s), Some(b)) = (shared, &decision.bench)
-        && let Ok(kept) = s.bench(b, now).await
-    {
-        decision.bench = Some(kept);
-    }
-    decision
-}
-
-fn attempt_labels(c: &Candidate, class: &str) -> super::metrics::AttemptLabels {
-    super::metrics::AttemptLabels {
-        provider: c.provider.provider.name.clone(),
-        model: c.model.clone(),
-        class: class.to_string(),
     }
 }
 

@@ -136,7 +136,7 @@ impl Reprober {
             loop {
                 tick.tick().await;
                 self.round().await;
-                self.engine.metrics.reprobe_rounds.inc();
+                self.engine.telemetry.metrics.reprobe_rounds.inc();
             }
         })
     }
@@ -151,6 +151,7 @@ impl Reprober {
 
     fn count(&self, kind: &str, result: &str) {
         self.engine
+            .telemetry
             .metrics
             .reprobes
             .get_or_create(&ReprobeLabels {
@@ -170,7 +171,7 @@ impl Reprober {
 
     /// Every paused model that is due, in the state file's order.
     async fn paused(&mut self) {
-        let snapshot = self.engine.states.current();
+        let snapshot = self.engine.record.states.current();
         self.learn_from_log(snapshot.paused()).await;
         for (key, entry) in snapshot.paused() {
             let now = self.engine.clock.now();
@@ -191,7 +192,7 @@ impl Reprober {
                 self.count("paused", "skipped");
                 continue;
             }
-            let Some((k, target)) = self.engine.probe_key(&p, &model, now) else {
+            let Some((k, target)) = self.engine.ledger.probe_key(&p, &model, now) else {
                 tracing::info!(model = %key, "re-probe skipped: every key is benched");
                 self.count("paused", "skipped");
                 continue;
@@ -320,7 +321,7 @@ impl Reprober {
     }
 
     async fn lift(&self, b: &Bench) {
-        self.engine.lift_bench(b).await;
+        self.engine.ledger.lift_bench(b).await;
         eprintln!(
             "route: bench probe: {} passed; its {} bench is lifted",
             b.target, b.reason
@@ -397,7 +398,7 @@ impl Reprober {
         tracing::debug!(model = %model_key(&p.provider.name, model), "re-probe sent");
         let outcome = self.prober.probe(&lane, model).await;
         if outcome.status.is_none() {
-            self.engine.probe_unanswered(reservation);
+            self.engine.ledger.probe_unanswered(reservation);
         }
         Some(outcome)
     }
@@ -411,7 +412,7 @@ impl Reprober {
             let mut w = Writer::new(&settings).with_source(SOURCE_REPROBE);
             w.accept(vec![probed])?;
             w.finish();
-            engine.states.refresh().map(drop)
+            engine.record.states.refresh().map(drop)
         })
         .await
         .map_err(|e| Error::Internal(format!("the re-probe writer failed: {e}")))?

@@ -81,7 +81,7 @@ pub struct RouteSnapshot {
 impl RouteSnapshot {
     /// This process's own state, labelled `source`.
     pub fn local(engine: &Engine, want: Want, source: Source) -> RouteSnapshot {
-        let (cooldowns, limits) = engine.with_local_state(|st| {
+        let (cooldowns, limits) = engine.ledger.with_local_state(|st| {
             let limits = match want {
                 Want::Everything => st.limits.clone(),
                 Want::Cooldowns => LimitLedger::default(),
@@ -99,7 +99,7 @@ impl RouteSnapshot {
     /// The shared state when instances share one and Redis answers (one
     /// round trip); otherwise this process's own, saying why.
     pub async fn read(engine: &Engine, want: Want) -> RouteSnapshot {
-        let Some(shared) = engine.shared() else {
+        let Some(shared) = engine.ledger.shared() else {
             return RouteSnapshot::local(engine, want, Source::Local);
         };
         let now = engine.clock.now();
@@ -145,7 +145,7 @@ pub fn page_cooldowns(
 /// view of a snapshot, like [`view`].
 pub fn metrics_text(engine: &Engine, snap: &RouteSnapshot) -> String {
     let now = snap.now;
-    let metrics = &engine.metrics;
+    let metrics = &engine.telemetry.metrics;
     metrics
         .cooldowns_active
         .set(snap.cooldowns.active(now).count() as i64);
@@ -329,14 +329,14 @@ pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
     let now = snap.now;
     let benches: Vec<Bench> = snap.cooldowns.active(now).cloned().collect();
     let routable = engine.routable_under(&snap.cooldowns, now);
-    let health = engine.health();
-    let verdicts: Verdicts = engine.with_local_state(|st| st.verdicts.clone());
+    let health = engine.record.health();
+    let verdicts: Verdicts = engine.ledger.with_local_state(|st| st.verdicts.clone());
     let mut providers = Vec::new();
     for p in engine.providers() {
         let name = p.provider.name.clone();
         let mut models: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
         for m in &p.provider.models {
-            let state = engine.state_of(&model_key(&name, m));
+            let state = engine.record.state_of(&model_key(&name, m));
             models.entry(state.as_str()).or_default().push(m.clone());
         }
         let mine: Vec<Bench> = benches
@@ -442,15 +442,15 @@ pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
         state: snap.source,
         settings: engine.settings.effective(),
         capabilities: CapabilitiesView {
-            file: match engine.reads_shared_record() {
+            file: match engine.record.reads_shared() {
                 true => "the shared record in Redis".to_string(),
-                false => engine.capabilities_path().display().to_string(),
+                false => engine.record.capabilities_path().display().to_string(),
             },
-            models: engine.probed().models(),
-            error: engine.capabilities_problem(),
+            models: engine.record.probed().models(),
+            error: engine.record.capabilities_problem(),
         },
         record: engine.record_view(),
-        alerts: engine.alerts().map(|a| {
+        alerts: engine.telemetry.alerts().map(|a| {
             let (messages, pending, said_elsewhere) = a.counts();
             AlertsView {
                 channels: a.labels(),

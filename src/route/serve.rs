@@ -245,12 +245,12 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
             body["since"] = json!(m.since);
         }
     }
-    let down = app.engine.reach.unreachable();
+    let down = app.engine.telemetry.reach.unreachable();
     if !down.is_empty() {
         body["unreachable"] = json!(down);
     }
     // Serving from local state while Redis is away is still ready.
-    if let Some(s) = app.engine.shared() {
+    if let Some(s) = app.engine.ledger.shared() {
         body["shared_state"] = json!(s.describe());
         body["state"] = json!(state);
     }
@@ -401,7 +401,7 @@ impl App {
     /// Count a request refused before routing (a body that does not
     /// parse) and render its error in `shape`.
     pub fn refuse(&self, e: ApiError, shape: Shape) -> Response {
-        self.engine.count_request("refused");
+        self.engine.telemetry.count_request("refused");
         shape.error(e, self.engine.clock.now())
     }
 
@@ -675,7 +675,7 @@ const DROPPED_NAME_CHARS: usize = 64;
 pub async fn saver(engine: Arc<Engine>, mut stop: tokio::sync::watch::Receiver<bool>) {
     loop {
         tokio::select! {
-            _ = engine.changed.notified() => {}
+            _ = engine.ledger.changed.notified() => {}
             _ = stop.wait_for(|s| *s) => return,
         }
         tokio::time::sleep(super::engine::SAVE_DEBOUNCE).await;
@@ -736,7 +736,7 @@ pub async fn health_poller(engine: Arc<Engine>) {
             eprintln!("warning: {err}; the candidate order keeps the health read before");
         }
         engine.sync_verdicts().await;
-        let down = engine.reach.unreachable();
+        let down = engine.telemetry.reach.unreachable();
         if !down.is_empty() {
             let again: Vec<_> = engine
                 .providers()
@@ -744,9 +744,9 @@ pub async fn health_poller(engine: Arc<Engine>) {
                 .filter(|p| down.contains_key(&p.provider.name))
                 .cloned()
                 .collect();
-            engine.reach.probe(&engine.client, &again).await;
+            engine.telemetry.reach.probe(&engine.client, &again).await;
             for name in down.keys() {
-                if !engine.reach.unreachable().contains_key(name) {
+                if !engine.telemetry.reach.unreachable().contains_key(name) {
                     eprintln!("route: {name} is reachable again");
                 }
             }

@@ -26,7 +26,7 @@ use crate::route::verdicts::{VERDICT_TTL, Verdicts, WindowSource, known_window};
 use crate::state::Watched;
 use crate::upstream::dialect::Need;
 
-use super::{Candidate, Engine, lock};
+use super::{Candidate, Engine};
 
 /// The latest probe verdicts, as route reads them: `capabilities.json`
 /// with its times parsed, watched like the state file.
@@ -261,28 +261,12 @@ impl Engine {
         band
     }
 
-    /// The capability verdicts watched from `stats/capabilities.json`.
-    pub fn probed(&self) -> std::sync::Arc<Probed> {
-        self.capabilities.current()
-    }
-
-    /// Why `stats/capabilities.json` cannot be used now, if it cannot
-    /// (routing goes on with the verdicts read before, or none).
-    pub fn capabilities_problem(&self) -> Option<String> {
-        self.capabilities.problem()
-    }
-
-    /// The file the capability verdicts are read from.
-    pub fn capabilities_path(&self) -> &Path {
-        self.capabilities.path()
-    }
-
     /// The largest known context window among the active candidates for
     /// `model`, and whose it is (`provider::model`).
     pub fn largest_window(&self, model: Option<&str>) -> Option<(u64, String)> {
         let candidates = self.candidates(model).ok()?;
         let now = self.clock.now();
-        let st = lock(&self.state);
+        let st = self.ledger.lock();
         candidates
             .iter()
             .filter_map(|c| {
@@ -310,8 +294,8 @@ impl Engine {
     /// ones get nothing known).
     pub fn facts(&self, keys: &[String]) -> Vec<Facts> {
         let now = self.clock.now();
-        let probed = self.probed();
-        let st = lock(&self.state);
+        let probed = self.record.probed();
+        let st = self.ledger.lock();
         keys.iter()
             .map(|key| {
                 let catalog = crate::catalog::ModelKey::split(key).and_then(|(p, m)| {

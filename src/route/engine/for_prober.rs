@@ -1,7 +1,9 @@
 //! What `route --serve`'s re-prober ([`crate::route::prober`]) asks of
 //! the engine: a key to probe a model with, a place inside the limits as
 //! a routed request would take one, the heuristic benches of active
-//! models, and the lifting of one of them.
+//! models, and the lifting of one of them. What only the ledger answers
+//! (the key, the lifting, a probe that got no answer) is on
+//! [`super::Ledger`]; what also needs the clock or the record is here.
 
 use std::sync::Arc;
 
@@ -13,7 +15,7 @@ use crate::route::limits::{self, LimitRequest, Reservation};
 use crate::route::shared::Admit;
 use crate::state::ModelState;
 
-use super::{Engine, lock, targets};
+use super::{Engine, targets};
 
 /// A heuristic bench of an active model that is due for its one early
 /// probe: the provider, the model, the key to probe it with (`None` for
@@ -27,27 +29,6 @@ pub struct DueBench {
 }
 
 impl Engine {
-    /// The key to probe `model` of `p` with, and its target: the first
-    /// of the provider's keys, in the order listed, that this instance
-    /// does not bench at `now`; `None` when every one is benched. A
-    /// keyless provider has one "key": none.
-    pub fn probe_key(
-        &self,
-        p: &Resolved,
-        model: &str,
-        now: DateTime<Utc>,
-    ) -> Option<(Option<ApiKey>, Target)> {
-        let st = lock(&self.state);
-        let keys: Vec<Option<ApiKey>> = if p.keys.is_empty() {
-            vec![None]
-        } else {
-            p.keys.iter().cloned().map(Some).collect()
-        };
-        keys.into_iter()
-            .zip(targets(p, model))
-            .find(|(_, t)| st.cooldowns.blocked(t, now).is_none())
-    }
-
     /// Count a probe of `model` on `target` (of `tokens` tokens) against
     /// the limits, as a routed request is counted before it is sent, in
     /// the shared store when there is one. `Err` says why it may not go
@@ -70,27 +51,27 @@ impl Engine {
             limits: &eff,
             tokens,
         };
-        let admitted = match &self.shared {
+        let admitted = match self.ledger.shared() {
             Some(s) if of_bench => s.admit_limits(&req, now).await.ok(),
             Some(s) => s.admit(&req, now).await.ok(),
             None => None,
         };
         let checked = match admitted {
             Some(Admit::Benched(b)) => {
-                lock(&self.state).cooldowns.insert(b.clone(), now);
+                self.ledger.lock().cooldowns.insert(b.clone(), now);
                 return Err(format!("benched ({})", b.reason));
             }
             Some(Admit::Limited(hit)) => Err(hit),
             Some(Admit::Counted(r)) => {
-                let _ = lock(&self.state).limits.check_and_count(&req, now);
+                let _ = self.ledger.lock().limits.check_and_count(&req, now);
                 Ok(r)
             }
-            None => lock(&self.state).limits.check_and_count(&req, now),
+            None => self.ledger.lock().limits.check_and_count(&req, now),
         };
         match checked {
             Ok(r) => {
                 if r.counted() {
-                    self.mark_dirty();
+                    self.ledger.mark_dirty();
                 }
                 Ok(r)
             }
@@ -100,24 +81,6 @@ impl Engine {
                 crate::time::format_ts(hit.until)
             )),
         }
-    }
-
-    /// A probe that got no answer uses no tokens: its reservation counts
-    /// the request only.
-    pub fn probe_unanswered(&self, mut r: Reservation) {
-        if !r.counted() {
-            return;
-        }
-        if r.is_shared() {
-            if let Some(s) = self.shared.clone() {
-                tokio::spawn(async move {
-                    let _ = s.correct(&mut r, 0).await;
-                });
-            }
-            return;
-        }
-        lock(&self.state).limits.correct(&mut r, 0);
-        self.mark_dirty();
     }
 
     /// The heuristic benches ([`Bench::probe_due`]) of active models that
@@ -134,7 +97,7 @@ impl Engine {
         tried: impl Fn(&Bench) -> bool,
     ) -> (Vec<DueBench>, Vec<Bench>) {
         let due: Vec<Bench> = {
-            let st = lock(&self.state);
+            let st = self.ledger.lock();
             st.cooldowns
                 .active(now)
                 .filter(|b| b.probe_due(now) && !tried(b))
@@ -144,7 +107,7 @@ impl Engine {
         if due.is_empty() {
             return (Vec::new(), Vec::new());
         }
-        let snapshot = self.states.current();
+        let snapshot = self.record.states.current();
         let (mut out, mut unmatched) = (Vec::new(), Vec::new());
         for b in due {
             // The provider a bench id starts with: `p`, `p#key…`, `p::m`.
@@ -183,7 +146,7 @@ impl Engine {
             } else {
                 p.keys.iter().cloned().map(Some).collect()
             };
-            let st = lock(&self.state);
+            let st = self.ledger.lock();
             for (k, t) in keys.into_iter().zip(targets(p, m)) {
                 if st
                     .cooldowns
@@ -200,18 +163,6 @@ impl Engine {
             }
         }
         None
-    }
-
-    /// A probe of `b` passed: lift it here and in the shared store, and
-    /// save the route state as after any change. The ladder stays as it
-    /// is.
-    pub async fn lift_bench(&self, b: &Bench) {
-        if lock(&self.state).cooldowns.lift(b) {
-            self.mark_dirty();
-        }
-        if let Some(s) = &self.shared {
-            let _ = s.unbench(b).await;
-        }
     }
 }
 
@@ -269,7 +220,7 @@ mod tests {
         let now = engine.clock.now();
         assert_eq!(engine.due_benches(now, |_| false).0.len(), 0, "no bench");
         {
-            let mut st = lock(&engine.state);
+            let mut st = engine.ledger.lock();
             st.cooldowns
                 .insert(bench("a::m", Scope::Model, now, true), now);
             st.cooldowns

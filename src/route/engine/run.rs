@@ -20,7 +20,6 @@ use crate::upstream::classify::{ErrorClass, UpstreamError};
 
 use super::{
     Attempt, AttemptClass, Candidate, Engine, Exhausted, Sent, Served, attempt_labels, key_label,
-    lock,
 };
 
 /// The candidates in order, each with its keys in turn.
@@ -164,17 +163,17 @@ impl<'e> Run<'e> {
             tokens: self.tokens,
         };
         // Shared: benches and limits in one round trip to Redis.
-        let admitted = match &e.shared {
+        let admitted = match e.ledger.shared() {
             Some(s) if !out_of_attempts => s.admit(&req, now).await.ok(),
             _ => None,
         };
         let benched = match &admitted {
             Some(Admit::Benched(b)) => {
-                lock(&e.state).cooldowns.insert(b.clone(), now);
+                e.ledger.lock().cooldowns.insert(b.clone(), now);
                 Some(b.clone())
             }
             Some(_) => None,
-            None => lock(&e.state).cooldowns.blocked(target, now).cloned(),
+            None => e.ledger.lock().cooldowns.blocked(target, now).cloned(),
         };
         if let Some(b) = benched {
             tracing::debug!(
@@ -184,7 +183,7 @@ impl<'e> Run<'e> {
                 until = %crate::time::format_ts(b.until),
                 "route: skipped, cooling down"
             );
-            e.count_skip(c, "cooldown");
+            e.telemetry.count_skip(c, "cooldown");
             self.attempts.push(Attempt {
                 model: c.key(),
                 key: key.map(key_label),
@@ -203,15 +202,15 @@ impl<'e> Run<'e> {
             Some(Admit::Limited(hit)) => Err(hit),
             Some(Admit::Counted(r)) => {
                 // Mirrored, for the fallback: this instance's own requests.
-                let _ = lock(&e.state).limits.check_and_count(&req, now);
+                let _ = e.ledger.lock().limits.check_and_count(&req, now);
                 Ok(r)
             }
-            _ => lock(&e.state).limits.check_and_count(&req, now),
+            _ => e.ledger.lock().limits.check_and_count(&req, now),
         };
         match checked {
             Ok(r) => {
                 if r.counted() {
-                    e.mark_dirty();
+                    e.ledger.mark_dirty();
                 }
                 Admission::Send(r)
             }
@@ -223,7 +222,7 @@ impl<'e> Run<'e> {
                     until = %crate::time::format_ts(hit.until),
                     "route: skipped, at a limit"
                 );
-                e.count_skip(c, hit.kind.as_str());
+                e.telemetry.count_skip(c, hit.kind.as_str());
                 self.attempts.push(Attempt {
                     model: c.key(),
                     key: key.map(key_label),
@@ -256,7 +255,7 @@ impl<'e> Run<'e> {
         let e = self.engine;
         self.sent += 1;
         if let Some(prev) = self.pending_fallback.take() {
-            e.metrics.fallbacks.get_or_create(&prev).inc();
+            e.telemetry.metrics.fallbacks.get_or_create(&prev).inc();
         }
         tracing::debug!(
             model = %c.key(),
@@ -267,7 +266,7 @@ impl<'e> Run<'e> {
         let t0 = std::time::Instant::now();
         let sent = send(c.clone(), key.clone()).await;
         let took = t0.elapsed();
-        e.count_attempt(c, &sent.result, took);
+        e.telemetry.count_attempt(c, &sent.result, took);
         (sent, took)
     }
 
@@ -283,9 +282,9 @@ impl<'e> Run<'e> {
         let e = self.engine;
         self.sent -= 1;
         if reservation.counted() && !reservation.is_shared() {
-            lock(&e.state).limits.correct(reservation, 0);
+            e.ledger.lock().limits.correct(reservation, 0);
         } else if reservation.is_shared()
-            && let Some(s) = e.shared.clone()
+            && let Some(s) = e.ledger.shared().cloned()
         {
             let mut r = reservation.clone();
             tokio::spawn(async move {
@@ -320,7 +319,7 @@ impl<'e> Run<'e> {
             Ok(_) => sent.tokens,
         };
         let learned = {
-            let mut st = lock(&e.state);
+            let mut st = e.ledger.lock();
             let learned = sent
                 .headers
                 .as_ref()
@@ -337,7 +336,7 @@ impl<'e> Run<'e> {
             }
             learned
         };
-        if let Some(s) = &e.shared {
+        if let Some(s) = e.ledger.shared() {
             // Off the request path: the reply does not wait for Redis to
             // store learned limits or a corrected token count. They land
             // one round trip after it, in order.
@@ -374,14 +373,15 @@ impl<'e> Run<'e> {
         let err = match result {
             Ok(value) => {
                 tracing::debug!(model = %c.key(), ms = took.as_millis() as u64, "route: served");
-                e.count_request("served");
-                if lock(&e.state)
+                e.telemetry.count_request("served");
+                if e.ledger
+                    .lock()
                     .cooldowns
                     .record_success(&target, e.clock.now())
                 {
-                    e.mark_dirty();
+                    e.ledger.mark_dirty();
                 }
-                if let Some(s) = e.shared.clone() {
+                if let Some(s) = e.ledger.shared().cloned() {
                     // Off the request path: a ladder to reset is rare.
                     let t = target.clone();
                     tokio::spawn(async move { s.success(&t).await });
@@ -401,13 +401,13 @@ impl<'e> Run<'e> {
             }
             Err(err) => err,
         };
-        let decision = e.record_failure(&target, &err, e.clock.now()).await;
-        if let (Some(a), Some(b)) = (e.alerts(), &decision.bench) {
+        let decision = e.ledger.record_failure(&target, &err, e.clock.now()).await;
+        if let (Some(a), Some(b)) = (e.telemetry.alerts(), &decision.bench) {
             let error = crate::notify::decide::clean_error(&e.redactor, &err.message);
             a.benched(&target, b, Some(error), e.clock.now());
         }
         if err.class.is_capability() {
-            e.learn_verdict(c, &err);
+            e.ledger.learn_verdict(c.key(), &err, e.clock.now());
             self.refusals += 1;
             if err.class == ErrorClass::ContextLength {
                 self.context_refusals += 1;
@@ -428,7 +428,7 @@ impl<'e> Run<'e> {
             )),
             "route: attempt failed"
         );
-        e.mark_dirty();
+        e.ledger.mark_dirty();
         self.attempts.push(Attempt {
             model: c.key(),
             key: key.map(key_label),
@@ -440,7 +440,7 @@ impl<'e> Run<'e> {
         self.pending_fallback = Some(attempt_labels(c, err.class.as_str()));
         match decision.action {
             Action::ReturnToClient => {
-                e.count_request("rejected");
+                e.telemetry.count_request("rejected");
                 AfterAttempt::Rejected(Exhausted {
                     error: RouteError::client_fault(err.class, err.status, err.message),
                     attempts: std::mem::take(&mut self.attempts),
@@ -467,7 +467,9 @@ impl<'e> Run<'e> {
     pub(super) fn exhausted(self) -> Exhausted {
         let e = self.engine;
         let now = e.clock.now();
-        let retry_at = lock(&e.state)
+        let retry_at = e
+            .ledger
+            .lock()
             .cooldowns
             .earliest_retry(self.targets.iter(), now)
             .filter(|t| *t > now);
@@ -491,7 +493,7 @@ impl<'e> Run<'e> {
                 || self
                     .targets
                     .iter()
-                    .all(|t| lock(&e.state).cooldowns.blocked(t, now).is_some()));
+                    .all(|t| e.ledger.lock().cooldowns.blocked(t, now).is_some()));
         let unbuildable: Vec<String> = self
             .attempts
             .iter()
@@ -535,7 +537,7 @@ impl<'e> Run<'e> {
                 retry_at,
             },
         };
-        e.count_request("exhausted");
+        e.telemetry.count_request("exhausted");
         Exhausted {
             error,
             attempts: self.attempts,
@@ -1347,7 +1349,7 @@ mod tests {
                     "b::t": {{"tools": {{"verdict": "yes", "seen": "{seen}"}}}}}}"#
             ),
         );
-        assert!(f.engine.capabilities.refresh().unwrap());
+        assert!(f.engine.record.capabilities.refresh().unwrap());
         let a = ask(None, TOOLS);
         // b::t, known able, refuses tools all the same: marked, and the
         // request goes on to the unknown band in its order.
@@ -1384,7 +1386,7 @@ mod tests {
             &f,
             &format!(r#"{{"b::t": {{"tools": {{"verdict": "yes", "seen": "{later}"}}}}}}"#),
         );
-        assert!(f.engine.capabilities.refresh().unwrap());
+        assert!(f.engine.record.capabilities.refresh().unwrap());
         let (_, tried) = route_with(&f.engine, &a.clone().with_session(Some("x")), |c| {
             ok(c.key())
         })
@@ -1393,9 +1395,10 @@ mod tests {
         // A file that stops parsing keeps the verdicts read before, and is
         // left as it is.
         write_caps(&f, "{not json");
-        assert!(f.engine.capabilities.refresh().is_err());
+        assert!(f.engine.record.capabilities.refresh().is_err());
         assert!(
             f.engine
+                .record
                 .capabilities_problem()
                 .unwrap()
                 .contains("capabilities.json")

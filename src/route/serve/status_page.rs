@@ -132,7 +132,7 @@ fn build(engine: &Engine, cache: &Cache, snap: &RouteSnapshot) -> crate::error::
     let catalog = &*cache.catalog;
     let dir = engine.stats_dir();
     let mut states = crate::state::States::default();
-    for (k, e) in engine.states.current().out_of_rotation() {
+    for (k, e) in engine.record.states.current().out_of_rotation() {
         states.set(k, e.clone());
     }
     // As `rollup --format html` does: a bad file costs the verdicts, and
