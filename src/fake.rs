@@ -58,7 +58,7 @@ use tokio::sync::{oneshot, watch};
 
 use self::behaviour::INVENTED_TOOL;
 pub use self::behaviour::{Behaviour, parse_script, script_help};
-use self::responder::{DialectResponder, Malformed};
+use self::responder::{DialectResponder, Failure, Malformed};
 use crate::error::{Error, Result};
 use crate::http_server::{self, Server};
 use crate::prompts::Pool;
@@ -814,14 +814,16 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
             );
             Reply::Fixed(resp)
         }
-        Behaviour::E500 => Reply::Fixed(r.e500()),
-        Behaviour::Overloaded => Reply::Fixed(r.overloaded()),
-        Behaviour::E503 => Reply::Fixed(r.e503()),
-        Behaviour::Unauthorized => Reply::Fixed(r.unauthorized()),
-        Behaviour::Forbidden => Reply::Fixed(r.forbidden()),
-        Behaviour::NotFound => Reply::Fixed(r.not_found(&call.model)),
-        Behaviour::ContextLength => Reply::Fixed(r.context_length()),
-        Behaviour::EchoKey => Reply::Fixed(r.echo_key(call.key.as_deref().unwrap_or(""))),
+        Behaviour::E500 => Reply::Fixed(r.failure(Failure::E500)),
+        Behaviour::Overloaded => Reply::Fixed(r.failure(Failure::Overloaded)),
+        Behaviour::E503 => Reply::Fixed(r.failure(Failure::E503)),
+        Behaviour::Unauthorized => Reply::Fixed(r.failure(Failure::Unauthorized)),
+        Behaviour::Forbidden => Reply::Fixed(r.failure(Failure::Forbidden)),
+        Behaviour::NotFound => Reply::Fixed(r.failure(Failure::NotFound { model: &call.model })),
+        Behaviour::ContextLength => Reply::Fixed(r.failure(Failure::ContextLength)),
+        Behaviour::EchoKey => Reply::Fixed(r.failure(Failure::EchoKey {
+            key: call.key.as_deref().unwrap_or(""),
+        })),
         Behaviour::ErrorIn200 => Reply::Fixed(respond::error_in_200()),
         Behaviour::Garbage => Reply::Fixed(respond::garbage()),
         Behaviour::Html => Reply::Fixed(respond::html(StatusCode::BAD_GATEWAY)),

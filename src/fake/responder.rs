@@ -68,6 +68,28 @@ impl Malformed {
     }
 }
 
+/// A failure every dialect answers in its own words, as
+/// [`DialectResponder::failure`] writes it.
+#[derive(Debug, Clone, Copy)]
+pub enum Failure<'a> {
+    E500,
+    /// 529.
+    Overloaded,
+    E503,
+    /// A bad key.
+    Unauthorized,
+    Forbidden,
+    ContextLength,
+    NotFound {
+        model: &'a str,
+    },
+    /// A 401 that quotes the key back, as some providers do. Redaction must
+    /// catch this before it reaches a log.
+    EchoKey {
+        key: &'a str,
+    },
+}
+
 /// One dialect's side of the fake: reading its requests and writing its
 /// answers, errors and streams, shaped as captured responses (docs/providers.md).
 pub trait DialectResponder: Sync {
@@ -124,18 +146,8 @@ pub trait DialectResponder: Sync {
     fn bad_request(&self, message: &str, param: Option<&str>) -> Response;
     /// 429 with a [`RETRY_SECS`](super::respond::RETRY_SECS) wait.
     fn rate_limit(&self) -> Response;
-    fn e500(&self) -> Response;
-    /// 529.
-    fn overloaded(&self) -> Response;
-    fn e503(&self) -> Response;
-    /// A bad key.
-    fn unauthorized(&self) -> Response;
-    fn forbidden(&self) -> Response;
-    fn context_length(&self) -> Response;
-    fn not_found(&self, model: &str) -> Response;
-    /// A 401 that quotes the key back, as some providers do. Redaction must
-    /// catch this before it reaches a log.
-    fn echo_key(&self, key: &str) -> Response;
+    /// `f`, in this dialect's envelope and the real provider's words.
+    fn failure(&self, f: Failure<'_>) -> Response;
     /// The 400 a model that cannot take what the request asks for answers
     /// with, in a real provider's wording.
     fn refuse(&self, why: &Refusal, model: &str) -> Response;

@@ -944,25 +944,36 @@ fn is_sse(resp: &reqwest::Response) -> bool {
         .starts_with("text/event-stream")
 }
 
+/// The events of a streamed answer, which must come as SSE with a 200.
+async fn sse_events(
+    base: &str,
+    d: Dialect,
+    model: &str,
+    prompt: &str,
+    include_usage: bool,
+) -> Vec<Sse> {
+    let resp = stream_request(&client(), base, d, model, prompt, include_usage)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(is_sse(&resp));
+    parse_sse(&resp.text().await.unwrap())
+}
+
 #[tokio::test]
 async fn openai_streams_chunks_then_done() {
     let fake = start(FakeConfig::default()).await.unwrap();
     let q = question(11);
     for include_usage in [false, true] {
-        let resp = stream_request(
-            &client(),
+        let events = sse_events(
             &fake.url(),
             Dialect::Openai,
             "gpt-s",
             &q.text,
             include_usage,
         )
-        .send()
-        .await
-        .unwrap();
-        assert_eq!(resp.status(), 200);
-        assert!(is_sse(&resp));
-        let events = parse_sse(&resp.text().await.unwrap());
+        .await;
         assert_eq!(
             events.last(),
             Some(&Sse::Event(None, "[DONE]".into())),
@@ -1030,20 +1041,7 @@ async fn openai_streams_chunks_then_done() {
 async fn anthropic_streams_events_in_order() {
     let fake = start(FakeConfig::default()).await.unwrap();
     let q = question(12);
-    let resp = stream_request(
-        &client(),
-        &fake.url(),
-        Dialect::Anthropic,
-        "claude-s",
-        &q.text,
-        false,
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(resp.status(), 200);
-    assert!(is_sse(&resp));
-    let events = parse_sse(&resp.text().await.unwrap());
+    let events = sse_events(&fake.url(), Dialect::Anthropic, "claude-s", &q.text, false).await;
     let names: Vec<&str> = events.iter().map(|e| e.name().unwrap()).collect();
     let deltas = names
         .iter()
@@ -1074,20 +1072,7 @@ async fn anthropic_streams_events_in_order() {
 async fn gemini_streams_sse_or_a_json_array() {
     let fake = start(FakeConfig::default()).await.unwrap();
     let q = question(13);
-    let resp = stream_request(
-        &client(),
-        &fake.url(),
-        Dialect::Gemini,
-        "gemini-s",
-        &q.text,
-        false,
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(resp.status(), 200);
-    assert!(is_sse(&resp));
-    let events = parse_sse(&resp.text().await.unwrap());
+    let events = sse_events(&fake.url(), Dialect::Gemini, "gemini-s", &q.text, false).await;
     assert!(events.len() >= 2, "{events:?}");
     for (i, e) in events.iter().enumerate() {
         let v = e.json();

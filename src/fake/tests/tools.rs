@@ -522,36 +522,27 @@ async fn refusing_behaviours_refuse_what_they_cannot_take() {
         let r = ask("no-tools", Some(image(d)), json!({})).await;
         assert_eq!(r.content(d), "84", "{d:?}");
     }
-    // JSON mode, where the dialect has one.
-    let r = send(post(
-        &base,
-        Dialect::Openai,
-        "no-json",
-        None,
-        q,
-        json!({"response_format": {"type": "json_object"}}),
-        false,
-    ))
-    .await;
-    assert_eq!(
-        refused(Dialect::Openai, &r),
-        "Invalid parameter: 'response_format' of type 'json_object' is not supported with this model."
-    );
-    assert_eq!(r.json()["error"]["param"], "response_format");
-    let r = send(post(
-        &base,
-        Dialect::Gemini,
-        "no-json",
-        None,
-        q,
-        json!({"generationConfig": {"responseMimeType": "application/json"}}),
-        false,
-    ))
-    .await;
-    assert_eq!(
-        refused(Dialect::Gemini, &r),
-        "JSON mode is not enabled for models/no-json"
-    );
+    // JSON mode, where the dialect has one; OpenAI names the field at fault.
+    for (d, extra, want, param) in [
+        (
+            Dialect::Openai,
+            json!({"response_format": {"type": "json_object"}}),
+            "Invalid parameter: 'response_format' of type 'json_object' is not supported with this model.",
+            Some("response_format"),
+        ),
+        (
+            Dialect::Gemini,
+            json!({"generationConfig": {"responseMimeType": "application/json"}}),
+            "JSON mode is not enabled for models/no-json",
+            None,
+        ),
+    ] {
+        let r = send(post(&base, d, "no-json", None, q, extra, false)).await;
+        assert_eq!(refused(d, &r), want);
+        if let Some(param) = param {
+            assert_eq!(r.json()["error"]["param"], param);
+        }
+    }
     fake.shutdown().await;
 }
 
