@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::asks::{self, Asks, Choice, Refusal, Tool, ToolCall, result_text};
 use super::respond::{RETRY_SECS, error_response};
 use super::responder::{
-    DialectResponder, Failure, Malformed, Usage, header, last_user_message, role,
+    DialectResponder, Failure, Malformed, Steps, Usage, header, last_user_message, role,
 };
 use super::stream::{Answer, Step, named};
 use crate::upstream::dialect::JSON_TOOL;
@@ -369,13 +369,7 @@ impl DialectResponder for Anthropic {
         error(400, "invalid_request_error", &message)
     }
 
-    fn tool_steps(
-        &self,
-        a: &Answer<'_>,
-        call: &ToolCall,
-        pieces: &[&str],
-        usage: Usage,
-    ) -> (Vec<Step>, Option<usize>) {
+    fn tool_steps(&self, a: &Answer<'_>, call: &ToolCall, pieces: &[&str], usage: Usage) -> Steps {
         let mut steps = vec![message_start(a, usage)];
         let block = json!({
             "type": "tool_use",
@@ -393,12 +387,7 @@ impl DialectResponder for Anthropic {
         (steps, first_content)
     }
 
-    fn stream_steps(
-        &self,
-        a: &Answer<'_>,
-        pieces: &[&str],
-        usage: Usage,
-    ) -> (Vec<Step>, Option<usize>) {
+    fn stream_steps(&self, a: &Answer<'_>, pieces: &[&str], usage: Usage) -> Steps {
         let mut steps = vec![message_start(a, usage)];
         let first_content = (!a.empty).then(|| {
             let block = json!({"type": "text", "text": ""});

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::asks::{self, Asks, Choice, Json, Refusal, Tool, ToolCall, result_text};
 use super::respond::{RETRY_SECS, error_response, json_response};
-use super::responder::{DialectResponder, Failure, Malformed, Usage, header, role, text_of};
+use super::responder::{DialectResponder, Failure, Malformed, Steps, Usage, header, role, text_of};
 use super::stream::{Answer, Mode, Step, data};
 
 pub struct Gemini;
@@ -371,22 +371,11 @@ impl DialectResponder for Gemini {
     }
 
     /// Gemini streams a call as one whole part, never in fragments.
-    fn tool_steps(
-        &self,
-        a: &Answer<'_>,
-        call: &ToolCall,
-        _pieces: &[&str],
-        usage: Usage,
-    ) -> (Vec<Step>, Option<usize>) {
+    fn tool_steps(&self, a: &Answer<'_>, call: &ToolCall, _pieces: &[&str], usage: Usage) -> Steps {
         (vec![data(self.tool_success(a.model, call, usage))], Some(0))
     }
 
-    fn stream_steps(
-        &self,
-        a: &Answer<'_>,
-        pieces: &[&str],
-        usage: Usage,
-    ) -> (Vec<Step>, Option<usize>) {
+    fn stream_steps(&self, a: &Answer<'_>, pieces: &[&str], usage: Usage) -> Steps {
         let usage = usage_metadata(usage);
         if a.empty {
             let empty = json!({

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::asks::{self, Asks, Choice, Refusal, Tool, ToolCall, result_text};
 use super::respond::{RETRY_SECS, error_response};
 use super::responder::{
-    DialectResponder, Failure, Malformed, Usage, header, last_user_message, role,
+    DialectResponder, Failure, Malformed, Steps, Usage, header, last_user_message, role,
 };
 use super::stream::{Answer, Step, data};
 
@@ -402,13 +402,7 @@ impl DialectResponder for OpenAi {
 
     /// The first delta of the call has its id and name, the later ones
     /// fragments of its arguments, as OpenAI streams them.
-    fn tool_steps(
-        &self,
-        a: &Answer<'_>,
-        call: &ToolCall,
-        pieces: &[&str],
-        usage: Usage,
-    ) -> (Vec<Step>, Option<usize>) {
+    fn tool_steps(&self, a: &Answer<'_>, call: &ToolCall, pieces: &[&str], usage: Usage) -> Steps {
         let created = chrono::Utc::now().timestamp();
         let chunk = |choices| chunk(created, a.model, choices);
         let delta = |tool: Value| json!([{"index": 0, "delta": {"tool_calls": [tool]}, "finish_reason": null}]);
@@ -434,12 +428,7 @@ impl DialectResponder for OpenAi {
         (steps, first_content)
     }
 
-    fn stream_steps(
-        &self,
-        a: &Answer<'_>,
-        pieces: &[&str],
-        usage: Usage,
-    ) -> (Vec<Step>, Option<usize>) {
+    fn stream_steps(&self, a: &Answer<'_>, pieces: &[&str], usage: Usage) -> Steps {
         let created = chrono::Utc::now().timestamp();
         let chunk = |choices| chunk(created, a.model, choices);
         let choice = |delta: Value, finish: Value| json!([{"index": 0, "delta": delta, "finish_reason": finish}]);

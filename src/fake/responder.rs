@@ -68,6 +68,10 @@ impl Malformed {
     }
 }
 
+/// A stream's events, and the index of its first content chunk (none for an
+/// empty answer).
+pub type Steps = (Vec<Step>, Option<usize>);
+
 /// A failure every dialect answers in its own words, as
 /// [`DialectResponder::failure`] writes it.
 #[derive(Debug, Clone, Copy)]
@@ -154,22 +158,11 @@ pub trait DialectResponder: Sync {
 
     /// The whole stream of `a`, already cut into `pieces`, and the index of
     /// its first content chunk (none for an empty answer).
-    fn stream_steps(
-        &self,
-        a: &Answer<'_>,
-        pieces: &[&str],
-        usage: Usage,
-    ) -> (Vec<Step>, Option<usize>);
+    fn stream_steps(&self, a: &Answer<'_>, pieces: &[&str], usage: Usage) -> Steps;
 
     /// The whole stream of a tool call, its arguments' JSON text already cut
     /// into `pieces`, and the index of its first content chunk.
-    fn tool_steps(
-        &self,
-        a: &Answer<'_>,
-        call: &ToolCall,
-        pieces: &[&str],
-        usage: Usage,
-    ) -> (Vec<Step>, Option<usize>);
+    fn tool_steps(&self, a: &Answer<'_>, call: &ToolCall, pieces: &[&str], usage: Usage) -> Steps;
 
     /// The error an upstream sends inside a stream that has already begun.
     fn stream_error(&self, a: &Answer<'_>) -> Step;

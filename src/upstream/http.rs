@@ -358,6 +358,11 @@ mod tests {
         format!("http://{addr}/")
     }
 
+    /// GET `url` with a 5 s deadline and a body cap of `cap` bytes.
+    async fn get(url: &str, cap: usize) -> Result<RawResponse, TransportError> {
+        send(client().unwrap().get(url), Duration::from_secs(5), cap).await
+    }
+
     #[tokio::test]
     async fn reads_a_whole_body() {
         let url = one_shot(
@@ -365,13 +370,7 @@ mod tests {
             false,
         )
         .await;
-        let r = send(
-            client().unwrap().get(&url),
-            Duration::from_secs(5),
-            DEFAULT_BODY_CAP,
-        )
-        .await
-        .unwrap();
+        let r = get(&url, DEFAULT_BODY_CAP).await.unwrap();
         assert_eq!(r.status, 200);
         assert_eq!(r.body, b"hello");
         assert_eq!(r.headers["x-a"], "b");
@@ -412,13 +411,7 @@ mod tests {
         }
         reply.extend_from_slice(b"0\r\n\r\n");
         let url = one_shot(reply, false).await;
-        let err = send(
-            client().unwrap().get(&url),
-            Duration::from_secs(5),
-            8 * 1024,
-        )
-        .await
-        .unwrap_err();
+        let err = get(&url, 8 * 1024).await.unwrap_err();
         assert_eq!(err, TransportError::TooLarge(8 * 1024));
         assert_eq!(err.to_string(), "response larger than 8 KiB");
     }
@@ -427,13 +420,7 @@ mod tests {
     async fn plain_http_server_on_https_is_a_tls_failure() {
         let url = one_shot(b"HTTP/1.1 400 Bad Request\r\n\r\n".to_vec(), false).await;
         let url = url.replace("http://", "https://");
-        let err = send(
-            client().unwrap().get(&url),
-            Duration::from_secs(5),
-            DEFAULT_BODY_CAP,
-        )
-        .await
-        .unwrap_err();
+        let err = get(&url, DEFAULT_BODY_CAP).await.unwrap_err();
         assert!(matches!(err, TransportError::Tls(_)), "{err:?}");
         assert!(!err.to_string().contains("127.0.0.1"), "{err}");
     }
@@ -441,13 +428,7 @@ mod tests {
     #[tokio::test]
     async fn close_before_any_response_is_a_reset() {
         let url = one_shot(Vec::new(), false).await;
-        let err = send(
-            client().unwrap().get(&url),
-            Duration::from_secs(5),
-            DEFAULT_BODY_CAP,
-        )
-        .await
-        .unwrap_err();
+        let err = get(&url, DEFAULT_BODY_CAP).await.unwrap_err();
         assert!(matches!(err, TransportError::Reset(_)), "{err:?}");
     }
 
