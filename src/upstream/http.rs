@@ -341,7 +341,7 @@ mod tests {
     use tokio::net::TcpListener;
 
     /// Serve one connection: read the request head, then write `reply`
-    /// (and, with `hold`, keep the socket open without answering).
+    /// (and, with `hold`, keep the socket open after it).
     async fn one_shot(reply: Vec<u8>, hold: bool) -> String {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -349,10 +349,10 @@ mod tests {
             let (mut sock, _) = listener.accept().await.unwrap();
             let mut buf = vec![0u8; 65536];
             let _ = sock.read(&mut buf).await;
+            let _ = sock.write_all(&reply).await;
             if hold {
                 tokio::time::sleep(Duration::from_secs(30)).await;
             }
-            let _ = sock.write_all(&reply).await;
             let _ = sock.shutdown().await;
         });
         format!("http://{addr}/")
@@ -379,19 +379,10 @@ mod tests {
     #[tokio::test]
     async fn the_deadline_covers_the_body() {
         // Headers arrive at once, the body never does.
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            let (mut sock, _) = listener.accept().await.unwrap();
-            let mut buf = vec![0u8; 65536];
-            let _ = sock.read(&mut buf).await;
-            let _ = sock
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{")
-                .await;
-            tokio::time::sleep(Duration::from_secs(30)).await;
-        });
+        let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{".to_vec();
+        let url = one_shot(reply, true).await;
         let err = send(
-            client().unwrap().get(format!("http://{addr}/")),
+            client().unwrap().get(&url),
             Duration::from_millis(200),
             DEFAULT_BODY_CAP,
         )

@@ -80,6 +80,11 @@ fn post(
     rb.body(body.to_string())
 }
 
+/// A non-streamed "What is 12*7?" to `model`, with `extra` in the body.
+async fn ask(base: &str, d: Dialect, model: &str, extra: Value) -> Reply {
+    send(post(base, d, model, None, "What is 12*7?", extra, false)).await
+}
+
 /// The tool call of an unstreamed reply: its name and arguments.
 fn call_of(d: Dialect, v: &Value) -> (String, Value) {
     match d {
@@ -123,16 +128,7 @@ async fn tools_are_called_in_every_dialect() {
     // `think` (a reasoning model) calls tools too.
     for (d, model) in DIALECTS.iter().flat_map(|d| [(*d, "m"), (*d, "think")]) {
         let extra = json!({"tools": calculator(d)});
-        let r = send(post(
-            &fake.url(),
-            d,
-            model,
-            None,
-            "What is 12*7?",
-            extra,
-            false,
-        ))
-        .await;
+        let r = ask(&fake.url(), d, model, extra).await;
         assert_eq!(r.status, 200, "{d:?} {model}: {}", r.text);
         let (name, args) = call_of(d, &r.json());
         assert_eq!(name, "multiply", "{d:?} {model}");
@@ -152,16 +148,7 @@ async fn tool_choice_names_or_forbids_the_tool() {
     };
     for d in [Dialect::Openai, Dialect::Anthropic] {
         let extra = json!({"tools": calculator(d), "tool_choice": named(d)});
-        let r = send(post(
-            &fake.url(),
-            d,
-            "m",
-            None,
-            "What is 12*7?",
-            extra,
-            false,
-        ))
-        .await;
+        let r = ask(&fake.url(), d, "m", extra).await;
         assert_eq!(
             call_of(d, &r.json()),
             ("weather".into(), json!({"city": "fake city"})),
@@ -170,16 +157,7 @@ async fn tool_choice_names_or_forbids_the_tool() {
     }
     let forced = json!({"tools": calculator(Dialect::Gemini), "toolConfig": {
         "functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["weather"]}}});
-    let r = send(post(
-        &fake.url(),
-        Dialect::Gemini,
-        "m",
-        None,
-        "What is 12*7?",
-        forced,
-        false,
-    ))
-    .await;
+    let r = ask(&fake.url(), Dialect::Gemini, "m", forced).await;
     assert_eq!(call_of(Dialect::Gemini, &r.json()).0, "weather");
     // No tool: a text answer.
     for d in DIALECTS {
@@ -193,16 +171,7 @@ async fn tool_choice_names_or_forbids_the_tool() {
             .as_object_mut()
             .unwrap()
             .extend(none.as_object().unwrap().clone());
-        let r = send(post(
-            &fake.url(),
-            d,
-            "m",
-            None,
-            "What is 12*7?",
-            extra,
-            false,
-        ))
-        .await;
+        let r = ask(&fake.url(), d, "m", extra).await;
         assert_eq!(r.content(d), "84", "{d:?}: {}", r.text);
     }
     fake.shutdown().await;
@@ -431,16 +400,7 @@ async fn json_mode_answers_json() {
         .iter()
         .flat_map(|c| [(c.clone(), "m"), (c.clone(), "think")])
     {
-        let r = send(post(
-            &fake.url(),
-            d,
-            model,
-            None,
-            "What is 12*7?",
-            extra.clone(),
-            false,
-        ))
-        .await;
+        let r = ask(&fake.url(), d, model, extra.clone()).await;
         assert_eq!(r.status, 200, "{d:?} {model}: {}", r.text);
         let got: Value = serde_json::from_str(&r.content(d)).unwrap();
         assert_eq!(got, want, "{d:?} {model} {extra}");
@@ -662,16 +622,7 @@ async fn recorded_requests_keep_the_body() {
     };
     let fake = start(cfg).await.unwrap();
     let extra = json!({"tools": calculator(Dialect::Anthropic), "temperature": 0});
-    send(post(
-        &fake.url(),
-        Dialect::Anthropic,
-        "m",
-        None,
-        "What is 12*7?",
-        extra,
-        false,
-    ))
-    .await;
+    ask(&fake.url(), Dialect::Anthropic, "m", extra).await;
     send(post(
         &fake.url(),
         Dialect::Gemini,
