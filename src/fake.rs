@@ -181,22 +181,8 @@ impl std::fmt::Debug for FakeServer {
 
 /// Bind 127.0.0.1 and serve in the background of the current tokio runtime.
 pub async fn start(cfg: FakeConfig) -> Result<FakeServer> {
-    let record = match cfg.record.clone() {
-        Some(p) => Some(
-            tokio::task::spawn_blocking(move || Recorder::open(&p))
-                .await
-                .map_err(|e| Error::Internal(format!("opening the record file: {e}")))??,
-        ),
-        None => None,
-    };
-    let closes = match cfg.record_closes.clone() {
-        Some(p) => Some(
-            tokio::task::spawn_blocking(move || Recorder::open(&p))
-                .await
-                .map_err(|e| Error::Internal(format!("opening the record file: {e}")))??,
-        ),
-        None => None,
-    };
+    let record = Recorder::open_off_runtime(cfg.record.clone()).await?;
+    let closes = Recorder::open_off_runtime(cfg.record_closes.clone()).await?;
     let bind = SocketAddr::from((Ipv4Addr::LOCALHOST, cfg.port));
     // The handlers need the shutdown signal before the server exists, to
     // cut sleeping behaviours short; they get it through a relay.
@@ -427,6 +413,15 @@ struct Recorder {
 }
 
 impl Recorder {
+    /// [`Recorder::open`] on a blocking thread, for a path that is set.
+    async fn open_off_runtime(path: Option<PathBuf>) -> Result<Option<Recorder>> {
+        let Some(p) = path else { return Ok(None) };
+        let opened = tokio::task::spawn_blocking(move || Recorder::open(&p))
+            .await
+            .map_err(|e| Error::Internal(format!("opening the record file: {e}")))??;
+        Ok(Some(opened))
+    }
+
     fn open(path: &std::path::Path) -> Result<Recorder> {
         let mut file = OpenOptions::new()
             .create(true)
