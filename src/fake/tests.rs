@@ -594,15 +594,22 @@ async fn shutdown_cuts_slow_requests_short() {
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
 }
 
-#[tokio::test]
-async fn requests_are_recorded_without_keys() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("requests.jsonl");
-    std::fs::write(&file, "{\"earlier\":true}\n").unwrap();
+/// A config that records every request to `requests.jsonl` in `dir`, and
+/// that file.
+fn recording(dir: &std::path::Path) -> (FakeConfig, PathBuf) {
+    let file = dir.join("requests.jsonl");
     let cfg = FakeConfig {
         record: Some(file.clone()),
         ..FakeConfig::default()
     };
+    (cfg, file)
+}
+
+#[tokio::test]
+async fn requests_are_recorded_without_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, file) = recording(dir.path());
+    std::fs::write(&file, "{\"earlier\":true}\n").unwrap();
     let fake = start(cfg).await.unwrap();
     let q = question(9);
     let before = chrono::Utc::now().timestamp_millis();
@@ -681,12 +688,8 @@ async fn requests_are_recorded_without_keys() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_requests_record_whole_lines() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("requests.jsonl");
-    let cfg = FakeConfig {
-        record: Some(file.clone()),
-        ..FakeConfig::default()
-    }
-    .script("mix", &[Behaviour::Ok(Duration::ZERO), Behaviour::E503]);
+    let (cfg, file) = recording(dir.path());
+    let cfg = cfg.script("mix", &[Behaviour::Ok(Duration::ZERO), Behaviour::E503]);
     let fake = start(cfg).await.unwrap();
     let q = question(10);
     let tasks: Vec<_> = (0..40)

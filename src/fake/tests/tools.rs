@@ -615,11 +615,7 @@ async fn output_caps_and_context_windows_are_enforced() {
 #[tokio::test]
 async fn recorded_requests_keep_the_body() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("requests.jsonl");
-    let cfg = FakeConfig {
-        record: Some(file.clone()),
-        ..FakeConfig::default()
-    };
+    let (cfg, file) = recording(dir.path());
     let fake = start(cfg).await.unwrap();
     let extra = json!({"tools": calculator(Dialect::Anthropic), "temperature": 0});
     ask(&fake.url(), Dialect::Anthropic, "m", extra).await;
