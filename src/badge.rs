@@ -411,40 +411,39 @@ mod tests {
     fn labels_messages_and_grades() {
         let w7 = Window::parse("7d").unwrap();
         let all = Window::parse("all").unwrap();
-        let b = Badge::of(
-            "groq",
-            BadgeMetric::Uptime,
-            &w7,
-            Some(&row(Some(0.992), None)),
-        );
-        assert_eq!(
-            (b.label.as_str(), b.message.as_str(), b.grade),
-            ("groq uptime 7d", "99.2%", Some(Grade::Good))
-        );
-        let b = Badge::of(
-            "groq",
-            BadgeMetric::Uptime,
-            &w7,
-            Some(&row(Some(0.7), None)),
-        );
-        assert_eq!((b.message.as_str(), b.grade), ("70%", Some(Grade::Fair)));
-        let b = Badge::of(
-            "g::m",
-            BadgeMetric::Latency,
-            &all,
-            Some(&row(None, Some(812.4))),
-        );
-        assert_eq!(
-            (b.label.as_str(), b.message.as_str(), b.grade),
-            ("g::m latency all time", "812 ms", Some(Grade::Good))
-        );
-        let b = Badge::of(
-            "g",
-            BadgeMetric::Latency,
-            &w7,
-            Some(&row(None, Some(12_345.0))),
-        );
-        assert_eq!((b.message.as_str(), b.grade), ("12.3 s", Some(Grade::Poor)));
+        for (name, metric, window, r, want) in [
+            (
+                "groq",
+                BadgeMetric::Uptime,
+                &w7,
+                row(Some(0.992), None),
+                ("groq uptime 7d", "99.2%", Some(Grade::Good)),
+            ),
+            (
+                "groq",
+                BadgeMetric::Uptime,
+                &w7,
+                row(Some(0.7), None),
+                ("groq uptime 7d", "70%", Some(Grade::Fair)),
+            ),
+            (
+                "g::m",
+                BadgeMetric::Latency,
+                &all,
+                row(None, Some(812.4)),
+                ("g::m latency all time", "812 ms", Some(Grade::Good)),
+            ),
+            (
+                "g",
+                BadgeMetric::Latency,
+                &w7,
+                row(None, Some(12_345.0)),
+                ("g latency 7d", "12.3 s", Some(Grade::Poor)),
+            ),
+        ] {
+            let b = Badge::of(name, metric, window, Some(&r));
+            assert_eq!((b.label.as_str(), b.message.as_str(), b.grade), want);
+        }
         for r in [None, Some(row(None, None))] {
             let b = Badge::of("g", BadgeMetric::Uptime, &w7, r.as_ref());
             assert_eq!((b.message.as_str(), b.grade), ("no data", None));

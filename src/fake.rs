@@ -58,7 +58,7 @@ use tokio::sync::{oneshot, watch};
 
 use self::behaviour::INVENTED_TOOL;
 pub use self::behaviour::{Behaviour, parse_script, script_help};
-use self::responder::{DialectResponder, Malformed};
+use self::responder::{DialectResponder, Failure, Malformed};
 use crate::error::{Error, Result};
 use crate::http_server::{self, Server};
 use crate::prompts::Pool;
@@ -181,22 +181,8 @@ impl std::fmt::Debug for FakeServer {
 
 /// Bind 127.0.0.1 and serve in the background of the current tokio runtime.
 pub async fn start(cfg: FakeConfig) -> Result<FakeServer> {
-    let record = match cfg.record.clone() {
-        Some(p) => Some(
-            tokio::task::spawn_blocking(move || Recorder::open(&p))
-                .await
-                .map_err(|e| Error::Internal(format!("opening the record file: {e}")))??,
-        ),
-        None => None,
-    };
-    let closes = match cfg.record_closes.clone() {
-        Some(p) => Some(
-            tokio::task::spawn_blocking(move || Recorder::open(&p))
-                .await
-                .map_err(|e| Error::Internal(format!("opening the record file: {e}")))??,
-        ),
-        None => None,
-    };
+    let record = Recorder::open_off_runtime(cfg.record.clone()).await?;
+    let closes = Recorder::open_off_runtime(cfg.record_closes.clone()).await?;
     let bind = SocketAddr::from((Ipv4Addr::LOCALHOST, cfg.port));
     // The handlers need the shutdown signal before the server exists, to
     // cut sleeping behaviours short; they get it through a relay.
@@ -427,6 +413,15 @@ struct Recorder {
 }
 
 impl Recorder {
+    /// [`Recorder::open`] on a blocking thread, for a path that is set.
+    async fn open_off_runtime(path: Option<PathBuf>) -> Result<Option<Recorder>> {
+        let Some(p) = path else { return Ok(None) };
+        let opened = tokio::task::spawn_blocking(move || Recorder::open(&p))
+            .await
+            .map_err(|e| Error::Internal(format!("opening the record file: {e}")))??;
+        Ok(Some(opened))
+    }
+
     fn open(path: &std::path::Path) -> Result<Recorder> {
         let mut file = OpenOptions::new()
             .create(true)
@@ -814,14 +809,16 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
             );
             Reply::Fixed(resp)
         }
-        Behaviour::E500 => Reply::Fixed(r.e500()),
-        Behaviour::Overloaded => Reply::Fixed(r.overloaded()),
-        Behaviour::E503 => Reply::Fixed(r.e503()),
-        Behaviour::Unauthorized => Reply::Fixed(r.unauthorized()),
-        Behaviour::Forbidden => Reply::Fixed(r.forbidden()),
-        Behaviour::NotFound => Reply::Fixed(r.not_found(&call.model)),
-        Behaviour::ContextLength => Reply::Fixed(r.context_length()),
-        Behaviour::EchoKey => Reply::Fixed(r.echo_key(call.key.as_deref().unwrap_or(""))),
+        Behaviour::E500 => Reply::Fixed(r.failure(Failure::E500)),
+        Behaviour::Overloaded => Reply::Fixed(r.failure(Failure::Overloaded)),
+        Behaviour::E503 => Reply::Fixed(r.failure(Failure::E503)),
+        Behaviour::Unauthorized => Reply::Fixed(r.failure(Failure::Unauthorized)),
+        Behaviour::Forbidden => Reply::Fixed(r.failure(Failure::Forbidden)),
+        Behaviour::NotFound => Reply::Fixed(r.failure(Failure::NotFound { model: &call.model })),
+        Behaviour::ContextLength => Reply::Fixed(r.failure(Failure::ContextLength)),
+        Behaviour::EchoKey => Reply::Fixed(r.failure(Failure::EchoKey {
+            key: call.key.as_deref().unwrap_or(""),
+        })),
         Behaviour::ErrorIn200 => Reply::Fixed(respond::error_in_200()),
         Behaviour::Garbage => Reply::Fixed(respond::garbage()),
         Behaviour::Html => Reply::Fixed(respond::html(StatusCode::BAD_GATEWAY)),

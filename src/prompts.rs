@@ -669,32 +669,28 @@ impl Parser {
         }
     }
 
+    /// Sums and differences of terms.
     fn expr(&mut self) -> std::result::Result<Expr, String> {
-        let mut e = self.term()?;
-        loop {
-            let op = if self.eat('+') {
-                Op::Add
-            } else if self.eat('-') {
-                Op::Sub
-            } else {
-                return Ok(e);
-            };
-            e = Expr::Bin(op, Box::new(e), Box::new(self.term()?));
-        }
+        self.left_assoc(&[('+', Op::Add), ('-', Op::Sub)], Self::term)
     }
 
+    /// Products and quotients of unary expressions.
     fn term(&mut self) -> std::result::Result<Expr, String> {
-        let mut e = self.unary()?;
-        loop {
-            let op = if self.eat('*') {
-                Op::Mul
-            } else if self.eat('/') {
-                Op::Div
-            } else {
-                return Ok(e);
-            };
-            e = Expr::Bin(op, Box::new(e), Box::new(self.unary()?));
+        self.left_assoc(&[('*', Op::Mul), ('/', Op::Div)], Self::unary)
+    }
+
+    /// One precedence level: operands read by `operand`, joined left to
+    /// right by any of `ops`.
+    fn left_assoc(
+        &mut self,
+        ops: &[(char, Op)],
+        operand: fn(&mut Self) -> std::result::Result<Expr, String>,
+    ) -> std::result::Result<Expr, String> {
+        let mut e = operand(self)?;
+        while let Some(&(_, op)) = ops.iter().find(|(c, _)| self.eat(*c)) {
+            e = Expr::Bin(op, Box::new(e), Box::new(operand(self)?));
         }
+        Ok(e)
     }
 
     fn unary(&mut self) -> std::result::Result<Expr, String> {

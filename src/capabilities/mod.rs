@@ -306,32 +306,29 @@ mod tests {
     #[test]
     fn a_probe_that_decided_nothing_waits_behind_those_never_tried() {
         let now = t("2026-12-02T12:00:00Z");
-        let tried = Finding {
-            tried: Some("2026-12-02T11:00:00Z".into()),
-            ..Finding::default()
+        let tried = |at: &str, f: Finding| Finding {
+            tried: Some(at.into()),
+            ..f
         };
-        assert_eq!(
-            overdue(Some(&tried), None, now),
-            Some(chrono::TimeDelta::hours(1))
-        );
-        // A verdict due 3 h ago, tried 1 h ago without a decision.
-        let f = Finding {
-            tried: Some("2026-12-02T11:00:00Z".into()),
-            ..seen("2026-12-01T09:00:00Z")
-        };
-        assert_eq!(
-            overdue(Some(&f), None, now),
-            Some(chrono::TimeDelta::hours(1))
-        );
-        // A try older than the verdict counts for nothing.
-        let f = Finding {
-            tried: Some("2026-11-01T11:00:00Z".into()),
-            ..seen("2026-12-01T09:00:00Z")
-        };
-        assert_eq!(
-            overdue(Some(&f), None, now),
-            Some(chrono::TimeDelta::hours(3))
-        );
+        for (f, hours) in [
+            (tried("2026-12-02T11:00:00Z", Finding::default()), 1),
+            // A verdict due 3 h ago, tried 1 h ago without a decision.
+            (
+                tried("2026-12-02T11:00:00Z", seen("2026-12-01T09:00:00Z")),
+                1,
+            ),
+            // A try older than the verdict counts for nothing.
+            (
+                tried("2026-11-01T11:00:00Z", seen("2026-12-01T09:00:00Z")),
+                3,
+            ),
+        ] {
+            assert_eq!(
+                overdue(Some(&f), None, now),
+                Some(chrono::TimeDelta::hours(hours)),
+                "{f:?}"
+            );
+        }
         let mut all = Findings::default();
         all.tried("a::m", Capability::Json, "2026-12-02T11:00:00Z");
         assert_eq!(all.verdict("a::m", Capability::Json), Judgement::Unknown);

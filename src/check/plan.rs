@@ -579,15 +579,21 @@ mod tests {
         assert_eq!((c.model.as_str(), c.capability), ("a", Capability::Json));
     }
 
-    #[test]
-    fn capabilities_listed_all_or_none_and_a_provider_may_opt_out() {
-        use Capability::{Json, Tools, Vision};
-        let s = settings();
+    /// The states of a run in which `p::off` is disabled.
+    fn p_off_disabled() -> States {
         let mut states = States::default();
         states.set(
             "p::off",
             serde_json::from_value(serde_json::json!({"state": "disabled"})).unwrap(),
         );
+        states
+    }
+
+    #[test]
+    fn capabilities_listed_all_or_none_and_a_provider_may_opt_out() {
+        use Capability::{Json, Tools, Vision};
+        let s = settings();
+        let states = p_off_disabled();
         let plan_with = |which| plan(&s, &[], &[], &states, None, None, which).unwrap();
 
         let listed = plan_with(CapabilityProbes::Listed);
@@ -618,11 +624,7 @@ mod tests {
     #[test]
     fn the_dry_run_shows_the_capability_probe_after_the_basic_ones() {
         let s = settings();
-        let mut states = States::default();
-        states.set(
-            "p::off",
-            serde_json::from_value(serde_json::json!({"state": "disabled"})).unwrap(),
-        );
+        let states = p_off_disabled();
         let mut plan = plan(
             &s,
             &["p".into()],

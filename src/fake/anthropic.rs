@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 
 use super::asks::{self, Asks, Choice, Refusal, Tool, ToolCall, result_text};
 use super::respond::{RETRY_SECS, error_response};
-use super::responder::{DialectResponder, Malformed, Usage, header, last_user_message, role};
+use super::responder::{
+    DialectResponder, Failure, Malformed, Steps, Usage, header, last_user_message, role,
+};
 use super::stream::{Answer, Step, named};
 use crate::upstream::dialect::JSON_TOOL;
 
@@ -280,34 +282,18 @@ impl DialectResponder for Anthropic {
     }
 
     fn success(&self, model: &str, text: &str, truncated: bool, usage: Usage) -> Value {
-        json!({
-            "id": "msg_fake",
-            "type": "message",
-            "role": "assistant",
-            "model": model,
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": if truncated { "max_tokens" } else { "end_turn" },
-            "stop_sequence": null,
-            "usage": {"input_tokens": usage.input, "output_tokens": usage.output},
-        })
+        let reason = if truncated { "max_tokens" } else { "end_turn" };
+        message(model, json!({"type": "text", "text": text}), reason, usage)
     }
 
     fn tool_success(&self, model: &str, call: &ToolCall, usage: Usage) -> Value {
-        json!({
-            "id": "msg_fake",
-            "type": "message",
-            "role": "assistant",
-            "model": model,
-            "content": [{
-                "type": "tool_use",
-                "id": format!("toolu_{}", call.id),
-                "name": call.name,
-                "input": call.args,
-            }],
-            "stop_reason": "tool_use",
-            "stop_sequence": null,
-            "usage": {"input_tokens": usage.input, "output_tokens": usage.output},
-        })
+        let block = json!({
+            "type": "tool_use",
+            "id": format!("toolu_{}", call.id),
+            "name": call.name,
+            "input": call.args,
+        });
+        message(model, block, "tool_use", usage)
     }
 
     fn answers_field(&self) -> &'static str {
@@ -335,44 +321,27 @@ impl DialectResponder for Anthropic {
         resp
     }
 
-    fn e500(&self) -> Response {
-        error(500, "api_error", "Internal server error")
-    }
-
-    fn overloaded(&self) -> Response {
-        error(529, "overloaded_error", "Overloaded")
-    }
-
-    fn e503(&self) -> Response {
-        error(503, "api_error", "Service unavailable")
-    }
-
-    fn unauthorized(&self) -> Response {
-        error(401, "authentication_error", "invalid x-api-key")
-    }
-
-    fn forbidden(&self) -> Response {
-        error(
-            403,
-            "permission_error",
-            "Your API key does not have permission to use the specified resource.",
-        )
-    }
-
-    fn context_length(&self) -> Response {
-        context_exceeded(200000, 210000)
-    }
-
-    fn not_found(&self, model: &str) -> Response {
-        error(404, "not_found_error", &format!("model: {model}"))
-    }
-
-    fn echo_key(&self, key: &str) -> Response {
-        error(
-            401,
-            "authentication_error",
-            &format!("invalid x-api-key: {key}"),
-        )
+    fn failure(&self, f: Failure<'_>) -> Response {
+        match f {
+            Failure::E500 => error(500, "api_error", "Internal server error"),
+            Failure::Overloaded => error(529, "overloaded_error", "Overloaded"),
+            Failure::E503 => error(503, "api_error", "Service unavailable"),
+            Failure::Unauthorized => error(401, "authentication_error", "invalid x-api-key"),
+            Failure::Forbidden => error(
+                403,
+                "permission_error",
+                "Your API key does not have permission to use the specified resource.",
+            ),
+            Failure::ContextLength => context_exceeded(200000, 210000),
+            Failure::NotFound { model } => {
+                error(404, "not_found_error", &format!("model: {model}"))
+            }
+            Failure::EchoKey { key } => error(
+                401,
+                "authentication_error",
+                &format!("invalid x-api-key: {key}"),
+            ),
+        }
     }
 
     /// The output cap is Anthropic's own wording
@@ -400,72 +369,35 @@ impl DialectResponder for Anthropic {
         error(400, "invalid_request_error", &message)
     }
 
-    fn tool_steps(
-        &self,
-        a: &Answer<'_>,
-        call: &ToolCall,
-        pieces: &[&str],
-        usage: Usage,
-    ) -> (Vec<Step>, Option<usize>) {
-        let mut steps = vec![
-            message_start(a, usage),
-            named(
-                "content_block_start",
-                json!({"type": "content_block_start", "index": 0, "content_block": {
-                    "type": "tool_use",
-                    "id": format!("toolu_{}", call.id),
-                    "name": call.name,
-                    "input": {},
-                }}),
-            ),
-            named("ping", json!({"type": "ping"})),
-        ];
-        let first_content = Some(steps.len());
-        for p in pieces {
-            steps.push(named(
-                "content_block_delta",
-                json!({"type": "content_block_delta", "index": 0,
-                       "delta": {"type": "input_json_delta", "partial_json": p}}),
-            ));
-        }
-        steps.push(named(
-            "content_block_stop",
-            json!({"type": "content_block_stop", "index": 0}),
+    fn tool_steps(&self, a: &Answer<'_>, call: &ToolCall, pieces: &[&str], usage: Usage) -> Steps {
+        let mut steps = vec![message_start(a, usage)];
+        let block = json!({
+            "type": "tool_use",
+            "id": format!("toolu_{}", call.id),
+            "name": call.name,
+            "input": {},
+        });
+        let first_content = Some(block_steps(
+            &mut steps,
+            block,
+            pieces,
+            |p| json!({"type": "input_json_delta", "partial_json": p}),
         ));
         steps.extend(message_end("tool_use", usage));
         (steps, first_content)
     }
 
-    fn stream_steps(
-        &self,
-        a: &Answer<'_>,
-        pieces: &[&str],
-        usage: Usage,
-    ) -> (Vec<Step>, Option<usize>) {
+    fn stream_steps(&self, a: &Answer<'_>, pieces: &[&str], usage: Usage) -> Steps {
         let mut steps = vec![message_start(a, usage)];
-        let first_content;
-        if a.empty {
-            first_content = None;
-        } else {
-            steps.push(named(
-                "content_block_start",
-                json!({"type": "content_block_start", "index": 0,
-                       "content_block": {"type": "text", "text": ""}}),
-            ));
-            steps.push(named("ping", json!({"type": "ping"})));
-            first_content = Some(steps.len());
-            for p in pieces {
-                steps.push(named(
-                    "content_block_delta",
-                    json!({"type": "content_block_delta", "index": 0,
-                           "delta": {"type": "text_delta", "text": p}}),
-                ));
-            }
-            steps.push(named(
-                "content_block_stop",
-                json!({"type": "content_block_stop", "index": 0}),
-            ));
-        }
+        let first_content = (!a.empty).then(|| {
+            let block = json!({"type": "text", "text": ""});
+            block_steps(
+                &mut steps,
+                block,
+                pieces,
+                |p| json!({"type": "text_delta", "text": p}),
+            )
+        });
         let reason = if a.truncated {
             "max_tokens"
         } else {
@@ -484,6 +416,48 @@ impl DialectResponder for Anthropic {
             }),
         )
     }
+}
+
+/// A completed message whose content is the one `block`, stopped for
+/// `reason`.
+fn message(model: &str, block: Value, reason: &str, usage: Usage) -> Value {
+    json!({
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [block],
+        "stop_reason": reason,
+        "stop_sequence": null,
+        "usage": {"input_tokens": usage.input, "output_tokens": usage.output},
+    })
+}
+
+/// Streams content block 0: its start (`block`, empty), a ping, a delta per
+/// piece, and its stop. Returns the index of the first delta.
+fn block_steps(
+    steps: &mut Vec<Step>,
+    block: Value,
+    pieces: &[&str],
+    delta: impl Fn(&str) -> Value,
+) -> usize {
+    steps.push(named(
+        "content_block_start",
+        json!({"type": "content_block_start", "index": 0, "content_block": block}),
+    ));
+    steps.push(named("ping", json!({"type": "ping"})));
+    let first = steps.len();
+    for p in pieces {
+        steps.push(named(
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": delta(p)}),
+        ));
+    }
+    steps.push(named(
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    ));
+    first
 }
 
 /// A stream's first event.

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::asks::{self, Asks, Choice, Json, Refusal, Tool, ToolCall, result_text};
 use super::respond::{RETRY_SECS, error_response, json_response};
-use super::responder::{DialectResponder, Malformed, Usage, header, role, text_of};
+use super::responder::{DialectResponder, Failure, Malformed, Steps, Usage, header, role, text_of};
 use super::stream::{Answer, Mode, Step, data};
 
 pub struct Gemini;
@@ -295,77 +295,58 @@ impl DialectResponder for Gemini {
         )
     }
 
-    fn e500(&self) -> Response {
-        error(
-            500,
-            "INTERNAL",
-            "An internal error has occurred. Please retry or report the problem.",
-        )
-    }
-
-    fn overloaded(&self) -> Response {
-        error(
-            529,
-            "UNAVAILABLE",
-            "The model is overloaded. Please try again later.",
-        )
-    }
-
-    fn e503(&self) -> Response {
-        error(
-            503,
-            "UNAVAILABLE",
-            "The model is overloaded. Please try again later.",
-        )
-    }
-
-    /// Google answers a bad key with 400, not 401 (docs/providers.md).
-    fn unauthorized(&self) -> Response {
-        json_response(
-            StatusCode::BAD_REQUEST,
-            &json!({"error": {
-                "code": 400,
-                "message": "API key not valid. Please pass a valid API key.",
-                "status": "INVALID_ARGUMENT",
-                "details": [{
-                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-                    "reason": "API_KEY_INVALID",
-                    "domain": "googleapis.com",
-                    "metadata": {"service": "generativelanguage.googleapis.com"},
-                }],
-            }}),
-        )
-    }
-
-    fn forbidden(&self) -> Response {
-        error(
-            403,
-            "PERMISSION_DENIED",
-            "Permission denied: this project cannot use this model.",
-        )
-    }
-
-    fn context_length(&self) -> Response {
-        context_exceeded(1048576, 1200000)
-    }
-
-    fn not_found(&self, model: &str) -> Response {
-        error(
-            404,
-            "NOT_FOUND",
-            &format!(
-                "models/{model} is not found for API version v1beta, or is not supported \
-                 for generateContent."
+    fn failure(&self, f: Failure<'_>) -> Response {
+        match f {
+            Failure::E500 => error(
+                500,
+                "INTERNAL",
+                "An internal error has occurred. Please retry or report the problem.",
             ),
-        )
-    }
-
-    fn echo_key(&self, key: &str) -> Response {
-        error(
-            401,
-            "UNAUTHENTICATED",
-            &format!("API key not valid: {key}. Please pass a valid API key."),
-        )
+            Failure::Overloaded => error(
+                529,
+                "UNAVAILABLE",
+                "The model is overloaded. Please try again later.",
+            ),
+            Failure::E503 => error(
+                503,
+                "UNAVAILABLE",
+                "The model is overloaded. Please try again later.",
+            ),
+            // Google answers a bad key with 400, not 401 (docs/providers.md).
+            Failure::Unauthorized => json_response(
+                StatusCode::BAD_REQUEST,
+                &json!({"error": {
+                    "code": 400,
+                    "message": "API key not valid. Please pass a valid API key.",
+                    "status": "INVALID_ARGUMENT",
+                    "details": [{
+                        "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                        "reason": "API_KEY_INVALID",
+                        "domain": "googleapis.com",
+                        "metadata": {"service": "generativelanguage.googleapis.com"},
+                    }],
+                }}),
+            ),
+            Failure::Forbidden => error(
+                403,
+                "PERMISSION_DENIED",
+                "Permission denied: this project cannot use this model.",
+            ),
+            Failure::ContextLength => context_exceeded(1048576, 1200000),
+            Failure::NotFound { model } => error(
+                404,
+                "NOT_FOUND",
+                &format!(
+                    "models/{model} is not found for API version v1beta, or is not supported \
+                     for generateContent."
+                ),
+            ),
+            Failure::EchoKey { key } => error(
+                401,
+                "UNAUTHENTICATED",
+                &format!("API key not valid: {key}. Please pass a valid API key."),
+            ),
+        }
     }
 
     /// Google's wordings, as quoted in public bug reports: tools
@@ -390,22 +371,11 @@ impl DialectResponder for Gemini {
     }
 
     /// Gemini streams a call as one whole part, never in fragments.
-    fn tool_steps(
-        &self,
-        a: &Answer<'_>,
-        call: &ToolCall,
-        _pieces: &[&str],
-        usage: Usage,
-    ) -> (Vec<Step>, Option<usize>) {
+    fn tool_steps(&self, a: &Answer<'_>, call: &ToolCall, _pieces: &[&str], usage: Usage) -> Steps {
         (vec![data(self.tool_success(a.model, call, usage))], Some(0))
     }
 
-    fn stream_steps(
-        &self,
-        a: &Answer<'_>,
-        pieces: &[&str],
-        usage: Usage,
-    ) -> (Vec<Step>, Option<usize>) {
+    fn stream_steps(&self, a: &Answer<'_>, pieces: &[&str], usage: Usage) -> Steps {
         let usage = usage_metadata(usage);
         if a.empty {
             let empty = json!({

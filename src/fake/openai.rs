@@ -12,7 +12,9 @@ use serde_json::{Value, json};
 
 use super::asks::{self, Asks, Choice, Refusal, Tool, ToolCall, result_text};
 use super::respond::{RETRY_SECS, error_response};
-use super::responder::{DialectResponder, Malformed, Usage, header, last_user_message, role};
+use super::responder::{
+    DialectResponder, Failure, Malformed, Steps, Usage, header, last_user_message, role,
+};
 use super::stream::{Answer, Step, data};
 
 pub struct OpenAi;
@@ -44,6 +46,29 @@ fn context_exceeded(limit: u64, used: u64) -> Response {
              resulted in {used} tokens. Please reduce the length of the messages."
         ),
     )
+}
+
+/// A stream's last chunks: the usage, when the client asked for it, and
+/// `[DONE]`.
+fn stream_end(steps: &mut Vec<Step>, a: &Answer<'_>, created: i64, usage: Usage) {
+    if a.include_usage {
+        let mut last = chunk(created, a.model, json!([]));
+        last["usage"] = usage_json(usage);
+        steps.push(data(last));
+    }
+    steps.push(Step::Data(None, "[DONE]".into()));
+}
+
+/// A completed answer with one choice: `message`, stopped for `reason`.
+fn completion(model: &str, message: Value, reason: &str, usage: Usage) -> Value {
+    json!({
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": chrono::Utc::now().timestamp(),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": reason}],
+        "usage": usage_json(usage),
+    })
 }
 
 fn chunk(created: i64, model: &str, choices: Value) -> Value {
@@ -223,37 +248,22 @@ impl DialectResponder for OpenAi {
     }
 
     fn success(&self, model: &str, text: &str, truncated: bool, usage: Usage) -> Value {
-        json!({
-            "id": "chatcmpl-fake",
-            "object": "chat.completion",
-            "created": chrono::Utc::now().timestamp(),
-            "model": model,
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": if truncated { "length" } else { "stop" },
-            }],
-            "usage": usage_json(usage),
-        })
+        let reason = if truncated { "length" } else { "stop" };
+        completion(
+            model,
+            json!({"role": "assistant", "content": text}),
+            reason,
+            usage,
+        )
     }
 
     fn tool_success(&self, model: &str, call: &ToolCall, usage: Usage) -> Value {
-        json!({
-            "id": "chatcmpl-fake",
-            "object": "chat.completion",
-            "created": chrono::Utc::now().timestamp(),
-            "model": model,
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": null, "tool_calls": [{
-                    "id": format!("call_{}", call.id),
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.args_text()},
-                }]},
-                "finish_reason": "tool_calls",
-            }],
-            "usage": usage_json(usage),
-        })
+        let message = json!({"role": "assistant", "content": null, "tool_calls": [{
+            "id": format!("call_{}", call.id),
+            "type": "function",
+            "function": {"name": call.name, "arguments": call.args_text()},
+        }]});
+        completion(model, message, "tool_calls", usage)
     }
 
     fn answers_field(&self) -> &'static str {
@@ -287,70 +297,51 @@ impl DialectResponder for OpenAi {
         resp
     }
 
-    fn e500(&self) -> Response {
-        error(
-            500,
-            "server_error",
-            None,
-            "The server had an error while processing your request. Sorry about that!",
-        )
-    }
-
-    fn overloaded(&self) -> Response {
-        error(529, "overloaded_error", Some("overloaded"), "Overloaded")
-    }
-
-    fn e503(&self) -> Response {
-        error(
-            503,
-            "server_error",
-            None,
-            "The server is overloaded or not ready yet.",
-        )
-    }
-
-    fn unauthorized(&self) -> Response {
-        error(
-            401,
-            "invalid_request_error",
-            Some("invalid_api_key"),
-            "Incorrect API key provided. You can find your API key at \
-             https://platform.openai.com/account/api-keys.",
-        )
-    }
-
-    fn forbidden(&self) -> Response {
-        error(
-            403,
-            "invalid_request_error",
-            None,
-            "You are not allowed to sample from this model.",
-        )
-    }
-
-    fn context_length(&self) -> Response {
-        context_exceeded(8192, 9120)
-    }
-
-    fn not_found(&self, model: &str) -> Response {
-        error(
-            404,
-            "invalid_request_error",
-            Some("model_not_found"),
-            &format!("The model `{model}` does not exist or you do not have access to it."),
-        )
-    }
-
-    fn echo_key(&self, key: &str) -> Response {
-        error(
-            401,
-            "invalid_request_error",
-            Some("invalid_api_key"),
-            &format!(
-                "Incorrect API key provided: {key}. You can find your API key at \
-                 https://platform.openai.com/account/api-keys."
+    fn failure(&self, f: Failure<'_>) -> Response {
+        match f {
+            Failure::E500 => error(
+                500,
+                "server_error",
+                None,
+                "The server had an error while processing your request. Sorry about that!",
             ),
-        )
+            Failure::Overloaded => error(529, "overloaded_error", Some("overloaded"), "Overloaded"),
+            Failure::E503 => error(
+                503,
+                "server_error",
+                None,
+                "The server is overloaded or not ready yet.",
+            ),
+            Failure::Unauthorized => error(
+                401,
+                "invalid_request_error",
+                Some("invalid_api_key"),
+                "Incorrect API key provided. You can find your API key at \
+                 https://platform.openai.com/account/api-keys.",
+            ),
+            Failure::Forbidden => error(
+                403,
+                "invalid_request_error",
+                None,
+                "You are not allowed to sample from this model.",
+            ),
+            Failure::ContextLength => context_exceeded(8192, 9120),
+            Failure::NotFound { model } => error(
+                404,
+                "invalid_request_error",
+                Some("model_not_found"),
+                &format!("The model `{model}` does not exist or you do not have access to it."),
+            ),
+            Failure::EchoKey { key } => error(
+                401,
+                "invalid_request_error",
+                Some("invalid_api_key"),
+                &format!(
+                    "Incorrect API key provided: {key}. You can find your API key at \
+                     https://platform.openai.com/account/api-keys."
+                ),
+            ),
+        }
     }
 
     /// Wordings captured from real OpenAI-compatible hosts, as quoted in
@@ -411,13 +402,7 @@ impl DialectResponder for OpenAi {
 
     /// The first delta of the call has its id and name, the later ones
     /// fragments of its arguments, as OpenAI streams them.
-    fn tool_steps(
-        &self,
-        a: &Answer<'_>,
-        call: &ToolCall,
-        pieces: &[&str],
-        usage: Usage,
-    ) -> (Vec<Step>, Option<usize>) {
+    fn tool_steps(&self, a: &Answer<'_>, call: &ToolCall, pieces: &[&str], usage: Usage) -> Steps {
         let created = chrono::Utc::now().timestamp();
         let chunk = |choices| chunk(created, a.model, choices);
         let delta = |tool: Value| json!([{"index": 0, "delta": {"tool_calls": [tool]}, "finish_reason": null}]);
@@ -439,21 +424,11 @@ impl DialectResponder for OpenAi {
         steps.push(data(chunk(
             json!([{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]),
         )));
-        if a.include_usage {
-            let mut last = chunk(json!([]));
-            last["usage"] = usage_json(usage);
-            steps.push(data(last));
-        }
-        steps.push(Step::Data(None, "[DONE]".into()));
+        stream_end(&mut steps, a, created, usage);
         (steps, first_content)
     }
 
-    fn stream_steps(
-        &self,
-        a: &Answer<'_>,
-        pieces: &[&str],
-        usage: Usage,
-    ) -> (Vec<Step>, Option<usize>) {
+    fn stream_steps(&self, a: &Answer<'_>, pieces: &[&str], usage: Usage) -> Steps {
         let created = chrono::Utc::now().timestamp();
         let chunk = |choices| chunk(created, a.model, choices);
         let choice = |delta: Value, finish: Value| json!([{"index": 0, "delta": delta, "finish_reason": finish}]);
@@ -475,12 +450,7 @@ impl DialectResponder for OpenAi {
             let reason = if a.truncated { "length" } else { "stop" };
             steps.push(data(chunk(choice(json!({}), json!(reason)))));
         }
-        if a.include_usage {
-            let mut last = chunk(json!([]));
-            last["usage"] = usage_json(usage);
-            steps.push(data(last));
-        }
-        steps.push(Step::Data(None, "[DONE]".into()));
+        stream_end(&mut steps, a, created, usage);
         (steps, first_content)
     }
 

@@ -68,6 +68,32 @@ impl Malformed {
     }
 }
 
+/// A stream's events, and the index of its first content chunk (none for an
+/// empty answer).
+pub type Steps = (Vec<Step>, Option<usize>);
+
+/// A failure every dialect answers in its own words, as
+/// [`DialectResponder::failure`] writes it.
+#[derive(Debug, Clone, Copy)]
+pub enum Failure<'a> {
+    E500,
+    /// 529.
+    Overloaded,
+    E503,
+    /// A bad key.
+    Unauthorized,
+    Forbidden,
+    ContextLength,
+    NotFound {
+        model: &'a str,
+    },
+    /// A 401 that quotes the key back, as some providers do. Redaction must
+    /// catch this before it reaches a log.
+    EchoKey {
+        key: &'a str,
+    },
+}
+
 /// One dialect's side of the fake: reading its requests and writing its
 /// answers, errors and streams, shaped as captured responses (docs/providers.md).
 pub trait DialectResponder: Sync {
@@ -124,40 +150,19 @@ pub trait DialectResponder: Sync {
     fn bad_request(&self, message: &str, param: Option<&str>) -> Response;
     /// 429 with a [`RETRY_SECS`](super::respond::RETRY_SECS) wait.
     fn rate_limit(&self) -> Response;
-    fn e500(&self) -> Response;
-    /// 529.
-    fn overloaded(&self) -> Response;
-    fn e503(&self) -> Response;
-    /// A bad key.
-    fn unauthorized(&self) -> Response;
-    fn forbidden(&self) -> Response;
-    fn context_length(&self) -> Response;
-    fn not_found(&self, model: &str) -> Response;
-    /// A 401 that quotes the key back, as some providers do. Redaction must
-    /// catch this before it reaches a log.
-    fn echo_key(&self, key: &str) -> Response;
+    /// `f`, in this dialect's envelope and the real provider's words.
+    fn failure(&self, f: Failure<'_>) -> Response;
     /// The 400 a model that cannot take what the request asks for answers
     /// with, in a real provider's wording.
     fn refuse(&self, why: &Refusal, model: &str) -> Response;
 
     /// The whole stream of `a`, already cut into `pieces`, and the index of
     /// its first content chunk (none for an empty answer).
-    fn stream_steps(
-        &self,
-        a: &Answer<'_>,
-        pieces: &[&str],
-        usage: Usage,
-    ) -> (Vec<Step>, Option<usize>);
+    fn stream_steps(&self, a: &Answer<'_>, pieces: &[&str], usage: Usage) -> Steps;
 
     /// The whole stream of a tool call, its arguments' JSON text already cut
     /// into `pieces`, and the index of its first content chunk.
-    fn tool_steps(
-        &self,
-        a: &Answer<'_>,
-        call: &ToolCall,
-        pieces: &[&str],
-        usage: Usage,
-    ) -> (Vec<Step>, Option<usize>);
+    fn tool_steps(&self, a: &Answer<'_>, call: &ToolCall, pieces: &[&str], usage: Usage) -> Steps;
 
     /// The error an upstream sends inside a stream that has already begun.
     fn stream_error(&self, a: &Answer<'_>) -> Step;

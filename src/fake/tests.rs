@@ -594,15 +594,22 @@ async fn shutdown_cuts_slow_requests_short() {
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
 }
 
-#[tokio::test]
-async fn requests_are_recorded_without_keys() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("requests.jsonl");
-    std::fs::write(&file, "{\"earlier\":true}\n").unwrap();
+/// A config that records every request to `requests.jsonl` in `dir`, and
+/// that file.
+fn recording(dir: &std::path::Path) -> (FakeConfig, PathBuf) {
+    let file = dir.join("requests.jsonl");
     let cfg = FakeConfig {
         record: Some(file.clone()),
         ..FakeConfig::default()
     };
+    (cfg, file)
+}
+
+#[tokio::test]
+async fn requests_are_recorded_without_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cfg, file) = recording(dir.path());
+    std::fs::write(&file, "{\"earlier\":true}\n").unwrap();
     let fake = start(cfg).await.unwrap();
     let q = question(9);
     let before = chrono::Utc::now().timestamp_millis();
@@ -681,12 +688,8 @@ async fn requests_are_recorded_without_keys() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_requests_record_whole_lines() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("requests.jsonl");
-    let cfg = FakeConfig {
-        record: Some(file.clone()),
-        ..FakeConfig::default()
-    }
-    .script("mix", &[Behaviour::Ok(Duration::ZERO), Behaviour::E503]);
+    let (cfg, file) = recording(dir.path());
+    let cfg = cfg.script("mix", &[Behaviour::Ok(Duration::ZERO), Behaviour::E503]);
     let fake = start(cfg).await.unwrap();
     let q = question(10);
     let tasks: Vec<_> = (0..40)
@@ -944,25 +947,36 @@ fn is_sse(resp: &reqwest::Response) -> bool {
         .starts_with("text/event-stream")
 }
 
+/// The events of a streamed answer, which must come as SSE with a 200.
+async fn sse_events(
+    base: &str,
+    d: Dialect,
+    model: &str,
+    prompt: &str,
+    include_usage: bool,
+) -> Vec<Sse> {
+    let resp = stream_request(&client(), base, d, model, prompt, include_usage)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(is_sse(&resp));
+    parse_sse(&resp.text().await.unwrap())
+}
+
 #[tokio::test]
 async fn openai_streams_chunks_then_done() {
     let fake = start(FakeConfig::default()).await.unwrap();
     let q = question(11);
     for include_usage in [false, true] {
-        let resp = stream_request(
-            &client(),
+        let events = sse_events(
             &fake.url(),
             Dialect::Openai,
             "gpt-s",
             &q.text,
             include_usage,
         )
-        .send()
-        .await
-        .unwrap();
-        assert_eq!(resp.status(), 200);
-        assert!(is_sse(&resp));
-        let events = parse_sse(&resp.text().await.unwrap());
+        .await;
         assert_eq!(
             events.last(),
             Some(&Sse::Event(None, "[DONE]".into())),
@@ -1030,20 +1044,7 @@ async fn openai_streams_chunks_then_done() {
 async fn anthropic_streams_events_in_order() {
     let fake = start(FakeConfig::default()).await.unwrap();
     let q = question(12);
-    let resp = stream_request(
-        &client(),
-        &fake.url(),
-        Dialect::Anthropic,
-        "claude-s",
-        &q.text,
-        false,
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(resp.status(), 200);
-    assert!(is_sse(&resp));
-    let events = parse_sse(&resp.text().await.unwrap());
+    let events = sse_events(&fake.url(), Dialect::Anthropic, "claude-s", &q.text, false).await;
     let names: Vec<&str> = events.iter().map(|e| e.name().unwrap()).collect();
     let deltas = names
         .iter()
@@ -1074,20 +1075,7 @@ async fn anthropic_streams_events_in_order() {
 async fn gemini_streams_sse_or_a_json_array() {
     let fake = start(FakeConfig::default()).await.unwrap();
     let q = question(13);
-    let resp = stream_request(
-        &client(),
-        &fake.url(),
-        Dialect::Gemini,
-        "gemini-s",
-        &q.text,
-        false,
-    )
-    .send()
-    .await
-    .unwrap();
-    assert_eq!(resp.status(), 200);
-    assert!(is_sse(&resp));
-    let events = parse_sse(&resp.text().await.unwrap());
+    let events = sse_events(&fake.url(), Dialect::Gemini, "gemini-s", &q.text, false).await;
     assert!(events.len() >= 2, "{events:?}");
     for (i, e) in events.iter().enumerate() {
         let v = e.json();

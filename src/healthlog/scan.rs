@@ -310,31 +310,26 @@ pub(crate) fn walk(
                     });
                 }
                 let b = &buf[pos..len];
-                if let Some((n, go_on)) = each.prefix(b) {
-                    elements += 1;
-                    pos += n;
-                    last_end = base + pos as u64;
-                    state = State::CommaOrClose;
-                    if !go_on {
-                        break Stop::Early;
+                let (n, go_on) = match each.prefix(b) {
+                    Some(found) => found,
+                    None => {
+                        let Some(n) = element_len(b) else {
+                            if eof {
+                                let cut = b.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
+                                if !is_json_prefix(&b[..cut]) {
+                                    return Err(bad(
+                                        off,
+                                        "damaged entry at the end of the file (not a cut-off write)",
+                                    ));
+                                }
+                                break Stop::Eof;
+                            }
+                            refill(&mut buf, &mut len, &mut base, &mut pos, &mut eof)?;
+                            continue;
+                        };
+                        (n, each.whole(off, &b[..n])?)
                     }
-                    continue;
-                }
-                let Some(n) = element_len(b) else {
-                    if eof {
-                        let cut = b.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
-                        if !is_json_prefix(&b[..cut]) {
-                            return Err(bad(
-                                off,
-                                "damaged entry at the end of the file (not a cut-off write)",
-                            ));
-                        }
-                        break Stop::Eof;
-                    }
-                    refill(&mut buf, &mut len, &mut base, &mut pos, &mut eof)?;
-                    continue;
                 };
-                let go_on = each.whole(off, &b[..n])?;
                 elements += 1;
                 pos += n;
                 last_end = base + pos as u64;

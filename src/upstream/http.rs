@@ -341,7 +341,7 @@ mod tests {
     use tokio::net::TcpListener;
 
     /// Serve one connection: read the request head, then write `reply`
-    /// (and, with `hold`, keep the socket open without answering).
+    /// (and, with `hold`, keep the socket open after it).
     async fn one_shot(reply: Vec<u8>, hold: bool) -> String {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -349,13 +349,18 @@ mod tests {
             let (mut sock, _) = listener.accept().await.unwrap();
             let mut buf = vec![0u8; 65536];
             let _ = sock.read(&mut buf).await;
+            let _ = sock.write_all(&reply).await;
             if hold {
                 tokio::time::sleep(Duration::from_secs(30)).await;
             }
-            let _ = sock.write_all(&reply).await;
             let _ = sock.shutdown().await;
         });
         format!("http://{addr}/")
+    }
+
+    /// GET `url` with a 5 s deadline and a body cap of `cap` bytes.
+    async fn get(url: &str, cap: usize) -> Result<RawResponse, TransportError> {
+        send(client().unwrap().get(url), Duration::from_secs(5), cap).await
     }
 
     #[tokio::test]
@@ -365,13 +370,7 @@ mod tests {
             false,
         )
         .await;
-        let r = send(
-            client().unwrap().get(&url),
-            Duration::from_secs(5),
-            DEFAULT_BODY_CAP,
-        )
-        .await
-        .unwrap();
+        let r = get(&url, DEFAULT_BODY_CAP).await.unwrap();
         assert_eq!(r.status, 200);
         assert_eq!(r.body, b"hello");
         assert_eq!(r.headers["x-a"], "b");
@@ -380,19 +379,10 @@ mod tests {
     #[tokio::test]
     async fn the_deadline_covers_the_body() {
         // Headers arrive at once, the body never does.
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move {
-            let (mut sock, _) = listener.accept().await.unwrap();
-            let mut buf = vec![0u8; 65536];
-            let _ = sock.read(&mut buf).await;
-            let _ = sock
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{")
-                .await;
-            tokio::time::sleep(Duration::from_secs(30)).await;
-        });
+        let reply = b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{".to_vec();
+        let url = one_shot(reply, true).await;
         let err = send(
-            client().unwrap().get(format!("http://{addr}/")),
+            client().unwrap().get(&url),
             Duration::from_millis(200),
             DEFAULT_BODY_CAP,
         )
@@ -412,13 +402,7 @@ mod tests {
         }
         reply.extend_from_slice(b"0\r\n\r\n");
         let url = one_shot(reply, false).await;
-        let err = send(
-            client().unwrap().get(&url),
-            Duration::from_secs(5),
-            8 * 1024,
-        )
-        .await
-        .unwrap_err();
+        let err = get(&url, 8 * 1024).await.unwrap_err();
         assert_eq!(err, TransportError::TooLarge(8 * 1024));
         assert_eq!(err.to_string(), "response larger than 8 KiB");
     }
@@ -427,13 +411,7 @@ mod tests {
     async fn plain_http_server_on_https_is_a_tls_failure() {
         let url = one_shot(b"HTTP/1.1 400 Bad Request\r\n\r\n".to_vec(), false).await;
         let url = url.replace("http://", "https://");
-        let err = send(
-            client().unwrap().get(&url),
-            Duration::from_secs(5),
-            DEFAULT_BODY_CAP,
-        )
-        .await
-        .unwrap_err();
+        let err = get(&url, DEFAULT_BODY_CAP).await.unwrap_err();
         assert!(matches!(err, TransportError::Tls(_)), "{err:?}");
         assert!(!err.to_string().contains("127.0.0.1"), "{err}");
     }
@@ -441,13 +419,7 @@ mod tests {
     #[tokio::test]
     async fn close_before_any_response_is_a_reset() {
         let url = one_shot(Vec::new(), false).await;
-        let err = send(
-            client().unwrap().get(&url),
-            Duration::from_secs(5),
-            DEFAULT_BODY_CAP,
-        )
-        .await
-        .unwrap_err();
+        let err = get(&url, DEFAULT_BODY_CAP).await.unwrap_err();
         assert!(matches!(err, TransportError::Reset(_)), "{err:?}");
     }
 

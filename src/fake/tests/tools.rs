@@ -80,6 +80,11 @@ fn post(
     rb.body(body.to_string())
 }
 
+/// A non-streamed "What is 12*7?" to `model`, with `extra` in the body.
+async fn ask(base: &str, d: Dialect, model: &str, extra: Value) -> Reply {
+    send(post(base, d, model, None, "What is 12*7?", extra, false)).await
+}
+
 /// The tool call of an unstreamed reply: its name and arguments.
 fn call_of(d: Dialect, v: &Value) -> (String, Value) {
     match d {
@@ -123,16 +128,7 @@ async fn tools_are_called_in_every_dialect() {
     // `think` (a reasoning model) calls tools too.
     for (d, model) in DIALECTS.iter().flat_map(|d| [(*d, "m"), (*d, "think")]) {
         let extra = json!({"tools": calculator(d)});
-        let r = send(post(
-            &fake.url(),
-            d,
-            model,
-            None,
-            "What is 12*7?",
-            extra,
-            false,
-        ))
-        .await;
+        let r = ask(&fake.url(), d, model, extra).await;
         assert_eq!(r.status, 200, "{d:?} {model}: {}", r.text);
         let (name, args) = call_of(d, &r.json());
         assert_eq!(name, "multiply", "{d:?} {model}");
@@ -152,16 +148,7 @@ async fn tool_choice_names_or_forbids_the_tool() {
     };
     for d in [Dialect::Openai, Dialect::Anthropic] {
         let extra = json!({"tools": calculator(d), "tool_choice": named(d)});
-        let r = send(post(
-            &fake.url(),
-            d,
-            "m",
-            None,
-            "What is 12*7?",
-            extra,
-            false,
-        ))
-        .await;
+        let r = ask(&fake.url(), d, "m", extra).await;
         assert_eq!(
             call_of(d, &r.json()),
             ("weather".into(), json!({"city": "fake city"})),
@@ -170,16 +157,7 @@ async fn tool_choice_names_or_forbids_the_tool() {
     }
     let forced = json!({"tools": calculator(Dialect::Gemini), "toolConfig": {
         "functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["weather"]}}});
-    let r = send(post(
-        &fake.url(),
-        Dialect::Gemini,
-        "m",
-        None,
-        "What is 12*7?",
-        forced,
-        false,
-    ))
-    .await;
+    let r = ask(&fake.url(), Dialect::Gemini, "m", forced).await;
     assert_eq!(call_of(Dialect::Gemini, &r.json()).0, "weather");
     // No tool: a text answer.
     for d in DIALECTS {
@@ -193,16 +171,7 @@ async fn tool_choice_names_or_forbids_the_tool() {
             .as_object_mut()
             .unwrap()
             .extend(none.as_object().unwrap().clone());
-        let r = send(post(
-            &fake.url(),
-            d,
-            "m",
-            None,
-            "What is 12*7?",
-            extra,
-            false,
-        ))
-        .await;
+        let r = ask(&fake.url(), d, "m", extra).await;
         assert_eq!(r.content(d), "84", "{d:?}: {}", r.text);
     }
     fake.shutdown().await;
@@ -431,16 +400,7 @@ async fn json_mode_answers_json() {
         .iter()
         .flat_map(|c| [(c.clone(), "m"), (c.clone(), "think")])
     {
-        let r = send(post(
-            &fake.url(),
-            d,
-            model,
-            None,
-            "What is 12*7?",
-            extra.clone(),
-            false,
-        ))
-        .await;
+        let r = ask(&fake.url(), d, model, extra.clone()).await;
         assert_eq!(r.status, 200, "{d:?} {model}: {}", r.text);
         let got: Value = serde_json::from_str(&r.content(d)).unwrap();
         assert_eq!(got, want, "{d:?} {model} {extra}");
@@ -522,36 +482,27 @@ async fn refusing_behaviours_refuse_what_they_cannot_take() {
         let r = ask("no-tools", Some(image(d)), json!({})).await;
         assert_eq!(r.content(d), "84", "{d:?}");
     }
-    // JSON mode, where the dialect has one.
-    let r = send(post(
-        &base,
-        Dialect::Openai,
-        "no-json",
-        None,
-        q,
-        json!({"response_format": {"type": "json_object"}}),
-        false,
-    ))
-    .await;
-    assert_eq!(
-        refused(Dialect::Openai, &r),
-        "Invalid parameter: 'response_format' of type 'json_object' is not supported with this model."
-    );
-    assert_eq!(r.json()["error"]["param"], "response_format");
-    let r = send(post(
-        &base,
-        Dialect::Gemini,
-        "no-json",
-        None,
-        q,
-        json!({"generationConfig": {"responseMimeType": "application/json"}}),
-        false,
-    ))
-    .await;
-    assert_eq!(
-        refused(Dialect::Gemini, &r),
-        "JSON mode is not enabled for models/no-json"
-    );
+    // JSON mode, where the dialect has one; OpenAI names the field at fault.
+    for (d, extra, want, param) in [
+        (
+            Dialect::Openai,
+            json!({"response_format": {"type": "json_object"}}),
+            "Invalid parameter: 'response_format' of type 'json_object' is not supported with this model.",
+            Some("response_format"),
+        ),
+        (
+            Dialect::Gemini,
+            json!({"generationConfig": {"responseMimeType": "application/json"}}),
+            "JSON mode is not enabled for models/no-json",
+            None,
+        ),
+    ] {
+        let r = send(post(&base, d, "no-json", None, q, extra, false)).await;
+        assert_eq!(refused(d, &r), want);
+        if let Some(param) = param {
+            assert_eq!(r.json()["error"]["param"], param);
+        }
+    }
     fake.shutdown().await;
 }
 
@@ -664,23 +615,10 @@ async fn output_caps_and_context_windows_are_enforced() {
 #[tokio::test]
 async fn recorded_requests_keep_the_body() {
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("requests.jsonl");
-    let cfg = FakeConfig {
-        record: Some(file.clone()),
-        ..FakeConfig::default()
-    };
+    let (cfg, file) = recording(dir.path());
     let fake = start(cfg).await.unwrap();
     let extra = json!({"tools": calculator(Dialect::Anthropic), "temperature": 0});
-    send(post(
-        &fake.url(),
-        Dialect::Anthropic,
-        "m",
-        None,
-        "What is 12*7?",
-        extra,
-        false,
-    ))
-    .await;
+    ask(&fake.url(), Dialect::Anthropic, "m", extra).await;
     send(post(
         &fake.url(),
         Dialect::Gemini,
