@@ -157,7 +157,7 @@ pub fn task(
             let mut r = request(ChatMessage::user(format!(
                 "What is {a} + {b}? Use the {TOOL} tool to work it out."
             )));
-            r.extra.insert(
+            r.insert(
                 "tools".into(),
                 json!([{
                     "type": "function",
@@ -175,7 +175,7 @@ pub fn task(
                     },
                 }]),
             );
-            r.extra.insert("tool_choice".into(), json!("auto"));
+            r.insert("tool_choice".into(), json!("auto"));
             (r, Check::Call { a, b })
         }
         Capability::Json => {
@@ -189,7 +189,7 @@ pub fn task(
             let mut r = request(ChatMessage::user(format!(
                 "What is {a} {op} {b}? Give the number as \"answer\" in a JSON object."
             )));
-            r.extra.insert(
+            r.insert(
                 "response_format".into(),
                 json!({
                     "type": "json_schema",

@@ -230,7 +230,7 @@ pub fn field(name: &str) -> Option<&'static Field> {
 /// `frequency_penalty: 0`, `presence_penalty: 0`, `logprobs: false`,
 /// `top_logprobs: 0`, `logit_bias: {}`, `verbosity: "medium"`. SDKs and
 /// proxies often send these explicitly.
-fn inert(name: &str, v: &Value) -> bool {
+fn inert(req: &ChatRequest, name: &str, v: &Value) -> bool {
     match (name, v) {
         (_, Value::Null) => true,
         ("n", v) => v.as_u64() == Some(1),
@@ -241,7 +241,7 @@ fn inert(name: &str, v: &Value) -> bool {
         ("modalities", Value::Array(m)) => m.iter().all(|x| x == "text"),
         ("parallel_tool_calls", Value::Bool(b)) => *b,
         ("tools", Value::Array(a)) => a.is_empty(),
-        ("response_format", v) => v.get("type").and_then(Value::as_str) == Some("text"),
+        ("response_format", _) => req.json_format() == Some("text"),
         _ => false,
     }
 }
@@ -264,23 +264,19 @@ pub fn dropped(d: Dialect, req: &ChatRequest) -> Vec<String> {
         return Vec::new();
     }
     let mut out: Vec<String> = req
-        .extra
-        .iter()
-        .filter(|(k, v)| !inert(k, v))
+        .fields_as_sent()
+        .filter(|(k, v)| !inert(req, k, v))
         .filter(|(k, _)| field(k).is_none_or(|f| w.fate(f.name) == Some(Fate::DropReported)))
-        .map(|(k, _)| k.clone())
+        .map(|(k, _)| k.to_string())
         .collect();
     let yields = json_mode_yields_to_tools(req);
     if yields {
         out.push("response_format".into());
     }
-    let strict = |v: Option<&Value>| v.and_then(Value::as_bool) == Some(true);
-    let tools = req.extra.get("tools").and_then(Value::as_array);
-    if tools.is_some_and(|t| t.iter().any(|t| strict(t.pointer("/function/strict")))) {
+    if req.tools.as_ref().is_some_and(|t| t.read.strict) {
         out.push("tools.strict".into());
     }
-    let format = req.extra.get("response_format");
-    if !yields && strict(format.and_then(|f| f.pointer("/json_schema/strict"))) {
+    if !yields && req.response_format.as_ref().is_some_and(|f| f.read.strict) {
         out.push("response_format.strict".into());
     }
     // A tool result's name is the function's, carried by the dialects.
@@ -342,7 +338,9 @@ mod tests {
             br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#,
         )
         .unwrap();
-        r.extra = extra.as_object().unwrap().clone();
+        for (k, v) in extra.as_object().unwrap() {
+            r.insert(k.clone(), v.clone());
+        }
         r
     }
 
@@ -531,10 +529,10 @@ mod tests {
             // A client's top-level field of that name is unknown.
             assert!(field(n).is_none());
         }
-        r.extra.remove("tools");
+        r.tools = None;
         r.messages.truncate(1);
         r.messages[0].extra.remove("name");
-        r.extra.insert(
+        r.insert(
             "response_format".into(),
             json!({"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"object"}}}),
         );

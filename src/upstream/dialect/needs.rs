@@ -99,10 +99,7 @@ impl ChatRequest {
     /// The `type` of the request's `response_format` (`json_object`,
     /// `json_schema`, `text`), if it names one.
     pub fn json_format(&self) -> Option<&str> {
-        self.extra
-            .get("response_format")
-            .and_then(|f| f.get("type"))
-            .and_then(Value::as_str)
+        self.response_format.as_ref()?.read.kind.as_deref()
     }
 
     /// What this request needs from the model that serves it. The prompt's
@@ -115,18 +112,17 @@ impl ChatRequest {
                 .get(field)
                 .is_some_and(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()))
         };
-        if non_empty("tools") || non_empty("functions") {
+        let tools = self
+            .tools
+            .as_ref()
+            .is_some_and(|t| !t.raw.is_null() && t.raw.as_array().is_none_or(|a| !a.is_empty()));
+        if tools || non_empty("functions") {
             out.insert(Need::Tools);
         }
         if matches!(self.json_format(), Some("json_object" | "json_schema")) {
             out.insert(Need::Json);
         }
-        if self
-            .extra
-            .get("n")
-            .and_then(Value::as_u64)
-            .is_some_and(|n| n > 1)
-        {
+        if self.several_choices() {
             out.insert(Need::N);
         }
         if non_empty("suffix") {
@@ -193,7 +189,7 @@ impl ChatRequest {
         };
         let legacy = set(&self.extra, "functions")
             || set(&self.extra, "function_call")
-            || not_function(self.extra.get("tools"))
+            || self.tools.as_ref().is_some_and(|t| t.read.other_type)
             || self.messages.iter().any(|m| {
                 m.role == "function"
                     || set(&m.extra, "function_call")

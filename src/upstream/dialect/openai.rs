@@ -224,8 +224,8 @@ impl Wire for OpenAi {
                 body["stream_options"] = json!({"include_usage": true});
             }
         }
-        for (k, v) in &req.extra {
-            body[k.as_str()] = v.clone();
+        for (k, v) in req.fields_as_sent() {
+            body[k] = v.clone();
         }
         Ok(body)
     }

@@ -1,14 +1,22 @@
-//! The chat request every dialect starts from: the whole OpenAI chat
-//! request, as a client sends it to `route`, or as a probe builds it.
+//! The chat request every dialect starts from, whichever surface it came
+//! in on (each reads its own request into this one) or a probe that built
+//! it: the conversation, the modelled options, and the fields the router
+//! reads (`tools`, `tool_choice`, `parallel_tool_calls`,
+//! `response_format`, `n`), each read once when the request is parsed and
+//! kept as the client sent it.
 //!
 //! Parsing checks only what the three dialects need to translate the
 //! request, and answers in OpenAI's words (`Invalid type for 'top_p'…`) so
-//! that a client sees the error it would get from OpenAI. Anything it does
-//! not know stays in `extra` and reaches OpenAI-dialect upstreams verbatim.
+//! that a client sees the error it would get from OpenAI. A read field that
+//! cannot be translated keeps its refusal for the dialects that translate:
+//! OpenAI-dialect upstreams get it as it came. Anything else stays in
+//! `extra` and reaches OpenAI-dialect upstreams verbatim.
 
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::BuildError;
+use super::provider_error::{Lax, Obj};
 
 /// The roles OpenAI accepts. `developer` is the newer name for `system`.
 pub const ROLES: &[&str] = &[
@@ -270,12 +278,202 @@ pub enum ResponseFormat {
     JsonSchema { name: String, schema: Value },
 }
 
+/// The fields [`ChatRequest`] reads apart from `extra`.
+const READ_FIELDS: [&str; 5] = [
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "response_format",
+    "n",
+];
+
 /// A client's value that cannot be read as the field it is in.
 fn malformed(field: &str, expected: &str) -> BuildError {
     BuildError::Unsupported(format!("'{field}' is not {expected}"))
 }
 
-/// The whole OpenAI chat request, independent of dialect.
+/// A field the router reads, kept as the client sent it: OpenAI-dialect
+/// upstreams get `raw` byte for byte, the other dialects go by `read`,
+/// worked out once when the request was parsed. A reading that cannot be
+/// translated holds the refusal, which only a translating dialect gives.
+#[derive(Debug, Clone)]
+pub struct Sent<T> {
+    pub raw: Value,
+    pub read: T,
+    /// Where the field came among the request's unmodelled fields
+    /// ([`ChatRequest::fields_as_sent`]), so that it goes back in the
+    /// client's order.
+    at: usize,
+}
+
+/// Equal when the client sent the same: the place is only for writing it.
+impl<T: PartialEq> PartialEq for Sent<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.raw == other.raw && self.read == other.read
+    }
+}
+
+/// `tools`, read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tools {
+    /// The function tools, or why they cannot be translated: the first
+    /// entry that is not one.
+    pub decls: Result<Vec<ToolDecl>, BuildError>,
+    /// Some entry is a tool of another type (OpenAI's built-in tools).
+    pub other_type: bool,
+    /// Some function asks for `strict` arguments.
+    pub strict: bool,
+}
+
+/// `response_format`, read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Format {
+    /// The `type` it names (`text`, `json_object`, `json_schema`), if any.
+    pub kind: Option<String>,
+    pub format: Result<Option<ResponseFormat>, BuildError>,
+    /// `json_schema.strict` is `true`.
+    pub strict: bool,
+}
+
+/// A function tool's `function`, or a `json_schema` format's
+/// `json_schema`, read leniently: a field of an unexpected type is absent.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Named {
+    name: Lax<String>,
+    description: Lax<String>,
+    /// A function's.
+    parameters: Option<Value>,
+    /// A format's.
+    schema: Option<Value>,
+    strict: Lax<bool>,
+}
+
+/// `v` read as an object `T`, or `T`'s default when it is not one.
+fn lenient<T: Default + for<'de> Deserialize<'de>>(v: &Value) -> T {
+    Obj::<T>::deserialize(v).map_or_else(|_| T::default(), |o| o.0)
+}
+
+/// An object's `type` (when a string) and the object under `inner`,
+/// found in one walk over its entries.
+fn kind_and<'a>(v: &'a Value, inner: &str) -> (Option<&'a str>, Option<&'a Value>) {
+    let (mut kind, mut found) = (None, None);
+    for (k, v) in v.as_object().into_iter().flatten() {
+        match k.as_str() {
+            "type" => kind = v.as_str(),
+            k if k == inner => found = Some(v),
+            _ => {}
+        }
+    }
+    (kind, found)
+}
+
+fn read_tools(raw: &Value) -> Tools {
+    let items: &[Value] = match raw {
+        Value::Array(a) => a,
+        _ => &[],
+    };
+    let walked: Vec<_> = items.iter().map(|t| kind_and(t, "function")).collect();
+    let mut strict = false;
+    let mut other_type = false;
+    let mut decls = Vec::with_capacity(items.len());
+    let mut first_error = None;
+    for (i, (kind, function)) in walked.into_iter().enumerate() {
+        let kind = kind.unwrap_or("function");
+        other_type |= kind != "function";
+        let f: Option<Named> = function.map(lenient);
+        strict |= f.as_ref().is_some_and(|f| f.strict.get() == Some(&true));
+        if first_error.is_some() {
+            continue;
+        }
+        if kind != "function" {
+            first_error = Some(BuildError::Unsupported(format!(
+                "tools[{i}]: tools of type {kind:?} can only be sent to openai-dialect providers"
+            )));
+            continue;
+        }
+        let Some(f) = f else {
+            first_error = Some(malformed(&format!("tools[{i}]"), "a function tool"));
+            continue;
+        };
+        let Some(name) = f.name.into_option() else {
+            first_error = Some(malformed(&format!("tools[{i}].function.name"), "a string"));
+            continue;
+        };
+        decls.push(ToolDecl {
+            name,
+            description: f.description.into_option(),
+            parameters: f.parameters,
+        });
+    }
+    let decls = match (raw, first_error) {
+        (Value::Null, _) => Ok(Vec::new()),
+        (Value::Array(_), None) => Ok(decls),
+        (Value::Array(_), Some(e)) => Err(e),
+        _ => Err(malformed("tools", "an array")),
+    };
+    Tools {
+        decls,
+        other_type,
+        strict,
+    }
+}
+
+fn read_tool_choice(raw: &Value) -> Result<Option<ToolChoice>, BuildError> {
+    let choice = match raw {
+        Value::Null => return Ok(None),
+        Value::String(s) if s == "auto" => ToolChoice::Auto,
+        Value::String(s) if s == "none" => ToolChoice::None,
+        Value::String(s) if s == "required" => ToolChoice::Required,
+        _ => match raw.pointer("/function/name").and_then(Value::as_str) {
+            Some(name) => ToolChoice::Function(name.to_string()),
+            None => {
+                return Err(malformed(
+                    "tool_choice",
+                    "\"auto\", \"none\", \"required\" or a named function",
+                ));
+            }
+        },
+    };
+    Ok(Some(choice))
+}
+
+fn read_format(raw: &Value) -> Format {
+    if raw.is_null() {
+        return Format {
+            kind: None,
+            format: Ok(None),
+            strict: false,
+        };
+    }
+    let (kind, js) = kind_and(raw, "json_schema");
+    let js: Named = js.map(lenient).unwrap_or_default();
+    let format = match kind {
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(ResponseFormat::JsonObject)),
+        Some("json_schema") => Ok(Some(ResponseFormat::JsonSchema {
+            name: js
+                .name
+                .into_option()
+                .unwrap_or_else(|| "response".to_string()),
+            schema: js
+                .schema
+                .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+        })),
+        _ => Err(malformed(
+            "response_format",
+            "of type text, json_object or json_schema",
+        )),
+    };
+    Format {
+        kind: kind.map(str::to_string),
+        format,
+        strict: js.strict.get() == Some(&true),
+    }
+}
+
+/// The router's request, independent of surface and dialect: what every
+/// surface reads a client's request into, and every dialect builds from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatRequest {
     /// As the client named it; empty when it named none. The router
@@ -299,9 +497,20 @@ pub struct ChatRequest {
     /// Stop sequences; a single string from the client becomes one entry.
     pub stop: Vec<String>,
     pub stream: bool,
-    /// Fields this type does not model (`n`, `tools`, `response_format`,
-    /// `stream_options`, `seed`, `user`, …): passed verbatim to
-    /// OpenAI-dialect upstreams only.
+    /// `tools`, as sent and read ([`ChatRequest::tools`]).
+    pub tools: Option<Sent<Tools>>,
+    /// `tool_choice`, as sent and read ([`ChatRequest::tool_choice`]).
+    pub tool_choice: Option<Sent<Result<Option<ToolChoice>, BuildError>>>,
+    /// `parallel_tool_calls`, as sent and read when a boolean.
+    pub parallel_tool_calls: Option<Sent<Option<bool>>>,
+    /// `response_format`, as sent and read ([`ChatRequest::response_format`]).
+    pub response_format: Option<Sent<Format>>,
+    /// `n`, as sent and read when a non-negative integer.
+    pub n: Option<Sent<Option<u64>>>,
+    /// Every other field (`stream_options`, `seed`, `user`, …), which the
+    /// router does not read itself: passed verbatim to OpenAI-dialect
+    /// upstreams, translated or reported by the others. Set the fields
+    /// above with [`ChatRequest::insert`], which keeps the client's order.
     pub extra: Map<String, Value>,
 }
 
@@ -321,8 +530,112 @@ impl ChatRequest {
             top_p: None,
             stop: Vec::new(),
             stream: false,
+            tools: None,
+            tool_choice: None,
+            parallel_tool_calls: None,
+            response_format: None,
+            n: None,
             extra: Map::new(),
         }
+    }
+
+    /// Set a field the client sent that the modelled fields above
+    /// `extra` do not hold: the read ones into their own fields, read now
+    /// (and only now: every dialect goes by that reading), the rest into
+    /// `extra`. Either way it comes after the fields set before it in
+    /// [`ChatRequest::fields_as_sent`].
+    pub fn insert(&mut self, key: String, raw: Value) {
+        let at = self.extra.len()
+            + self
+                .read_fields()
+                .iter()
+                .filter(|(_, f)| f.is_some())
+                .count();
+        match key.as_str() {
+            "tools" => {
+                let read = read_tools(&raw);
+                self.tools = Some(Sent { raw, read, at });
+            }
+            "tool_choice" => {
+                let read = read_tool_choice(&raw);
+                self.tool_choice = Some(Sent { raw, read, at });
+            }
+            "parallel_tool_calls" => {
+                let read = raw.as_bool();
+                self.parallel_tool_calls = Some(Sent { raw, read, at });
+            }
+            "response_format" => {
+                let read = read_format(&raw);
+                self.response_format = Some(Sent { raw, read, at });
+            }
+            "n" => {
+                let read = raw.as_u64();
+                self.n = Some(Sent { raw, read, at });
+            }
+            _ => {
+                self.extra.insert(key, raw);
+            }
+        }
+    }
+
+    /// The fields read apart from `extra`, by name: each as sent and
+    /// where it came, when the client sent it.
+    fn read_fields(&self) -> [(&'static str, Option<(&Value, usize)>); 5] {
+        fn of<T>(s: &Option<Sent<T>>) -> Option<(&Value, usize)> {
+            s.as_ref().map(|s| (&s.raw, s.at))
+        }
+        [
+            ("tools", of(&self.tools)),
+            ("tool_choice", of(&self.tool_choice)),
+            ("parallel_tool_calls", of(&self.parallel_tool_calls)),
+            ("response_format", of(&self.response_format)),
+            ("n", of(&self.n)),
+        ]
+    }
+
+    /// Every field the client sent beyond the modelled ones above `tools`
+    /// (the read ones and `extra`), as it sent them and in its order: what
+    /// OpenAI-dialect upstreams get, and what the other dialects account
+    /// for ([`super::fields::dropped`]).
+    pub fn fields_as_sent(&self) -> impl Iterator<Item = (&str, &Value)> {
+        let mut read = self.read_fields().map(|(k, f)| f.map(|(v, at)| (k, v, at)));
+        read.sort_by_key(|f| f.map_or(usize::MAX, |(_, _, at)| at));
+        let mut read = read.into_iter().flatten().peekable();
+        let mut extra = self.extra.iter().peekable();
+        let mut here = 0;
+        std::iter::from_fn(move || {
+            let from_read = match (read.peek(), extra.peek()) {
+                (Some(&(_, _, at)), Some(_)) => at <= here,
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            here += 1;
+            if from_read {
+                read.next().map(|(k, v, _)| (k, v))
+            } else {
+                extra.next().map(|(k, v)| (k.as_str(), v))
+            }
+        })
+    }
+
+    /// Take a field out of `extra`, keeping the read fields' places in the
+    /// client's order (a field set after this one then comes where it was).
+    pub fn remove_extra(&mut self, key: &str) -> Option<Value> {
+        let place = self.fields_as_sent().position(|(k, _)| k == key)?;
+        let value = self.extra.shift_remove(key)?;
+        let ats = [
+            self.tools.as_mut().map(|s| &mut s.at),
+            self.tool_choice.as_mut().map(|s| &mut s.at),
+            self.parallel_tool_calls.as_mut().map(|s| &mut s.at),
+            self.response_format.as_mut().map(|s| &mut s.at),
+            self.n.as_mut().map(|s| &mut s.at),
+        ];
+        for at in ats.into_iter().flatten() {
+            if *at > place {
+                *at -= 1;
+            }
+        }
+        Some(value)
     }
 
     /// The request a probe sends: one user message, temperature 0.
@@ -361,10 +674,10 @@ impl ChatRequest {
                 .map(count)
                 .sum::<u64>()
             + self
-                .extra
-                .get("tools")
-                .filter(|t| !t.is_null())
-                .map_or(0, |t| count(&t.to_string()));
+                .tools
+                .as_ref()
+                .filter(|t| !t.raw.is_null())
+                .map_or(0, |t| count(&t.raw.to_string()));
         chars.div_ceil(4)
             + self
                 .max_tokens
@@ -537,12 +850,7 @@ impl ChatRequest {
                 )));
             }
         }
-        if self
-            .extra
-            .get("n")
-            .and_then(Value::as_u64)
-            .is_some_and(|n| n > 1)
-        {
+        if self.several_choices() {
             return Err(BuildError::Unsupported(format!(
                 "`n` above 1 can only be sent to openai-dialect providers, not {dialect}"
             )));
@@ -556,105 +864,40 @@ impl ChatRequest {
     /// The tools the client declared (`tools`), in order; none when it
     /// sent none. Only function tools translate to other dialects.
     pub fn tools(&self) -> Result<Vec<ToolDecl>, BuildError> {
-        let tools = match self.extra.get("tools") {
-            None | Some(Value::Null) => return Ok(Vec::new()),
-            Some(Value::Array(a)) => a,
-            Some(_) => return Err(malformed("tools", "an array")),
-        };
-        tools
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let kind = t.get("type").and_then(Value::as_str).unwrap_or("function");
-                if kind != "function" {
-                    return Err(BuildError::Unsupported(format!(
-                        "tools[{i}]: tools of type {kind:?} can only be sent to openai-dialect providers"
-                    )));
-                }
-                let f = t
-                    .get("function")
-                    .ok_or_else(|| malformed(&format!("tools[{i}]"), "a function tool"))?;
-                let name = f
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| malformed(&format!("tools[{i}].function.name"), "a string"))?;
-                Ok(ToolDecl {
-                    name: name.to_string(),
-                    description: f
-                        .get("description")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
-                    parameters: f.get("parameters").filter(|p| !p.is_null()).cloned(),
-                })
-            })
-            .collect()
+        self.tools
+            .as_ref()
+            .map_or(Ok(Vec::new()), |t| t.read.decls.clone())
     }
 
     /// Whether the client declared any tools (`tools`, non-empty).
     pub fn declares_tools(&self) -> bool {
-        self.extra
-            .get("tools")
-            .and_then(Value::as_array)
-            .is_some_and(|a| !a.is_empty())
+        self.tools
+            .as_ref()
+            .is_some_and(|t| matches!(&t.raw, Value::Array(a) if !a.is_empty()))
     }
 
     /// `tool_choice`, if the client set one.
     pub fn tool_choice(&self) -> Result<Option<ToolChoice>, BuildError> {
-        let Some(v) = self.extra.get("tool_choice").filter(|v| !v.is_null()) else {
-            return Ok(None);
-        };
-        let choice = match v.as_str() {
-            Some("auto") => ToolChoice::Auto,
-            Some("none") => ToolChoice::None,
-            Some("required") => ToolChoice::Required,
-            _ => match v.pointer("/function/name").and_then(Value::as_str) {
-                Some(name) => ToolChoice::Function(name.to_string()),
-                None => {
-                    return Err(malformed(
-                        "tool_choice",
-                        "\"auto\", \"none\", \"required\" or a named function",
-                    ));
-                }
-            },
-        };
-        Ok(Some(choice))
+        self.tool_choice
+            .as_ref()
+            .map_or(Ok(None), |c| c.read.clone())
     }
 
     /// `parallel_tool_calls`, if the client set it.
     pub fn parallel_tool_calls(&self) -> Option<bool> {
-        self.extra
-            .get("parallel_tool_calls")
-            .and_then(Value::as_bool)
+        self.parallel_tool_calls.as_ref().and_then(|p| p.read)
     }
 
     /// The JSON output the client asked for with `response_format`, if any.
     pub fn response_format(&self) -> Result<Option<ResponseFormat>, BuildError> {
-        let Some(f) = self.extra.get("response_format").filter(|v| !v.is_null()) else {
-            return Ok(None);
-        };
-        match f.get("type").and_then(Value::as_str) {
-            Some("text") => Ok(None),
-            Some("json_object") => Ok(Some(ResponseFormat::JsonObject)),
-            Some("json_schema") => {
-                let js = f.get("json_schema");
-                Ok(Some(ResponseFormat::JsonSchema {
-                    name: js
-                        .and_then(|j| j.get("name"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("response")
-                        .to_string(),
-                    schema: js
-                        .and_then(|j| j.get("schema"))
-                        .filter(|s| !s.is_null())
-                        .cloned()
-                        .unwrap_or_else(|| serde_json::json!({"type": "object"})),
-                }))
-            }
-            _ => Err(malformed(
-                "response_format",
-                "of type text, json_object or json_schema",
-            )),
-        }
+        self.response_format
+            .as_ref()
+            .map_or(Ok(None), |f| f.read.format.clone())
+    }
+
+    /// Whether the client asked for several choices (`n` above 1).
+    pub fn several_choices(&self) -> bool {
+        self.n.as_ref().and_then(|n| n.read).is_some_and(|n| n > 1)
     }
 
     /// A number the model does not name but some dialects take
@@ -772,7 +1015,7 @@ impl ChatRequest {
             Some(Value::Bool(b)) => b,
             Some(other) => return Err(invalid_type("stream", "a boolean", &other)),
         };
-        Ok(ChatRequest {
+        let mut req = ChatRequest {
             model,
             messages,
             system: None,
@@ -782,8 +1025,19 @@ impl ChatRequest {
             top_p,
             stop,
             stream,
-            extra: obj,
-        })
+            extra: Map::new(),
+            ..ChatRequest::new("", Vec::new())
+        };
+        // The read fields out of the rest, each in its place among them;
+        // a request with none keeps the rest as it is.
+        if READ_FIELDS.iter().any(|k| obj.contains_key(*k)) {
+            for (k, v) in obj {
+                req.insert(k, v);
+            }
+        } else {
+            req.extra = obj;
+        }
+        Ok(req)
     }
 }
 
@@ -1176,7 +1430,7 @@ mod tests {
         // Tool declarations and calls' arguments are read as prompt.
         let tools = serde_json::json!([{"type":"function","function":{"name":"f"}}]);
         let tools_chars = tools.to_string().chars().count() as u64;
-        r.extra.insert("tools".into(), tools);
+        r.insert("tools".into(), tools);
         let mut call = ChatMessage::new("assistant", "");
         call.extra.insert(
             "tool_calls".into(),

@@ -411,16 +411,21 @@ pub fn read_messages(body: &[u8], purpose: Purpose) -> Result<Messages, ApiError
         dropped.add(k);
     }
     Ok(Messages {
-        req: ChatRequest {
-            system,
-            max_tokens,
-            temperature,
-            top_p,
-            stop,
-            stream,
-            extra: chat_fields(tools, top_k, metadata, format),
-            ..ChatRequest::new(&model, messages)
-        },
+        req: chat_fields(
+            ChatRequest {
+                system,
+                max_tokens,
+                temperature,
+                top_p,
+                stop,
+                stream,
+                ..ChatRequest::new(&model, messages)
+            },
+            tools,
+            top_k,
+            metadata,
+            format,
+        ),
         dropped: dropped.into_vec(),
     })
 }
@@ -1236,37 +1241,37 @@ fn read_tools(obj: &mut Map<String, Value>, dropped: &mut Dropped) -> Result<Too
     })
 }
 
-/// The chat fields a Messages request sets beyond the router's typed
-/// ones, in the order the chat request has always held them: `tools`,
-/// `tool_choice`, `parallel_tool_calls`, `top_k`, `metadata` (which
-/// [`metadata_to_user`] moves once the router has read it),
-/// `response_format`.
+/// `req` with the chat fields a Messages request sets beyond the ones
+/// set already, in the order the chat request has always held them:
+/// `tools`, `tool_choice`, `parallel_tool_calls`, `top_k`, `metadata`
+/// (which [`metadata_to_user`] moves once the router has read it),
+/// `response_format`. Each is read as a chat client's would be.
 fn chat_fields(
+    mut req: ChatRequest,
     tools: Tools,
     top_k: Option<serde_json::Number>,
     metadata: Option<chat::Metadata>,
     format: Option<chat::ResponseFormat>,
-) -> Map<String, Value> {
-    let mut extra = Map::new();
+) -> ChatRequest {
     if !tools.tools.is_empty() {
-        extra.insert("tools".into(), chat::to_json(tools.tools));
+        req.insert("tools".into(), chat::to_json(tools.tools));
     }
     if let Some(c) = tools.choice {
-        extra.insert("tool_choice".into(), chat::to_json(c));
+        req.insert("tool_choice".into(), chat::to_json(c));
     }
     if let Some(p) = tools.parallel {
-        extra.insert("parallel_tool_calls".into(), Value::Bool(p));
+        req.insert("parallel_tool_calls".into(), Value::Bool(p));
     }
     if let Some(k) = top_k {
-        extra.insert("top_k".into(), Value::Number(k));
+        req.insert("top_k".into(), Value::Number(k));
     }
     if let Some(m) = metadata {
-        extra.insert("metadata".into(), chat::to_json(m));
+        req.insert("metadata".into(), chat::to_json(m));
     }
     if let Some(f) = format {
-        extra.insert("response_format".into(), chat::to_json(f));
+        req.insert("response_format".into(), chat::to_json(f));
     }
-    extra
+    req
 }
 
 /// Move `metadata.user_id` to the chat field `user` (which the Anthropic
@@ -1274,7 +1279,7 @@ fn chat_fields(
 /// as the conversation: OpenAI-compatible upstreams know no `metadata`
 /// that means this.
 pub fn metadata_to_user(req: &mut ChatRequest) {
-    if let Some(Value::Object(mut m)) = req.extra.shift_remove("metadata")
+    if let Some(Value::Object(mut m)) = req.remove_extra("metadata")
         && let Some(Value::String(u)) = m.shift_remove("user_id")
     {
         req.extra.insert("user".into(), Value::String(u));
@@ -1666,7 +1671,11 @@ mod tests {
         assert_eq!(m.req.model, "claude-x");
         assert_eq!(m.req.max_tokens, Some(100));
         assert_eq!(m.req.messages, vec![ChatMessage::user("hi")]);
-        assert!(m.req.extra.is_empty(), "{:?}", m.req.extra);
+        assert!(
+            m.req.fields_as_sent().next().is_none(),
+            "{:?}",
+            m.req.fields_as_sent().collect::<Vec<_>>()
+        );
         // cache_control and service_tier change nothing; a field route
         // does not know is reported, never silently ignored.
         assert_eq!(m.dropped, ["whatever"]);
@@ -1823,14 +1832,14 @@ mod tests {
         .unwrap();
         assert_eq!(m.dropped, ["tools[web_search]"]);
         assert_eq!(
-            m.req.extra["tools"],
+            m.req.tools.as_ref().unwrap().raw,
             json!([
                 {"type": "function", "function": {"name": "add", "description": "Add.", "parameters": {"type": "object"}}},
                 {"type": "function", "function": {"name": "mul", "parameters": {"type": "object"}, "strict": true}}
             ])
         );
-        assert_eq!(m.req.extra["tool_choice"], "required");
-        assert_eq!(m.req.extra["parallel_tool_calls"], false);
+        assert_eq!(m.req.tool_choice.as_ref().unwrap().raw, "required");
+        assert_eq!(m.req.parallel_tool_calls.as_ref().unwrap().raw, false);
         for (choice, want) in [
             (json!({"type": "auto"}), json!("auto")),
             (json!({"type": "none"}), json!("none")),
@@ -1844,7 +1853,7 @@ mod tests {
                 json!({"tools": tools, "tool_choice": choice}),
             ))
             .unwrap();
-            assert_eq!(m.req.extra["tool_choice"], want);
+            assert_eq!(m.req.tool_choice.as_ref().unwrap().raw, want);
         }
         // Only server tools: none is sent, and `auto` asks for nothing.
         let m = read(request(
@@ -1852,7 +1861,11 @@ mod tests {
             json!({"tools": [tools[2].clone()], "tool_choice": {"type": "auto"}}),
         ))
         .unwrap();
-        assert!(m.req.extra.is_empty(), "{:?}", m.req.extra);
+        assert!(
+            m.req.fields_as_sent().next().is_none(),
+            "{:?}",
+            m.req.fields_as_sent().collect::<Vec<_>>()
+        );
         assert_eq!(m.dropped, ["tools[web_search]"]);
     }
 
@@ -1912,7 +1925,10 @@ mod tests {
             json!({"output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}, "effort": "low"}}),
         ))
         .unwrap();
-        assert_eq!(m.req.extra["response_format"]["type"], "json_schema");
+        assert_eq!(
+            m.req.response_format.as_ref().unwrap().raw["type"],
+            "json_schema"
+        );
         assert_eq!(m.dropped, ["output_config.effort"]);
     }
 
