@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 use super::provider_error::{Lax, Obj, some};
 use super::stream::{StreamState, unreadable};
 use super::{
-    BuildError, ChatReply, ChatRequest, ProviderError, ReplyDelta, ReplyError, SystemMessages,
-    ToolCall, ToolCallDelta, Usage, Wire, error_from_json, secret_header,
+    BuildError, ChatReply, ChatRequest, Encoded, ProviderError, ReplyDelta, ReplyError,
+    SystemMessages, ToolCall, ToolCallDelta, Usage, Wire, error_from_json, secret_header,
 };
 
 pub struct OpenAi;
@@ -187,47 +187,8 @@ impl Wire for OpenAi {
     /// The client's request as it came, in this key order: model, messages,
     /// the modelled fields, then every unknown field verbatim. A probe's
     /// body is `{"model","messages","temperature","max_tokens"}`.
-    fn body(&self, req: &ChatRequest) -> Result<Value, BuildError> {
-        let system = req
-            .system
-            .as_ref()
-            .map(|s| json!({"role": "system", "content": s}));
-        let messages: Vec<Value> = system
-            .into_iter()
-            .chain(req.messages.iter().map(|m| m.to_openai()))
-            .collect();
-        let mut body = json!({"model": req.model, "messages": messages});
-        if let Some(t) = req.temperature {
-            body["temperature"] = json!(t);
-        }
-        if let Some(n) = req.max_tokens {
-            let field = if req.max_completion_tokens {
-                "max_completion_tokens"
-            } else {
-                "max_tokens"
-            };
-            body[field] = json!(n);
-        }
-        if let Some(p) = req.top_p {
-            body["top_p"] = json!(p);
-        }
-        match req.stop.as_slice() {
-            [] => {}
-            [one] => body["stop"] = json!(one),
-            many => body["stop"] = json!(many),
-        }
-        if req.stream {
-            body["stream"] = json!(true);
-            // Usage arrives only when asked for; route needs it for token
-            // budgets, and drops the extra chunk if the client did not ask.
-            if !req.extra.contains_key("stream_options") {
-                body["stream_options"] = json!({"include_usage": true});
-            }
-        }
-        for (k, v) in &req.extra {
-            body[k.as_str()] = v.clone();
-        }
-        Ok(body)
+    fn encode(&self, req: &ChatRequest) -> Result<Encoded, BuildError> {
+        Ok(Encoded::json(&body(req)))
     }
 
     fn parse_reply(&self, json: &Value) -> Result<ChatReply, ReplyError> {
@@ -288,6 +249,50 @@ impl Wire for OpenAi {
             usage,
         })
     }
+}
+
+/// The body as JSON, in the key order [`OpenAi::encode`] documents.
+fn body(req: &ChatRequest) -> Value {
+    let system = req
+        .system
+        .as_ref()
+        .map(|s| json!({"role": "system", "content": s}));
+    let messages: Vec<Value> = system
+        .into_iter()
+        .chain(req.messages.iter().map(|m| m.to_openai()))
+        .collect();
+    let mut body = json!({"model": req.model, "messages": messages});
+    if let Some(t) = req.temperature {
+        body["temperature"] = json!(t);
+    }
+    if let Some(n) = req.max_tokens {
+        let field = if req.max_completion_tokens {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        body[field] = json!(n);
+    }
+    if let Some(p) = req.top_p {
+        body["top_p"] = json!(p);
+    }
+    match req.stop.as_slice() {
+        [] => {}
+        [one] => body["stop"] = json!(one),
+        many => body["stop"] = json!(many),
+    }
+    if req.stream {
+        body["stream"] = json!(true);
+        // Usage arrives only when asked for; route needs it for token
+        // budgets, and drops the extra chunk if the client did not ask.
+        if !req.extra.contains_key("stream_options") {
+            body["stream_options"] = json!({"include_usage": true});
+        }
+    }
+    for (k, v) in &req.extra {
+        body[k.as_str()] = v.clone();
+    }
+    body
 }
 
 /// The deltas one chunk holds: the start, reasoning, text, tool-call
