@@ -468,7 +468,6 @@ pub(super) fn call_id(response_id: Option<&str>, index: usize, name: &str, args:
 }
 
 /// The client's tools as function declarations, and its tool choice.
-#[allow(clippy::type_complexity)]
 fn tools(req: &ChatRequest) -> Result<(Option<[Declarations; 1]>, Option<ToolConfig>), BuildError> {
     let declared = req.tools()?;
     if declared.is_empty() {
