@@ -13,16 +13,18 @@
 
 use eventsource_stream::Event;
 use reqwest::header::{HeaderName, HeaderValue};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Number, Value, json};
+
+use std::borrow::Cow;
 
 use super::provider_error::{Lax, Obj, some};
 use super::request::{ChatMessage, data_url_image, image_url_of, part_type, unknown_part};
 use super::stream::{StreamState, unreadable};
 use super::{
-    ANTHROPIC_DEFAULT_MAX_TOKENS, BuildError, ChatReply, ChatRequest, Content, JSON_TOOL,
-    ProviderError, ReplyDelta, ReplyError, ResponseFormat, SystemMessages, ToolCall, ToolCallDelta,
-    ToolChoice, Usage, Wire, error_from_json, secret_header,
+    ANTHROPIC_DEFAULT_MAX_TOKENS, BuildError, ChatReply, ChatRequest, Content, Encoded, JSON_TOOL,
+    PartText, ProviderError, ReplyDelta, ReplyError, ResponseFormat, SystemMessages, ToolCall,
+    ToolCallDelta, ToolChoice, Usage, Wire, error_from_json, secret_header,
 };
 
 pub struct Anthropic;
@@ -77,9 +79,56 @@ impl From<Counts> for Usage {
     }
 }
 
+/// One streamed event, read leniently; which fields it has depends on
+/// its type.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StreamEvent {
+    #[serde(rename = "type")]
+    kind: Lax<String>,
+    /// `message_start`'s.
+    message: Lax<Obj<StartMessage>>,
+    /// The content block a `content_block_*` event is about.
+    index: Lax<u64>,
+    content_block: Lax<Obj<StartBlock>>,
+    delta: Lax<Obj<Delta>>,
+    /// `message_delta`'s.
+    usage: Lax<Obj<Counts>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StartMessage {
+    id: Lax<String>,
+    usage: Lax<Obj<Counts>>,
+}
+
+/// A block as `content_block_start` opens it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct StartBlock {
+    #[serde(rename = "type")]
+    kind: Lax<String>,
+    id: Lax<String>,
+    name: Lax<String>,
+    text: Lax<String>,
+}
+
+/// A `content_block_delta`'s or `message_delta`'s `delta`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Delta {
+    #[serde(rename = "type")]
+    kind: Lax<String>,
+    text: Lax<String>,
+    thinking: Lax<String>,
+    partial_json: Lax<String>,
+    stop_reason: Lax<String>,
+}
+
 /// `message_delta`'s counts are cumulative; keep the latest of each.
-fn stream_usage(st: &mut StreamState, u: &Value) {
-    let Ok(Obj(c)) = Obj::<Counts>::deserialize(u) else {
+fn stream_usage(st: &mut StreamState, counts: Lax<Obj<Counts>>) {
+    let Some(Obj(c)) = counts.into_option() else {
         return;
     };
     let u = Usage::from(c);
@@ -110,64 +159,59 @@ impl Wire for Anthropic {
             out.push(unreadable(&ev.data));
             return;
         };
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or(ev.event.as_str());
+        // Not an object: an event with nothing in it but its name.
+        let e =
+            Obj::<StreamEvent>::deserialize(&data).map_or_else(|_| StreamEvent::default(), |e| e.0);
+        let kind = e.kind.get().map_or(ev.event.as_str(), String::as_str);
+        let index = e.index.get().copied();
         match kind {
             "message_start" => {
-                let message = data.get("message");
-                if let Some(u) = message.and_then(|m| m.get("usage")) {
-                    stream_usage(st, u);
-                }
-                let id = message.and_then(|m| m.get("id")).and_then(Value::as_str);
-                st.start(id, out);
+                let message = e.message.into_option().map(|m| m.0).unwrap_or_default();
+                stream_usage(st, message.usage);
+                st.start(message.id.get().map(String::as_str), out);
                 // The role's chunk has always had empty content.
                 out.push(ReplyDelta::Text(String::new()));
             }
             "content_block_start" => {
-                let block = data.get("content_block");
-                let field = |f: &str| block.and_then(|b| b.get(f)).and_then(Value::as_str);
-                let index = data.get("index").and_then(Value::as_u64);
-                if field("type") == Some("tool_use") {
-                    let name = field("name").unwrap_or_default();
+                let Some(Obj(block)) = e.content_block.into_option() else {
+                    return;
+                };
+                if block.kind.get().map(String::as_str) == Some("tool_use") {
+                    let name = block.name.into_option().unwrap_or_default();
                     if st.plan.json_tool && name == JSON_TOOL {
                         st.json_block = index;
                     } else {
                         let i = st.open_tool_call(index);
                         out.push(ReplyDelta::ToolCall(ToolCallDelta {
                             index: i,
-                            id: field("id").map(str::to_string),
-                            name: Some(name.to_string()),
+                            id: block.id.into_option(),
+                            name: Some(name),
                             arguments: String::new(),
                         }));
                     }
-                } else if let Some(t) = field("text")
+                } else if let Some(t) = block.text.into_option()
                     // A text block may open with text already in it.
                     && !t.is_empty()
                     && !st.plan.json_tool
                 {
-                    out.push(ReplyDelta::Text(t.to_string()));
+                    out.push(ReplyDelta::Text(t));
                 }
             }
             "content_block_delta" => {
-                let delta = data.get("delta");
-                let text = |field: &str| {
-                    delta
-                        .and_then(|d| d.get(field))
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
+                let Some(Obj(delta)) = e.delta.into_option() else {
+                    return;
                 };
-                let index = data.get("index").and_then(Value::as_u64);
-                match delta.and_then(|d| d.get("type")).and_then(Value::as_str) {
+                match delta.kind.get().map(String::as_str) {
                     // In JSON mode the content is the tool's input alone.
                     Some("text_delta") if st.plan.json_tool => {}
-                    Some("text_delta") => out.extend(text("text").map(ReplyDelta::Text)),
+                    Some("text_delta") => {
+                        out.extend(delta.text.into_option().map(ReplyDelta::Text))
+                    }
                     Some("thinking_delta") => {
-                        out.extend(text("thinking").map(ReplyDelta::Reasoning))
+                        out.extend(delta.thinking.into_option().map(ReplyDelta::Reasoning))
                     }
                     Some("input_json_delta") => {
-                        let Some(part) = text("partial_json") else {
+                        let Some(part) = delta.partial_json.into_option() else {
                             return;
                         };
                         if index.is_some() && index == st.json_block {
@@ -187,16 +231,18 @@ impl Wire for Anthropic {
                 }
             }
             "message_delta" => {
-                if let Some(u) = data.get("usage") {
-                    stream_usage(st, u);
-                }
-                if let Some(reason) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                stream_usage(st, e.usage);
+                let reason = e
+                    .delta
+                    .into_option()
+                    .and_then(|d| d.0.stop_reason.into_option());
+                if let Some(reason) = reason {
                     // The forced JSON tool's call is the answer, not a call.
-                    let reason = match reason {
-                        "tool_use" if st.plan.json_tool => "end_turn",
-                        r => r,
+                    let reason = match reason.as_str() {
+                        "tool_use" if st.plan.json_tool => "end_turn".to_string(),
+                        _ => reason,
                     };
-                    st.finish(reason.to_string(), out);
+                    st.finish(reason, out);
                 }
             }
             "message_stop" => st.end(out),
@@ -233,85 +279,21 @@ impl Wire for Anthropic {
 
     /// In place by default: Anthropic takes `system` messages inside
     /// `messages` with the [`MID_CONVERSATION_SYSTEM`] beta, which
-    /// [`body_headers`](Wire::body_headers) sends when a body holds one.
+    /// [`encode`](Wire::encode) sends when a body holds one.
     fn system_messages(&self) -> &'static [SystemMessages] {
         &[SystemMessages::InPlace, SystemMessages::Fold]
     }
 
-    fn body_headers(&self, body: &Value) -> Vec<(HeaderName, HeaderValue)> {
-        let in_place = body["messages"]
-            .as_array()
-            .is_some_and(|m| m.iter().any(|m| m["role"] == "system"));
-        if in_place {
-            vec![(
+    fn encode(&self, req: &ChatRequest) -> Result<Encoded, BuildError> {
+        let body = Body::of(req)?;
+        let mut encoded = Encoded::json(&body);
+        if body.system_in_place() {
+            encoded.headers.push((
                 HeaderName::from_static("anthropic-beta"),
                 HeaderValue::from_static(MID_CONVERSATION_SYSTEM),
-            )]
-        } else {
-            Vec::new()
+            ));
         }
-    }
-
-    fn body(&self, req: &ChatRequest) -> Result<Value, BuildError> {
-        req.check_translatable("anthropic")?;
-        // The system prompt ahead of the conversation is a top-level
-        // field here; a later system message stays where it is (the
-        // endpoint folded it first unless in place was chosen).
-        let system = req.leading_system();
-        let lead = req.leading_system_len();
-        let mut turns: Vec<(&str, Value)> = Vec::new();
-        for (i, m) in req.messages.iter().enumerate() {
-            let turn = match m.role.as_str() {
-                _ if m.is_system() && i < lead => continue,
-                _ if m.is_system() => match m.content.as_ref().map(Content::system_text) {
-                    Some(t) if !t.is_empty() => ("system", json!(t)),
-                    _ => continue,
-                },
-                _ if !m.known_role() => continue,
-                "tool" => ("user", json!([tool_result(m, i)?])),
-                "assistant" => ("assistant", assistant_content(m, i)?),
-                _ => ("user", content(m, i)?),
-            };
-            // Nothing to send (only parts left out, or empty text, which
-            // Anthropic refuses in any message but a final assistant one and
-            // OpenAI takes): the turn is left out.
-            if turn.1.as_array().is_some_and(Vec::is_empty) || turn.1.as_str() == Some("") {
-                continue;
-            }
-            push_turn(&mut turns, turn);
-        }
-        let messages: Vec<Value> = turns
-            .into_iter()
-            .map(|(role, content)| json!({"role": role, "content": content}))
-            .collect();
-        let mut body = json!({
-            "model": req.model,
-            "max_tokens": req.max_tokens.unwrap_or(ANTHROPIC_DEFAULT_MAX_TOKENS),
-            "messages": messages,
-        });
-        if !system.is_empty() {
-            body["system"] = json!(system.join("\n\n"));
-        }
-        if let Some(t) = req.temperature {
-            body["temperature"] = json!(t);
-        }
-        if let Some(p) = req.top_p {
-            body["top_p"] = json!(p);
-        }
-        if let Some(k) = req.extra_number("top_k") {
-            body["top_k"] = json!(k);
-        }
-        if !req.stop.is_empty() {
-            body["stop_sequences"] = json!(req.stop);
-        }
-        if req.stream {
-            body["stream"] = json!(true);
-        }
-        if let Some(user) = req.extra.get("user").and_then(Value::as_str) {
-            body["metadata"] = json!({"user_id": user});
-        }
-        tools(req, &mut body)?;
-        Ok(body)
+        Ok(encoded)
     }
 
     fn parse_reply(&self, json: &Value) -> Result<ChatReply, ReplyError> {
@@ -348,6 +330,195 @@ impl Wire for Anthropic {
     }
 }
 
+/// A Messages request body, borrowing from the [`ChatRequest`] it is made
+/// of; fields in the order they are sent.
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    messages: Vec<Turn<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_k: Option<&'a Number>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    stop_sequences: &'a [String],
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<Metadata<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<Choice>,
+}
+
+#[derive(Serialize)]
+struct Metadata<'a> {
+    user_id: &'a str,
+}
+
+/// One turn of the conversation.
+#[derive(Serialize)]
+struct Turn<'a> {
+    role: &'static str,
+    content: TurnContent<'a>,
+}
+
+/// A turn's (or a tool result's) content: a string, or blocks.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum TurnContent<'a> {
+    Text(Cow<'a, str>),
+    Blocks(Vec<OutBlock<'a>>),
+}
+
+impl<'a> TurnContent<'a> {
+    /// Nothing to send: no block, or empty text.
+    fn is_empty(&self) -> bool {
+        match self {
+            TurnContent::Text(t) => t.is_empty(),
+            TurnContent::Blocks(b) => b.is_empty(),
+        }
+    }
+
+    /// As a list of blocks; empty text is none.
+    fn into_blocks(self) -> Vec<OutBlock<'a>> {
+        match self {
+            TurnContent::Text(t) if t.is_empty() => Vec::new(),
+            TurnContent::Text(t) => vec![OutBlock::Text {
+                text: PartText::Str(t),
+            }],
+            TurnContent::Blocks(b) => b,
+        }
+    }
+}
+
+/// A content block of a request.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum OutBlock<'a> {
+    Text {
+        text: PartText<'a>,
+    },
+    Image {
+        source: Source<'a>,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: TurnContent<'a>,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Source<'a> {
+    Base64 { media_type: String, data: String },
+    Url { url: &'a str },
+}
+
+#[derive(Serialize)]
+struct Tool {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    input_schema: Value,
+}
+
+#[derive(Serialize)]
+struct Choice {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    disable_parallel_tool_use: bool,
+}
+
+impl Choice {
+    fn of(kind: &'static str) -> Choice {
+        Choice {
+            kind,
+            name: None,
+            disable_parallel_tool_use: false,
+        }
+    }
+
+    fn tool(name: impl Into<String>) -> Choice {
+        Choice {
+            name: Some(name.into()),
+            ..Choice::of("tool")
+        }
+    }
+}
+
+impl<'a> Body<'a> {
+    fn of(req: &'a ChatRequest) -> Result<Body<'a>, BuildError> {
+        req.check_translatable("anthropic")?;
+        // The system prompt ahead of the conversation is a top-level
+        // field here; a later system message stays where it is (the
+        // endpoint folded it first unless in place was chosen).
+        let system = req.leading_system();
+        let lead = req.leading_system_len();
+        let mut turns: Vec<Turn> = Vec::new();
+        for (i, m) in req.messages.iter().enumerate() {
+            let (role, content) = match m.role.as_str() {
+                _ if m.is_system() && i < lead => continue,
+                _ if m.is_system() => match m.content.as_ref().map(Content::system_text) {
+                    Some(t) if !t.is_empty() => ("system", TurnContent::Text(t.into())),
+                    _ => continue,
+                },
+                _ if !m.known_role() => continue,
+                "tool" => ("user", TurnContent::Blocks(vec![tool_result(m, i)?])),
+                "assistant" => ("assistant", assistant_content(m, i)?),
+                _ => ("user", content(m, i)?),
+            };
+            // Nothing to send (only parts left out, or empty text, which
+            // Anthropic refuses in any message but a final assistant one and
+            // OpenAI takes): the turn is left out.
+            if content.is_empty() {
+                continue;
+            }
+            push_turn(&mut turns, Turn { role, content });
+        }
+        let mut body = Body {
+            model: &req.model,
+            max_tokens: req.max_tokens.unwrap_or(ANTHROPIC_DEFAULT_MAX_TOKENS),
+            messages: turns,
+            system: (!system.is_empty()).then(|| system.join("\n\n")),
+            temperature: req.temperature,
+            top_p: req.top_p,
+            top_k: req.extra_number("top_k"),
+            stop_sequences: &req.stop,
+            stream: req.stream,
+            metadata: req
+                .extra
+                .get("user")
+                .and_then(Value::as_str)
+                .map(|user_id| Metadata { user_id }),
+            tools: Vec::new(),
+            tool_choice: None,
+        };
+        (body.tools, body.tool_choice) = tools(req)?;
+        Ok(body)
+    }
+
+    /// Whether a `system` message stays inside `messages`, which takes the
+    /// [`MID_CONVERSATION_SYSTEM`] beta.
+    fn system_in_place(&self) -> bool {
+        self.messages.iter().any(|t| t.role == "system")
+    }
+}
+
 /// Whether JSON mode goes as the forced tool [`JSON_TOOL`]: it was asked
 /// for, and the client's own tools do not take its place.
 pub(super) fn json_via_tool(req: &ChatRequest) -> bool {
@@ -355,75 +526,66 @@ pub(super) fn json_via_tool(req: &ChatRequest) -> bool {
 }
 
 /// The client's tools and tool choice, or JSON mode as a forced tool.
-fn tools(req: &ChatRequest, body: &mut Value) -> Result<(), BuildError> {
+fn tools(req: &ChatRequest) -> Result<(Vec<Tool>, Option<Choice>), BuildError> {
     let declared = req.tools()?;
     if declared.is_empty() {
         let mut tools = history_stubs(req)?;
+        let mut choice = None;
         if json_via_tool(req) {
             let (schema, what) = match req.response_format()? {
                 Some(ResponseFormat::JsonSchema { name, schema }) => (schema, format!(" ({name})")),
                 _ => (json!({"type": "object"}), String::new()),
             };
-            tools.retain(|t| t["name"] != JSON_TOOL);
+            tools.retain(|t| t.name != JSON_TOOL);
             tools.insert(
                 0,
-                json!({
-                    "name": JSON_TOOL,
-                    "description": format!("Give your answer{what} as this tool's input."),
-                    "input_schema": schema,
-                }),
+                Tool {
+                    name: JSON_TOOL.into(),
+                    description: Some(format!("Give your answer{what} as this tool's input.")),
+                    input_schema: schema,
+                },
             );
-            body["tool_choice"] = json!({"type": "tool", "name": JSON_TOOL});
+            choice = Some(Choice::tool(JSON_TOOL));
         } else if !tools.is_empty() {
             // The client declared no tools, so it expects no new call:
             // OpenAI makes none without tools, and `none` is how
             // Anthropic says so while the stubs are declared.
-            body["tool_choice"] = json!({"type": "none"});
+            choice = Some(Choice::of("none"));
         }
-        if !tools.is_empty() {
-            body["tools"] = Value::Array(tools);
-        }
-        return Ok(());
+        return Ok((tools, choice));
     }
-    let tools: Vec<Value> = declared
+    let tools = declared
         .into_iter()
-        .map(|t| {
-            let mut tool = json!({"name": t.name});
-            if let Some(d) = t.description {
-                tool["description"] = json!(d);
-            }
+        .map(|t| Tool {
+            name: t.name,
+            description: t.description,
             // Anthropic requires a schema; OpenAI lets a function without
             // parameters take none.
-            tool["input_schema"] = t
+            input_schema: t
                 .parameters
-                .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
-            tool
+                .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
         })
         .collect();
-    body["tools"] = Value::Array(tools);
     let choice = req.tool_choice()?;
     let serial = req.parallel_tool_calls() == Some(false);
     if choice.is_none() && !serial {
-        return Ok(());
+        return Ok((tools, None));
     }
     let mut c = match choice.unwrap_or(ToolChoice::Auto) {
-        ToolChoice::Auto => json!({"type": "auto"}),
-        ToolChoice::None => json!({"type": "none"}),
-        ToolChoice::Required => json!({"type": "any"}),
-        ToolChoice::Function(name) => json!({"type": "tool", "name": name}),
+        ToolChoice::Auto => Choice::of("auto"),
+        ToolChoice::None => Choice::of("none"),
+        ToolChoice::Required => Choice::of("any"),
+        ToolChoice::Function(name) => Choice::tool(name),
     };
-    if serial && c["type"] != "none" {
-        c["disable_parallel_tool_use"] = json!(true);
-    }
-    body["tool_choice"] = c;
-    Ok(())
+    c.disable_parallel_tool_use = serial && c.kind != "none";
+    Ok((tools, Some(c)))
 }
 
 /// A stub declaration per tool the history's assistant turns called, in
 /// order of first call. Anthropic refuses `tool_use`/`tool_result` blocks
 /// in a request that defines no tools (400 "must define tools"), while
 /// OpenAI takes a follow-up turn that no longer declares them.
-fn history_stubs(req: &ChatRequest) -> Result<Vec<Value>, BuildError> {
+fn history_stubs(req: &ChatRequest) -> Result<Vec<Tool>, BuildError> {
     let mut names: Vec<String> = Vec::new();
     for (i, m) in req.messages.iter().enumerate() {
         if m.role != "assistant" {
@@ -437,28 +599,26 @@ fn history_stubs(req: &ChatRequest) -> Result<Vec<Value>, BuildError> {
     }
     Ok(names
         .into_iter()
-        .map(|name| {
-            json!({
-                "name": name,
-                "description": "(declared earlier in this conversation)",
-                "input_schema": {"type": "object"},
-            })
+        .map(|name| Tool {
+            name,
+            description: Some("(declared earlier in this conversation)".into()),
+            input_schema: json!({"type": "object"}),
         })
         .collect())
 }
 
 /// A user message's content: its text, or its parts as blocks.
-fn content(m: &ChatMessage, i: usize) -> Result<Value, BuildError> {
+fn content(m: &ChatMessage, i: usize) -> Result<TurnContent<'_>, BuildError> {
     match &m.content {
-        Some(Content::Text(t)) => Ok(json!(t)),
-        Some(Content::Parts(parts)) => blocks(parts, i),
+        Some(Content::Text(t)) => Ok(TurnContent::Text(t.into())),
+        Some(Content::Parts(parts)) => blocks(parts, i).map(TurnContent::Blocks),
         None => Err(no_content(i)),
     }
 }
 
 /// The parts as blocks; a part of a type route does not know is left out
 /// (and reported, [`super::fields::dropped`]), and so is empty text.
-fn blocks(parts: &[Value], i: usize) -> Result<Value, BuildError> {
+fn blocks(parts: &[Value], i: usize) -> Result<Vec<OutBlock<'_>>, BuildError> {
     parts
         .iter()
         .enumerate()
@@ -466,93 +626,86 @@ fn blocks(parts: &[Value], i: usize) -> Result<Value, BuildError> {
         // Anthropic refuses an empty text block; it says nothing.
         .filter(|(_, p)| !(part_type(p) == "text" && p["text"].as_str() == Some("")))
         .map(|(j, p)| block(p, i, j))
-        .collect::<Result<_, _>>()
-        .map(Value::Array)
+        .collect()
 }
 
 /// An assistant message: its text, then a `tool_use` block per call.
-fn assistant_content(m: &ChatMessage, i: usize) -> Result<Value, BuildError> {
+fn assistant_content(m: &ChatMessage, i: usize) -> Result<TurnContent<'_>, BuildError> {
     let calls = m.tool_calls(i)?;
     if calls.is_empty() {
         if let Some(r) = m.refusal() {
-            return Ok(json!(r));
+            return Ok(TurnContent::Text(r.into()));
         }
         return content(m, i);
     }
     let mut out = match &m.content {
         // Anthropic refuses an empty text block.
-        Some(Content::Text(t)) if !t.is_empty() => vec![json!({"type": "text", "text": t})],
-        Some(Content::Parts(parts)) => match blocks(parts, i)? {
-            Value::Array(a) => a,
-            _ => Vec::new(),
-        },
+        Some(Content::Text(t)) if !t.is_empty() => vec![OutBlock::Text {
+            text: PartText::Str(t.into()),
+        }],
+        Some(Content::Parts(parts)) => blocks(parts, i)?,
         _ => Vec::new(),
     };
-    for (j, c) in calls.iter().enumerate() {
-        out.push(json!({
-            "type": "tool_use",
-            "id": c.id,
-            "name": c.name,
-            "input": c.arguments_object(&format!("messages[{i}].tool_calls[{j}]"))?,
-        }));
+    for (j, c) in calls.into_iter().enumerate() {
+        let input = c.arguments_object(&format!("messages[{i}].tool_calls[{j}]"))?;
+        out.push(OutBlock::ToolUse {
+            id: c.id,
+            name: c.name,
+            input,
+        });
     }
-    Ok(Value::Array(out))
+    Ok(TurnContent::Blocks(out))
 }
 
 /// A `tool` message as a `tool_result` block.
-fn tool_result(m: &ChatMessage, i: usize) -> Result<Value, BuildError> {
+fn tool_result(m: &ChatMessage, i: usize) -> Result<OutBlock<'_>, BuildError> {
     let id = m.tool_call_id().ok_or_else(|| {
         BuildError::Unsupported(format!(
             "messages[{i}] is a tool result without a tool_call_id"
         ))
     })?;
     let content = match &m.content {
-        Some(Content::Text(t)) => json!(t),
-        Some(Content::Parts(parts)) => blocks(parts, i)?,
-        None => json!(""),
+        Some(Content::Text(t)) => TurnContent::Text(t.into()),
+        Some(Content::Parts(parts)) => TurnContent::Blocks(blocks(parts, i)?),
+        None => TurnContent::Text("".into()),
     };
-    Ok(json!({"type": "tool_result", "tool_use_id": id, "content": content}))
+    Ok(OutBlock::ToolResult {
+        tool_use_id: id,
+        content,
+    })
 }
 
 /// Add a turn, merged into the last one when both have the same role:
 /// Anthropic wants user and assistant turns to alternate.
-fn push_turn<'a>(turns: &mut Vec<(&'a str, Value)>, (role, content): (&'a str, Value)) {
+fn push_turn<'a>(turns: &mut Vec<Turn<'a>>, turn: Turn<'a>) {
     match turns.last_mut() {
-        Some((last, prev)) if *last == role => {
-            let mut merged = as_blocks(std::mem::take(prev));
-            merged.extend(as_blocks(content));
-            *prev = Value::Array(merged);
+        Some(last) if last.role == turn.role => {
+            let prev = std::mem::replace(&mut last.content, TurnContent::Blocks(Vec::new()));
+            let mut merged = prev.into_blocks();
+            merged.extend(turn.content.into_blocks());
+            last.content = TurnContent::Blocks(merged);
         }
-        _ => turns.push((role, content)),
-    }
-}
-
-/// Content as a list of blocks; an empty string is none.
-fn as_blocks(content: Value) -> Vec<Value> {
-    match content {
-        Value::String(s) if s.is_empty() => Vec::new(),
-        Value::String(s) => vec![json!({"type": "text", "text": s})],
-        Value::Array(a) => a,
-        _ => Vec::new(),
+        _ => turns.push(turn),
     }
 }
 
 /// An OpenAI content part as an Anthropic content block.
-fn block(part: &Value, i: usize, j: usize) -> Result<Value, BuildError> {
+fn block(part: &Value, i: usize, j: usize) -> Result<OutBlock<'_>, BuildError> {
     match part_type(part) {
-        "text" => {
-            Ok(json!({"type": "text", "text": part.get("text").cloned().unwrap_or_default()}))
-        }
+        "text" => Ok(OutBlock::Text {
+            text: PartText::Json(&part["text"]),
+        }),
         "image_url" => {
             if let Some((media_type, data)) = data_url_image(part) {
-                return Ok(json!({
-                    "type": "image",
-                    "source": {"type": "base64", "media_type": media_type, "data": data},
-                }));
+                return Ok(OutBlock::Image {
+                    source: Source::Base64 { media_type, data },
+                });
             }
             match image_url_of(part) {
                 Some(url) if url.starts_with("https://") || url.starts_with("http://") => {
-                    Ok(json!({"type": "image", "source": {"type": "url", "url": url}}))
+                    Ok(OutBlock::Image {
+                        source: Source::Url { url },
+                    })
                 }
                 _ => Err(BuildError::Unsupported(format!(
                     "messages[{i}].content[{j}]: anthropic takes images as base64 data: URLs or http(s) URLs"

@@ -12,8 +12,8 @@
 
 use eventsource_stream::Event;
 use reqwest::header::{HeaderName, HeaderValue};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Number, Value, json};
 
 use std::collections::HashMap;
 
@@ -22,8 +22,9 @@ use super::request::{ChatMessage, data_url_image, part_type, unknown_part};
 use super::schema::{gemini_parameters, gemini_schema};
 use super::stream::{StreamState, unreadable};
 use super::{
-    BuildError, ChatReply, ChatRequest, Content, ReplyDelta, ReplyError, ResponseFormat, ToolCall,
-    ToolCallDelta, ToolChoice, Usage, Wire, error_from_json, fields, secret_header,
+    BuildError, ChatReply, ChatRequest, Content, Encoded, PartText, ReplyDelta, ReplyError,
+    ResponseFormat, ToolCall, ToolCallDelta, ToolChoice, Usage, Wire, error_from_json, fields,
+    secret_header,
 };
 
 pub struct Gemini;
@@ -226,74 +227,8 @@ impl Wire for Gemini {
         )])
     }
 
-    fn body(&self, req: &ChatRequest) -> Result<Value, BuildError> {
-        req.check_translatable("gemini")?;
-        let system: Vec<Value> = req
-            .lifted_system()
-            .into_iter()
-            .map(|t| json!({"text": t}))
-            .collect();
-        // Each call's name by its id, for the results that answer it.
-        let mut names: HashMap<String, String> = HashMap::new();
-        let mut contents: Vec<Value> = Vec::new();
-        for (i, m) in req.messages.iter().enumerate() {
-            let (role, parts) = match m.role.as_str() {
-                _ if m.is_system() || !m.known_role() => continue,
-                "tool" => ("user", vec![function_response(m, i, &names)?]),
-                "assistant" => ("model", model_parts(m, i, &mut names)?),
-                _ => ("user", parts(m, i)?),
-            };
-            // Only parts left out: nothing to send.
-            if parts.is_empty() {
-                continue;
-            }
-            // Turns of one role in a row (parallel calls' results) merge.
-            match contents.last_mut() {
-                Some(last) if last["role"] == role => {
-                    if let Some(a) = last["parts"].as_array_mut() {
-                        a.extend(parts);
-                    }
-                }
-                _ => contents.push(json!({"role": role, "parts": parts})),
-            }
-        }
-        let mut config = serde_json::Map::new();
-        if let Some(t) = req.temperature {
-            config.insert("temperature".into(), json!(t));
-        }
-        if let Some(n) = req.max_tokens {
-            config.insert("maxOutputTokens".into(), json!(n));
-        }
-        if let Some(p) = req.top_p {
-            config.insert("topP".into(), json!(p));
-        }
-        if !req.stop.is_empty() {
-            config.insert("stopSequences".into(), json!(req.stop));
-        }
-        for (from, to) in [
-            ("top_k", "topK"),
-            ("seed", "seed"),
-            ("presence_penalty", "presencePenalty"),
-            ("frequency_penalty", "frequencyPenalty"),
-        ] {
-            if let Some(n) = req.extra_number(from) {
-                config.insert(to.into(), json!(n));
-            }
-        }
-        if !fields::json_mode_yields_to_tools(req)
-            && let Some(format) = req.response_format()?
-        {
-            config.insert("responseMimeType".into(), json!("application/json"));
-            if let ResponseFormat::JsonSchema { schema, .. } = format {
-                config.insert("responseSchema".into(), gemini_schema(&schema));
-            }
-        }
-        let mut body = json!({"contents": contents, "generationConfig": config});
-        if !system.is_empty() {
-            body["systemInstruction"] = json!({"parts": system});
-        }
-        tools(req, &mut body)?;
-        Ok(body)
+    fn encode(&self, req: &ChatRequest) -> Result<Encoded, BuildError> {
+        Ok(Encoded::json(&Body::of(req)?))
     }
 
     fn reply_id<'a>(&self, json: &'a Value) -> Option<&'a str> {
@@ -334,6 +269,169 @@ impl Wire for Gemini {
     }
 }
 
+/// A `generateContent` request body, borrowing from the [`ChatRequest`]
+/// it is made of; fields in the order they are sent.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Body<'a> {
+    contents: Vec<Turn<'a>>,
+    generation_config: Config<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system_instruction: Option<System>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<[Declarations; 1]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_config: Option<ToolConfig>,
+}
+
+#[derive(Serialize)]
+struct Turn<'a> {
+    role: &'static str,
+    parts: Vec<OutPart<'a>>,
+}
+
+/// A part of a request turn.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+enum OutPart<'a> {
+    Text(PartText<'a>),
+    #[serde(rename_all = "camelCase")]
+    InlineData {
+        mime_type: String,
+        data: String,
+    },
+    FunctionCall {
+        name: String,
+        args: Value,
+    },
+    FunctionResponse {
+        name: String,
+        response: Value,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Config<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_output_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    stop_sequences: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_k: Option<&'a Number>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<&'a Number>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    presence_penalty: Option<&'a Number>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frequency_penalty: Option<&'a Number>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_mime_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_schema: Option<Value>,
+}
+
+#[derive(Serialize)]
+struct System {
+    parts: Vec<SystemText>,
+}
+
+#[derive(Serialize)]
+struct SystemText {
+    text: String,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Declarations {
+    function_declarations: Vec<Declaration>,
+}
+
+#[derive(Serialize)]
+struct Declaration {
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parameters: Option<Value>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolConfig {
+    function_calling_config: CallingConfig,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CallingConfig {
+    mode: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    allowed_function_names: Option<[String; 1]>,
+}
+
+impl<'a> Body<'a> {
+    fn of(req: &'a ChatRequest) -> Result<Body<'a>, BuildError> {
+        req.check_translatable("gemini")?;
+        let system: Vec<SystemText> = req
+            .lifted_system()
+            .into_iter()
+            .map(|text| SystemText { text })
+            .collect();
+        // Each call's name by its id, for the results that answer it.
+        let mut names: HashMap<String, String> = HashMap::new();
+        let mut contents: Vec<Turn> = Vec::new();
+        for (i, m) in req.messages.iter().enumerate() {
+            let (role, parts) = match m.role.as_str() {
+                _ if m.is_system() || !m.known_role() => continue,
+                "tool" => ("user", vec![function_response(m, i, &names)?]),
+                "assistant" => ("model", model_parts(m, i, &mut names)?),
+                _ => ("user", parts(m, i)?),
+            };
+            // Only parts left out: nothing to send.
+            if parts.is_empty() {
+                continue;
+            }
+            // Turns of one role in a row (parallel calls' results) merge.
+            match contents.last_mut() {
+                Some(last) if last.role == role => last.parts.extend(parts),
+                _ => contents.push(Turn { role, parts }),
+            }
+        }
+        let json_mode = match req.response_format()? {
+            Some(format) if !fields::json_mode_yields_to_tools(req) => Some(format),
+            _ => None,
+        };
+        let generation_config = Config {
+            temperature: req.temperature,
+            max_output_tokens: req.max_tokens,
+            top_p: req.top_p,
+            stop_sequences: &req.stop,
+            top_k: req.extra_number("top_k"),
+            seed: req.extra_number("seed"),
+            presence_penalty: req.extra_number("presence_penalty"),
+            frequency_penalty: req.extra_number("frequency_penalty"),
+            response_mime_type: json_mode.as_ref().map(|_| "application/json"),
+            response_schema: match json_mode {
+                Some(ResponseFormat::JsonSchema { schema, .. }) => Some(gemini_schema(&schema)),
+                _ => None,
+            },
+        };
+        let (tools, tool_config) = tools(req)?;
+        Ok(Body {
+            contents,
+            generation_config,
+            system_instruction: (!system.is_empty()).then_some(System { parts: system }),
+            tools,
+            tool_config,
+        })
+    }
+}
+
 /// A `functionCall` part's call, with its own id when it has one (newer
 /// models give one) and otherwise [`call_id`].
 fn tool_call(call: Option<&FunctionCall>, response_id: Option<&str>, index: usize) -> ToolCall {
@@ -370,42 +468,42 @@ pub(super) fn call_id(response_id: Option<&str>, index: usize, name: &str, args:
 }
 
 /// The client's tools as function declarations, and its tool choice.
-fn tools(req: &ChatRequest, body: &mut Value) -> Result<(), BuildError> {
+fn tools(req: &ChatRequest) -> Result<(Option<[Declarations; 1]>, Option<ToolConfig>), BuildError> {
     let declared = req.tools()?;
     if declared.is_empty() {
-        return Ok(());
+        return Ok((None, None));
     }
-    let decls: Vec<Value> = declared
+    let function_declarations = declared
         .into_iter()
-        .map(|t| {
-            let mut d = json!({"name": t.name});
-            if let Some(desc) = t.description {
-                d["description"] = json!(desc);
-            }
-            if let Some(p) = t.parameters.as_ref().and_then(gemini_parameters) {
-                d["parameters"] = p;
-            }
-            d
+        .map(|t| Declaration {
+            parameters: t.parameters.as_ref().and_then(gemini_parameters),
+            name: t.name,
+            description: t.description,
         })
         .collect();
-    body["tools"] = json!([{"functionDeclarations": decls}]);
-    let config = match req.tool_choice()? {
-        None => return Ok(()),
-        Some(ToolChoice::Auto) => json!({"mode": "AUTO"}),
-        Some(ToolChoice::None) => json!({"mode": "NONE"}),
-        Some(ToolChoice::Required) => json!({"mode": "ANY"}),
-        Some(ToolChoice::Function(name)) => {
-            json!({"mode": "ANY", "allowedFunctionNames": [name]})
-        }
+    let tools = Some([Declarations {
+        function_declarations,
+    }]);
+    let (mode, allowed) = match req.tool_choice()? {
+        None => return Ok((tools, None)),
+        Some(ToolChoice::Auto) => ("AUTO", None),
+        Some(ToolChoice::None) => ("NONE", None),
+        Some(ToolChoice::Required) => ("ANY", None),
+        Some(ToolChoice::Function(name)) => ("ANY", Some([name])),
     };
-    body["toolConfig"] = json!({"functionCallingConfig": config});
-    Ok(())
+    let config = ToolConfig {
+        function_calling_config: CallingConfig {
+            mode,
+            allowed_function_names: allowed,
+        },
+    };
+    Ok((tools, Some(config)))
 }
 
 /// A user message's parts.
-fn parts(m: &ChatMessage, i: usize) -> Result<Vec<Value>, BuildError> {
+fn parts(m: &ChatMessage, i: usize) -> Result<Vec<OutPart<'_>>, BuildError> {
     match &m.content {
-        Some(Content::Text(t)) => Ok(vec![json!({"text": t})]),
+        Some(Content::Text(t)) => Ok(vec![OutPart::Text(PartText::Str(t.into()))]),
         // A part of a type route does not know is left out (and
         // reported, `fields::dropped`).
         Some(Content::Parts(parts)) => parts
@@ -422,15 +520,15 @@ fn parts(m: &ChatMessage, i: usize) -> Result<Vec<Value>, BuildError> {
 
 /// An assistant message's parts: its text, then a `functionCall` per
 /// call (whose names are noted for the results that follow).
-fn model_parts(
-    m: &ChatMessage,
+fn model_parts<'a>(
+    m: &'a ChatMessage,
     i: usize,
     names: &mut HashMap<String, String>,
-) -> Result<Vec<Value>, BuildError> {
+) -> Result<Vec<OutPart<'a>>, BuildError> {
     let calls = m.tool_calls(i)?;
     if calls.is_empty() {
         if let Some(r) = m.refusal() {
-            return Ok(vec![json!({"text": r})]);
+            return Ok(vec![OutPart::Text(PartText::Str(r.into()))]);
         }
         return parts(m, i);
     }
@@ -441,8 +539,8 @@ fn model_parts(
     };
     for (j, c) in calls.into_iter().enumerate() {
         let args = c.arguments_object(&format!("messages[{i}].tool_calls[{j}]"))?;
-        out.push(json!({"functionCall": {"name": c.name, "args": args}}));
-        names.insert(c.id, c.name);
+        names.insert(c.id, c.name.clone());
+        out.push(OutPart::FunctionCall { name: c.name, args });
     }
     Ok(out)
 }
@@ -454,7 +552,7 @@ fn function_response(
     m: &ChatMessage,
     i: usize,
     names: &HashMap<String, String>,
-) -> Result<Value, BuildError> {
+) -> Result<OutPart<'static>, BuildError> {
     let name = m.tool_call_id().and_then(|id| names.get(id)).ok_or_else(|| {
         BuildError::Unsupported(format!(
             "messages[{i}] answers no earlier tool call (its tool_call_id is unknown), and gemini \
@@ -466,17 +564,18 @@ fn function_response(
         Ok(v @ Value::Object(_)) => v,
         _ => json!({"content": text}),
     };
-    Ok(json!({"functionResponse": {"name": name, "response": response}}))
+    Ok(OutPart::FunctionResponse {
+        name: name.clone(),
+        response,
+    })
 }
 
 /// An OpenAI content part as a Gemini part.
-fn part(p: &Value, i: usize, j: usize) -> Result<Value, BuildError> {
+fn part(p: &Value, i: usize, j: usize) -> Result<OutPart<'_>, BuildError> {
     match part_type(p) {
-        "text" => Ok(json!({"text": p.get("text").cloned().unwrap_or_default()})),
+        "text" => Ok(OutPart::Text(PartText::Json(&p["text"]))),
         "image_url" => match data_url_image(p) {
-            Some((mime_type, data)) => {
-                Ok(json!({"inlineData": {"mimeType": mime_type, "data": data}}))
-            }
+            Some((mime_type, data)) => Ok(OutPart::InlineData { mime_type, data }),
             None => Err(BuildError::Unsupported(format!(
                 "messages[{i}].content[{j}]: gemini takes images only as base64 data: URLs"
             ))),

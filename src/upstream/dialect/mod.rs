@@ -370,8 +370,16 @@ pub trait Wire: Facts + Sync {
     fn fixed_headers(&self) -> Vec<(HeaderName, HeaderValue)> {
         Vec::new()
     }
-    /// The JSON body, or why `req` cannot be expressed in this dialect.
-    fn body(&self, req: &ChatRequest) -> Result<Value, BuildError>;
+    /// The body to send for `req`, serialized from the dialect's typed
+    /// body, with the headers it needs; or why `req` cannot be expressed
+    /// in this dialect.
+    fn encode(&self, req: &ChatRequest) -> Result<Encoded, BuildError>;
+    /// The body [`encode`](Wire::encode) writes, read back as JSON: for
+    /// tests and fuzzing, which look into it.
+    fn body(&self, req: &ChatRequest) -> Result<Value, BuildError> {
+        let bytes = self.encode(req)?.bytes;
+        Ok(serde_json::from_slice(&bytes).expect("an encoded body is JSON"))
+    }
     /// Read a success body that has already been parsed as JSON and is not
     /// an error object.
     fn parse_reply(&self, json: &Value) -> Result<ChatReply, ReplyError>;
@@ -401,10 +409,35 @@ pub trait Wire: Facts + Sync {
     fn system_messages(&self) -> &'static [SystemMessages] {
         &[SystemMessages::Fold]
     }
-    /// Headers a particular body needs (a beta it uses), beside the fixed
-    /// ones.
-    fn body_headers(&self, _body: &Value) -> Vec<(HeaderName, HeaderValue)> {
-        Vec::new()
+}
+
+/// A request body ready to send: its JSON text, and the headers that
+/// particular body needs beside the fixed ones (a beta it uses).
+#[derive(Debug)]
+pub struct Encoded {
+    pub bytes: Vec<u8>,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+/// The text of a text part of a request body: a string, or the `text`
+/// of a client's content part as it came, whatever its type (the upstream
+/// judges it, as it always has).
+#[derive(Debug, serde::Serialize)]
+#[serde(untagged)]
+enum PartText<'a> {
+    Str(std::borrow::Cow<'a, str>),
+    Json(&'a Value),
+}
+
+impl Encoded {
+    /// `body` as JSON text, needing no header of its own.
+    fn json<T: serde::Serialize>(body: &T) -> Encoded {
+        Encoded {
+            // Bodies hold strings, numbers and JSON values: they always
+            // serialize.
+            bytes: serde_json::to_vec(body).expect("a request body serializes"),
+            headers: Vec::new(),
+        }
     }
 }
 
@@ -535,9 +568,9 @@ pub fn build_request(
         Some(url) => client.post(url.clone()),
         None => client.post(w.url(&ep.base_url, &req.model, req.stream)),
     };
-    let body = w.body(req)?;
+    let body = w.encode(req)?;
     let mut headers = headers;
-    for (name, value) in w.body_headers(&body) {
+    for (name, value) in body.headers {
         // One header, the betas a comma apart: a provider's configured
         // `anthropic-beta` and the one this body needs both reach servers
         // that read only the first of several.
@@ -553,8 +586,8 @@ pub fn build_request(
         headers.insert(name, merged);
     }
     let builder = builder.headers(headers);
-    // reqwest's `json` feature is not enabled; a Value always serialises.
-    let mut builder = builder.body(body.to_string());
+    // reqwest's `json` feature is not enabled: the dialect serializes.
+    let mut builder = builder.body(body.bytes);
     if let Some(key) = key {
         for (name, value) in w.auth_headers(key.expose())? {
             builder = builder.header(name, value);
@@ -738,7 +771,7 @@ mod tests {
         assert_eq!(a["max_tokens"], ANTHROPIC_DEFAULT_MAX_TOKENS);
         assert!(a.get("temperature").is_none());
         assert_eq!(
-            Anthropic.body_headers(&a),
+            Anthropic.encode(&req).unwrap().headers,
             [(
                 HeaderName::from_static("anthropic-beta"),
                 HeaderValue::from_static(anthropic::MID_CONVERSATION_SYSTEM)
@@ -766,11 +799,7 @@ mod tests {
         assert_eq!(o["messages"].as_array().unwrap().len(), 6);
         // Without a later system message nothing needs the beta.
         req.messages.remove(3);
-        assert!(
-            Anthropic
-                .body_headers(&Anthropic.body(&req).unwrap())
-                .is_empty()
-        );
+        assert!(Anthropic.encode(&req).unwrap().headers.is_empty());
     }
 
     /// Claude Code 2.1.197's shape: the question, then its instructions as

@@ -9,11 +9,11 @@ use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::provider_error::{Lax, Obj, some};
+use super::provider_error::{Lax, Obj, present, some};
 use super::stream::{StreamState, unreadable};
 use super::{
-    BuildError, ChatReply, ChatRequest, ProviderError, ReplyDelta, ReplyError, SystemMessages,
-    ToolCall, ToolCallDelta, Usage, Wire, error_from_json, secret_header,
+    BuildError, ChatReply, ChatRequest, Encoded, ProviderError, ReplyDelta, ReplyError,
+    SystemMessages, ToolCall, ToolCallDelta, Usage, Wire, error_from_json, secret_header,
 };
 
 pub struct OpenAi;
@@ -111,6 +111,28 @@ impl From<Option<Counts>> for Usage {
     }
 }
 
+/// What every stream chunk is read for besides its first choice (read in
+/// place, as chunks are the pass-through hot path).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Head<'a> {
+    #[serde(borrow)]
+    id: Lax<&'a str>,
+    /// Whether the chunk has an `error` (OpenRouter, after HTTP 200).
+    #[serde(deserialize_with = "present")]
+    error: bool,
+    usage: Lax<Obj<Counts>>,
+}
+
+/// A fragment of a streamed tool call.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct CallDelta {
+    index: Lax<u64>,
+    id: Lax<String>,
+    function: Lax<Obj<Function>>,
+}
+
 impl Wire for OpenAi {
     /// Each chunk becomes the deltas it holds; chunks are already
     /// OpenAI's, so in `native` mode each also comes as it came
@@ -128,7 +150,11 @@ impl Wire for OpenAi {
             out.push(unreadable(data));
             return;
         };
-        if let Some(err) = error_from_json(&chunk).filter(|_| chunk.get("error").is_some()) {
+        // Not an object: a chunk with nothing in it.
+        let head = Obj::<Head>::deserialize(&chunk).map_or_else(|_| Head::default(), |h| h.0);
+        if head.error
+            && let Some(err) = error_from_json(&chunk)
+        {
             out.push(ReplyDelta::Error(err));
             return;
         }
@@ -136,7 +162,9 @@ impl Wire for OpenAi {
         let finish = first.and_then(|c| c.get("finish_reason"));
         if finish.and_then(Value::as_str) == Some("error") {
             let err = first
-                .and_then(|c| c.get("error"))
+                .and_then(|c| Obj::<Choice>::deserialize(c).ok())
+                .and_then(|Obj(c)| c.error)
+                .as_ref()
                 .and_then(super::error_from_json_inner)
                 .unwrap_or_else(|| ProviderError {
                     message: "the upstream failed mid-stream".into(),
@@ -145,21 +173,22 @@ impl Wire for OpenAi {
             out.push(ReplyDelta::Error(err));
             return;
         }
-        if let Some(u) = chunk.get("usage")
-            && let Ok(Obj(counts)) = Obj::<Counts>::deserialize(u)
-        {
+        // An object: what a forwarding surface shows as the chunk's usage.
+        let usage = head.usage.into_option().map(|c| c.0);
+        let has_usage = usage.is_some();
+        if let Some(counts) = usage {
             st.usage = Usage::from(Some(counts));
         }
         let finish = finish
             .filter(|f| !f.is_null())
             .map(|f| f.as_str().unwrap_or("stop").to_string());
         let at = out.len();
-        chunk_deltas(&chunk, first, finish, st, out);
+        chunk_deltas(head.id.into_option(), first, finish, st, out);
         // Forwarded: the chunk as it came, ahead of the deltas it holds,
         // which every reader but the forwarding one goes by; and its usage
         // with it, as the client sees it, rather than once at the end.
         if st.native {
-            if chunk.get("usage").is_some_and(Value::is_object) {
+            if has_usage {
                 out.push(ReplyDelta::Usage(st.usage));
             }
             out.insert(at, ReplyDelta::Raw(chunk));
@@ -187,47 +216,8 @@ impl Wire for OpenAi {
     /// The client's request as it came, in this key order: model, messages,
     /// the modelled fields, then every unknown field verbatim. A probe's
     /// body is `{"model","messages","temperature","max_tokens"}`.
-    fn body(&self, req: &ChatRequest) -> Result<Value, BuildError> {
-        let system = req
-            .system
-            .as_ref()
-            .map(|s| json!({"role": "system", "content": s}));
-        let messages: Vec<Value> = system
-            .into_iter()
-            .chain(req.messages.iter().map(|m| m.to_openai()))
-            .collect();
-        let mut body = json!({"model": req.model, "messages": messages});
-        if let Some(t) = req.temperature {
-            body["temperature"] = json!(t);
-        }
-        if let Some(n) = req.max_tokens {
-            let field = if req.max_completion_tokens {
-                "max_completion_tokens"
-            } else {
-                "max_tokens"
-            };
-            body[field] = json!(n);
-        }
-        if let Some(p) = req.top_p {
-            body["top_p"] = json!(p);
-        }
-        match req.stop.as_slice() {
-            [] => {}
-            [one] => body["stop"] = json!(one),
-            many => body["stop"] = json!(many),
-        }
-        if req.stream {
-            body["stream"] = json!(true);
-            // Usage arrives only when asked for; route needs it for token
-            // budgets, and drops the extra chunk if the client did not ask.
-            if !req.extra.contains_key("stream_options") {
-                body["stream_options"] = json!({"include_usage": true});
-            }
-        }
-        for (k, v) in req.fields_as_sent() {
-            body[k] = v.clone();
-        }
-        Ok(body)
+    fn encode(&self, req: &ChatRequest) -> Result<Encoded, BuildError> {
+        Ok(Encoded::json(&body(req)))
     }
 
     fn parse_reply(&self, json: &Value) -> Result<ChatReply, ReplyError> {
@@ -290,17 +280,60 @@ impl Wire for OpenAi {
     }
 }
 
+/// The body as JSON, in the key order [`OpenAi::encode`] documents.
+fn body(req: &ChatRequest) -> Value {
+    let system = req
+        .system
+        .as_ref()
+        .map(|s| json!({"role": "system", "content": s}));
+    let messages: Vec<Value> = system
+        .into_iter()
+        .chain(req.messages.iter().map(|m| m.to_openai()))
+        .collect();
+    let mut body = json!({"model": req.model, "messages": messages});
+    if let Some(t) = req.temperature {
+        body["temperature"] = json!(t);
+    }
+    if let Some(n) = req.max_tokens {
+        let field = if req.max_completion_tokens {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        };
+        body[field] = json!(n);
+    }
+    if let Some(p) = req.top_p {
+        body["top_p"] = json!(p);
+    }
+    match req.stop.as_slice() {
+        [] => {}
+        [one] => body["stop"] = json!(one),
+        many => body["stop"] = json!(many),
+    }
+    if req.stream {
+        body["stream"] = json!(true);
+        // Usage arrives only when asked for; route needs it for token
+        // budgets, and drops the extra chunk if the client did not ask.
+        if !req.extra.contains_key("stream_options") {
+            body["stream_options"] = json!({"include_usage": true});
+        }
+    }
+    for (k, v) in req.fields_as_sent() {
+        body[k] = v.clone();
+    }
+    body
+}
+
 /// The deltas one chunk holds: the start, reasoning, text, tool-call
 /// fragments of its first choice, and the finish.
 fn chunk_deltas(
-    chunk: &Value,
+    id: Option<&str>,
     first: Option<&Value>,
     finish: Option<String>,
     st: &mut StreamState,
     out: &mut Vec<ReplyDelta>,
 ) {
     let Some(first) = first else { return };
-    let id = chunk.get("id").and_then(Value::as_str);
     st.start(id, out);
     let text = |field: &str| {
         first
@@ -317,16 +350,20 @@ fn chunk_deltas(
     }
     let calls = first.pointer("/delta/tool_calls").and_then(Value::as_array);
     for c in calls.into_iter().flatten() {
-        let s = |p: &str| c.pointer(p).and_then(Value::as_str).map(str::to_string);
+        let c = Obj::<CallDelta>::deserialize(c).map_or_else(|_| CallDelta::default(), |c| c.0);
+        let f = c
+            .function
+            .into_option()
+            .map_or_else(Function::default, |f| f.0);
         out.push(ReplyDelta::ToolCall(ToolCallDelta {
             index: c
-                .get("index")
-                .and_then(Value::as_u64)
+                .index
+                .into_option()
                 .and_then(|i| usize::try_from(i).ok())
                 .unwrap_or(0),
-            id: s("/id"),
-            name: s("/function/name"),
-            arguments: s("/function/arguments").unwrap_or_default(),
+            id: c.id.into_option(),
+            name: f.name.into_option(),
+            arguments: f.arguments.into_option().unwrap_or_default(),
         }));
     }
     if let Some(reason) = finish {
