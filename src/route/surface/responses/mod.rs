@@ -13,7 +13,11 @@
 //!   unknown field, item type, content part type or role, built-in tools
 //!   OpenAI runs); a 400 is kept for what dropping would change the
 //!   answer of (`conversation`, `background`, a stored `prompt`, an item
-//!   or response route does not hold, a forced built-in tool).
+//!   or response route does not hold, a forced built-in tool). `wire`
+//!   holds the request as types: lenient views of the body, its input
+//!   items and content parts (tagged enums whose catch-all is a type
+//!   route does not know), and the chat pieces it becomes, handed to the
+//!   router through the chat API's parser ([`ChatRequest::from_openai_value`]).
 //! - [`response_body`] renders a completion as a `response` object
 //!   (`reply`: the object and its output items, typed structs written
 //!   straight into the body); [`EventWriter`] and [`event_stream`]
@@ -1047,12 +1051,12 @@ fn text(text: Option<Value>, chat: &mut Settings, dropped: &mut Dropped) -> Resu
                 ));
             };
             chat.response_format = Some(ResponseFormat::JsonSchema {
-                json_schema: chat::JsonSchema {
+                json_schema: Box::new(chat::JsonSchema {
                     name,
                     schema,
                     strict: f.strict,
                     description: f.description,
-                },
+                }),
             });
         }
         t => {

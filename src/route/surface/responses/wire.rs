@@ -409,7 +409,7 @@ pub mod chat {
     #[serde(tag = "type", rename_all = "snake_case")]
     pub enum ResponseFormat {
         JsonObject,
-        JsonSchema { json_schema: JsonSchema },
+        JsonSchema { json_schema: Box<JsonSchema> },
     }
 
     #[derive(Debug, Serialize)]
