@@ -44,6 +44,9 @@ pub async fn responses(
         history,
         unavailable,
     };
+    // The references a kept response renews, taken before the request
+    // moves into its translation; only when route keeps anything.
+    let used_items = (held.secs > 0).then(|| request.references().to_vec());
     let Parsed {
         req,
         dropped,
@@ -59,7 +62,7 @@ pub async fn responses(
         store: app.items.clone(),
         clock: app.engine.clock.clone(),
         keep: k,
-        used_items: request.references().to_vec(),
+        used_items: used_items.unwrap_or_default(),
         used_responses: chain,
     });
     let mut r = Routing::new(req, &headers);

@@ -13,7 +13,11 @@
 //!   unknown field, item type, content part type or role, built-in tools
 //!   OpenAI runs); a 400 is kept for what dropping would change the
 //!   answer of (`conversation`, `background`, a stored `prompt`, an item
-//!   or response route does not hold, a forced built-in tool).
+//!   or response route does not hold, a forced built-in tool). `wire`
+//!   holds the request as types: lenient views of the body, its input
+//!   items and content parts (tagged enums whose catch-all is a type
+//!   route does not know), and the chat pieces it becomes, handed to the
+//!   router through the chat API's parser ([`ChatRequest::from_openai_value`]).
 //! - [`response_body`] renders a completion as a `response` object
 //!   (`reply`: the object and its output items, typed structs written
 //!   straight into the body); [`EventWriter`] and [`event_stream`]
@@ -25,15 +29,22 @@
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use crate::upstream::dialect::{ChatRequest, openai_object};
 
 use super::Dropped;
 use super::error::{ApiError, invalid_request};
+use wire::chat::{self, Chat, Msg, Part, ResponseFormat, Role, Settings, ToolChoice};
+use wire::input::{
+    FormatIn, ItemIn, MessageIn, OutputPartIn, PartIn, RequestIn, TextIn, ToolChoiceIn, ToolIn,
+    view,
+};
 
 mod reply;
 mod stream;
+mod wire;
 
 pub use reply::{OutputItem, response_body};
 pub use stream::{BeforeEnd, EventWriter, event_stream};
@@ -96,8 +107,10 @@ const REFUSED_ITEMS: &[(&str, &str)] = &[
     ),
 ];
 
-/// The request fields route translates, honours or refuses; each is
-/// handled where the request is read.
+/// The request fields route translates, honours or refuses: the fields
+/// of [`RequestIn`] (a test holds the two the same), each handled where
+/// the request is read.
+#[cfg_attr(not(test), allow(dead_code))]
 const HANDLED: &[&str] = &[
     "model",
     "instructions",
@@ -382,7 +395,7 @@ pub const MAX_REFERENCES: usize = 4096;
 /// route refuses outright.
 #[derive(Debug)]
 pub struct Request {
-    obj: Map<String, Value>,
+    body: RequestIn,
     /// The ids of its `item_reference`s, in order.
     references: Vec<String>,
 }
@@ -391,9 +404,9 @@ impl Request {
     /// Read `body`: a JSON object, nothing refused outright
     /// (`conversation`, `background: true`, a stored `prompt`).
     pub fn read(body: &[u8]) -> Result<Request, ApiError> {
-        let obj = openai_object(body).map_err(invalid_request)?;
-        refuse_stateful(&obj)?;
-        let references: Vec<String> = match field(&obj, "input") {
+        let body = read_body(body)?;
+        refuse_stateful(&body)?;
+        let references: Vec<String> = match &body.input {
             Some(Value::Array(items)) => items
                 .iter()
                 .filter_map(|i| reference(i)?.and_then(Value::as_str).map(str::to_string))
@@ -410,7 +423,7 @@ impl Request {
                 ),
             ));
         }
-        Ok(Request { obj, references })
+        Ok(Request { body, references })
     }
 
     /// The items its `item_reference`s name.
@@ -420,55 +433,59 @@ impl Request {
 
     /// The response it follows, when `previous_response_id` is a string.
     pub fn previous_response_id(&self) -> Option<&str> {
-        field(&self.obj, "previous_response_id").and_then(Value::as_str)
+        self.body
+            .previous_response_id
+            .as_ref()
+            .and_then(Value::as_str)
     }
 
     /// The chat request route sends on, with `held` (what the item store
     /// holds of [`Request::references`] and
-    /// [`Request::previous_response_id`]) in place of what they name.
-    pub fn translate(&self, held: &Held) -> Result<Parsed, ApiError> {
-        let obj = &self.obj;
+    /// [`Request::previous_response_id`]) in place of what they name. The
+    /// request's items move into the chat request, not copied.
+    pub fn translate(self, held: &Held) -> Result<Parsed, ApiError> {
+        let mut body = self.body;
+        let mut echo = echo(&body);
         let mut dropped = Dropped::default();
-        let mut chat = Map::new();
-        match field(obj, "model") {
+        let mut chat = Chat::default();
+        match body.model.take() {
             None => {}
-            Some(Value::String(m)) => {
-                chat.insert("model".into(), json!(m));
-            }
-            Some(other) => return Err(expected("model", "a string", other)),
+            Some(Value::String(m)) => chat.model = Some(m),
+            Some(other) => return Err(expected("model", "a string", &other)),
         }
-        let mut messages = Vec::new();
-        match field(obj, "instructions") {
+        let messages = &mut chat.messages;
+        match body.instructions.take() {
             None => {}
-            Some(Value::String(s)) => messages.push(json!({"role": "system", "content": s})),
-            Some(other) => return Err(expected("instructions", "a string", other)),
+            Some(Value::String(s)) => messages.push(Msg::new(Role::System, s)),
+            Some(other) => return Err(expected("instructions", "a string", &other)),
         }
-        let store = match field(obj, "store") {
+        let store = match &body.store {
             None => true,
             Some(Value::Bool(b)) => *b,
             Some(other) => return Err(expected("store", "a boolean", other)),
         };
-        let previous = match field(obj, "previous_response_id") {
+        let previous = match body.previous_response_id.take() {
             None => None,
-            Some(Value::String(id)) => Some(id.as_str()),
-            Some(other) => return Err(expected("previous_response_id", "a string", other)),
+            Some(Value::String(id)) => Some(id),
+            Some(other) => return Err(expected("previous_response_id", "a string", &other)),
         };
+        let keeping = store && held.secs > 0;
         let mut calls = Calls::default();
         // The earlier turns first, as OpenAI puts them; their
         // instructions are not carried over.
-        if let Some(id) = previous {
+        if let Some(id) = &previous {
             let Some(history) = &held.history else {
                 return Err(unknown_response(id, held));
             };
             for (j, item) in history.iter().enumerate() {
                 let at = format!("previous_response_id[{j}]");
-                input_item(&at, item, &mut messages, &mut calls, &mut dropped)?;
+                input_item(&at, item.clone(), messages, &mut calls, &mut dropped)?;
             }
         }
-        // The new input, each reference replaced by its item.
-        let mut input: Vec<&Value> = Vec::new();
-        let mut said = None;
-        match field(obj, "input") {
+        // The new input, each reference replaced by its item; what is
+        // kept is copied only when the response is kept.
+        let mut input: Vec<Value> = Vec::new();
+        match body.input.take() {
             // A turn may add nothing to the one it follows.
             None if previous.is_some() => {}
             None => {
@@ -479,18 +496,21 @@ impl Request {
                 ));
             }
             Some(Value::String(s)) => {
-                messages.push(json!({"role": "user", "content": s}));
-                said = Some(s);
+                if keeping {
+                    input.push(json!({"role": "user", "content": s}));
+                }
+                messages.push(Msg::new(Role::User, s));
             }
             Some(Value::Array(items)) => {
-                for (i, item) in items.iter().enumerate() {
+                for (i, item) in items.into_iter().enumerate() {
                     let at = format!("input[{i}]");
-                    let item = match reference(item) {
+                    let item = match reference(&item) {
                         None => item,
                         Some(Some(Value::String(id))) => held
                             .items
                             .get(id)
-                            .ok_or_else(|| unknown_item(&at, id, held))?,
+                            .ok_or_else(|| unknown_item(&at, id, held))?
+                            .clone(),
                         Some(Some(other)) => {
                             return Err(expected(&format!("{at}.id"), "a string", other));
                         }
@@ -501,16 +521,18 @@ impl Request {
                             ));
                         }
                     };
-                    input_item(&at, item, &mut messages, &mut calls, &mut dropped)?;
-                    input.push(item);
+                    if keeping {
+                        input.push(item.clone());
+                    }
+                    input_item(&at, item, messages, &mut calls, &mut dropped)?;
                 }
             }
-            Some(other) => return Err(expected("input", "a string or an array", other)),
+            Some(other) => return Err(expected("input", "a string or an array", &other)),
         }
         // Instructions alone, or an empty text, ask nothing.
         if !messages
             .iter()
-            .any(|m| m["role"] != "system" && has_content(m))
+            .any(|m| m.role != Role::System && m.has_content())
         {
             return Err(bad(
                 "input",
@@ -518,12 +540,12 @@ impl Request {
                  answer",
             ));
         }
-        chat.insert("messages".into(), Value::Array(messages));
-        tools(obj, &mut chat, &mut dropped)?;
-        match field(obj, "max_output_tokens") {
+        let settings = &mut chat.settings;
+        tools(&mut body, settings, &mut dropped)?;
+        match body.max_output_tokens.take() {
             None => {}
             Some(Value::Number(n)) if n.as_u64().is_some_and(|v| v >= 1) => {
-                chat.insert("max_tokens".into(), json!(n));
+                settings.max_tokens = Some(n);
             }
             Some(other) => {
                 return Err(bad(
@@ -532,39 +554,32 @@ impl Request {
                 ));
             }
         }
-        for name in ["temperature", "top_p"] {
-            if let Some(v) = field(obj, name) {
-                chat.insert(name.into(), v.clone());
-            }
-        }
-        text(obj, &mut chat, &mut dropped)?;
-        for name in ["reasoning", "top_logprobs", "max_tool_calls"] {
-            if field(obj, name).is_some() {
+        settings.temperature = body.temperature.take();
+        settings.top_p = body.top_p.take();
+        text(body.text.take(), settings, &mut dropped)?;
+        for (name, v) in [
+            ("reasoning", &body.reasoning),
+            ("top_logprobs", &body.top_logprobs),
+            ("max_tool_calls", &body.max_tool_calls),
+        ] {
+            if v.is_some() {
                 dropped.add(name);
             }
         }
-        let stream = match field(obj, "stream") {
+        settings.stream = match &body.stream {
             None => false,
             Some(Value::Bool(b)) => *b,
             Some(other) => return Err(expected("stream", "a boolean", other)),
         };
-        chat.insert("stream".into(), json!(stream));
         // Whatever else was sent, and asks for something: reported.
-        for (name, v) in obj {
-            let known = HANDLED.contains(&name.as_str()) || HARMLESS.iter().any(|(h, _)| h == name);
+        for (name, v) in &body.rest {
+            let known = HARMLESS.iter().any(|(h, _)| h == name);
             if !known && !v.is_null() {
                 dropped.add(name.as_str());
             }
         }
-        let req = ChatRequest::from_openai_value(Value::Object(chat)).map_err(invalid_request)?;
-        let keep = (store && held.secs > 0).then(|| ToKeep {
-            previous: previous.map(str::to_string),
-            input: match said {
-                Some(s) => vec![json!({"role": "user", "content": s})],
-                None => input.into_iter().cloned().collect(),
-            },
-        });
-        let mut echo = echo(obj);
+        let req = hand_over(chat)?;
+        let keep = keeping.then_some(ToKeep { previous, input });
         echo.store = keep.is_some();
         Ok(Parsed {
             req,
@@ -575,22 +590,59 @@ impl Request {
     }
 }
 
+/// The chat request, handed to the router as every surface built on
+/// chat's does: through the chat API's parser, whose refusals (a
+/// `temperature` out of range, say) are this surface's.
+fn hand_over(chat: Chat) -> Result<ChatRequest, ApiError> {
+    ChatRequest::from_openai_value(chat.into_json()).map_err(invalid_request)
+}
+
+/// The body as [`RequestIn`], read straight from its bytes; when that
+/// fails (it is not JSON, not an object, or names a field twice), read as
+/// an object first, with that parser's refusals and its rule that the
+/// last of two same-named fields counts.
+fn read_body(body: &[u8]) -> Result<RequestIn, ApiError> {
+    if let Ok(b) = serde_json::from_slice(body) {
+        return Ok(b);
+    }
+    let obj = openai_object(body).map_err(invalid_request)?;
+    typed("", Value::Object(obj))
+}
+
+/// `v` as `T`, a view every value of the shape checked before reads as;
+/// serde's words, should one not.
+fn typed<T: DeserializeOwned>(at: &str, v: Value) -> Result<T, ApiError> {
+    T::deserialize(v).map_err(|e| bad(at, e))
+}
+
+/// The string `v`, required at `at`.
+fn required(at: &str, v: Option<Value>) -> Result<String, ApiError> {
+    match v {
+        Some(Value::String(s)) => Ok(s),
+        Some(other) => Err(expected(at, "a string", &other)),
+        None => Err(ApiError::invalid(
+            "missing_required_parameter",
+            format!("Missing required parameter: '{at}'."),
+        )),
+    }
+}
+
 /// What needs a store route does not keep, or a mode it does not run.
-fn refuse_stateful(obj: &Map<String, Value>) -> Result<(), ApiError> {
-    if field(obj, "conversation").is_some() {
+fn refuse_stateful(body: &RequestIn) -> Result<(), ApiError> {
+    if body.conversation.is_some() {
         return Err(refused(
             "conversation",
             "route keeps no conversations; send the whole conversation as input, or name the \
              response it follows as previous_response_id",
         ));
     }
-    if field(obj, "background") == Some(&Value::Bool(true)) {
+    if body.background == Some(Value::Bool(true)) {
         return Err(refused(
             "background",
             "route answers while the request is open and keeps no responses to poll",
         ));
     }
-    if field(obj, "prompt").is_some() {
+    if body.prompt.is_some() {
         return Err(refused(
             "prompt",
             "a stored prompt template lives in an OpenAI project; send its text as \
@@ -600,75 +652,67 @@ fn refuse_stateful(obj: &Map<String, Value>) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Whether a chat message built here says anything: text that is not
-/// empty, any other part, or tool calls.
-fn has_content(m: &Value) -> bool {
-    match &m["content"] {
-        Value::String(s) => !s.is_empty(),
-        Value::Array(parts) => !parts.is_empty(),
-        _ => m.get("tool_calls").is_some(),
-    }
-}
-
 /// One `input` item (at `at`, `input[2]`), appended to `messages` as
 /// chat messages.
 fn input_item(
     at: &str,
-    item: &Value,
-    messages: &mut Vec<Value>,
+    item: Value,
+    messages: &mut Vec<Msg>,
     calls: &mut Calls,
     dropped: &mut Dropped,
 ) -> Result<(), ApiError> {
-    let Value::Object(obj) = item else {
-        return Err(expected(at, "an object", item));
+    let Value::Object(obj) = &item else {
+        return Err(expected(at, "an object", &item));
     };
-    let ty = match field(obj, "type") {
-        None if obj.contains_key("role") => "message",
+    let item: ItemIn = match field(obj, "type") {
+        None if obj.contains_key("role") => ItemIn::Message(typed(at, item)?),
         None => return Err(bad(&format!("{at}.type"), "missing")),
-        Some(Value::String(t)) => t.as_str(),
+        Some(Value::String(_)) => typed(at, item)?,
         Some(other) => return Err(expected(&format!("{at}.type"), "a string", other)),
     };
-    match ty {
-        "message" => {
-            if let Some(m) = message(at, obj, dropped)? {
+    match item {
+        ItemIn::Message(m) => {
+            if let Some(m) = message(at, m, dropped)? {
                 messages.push(m);
             }
         }
-        "function_call" => {
-            let call_id = string(obj, "call_id", &format!("{at}.call_id"))?;
-            let name = string(obj, "name", &format!("{at}.name"))?;
-            let arguments = match field(obj, "arguments") {
+        ItemIn::FunctionCall {
+            call_id,
+            name,
+            arguments,
+        } => {
+            let call_id = required(&format!("{at}.call_id"), call_id)?;
+            let name = required(&format!("{at}.name"), name)?;
+            let arguments = match arguments {
                 None => String::new(),
-                Some(Value::String(s)) => s.clone(),
+                Some(Value::String(s)) => s,
                 Some(other) => other.to_string(),
             };
-            calls.function.insert(call_id.to_string());
-            let call = json!({
-                "id": call_id,
-                "type": "function",
-                "function": {"name": name, "arguments": arguments},
-            });
+            calls.function.insert(call_id.clone());
+            let call = chat::ToolCall {
+                id: call_id,
+                kind: chat::Function::Function,
+                function: chat::Call { name, arguments },
+            };
             // Calls after an assistant turn (its text, or other calls)
             // belong to that turn, as chat has them.
             match messages.last_mut() {
-                Some(m) if m["role"] == "assistant" => match m.get_mut("tool_calls") {
-                    Some(Value::Array(calls)) => calls.push(call),
-                    _ => m["tool_calls"] = json!([call]),
-                },
-                _ => messages.push(json!({
-                    "role": "assistant",
-                    "content": null,
-                    "tool_calls": [call],
-                })),
+                Some(m) if m.role == Role::Assistant => m.tool_calls.push(call),
+                _ => messages.push(Msg {
+                    role: Role::Assistant,
+                    tool_call_id: None,
+                    content: None,
+                    tool_calls: vec![call],
+                }),
             }
         }
-        "function_call_output" => {
-            let call_id = string(obj, "call_id", &format!("{at}.call_id"))?;
-            if calls.dropped.contains(call_id) {
-                dropped.add(format!("input[{ty}]"));
+        ItemIn::FunctionCallOutput { call_id, output } => {
+            let call_id = required(&format!("{at}.call_id"), call_id)?;
+            if calls.dropped.contains(&call_id) {
+                dropped.add("input[function_call_output]");
                 return Ok(());
             }
-            if !calls.function.contains(call_id) {
+            if !calls.function.contains(&call_id) {
                 return Err(bad(
                     &format!("{at}.call_id"),
                     format!(
@@ -677,20 +721,21 @@ fn input_item(
                     ),
                 ));
             }
-            let output = match field(obj, "output") {
-                Some(Value::String(s)) => s.clone(),
+            let output = match output {
+                Some(Value::String(s)) => s,
                 Some(Value::Array(parts)) => {
                     let mut text = Vec::new();
-                    for (j, p) in parts.iter().enumerate() {
+                    for (j, p) in parts.into_iter().enumerate() {
                         let pat = format!("{at}.output[{j}]");
-                        match p.get("type").and_then(Value::as_str) {
-                            Some("input_text" | "output_text") => match p.get("text") {
-                                Some(Value::String(t)) => text.push(t.clone()),
+                        let p: OutputPartIn = view(p);
+                        match p.kind.as_deref() {
+                            Some("input_text" | "output_text") => match p.text {
+                                Some(Value::String(t)) => text.push(t),
                                 other => {
                                     return Err(expected(
                                         &format!("{pat}.text"),
                                         "a string",
-                                        other.unwrap_or(&Value::Null),
+                                        &other.unwrap_or(Value::Null),
                                     ));
                                 }
                             },
@@ -712,7 +757,7 @@ fn input_item(
                     return Err(expected(
                         &format!("{at}.output"),
                         "a string or an array",
-                        other,
+                        &other,
                     ));
                 }
                 None => {
@@ -722,29 +767,33 @@ fn input_item(
                     ));
                 }
             };
-            messages.push(json!({"role": "tool", "tool_call_id": call_id, "content": output}));
+            messages.push(Msg {
+                role: Role::Tool,
+                tool_call_id: Some(call_id),
+                content: Some(chat::Content::Text(output)),
+                tool_calls: Vec::new(),
+            });
         }
         // Reasoning from an earlier turn: only the model that wrote it can
         // read it (it is encrypted, or a summary), and the answer does not
         // depend on it.
-        "reasoning" => {}
-        t if let Some((_, why)) = REFUSED_ITEMS.iter().find(|(r, _)| *r == t) => {
+        ItemIn::Reasoning {} => {}
+        ItemIn::Other { kind, .. }
+            if let Some((_, why)) = REFUSED_ITEMS.iter().find(|(r, _)| *r == kind) =>
+        {
             return Err(refused(
                 &format!("{at}.type"),
-                format!("an item of type {t:?}: {why}"),
+                format!("an item of type {kind:?}: {why}"),
             ));
         }
         // A built-in tool's call or output (BUILT_IN_ITEMS), or a type
         // route does not know: no upstream here could read it. An
         // `item_reference` here is one inside a stored item, which route
         // never stores.
-        t => {
-            for k in ["call_id", "id"] {
-                if let Some(Value::String(id)) = field(obj, k) {
-                    calls.dropped.insert(id.clone());
-                }
-            }
-            dropped.add(format!("input[{t}]"));
+        ItemIn::Other { kind, call_id, id } => {
+            calls.dropped.extend(call_id);
+            calls.dropped.extend(id);
+            dropped.add(format!("input[{kind}]"));
         }
     }
     Ok(())
@@ -753,55 +802,53 @@ fn input_item(
 /// A `message` input item as a chat message; `None` when its role is one
 /// route does not know (dropped and reported as `role[ROLE]`), or when
 /// every part of its content was dropped.
-fn message(
-    at: &str,
-    obj: &Map<String, Value>,
-    dropped: &mut Dropped,
-) -> Result<Option<Value>, ApiError> {
-    let role = string(obj, "role", &format!("{at}.role"))?;
-    if !matches!(role, "user" | "assistant" | "system" | "developer") {
+fn message(at: &str, m: MessageIn, dropped: &mut Dropped) -> Result<Option<Msg>, ApiError> {
+    let role = required(&format!("{at}.role"), m.role)?;
+    let Some(role) = Role::of_message(&role) else {
         dropped.add(format!("role[{role}]"));
         return Ok(None);
-    }
+    };
     // A message is its role and content; its `id` and `status` are the
     // item's bookkeeping, and `phase` (an assistant message's
     // `commentary` or `final_answer`) only labels what was said. Anything
     // else goes, named.
-    for (k, v) in obj {
-        if !v.is_null()
-            && !matches!(
-                k.as_str(),
-                "type" | "role" | "content" | "id" | "status" | "phase"
-            )
-        {
+    for (k, v) in &m.rest {
+        if !v.is_null() && !matches!(k.as_str(), "type" | "id" | "status" | "phase") {
             dropped.add(format!("input.{k}"));
         }
     }
-    let content = match field(obj, "content") {
-        Some(Value::String(s)) => json!(s),
+    let content = match m.content {
+        Some(Value::String(s)) => chat::Content::Text(s),
         Some(Value::Array(parts)) => {
+            let sent = parts.len();
             let mut out = Vec::new();
-            for (j, p) in parts.iter().enumerate() {
+            for (j, p) in parts.into_iter().enumerate() {
                 if let Some(part) = content_part(&format!("{at}.content[{j}]"), p, dropped)? {
                     out.push(part);
                 }
             }
-            if out.is_empty() && !parts.is_empty() {
+            if out.is_empty() && sent > 0 {
                 return Ok(None);
             }
             // All text: one string, which every dialect reads the same way.
-            if out.iter().all(|p| p["type"] == "text") {
-                let texts: Vec<&str> = out.iter().filter_map(|p| p["text"].as_str()).collect();
-                json!(texts.join("\n\n"))
+            if out.iter().all(|p| matches!(p, Part::Text(_))) {
+                let texts: Vec<String> = out
+                    .into_iter()
+                    .filter_map(|p| match p {
+                        Part::Text(t) => Some(t),
+                        Part::ImageUrl { .. } => None,
+                    })
+                    .collect();
+                chat::Content::Text(texts.join("\n\n"))
             } else {
-                Value::Array(out)
+                chat::Content::Parts(out)
             }
         }
         Some(other) => {
             return Err(expected(
                 &format!("{at}.content"),
                 "a string or an array",
-                other,
+                &other,
             ));
         }
         None => {
@@ -811,70 +858,67 @@ fn message(
             ));
         }
     };
-    Ok(Some(json!({"role": role, "content": content})))
+    Ok(Some(Msg {
+        role,
+        tool_call_id: None,
+        content: Some(content),
+        tool_calls: Vec::new(),
+    }))
 }
 
 /// One content part as a chat content part; `None` for a part type route
 /// does not know, dropped and reported as `content[TYPE]`.
-fn content_part(at: &str, p: &Value, dropped: &mut Dropped) -> Result<Option<Value>, ApiError> {
-    let Value::Object(obj) = p else {
-        return Err(expected(at, "an object", p));
+fn content_part(at: &str, p: Value, dropped: &mut Dropped) -> Result<Option<Part>, ApiError> {
+    let Value::Object(obj) = &p else {
+        return Err(expected(at, "an object", &p));
     };
-    let ty = string(obj, "type", &format!("{at}.type"))?;
-    match ty {
-        "input_text" | "output_text" | "text" => {
-            let text = string(obj, "text", &format!("{at}.text"))?;
-            Ok(Some(json!({"type": "text", "text": text})))
-        }
-        // An assistant turn that refused: what the model said.
-        "refusal" => {
-            let text = string(obj, "refusal", &format!("{at}.refusal"))?;
-            Ok(Some(json!({"type": "text", "text": text})))
-        }
-        "input_image" => {
-            if field(obj, "file_id").is_some() {
+    string(obj, "type", &format!("{at}.type"))?;
+    match typed(at, p)? {
+        PartIn::InputText { text } => Ok(Some(Part::Text(required(&format!("{at}.text"), text)?))),
+        PartIn::Refusal { refusal } => Ok(Some(Part::Text(required(
+            &format!("{at}.refusal"),
+            refusal,
+        )?))),
+        PartIn::InputImage {
+            file_id,
+            image_url,
+            detail,
+        } => {
+            if file_id.is_some() {
                 return Err(refused(
                     &format!("{at}.file_id"),
                     "route has no file store; send the image as image_url (a URL or a data: URL)",
                 ));
             }
-            let url = string(obj, "image_url", &format!("{at}.image_url"))?;
-            let mut image = json!({"url": url});
-            if let Some(d) = field(obj, "detail") {
-                image["detail"] = d.clone();
-            }
-            Ok(Some(json!({"type": "image_url", "image_url": image})))
+            let url = required(&format!("{at}.image_url"), image_url)?;
+            Ok(Some(Part::ImageUrl { url, detail }))
         }
-        "input_file" => Err(refused(
+        PartIn::InputFile {} => Err(refused(
             &format!("{at}.type"),
             "file inputs need a file store and document reading no upstream here is known to \
              have; send the text as input_text",
         )),
-        "input_audio" => Err(refused(&format!("{at}.type"), "audio input is not routed")),
-        t => {
-            dropped.add(format!("content[{t}]"));
+        PartIn::InputAudio {} => Err(refused(&format!("{at}.type"), "audio input is not routed")),
+        PartIn::Other { kind } => {
+            dropped.add(format!("content[{kind}]"));
             Ok(None)
         }
     }
 }
 
 /// `tools`, `tool_choice` and `parallel_tool_calls` as chat's.
-fn tools(
-    obj: &Map<String, Value>,
-    chat: &mut Map<String, Value>,
-    dropped: &mut Dropped,
-) -> Result<(), ApiError> {
+fn tools(body: &mut RequestIn, chat: &mut Settings, dropped: &mut Dropped) -> Result<(), ApiError> {
     let mut functions = Vec::new();
     let mut built_in = Vec::new();
-    match field(obj, "tools") {
+    match body.tools.take() {
         None => {}
         Some(Value::Array(list)) => {
-            for (i, t) in list.iter().enumerate() {
+            for (i, t) in list.into_iter().enumerate() {
                 let at = format!("tools[{i}]");
-                let Value::Object(t) = t else {
-                    return Err(expected(&at, "an object", t));
+                let Value::Object(obj) = &t else {
+                    return Err(expected(&at, "an object", &t));
                 };
-                let ty = string(t, "type", &format!("{at}.type"))?;
+                let ty = string(obj, "type", &format!("{at}.type"))?;
                 // Any other type (`web_search`, `file_search`, `local_shell`,
                 // `mcp`, `custom`, …) is a tool OpenAI runs or a grammar
                 // no upstream here takes.
@@ -882,22 +926,24 @@ fn tools(
                     built_in.push(ty.to_string());
                     continue;
                 }
-                let name = string(t, "name", &format!("{at}.name"))?;
-                let mut function = json!({"name": name});
-                for k in ["description", "parameters", "strict"] {
-                    if let Some(v) = field(t, k) {
-                        function[k] = v.clone();
-                    }
-                }
-                functions.push(json!({"type": "function", "function": function}));
+                let t: ToolIn = typed(&at, t)?;
+                functions.push(chat::Tool {
+                    kind: chat::Function::Function,
+                    function: chat::Declaration {
+                        name: required(&format!("{at}.name"), t.name)?,
+                        description: t.description,
+                        parameters: t.parameters,
+                        strict: t.strict,
+                    },
+                });
             }
         }
-        Some(other) => return Err(expected("tools", "an array", other)),
+        Some(other) => return Err(expected("tools", "an array", &other)),
     }
-    let choice = match field(obj, "tool_choice") {
+    let choice = match body.tool_choice.take() {
         None => None,
         Some(Value::String(s)) => match s.as_str() {
-            "auto" | "none" => Some(json!(s)),
+            "auto" | "none" => Some(ToolChoice::Mode(s)),
             "required" if functions.is_empty() && !built_in.is_empty() => {
                 return Err(refused(
                     "tool_choice",
@@ -908,7 +954,7 @@ fn tools(
                     ),
                 ));
             }
-            "required" => Some(json!(s)),
+            "required" => Some(ToolChoice::Mode(s)),
             _ => {
                 return Err(bad(
                     "tool_choice",
@@ -916,106 +962,102 @@ fn tools(
                 ));
             }
         },
-        Some(Value::Object(c)) => match c.get("type").and_then(Value::as_str) {
-            Some("function") => {
-                let name = string(c, "name", "tool_choice.name")?;
-                Some(json!({"type": "function", "function": {"name": name}}))
+        Some(c @ Value::Object(_)) => {
+            let c: ToolChoiceIn = view(c);
+            match c.kind.as_deref() {
+                Some("function") => Some(ToolChoice::Forced {
+                    kind: chat::Function::Function,
+                    function: chat::Named {
+                        name: required("tool_choice.name", c.name)?,
+                    },
+                }),
+                Some("allowed_tools") => {
+                    return Err(refused(
+                        "tool_choice",
+                        "allowed_tools is not translated; send only the tools the model may \
+                         call, with tool_choice 'auto' or 'required'",
+                    ));
+                }
+                Some(t) => {
+                    return Err(refused(
+                        "tool_choice",
+                        format!(
+                            "it forces the tool type {t:?}: only function tools are routed \
+                             (built-in tools run at OpenAI, which no upstream here is)"
+                        ),
+                    ));
+                }
+                None => return Err(bad("tool_choice.type", "missing")),
             }
-            Some("allowed_tools") => {
-                return Err(refused(
-                    "tool_choice",
-                    "allowed_tools is not translated; send only the tools the model may call, \
-                     with tool_choice 'auto' or 'required'",
-                ));
-            }
-            Some(t) => {
-                return Err(refused(
-                    "tool_choice",
-                    format!(
-                        "it forces the tool type {t:?}: only function tools are routed (built-in \
-                         tools run at OpenAI, which no upstream here is)"
-                    ),
-                ));
-            }
-            None => return Err(bad("tool_choice.type", "missing")),
-        },
-        Some(other) => return Err(expected("tool_choice", "a string or an object", other)),
+        }
+        Some(other) => return Err(expected("tool_choice", "a string or an object", &other)),
     };
     for t in built_in {
         dropped.add(format!("tools[{t}]"));
     }
-    if let Some(name) = choice.as_ref().and_then(|c| c["function"]["name"].as_str())
-        && !functions.iter().any(|f| f["function"]["name"] == name)
+    if let Some(ToolChoice::Forced { function, .. }) = &choice
+        && !functions.iter().any(|f| f.function.name == function.name)
     {
         return Err(bad(
             "tool_choice",
-            format!("it names the function {name:?}, which is not among the function tools"),
+            format!(
+                "it names the function {:?}, which is not among the function tools",
+                function.name
+            ),
         ));
     }
     if functions.is_empty() {
         return Ok(());
     }
-    chat.insert("tools".into(), Value::Array(functions));
-    if let Some(c) = choice {
-        chat.insert("tool_choice".into(), c);
-    }
-    if let Some(p) = field(obj, "parallel_tool_calls") {
-        chat.insert("parallel_tool_calls".into(), p.clone());
-    }
+    chat.tools = functions;
+    chat.tool_choice = choice;
+    chat.parallel_tool_calls = body.parallel_tool_calls.take();
     Ok(())
 }
 
 /// `text.format` as `response_format`, `text.verbosity` as `verbosity`
 /// (reported as `text.verbosity` when dropped: [`RENAMED`]); any other
 /// field of `text` is reported as `text.NAME`.
-fn text(
-    obj: &Map<String, Value>,
-    chat: &mut Map<String, Value>,
-    dropped: &mut Dropped,
-) -> Result<(), ApiError> {
-    let Some(text) = field(obj, "text") else {
+fn text(text: Option<Value>, chat: &mut Settings, dropped: &mut Dropped) -> Result<(), ApiError> {
+    let Some(text) = text else {
         return Ok(());
     };
-    let Value::Object(text) = text else {
-        return Err(expected("text", "an object", text));
-    };
-    for (name, v) in text {
-        if !matches!(name.as_str(), "format" | "verbosity") && !v.is_null() {
+    if !text.is_object() {
+        return Err(expected("text", "an object", &text));
+    }
+    let text: TextIn = typed("text", text)?;
+    for (name, v) in &text.rest {
+        if !v.is_null() {
             dropped.add(format!("text.{name}"));
         }
     }
-    if let Some(v) = field(text, "verbosity") {
-        chat.insert("verbosity".into(), v.clone());
-    }
-    let Some(format) = field(text, "format") else {
+    chat.verbosity = text.verbosity;
+    let Some(format) = text.format else {
         return Ok(());
     };
-    let Value::Object(format) = format else {
-        return Err(expected("text.format", "an object", format));
+    let Value::Object(obj) = &format else {
+        return Err(expected("text.format", "an object", &format));
     };
-    match string(format, "type", "text.format.type")? {
+    match string(obj, "type", "text.format.type")? {
         "text" => {}
-        "json_object" => {
-            chat.insert("response_format".into(), json!({"type": "json_object"}));
-        }
+        "json_object" => chat.response_format = Some(ResponseFormat::JsonObject),
         "json_schema" => {
-            let name = string(format, "name", "text.format.name")?;
-            let Some(schema) = field(format, "schema") else {
+            let f: FormatIn = typed("text.format", format)?;
+            let name = required("text.format.name", f.name)?;
+            let Some(schema) = f.schema else {
                 return Err(ApiError::invalid(
                     "missing_required_parameter",
                     "Missing required parameter: 'text.format.schema'.",
                 ));
             };
-            let mut js = json!({"name": name, "schema": schema});
-            for k in ["strict", "description"] {
-                if let Some(v) = field(format, k) {
-                    js[k] = v.clone();
-                }
-            }
-            chat.insert(
-                "response_format".into(),
-                json!({"type": "json_schema", "json_schema": js}),
-            );
+            chat.response_format = Some(ResponseFormat::JsonSchema {
+                json_schema: Box::new(chat::JsonSchema {
+                    name,
+                    schema,
+                    strict: f.strict,
+                    description: f.description,
+                }),
+            });
         }
         t => {
             return Err(bad(
@@ -1030,24 +1072,28 @@ fn text(
 /// The request settings a `response` object repeats: the function tools
 /// (built-in ones were not offered to the model), `tool_choice`, and the
 /// sampling and text settings as sent, with OpenAI's defaults.
-fn echo(obj: &Map<String, Value>) -> Echo {
-    let get = |k: &str| field(obj, k).cloned().unwrap_or(Value::Null);
-    let or = |k: &str, default: Value| field(obj, k).cloned().unwrap_or(default);
+fn echo(body: &RequestIn) -> Echo {
+    let get = |v: &Option<Value>| v.clone().unwrap_or(Value::Null);
+    let or = |v: &Option<Value>, default: Value| v.clone().unwrap_or(default);
+    // Harmless fields, not handled, so among the rest.
+    let rest = |k: &str| field(&body.rest, k).cloned();
     Echo {
-        instructions: get("instructions"),
-        max_output_tokens: get("max_output_tokens"),
-        metadata: or("metadata", json!({})),
-        parallel_tool_calls: field(obj, "parallel_tool_calls")
+        instructions: get(&body.instructions),
+        max_output_tokens: get(&body.max_output_tokens),
+        metadata: or(&rest("metadata"), json!({})),
+        parallel_tool_calls: body
+            .parallel_tool_calls
+            .as_ref()
             .and_then(Value::as_bool)
             .unwrap_or(true),
-        previous_response_id: get("previous_response_id"),
-        reasoning: get("reasoning"),
+        previous_response_id: get(&body.previous_response_id),
+        reasoning: get(&body.reasoning),
         // Set by the caller, which knows whether the response is kept.
         store: false,
-        temperature: or("temperature", json!(1.0)),
-        text: or("text", json!({"format": {"type": "text"}})),
-        tool_choice: or("tool_choice", json!("auto")),
-        tools: match field(obj, "tools") {
+        temperature: or(&body.temperature, json!(1.0)),
+        text: or(&body.text, json!({"format": {"type": "text"}})),
+        tool_choice: or(&body.tool_choice, json!("auto")),
+        tools: match &body.tools {
             Some(Value::Array(t)) => t
                 .iter()
                 .filter(|t| t["type"] == "function")
@@ -1055,9 +1101,9 @@ fn echo(obj: &Map<String, Value>) -> Echo {
                 .collect(),
             _ => Vec::new(),
         },
-        top_p: or("top_p", json!(1.0)),
-        truncation: or("truncation", json!("disabled")),
-        user: get("user"),
+        top_p: or(&body.top_p, json!(1.0)),
+        truncation: or(&rest("truncation"), json!("disabled")),
+        user: rest("user").unwrap_or(Value::Null),
     }
 }
 
@@ -1675,6 +1721,15 @@ mod tests {
             ])
         );
         assert!(p.dropped.is_empty());
+    }
+
+    #[test]
+    fn the_handled_fields_are_the_typed_ones() {
+        let body: Map<String, Value> = HANDLED.iter().map(|k| (k.to_string(), json!(1))).collect();
+        let read: RequestIn = serde_json::from_value(Value::Object(body)).unwrap();
+        assert!(read.rest.is_empty(), "{:?}", read.rest);
+        let typed = serde_json::to_string(&format!("{read:?}")).unwrap();
+        assert_eq!(typed.matches("Some(Number(1))").count(), HANDLED.len());
     }
 
     #[test]
