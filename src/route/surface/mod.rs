@@ -34,6 +34,7 @@
 
 pub mod anthropic;
 pub mod calls;
+pub mod chat_wire;
 #[cfg(test)]
 mod client_fields;
 pub mod completions;

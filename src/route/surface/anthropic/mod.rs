@@ -618,10 +618,12 @@ fn output_format(at: &str, f: Value) -> Result<chat::ResponseFormat, ApiError> {
         .filter(Value::is_object)
         .ok_or_else(|| invalid(format!("{at}.schema"), REQUIRED))?;
     Ok(chat::ResponseFormat::JsonSchema {
-        json_schema: chat::JsonSchema {
-            name: "output",
+        json_schema: Box::new(chat::JsonSchema {
+            name: "output".into(),
             schema,
-        },
+            strict: None,
+            description: None,
+        }),
     })
 }
 
@@ -1160,7 +1162,7 @@ fn read_tools(obj: &mut Map<String, Value>, dropped: &mut Dropped) -> Result<Too
                         name,
                         description: t.description.filter(|d| !d.is_null()),
                         parameters,
-                        strict: (t.strict == Some(true)).then_some(true),
+                        strict: (t.strict == Some(true)).then_some(Value::Bool(true)),
                     },
                 });
             }
@@ -1191,8 +1193,8 @@ fn read_tools(obj: &mut Map<String, Value>, dropped: &mut Dropped) -> Result<Too
                 )
             };
             match c.kind.as_deref() {
-                Some("auto") => Some(chat::ToolChoice::Mode("auto")),
-                Some("none") => Some(chat::ToolChoice::Mode("none")),
+                Some("auto") => Some(chat::ToolChoice::Mode("auto".into())),
+                Some("none") => Some(chat::ToolChoice::Mode("none".into())),
                 Some("any") => {
                     if tools.is_empty() {
                         return Err(match server.first() {
@@ -1202,7 +1204,7 @@ fn read_tools(obj: &mut Map<String, Value>, dropped: &mut Dropped) -> Result<Too
                             }
                         });
                     }
-                    Some(chat::ToolChoice::Mode("required"))
+                    Some(chat::ToolChoice::Mode("required".into()))
                 }
                 Some("tool") => {
                     let name = req_str("tool_choice", "name", c.name)?;

@@ -161,7 +161,6 @@ pub struct TokenCount {
 /// shapes and key order.
 pub mod chat {
     use serde::Serialize;
-    use serde_json::Value;
 
     /// A content part of a user turn.
     #[derive(Debug, Serialize)]
@@ -176,89 +175,15 @@ pub mod chat {
         pub url: String,
     }
 
-    /// The constant `"type": "function"` of a tool, a call and a forced
-    /// choice.
-    #[derive(Debug, Clone, Copy, Serialize)]
-    #[serde(rename_all = "snake_case")]
-    pub enum Function {
-        Function,
-    }
-
-    /// An assistant's tool call.
-    #[derive(Debug, Serialize)]
-    pub struct ToolCall {
-        pub id: String,
-        #[serde(rename = "type")]
-        pub kind: Function,
-        pub function: Call,
-    }
-
-    #[derive(Debug, Serialize)]
-    pub struct Call {
-        pub name: String,
-        pub arguments: String,
-    }
-
-    /// A function tool.
-    #[derive(Debug, Serialize)]
-    pub struct Tool {
-        #[serde(rename = "type")]
-        pub kind: Function,
-        pub function: Declaration,
-    }
-
-    #[derive(Debug, Serialize)]
-    pub struct Declaration {
-        pub name: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        pub description: Option<Value>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        pub parameters: Option<Value>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        pub strict: Option<bool>,
-    }
-
-    /// `tool_choice`: a mode, or one function forced.
-    #[derive(Debug, Serialize)]
-    #[serde(untagged)]
-    pub enum ToolChoice {
-        Mode(&'static str),
-        Forced {
-            #[serde(rename = "type")]
-            kind: Function,
-            function: Named,
-        },
-    }
-
-    #[derive(Debug, Serialize)]
-    pub struct Named {
-        pub name: String,
-    }
-
-    /// `response_format` asking for JSON that follows `schema`.
-    #[derive(Debug, Serialize)]
-    #[serde(tag = "type", rename_all = "snake_case")]
-    pub enum ResponseFormat {
-        JsonSchema { json_schema: JsonSchema },
-    }
-
-    #[derive(Debug, Serialize)]
-    pub struct JsonSchema {
-        pub name: &'static str,
-        pub schema: Value,
-    }
+    pub use crate::route::surface::chat_wire::{
+        Call, Declaration, Function, JsonSchema, Named, ResponseFormat, Tool, ToolCall, ToolChoice,
+        to_json,
+    };
 
     /// What the router reads the conversation from.
     #[derive(Debug, Serialize)]
     pub struct Metadata {
         pub user_id: String,
-    }
-
-    /// `x` as the JSON the router's request holds.
-    pub fn to_json(x: impl Serialize) -> Value {
-        // These types have only string keys and finite numbers: nothing
-        // in them can fail to serialize.
-        serde_json::to_value(x).unwrap_or_default()
     }
 }
 

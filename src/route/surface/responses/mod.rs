@@ -943,7 +943,7 @@ fn tools(body: &mut RequestIn, chat: &mut Settings, dropped: &mut Dropped) -> Re
     let choice = match body.tool_choice.take() {
         None => None,
         Some(Value::String(s)) => match s.as_str() {
-            "auto" | "none" => Some(ToolChoice::Mode(s)),
+            "auto" | "none" => Some(ToolChoice::Mode(s.into())),
             "required" if functions.is_empty() && !built_in.is_empty() => {
                 return Err(refused(
                     "tool_choice",
@@ -954,7 +954,7 @@ fn tools(body: &mut RequestIn, chat: &mut Settings, dropped: &mut Dropped) -> Re
                     ),
                 ));
             }
-            "required" => Some(ToolChoice::Mode(s)),
+            "required" => Some(ToolChoice::Mode(s.into())),
             _ => {
                 return Err(bad(
                     "tool_choice",
@@ -1052,7 +1052,7 @@ fn text(text: Option<Value>, chat: &mut Settings, dropped: &mut Dropped) -> Resu
             };
             chat.response_format = Some(ResponseFormat::JsonSchema {
                 json_schema: Box::new(chat::JsonSchema {
-                    name,
+                    name: name.into(),
                     schema,
                     strict: f.strict,
                     description: f.description,
