@@ -1020,6 +1020,20 @@ impl Resolved {
         }
     }
 }
+
+/// For unit tests: a keyless OpenAI-dialect provider's `[[providers]]`
+/// table, on a port nothing listens on, with `models` and then `more`
+/// (lines such as `enabled = false`, or a `[providers.model_limits]`
+/// table); catalogs are these tables one after another.
+#[cfg(test)]
+pub(crate) fn test_table(name: &str, models: &[&str], more: &str) -> String {
+    let models: Vec<String> = models.iter().map(|m| format!("{m:?}")).collect();
+    format!(
+        "[[providers]]\nname = {name:?}\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodels = [{}]\n{more}\n",
+        models.join(", ")
+    )
+}
+
 /// For unit tests: a provider named `local` of `dialect` at `base_url`
 /// with the one model `m`, resolved, holding `key` when one is given.
 #[cfg(test)]

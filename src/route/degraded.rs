@@ -231,7 +231,7 @@ pub fn record_served(stats_dir: &Path, key: &str, now: DateTime<Utc>) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Catalog;
+    use crate::catalog::{Catalog, test_table};
 
     fn at(secs: i64) -> DateTime<Utc> {
         DateTime::from_timestamp(1_800_000_000 + secs, 0).unwrap()
@@ -286,37 +286,19 @@ mod tests {
 
     #[test]
     fn only_usable_providers_count_and_one_active_model_makes_a_provider_active() {
+        let tables = [
+            test_table("a", &["m", "n"], ""),
+            test_table("b", &["m"], ""),
+            test_table("c", &["m"], ""),
+            test_table("off", &["m"], "enabled = false"),
+            test_table(
+                "keyed",
+                &["m"],
+                "api_key_env = \"LLMPROBE_TEST_DEGRADED_NEVER_SET\"",
+            ),
+        ];
         let catalog = Catalog::from_toml_str(
-            r#"
-            include_default_catalog = false
-            [[providers]]
-            name = "a"
-            dialect = "openai"
-            base_url = "http://127.0.0.1:9/v1"
-            models = ["m", "n"]
-            [[providers]]
-            name = "b"
-            dialect = "openai"
-            base_url = "http://127.0.0.1:9/v1"
-            models = ["m"]
-            [[providers]]
-            name = "c"
-            dialect = "openai"
-            base_url = "http://127.0.0.1:9/v1"
-            models = ["m"]
-            [[providers]]
-            name = "off"
-            dialect = "openai"
-            base_url = "http://127.0.0.1:9/v1"
-            models = ["m"]
-            enabled = false
-            [[providers]]
-            name = "keyed"
-            dialect = "openai"
-            base_url = "http://127.0.0.1:9/v1"
-            models = ["m"]
-            api_key_env = "LLMPROBE_TEST_DEGRADED_NEVER_SET"
-            "#,
+            &format!("include_default_catalog = false\n{}", tables.concat()),
             "t.toml",
         )
         .unwrap();

@@ -171,22 +171,13 @@ mod tests {
     use chrono::TimeDelta;
 
     use super::*;
-    use crate::catalog::Catalog;
+    use crate::catalog::{Catalog, test_table};
     use crate::clock::Clock;
     use crate::route::cooldown::Scope;
 
-    const CATALOG: &str = r#"
-        [[providers]]
-        name = "a"
-        dialect = "openai"
-        base_url = "http://127.0.0.1:9/v1"
-        models = ["m", "n"]
-        [[providers]]
-        name = "b"
-        dialect = "openai"
-        base_url = "http://127.0.0.1:9/v1"
-        models = ["m"]
-    "#;
+    fn catalog() -> String {
+        test_table("a", &["m", "n"], "") + &test_table("b", &["m"], "")
+    }
 
     fn bench(target: &str, scope: Scope, now: DateTime<Utc>, heuristic: bool) -> Bench {
         Bench {
@@ -208,7 +199,7 @@ mod tests {
             r#"{"a::n": {"state": "paused", "reason": "timeout", "since": "2026-01-01T00:00:00Z", "consecutive_failures": 1}}"#,
         )
         .unwrap();
-        let catalog = Catalog::from_toml_str(CATALOG, "test.toml").unwrap();
+        let catalog = Catalog::from_toml_str(&catalog(), "test.toml").unwrap();
         let engine = Engine::new(
             &catalog,
             catalog.route.clone(),

@@ -548,29 +548,24 @@ impl<'e> Run<'e> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Catalog;
+    use crate::catalog::{Catalog, test_table};
     use crate::clock::Clock;
     use crate::route::ask::Ask;
     use crate::upstream::dialect::ChatRequest;
 
     // Two keyless providers on a port nothing listens on: no step here
     // sends anything; `send` is a closure.
-    const CATALOG: &str = r#"
-        [[providers]]
-        name = "a"
-        dialect = "openai"
-        base_url = "http://127.0.0.1:9/v1"
-        models = ["m", "n"]
-        [providers.model_limits]
-        "n" = { rpm = 1 }
-        [[providers]]
-        name = "b"
-        dialect = "openai"
-        base_url = "http://127.0.0.1:9/v1"
-        models = ["m", "t"]
-        [providers.model_limits]
-        "t" = { tpm = 100 }
-    "#;
+    fn catalog() -> String {
+        test_table(
+            "a",
+            &["m", "n"],
+            "[providers.model_limits]\n\"n\" = { rpm = 1 }",
+        ) + &test_table(
+            "b",
+            &["m", "t"],
+            "[providers.model_limits]\n\"t\" = { tpm = 100 }",
+        )
+    }
 
     struct Fixture {
         dir: tempfile::TempDir,
@@ -579,7 +574,7 @@ mod tests {
 
     /// An engine on the test clock, which [`Fixture::advance`] moves.
     fn fixture() -> Fixture {
-        fixture_with(CATALOG)
+        fixture_with(&catalog())
     }
 
     fn fixture_with(catalog: &str) -> Fixture {
@@ -1327,19 +1322,9 @@ mod tests {
     #[tokio::test]
     async fn known_able_goes_first_unknown_next_and_known_unable_never() {
         let f = fixture_with(
-            r#"
-            include_default_catalog = false
-            [[providers]]
-            name = "a"
-            dialect = "openai"
-            base_url = "http://127.0.0.1:9/v1"
-            models = ["m", "n"]
-            [[providers]]
-            name = "b"
-            dialect = "openai"
-            base_url = "http://127.0.0.1:9/v1"
-            models = ["m", "t"]
-        "#,
+            &("include_default_catalog = false\n".to_string()
+                + &test_table("a", &["m", "n"], "")
+                + &test_table("b", &["m", "t"], "")),
         );
         let seen = crate::time::format_ts(f.engine.clock.now() - chrono::TimeDelta::hours(1));
         write_caps(

@@ -39,6 +39,7 @@ pub mod chat_wire;
 mod client_fields;
 pub mod completions;
 pub mod error;
+pub mod lenient;
 pub mod openai;
 pub mod responses;
 

@@ -195,9 +195,10 @@ pub mod chat {
 /// absent. A block of a type route does not know is data
 /// ([`BlockIn::Other`]), not a parse error.
 pub mod input {
-    use serde::de::DeserializeOwned;
-    use serde::{Deserialize, Deserializer};
+    use serde::Deserialize;
     use serde_json::Value;
+
+    pub use crate::route::surface::lenient::{lenient, view};
 
     /// A content block, by its `type`.
     #[derive(Debug, Deserialize, strum::IntoStaticStr)]
@@ -321,25 +322,5 @@ pub mod input {
     #[derive(Debug, Default, Deserialize)]
     pub struct ContextManagementIn {
         pub edits: Option<Value>,
-    }
-
-    /// A view of `v`, or its default when `v` is not an object of that
-    /// shape: for the views whose every field is optional and lenient, a
-    /// value route reads nothing from. Only an object: serde would read
-    /// a struct from a list too.
-    pub fn view<T: DeserializeOwned + Default>(v: Value) -> T {
-        match v {
-            Value::Object(_) => T::deserialize(v).unwrap_or_default(),
-            _ => T::default(),
-        }
-    }
-
-    /// A field read leniently: a value of another type reads as absent.
-    fn lenient<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-    where
-        D: Deserializer<'de>,
-        T: DeserializeOwned,
-    {
-        Ok(T::deserialize(Value::deserialize(d)?).ok())
     }
 }

@@ -10,9 +10,10 @@
 /// kind as absent. An item or content part of a type route does not know
 /// is data ([`ItemIn::Other`], [`PartIn::Other`]), not a parse error.
 pub mod input {
-    use serde::de::DeserializeOwned;
-    use serde::{Deserialize, Deserializer};
+    use serde::Deserialize;
     use serde_json::{Map, Value};
+
+    pub use crate::route::surface::lenient::{lenient, view};
 
     /// The request body. Each field route handles (`HANDLED`) is one of
     /// these; whatever else was sent is `rest`, reported by name unless
@@ -151,25 +152,6 @@ pub mod input {
         pub schema: Option<Value>,
         pub strict: Option<Value>,
         pub description: Option<Value>,
-    }
-
-    /// A view of `v`, or its default when `v` is not an object of that
-    /// shape: for the views whose every field is optional and lenient.
-    /// Only an object: serde would read a struct from a list too.
-    pub fn view<T: DeserializeOwned + Default>(v: Value) -> T {
-        match v {
-            Value::Object(_) => T::deserialize(v).unwrap_or_default(),
-            _ => T::default(),
-        }
-    }
-
-    /// A field read leniently: a value of another type reads as absent.
-    fn lenient<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-    where
-        D: Deserializer<'de>,
-        T: DeserializeOwned,
-    {
-        Ok(T::deserialize(Value::deserialize(d)?).ok())
     }
 }
 
