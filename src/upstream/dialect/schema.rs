@@ -39,54 +39,90 @@ const MAX_REF_DEPTH: usize = 6;
 /// `schema` in Gemini's subset. `$ref`s resolve against `schema` itself
 /// (`#/$defs/…`, `#/definitions/…`).
 pub fn gemini_schema(schema: &Value) -> Value {
-    convert(schema, schema, 0)
+    Value::Object(convert(schema, schema, 0))
 }
 
 /// Tool parameters in Gemini's subset, or `None` when the function takes
 /// no arguments: Gemini refuses an object schema without properties there.
 pub fn gemini_parameters(schema: &Value) -> Option<Value> {
-    let out = gemini_schema(schema);
-    let no_properties = out
-        .get("properties")
-        .and_then(Value::as_object)
-        .is_none_or(Map::is_empty);
-    let is_object = out.get("type").and_then(Value::as_str) == Some("object");
-    (!(is_object && no_properties)).then_some(out)
+    let out = convert(schema, schema, 0);
+    (!is_bare_object(&out)).then_some(Value::Object(out))
 }
 
-fn convert(s: &Value, root: &Value, depth: usize) -> Value {
+/// The keywords of one schema object that [`convert`] reads, taken out of
+/// it in one pass; every other keyword is left out.
+#[derive(Default)]
+struct Keywords {
+    ty: Option<Value>,
+    enum_values: Option<Value>,
+    constant: Option<Value>,
+    properties: Option<Value>,
+    required: Option<Value>,
+    items: Option<Value>,
+    any_of: Option<Value>,
+    one_of: Option<Value>,
+    format: Option<Value>,
+    /// The keywords of [`KEPT`], in its order.
+    kept: [Option<Value>; KEPT.len()],
+}
+
+impl Keywords {
+    fn of(obj: Map<String, Value>) -> Self {
+        let mut kw = Self::default();
+        for (k, v) in obj {
+            let slot = match k.as_str() {
+                "type" => &mut kw.ty,
+                "enum" => &mut kw.enum_values,
+                "const" => &mut kw.constant,
+                "properties" => &mut kw.properties,
+                "required" => &mut kw.required,
+                "items" => &mut kw.items,
+                "anyOf" => &mut kw.any_of,
+                "oneOf" => &mut kw.one_of,
+                "format" => &mut kw.format,
+                other => match KEPT.iter().position(|kept| *kept == other) {
+                    Some(i) => &mut kw.kept[i],
+                    None => continue,
+                },
+            };
+            *slot = Some(v);
+        }
+        kw
+    }
+}
+
+fn convert(s: &Value, root: &Value, depth: usize) -> Map<String, Value> {
     let Value::Object(obj) = s else {
         // `true` (anything) and other non-object schemas say nothing.
-        return json!({});
+        return Map::new();
     };
-    if let Some(r) = obj.get("$ref").and_then(Value::as_str) {
+    let mut obj = obj.clone();
+    if let Some(Value::String(r)) = obj.shift_remove("$ref") {
         let target = r
             .strip_prefix('#')
             .and_then(|p| root.pointer(p))
             .filter(|_| depth < MAX_REF_DEPTH);
         let Some(target) = target else {
-            return json!({"type": "object"});
+            return Map::from_iter([("type".into(), json!("object"))]);
         };
         // Siblings of a $ref (a description, say) apply too.
         let mut merged = target.as_object().cloned().unwrap_or_default();
-        for (k, v) in obj.iter().filter(|(k, _)| *k != "$ref") {
-            merged.insert(k.clone(), v.clone());
-        }
+        merged.extend(obj);
         return convert(&Value::Object(merged), root, depth + 1);
     }
-    let mut obj = obj.clone();
     if let Some(Value::Array(parts)) = obj.shift_remove("allOf") {
         for p in parts {
             let p = match p.get("$ref") {
-                Some(_) => convert(&p, root, depth),
+                Some(_) => Value::Object(convert(&p, root, depth)),
                 None => p,
             };
             merge_into(&mut obj, p);
         }
     }
+    let kw = Keywords::of(obj);
     let mut out = Map::new();
     let mut nullable = false;
-    match obj.get("type") {
+    match kw.ty {
         Some(Value::String(t)) => {
             out.insert("type".into(), json!(t));
         }
@@ -107,9 +143,9 @@ fn convert(s: &Value, root: &Value, depth: usize) -> Value {
         }
         _ => {}
     }
-    let enum_values = match (obj.get("enum"), obj.get("const")) {
-        (Some(Value::Array(values)), _) => Some(values.clone()),
-        (None, Some(c)) => Some(vec![c.clone()]),
+    let enum_values = match (kw.enum_values, kw.constant) {
+        (Some(Value::Array(values)), _) => Some(values),
+        (None, Some(c)) => Some(vec![c]),
         _ => None,
     };
     if let Some(values) = enum_values {
@@ -125,17 +161,19 @@ fn convert(s: &Value, root: &Value, depth: usize) -> Value {
             out.entry("type").or_insert_with(|| json!(t));
         }
     }
-    if let Some(Value::Object(props)) = obj.get("properties") {
+    if let Some(Value::Object(props)) = kw.properties {
         let props: Map<String, Value> = props
-            .iter()
-            .map(|(k, v)| (k.clone(), nested(v, root, depth)))
+            .into_iter()
+            .map(|(k, v)| {
+                let v = nested(&v, root, depth);
+                (k, v)
+            })
             .collect();
-        if let Some(Value::Array(req)) = obj.get("required") {
+        if let Some(Value::Array(req)) = kw.required {
             // Gemini refuses a required property it was not given.
             let req: Vec<Value> = req
-                .iter()
+                .into_iter()
                 .filter(|r| r.as_str().is_some_and(|r| props.contains_key(r)))
-                .cloned()
                 .collect();
             if !req.is_empty() {
                 out.insert("required".into(), Value::Array(req));
@@ -145,9 +183,9 @@ fn convert(s: &Value, root: &Value, depth: usize) -> Value {
             out.insert("properties".into(), Value::Object(props));
         }
     }
-    match obj.get("items") {
+    match kw.items {
         Some(items @ Value::Object(_)) => {
-            out.insert("items".into(), nested(items, root, depth));
+            out.insert("items".into(), nested(&items, root, depth));
         }
         // A tuple (the old `items: [...]`): its first schema is the best
         // single one.
@@ -156,17 +194,13 @@ fn convert(s: &Value, root: &Value, depth: usize) -> Value {
         }
         _ => {}
     }
-    let alternatives = obj
-        .get("anyOf")
-        .or_else(|| obj.get("oneOf"))
-        .and_then(Value::as_array);
-    if let Some(alts) = alternatives {
+    if let Some(Value::Array(alts)) = kw.any_of.or(kw.one_of) {
         let mut any = Vec::new();
         for a in alts {
-            if a.get("type").and_then(Value::as_str) == Some("null") {
+            if a.as_object().and_then(named_type) == Some("null") {
                 nullable = true;
             } else {
-                any.push(nested(a, root, depth));
+                any.push(nested(&a, root, depth));
             }
         }
         match any.len() {
@@ -182,10 +216,9 @@ fn convert(s: &Value, root: &Value, depth: usize) -> Value {
             }
         }
     }
-    if let Some(Value::String(f)) = obj.get("format") {
-        let t = out.get("type").and_then(Value::as_str).unwrap_or("");
+    if let Some(Value::String(f)) = kw.format {
         let ok = matches!(
-            (t, f.as_str()),
+            (named_type(&out).unwrap_or(""), f.as_str()),
             ("string", "enum" | "date-time")
                 | ("integer", "int32" | "int64")
                 | ("number", "float" | "double")
@@ -194,15 +227,30 @@ fn convert(s: &Value, root: &Value, depth: usize) -> Value {
             out.insert("format".into(), json!(f));
         }
     }
-    for k in KEPT {
-        if let Some(v) = obj.get(*k) {
-            out.insert((*k).to_string(), v.clone());
+    for (k, v) in KEPT.iter().zip(kw.kept) {
+        if let Some(v) = v {
+            out.insert((*k).to_string(), v);
         }
     }
     if nullable {
         out.insert("nullable".into(), json!(true));
     }
-    Value::Object(out)
+    out
+}
+
+/// The one type a schema names (`"type": "string"`), if it names one.
+fn named_type(schema: &Map<String, Value>) -> Option<&str> {
+    schema.get("type").and_then(Value::as_str)
+}
+
+/// Whether a converted schema is an object without properties, which
+/// Gemini refuses (see [`nested`], [`gemini_parameters`]).
+fn is_bare_object(schema: &Map<String, Value>) -> bool {
+    let no_properties = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .is_none_or(Map::is_empty);
+    named_type(schema) == Some("object") && no_properties
 }
 
 /// A schema inside another (a property, the items, an alternative), in
@@ -215,21 +263,16 @@ fn convert(s: &Value, root: &Value, depth: usize) -> Value {
 /// cut recursive schema level by level up to the top; a string keeps the
 /// value, which the client can parse.
 fn nested(s: &Value, root: &Value, depth: usize) -> Value {
-    let out = convert(s, root, depth);
-    let no_properties = out
-        .get("properties")
-        .and_then(Value::as_object)
-        .is_none_or(Map::is_empty);
-    if out.get("type").and_then(Value::as_str) != Some("object") || !no_properties {
-        return out;
+    let mut out = convert(s, root, depth);
+    if !is_bare_object(&out) {
+        return Value::Object(out);
     }
-    let said = out.get("description").and_then(Value::as_str);
-    let description = match said {
-        Some(d) if !d.is_empty() => format!("{d} {OBJECT_AS_STRING}"),
+    let description = match out.shift_remove("description") {
+        Some(Value::String(d)) if !d.is_empty() => format!("{d} {OBJECT_AS_STRING}"),
         _ => OBJECT_AS_STRING.to_string(),
     };
     let mut s = json!({"type": "string", "description": description});
-    if out.get("nullable") == Some(&json!(true)) {
+    if out.shift_remove("nullable") == Some(json!(true)) {
         s["nullable"] = json!(true);
     }
     s
@@ -439,6 +482,45 @@ mod tests {
         assert_eq!(
             gemini_parameters(&json!({"type": "object", "properties": {"q": {"type": "string"}}})),
             Some(json!({"type": "object", "properties": {"q": {"type": "string"}}}))
+        );
+    }
+
+    #[test]
+    fn odd_keyword_values_keep_their_meaning() {
+        let out = |s: Value| gemini_schema(&s).to_string();
+        // Kept keywords come out in Gemini's order, whatever the input's;
+        // a `nullable` the client wrote keeps its place when it is set.
+        assert_eq!(
+            out(
+                json!({"title": "T", "nullable": false, "type": ["string", "null"], "description": "d"})
+            ),
+            r#"{"type":"string","description":"d","nullable":true,"title":"T"}"#
+        );
+        // `const: null` says nullable; an `enum` that is not a list hides
+        // the `const`.
+        assert_eq!(out(json!({"const": null})), r#"{"nullable":true}"#);
+        assert_eq!(out(json!({"enum": "a", "const": "b"})), "{}");
+        // An `anyOf` that is not a list hides the `oneOf`.
+        assert_eq!(
+            out(json!({"anyOf": {}, "oneOf": [{"type": "string"}]})),
+            "{}"
+        );
+        // A `$ref` that is not a string is no reference; an `allOf` part's
+        // is resolved before the merge.
+        assert_eq!(
+            out(json!({
+                "$defs": {"A": {"type": "string", "format": "date-time"}},
+                "$ref": 3,
+                "allOf": [{"$ref": "#/$defs/A"}]
+            })),
+            r#"{"type":"string","format":"date-time"}"#
+        );
+        // A nested map that says it is nullable stays so, as a string.
+        assert_eq!(
+            out(
+                json!({"type": "object", "properties": {"m": {"type": "object", "nullable": true, "description": ""}}})
+            ),
+            r#"{"type":"object","properties":{"m":{"type":"string","description":"A JSON object, as a string.","nullable":true}}}"#
         );
     }
 }
