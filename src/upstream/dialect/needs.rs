@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::request::{ChatRequest, Content, image_url_of};
+use super::request::{ChatRequest, Content, Part};
 use super::{Dialect, wire};
 
 /// One thing a request needs from the model.
@@ -138,21 +138,17 @@ impl ChatRequest {
             out.insert(Need::Audio);
         }
         for m in &self.messages {
-            if matches!(m.role.as_str(), "tool" | "function")
-                || ["tool_calls", "function_call"]
-                    .iter()
-                    .any(|f| m.extra.get(*f).is_some_and(|v| !v.is_null()))
-            {
+            if matches!(m.role.as_str(), "tool" | "function") || m.makes_calls() {
                 out.insert(Need::Tools);
             }
             let Some(Content::Parts(parts)) = &m.content else {
                 continue;
             };
-            for p in parts {
-                match p.get("type").and_then(Value::as_str) {
+            for p in parts.iter().map(Part::of) {
+                match p.kind() {
                     Some("image_url") => {
                         out.insert(Need::Vision);
-                        if image_url_of(p).is_some_and(|u| !u.starts_with("data:")) {
+                        if p.image_url().is_some_and(|u| !u.starts_with("data:")) {
                             out.insert(Need::ImageUrl);
                         }
                     }
@@ -178,22 +174,13 @@ impl ChatRequest {
             m.get(f)
                 .is_some_and(|v| !v.is_null() && v.as_array().is_none_or(|a| !a.is_empty()))
         };
-        let not_function = |v: Option<&Value>| {
-            v.and_then(Value::as_array).is_some_and(|items| {
-                items.iter().any(|t| {
-                    t.get("type")
-                        .and_then(Value::as_str)
-                        .is_some_and(|k| k != "function")
-                })
-            })
-        };
         let legacy = set(&self.extra, "functions")
             || set(&self.extra, "function_call")
             || self.tools.as_ref().is_some_and(|t| t.read.other_type)
             || self.messages.iter().any(|m| {
                 m.role == "function"
                     || set(&m.extra, "function_call")
-                    || not_function(m.extra.get("tool_calls"))
+                    || m.makes_non_function_calls()
             });
         legacy.then_some(Need::Tools)
     }

@@ -83,9 +83,60 @@ impl Content {
 
 /// The text of a `{"type":"text","text"}` part.
 fn part_text(p: &Value) -> Option<&str> {
-    (p.get("type").and_then(Value::as_str) == Some("text"))
-        .then(|| p.get("text").and_then(Value::as_str))
+    let part = Part::of(p);
+    (part.kind.get() == Some(&"text"))
+        .then(|| part.text.into_option())
         .flatten()
+}
+
+/// A content part, read leniently (a field of an unexpected type is
+/// absent, and so is every field of a part that is not an object):
+/// `{"type":"text","text"}`, `{"type":"image_url","image_url":{"url"}}`
+/// or the older `{"type":"image_url","image_url":"…"}`. Borrowed from the
+/// part, which stays as the client sent it.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+pub(super) struct Part<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Lax<&'a str>,
+    #[serde(borrow)]
+    text: Lax<&'a str>,
+    #[serde(borrow)]
+    image_url: Lax<ImageUrl<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ImageUrl<'a> {
+    Url(&'a str),
+    #[serde(borrow)]
+    Object(Obj<UrlField<'a>>),
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct UrlField<'a> {
+    #[serde(borrow)]
+    url: Lax<&'a str>,
+}
+
+impl<'a> Part<'a> {
+    pub(super) fn of(part: &'a Value) -> Part<'a> {
+        lenient(part)
+    }
+
+    /// The part's `type`, when a string.
+    pub(super) fn kind(&self) -> Option<&'a str> {
+        self.kind.get().copied()
+    }
+
+    /// The URL of an `image_url` part, in either form.
+    pub(super) fn image_url(&self) -> Option<&'a str> {
+        match self.image_url.get()? {
+            ImageUrl::Url(url) => Some(url),
+            ImageUrl::Object(Obj(o)) => o.url.get().copied(),
+        }
+    }
 }
 
 /// One message of a conversation, with OpenAI roles (`system`,
@@ -146,11 +197,7 @@ impl ChatMessage {
                  openai-dialect providers, not {dialect}"
             )));
         }
-        if self
-            .extra
-            .get("function_call")
-            .is_some_and(|v| !v.is_null())
-        {
+        if self.fields().function_call.is_some() {
             return Err(BuildError::Unsupported(format!(
                 "messages with function_call (the legacy form of tool_calls) can only be sent \
                  to openai-dialect providers, not {dialect}"
@@ -162,33 +209,34 @@ impl ChatMessage {
     /// The tool calls of an assistant message (`tool_calls`), in order.
     /// `i` is the message's index, for errors.
     pub fn tool_calls(&self, i: usize) -> Result<Vec<ToolCall>, BuildError> {
-        let calls = match self.extra.get("tool_calls") {
-            None | Some(Value::Null) => return Ok(Vec::new()),
-            Some(Value::Array(a)) => a,
-            Some(_) => return Err(malformed(&format!("messages[{i}].tool_calls"), "an array")),
+        let calls = match self.fields().tool_calls {
+            None => return Ok(Vec::new()),
+            Some(Lax::Is(calls)) => calls,
+            Some(Lax::Not(_)) => {
+                return Err(malformed(&format!("messages[{i}].tool_calls"), "an array"));
+            }
         };
         calls
-            .iter()
+            .into_iter()
+            .map(object)
             .enumerate()
             .map(|(j, c)| {
                 let at = format!("messages[{i}].tool_calls[{j}]");
-                let kind = c.get("type").and_then(Value::as_str).unwrap_or("function");
+                let kind = c.kind.into_option().unwrap_or("function");
                 if kind != "function" {
                     return Err(BuildError::Unsupported(format!(
                         "{at}: tool calls of type {kind:?} can only be sent to openai-dialect providers"
                     )));
                 }
-                let f = c.get("function");
-                let name = f.and_then(|f| f.get("name")).and_then(Value::as_str);
-                let id = c.get("id").and_then(Value::as_str);
-                let (Some(id), Some(name)) = (id, name) else {
+                let f = object(c.function);
+                let (Some(id), Some(name)) = (c.id.into_option(), f.name.into_option()) else {
                     return Err(malformed(&at, "an object with an id and a function name"));
                 };
-                let arguments = match f.and_then(|f| f.get("arguments")) {
-                    None | Some(Value::Null) => String::new(),
-                    Some(Value::String(s)) => s.clone(),
+                let arguments = match f.arguments {
+                    None => String::new(),
+                    Some(Arguments::Text(s)) => s.to_string(),
                     // Some clients send the object itself.
-                    Some(other) => other.to_string(),
+                    Some(Arguments::Json(other)) => other.to_string(),
                 };
                 Ok(ToolCall {
                     id: id.to_string(),
@@ -206,13 +254,103 @@ impl ChatMessage {
         if self.content.is_some() {
             return None;
         }
-        self.extra.get("refusal").and_then(Value::as_str)
+        self.fields().refusal.into_option()
     }
 
     /// The call a `tool` message answers (`tool_call_id`).
     pub fn tool_call_id(&self) -> Option<&str> {
-        self.extra.get("tool_call_id").and_then(Value::as_str)
+        self.fields().tool_call_id.into_option()
     }
+
+    /// Whether the message calls tools or a function (`tool_calls` or
+    /// `function_call`, not `null`).
+    pub(super) fn makes_calls(&self) -> bool {
+        let f = self.fields();
+        f.tool_calls.is_some() || f.function_call.is_some()
+    }
+
+    /// Whether some entry of `tool_calls` names a type other than
+    /// `function` (OpenAI's built-in tools).
+    pub(super) fn makes_non_function_calls(&self) -> bool {
+        self.fields()
+            .calls()
+            .any(|c| c.kind.get().is_some_and(|k| *k != "function"))
+    }
+
+    /// Whether the message holds tool calls (`tool_calls`, a non-empty
+    /// array).
+    fn has_tool_calls(&self) -> bool {
+        matches!(self.fields().tool_calls, Some(Lax::Is(c)) if !c.is_empty())
+    }
+
+    /// The fields of the message that route reads beyond role and content.
+    fn fields(&self) -> MessageFields<'_> {
+        MessageFields::deserialize(&self.extra).unwrap_or_default()
+    }
+}
+
+/// A message's fields beyond `role` and `content` that route reads, read
+/// leniently from its `extra` (a field of an unexpected type is absent)
+/// and borrowed from it: `extra` stays as the client sent it.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct MessageFields<'a> {
+    /// `None` when absent or `null`, `Some(Lax::Not)` when not an array.
+    #[serde(borrow)]
+    tool_calls: Option<Lax<Vec<Lax<Obj<CallFields<'a>>>>>>,
+    #[serde(borrow)]
+    tool_call_id: Lax<&'a str>,
+    #[serde(borrow)]
+    refusal: Lax<&'a str>,
+    /// `None` when absent or `null`.
+    function_call: Option<serde::de::IgnoredAny>,
+}
+
+impl<'a> MessageFields<'a> {
+    /// The `tool_calls` entries, when it is an array.
+    fn calls(self) -> impl Iterator<Item = CallFields<'a>> {
+        let calls = match self.tool_calls {
+            Some(Lax::Is(calls)) => calls,
+            _ => Vec::new(),
+        };
+        calls.into_iter().map(object)
+    }
+}
+
+/// A `tool_calls` entry: `{id,"type":"function","function":{name,arguments}}`.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct CallFields<'a> {
+    #[serde(borrow)]
+    id: Lax<&'a str>,
+    #[serde(rename = "type", borrow)]
+    kind: Lax<&'a str>,
+    #[serde(borrow)]
+    function: Lax<Obj<FunctionFields<'a>>>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct FunctionFields<'a> {
+    #[serde(borrow)]
+    name: Lax<&'a str>,
+    /// `None` when absent or `null`.
+    #[serde(borrow)]
+    arguments: Option<Arguments<'a>>,
+}
+
+/// A call's `arguments`: the JSON text OpenAI sends, or (from some
+/// clients) the object itself.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Arguments<'a> {
+    Text(&'a str),
+    Json(Value),
+}
+
+/// The object read as `T`, or `T`'s default when it was not one.
+fn object<T: Default>(v: Lax<Obj<T>>) -> T {
+    v.into_option().map_or_else(T::default, |Obj(t)| t)
 }
 
 /// A tool the model may call, from an OpenAI
@@ -350,7 +488,7 @@ struct Named {
 }
 
 /// `v` read as an object `T`, or `T`'s default when it is not one.
-fn lenient<T: Default + for<'de> Deserialize<'de>>(v: &Value) -> T {
+fn lenient<'a, T: Default + Deserialize<'a>>(v: &'a Value) -> T {
     Obj::<T>::deserialize(v).map_or_else(|_| T::default(), |o| o.0)
 }
 
@@ -668,10 +806,11 @@ impl ChatRequest {
             + self
                 .messages
                 .iter()
-                .filter_map(|m| m.extra.get("tool_calls"))
-                .flat_map(|calls| calls.as_array().into_iter().flatten())
-                .filter_map(|c| c.pointer("/function/arguments")?.as_str())
-                .map(count)
+                .flat_map(|m| m.fields().calls())
+                .filter_map(|c| match object(c.function).arguments {
+                    Some(Arguments::Text(s)) => Some(count(s)),
+                    _ => None,
+                })
                 .sum::<u64>()
             + self
                 .tools
@@ -787,11 +926,7 @@ impl ChatRequest {
                 continue;
             }
             out.append(&mut held);
-            in_results = m.role == "assistant"
-                && m.extra
-                    .get("tool_calls")
-                    .and_then(Value::as_array)
-                    .is_some_and(|c| !c.is_empty());
+            in_results = m.role == "assistant" && m.has_tool_calls();
             out.push(m.clone());
         }
         out.append(&mut held);
@@ -916,10 +1051,8 @@ impl ChatRequest {
     pub fn orphan_tool_result(&self) -> Option<RequestError> {
         let mut calls: std::collections::HashSet<&str> = std::collections::HashSet::new();
         for (i, m) in self.messages.iter().enumerate() {
-            if m.role == "assistant"
-                && let Some(Value::Array(tc)) = m.extra.get("tool_calls")
-            {
-                calls.extend(tc.iter().filter_map(|c| c.get("id")?.as_str()));
+            if m.role == "assistant" {
+                calls.extend(m.fields().calls().filter_map(|c| c.id.into_option()));
             }
             if m.role != "tool" {
                 continue;
@@ -1064,23 +1197,21 @@ fn parse_message(i: usize, m: Value) -> Result<ChatMessage, RequestError> {
         Some(Value::String(s)) => Some(Content::Text(s)),
         Some(Value::Array(parts)) => {
             for (j, p) in parts.iter().enumerate() {
-                let field = format!("messages[{i}].content[{j}]");
-                match p.get("type") {
+                let field = |f: &str| format!("messages[{i}].content[{j}]{f}");
+                let Some(part) = p.as_object() else {
+                    return Err(invalid_type(&field(""), "an object", p));
+                };
+                match part.get("type") {
+                    Some(Value::String(t)) if t == "text" => match part.get("text") {
+                        Some(Value::String(_)) => {}
+                        text => {
+                            let text = text.unwrap_or(&Value::Null);
+                            return Err(invalid_type(&field(".text"), "a string", text));
+                        }
+                    },
                     Some(Value::String(_)) => {}
-                    None if p.is_object() => return Err(missing(&format!("{field}.type"))),
-                    None => return Err(invalid_type(&field, "an object", p)),
-                    Some(other) => {
-                        return Err(invalid_type(&format!("{field}.type"), "a string", other));
-                    }
-                }
-                if p.get("type").and_then(Value::as_str) == Some("text")
-                    && !p.get("text").is_some_and(Value::is_string)
-                {
-                    return Err(invalid_type(
-                        &format!("{field}.text"),
-                        "a string",
-                        p.get("text").unwrap_or(&Value::Null),
-                    ));
+                    None => return Err(missing(&field(".type"))),
+                    Some(other) => return Err(invalid_type(&field(".type"), "a string", other)),
                 }
             }
             Some(Content::Parts(parts))
@@ -1231,13 +1362,12 @@ pub(super) fn data_url_image(part: &Value) -> Option<(String, String)> {
 /// The URL of an `image_url` part: `{"image_url":{"url"}}`, or the older
 /// `{"image_url":"…"}`.
 pub(super) fn image_url_of(part: &Value) -> Option<&str> {
-    let iu = part.get("image_url")?;
-    iu.as_str().or_else(|| iu.get("url")?.as_str())
+    Part::of(part).image_url()
 }
 
 /// A part's type, for messages about parts a dialect cannot carry.
 pub(super) fn part_type(part: &Value) -> &str {
-    part.get("type").and_then(Value::as_str).unwrap_or("?")
+    Part::of(part).kind().unwrap_or("?")
 }
 
 /// Content part types route knows: text and images, which every dialect
@@ -1467,5 +1597,52 @@ mod tests {
         // one).
         let unnamed = req(r#"[{"role":"user","content":"q"},{"role":"tool","content":"42"}]"#);
         assert!(unnamed.orphan_tool_result().is_none());
+    }
+
+    #[test]
+    fn the_message_and_part_views_read_leniently() {
+        let m = |extra: Value| ChatMessage {
+            role: "assistant".into(),
+            content: None,
+            extra: extra.as_object().unwrap().clone(),
+        };
+        let calls = m(serde_json::json!({"tool_calls": [
+            {"id": "a", "function": {"name": "f", "arguments": {"x": 1.5}}},
+            {"id": "b", "type": "function", "function": {"name": "g", "arguments": null}},
+        ], "refusal": 7, "tool_call_id": "c"}));
+        let read = calls.tool_calls(0).unwrap();
+        assert_eq!(
+            (read[0].arguments.as_str(), read[1].arguments.as_str()),
+            (r#"{"x":1.5}"#, "")
+        );
+        assert_eq!((calls.refusal(), calls.tool_call_id()), (None, Some("c")));
+        assert!(calls.makes_calls() && !calls.makes_non_function_calls());
+        for bad in [
+            serde_json::json!([3]),
+            serde_json::json!([{"id": 1, "function": {"name": "f"}}]),
+        ] {
+            let e = m(serde_json::json!({"tool_calls": bad}))
+                .tool_calls(2)
+                .unwrap_err();
+            assert!(e.to_string().contains("messages[2].tool_calls[0]"), "{e}");
+        }
+        assert!(
+            m(serde_json::json!({"tool_calls": {}}))
+                .tool_calls(0)
+                .is_err()
+        );
+        assert!(!m(serde_json::json!({"tool_calls": null, "function_call": null})).makes_calls());
+        let url = |p: Value| image_url_of(&p).map(str::to_string);
+        assert_eq!(
+            url(serde_json::json!({"image_url": "u"})).as_deref(),
+            Some("u")
+        );
+        assert_eq!(
+            url(serde_json::json!({"image_url": {"url": "v"}})).as_deref(),
+            Some("v")
+        );
+        assert_eq!(url(serde_json::json!({"image_url": [{"url": "w"}]})), None);
+        assert_eq!(part_type(&serde_json::json!({"type": 1})), "?");
+        assert_eq!(part_type(&serde_json::json!(["text"])), "?");
     }
 }
