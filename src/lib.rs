@@ -77,6 +77,7 @@ pub(crate) mod status_page;
 pub(crate) mod textfile;
 pub(crate) mod time;
 pub mod upstream;
+pub(crate) mod usage;
 pub(crate) mod webhook;
 pub(crate) mod window;
 

@@ -19,7 +19,7 @@ use crate::upstream::secret::Redactor;
 /// Send `question` to `model` of `provider` and classify what comes back.
 /// Never fails: every failure is an [`Outcome`]. Sent with temperature 0 and
 /// the provider's `max_tokens`; `latency_ms` is the time to the full
-/// response.
+/// response. The headers come back beside the outcome, for the ledger.
 pub async fn probe(
     client: &reqwest::Client,
     provider: &Resolved,
@@ -27,7 +27,7 @@ pub async fn probe(
     question: &Question,
     timeout: Duration,
     redactor: &Redactor,
-) -> Outcome {
+) -> classify::Classified {
     let request = ChatRequest::probe(model, &question.text, provider.provider.max_tokens);
     exchange(
         client,
@@ -38,7 +38,6 @@ pub async fn probe(
         classify::answers(question.expected),
     )
     .await
-    .outcome
 }
 
 /// Send `request` to `provider` through its dialect, read the whole
@@ -71,6 +70,7 @@ pub async fn exchange(
                     retry_at: None,
                 },
                 error: None,
+                headers: None,
             };
         }
     };
@@ -173,6 +173,7 @@ mod tests {
             &Redactor::default(),
         )
         .await
+        .outcome
     }
 
     #[tokio::test]

@@ -419,9 +419,51 @@ fn a_lifted_bench_is_lifted_for_every_instance() {
 }
 
 /// The tests of this file, for the `external` harness.
+/// Route's traffic is evidence across a fleet: two instances serve a
+/// model three times between them, and the one `check --shared-state`
+/// does not probe it, nor log anything for it.
+fn the_fleets_traffic_spares_a_probe_of_a_model_it_proved() {
+    let redis = Redis::start();
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let url = redis.url();
+    let tables = [fake.provider("p", "openai", &["m", "n"], "")];
+    let (cfg, a, b) = two_instances(&env, &redis, &tables);
+    let check = |extra: &[&str]| {
+        let mut args = vec!["--shared-state", url.as_str(), "--spacing", "0"];
+        args.extend_from_slice(extra);
+        crate::support::check(&env, &cfg, &args).ok()
+    };
+    check(&[]);
+    advance(&env, 60);
+    for srv in [&a, &b, &a] {
+        assert_eq!(srv.chat("p::m", false).status, 200);
+    }
+    eventually("three successes in Redis", || {
+        let n = redis.inline("ZCARD llmprobe:traffic:ok:p::m");
+        if n.trim() == ":3" { Ok(()) } else { Err(n) }
+    });
+    advance(&env, 3600);
+    let before = fake.seen().len();
+    let r = check(&[]);
+    assert!(r.stdout.contains("traffic: 3 ok since"), "{}", r.stdout);
+    let models: Vec<String> = fake.seen()[before..]
+        .iter()
+        .map(|s| s.model().to_string())
+        .collect();
+    assert_eq!(models, ["n"]);
+    let entries = crate::support::log_entries(&env.log());
+    assert_eq!(entries.iter().filter(|e| e["model"] == "m").count(), 1);
+}
+
 pub fn tests() -> Vec<crate::Test> {
     let needs = &[Need::Redis];
     vec![
+        crate::Test::new(
+            "shared::the_fleets_traffic_spares_a_probe_of_a_model_it_proved",
+            needs,
+            the_fleets_traffic_spares_a_probe_of_a_model_it_proved,
+        ),
         crate::Test::new(
             "shared::two_instances_share_one_budget_and_cooldowns_and_survive_redis_going_away",
             needs,

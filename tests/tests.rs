@@ -18,6 +18,7 @@ mod degraded;
 mod faults;
 mod layout;
 mod notify;
+mod probe_budget;
 mod read_cmds;
 #[cfg(unix)]
 mod readme;

@@ -253,6 +253,8 @@ struct DefaultsToml {
     max_tokens: Option<u32>,
     disable_after: Option<u32>,
     capability_max_tokens: Option<u32>,
+    probe_share: Option<f64>,
+    traffic_evidence: Option<u32>,
 }
 
 /// One `[[providers]]` table as serde reads it, once the user's table is
@@ -302,6 +304,7 @@ struct ProviderTable {
     requests_header_window: Option<String>,
     /// As text, for the same reason.
     system_messages: Option<String>,
+    probe_share: Option<f64>,
 }
 
 /// The side tables keyed by model: a user's `models` without one of them
@@ -506,6 +509,13 @@ pub struct Defaults {
     /// `max_tokens` for a capability probe: a tool call does not fit in the
     /// plain probe's few tokens.
     pub capability_max_tokens: u32,
+    /// The share of each known daily limit that probing may use
+    /// ([`crate::usage::budget`]); a provider's own `probe_share` wins.
+    pub probe_share: f64,
+    /// How many routed successes, and no failure, since a model's last
+    /// probe stand in for its next basic probe ([`crate::usage::traffic`]);
+    /// 0 turns traffic evidence off.
+    pub traffic_evidence: u32,
 }
 
 /// A validated provider, as configured (keys not yet read).
@@ -554,6 +564,9 @@ pub struct Provider {
     /// Where later system messages go (`system_messages`); `None` leaves
     /// the dialect's default.
     pub system_messages: Option<SystemMessages>,
+    /// The share of each known daily limit its probes may use
+    /// (`probe_share`, else `[defaults]`'s).
+    pub probe_share: f64,
 }
 
 /// A provider ready to be called: URL filled in, keys read.
@@ -873,6 +886,18 @@ impl Catalog {
                 "defaults.capability_max_tokens",
                 &origin,
             )?,
+            probe_share: share(theirs.probe_share.or(ours.probe_share).unwrap_or(0.1)).map_err(
+                |why| {
+                    Error::config(format!(
+                        "invalid config {}: defaults.probe_share {why}",
+                        origin_name(&origin)
+                    ))
+                },
+            )?,
+            traffic_evidence: theirs
+                .traffic_evidence
+                .or(ours.traffic_evidence)
+                .unwrap_or(3),
         };
         let mut providers = Vec::with_capacity(tables.len());
         for t in tables {
@@ -1313,6 +1338,10 @@ impl ProviderTable {
                 )));
             }
         }
+        let probe_share = match t.probe_share {
+            Some(v) => share(v).map_err(|why| bad(format!("probe_share {why}")))?,
+            None => d.probe_share,
+        };
         let day_reset = match &t.day_reset {
             Some(s) => parse_day_reset(s).map_err(bad)?,
             None => NaiveTime::MIN,
@@ -1362,7 +1391,19 @@ impl ProviderTable {
             day_reset,
             requests_header_window,
             system_messages,
+            probe_share,
         })
+    }
+}
+
+/// A `probe_share`: a fraction of a daily limit, above 0 and at most 1.
+fn share(v: f64) -> std::result::Result<f64, String> {
+    if v.is_finite() && v > 0.0 && v <= 1.0 {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{v} is out of range: a share of each daily limit, above 0 and at most 1 (0.1 is 10 %)"
+        ))
     }
 }
 

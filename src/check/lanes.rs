@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use super::budget::Book;
 use super::plan::{Lane, start_offset};
 use crate::capabilities::probe::CapOutcome;
 use crate::capabilities::{Capability, Judgement};
@@ -33,6 +34,17 @@ pub trait Prober: Send + Sync + 'static {
         model: &str,
         cap: Capability,
     ) -> impl Future<Output = CapOutcome> + Send;
+    /// Whether the probe budget lets a probe of `model` go now (a
+    /// capability probe's when `cap`), counting it if so; `Err` says why
+    /// not. The real prober asks its [`Book`]; mocks let every probe go.
+    fn admit(
+        &self,
+        _lane: &Lane,
+        _model: &str,
+        _cap: Option<Capability>,
+    ) -> impl Future<Output = std::result::Result<(), String>> + Send {
+        async { Ok(()) }
+    }
 }
 
 /// The real prober: a randomised question from the pool, over HTTP.
@@ -42,6 +54,9 @@ pub struct HttpProber {
     redactor: Redactor,
     /// `[defaults] capability_max_tokens`.
     capability_max_tokens: u32,
+    /// The run's probe budget and ledger; `None`: nothing is counted
+    /// here (route's re-prober counts through its engine).
+    book: Option<Arc<Book>>,
 }
 
 impl HttpProber {
@@ -56,9 +71,25 @@ impl HttpProber {
             pool,
             redactor,
             capability_max_tokens,
+            book: None,
         }
     }
+
+    /// Admit and count every probe through `book`.
+    pub fn with_book(mut self, book: Arc<Book>) -> HttpProber {
+        self.book = Some(book);
+        self
+    }
+
+    /// The run's book, if it keeps one.
+    pub fn book(&self) -> Option<&Arc<Book>> {
+        self.book.as_ref()
+    }
 }
+
+/// About the tokens of a probe's question, for the estimate a probe is
+/// counted with before it is answered.
+pub const QUESTION_TOKENS: u64 = 32;
 
 impl Prober for HttpProber {
     async fn probe(&self, lane: &Lane, model: &str) -> Outcome {
@@ -66,7 +97,7 @@ impl Prober for HttpProber {
             let mut rng = rand::rng();
             self.pool.draw(&mut rng)
         };
-        crate::probe::probe(
+        let c = crate::probe::probe(
             &self.client,
             &lane.resolved,
             model,
@@ -74,11 +105,41 @@ impl Prober for HttpProber {
             lane.timeout,
             &self.redactor,
         )
-        .await
+        .await;
+        if let Some(book) = self.book.clone() {
+            let (p, m, h) = (lane.resolved.clone(), model.to_string(), c.headers.clone());
+            let answered = c.outcome.status.is_some();
+            let _ =
+                tokio::task::spawn_blocking(move || book.answered(&p, &m, answered, h.as_ref()))
+                    .await;
+        }
+        c.outcome
+    }
+
+    async fn admit(
+        &self,
+        lane: &Lane,
+        model: &str,
+        cap: Option<Capability>,
+    ) -> std::result::Result<(), String> {
+        let Some(book) = self.book.clone() else {
+            return Ok(());
+        };
+        let max = match cap {
+            None => lane.resolved.provider.max_tokens,
+            Some(_) => self
+                .capability_max_tokens
+                .max(lane.resolved.provider.max_tokens),
+        };
+        let tokens = u64::from(max) + QUESTION_TOKENS;
+        let (p, m) = (lane.resolved.clone(), model.to_string());
+        tokio::task::spawn_blocking(move || book.admit(&p, &m, tokens))
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()))
     }
 
     async fn capability(&self, lane: &Lane, model: &str, cap: Capability) -> CapOutcome {
-        crate::capabilities::probe::probe(
+        let c = crate::capabilities::probe::probe(
             &self.client,
             &lane.resolved,
             model,
@@ -87,7 +148,14 @@ impl Prober for HttpProber {
             lane.timeout,
             &self.redactor,
         )
-        .await
+        .await;
+        if let Some(book) = self.book.clone() {
+            let (p, m) = (lane.resolved.clone(), model.to_string());
+            let answered = c.outcome.status.is_some();
+            let _ =
+                tokio::task::spawn_blocking(move || book.answered(&p, &m, answered, None)).await;
+        }
+        c
     }
 }
 
@@ -199,7 +267,11 @@ async fn run_lane<P: Prober>(
             format!("next: {model} in {left}s  ({}/{n})", i + 1)
         })
         .await?;
-        let ts = crate::time::now_rfc3339();
+        if let Err(why) = prober.admit(&lane, model, None).await {
+            tracing::info!(provider = %name, model = %model, %why, "probe not sent: probe budget");
+            continue;
+        }
+        let ts = crate::time::format_ts(crate::clock::Clock::from_env().now());
         bar.set_message(format!("probing {model}  ({}/{n})", i + 1));
         tracing::debug!(provider = %name, model = %model, "probe sent");
         let outcome = prober.probe(&lane, model).await;
@@ -237,7 +309,12 @@ async fn run_lane<P: Prober>(
         format!("next: {model} {cap} in {left}s")
     })
     .await?;
-    let ts = crate::time::now_rfc3339();
+    if let Err(why) = prober.admit(&lane, model, Some(cap)).await {
+        tracing::info!(provider = %name, model = %model, capability = %cap, %why, "capability probe not sent: probe budget");
+        bar.finish_with_message(format!("done ({n} probed)"));
+        return Ok(());
+    }
+    let ts = crate::time::format_ts(crate::clock::Clock::from_env().now());
     bar.set_message(format!("probing {model} for {cap}"));
     tracing::debug!(provider = %name, model = %model, capability = %cap, why = %choice.why(), "capability probe sent");
     let CapOutcome { outcome, decided } = prober.capability(&lane, model, cap).await;

@@ -25,6 +25,7 @@
 //! [`report`] shows it; `cmd/check.rs` only handles the flags and the order
 //! of a run, and [`crate::run_observer`] tells the channels how it went.
 
+pub mod budget;
 pub mod lanes;
 pub mod paused;
 pub mod plan;
@@ -43,14 +44,17 @@ use self::writer::{Writer, Written};
 use crate::error::{Error, Result};
 use crate::settings::Settings;
 
-/// Run the plan: probes in parallel lanes, results through one writer.
-pub fn execute(s: &Settings, plan: Plan) -> Result<RunSummary> {
-    execute_with(s, plan, Writer::new(s))
-}
-
-/// [`execute`], recording through `writer` (one that marks its entries
-/// with a `source`, for `check --paused`).
-pub fn execute_with(s: &Settings, plan: Plan, mut writer: Writer) -> Result<RunSummary> {
+/// Run the plan: probes in parallel lanes, results through one writer
+/// (one that marks its entries with a `source`, for `check --paused`),
+/// each probe admitted and counted by `book` ([`budget::apply`], which
+/// also made `skips`: what the budget and traffic left out).
+pub fn execute(
+    s: &Settings,
+    plan: Plan,
+    mut writer: Writer,
+    book: Option<Arc<budget::Book>>,
+    skips: budget::Skips,
+) -> Result<RunSummary> {
     let started = crate::time::now_rfc3339();
     let progress = Progress::new(&plan.lanes);
     let (tx, rx) = mpsc::channel::<Probed>();
@@ -75,13 +79,18 @@ pub fn execute_with(s: &Settings, plan: Plan, mut writer: Writer) -> Result<RunS
     });
 
     let rt = crate::http_server::runtime(2)?;
-    let prober = HttpProber::new(
+    let mut prober = HttpProber::new(
         crate::upstream::http::client()?,
         s.prompts.clone(),
         s.catalog.redactor(),
         s.catalog.defaults.capability_max_tokens,
     );
+    if let Some(book) = book {
+        prober = prober.with_book(book);
+    }
+    let mut budget = skips;
     let bars: Vec<ProgressBar> = (0..plan.lanes.len()).map(|i| progress.bar(i)).collect();
+    let book = prober.book().cloned();
     let lanes_result = rt.block_on(async {
         tokio::select! {
             r = run_lanes(plan.lanes, Arc::new(prober), tx, bars) => r,
@@ -103,7 +112,12 @@ pub fn execute_with(s: &Settings, plan: Plan, mut writer: Writer) -> Result<RunS
     if let Some(e) = written.findings_error {
         return Err(e);
     }
+    if let Some(book) = book {
+        budget.budget.extend(book.spent());
+    }
     Ok(RunSummary {
+        budget: budget.budget,
+        traffic: budget.traffic,
         started,
         finished: crate::time::now_rfc3339(),
         entries: written.entries,

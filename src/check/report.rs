@@ -36,6 +36,12 @@ pub struct RunSummary {
     pub not_probed: Vec<NotProbed>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offline: Option<Offline>,
+    /// Models not probed because of their probe budget, each with when
+    /// its next probe may go ([`crate::usage::budget`]).
+    pub budget: Vec<super::budget::BudgetSkip>,
+    /// Active models not probed because route's traffic proved them since
+    /// their last probe ([`crate::usage::traffic`]).
+    pub traffic: Vec<super::budget::TrafficSkip>,
 }
 
 /// Up to this many providers without a key are listed one per line.
@@ -75,6 +81,16 @@ pub fn plain_summary(r: &RunSummary) -> String {
         for c in &r.capabilities {
             out.push_str(&format!("capability {}\n", cap_line(c)));
         }
+    }
+    for b in &r.budget {
+        out.push_str(&format!("skipped {}: {}\n", b.model, budget_words(b)));
+    }
+    for x in &r.traffic {
+        out.push_str(&format!(
+            "skipped {}: traffic: {}\n",
+            x.model,
+            x.traffic.words()
+        ));
     }
     out.push_str(&footer(&r.skipped, &r.not_probed));
     if let Some(offline) = &r.offline {
@@ -247,9 +263,29 @@ pub fn print_summary(r: &RunSummary) -> Result<()> {
             change,
         ]);
     }
+    for b in &r.budget {
+        let (p, m) = crate::catalog::ModelKey::split(&b.model).unwrap_or((&b.model, ""));
+        t.add_row(vec![
+            p.to_string(),
+            m.to_string(),
+            budget_words(b),
+            String::new(),
+            String::new(),
+        ]);
+    }
+    for x in &r.traffic {
+        let (p, m) = crate::catalog::ModelKey::split(&x.model).unwrap_or((&x.model, ""));
+        t.add_row(vec![
+            p.to_string(),
+            m.to_string(),
+            format!("traffic: {}", x.traffic.words()),
+            String::new(),
+            String::new(),
+        ]);
+    }
     let ok = r.entries.iter().filter(|e| e.ok == 1).count();
     let mut out = String::new();
-    if !r.entries.is_empty() {
+    if !r.entries.is_empty() || !r.budget.is_empty() || !r.traffic.is_empty() {
         out.push_str(&format!("{t}\n"));
     }
     // An offline run that recorded nothing says so on stderr, once; a
@@ -280,8 +316,48 @@ pub fn print_summary(r: &RunSummary) -> Result<()> {
         }
         out.push_str(&cap_count(&r.capabilities));
     }
+    if !r.budget.is_empty() || !r.traffic.is_empty() {
+        out.push_str(&skips_line(r));
+    }
     out.push_str(&footer(&r.skipped, &r.not_probed));
     output::print(&out)
+}
+
+/// "budget: next probe 14:00", or, when the allowance ran out at send
+/// time, "budget: rpd 2 of 20 used today, probes may use 2; next 00:00".
+fn budget_words(b: &super::budget::BudgetSkip) -> String {
+    let next = b.next.format("%H:%M");
+    match b.why.as_str() {
+        "not due" => format!("budget: next probe {next}"),
+        why => format!("budget: {why}; next {next}"),
+    }
+}
+
+/// One line saying what the budget and traffic left out, and each
+/// budget-limited model's cadence once.
+fn skips_line(r: &RunSummary) -> String {
+    let mut out = String::new();
+    if !r.budget.is_empty() {
+        out.push_str(&format!(
+            "{} not probed this run: within the probe budget (probe_share), not due yet\n",
+            crate::format::count(r.budget.len(), "model", "models")
+        ));
+        let mut seen = std::collections::BTreeSet::new();
+        for b in &r.budget {
+            if let Some(c) = &b.cadence
+                && seen.insert((b.model.as_str(), c.as_str()))
+            {
+                out.push_str(&format!("  {}: {c}\n", b.model));
+            }
+        }
+    }
+    if !r.traffic.is_empty() {
+        out.push_str(&format!(
+            "{} proven by route's traffic since the last probe: not probed, nothing logged\n",
+            crate::format::count(r.traffic.len(), "model", "models")
+        ));
+    }
+    out
 }
 
 /// Providers left out, and models not probed. A few providers without a
@@ -396,6 +472,8 @@ mod tests {
             skipped: Vec::new(),
             not_probed: Vec::new(),
             offline: None,
+            budget: Vec::new(),
+            traffic: Vec::new(),
         };
         let text = plain_summary(&r);
         assert!(

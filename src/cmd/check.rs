@@ -3,10 +3,12 @@
 //! (`last_run.json`, `--ping-url`, `--prom-file`, the `--notify` alerts)
 //! are [`crate::run_observer::RunObserver`]s, registered here.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::capabilities::Findings;
-use crate::catalog::{bounded_secs, bounds};
+use crate::catalog::{bounded_secs, bounds, model_key};
+use crate::check::budget::{Book, Skips};
 use crate::check::writer::Writer;
 use crate::check::{paused, plan, report};
 use crate::cli::{CapabilityProbes, CheckArgs, GlobalArgs};
@@ -157,7 +159,36 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
     if plan.wants_capabilities() {
         plan.set_findings(Findings::load(&s.capabilities_path()).map_err(without_capabilities)?);
     }
+    // The probe budget and traffic evidence: what need not be probed now,
+    // the order, and the ledger each probe is counted in.
+    let budget = |plan: &mut plan::Plan| -> Result<(Arc<Book>, Skips)> {
+        let keys: Vec<String> = plan
+            .lanes
+            .iter()
+            .flat_map(|l| {
+                l.models
+                    .iter()
+                    .map(|m| model_key(&l.resolved.provider.name, m))
+            })
+            .collect();
+        let last = crate::check::budget::last_probes(&s.log_path(), &keys, clock.now())?;
+        let shared = shared_state
+            .as_deref()
+            .filter(|_| !a.paused)
+            .and_then(|url| shared_traffic(url, &keys));
+        let (book, skips) = crate::check::budget::apply(
+            s.stats_dir(),
+            plan,
+            &states,
+            &last,
+            shared,
+            (!a.paused).then_some(s.catalog.defaults.traffic_evidence),
+            &clock,
+        )?;
+        Ok((Arc::new(book), skips))
+    };
     if a.dry_run {
+        budget(&mut plan)?;
         let due = a
             .if_due
             .map(|i| due::if_due(s.stats_dir(), i, clock.now()).map(|d| (i, d)))
@@ -205,8 +236,11 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
             healthlog::preflight(&s.capability_log_path(), &lock).map_err(without_capabilities)?;
         }
     }
-    let started_at = clock.now();
+    // Every model the run covers, a model the budget or traffic leaves
+    // out of this run among them: it is not a gap.
     let scope = plan::scope(&plan);
+    let (book, skips) = budget(&mut plan)?;
+    let started_at = clock.now();
     tracing::info!(
         providers = plan.lanes.len(),
         probes = plan.lanes.iter().map(|l| l.models.len()).sum::<usize>(),
@@ -217,9 +251,9 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
         .and_then(|url| Publisher::start(url, s, clock.clone(), !a.paused));
     let summary = if a.paused {
         let writer = Writer::new(s).with_source(SOURCE_REPROBE);
-        crate::check::execute_with(s, plan, writer)?
+        crate::check::execute(s, plan, writer, Some(book), skips)?
     } else {
-        crate::check::execute(s, plan)?
+        crate::check::execute(s, plan, Writer::new(s), Some(book), skips)?
     };
     if let Some(p) = publisher {
         p.finish(summary.offline.is_some());
@@ -282,6 +316,26 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
     }
     told?;
     Ok(Ran::Completed(code))
+}
+
+/// Route's traffic evidence from Redis, when instances share their
+/// state: every instance's, for the one `check` of a fleet. Redis away
+/// costs the evidence (with a warning), never the run.
+fn shared_traffic(url: &str, keys: &[String]) -> Option<crate::usage::Traffic> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    let read = rt.block_on(async {
+        let shared = crate::route::shared::SharedState::connect(url).await.ok()?;
+        shared.traffic_of(keys).await.ok()
+    });
+    if read.is_none() {
+        eprintln!(
+            "warning: the shared state could not be read; this run leaves route's traffic in Redis out"
+        );
+    }
+    read
 }
 
 /// The one line about providers skipped for a missing key that were

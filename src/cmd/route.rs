@@ -372,6 +372,12 @@ pub(crate) fn serve_until_signal(
             )
         };
         let health = tokio::spawn(serve::health_poller(engine.clone()));
+        // `check`'s probe counts, seen within a poll of being written.
+        let probe_counts = engine
+            .ledger
+            .check_probes
+            .clone()
+            .spawn_poller(serve::STATE_POLL);
         let mode = tokio::spawn(serve::mode_watcher(engine.clone()));
         let watch = engine
             .ledger
@@ -418,6 +424,7 @@ pub(crate) fn serve_until_signal(
                 .await;
         }
         poller.abort();
+        probe_counts.abort();
         if let Some(c) = capabilities {
             c.abort();
         }

@@ -693,8 +693,8 @@ pub fn retry_hints(data: &[u8]) {
 pub fn ratelimit_headers(data: &[u8]) {
     use crate::catalog::RequestsWindow;
     use crate::route::cooldown::Target;
-    use crate::route::limits::LimitLedger;
     use crate::upstream::hints::{MAX_WAIT, exhausted_bucket_reset};
+    use crate::usage::limits::LimitLedger;
     let now = fuzz_now();
     let cap = TimeDelta::from_std(MAX_WAIT).unwrap();
     let (headers, _) = headers_and_body(data);

@@ -61,80 +61,18 @@ pub const MODEL_FAILURES: usize = 3;
 /// …within this window.
 pub const MODEL_WINDOW: Duration = Duration::from_secs(15 * 60);
 use crate::upstream::hints::after;
-pub use crate::upstream::hints::{MAX_WAIT, next_utc_midnight};
+pub use crate::upstream::hints::next_utc_midnight;
 
-/// What one routed attempt went to. Keys are named by index and
-/// fingerprint, never by value.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Target {
-    pub provider: String,
-    pub model: String,
-    /// Which of the provider's keys; `None` for a keyless provider.
-    pub key_index: Option<usize>,
-    /// A short, non-reversible fingerprint of the key, so a bench survives
-    /// reordering keys but not replacing one.
-    pub key_fingerprint: Option<String>,
-}
+pub use crate::usage::Target;
 
-impl Target {
-    pub fn new(provider: &str, model: &str) -> Target {
-        Target {
-            provider: provider.to_string(),
-            model: model.to_string(),
-            key_index: None,
-            key_fingerprint: None,
-        }
-    }
-
-    pub fn with_key(mut self, index: usize, fingerprint: &str) -> Target {
-        self.key_index = Some(index);
-        self.key_fingerprint = Some(fingerprint.to_string());
-        self
-    }
-
-    /// `provider`, or `provider#key<index>:<fingerprint>` when there is a
-    /// key: what a key-level bench is stored under.
-    pub fn key_id(&self) -> String {
-        match (self.key_index, &self.key_fingerprint) {
-            (Some(i), Some(fp)) => format!("{}#key{i}:{fp}", self.provider),
-            (Some(i), None) => format!("{}#key{i}", self.provider),
-            (None, _) => self.provider.clone(),
-        }
-    }
-
-    /// `provider::model`, as in model_state.json.
-    pub fn model_id(&self) -> String {
-        crate::catalog::ModelKey::new(&self.provider, &self.model).into()
-    }
-
-    /// `<key id>::model`: one key's allowance for one model, which is what
-    /// rate limits and most quotas count (Groq, Gemini, OpenRouter).
-    pub fn key_model_id(&self) -> String {
-        format!("{}::{}", self.key_id(), self.model)
-    }
-
-    /// Every id a bench that keeps this target out may be stored under:
-    /// its provider, key, model and key+model (once each).
-    pub fn bench_ids(&self) -> Vec<String> {
-        let mut ids = vec![
-            self.provider.clone(),
-            self.key_id(),
-            self.model_id(),
-            self.key_model_id(),
-        ];
-        // A keyless provider's key is the provider.
-        ids.dedup();
-        ids
-    }
-
-    fn id(&self, scope: Scope) -> String {
-        match scope {
-            Scope::Provider => self.provider.clone(),
-            Scope::Key if self.key_index.is_none() => self.provider.clone(),
-            Scope::Key => self.key_id(),
-            Scope::Model => self.model_id(),
-            Scope::KeyModel => self.key_model_id(),
-        }
+/// The id a bench of `scope` over `target` is stored under.
+fn scope_id(target: &Target, scope: Scope) -> String {
+    match scope {
+        Scope::Provider => target.provider.clone(),
+        Scope::Key if target.key_index.is_none() => target.provider.clone(),
+        Scope::Key => target.key_id(),
+        Scope::Model => target.model_id(),
+        Scope::KeyModel => target.key_model_id(),
     }
 }
 
@@ -345,7 +283,7 @@ impl Cooldowns {
                 let heuristic = waits.is_none();
                 let until = waits.unwrap_or_else(|| after(now, step));
                 let bench = self.bench(
-                    target.id(Scope::KeyModel),
+                    scope_id(target, Scope::KeyModel),
                     Scope::KeyModel,
                     until,
                     err.class.as_str(),
@@ -359,7 +297,7 @@ impl Cooldowns {
             }
         };
         let bench = self.bench(
-            target.id(scope),
+            scope_id(target, scope),
             scope,
             until,
             err.class.as_str(),
@@ -383,7 +321,7 @@ impl Cooldowns {
     pub fn blocked(&self, target: &Target, now: DateTime<Utc>) -> Option<&Bench> {
         [Scope::Provider, Scope::Key, Scope::Model, Scope::KeyModel]
             .into_iter()
-            .filter_map(|s| self.benches.get(&target.id(s)))
+            .filter_map(|s| self.benches.get(&scope_id(target, s)))
             .filter(|b| b.until > now)
             .max_by_key(|b| b.until)
     }

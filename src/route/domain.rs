@@ -11,9 +11,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::limits::LimitKind;
 use crate::upstream::classify::ErrorClass;
 use crate::upstream::dialect::{Need, ReplyDelta, Usage};
+use crate::usage::limits::LimitKind;
 
 /// Why a request was not served.
 #[derive(Debug, Clone, PartialEq)]

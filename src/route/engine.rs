@@ -29,11 +29,11 @@ use super::ask::Ask;
 use super::choose::{self, Candidate, Choice, NoCandidate};
 pub use super::domain::{Attempt, AttemptClass, Exhausted, trail};
 use super::domain::{RouteError, StreamEvent};
-use super::limits::Reservation;
 use super::persist::{self, RouteState};
 use super::shared::SharedState;
 use super::verdicts::Verdicts;
 use crate::upstream::dialect::{self, Need, ReplyDelta};
+use crate::usage::limits::Reservation;
 use run::{Admission, AfterAttempt, Picker, Run};
 
 mod bands;
@@ -208,6 +208,7 @@ impl Engine {
         saved.cooldowns.prune(clock.now());
         saved.verdicts.prune(clock.now());
         let affinity = Mutex::new(Affinity::new(settings.affinity, AFFINITY_CAP));
+        let ledger = Ledger::new(saved, &stats_dir);
         Ok(Engine {
             affinity,
             settings,
@@ -220,7 +221,7 @@ impl Engine {
             clock,
             redactor,
             degraded: Default::default(),
-            ledger: Ledger::new(saved),
+            ledger,
             record,
             telemetry: Telemetry::new(),
         })

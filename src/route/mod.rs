@@ -3,7 +3,7 @@
 //! - [`choose`] turns the requested model into ordered candidates, from the
 //!   catalog, the model states and recent [`health`];
 //! - the [`engine`] tries them in turn within the attempt budget, skips what
-//!   would exceed a [`limits`] budget, and benches what fails through
+//!   would exceed a [`crate::usage::limits`] budget, and benches what fails through
 //!   [`crate::route::cooldown`], in [`shared`] state (Redis) when several
 //!   instances run as one;
 //! - the engine answers in [`domain`] terms, and each inbound
@@ -25,7 +25,6 @@ pub mod domain;
 pub mod engine;
 pub mod health;
 pub mod items;
-pub mod limits;
 pub mod metrics;
 pub mod persist;
 pub mod prober;

@@ -16,10 +16,11 @@ use serde_json::{Map, Value};
 use crate::error::{DataError, Result, json_error_offset};
 use crate::fsutil::{self, DataLock};
 
-use super::limits::LimitLedger;
 use super::verdicts::Verdicts;
+use crate::usage::limits::LimitLedger;
+use crate::usage::traffic::Traffic;
 
-pub const FILE: &str = "route_state.json";
+pub const FILE: &str = crate::usage::ROUTE_STATE_FILE;
 
 /// The file: a version, the payload, and whatever else it held.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -39,6 +40,14 @@ pub struct RouteState<T> {
         skip_serializing_if = "LimitLedger::is_empty"
     )]
     pub limits: LimitLedger,
+    /// The part of `limits` this instance's own probes (re-probes of paused
+    /// models, quiet bench probes) took, counted there too: `used_by_probes`.
+    #[serde(default, skip_serializing_if = "LimitLedger::is_empty")]
+    pub probe_budget: LimitLedger,
+    /// What routed requests showed of each model ([`Traffic`]), for
+    /// `check`'s traffic evidence.
+    #[serde(default, skip_serializing_if = "Traffic::is_empty")]
+    pub traffic: Traffic,
     /// What upstreams said models cannot take ([`Verdicts`]); absent from
     /// files written before, and while it is empty.
     #[serde(default, skip_serializing_if = "Verdicts::is_empty")]
@@ -58,6 +67,8 @@ impl<T: Default> RouteState<T> {
             saved_at: None,
             cooldowns: T::default(),
             limits: LimitLedger::default(),
+            probe_budget: LimitLedger::default(),
+            traffic: Traffic::default(),
             verdicts: Verdicts::default(),
             extra: Map::new(),
         }
@@ -98,7 +109,7 @@ mod tests {
     use super::*;
     use crate::catalog::Limits;
     use crate::route::cooldown::{Cooldowns, Target};
-    use crate::route::limits::{EffectiveLimits, LimitRequest};
+    use crate::usage::limits::{EffectiveLimits, LimitRequest};
 
     #[test]
     fn budget_is_saved_next_to_the_cooldowns_and_old_files_still_load() {

@@ -39,6 +39,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::catalog::{ApiKey, Record, Resolved, model_key};
+use crate::check::lanes::QUESTION_TOKENS;
 use crate::check::lanes::{HttpProber, Probed, Prober};
 use crate::check::plan::Lane;
 use crate::check::writer::Writer;
@@ -55,10 +56,6 @@ use super::metrics::ReprobeLabels;
 
 /// How often (real time) the re-prober looks at what is due.
 pub const TICK: Duration = Duration::from_secs(1);
-
-/// What a probe counts against token limits besides its answer's
-/// `max_tokens`: the question.
-const QUESTION_TOKENS: u64 = 32;
 
 /// A re-probe's time and outcome on route's clock: `clock_now` (route's
 /// clock, truncated to the second, as the log's `ts` is written) and

@@ -24,9 +24,9 @@ use crate::route::cooldown::{Bench, Cooldowns};
 use crate::state::ModelState;
 
 use super::engine::{Engine, targets};
-use super::limits::{self, LimitLedger, LimitUsage};
 use super::shared::Wanted;
 use super::verdicts::{CONTEXT_WINDOW, Verdicts, WindowSource, known_window};
+use crate::usage::limits::{self, LimitLedger, LimitUsage};
 
 /// Where a view's cooldowns and usage come from.
 #[derive(
@@ -76,23 +76,30 @@ pub struct RouteSnapshot {
     pub cooldowns: Cooldowns,
     /// Empty unless [`Want::Everything`].
     pub limits: LimitLedger,
+    /// The part of `limits` this instance's (or, shared, every instance's)
+    /// own probes took. Empty unless [`Want::Everything`].
+    pub probe_limits: LimitLedger,
+    /// `check`'s probes, from `stats/probe_usage.json`: added to both.
+    pub check_probes: std::sync::Arc<crate::usage::ProbeUsage>,
 }
 
 impl RouteSnapshot {
     /// This process's own state, labelled `source`.
     pub fn local(engine: &Engine, want: Want, source: Source) -> RouteSnapshot {
-        let (cooldowns, limits) = engine.ledger.with_local_state(|st| {
-            let limits = match want {
-                Want::Everything => st.limits.clone(),
-                Want::Cooldowns => LimitLedger::default(),
+        let (cooldowns, limits, probe_limits) = engine.ledger.with_local_state(|st| {
+            let (limits, probes) = match want {
+                Want::Everything => (st.limits.clone(), st.probe_budget.clone()),
+                Want::Cooldowns => Default::default(),
             };
-            (st.cooldowns.clone(), limits)
+            (st.cooldowns.clone(), limits, probes)
         });
         RouteSnapshot {
             now: engine.clock.now(),
             source,
             cooldowns,
             limits,
+            probe_limits,
+            check_probes: engine.ledger.check_probes.current(),
         }
     }
 
@@ -109,11 +116,16 @@ impl RouteSnapshot {
                 for b in benches {
                     cooldowns.insert(b, now);
                 }
+                // Route's own probes are counted in Redis with the rest;
+                // their part is this instance's.
+                let probe_limits = engine.ledger.with_local_state(|st| st.probe_budget.clone());
                 RouteSnapshot {
                     now,
                     source: Source::Redis,
                     cooldowns,
                     limits,
+                    probe_limits,
+                    check_probes: engine.ledger.check_probes.current(),
                 }
             }
             Err(_) => RouteSnapshot::local(engine, want, Source::RedisUnavailable),
@@ -383,7 +395,9 @@ pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
         for m in &p.provider.models {
             let eff = limits::effective(&p.provider, m);
             for t in targets(p, m) {
-                for u in snap.limits.usage(&t, &eff, now) {
+                let check = &snap.check_probes.budget;
+                let probes = [&snap.probe_limits, check];
+                for u in snap.limits.usage_with(&t, &eff, &[check], &probes, now) {
                     // A key's and the provider's limits recur per model.
                     if !usage.iter().any(|x| x.scope == u.scope && x.kind == u.kind) {
                         usage.push(u);

@@ -42,7 +42,7 @@ pub mod check_publisher;
 pub mod items;
 pub mod record;
 
-use super::limits::{
+use crate::usage::limits::{
     self, DayCount, Learned, LimitHit, LimitKind, LimitLedger, LimitRequest, MinuteEntry,
     Reservation, UsageWindow,
 };
@@ -323,6 +323,17 @@ fn notify_key(subject: &str) -> String {
 
 fn ladder_key(id: &str) -> String {
     format!("{PREFIX}ladder:{id}")
+}
+
+/// A model's routed successes: a sorted set of their times (ms).
+fn traffic_ok_key(model: &str) -> String {
+    format!("{PREFIX}traffic:ok:{model}")
+}
+
+/// A model's routed failures: per class, `class` → count and
+/// `class@last` → the latest (ms).
+fn traffic_failed_key(model: &str) -> String {
+    format!("{PREFIX}traffic:failed:{model}")
 }
 
 impl SharedState {
@@ -629,6 +640,92 @@ impl SharedState {
         self.call(redis::cmd("DEL").arg(key).query_async::<i64>(&mut c))
             .await
             .map(|_| ())
+    }
+
+    /// A routed request to `model` succeeded (`failed` is `None`) or
+    /// failed with that class at `now`: traffic evidence every instance
+    /// adds to, for the one `check` of a fleet ([`crate::usage::traffic`]).
+    pub async fn traffic(
+        &self,
+        model: &str,
+        failed: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Shared<()> {
+        let keep = crate::usage::traffic::KEEP as isize;
+        let ttl = crate::usage::traffic::KEPT_FOR.num_milliseconds();
+        let mut p = redis::pipe();
+        p.atomic();
+        match failed {
+            None => {
+                let key = traffic_ok_key(model);
+                let member = format!("{}-{}", ms(now), rand::random::<u32>());
+                p.zadd(&key, member, ms(now))
+                    .ignore()
+                    .zremrangebyrank(&key, 0, -(keep + 1))
+                    .ignore()
+                    .pexpire(&key, ttl)
+                    .ignore();
+            }
+            Some(class) => {
+                let key = traffic_failed_key(model);
+                p.hincr(&key, class, 1)
+                    .ignore()
+                    .hset(&key, format!("{class}@last"), ms(now))
+                    .ignore()
+                    .pexpire(&key, ttl)
+                    .ignore();
+            }
+        }
+        let mut c = self.manager.clone();
+        self.call(p.query_async::<()>(&mut c)).await
+    }
+
+    /// The traffic evidence of `models` (`provider::model`), from every
+    /// instance, in one round trip.
+    pub async fn traffic_of(&self, models: &[String]) -> Shared<crate::usage::Traffic> {
+        let mut p = redis::pipe();
+        for m in models {
+            p.cmd("ZRANGE")
+                .arg(traffic_ok_key(m))
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES");
+            p.hgetall(traffic_failed_key(m));
+        }
+        let mut c = self.manager.clone();
+        type Reply = (Vec<(String, f64)>, HashMap<String, String>);
+        let replies: Vec<Reply> = self.call(p.query_async(&mut c)).await?;
+        let mut out = crate::usage::Traffic::default();
+        for (m, (ok, failed)) in models.iter().zip(replies) {
+            let mut e = crate::usage::traffic::Evidence {
+                ok: ok.into_iter().map(|(_, t)| from_ms(t as i64)).collect(),
+                ..Default::default()
+            };
+            for (field, count) in &failed {
+                if field.contains('@') {
+                    continue;
+                }
+                let (Ok(count), Some(last)) = (
+                    count.parse::<u64>(),
+                    failed
+                        .get(&format!("{field}@last"))
+                        .and_then(|t| t.parse::<i64>().ok()),
+                ) else {
+                    continue;
+                };
+                e.failed.insert(
+                    field.clone(),
+                    crate::usage::traffic::Failed {
+                        count,
+                        last: from_ms(last),
+                    },
+                );
+            }
+            if !e.ok.is_empty() || !e.failed.is_empty() {
+                out.models.insert(m.clone(), e);
+            }
+        }
+        Ok(out)
     }
 
     /// Share limits learned from an upstream's headers.

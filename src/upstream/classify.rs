@@ -201,6 +201,9 @@ pub fn answers(expected: i64) -> impl Judge {
 pub struct Classified {
     pub outcome: Outcome,
     pub error: Option<UpstreamError>,
+    /// The response's headers, when there was a response: the rate-limit
+    /// headers a probe's ledger learns from ([`crate::usage::limits`]).
+    pub headers: Option<reqwest::header::HeaderMap>,
 }
 
 /// Classify the result of [`crate::upstream::http::send`] for a probe:
@@ -218,6 +221,7 @@ pub fn classify(
         Err(e) => Classified {
             outcome: classify_transport(e, redactor),
             error: Some(transport_error(e, redactor)),
+            headers: None,
         },
     }
 }
@@ -255,6 +259,7 @@ pub fn classify_response(
                     ..failed(&e, latency_ms)
                 },
                 error: Some(e),
+                headers: Some(resp.headers.clone()),
             };
         }
     };
@@ -276,6 +281,7 @@ pub fn classify_response(
             retry_at: None,
         },
         error: None,
+        headers: Some(resp.headers.clone()),
     }
 }
 

@@ -65,6 +65,16 @@ impl Redis {
         s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
     }
 
+    /// One inline command's reply, raw (`ZCARD key` → `:3\r\n`).
+    pub fn inline(&self, command: &str) -> String {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).expect("connect to redis");
+        s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        s.write_all(format!("{command}\r\n").as_bytes()).unwrap();
+        let mut buf = [0u8; 512];
+        let n = s.read(&mut buf).unwrap_or(0);
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();

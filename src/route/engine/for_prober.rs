@@ -11,9 +11,10 @@ use chrono::{DateTime, Utc};
 
 use crate::catalog::{ApiKey, Resolved};
 use crate::route::cooldown::{Bench, Target};
-use crate::route::limits::{self, LimitRequest, Reservation};
 use crate::route::shared::Admit;
 use crate::state::ModelState;
+use crate::usage::budget::Budget;
+use crate::usage::limits::{self, LimitRequest, Reservation};
 
 use super::{Engine, targets};
 
@@ -51,6 +52,23 @@ impl Engine {
             limits: &eff,
             tokens,
         };
+        // Inside the probe budget first: what every probe may spend of
+        // the day's limits, with `check`'s probes counted too.
+        let check = self.ledger.check_probes.current();
+        {
+            let st = self.ledger.lock();
+            let sharing = p.provider.models.len();
+            let budget = Budget::of(
+                &p.provider,
+                model,
+                target,
+                sharing,
+                &[&st.limits, &check.budget],
+            );
+            if let Err(spent) = budget.admits(&[&st.limits, &check.budget], tokens, now) {
+                return Err(format!("probe budget spent: {spent}"));
+            }
+        }
         let admitted = match self.ledger.shared() {
             Some(s) if of_bench => s.admit_limits(&req, now).await.ok(),
             Some(s) => s.admit(&req, now).await.ok(),
@@ -63,10 +81,19 @@ impl Engine {
             }
             Some(Admit::Limited(hit)) => Err(hit),
             Some(Admit::Counted(r)) => {
-                let _ = self.ledger.lock().limits.check_and_count(&req, now);
+                let mut st = self.ledger.lock();
+                let _ = st.limits.check_and_count(&req, now);
+                let _ = st.probe_budget.check_and_count(&req, now);
                 Ok(r)
             }
-            None => self.ledger.lock().limits.check_and_count(&req, now),
+            None => {
+                let mut st = self.ledger.lock();
+                let r = st.limits.check_and_count_with(&req, &[&check.budget], now);
+                if r.is_ok() {
+                    let _ = st.probe_budget.check_and_count(&req, now);
+                }
+                r
+            }
         };
         match checked {
             Ok(r) => {

@@ -16,10 +16,12 @@ use chrono::{DateTime, Utc};
 use crate::catalog::{ApiKey, Resolved};
 use crate::error::Result;
 use crate::route::cooldown::{Bench, Cooldowns, Decision, Target};
-use crate::route::limits::Reservation;
 use crate::route::persist::{self, RouteState};
 use crate::route::shared::SharedState;
+use crate::state::Watcher;
 use crate::upstream::classify::UpstreamError;
+use crate::usage::ProbeUsage;
+use crate::usage::limits::Reservation;
 
 use super::{lock, targets};
 
@@ -33,16 +35,44 @@ pub struct Ledger {
     pub changed: tokio::sync::Notify,
     /// Redis, when instances share their state (`--shared-state`).
     shared: Option<Arc<SharedState>>,
+    /// `check`'s probes (`stats/probe_usage.json`), watched: counted with
+    /// this instance's own in every limit and view ([`crate::usage`]).
+    pub check_probes: Arc<Watcher<ProbeUsage>>,
 }
 
 impl Ledger {
-    /// A ledger holding `saved`, with nothing changed yet.
-    pub(super) fn new(saved: RouteState<Cooldowns>) -> Ledger {
+    /// A ledger holding `saved`, with nothing changed yet, watching the
+    /// probes `check` counts in `stats_dir`. A probe file that cannot be
+    /// read is a warning: route goes on without its counts.
+    pub(super) fn new(saved: RouteState<Cooldowns>, stats_dir: &Path) -> Ledger {
+        let (check_probes, problem) = Watcher::open_lenient(&ProbeUsage::path(stats_dir));
+        if let Some(e) = problem {
+            eprintln!("warning: {e}; routing goes on without the probes' counts");
+        }
         Ledger {
             state: Arc::new(Mutex::new(saved)),
             dirty: AtomicBool::new(false),
             changed: tokio::sync::Notify::new(),
             shared: None,
+            check_probes: Arc::new(check_probes),
+        }
+    }
+
+    /// A routed request to `model` succeeded or (with its failure
+    /// class) failed at `now`: traffic evidence for `check`
+    /// ([`crate::usage::traffic`]).
+    pub(super) fn traffic(&self, model: &str, failed: Option<&str>, now: DateTime<Utc>) {
+        {
+            let mut st = self.lock();
+            match failed {
+                None => st.traffic.success(model, now),
+                Some(class) => st.traffic.failure(model, class, now),
+            }
+        }
+        self.mark_dirty();
+        if let Some(s) = self.shared.clone() {
+            let (model, failed) = (model.to_string(), failed.map(str::to_string));
+            tokio::spawn(async move { s.traffic(&model, failed.as_deref(), now).await });
         }
     }
 
@@ -87,6 +117,7 @@ impl Ledger {
             let mut cd = self.lock();
             cd.cooldowns.prune(now);
             cd.verdicts.prune(now);
+            cd.traffic.prune(now);
             cd.saved_at = Some(crate::time::format_ts(now));
             cd.clone()
         };
@@ -133,6 +164,9 @@ impl Ledger {
         err: UpstreamError,
         now: DateTime<Utc>,
     ) {
+        if !err.class.is_capability() {
+            self.traffic(&target.model_id(), Some(err.class.as_str()), now);
+        }
         match self.shared.clone() {
             Some(s) if s.is_healthy() => {
                 let (t, local) = (target.clone(), self.state.clone());
@@ -205,7 +239,10 @@ impl Ledger {
             }
             return;
         }
-        self.lock().limits.correct(&mut r, 0);
+        let mut st = self.lock();
+        st.limits.correct(&mut r.clone(), 0);
+        st.probe_budget.correct(&mut r, 0);
+        drop(st);
         self.mark_dirty();
     }
 

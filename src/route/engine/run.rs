@@ -13,10 +13,10 @@ use std::time::Duration;
 use crate::catalog::ApiKey;
 use crate::route::cooldown::{Action, Target};
 use crate::route::domain::RouteError;
-use crate::route::limits::{self, LimitRequest, Reservation};
 use crate::route::metrics::AttemptLabels;
 use crate::route::shared::Admit;
 use crate::upstream::classify::{ErrorClass, UpstreamError};
+use crate::usage::limits::{self, LimitRequest, Reservation};
 
 use super::{
     Attempt, AttemptClass, Candidate, Engine, Exhausted, Sent, Served, attempt_labels, key_label,
@@ -205,7 +205,13 @@ impl<'e> Run<'e> {
                 let _ = e.ledger.lock().limits.check_and_count(&req, now);
                 Ok(r)
             }
-            _ => e.ledger.lock().limits.check_and_count(&req, now),
+            _ => {
+                let probes = e.ledger.check_probes.current();
+                e.ledger
+                    .lock()
+                    .limits
+                    .check_and_count_with(&req, &[&probes.budget], now)
+            }
         };
         match checked {
             Ok(r) => {
@@ -374,13 +380,11 @@ impl<'e> Run<'e> {
             Ok(value) => {
                 tracing::debug!(model = %c.key(), ms = took.as_millis() as u64, "route: served");
                 e.telemetry.count_request("served");
-                if e.ledger
+                e.ledger
                     .lock()
                     .cooldowns
-                    .record_success(&target, e.clock.now())
-                {
-                    e.ledger.mark_dirty();
-                }
+                    .record_success(&target, e.clock.now());
+                e.ledger.traffic(&c.key(), None, e.clock.now());
                 if let Some(s) = e.ledger.shared().cloned() {
                     // Off the request path: a ladder to reset is rare.
                     let t = target.clone();
@@ -428,7 +432,14 @@ impl<'e> Run<'e> {
             )),
             "route: attempt failed"
         );
-        e.ledger.mark_dirty();
+        // What says something of the model, for `check`: not a client's
+        // fault, nor a need the model lacks.
+        if decision.action != Action::ReturnToClient && !err.class.is_capability() {
+            e.ledger
+                .traffic(&c.key(), Some(err.class.as_str()), e.clock.now());
+        } else {
+            e.ledger.mark_dirty();
+        }
         self.attempts.push(Attempt {
             model: c.key(),
             key: key.map(key_label),

@@ -34,8 +34,9 @@ use chrono::{DateTime, NaiveTime, TimeDelta, Utc};
 use reqwest::header::HeaderMap;
 use serde::{Deserialize, Serialize};
 
-use super::cooldown::{MAX_WAIT, Target};
+use super::Target;
 use crate::catalog::{Limits, Provider, RequestsWindow};
+use crate::upstream::hints::MAX_WAIT;
 use crate::upstream::hints::parse_reset;
 
 /// The sliding window of per-minute limits.
@@ -290,7 +291,6 @@ impl UsageWindow {
         }
     }
 
-    #[cfg(test)]
     fn prune(&mut self, now: DateTime<Utc>) {
         self.slide(now);
         if self.day.as_ref().is_some_and(|d| d.resets_at <= now) {
@@ -298,7 +298,6 @@ impl UsageWindow {
         }
     }
 
-    #[cfg(test)]
     fn is_empty(&self) -> bool {
         self.minute.is_empty() && self.day.is_none()
     }
@@ -366,7 +365,10 @@ pub struct LimitUsage {
     /// key, or the provider (`daily_cap`).
     pub scope: String,
     pub kind: LimitKind,
+    /// Used by everything llmprobe sent: routed requests and probes.
     pub used: u64,
+    /// The probes' part of `used`: `check`'s probes and route's re-probes.
+    pub used_by_probes: u64,
     /// The limit in force: the tighter of configured and learned.
     pub limit: u64,
     /// Whether that is a learned limit (from the upstream's headers).
@@ -395,17 +397,35 @@ impl LimitLedger {
         out
     }
 
-    /// Every limit on `target`, configured and learned, the tighter winning.
-    fn checks(&self, target: &Target, eff: &EffectiveLimits) -> Vec<Check> {
-        checks_with(target, eff, &self.learned_limits(&target.key_model_id()))
+    /// Every limit on `target`, configured and learned (here or in
+    /// `others`), the tighter winning.
+    fn checks(
+        &self,
+        target: &Target,
+        eff: &EffectiveLimits,
+        others: &[&LimitLedger],
+    ) -> Vec<Check> {
+        let scope = target.key_model_id();
+        let mut learned = self.learned_limits(&scope);
+        for o in others {
+            learned = learned.tightest(&o.learned_limits(&scope));
+        }
+        checks_with(target, eff, &learned)
     }
 
-    /// How much of `c` is used now.
-    fn used(&self, c: &Check, now: DateTime<Utc>, resets_at: DateTime<Utc>) -> u64 {
-        let Some(w) = self.windows.get(&c.scope) else {
+    /// How much of `kind` is used now in `scope`, by this ledger alone
+    /// (`resets_at`: the end of the day window that holds `now`).
+    pub fn used_here(
+        &self,
+        scope: &str,
+        kind: LimitKind,
+        now: DateTime<Utc>,
+        resets_at: DateTime<Utc>,
+    ) -> u64 {
+        let Some(w) = self.windows.get(scope) else {
             return 0;
         };
-        match (c.kind.per_minute(), c.kind.counts_tokens()) {
+        match (kind.per_minute(), kind.counts_tokens()) {
             (true, false) => w.in_minute(now).map(|e| e.requests).sum(),
             (true, true) => w.in_minute(now).map(|e| e.tokens).sum(),
             (false, false) => w.day_counts(resets_at).0,
@@ -413,27 +433,42 @@ impl LimitLedger {
         }
     }
 
+    /// How much of `c` is used now, here and in `others`.
+    fn used(
+        &self,
+        c: &Check,
+        others: &[&LimitLedger],
+        now: DateTime<Utc>,
+        resets_at: DateTime<Utc>,
+    ) -> u64 {
+        std::iter::once(self)
+            .chain(others.iter().copied())
+            .map(|l| l.used_here(&c.scope, c.kind, now, resets_at))
+            .fold(0, u64::saturating_add)
+    }
+
     /// When `c` fails for a request of `tokens`, the time it could pass.
     fn fails(
         &self,
         c: &Check,
+        others: &[&LimitLedger],
         tokens: u64,
         now: DateTime<Utc>,
         resets_at: DateTime<Utc>,
     ) -> Option<DateTime<Utc>> {
         let cost = if c.kind.counts_tokens() { tokens } else { 1 };
-        if self.used(c, now, resets_at).saturating_add(cost) <= c.limit {
+        if self.used(c, others, now, resets_at).saturating_add(cost) <= c.limit {
             return None;
         }
         if !c.kind.per_minute() {
             return Some(resets_at);
         }
         // Slide the oldest entries out until the request fits.
-        let mut entries: Vec<&MinuteEntry> = self
-            .windows
-            .get(&c.scope)
-            .map(|w| w.in_minute(now).collect())
-            .unwrap_or_default();
+        let mut entries: Vec<&MinuteEntry> = std::iter::once(self)
+            .chain(others.iter().copied())
+            .filter_map(|l| l.windows.get(&c.scope))
+            .flat_map(|w| w.in_minute(now))
+            .collect();
         entries.sort_by_key(|e| e.at);
         let weight = |e: &MinuteEntry| {
             if c.kind.counts_tokens() {
@@ -461,8 +496,20 @@ impl LimitLedger {
         req: &LimitRequest<'_>,
         now: DateTime<Utc>,
     ) -> Result<Reservation, LimitHit> {
+        self.check_and_count_with(req, &[], now)
+    }
+
+    /// [`check_and_count`](LimitLedger::check_and_count), with the counts
+    /// and learned limits of `others` (another process's, read from its
+    /// file) added to this ledger's. Only this ledger counts the request.
+    pub fn check_and_count_with(
+        &mut self,
+        req: &LimitRequest<'_>,
+        others: &[&LimitLedger],
+        now: DateTime<Utc>,
+    ) -> Result<Reservation, LimitHit> {
         let resets_at = next_day_reset(now, req.limits.day_reset);
-        let checks = self.checks(req.target, req.limits);
+        let checks = self.checks(req.target, req.limits, others);
         let key_model = req.target.key_model_id();
         let mut worst: Option<LimitHit> = None;
         let mut consider = |hit: LimitHit| {
@@ -471,7 +518,7 @@ impl LimitLedger {
             }
         };
         for c in &checks {
-            if let Some(until) = self.fails(c, req.tokens, now, resets_at) {
+            if let Some(until) = self.fails(c, others, req.tokens, now, resets_at) {
                 consider(LimitHit {
                     kind: c.kind,
                     scope: c.scope.clone(),
@@ -479,10 +526,9 @@ impl LimitLedger {
                 });
             }
         }
-        for l in self
-            .learned
-            .get(&key_model)
-            .into_iter()
+        for l in std::iter::once(&*self)
+            .chain(others.iter().copied())
+            .filter_map(|l| l.learned.get(&key_model))
             .flat_map(|m| m.values())
         {
             if let Some(until) = l.blocked_until(now) {
@@ -586,17 +632,36 @@ impl LimitLedger {
     }
 
     /// Every limit on `target` with how much of it is used, for display.
+    #[cfg(test)]
     pub fn usage(
         &self,
         target: &Target,
         eff: &EffectiveLimits,
         now: DateTime<Utc>,
     ) -> Vec<LimitUsage> {
+        self.usage_with(target, eff, &[], &[], now)
+    }
+
+    /// Every limit on `target` with how much of it is used, here and in
+    /// `others`, and how much of that by probes (counted in `probes`,
+    /// which hold only probes), for display.
+    pub fn usage_with(
+        &self,
+        target: &Target,
+        eff: &EffectiveLimits,
+        others: &[&LimitLedger],
+        probes: &[&LimitLedger],
+        now: DateTime<Utc>,
+    ) -> Vec<LimitUsage> {
         let resets_at = next_day_reset(now, eff.day_reset);
-        self.checks(target, eff)
+        self.checks(target, eff, others)
             .into_iter()
             .map(|c| LimitUsage {
-                used: self.used(&c, now, resets_at),
+                used: self.used(&c, others, now, resets_at),
+                used_by_probes: probes
+                    .iter()
+                    .map(|l| l.used_here(&c.scope, c.kind, now, resets_at))
+                    .fold(0, u64::saturating_add),
                 kind: c.kind,
                 scope: c.scope,
                 limit: c.limit,
@@ -608,7 +673,6 @@ impl LimitLedger {
     /// Drop what no longer counts: minute entries older than 60 s, day
     /// counts whose day is over, learned buckets older than
     /// [`LEARNED_TTL`] or spent buckets (not enforced) past their reset.
-    #[cfg(test)]
     pub fn prune(&mut self, now: DateTime<Utc>) {
         self.windows.retain(|_, w| {
             w.prune(now);
@@ -662,6 +726,23 @@ fn checks_with(target: &Target, eff: &EffectiveLimits, learned: &Limits) -> Vec<
         });
     }
     checks
+}
+
+/// Every limit on `target` as (scope, kind, limit, learned): the
+/// configured ones, tightened by what any of `ledgers` learned.
+pub fn limits_on(
+    target: &Target,
+    eff: &EffectiveLimits,
+    ledgers: &[&LimitLedger],
+) -> Vec<(String, LimitKind, u64, bool)> {
+    let scope = target.key_model_id();
+    let learned = ledgers.iter().fold(Limits::default(), |l, x| {
+        l.tightest(&x.learned_limits(&scope))
+    });
+    checks_with(target, eff, &learned)
+        .into_iter()
+        .map(|c| (c.scope, c.kind, c.limit, c.learned))
+        .collect()
 }
 
 /// The configured limits on `target` as (scope, kind, limit), for the

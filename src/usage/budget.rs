@@ -1,0 +1,395 @@
+//! The probe budget: how much of a provider's daily allowance probing may
+//! spend, and so how often each model is probed.
+//!
+//! For each daily limit known on a probe of a model (its `rpd` or `tpd` per
+//! key and model, its key's `key_limits`, the provider's `daily_cap`;
+//! configured, from the catalog, or learned from rate-limit headers), with
+//! `share` the provider's `probe_share` (0.1 unless set):
+//!
+//! ```text
+//! allowance = max(1, floor(share × limit))
+//! ```
+//!
+//! A probe may go only while, for every such limit, the day's use by
+//! everything llmprobe sent (probes and routed requests, [`super`]) is
+//! below the allowance: the rest of the day, `limit − allowance`, is
+//! reserved for traffic, and once the remaining requests are at or below
+//! that reserve no probe goes until the day resets. Tokens the same way: a
+//! probe's estimated tokens must fit under `max(1, floor(share × tpd))`.
+//!
+//! **Cadence.** A model's basic probe is due once per slot, where
+//!
+//! ```text
+//! probes per day = min over its daily request limits of allowance ÷ models sharing it
+//! slot           = 24 h ÷ probes per day
+//! ```
+//!
+//! and slots start at the provider's `day_reset` (00:00 UTC unless set):
+//! 20 requests a day and 0.1 give 2 probes a day, one in each 12 h slot
+//! (00:00 and 12:00), however often `check` runs. A model with no daily
+//! limit known has no slot: it is probed every run.
+//!
+//! Nothing here reads the clock or a file.
+
+use chrono::{DateTime, NaiveTime, TimeDelta, Utc};
+use serde::Serialize;
+
+use super::LimitLedger;
+use super::limits::{self, LimitKind, next_day_reset};
+use super::target::Target;
+use crate::catalog::Provider;
+
+/// `max(1, floor(share × limit))`: what probing may use of a daily limit.
+pub fn allowance(share: f64, limit: u64) -> u64 {
+    ((share * limit as f64).floor() as u64).max(1)
+}
+
+/// One daily limit a probe of a model counts against.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Daily {
+    /// The scope it counts in (as in `route --status`).
+    pub scope: String,
+    /// `rpd`, `tpd` or `daily_cap`.
+    pub kind: LimitKind,
+    pub limit: u64,
+    /// What probing may use of it a day.
+    pub allowance: u64,
+    /// How many of the provider's probed models share it.
+    pub sharing: usize,
+    /// From rate-limit headers, tighter than anything configured.
+    pub learned: bool,
+}
+
+impl Daily {
+    fn counts_requests(&self) -> bool {
+        self.kind != LimitKind::Tpd
+    }
+}
+
+/// A model's probe budget: the daily limits on its probes, and the slot
+/// its basic probe is due in.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Budget {
+    pub dailies: Vec<Daily>,
+    /// Basic probes a day; `None` when no daily request limit is known
+    /// (probed every run).
+    pub per_day: Option<f64>,
+    #[serde(skip)]
+    pub day_reset: NaiveTime,
+}
+
+impl Budget {
+    /// The budget of `model` of `p`, probed with `target` (the key probes
+    /// use), `sharing` models of the provider being probed, with the limits
+    /// any of `learned` learned. `share` is the provider's `probe_share`.
+    pub fn of(
+        p: &Provider,
+        model: &str,
+        target: &Target,
+        sharing: usize,
+        learned: &[&LimitLedger],
+    ) -> Budget {
+        let eff = limits::effective(p, model);
+        let key_model = target.key_model_id();
+        let dailies: Vec<Daily> = limits::limits_on(target, &eff, learned)
+            .into_iter()
+            .filter(|(_, kind, _, _)| {
+                matches!(kind, LimitKind::Rpd | LimitKind::Tpd | LimitKind::DailyCap)
+            })
+            .map(|(scope, kind, limit, learned)| Daily {
+                sharing: if scope == key_model {
+                    1
+                } else {
+                    sharing.max(1)
+                },
+                allowance: allowance(p.probe_share, limit),
+                scope,
+                kind,
+                limit,
+                learned,
+            })
+            .collect();
+        let per_day = dailies
+            .iter()
+            .filter(|d| d.counts_requests())
+            .map(|d| d.allowance as f64 / d.sharing as f64)
+            .min_by(f64::total_cmp);
+        Budget {
+            dailies,
+            per_day,
+            day_reset: p.day_reset,
+        }
+    }
+
+    /// The length of a slot, when a daily limit is known.
+    pub fn slot(&self) -> Option<TimeDelta> {
+        let per_day = self.per_day?;
+        let ms = (86_400_000.0 / per_day).round() as i64;
+        Some(TimeDelta::milliseconds(ms.max(1000)))
+    }
+
+    /// The slot that holds `now`: its start and its end (the next slot's
+    /// start). Slots are counted from the provider's `day_reset` on
+    /// 1970-01-01, so they fall at the same times every day when a day
+    /// holds a whole number of them.
+    pub fn slot_at(&self, now: DateTime<Utc>) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        let len = self.slot()?;
+        let anchor = DateTime::<Utc>::UNIX_EPOCH
+            .date_naive()
+            .and_time(self.day_reset)
+            .and_utc();
+        let len_ms = len.num_milliseconds();
+        let idx = (now - anchor).num_milliseconds().div_euclid(len_ms);
+        let start = anchor + TimeDelta::milliseconds(idx * len_ms);
+        Some((start, start + len))
+    }
+
+    /// Whether a basic probe is due at `now`, the last one having been
+    /// at `last` (`None`: never): always without a slot; else when the
+    /// last probe is before the current slot. `Err` carries when the next
+    /// slot starts.
+    pub fn due(
+        &self,
+        last: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<(), DateTime<Utc>> {
+        match (self.slot_at(now), last) {
+            (Some((start, end)), Some(last)) if last >= start => Err(end),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether a probe of `tokens` estimated tokens may go now, the day's
+    /// use being what `all` counted (every ledger: routed requests and
+    /// probes). `Err` names the limit whose allowance is spent.
+    pub fn admits(
+        &self,
+        all: &[&LimitLedger],
+        tokens: u64,
+        now: DateTime<Utc>,
+    ) -> Result<(), Spent> {
+        let resets_at = next_day_reset(now, self.day_reset);
+        for d in &self.dailies {
+            let used = all
+                .iter()
+                .map(|l| l.used_here(&d.scope, d.kind, now, resets_at))
+                .fold(0, u64::saturating_add);
+            let cost = if d.counts_requests() { 1 } else { tokens };
+            if used.saturating_add(cost) > d.allowance {
+                return Err(Spent {
+                    daily: d.clone(),
+                    used,
+                    resets_at,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// "probed every 12 h: 20 requests/day, probes use 2", or `None`
+    /// without a daily limit.
+    pub fn cadence_words(&self) -> Option<String> {
+        let slot = self.slot()?;
+        let d = self
+            .dailies
+            .iter()
+            .filter(|d| d.counts_requests())
+            .min_by(|a, b| {
+                (a.allowance as f64 / a.sharing as f64)
+                    .total_cmp(&(b.allowance as f64 / b.sharing as f64))
+            })?;
+        let shared = if d.sharing > 1 {
+            format!(", shared by {} models", d.sharing)
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "probed every {}: {} requests/day{shared}, probes use {}",
+            crate::duration::format(slot.num_seconds().max(0) as u64),
+            d.limit,
+            d.allowance
+        ))
+    }
+}
+
+/// A daily allowance spent: no probe until `resets_at`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Spent {
+    pub daily: Daily,
+    /// Used today, by probes and traffic together.
+    pub used: u64,
+    pub resets_at: DateTime<Utc>,
+}
+
+impl std::fmt::Display for Spent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} of {} used today, probes may use {}",
+            self.daily.kind, self.used, self.daily.limit, self.daily.allowance
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Limits;
+    use crate::usage::limits::{EffectiveLimits, LimitRequest};
+
+    fn at(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    fn provider(limits: Limits, key: Limits, cap: Option<u64>, models: &[&str]) -> Provider {
+        let toml = format!(
+            "include_default_catalog = false\n{}",
+            crate::catalog::test_table("p", models, "")
+        );
+        let mut p = crate::catalog::Catalog::from_toml_str(&toml, "test.toml")
+            .unwrap()
+            .providers
+            .remove(0);
+        p.limits = limits;
+        p.key_limits = key;
+        p.daily_cap = cap;
+        p
+    }
+
+    fn rpd(n: u64) -> Limits {
+        Limits {
+            rpd: Some(n),
+            ..Limits::default()
+        }
+    }
+
+    #[test]
+    fn the_allowance_is_a_floor_share_but_never_zero() {
+        assert_eq!(allowance(0.1, 20), 2);
+        assert_eq!(allowance(0.1, 50), 5);
+        assert_eq!(allowance(0.1, 5), 1);
+        assert_eq!(allowance(0.1, 14_400), 1440);
+        assert_eq!(allowance(1.0, 7), 7);
+    }
+
+    #[test]
+    fn twenty_a_day_gives_two_probes_twelve_hours_apart() {
+        let p = provider(rpd(20), Limits::default(), None, &["m"]);
+        let t = Target::new("p", "m").with_key(0, "k1:ab");
+        let b = Budget::of(&p, "m", &t, 1, &[]);
+        assert_eq!(b.per_day, Some(2.0));
+        assert_eq!(b.slot(), Some(TimeDelta::hours(12)));
+        // Due at the first run of a slot, not at the next two.
+        assert_eq!(
+            b.due(Some(at("2026-12-06T23:00:00Z")), at("2026-12-07T00:05:00Z")),
+            Ok(())
+        );
+        let last = at("2026-12-07T00:05:00Z");
+        assert_eq!(
+            b.due(Some(last), at("2026-12-07T01:05:00Z")),
+            Err(at("2026-12-07T12:00:00Z"))
+        );
+        assert_eq!(
+            b.due(Some(last), at("2026-12-07T11:59:00Z")),
+            Err(at("2026-12-07T12:00:00Z"))
+        );
+        assert_eq!(b.due(Some(last), at("2026-12-07T12:00:00Z")), Ok(()));
+        assert_eq!(b.due(None, at("2026-12-07T01:00:00Z")), Ok(()));
+        assert_eq!(
+            b.cadence_words().as_deref(),
+            Some("probed every 12h: 20 requests/day, probes use 2")
+        );
+    }
+
+    #[test]
+    fn a_key_limit_is_shared_by_the_models_under_it() {
+        let p = provider(Limits::default(), rpd(50), None, &["a", "b", "c"]);
+        let t = Target::new("p", "a").with_key(0, "k1:ab");
+        let b = Budget::of(&p, "a", &t, 3, &[]);
+        assert_eq!(b.dailies[0].allowance, 5);
+        assert_eq!(b.dailies[0].sharing, 3);
+        let slot = b.slot().unwrap();
+        assert_eq!(
+            slot,
+            TimeDelta::milliseconds((86_400_000.0f64 * 3.0 / 5.0).round() as i64)
+        );
+    }
+
+    #[test]
+    fn no_daily_limit_means_every_run() {
+        let p = provider(
+            Limits {
+                rpm: Some(10),
+                ..Limits::default()
+            },
+            Limits::default(),
+            None,
+            &["m"],
+        );
+        let t = Target::new("p", "m");
+        let b = Budget::of(&p, "m", &t, 1, &[]);
+        assert_eq!(b.per_day, None);
+        assert_eq!(
+            b.due(Some(at("2026-12-07T00:59:00Z")), at("2026-12-07T01:00:00Z")),
+            Ok(())
+        );
+        assert!(b.cadence_words().is_none());
+    }
+
+    #[test]
+    fn a_probe_stops_once_the_days_use_reaches_the_allowance() {
+        let p = provider(rpd(20), Limits::default(), Some(100), &["m"]);
+        let t = Target::new("p", "m").with_key(0, "k1:ab");
+        let b = Budget::of(&p, "m", &t, 1, &[]);
+        let now = at("2026-12-07T10:00:00Z");
+        let mut traffic = LimitLedger::default();
+        let probes = LimitLedger::default();
+        assert_eq!(b.admits(&[&traffic, &probes], 20, now), Ok(()));
+        let eff = EffectiveLimits {
+            model: rpd(20),
+            daily_cap: Some(100),
+            ..EffectiveLimits::default()
+        };
+        let req = LimitRequest {
+            target: &t,
+            limits: &eff,
+            tokens: 10,
+        };
+        traffic.check_and_count(&req, now).unwrap();
+        assert_eq!(b.admits(&[&traffic, &probes], 20, now), Ok(()));
+        traffic.check_and_count(&req, now).unwrap();
+        // 2 of 20 used: 18 left, which is what traffic keeps.
+        let spent = b.admits(&[&traffic, &probes], 20, now).unwrap_err();
+        assert_eq!(spent.daily.kind, LimitKind::Rpd);
+        assert_eq!((spent.used, spent.daily.allowance), (2, 2));
+        assert_eq!(spent.resets_at, at("2026-12-08T00:00:00Z"));
+        assert_eq!(
+            spent.to_string(),
+            "rpd 2 of 20 used today, probes may use 2"
+        );
+        // The next day, it may go again.
+        assert_eq!(
+            b.admits(&[&traffic, &probes], 20, at("2026-12-08T00:00:01Z")),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_learned_daily_limit_counts_too() {
+        let p = provider(Limits::default(), Limits::default(), None, &["m"]);
+        let t = Target::new("p", "m").with_key(0, "k1:ab");
+        let mut learned = LimitLedger::default();
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("x-ratelimit-limit-requests", "30".parse().unwrap());
+        headers.insert("x-ratelimit-remaining-requests", "29".parse().unwrap());
+        learned.learn(
+            &t,
+            crate::catalog::RequestsWindow::Day,
+            &headers,
+            at("2026-12-07T00:00:00Z"),
+        );
+        let b = Budget::of(&p, "m", &t, 1, &[&learned]);
+        assert_eq!(b.per_day, Some(3.0));
+        assert!(b.dailies[0].learned);
+    }
+}

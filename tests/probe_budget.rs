@@ -1,0 +1,211 @@
+//! The probe budget and traffic evidence (issue 33), through the real
+//! binary on the test clock: probes spend at most `probe_share` of each
+//! known daily limit, are counted in the ledger route reads, and a model
+//! route's traffic has just proven is not probed.
+
+use serde_json::Value;
+
+use crate::support::{
+    Env, Fake, RouteServer, advance, check, clock_env, config, eventually, log_entries, usage_line,
+};
+
+/// `llmprobe --config CFG route --model MODEL "What is 2 + 2?"`.
+fn route_once(env: &Env, cfg: &str, model: &str) {
+    env.run(&["--config", cfg, "route", "--model", model, "What is 2 + 2?"])
+        .ok();
+}
+
+/// `day_reset = "HH:MM"` twelve hours from now: no test's day window ends
+/// while it runs, whatever the time of day.
+fn far_reset() -> String {
+    let at = chrono::Utc::now() + chrono::TimeDelta::hours(12);
+    format!("day_reset = \"{}\"", at.format("%H:%M"))
+}
+
+fn json(env: &Env, cfg: &str) -> Value {
+    let r = check(env, cfg, &["--json"]).ok();
+    serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.stdout))
+}
+
+#[test]
+fn twenty_requests_a_day_give_two_basic_probes_twelve_hours_apart() {
+    let env = clock_env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[fake.provider(
+            "p",
+            "openai",
+            &["m"],
+            &format!("limits = {{ rpd = 20 }}\n{}", far_reset()),
+        )],
+    );
+    // Three runs in a row send it one probe.
+    check(&env, &cfg, &[]).ok();
+    for _ in 0..2 {
+        let r = check(&env, &cfg, &[]).ok();
+        assert!(r.stdout.contains("budget: next probe"), "{}", r.stdout);
+        assert!(
+            r.stdout
+                .contains("p::m: probed every 12h: 20 requests/day, probes use 2"),
+            "{}",
+            r.stdout
+        );
+    }
+    assert_eq!(fake.seen().len(), 1);
+    assert_eq!(
+        log_entries(&env.log()).len(),
+        1,
+        "a budget skip is not a log entry"
+    );
+    // The budget's skip is in --json, with when the next probe may go.
+    let v = json(&env, &cfg);
+    assert_eq!(v["budget"][0]["model"], "p::m", "{v}");
+    assert_eq!(v["budget"][0]["why"], "not due", "{v}");
+    // Twelve hours on, the next slot: one more, then none again.
+    advance(&env, 12 * 3600 + 60);
+    check(&env, &cfg, &[]).ok();
+    check(&env, &cfg, &[]).ok();
+    assert_eq!(fake.seen().len(), 2);
+}
+
+#[test]
+fn a_daily_cap_is_shared_by_every_probe_of_the_provider_and_the_reserve_is_kept() {
+    let env = clock_env();
+    let fake = Fake::start(&env, &[]);
+    // 20 a day for the whole provider: probes may use 2, whichever model.
+    let cfg = config(
+        &env,
+        &[fake.provider(
+            "p",
+            "openai",
+            &["a", "b", "c"],
+            &format!("daily_cap = 20\n{}", far_reset()),
+        )],
+    );
+    let v = json(&env, &cfg);
+    assert_eq!(fake.seen().len(), 2, "{v}");
+    let spent = &v["budget"][0];
+    assert_eq!(spent["model"], "p::c", "{v}");
+    assert_eq!(
+        spent["why"], "daily_cap 2 of 20 used today, probes may use 2",
+        "{v}"
+    );
+    let r = check(&env, &cfg, &[]).ok();
+    assert!(
+        r.stdout.contains("budget: daily_cap 2 of 20 used today"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(fake.seen().len(), 2);
+}
+
+#[test]
+fn routed_requests_count_against_the_probes_allowance() {
+    let env = clock_env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[fake.provider(
+            "p",
+            "openai",
+            &["m"],
+            &format!("limits = {{ rpd = 20 }}\n{}", far_reset()),
+        )],
+    );
+    // Traffic took the first two requests of the day: what is left (18)
+    // is traffic's reserve, and no probe eats into it.
+    route_once(&env, &cfg, "p::m");
+    route_once(&env, &cfg, "p::m");
+    let r = check(&env, &cfg, &[]).ok();
+    assert!(
+        r.stdout
+            .contains("budget: rpd 2 of 20 used today, probes may use 2; next "),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(fake.seen().len(), 2, "only the routed requests reached it");
+}
+
+#[test]
+fn a_running_router_sees_a_checks_probes_and_neither_loses_the_others_counts() {
+    let env = clock_env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[fake.provider(
+            "p",
+            "openai",
+            &["m"],
+            &format!("limits = {{ rpd = 100 }}\n{}", far_reset()),
+        )],
+    );
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    assert_eq!(srv.chat("p::m", false).status, 200);
+    check(&env, &cfg, &[]).ok();
+    let line = eventually("route sees the probe", || {
+        let v = srv.providers();
+        let u = usage_line(&v, "p", "rpd").cloned().ok_or(v.to_string())?;
+        if u["used"] == 2 {
+            Ok(u)
+        } else {
+            Err(u.to_string())
+        }
+    });
+    assert_eq!(line["used_by_probes"], 1, "{line}");
+    // Route saves its own counts; they keep the probe's out of its file,
+    // and the check's file keeps route's out: both still add up.
+    assert_eq!(srv.chat("p::m", false).status, 200);
+    // Read from the files alone, as a one-shot `route --status` does once
+    // the router has saved: 3 in all, 1 of them the probe's.
+    eventually("the files add up", || {
+        let r = env.run(&["--config", &cfg, "route", "--status", "--json"]);
+        let v: Value = serde_json::from_str(&r.stdout).map_err(|e| e.to_string())?;
+        let u = usage_line(&v, "p", "rpd").cloned().ok_or(v.to_string())?;
+        match (u["used"].as_u64(), u["used_by_probes"].as_u64()) {
+            (Some(3), Some(1)) => Ok(()),
+            _ => Err(u.to_string()),
+        }
+    });
+    drop(srv);
+}
+
+#[test]
+fn an_active_model_served_three_times_is_not_probed_and_gets_no_log_entry() {
+    let env = clock_env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(&env, &[fake.provider("p", "openai", &["m", "n"], "")]);
+    check(&env, &cfg, &[]).ok();
+    advance(&env, 60);
+    for _ in 0..3 {
+        route_once(&env, &cfg, "p::m");
+    }
+    advance(&env, 3600);
+    let before = fake.seen().len();
+    let r = check(&env, &cfg, &[]).ok();
+    assert!(r.stdout.contains("traffic: 3 ok since"), "{}", r.stdout);
+    let seen: Vec<String> = fake.seen()[before..]
+        .iter()
+        .map(|s| s.model().to_string())
+        .collect();
+    assert_eq!(
+        seen,
+        ["n"],
+        "only the model traffic did not prove was probed"
+    );
+    let entries = log_entries(&env.log());
+    assert_eq!(
+        entries.iter().filter(|e| e["model"] == "m").count(),
+        1,
+        "traffic writes no log entry"
+    );
+    // A failure in traffic makes the next probe due at once; a paused
+    // model is always probed, traffic or not.
+    env.run(&["--config", &cfg, "state", "pause", "p::m"]).ok();
+    let before = fake.seen().len();
+    check(&env, &cfg, &[]).ok();
+    assert!(
+        fake.seen()[before..].iter().any(|s| s.model() == "m"),
+        "the paused model was probed"
+    );
+}
