@@ -82,6 +82,8 @@ pub struct Book {
     spent: Mutex<Vec<BudgetSkip>>,
     /// Each sent probe's reservation, until it is answered.
     reserved: Mutex<HashMap<String, Reservation>>,
+    /// The probe usage file could not be written (said once).
+    unwritable: std::sync::atomic::AtomicBool,
 }
 
 /// The target probes of `p` count against: its first key, as a probe
@@ -198,6 +200,7 @@ pub fn apply(
             clock: clock.clone(),
             spent: Mutex::default(),
             reserved: Mutex::default(),
+            unwritable: Default::default(),
         },
         skips,
     ))
@@ -242,9 +245,21 @@ impl Book {
                 });
                 Err(why)
             }
-            // The count could not be written: send nothing that is not
-            // counted.
-            Err(err) => Err(err.to_string()),
+            // The count could not be written (a read-only or removed stats
+            // directory, a full disk): the probe goes uncounted, and the
+            // writer, which cannot write either, stops the run with the
+            // error. Said once.
+            Err(err) => {
+                if !self
+                    .unwritable
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    eprintln!(
+                        "warning: {err}; this run's probes are not counted in the probe budget"
+                    );
+                }
+                Ok(())
+            }
         }
     }
 

@@ -100,13 +100,15 @@ impl ProbeUsage {
 
     /// Count what `f` adds into the file under the data lock: read what is
     /// there now, apply `f`, write it back atomically. What another
-    /// process counted in between is never lost.
+    /// process counted in between is never lost. The stats directory must
+    /// exist (a run made it): one removed meanwhile is an error, never
+    /// made again.
     pub fn update<T>(
         stats_dir: &Path,
         now: DateTime<Utc>,
         f: impl FnOnce(&mut LimitLedger) -> T,
     ) -> Result<T> {
-        let lock = DataLock::acquire(stats_dir)?;
+        let lock = DataLock::acquire_existing(stats_dir)?;
         let path = Self::path(stats_dir);
         let mut usage = Self::load(&path)?;
         let out = f(&mut usage.budget);
