@@ -36,6 +36,27 @@ pub fn read_data_file(path: &Path) -> Result<Option<Vec<u8>>> {
     }
 }
 
+/// A JSON data file read as `T` ([`read_data_file`]: missing or blank is
+/// `None`); one that cannot be parsed is a [`DataError`](crate::error::DataError)
+/// naming it, at the offset, with `why` saying what the file is and what
+/// to do, and is left as it is.
+pub fn read_json_file<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    why: impl FnOnce(&serde_json::Error) -> String,
+) -> Result<Option<T>> {
+    let Some(bytes) = read_data_file(path)? else {
+        return Ok(None);
+    };
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+        crate::error::DataError::new(
+            path,
+            Some(crate::error::json_error_offset(&bytes, &e)),
+            why(&e),
+        )
+        .into()
+    })
+}
+
 /// The most a file a person writes for llmprobe (the config, a prompt
 /// pool, an env file) may hold: far above any real one.
 pub const TEXT_FILE_CAP: u64 = 16 << 20;

@@ -3,8 +3,11 @@
 //! when it skips a provider for a missing key).
 //!
 //! A provider is stale when its newest probe is older than twice the
-//! schedule's interval (2 h by default, [`crate::schedule::Every::stale_after`]).
-//! Only providers the user still probes count:
+//! schedule's interval (2 h by default, [`crate::schedule::Every::stale_after`]),
+//! or twice its own probe cadence when its probe budget spaces its probes
+//! further apart than the schedule ([`crate::usage::budget`]: a provider
+//! whose every model is probed every 12 h by design is not stale at hour
+//! 3). Only providers the user still probes count:
 //!
 //! - the catalog lists it, and it is not turned off with `enabled = false`
 //!   (that is how a provider is retired);
@@ -32,14 +35,49 @@ pub use crate::healthlog::last::{Newest, RECENT_SECS};
 /// warning).
 pub const RECORD_STALE_SECS: i64 = 2 * 3600;
 
+/// How old the newest probe of all may be before the whole record is
+/// stale: [`RECORD_STALE_SECS`], or, when every provider probed this week
+/// (in `newest`) is spaced out by its probe budget, twice the shortest of
+/// their cadences.
+pub fn record_stale_after(catalog: &Catalog, states: &States, newest: &Newest) -> i64 {
+    let mut least: Option<i64> = None;
+    for p in catalog.providers.iter().filter(|p| !retired(p, states)) {
+        if newest.get(&p.name).is_none() {
+            continue;
+        }
+        let Some(every) = cadence(p, states) else {
+            return RECORD_STALE_SECS;
+        };
+        least = Some(least.map_or(every.num_seconds(), |l| l.min(every.num_seconds())));
+    }
+    least.map_or(RECORD_STALE_SECS, |l| RECORD_STALE_SECS.max(2 * l))
+}
+
+/// How often `p`'s budget lets its most often probed model (of those not
+/// disabled) be probed, when that is known and longer than every run.
+fn cadence(p: &Provider, states: &States) -> Option<TimeDelta> {
+    let models: Vec<&str> = p
+        .models
+        .iter()
+        .filter(|m| states.state_of(&model_key(&p.name, m)) != ModelState::Disabled)
+        .map(String::as_str)
+        .collect();
+    crate::usage::budget::provider_interval(p, &models)
+}
+
 /// The warning about a stale record, when the newest probe (at `newest`)
-/// is more than [`RECORD_STALE_SECS`] old at `now`: two lines, as `brief`
-/// prints them after `!!! ` and the status page shows them.
-pub fn record_warning(newest: i64, now: i64) -> Option<[String; 2]> {
-    (now - newest > RECORD_STALE_SECS).then(|| {
+/// is more than `after` seconds old at `now` ([`record_stale_after`]): two
+/// lines, as `brief` prints them after `!!! ` and the status page shows
+/// them.
+pub fn record_warning(newest: i64, now: i64, after: i64) -> Option<[String; 2]> {
+    (now - newest > after).then(|| {
         [
             format!(
-                "STALE: NO PROBE IN THE LAST 2 HOURS. The newest is from {} ({}).",
+                "STALE: NO PROBE IN THE LAST {}. The newest is from {} ({}).",
+                match after % 3600 {
+                    0 => format!("{} HOURS", after / 3600),
+                    _ => crate::format::fmt_age(after).to_uppercase(),
+                },
                 crate::format::fmt_minute(newest),
                 crate::format::fmt_ago(now - newest)
             ),
@@ -52,6 +90,10 @@ pub fn record_warning(newest: i64, now: i64) -> Option<[String; 2]> {
 /// The warning about one stale provider at `now`, with the schedule's
 /// interval `every` (`1h`): as `brief` gives it.
 pub fn provider_warning(st: &Stale, now: i64, every: &str) -> String {
+    let every = match &st.cadence {
+        Some(c) => format!("its probe budget's {c}"),
+        None => every.to_string(),
+    };
     let mut message = format!(
         "{} is stale: no probe for {} (more than 2 × {every})",
         st.provider,
@@ -75,6 +117,10 @@ pub struct Stale {
     /// Why, when the last run knows: `skipped: GROQ_API_KEY unset in the
     /// last run`; `None` otherwise.
     pub reason: Option<String>,
+    /// Its probe cadence (`12h`), when the budget spaces its probes further
+    /// apart than the schedule and that set the threshold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cadence: Option<String>,
 }
 
 /// A provider the user has retired: turned off with `enabled = false`, or
@@ -105,7 +151,9 @@ pub fn judge(
         .filter_map(|p| {
             let t = newest.get(&p.name)?;
             let age = now - t;
-            if age <= stale_after.num_seconds() || age > RECENT_SECS {
+            let cadence = cadence(p, states).filter(|c| *c * 2 > stale_after);
+            let after = cadence.map_or(stale_after, |c| c * 2);
+            if age <= after.num_seconds() || age > RECENT_SECS {
                 return None;
             }
             Some(Stale {
@@ -113,6 +161,7 @@ pub fn judge(
                 newest_probe: crate::format::fmt_rfc3339(t),
                 newest_ts: t,
                 reason: last_run.and_then(|r| reason(&p.name, t, r)),
+                cadence: cadence.map(|c| crate::format::fmt_age(c.num_seconds())),
             })
         })
         .collect();
@@ -278,6 +327,7 @@ mod tests {
         assert_eq!(
             stale,
             [Stale {
+                cadence: None,
                 provider: "groq".into(),
                 newest_probe: "2026-12-02T08:00:00Z".into(),
                 newest_ts: NOW - 4 * H,

@@ -6,7 +6,8 @@
 use serde_json::Value;
 
 use crate::support::{
-    Env, Fake, RouteServer, advance, check, clock_env, config, eventually, log_entries, usage_line,
+    Env, Fake, RouteServer, advance, check, clock_env, config, eventually, http, log_entries,
+    usage_line,
 };
 
 /// `llmprobe --config CFG route --model MODEL "What is 2 + 2?"`.
@@ -22,6 +23,17 @@ fn far_reset() -> String {
     format!("day_reset = \"{}\"", at.format("%H:%M"))
 }
 
+/// A fake with one provider `p` of `models` under `limits` (a line such
+/// as `limits = { rpd = 20 }`), its day window far from ending, on the
+/// test clock; and the config.
+fn budgeted(models: &[&str], limits: &str) -> (Env, Fake, String) {
+    let env = clock_env();
+    let fake = Fake::start(&env, &[]);
+    let extra = format!("{limits}\n{}", far_reset());
+    let cfg = config(&env, &[fake.provider("p", "openai", models, &extra)]);
+    (env, fake, cfg)
+}
+
 fn json(env: &Env, cfg: &str) -> Value {
     let r = check(env, cfg, &["--json"]).ok();
     serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.stdout))
@@ -29,17 +41,7 @@ fn json(env: &Env, cfg: &str) -> Value {
 
 #[test]
 fn twenty_requests_a_day_give_two_basic_probes_twelve_hours_apart() {
-    let env = clock_env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[fake.provider(
-            "p",
-            "openai",
-            &["m"],
-            &format!("limits = {{ rpd = 20 }}\n{}", far_reset()),
-        )],
-    );
+    let (env, fake, cfg) = budgeted(&["m"], "limits = { rpd = 20 }");
     // Three runs in a row send it one probe.
     check(&env, &cfg, &[]).ok();
     for _ in 0..2 {
@@ -71,18 +73,8 @@ fn twenty_requests_a_day_give_two_basic_probes_twelve_hours_apart() {
 
 #[test]
 fn a_daily_cap_is_shared_by_every_probe_of_the_provider_and_the_reserve_is_kept() {
-    let env = clock_env();
-    let fake = Fake::start(&env, &[]);
     // 20 a day for the whole provider: probes may use 2, whichever model.
-    let cfg = config(
-        &env,
-        &[fake.provider(
-            "p",
-            "openai",
-            &["a", "b", "c"],
-            &format!("daily_cap = 20\n{}", far_reset()),
-        )],
-    );
+    let (env, fake, cfg) = budgeted(&["a", "b", "c"], "daily_cap = 20");
     let v = json(&env, &cfg);
     assert_eq!(fake.seen().len(), 2, "{v}");
     let spent = &v["budget"][0];
@@ -102,17 +94,7 @@ fn a_daily_cap_is_shared_by_every_probe_of_the_provider_and_the_reserve_is_kept(
 
 #[test]
 fn routed_requests_count_against_the_probes_allowance() {
-    let env = clock_env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[fake.provider(
-            "p",
-            "openai",
-            &["m"],
-            &format!("limits = {{ rpd = 20 }}\n{}", far_reset()),
-        )],
-    );
+    let (env, fake, cfg) = budgeted(&["m"], "limits = { rpd = 20 }");
     // Traffic took the first two requests of the day: what is left (18)
     // is traffic's reserve, and no probe eats into it.
     route_once(&env, &cfg, "p::m");
@@ -129,17 +111,7 @@ fn routed_requests_count_against_the_probes_allowance() {
 
 #[test]
 fn a_running_router_sees_a_checks_probes_and_neither_loses_the_others_counts() {
-    let env = clock_env();
-    let fake = Fake::start(&env, &[]);
-    let cfg = config(
-        &env,
-        &[fake.provider(
-            "p",
-            "openai",
-            &["m"],
-            &format!("limits = {{ rpd = 100 }}\n{}", far_reset()),
-        )],
-    );
+    let (env, _fake, cfg) = budgeted(&["m"], "limits = { rpd = 100 }");
     let srv = RouteServer::start(&env, &cfg, &[]);
     assert_eq!(srv.chat("p::m", false).status, 200);
     check(&env, &cfg, &[]).ok();
@@ -153,6 +125,15 @@ fn a_running_router_sees_a_checks_probes_and_neither_loses_the_others_counts() {
         }
     });
     assert_eq!(line["used_by_probes"], 1, "{line}");
+    // /metrics says the same, and the probe spend of the provider.
+    let metrics = http("GET", &format!("{}/metrics", srv.url), &[], None).body;
+    for want in [
+        "llmprobe_route_limit_used{provider=\"p\",scope=\"p::m\",kind=\"rpd\"} 2",
+        "llmprobe_route_limit_used_by_probes{provider=\"p\",scope=\"p::m\",kind=\"rpd\"} 1",
+        "llmprobe_route_probe_requests_today{provider=\"p\"} 1",
+    ] {
+        assert!(metrics.contains(want), "{want} not in:\n{metrics}");
+    }
     // Route saves its own counts; they keep the probe's out of its file,
     // and the check's file keeps route's out: both still add up.
     assert_eq!(srv.chat("p::m", false).status, 200);
@@ -208,4 +189,75 @@ fn an_active_model_served_three_times_is_not_probed_and_gets_no_log_entry() {
         fake.seen()[before..].iter().any(|s| s.model() == "m"),
         "the paused model was probed"
     );
+}
+
+#[test]
+fn a_model_probed_every_12_hours_by_design_is_not_stale_at_hour_3_and_the_views_say_so() {
+    let (env, _fake, cfg) = budgeted(&["m"], "limits = { rpd = 20 }");
+    check(&env, &cfg, &[]).ok();
+    advance(&env, 3 * 3600);
+    let brief = env.run(&["--config", &cfg, "brief"]).ok();
+    assert!(!brief.stdout.contains("STALE"), "{}", brief.stdout);
+    assert!(!brief.stdout.contains("is stale"), "{}", brief.stdout);
+    assert!(
+        brief
+            .stdout
+            .contains("p::m: probed every 12h: 20 requests/day, probes use 2"),
+        "{}",
+        brief.stdout
+    );
+    let state = env.run(&["--config", &cfg, "state"]).ok();
+    assert!(
+        state
+            .stdout
+            .contains("p::m: probed every 12h: 20 requests/day, probes use 2"),
+        "{}",
+        state.stdout
+    );
+    let page = env
+        .run(&["--config", &cfg, "rollup", "--format", "html"])
+        .ok();
+    assert!(
+        page.stdout
+            .contains("<small class=\"cadence\">probed every 12h"),
+        "the status page says the cadence"
+    );
+    // Two cadences without a probe: stale, and said against the cadence.
+    advance(&env, 25 * 3600);
+    let brief = env.run(&["--config", &cfg, "brief"]).ok();
+    assert!(
+        brief
+            .stdout
+            .contains("STALE: NO PROBE IN THE LAST 24 HOURS"),
+        "{}",
+        brief.stdout
+    );
+}
+
+#[test]
+fn brief_counts_the_models_routes_traffic_has_proven() {
+    let env = clock_env();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(&env, &[fake.provider("p", "openai", &["m"], "")]);
+    check(&env, &cfg, &[]).ok();
+    advance(&env, 60);
+    for _ in 0..3 {
+        route_once(&env, &cfg, "p::m");
+    }
+    let brief = env.run(&["--config", &cfg, "brief"]).ok();
+    assert!(
+        brief
+            .stdout
+            .contains("proven by route's traffic since the last probe (1 model"),
+        "{}",
+        brief.stdout
+    );
+    assert!(
+        brief.stdout.contains("p::m: 3 ok since"),
+        "{}",
+        brief.stdout
+    );
+    let v: Value =
+        serde_json::from_str(&env.run(&["--config", &cfg, "brief", "--json"]).ok().stdout).unwrap();
+    assert_eq!(v["proven_by_traffic"][0]["model"], "p::m", "{v}");
 }

@@ -456,9 +456,73 @@ fn the_fleets_traffic_spares_a_probe_of_a_model_it_proved() {
     assert_eq!(entries.iter().filter(|e| e["model"] == "m").count(), 1);
 }
 
+/// `day_reset = "HH:MM"` twelve hours from now: no day window ends while
+/// a test runs.
+fn far_reset() -> String {
+    let at = chrono::Utc::now() + chrono::TimeDelta::hours(12);
+    format!("day_reset = \"{}\"", at.format("%H:%M"))
+}
+
+/// One ledger across a fleet: the routers' counts in Redis hold a `check
+/// --shared-state`'s probes back, and its probes show in every router's
+/// `used_by_probes`.
+fn a_shared_check_counts_its_probes_where_the_routers_count() {
+    let redis = Redis::start();
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let url = redis.url();
+    let tables = [
+        fake.provider(
+            "p",
+            "openai",
+            &["m"],
+            &format!("limits = {{ rpd = 20 }}\n{}", far_reset()),
+        ),
+        fake.provider(
+            "q",
+            "openai",
+            &["m"],
+            &format!("limits = {{ rpd = 100 }}\n{}", far_reset()),
+        ),
+    ];
+    let (cfg, a, b) = two_instances(&env, &redis, &tables);
+    // Traffic took p's first two requests of the day, through Redis.
+    assert_eq!(a.chat("p::m", false).status, 200);
+    assert_eq!(b.chat("p::m", false).status, 200);
+    let r = crate::support::check(&env, &cfg, &["--shared-state", &url, "--spacing", "0"]).ok();
+    assert!(
+        r.stdout.contains("budget: rpd 2 of 20 used today"),
+        "{}",
+        r.stdout
+    );
+    // q's probe went, and both routers count it, as a probe.
+    for srv in [&a, &b] {
+        eventually("the probe in the shared usage", || {
+            let v = srv.providers();
+            let u = usage_line(&v, "q", "rpd").cloned().ok_or(v.to_string())?;
+            match (u["used"].as_u64(), u["used_by_probes"].as_u64()) {
+                (Some(1), Some(1)) => Ok(()),
+                _ => Err(u.to_string()),
+            }
+        });
+    }
+    let v = a.providers();
+    let u = usage_line(&v, "p", "rpd").unwrap();
+    assert_eq!(
+        (u["used"].as_u64(), u["used_by_probes"].as_u64()),
+        (Some(2), Some(0)),
+        "{u}"
+    );
+}
+
 pub fn tests() -> Vec<crate::Test> {
     let needs = &[Need::Redis];
     vec![
+        crate::Test::new(
+            "shared::a_shared_check_counts_its_probes_where_the_routers_count",
+            needs,
+            a_shared_check_counts_its_probes_where_the_routers_count,
+        ),
         crate::Test::new(
             "shared::the_fleets_traffic_spares_a_probe_of_a_model_it_proved",
             needs,

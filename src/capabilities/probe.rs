@@ -54,6 +54,7 @@ pub struct CapOutcome {
 /// Probe `model` of `provider` for `cap`, with `max_tokens` for the answer
 /// (or the provider's own `max_tokens`, when that is larger).
 /// Never fails: every failure is a [`CapOutcome`].
+#[cfg(test)]
 pub async fn probe(
     client: &reqwest::Client,
     provider: &Resolved,
@@ -63,6 +64,22 @@ pub async fn probe(
     timeout: Duration,
     redactor: &Redactor,
 ) -> CapOutcome {
+    probe_with_headers(client, provider, model, cap, max_tokens, timeout, redactor)
+        .await
+        .0
+}
+
+/// [`probe`], with the response's headers (when there was a response),
+/// for the ledger to learn rate limits from.
+pub async fn probe_with_headers(
+    client: &reqwest::Client,
+    provider: &Resolved,
+    model: &str,
+    cap: Capability,
+    max_tokens: u32,
+    timeout: Duration,
+    redactor: &Redactor,
+) -> (CapOutcome, Option<reqwest::header::HeaderMap>) {
     // A reasoning model may think past a small budget: ask for at least
     // what the provider's plain probe may use.
     let max_tokens = max_tokens.max(provider.provider.max_tokens);
@@ -95,10 +112,13 @@ pub async fn probe(
             classified.error.as_ref(),
         )
     };
-    CapOutcome {
-        outcome: classified.outcome,
-        decided,
-    }
+    (
+        CapOutcome {
+            outcome: classified.outcome,
+            decided,
+        },
+        classified.headers,
+    )
 }
 
 /// What a probe's result says about `cap`: a passed check is yes; a failed

@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -33,7 +33,7 @@ use crate::state::{ModelState, States};
 use crate::usage::budget::Budget;
 use crate::usage::limits::{self, EffectiveLimits, LimitRequest, Reservation};
 use crate::usage::traffic::Since;
-use crate::usage::{ProbeUsage, RouteUsage, Target, Traffic};
+use crate::usage::{LimitLedger, ProbeUsage, RouteUsage, SharedUsage, Target, Traffic};
 
 /// A model not probed this run because of its budget.
 #[derive(Debug, Clone, Serialize)]
@@ -73,7 +73,6 @@ struct Entry {
 }
 
 /// Admits and counts every probe of a run ([`crate::usage`]).
-#[derive(Debug)]
 pub struct Book {
     stats_dir: PathBuf,
     entries: HashMap<String, Entry>,
@@ -84,6 +83,9 @@ pub struct Book {
     reserved: Mutex<HashMap<String, Reservation>>,
     /// The probe usage file could not be written (said once).
     unwritable: std::sync::atomic::AtomicBool,
+    /// The shared store (`--shared-state`): route's counts are read from
+    /// it, and every probe is counted in it too.
+    pub shared: Option<Arc<dyn SharedUsage>>,
 }
 
 /// The target probes of `p` count against: its first key, as a probe
@@ -118,7 +120,7 @@ pub fn apply(
     plan: &mut Plan,
     states: &States,
     last: &HashMap<String, DateTime<Utc>>,
-    shared: Option<Traffic>,
+    (shared, traffic): (Option<Arc<dyn SharedUsage>>, Option<Traffic>),
     traffic_evidence: Option<u32>,
     clock: &crate::clock::Clock,
 ) -> Result<(Book, Skips)> {
@@ -126,7 +128,7 @@ pub fn apply(
     let by_cadence = traffic_evidence.is_some();
     let traffic_evidence = traffic_evidence.unwrap_or(0);
     let mut route = route_usage(stats_dir);
-    if let Some(t) = shared {
+    if let Some(t) = traffic {
         route.traffic.merge(&t);
     }
     let probes = ProbeUsage::load(&ProbeUsage::path(stats_dir))?;
@@ -201,35 +203,66 @@ pub fn apply(
             spent: Mutex::default(),
             reserved: Mutex::default(),
             unwritable: Default::default(),
+            shared,
         },
         skips,
     ))
 }
 
+impl std::fmt::Debug for Book {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Book")
+            .field("stats_dir", &self.stats_dir)
+            .field("models", &self.entries.len())
+            .field("shared", &self.shared.is_some())
+            .finish()
+    }
+}
+
 impl Book {
+    /// What a probe of `model` of `p` counts against: its target and
+    /// limits, when the run planned it.
+    pub fn target(&self, p: &Resolved, model: &str) -> Option<(Target, EffectiveLimits)> {
+        let e = self.entries.get(&model_key(&p.provider.name, model))?;
+        Some((e.target.clone(), e.limits))
+    }
+
     /// Whether a probe of `model` of `p` (of about `tokens` tokens) may go
-    /// now; if so, it is counted in `stats/probe_usage.json` under the data
-    /// lock before it is sent. Blocking (file I/O). `Err` says why not,
-    /// and the skip is kept for the run's report.
-    pub fn admit(&self, p: &Resolved, model: &str, tokens: u64) -> Result<(), String> {
+    /// now, with `shared` (every instance's counts in the shared store,
+    /// when there is one) added to route's file's; if so, it is counted in
+    /// `stats/probe_usage.json` under the data lock before it is sent.
+    /// Blocking (file I/O). `Err` says why not, and the skip is kept for
+    /// the run's report.
+    pub fn admit(
+        &self,
+        p: &Resolved,
+        model: &str,
+        tokens: u64,
+        shared: Option<&LimitLedger>,
+    ) -> Result<(), String> {
         let key = model_key(&p.provider.name, model);
         let Some(e) = self.entries.get(&key) else {
             return Ok(());
         };
         let now = self.clock.now();
         let route = route_usage(&self.stats_dir);
-        let counted = ProbeUsage::update(&self.stats_dir, now, |probes| {
+        let none = LimitLedger::default();
+        let shared = shared.unwrap_or(&none);
+        let counted = ProbeUsage::update(&self.stats_dir, now, |usage| {
             e.budget
-                .admits(&[&route.budget, probes], tokens, now)
+                .admits(&[&route.budget, shared, &usage.budget], tokens, now)
                 .map_err(|spent| (spent.resets_at, spent.to_string()))?;
             let req = LimitRequest {
                 target: &e.target,
                 limits: &e.limits,
                 tokens,
             };
-            probes
-                .check_and_count_with(&req, &[&route.budget], now)
-                .map_err(|hit| (hit.until, format!("{} full", hit.kind)))
+            let r = usage
+                .budget
+                .check_and_count_with(&req, &[&route.budget, shared], now)
+                .map_err(|hit| (hit.until, format!("{} full", hit.kind)))?;
+            usage.spend(&p.provider.name, tokens, now);
+            Ok(r)
         });
         match counted {
             Ok(Ok(r)) => {
@@ -283,12 +316,12 @@ impl Book {
         if answered && headers.is_none() {
             return;
         }
-        let result = ProbeUsage::update(&self.stats_dir, now, |probes| {
+        let result = ProbeUsage::update(&self.stats_dir, now, |usage| {
             if let Some(h) = headers {
-                probes.learn(&e.target, e.window, h, now);
+                usage.budget.learn(&e.target, e.window, h, now);
             }
             if let Some(mut r) = reservation.filter(|_| !answered) {
-                probes.correct(&mut r, 0);
+                usage.budget.correct(&mut r, 0);
             }
         });
         if let Err(err) = result {

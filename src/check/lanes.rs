@@ -132,14 +132,32 @@ impl Prober for HttpProber {
                 .max(lane.resolved.provider.max_tokens),
         };
         let tokens = u64::from(max) + QUESTION_TOKENS;
+        // Shared: every instance's counts first, then the probe counted
+        // there too once the budget lets it go.
+        let shared = match (&book.shared, book.target(&lane.resolved, model)) {
+            (Some(s), Some((t, l))) => Some((s.clone(), t, l)),
+            _ => None,
+        };
+        let now = crate::clock::Clock::from_env().now();
+        let seen = match &shared {
+            Some((s, t, l)) => s.read(t, l, now).await.map(|(all, _)| all),
+            None => None,
+        };
         let (p, m) = (lane.resolved.clone(), model.to_string());
-        tokio::task::spawn_blocking(move || book.admit(&p, &m, tokens))
-            .await
-            .unwrap_or_else(|e| Err(e.to_string()))
+        let admitted =
+            tokio::task::spawn_blocking(move || book.admit(&p, &m, tokens, seen.as_ref()))
+                .await
+                .unwrap_or_else(|e| Err(e.to_string()));
+        if admitted.is_ok()
+            && let Some((s, t, l)) = &shared
+        {
+            s.count_probe(t, l, tokens, now).await;
+        }
+        admitted
     }
 
     async fn capability(&self, lane: &Lane, model: &str, cap: Capability) -> CapOutcome {
-        let c = crate::capabilities::probe::probe(
+        let (c, headers) = crate::capabilities::probe::probe_with_headers(
             &self.client,
             &lane.resolved,
             model,
@@ -152,8 +170,10 @@ impl Prober for HttpProber {
         if let Some(book) = self.book.clone() {
             let (p, m) = (lane.resolved.clone(), model.to_string());
             let answered = c.outcome.status.is_some();
-            let _ =
-                tokio::task::spawn_blocking(move || book.answered(&p, &m, answered, None)).await;
+            let _ = tokio::task::spawn_blocking(move || {
+                book.answered(&p, &m, answered, headers.as_ref())
+            })
+            .await;
         }
         c
     }

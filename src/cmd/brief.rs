@@ -16,12 +16,13 @@
 //! to run; only a stats directory whose last run did not keep it is read a
 //! week back ([`crate::stale::RECENT_SECS`]).
 
+use crate::catalog::model_key;
 use crate::cli::BriefArgs;
 use crate::clock::Clock;
 use crate::error::Result;
 use crate::exit;
 use crate::output;
-use crate::report::brief::{Brief, ModelLine, collect};
+use crate::report::brief::{Brief, Cadence, ModelLine, Proven, collect};
 use crate::report::capview::{self, ModelCaps};
 use crate::schedule::Health;
 use crate::settings::Settings;
@@ -64,6 +65,7 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
     brief.log_missing = !log.exists();
     // A bad route state is route's problem: say so, and brief the rest.
     let mut learned = crate::route::verdicts::Verdicts::default();
+    let mut traffic = crate::usage::Traffic::default();
     match crate::route::persist::load::<crate::route::cooldown::Cooldowns>(
         &crate::route::persist::path(s.stats_dir()),
     ) {
@@ -71,6 +73,7 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
             brief.route_cooldowns = state.cooldowns.active(now_at).cloned().collect();
             brief.route_cooldowns.sort_by_key(|b| b.until);
             learned = state.verdicts;
+            traffic = state.traffic;
         }
         Err(e) => brief.route_state_error = Some(e.to_string()),
     }
@@ -78,6 +81,7 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
     let (findings, findings_error) = capview::read_findings(&s.capabilities_path());
     brief.capabilities_error = findings_error;
     brief.models = model_lines(s, &findings, &learned, now_at);
+    budget_lines(s, &states, &newest, &traffic, now_at, &mut brief)?;
     brief.warnings = schedule.warnings.clone();
     brief.judge_providers(s, &states, &newest, &schedule);
     brief.schedule = Some(schedule);
@@ -123,4 +127,53 @@ fn model_lines(
             }
         })
         .collect()
+}
+
+/// The probe budget's cadences and the traffic's proofs, for the models of
+/// the providers probed this week that are still probed.
+fn budget_lines(
+    s: &Settings,
+    states: &States,
+    newest: &stale::Newest,
+    traffic: &crate::usage::Traffic,
+    now: chrono::DateTime<chrono::Utc>,
+    brief: &mut Brief,
+) -> Result<()> {
+    let mut active = Vec::new();
+    for p in &s.catalog.providers {
+        if newest.get(&p.name).is_none() || stale::retired(p, states) {
+            continue;
+        }
+        let models: Vec<&String> = p
+            .models
+            .iter()
+            .filter(|m| states.state_of(&model_key(&p.name, m)) != ModelState::Disabled)
+            .collect();
+        for m in &models {
+            let key = model_key(&p.name, m);
+            if let Some(cadence) =
+                crate::usage::budget::by_catalog(p, m, models.len()).cadence_words()
+            {
+                brief.probe_budget.push(Cadence {
+                    model: key.clone(),
+                    cadence,
+                });
+            }
+            if states.state_of(&key) == ModelState::Active && traffic.models.contains_key(&key) {
+                active.push(key);
+            }
+        }
+    }
+    let last = crate::check::budget::last_probes(&s.log_path(), &active, now)?;
+    for key in active {
+        let at = last.get(&key).copied();
+        let since = traffic.since(&key, at);
+        if since.proves(s.catalog.defaults.traffic_evidence, at, now) {
+            brief.proven_by_traffic.push(Proven {
+                model: key,
+                traffic: since,
+            });
+        }
+    }
+    Ok(())
 }

@@ -172,16 +172,20 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
             })
             .collect();
         let last = crate::check::budget::last_probes(&s.log_path(), &keys, clock.now())?;
-        let shared = shared_state
+        let traffic = shared_state
             .as_deref()
             .filter(|_| !a.paused)
             .and_then(|url| shared_traffic(url, &keys));
+        let shared = shared_state.as_deref().map(|url| {
+            Arc::new(crate::route::shared::CheckUsage::new(url))
+                as Arc<dyn crate::usage::SharedUsage>
+        });
         let (book, skips) = crate::check::budget::apply(
             s.stats_dir(),
             plan,
             &states,
             &last,
-            shared,
+            (shared, traffic),
             (!a.paused).then_some(s.catalog.defaults.traffic_evidence),
             &clock,
         )?;

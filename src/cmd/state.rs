@@ -77,6 +77,10 @@ struct Row {
     /// A paused model's `next_reprobe` and `retry_at`.
     #[serde(flatten)]
     reprobe: Option<NextReprobe>,
+    /// How often its probe budget lets it be probed, when less often than
+    /// every run: "probed every 12h: 20 requests/day, probes use 2".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cadence: Option<String>,
     /// What the state means now: `active` (routed), `never_probed`,
     /// `no_key` (its provider's key variable is unset), `off` (its provider
     /// is disabled in the config), `paused` or `disabled`.
@@ -177,7 +181,23 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
                 .filter(|_| in_catalog)
                 .and_then(|p| p.resolve().err());
             let info = capview::catalog_info(&s.catalog, &k);
+            let cadence = s
+                .catalog
+                .provider(split_key(&k).0)
+                .filter(|_| in_catalog)
+                .and_then(|p| {
+                    let probed = p
+                        .models
+                        .iter()
+                        .filter(|m| {
+                            states.state_of(&crate::catalog::model_key(&p.name, m))
+                                != ModelState::Disabled
+                        })
+                        .count();
+                    crate::usage::budget::by_catalog(p, split_key(&k).1, probed).cadence_words()
+                });
             Row {
+                cadence,
                 caps: ModelCaps::of(&k, info, &findings, &learned, now),
                 status: "",
                 status_text: String::new(),
@@ -225,6 +245,7 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
     }
     let mut out = table(&rows, now).to_string();
     out.push_str(&reprobe_lines(&rows, now));
+    out.push_str(&cadence_lines(&rows));
     if rows.iter().all(|r| r.last_probe.is_none()) {
         let log = s.log_path();
         out.push_str(&format!(
@@ -239,6 +260,21 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
     }
     output::println(&out)?;
     Ok(exit::SUCCESS)
+}
+
+/// Under the table: the models the probe budget probes less often than
+/// every run, with their cadence.
+fn cadence_lines(rows: &[Row]) -> String {
+    let mut out = String::new();
+    for r in rows.iter().filter(|r| r.state != ModelState::Disabled) {
+        if let Some(c) = &r.cadence {
+            out.push_str(&format!("\n  {}: {c}", r.model));
+        }
+    }
+    if !out.is_empty() {
+        out.insert_str(0, "\nprobe budget (probe_share):");
+    }
+    out
 }
 
 /// Under the table: when each paused model is next re-probed.
@@ -523,6 +559,7 @@ mod tests {
                 latency_ms: 0.0,
             }),
             reprobe: None,
+            cadence: None,
             status: "",
             status_text: String::new(),
             provider_unusable: None,

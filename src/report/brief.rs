@@ -258,6 +258,18 @@ pub struct Brief {
     now_ts: i64,
     #[serde(skip)]
     newest_ts: Option<i64>,
+    /// How old the newest probe may be before the whole record is stale
+    /// ([`stale::record_stale_after`]).
+    #[serde(skip)]
+    record_after: i64,
+    /// The models whose probe budget spaces their probes further apart
+    /// than every run, with their cadence ([`crate::usage::budget`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub probe_budget: Vec<Cadence>,
+    /// Active models route's traffic has proven since their last probe:
+    /// `check` does not probe them while it holds ([`crate::usage::traffic`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub proven_by_traffic: Vec<Proven>,
     #[serde(skip)]
     title: String,
 }
@@ -352,6 +364,9 @@ impl Brief {
             log_missing: false,
             now_ts: now,
             newest_ts: col.newest,
+            record_after: STALE_SECS,
+            probe_budget: Vec::new(),
+            proven_by_traffic: Vec::new(),
             title: window.title().to_lowercase(),
         }
     }
@@ -380,7 +395,7 @@ impl Brief {
                 );
             }
             Some(t) if self.stale => {
-                if let Some([a, b]) = stale::record_warning(t, self.now_ts) {
+                if let Some([a, b]) = stale::record_warning(t, self.now_ts, self.record_after) {
                     let _ = write!(out, "\n!!! {a}\n!!! {b}\n");
                 }
             }
@@ -471,6 +486,7 @@ impl Brief {
             let _ = writeln!(out, "{t}");
             self.reprobe_text(&mut out);
         }
+        self.budget_text(&mut out);
         self.capabilities_text(&mut out);
         if !self.route_cooldowns.is_empty() {
             out.push_str("\nroute: cooling down\n");
@@ -514,6 +530,12 @@ impl Brief {
     /// warn about each (`provider_stale`) unless the whole record is stale,
     /// which the banner already says.
     pub fn judge_providers(&mut self, s: &Settings, states: &States, newest: &Newest, h: &Health) {
+        // A record whose providers' budgets all space their probes out is
+        // stale only past twice the shortest of their cadences.
+        self.record_after = stale::record_stale_after(&s.catalog, states, newest);
+        self.stale = self
+            .newest_ts
+            .is_none_or(|t| self.now_ts - t > self.record_after);
         let stale = stale::judge(
             &s.catalog,
             states,
@@ -538,6 +560,32 @@ impl Brief {
             }
         }
         self.stale_providers = stale;
+    }
+
+    /// The models probed less often than every run by their probe budget,
+    /// each with its cadence, and the models route's traffic has proven
+    /// since their last probe (not probed while it does).
+    fn budget_text(&self, out: &mut String) {
+        if !self.probe_budget.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nprobe budget: {} probed less often than every run (probe_share)",
+                crate::format::count(self.probe_budget.len(), "model", "models")
+            );
+            for c in &self.probe_budget {
+                let _ = writeln!(out, "  {}: {}", c.model, c.cadence);
+            }
+        }
+        if !self.proven_by_traffic.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nproven by route's traffic since the last probe ({}, not probed while it holds):",
+                crate::format::count(self.proven_by_traffic.len(), "model", "models")
+            );
+            for p in &self.proven_by_traffic {
+                let _ = writeln!(out, "  {}: {}", p.model, p.traffic.words());
+            }
+        }
     }
 
     /// When each paused model is next re-probed, under the out-of-rotation
@@ -566,6 +614,21 @@ impl Brief {
         out.push_str(CAPABILITIES_LEGEND);
         out.push('\n');
     }
+}
+
+/// A model's probe cadence, as its budget sets it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cadence {
+    pub model: String,
+    /// "probed every 12h: 20 requests/day, probes use 2".
+    pub cadence: String,
+}
+
+/// A model route's traffic has proven since its last probe.
+#[derive(Debug, Clone, Serialize)]
+pub struct Proven {
+    pub model: String,
+    pub traffic: crate::usage::traffic::Since,
 }
 
 /// What the capability cells mean, under the table.

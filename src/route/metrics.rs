@@ -53,6 +53,21 @@ pub struct ReprobeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabels {
+    pub provider: String,
+    /// The scope it counts in, as in `/v1/providers` (`groq#key0:k1:…::m`,
+    /// a key, or the provider).
+    pub scope: String,
+    /// `rpm`, `rpd`, `tpm`, `tpd` or `daily_cap`.
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProviderLabels {
+    pub provider: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabels {
     /// `item` (an output item, `msg_…`, `fc_…`) or `response` (`resp_…`).
     pub kind: String,
@@ -88,6 +103,9 @@ pub struct Metrics {
     pub item_store_bytes: Gauge,
     pub item_store_items: Family<KindLabels, Gauge>,
     pub item_store_evictions: Family<EvictionLabels, Counter>,
+    pub limit_used: Family<LimitLabels, Gauge>,
+    pub limit_used_by_probes: Family<LimitLabels, Gauge>,
+    pub probe_requests_today: Family<ProviderLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -175,7 +193,28 @@ impl Metrics {
             "Entries that left the Responses item store, by reason (expired, size)",
             item_store_evictions.clone(),
         );
+        let limit_used = Family::<LimitLabels, Gauge>::default();
+        registry.register(
+            "limit_used",
+            "Use of each limit in force, by everything sent: routed requests and probes",
+            limit_used.clone(),
+        );
+        let limit_used_by_probes = Family::<LimitLabels, Gauge>::default();
+        registry.register(
+            "limit_used_by_probes",
+            "The probes' part of limit_used: check's probes and route's re-probes",
+            limit_used_by_probes.clone(),
+        );
+        let probe_requests_today = Family::<ProviderLabels, Gauge>::default();
+        registry.register(
+            "probe_requests_today",
+            "Requests check's probes sent each provider since 00:00 UTC (stats/probe_usage.json)",
+            probe_requests_today.clone(),
+        );
         Metrics {
+            limit_used,
+            limit_used_by_probes,
+            probe_requests_today,
             item_store_bytes,
             item_store_items,
             item_store_evictions,

@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::error::{DataError, Result, json_error_offset};
+use crate::error::Result;
 use crate::fsutil::{self, DataLock};
 
 use super::verdicts::Verdicts;
@@ -81,19 +81,12 @@ pub fn path(stats_dir: &Path) -> PathBuf {
 
 /// Read the file; missing or blank is the default.
 pub fn load<T: DeserializeOwned + Default>(path: &Path) -> Result<RouteState<T>> {
-    let Some(bytes) = fsutil::read_data_file(path)? else {
-        return Ok(RouteState::empty());
-    };
-    serde_json::from_slice(&bytes).map_err(|e| {
-        DataError::new(
-            path,
-            Some(json_error_offset(&bytes, &e)),
-            format!(
-                "not a valid route state: {e}. It only holds cooldowns: move it aside (and keep it) to start with none"
-            ),
+    fsutil::read_json_file(path, |e| {
+        format!(
+            "not a valid route state: {e}. It only holds cooldowns: move it aside (and keep it) to start with none"
         )
-        .into()
     })
+    .map(|s| s.unwrap_or_else(RouteState::empty))
 }
 
 /// Write the file atomically under the data lock.

@@ -24,8 +24,10 @@ use crate::route::cooldown::{Bench, Cooldowns};
 use crate::state::ModelState;
 
 use super::engine::{Engine, targets};
+use super::metrics::{LimitLabels, ProviderLabels};
 use super::shared::Wanted;
 use super::verdicts::{CONTEXT_WINDOW, Verdicts, WindowSource, known_window};
+use crate::catalog::Resolved;
 use crate::usage::limits::{self, LimitLedger, LimitUsage};
 
 /// Where a view's cooldowns and usage come from.
@@ -111,21 +113,23 @@ impl RouteSnapshot {
         };
         let now = engine.clock.now();
         match shared.read(&wanted(engine, want, now), now).await {
-            Ok((benches, limits)) => {
+            Ok((benches, mut limits)) => {
                 let mut cooldowns = Cooldowns::new();
                 for b in benches {
                     cooldowns.insert(b, now);
                 }
-                // Route's own probes are counted in Redis with the rest;
-                // their part is this instance's.
-                let probe_limits = engine.ledger.with_local_state(|st| st.probe_budget.clone());
+                // Every probe, route's re-probes and a `check
+                // --shared-state`'s, is counted in Redis with the rest and
+                // in its probes' part: the file of a local `check` is not
+                // added (a fleet's `check` shares its state too).
+                let (limits, probe_limits) = super::shared::split_probes(&mut limits);
                 RouteSnapshot {
                     now,
                     source: Source::Redis,
                     cooldowns,
                     limits,
                     probe_limits,
-                    check_probes: engine.ledger.check_probes.current(),
+                    check_probes: Default::default(),
                 }
             }
             Err(_) => RouteSnapshot::local(engine, want, Source::RedisUnavailable),
@@ -164,7 +168,50 @@ pub fn metrics_text(engine: &Engine, snap: &RouteSnapshot) -> String {
     metrics
         .routable_models
         .set(engine.routable_under(&snap.cooldowns, now).len() as i64);
+    for p in engine.providers() {
+        let provider = p.provider.name.clone();
+        for u in usage(p, snap) {
+            let labels = LimitLabels {
+                provider: provider.clone(),
+                scope: u.scope,
+                kind: u.kind.as_str().to_string(),
+            };
+            metrics
+                .limit_used_by_probes
+                .get_or_create(&labels)
+                .set(u.used_by_probes as i64);
+            metrics.limit_used.get_or_create(&labels).set(u.used as i64);
+        }
+        let today = snap.check_probes.spent_today(&provider, now);
+        metrics
+            .probe_requests_today
+            .get_or_create(&ProviderLabels { provider })
+            .set(today as i64);
+    }
     metrics.encode()
+}
+
+/// Every limit in force on `p`'s keys and models with its usage (route's
+/// and `check`'s probes' together) in `snap`, each scope and kind once.
+fn usage(p: &Resolved, snap: &RouteSnapshot) -> Vec<LimitUsage> {
+    let mut usage: Vec<LimitUsage> = Vec::new();
+    let check = &snap.check_probes.budget;
+    let probes = [&snap.probe_limits, check];
+    for m in &p.provider.models {
+        let eff = limits::effective(&p.provider, m);
+        for t in targets(p, m) {
+            for u in snap
+                .limits
+                .usage_with(&t, &eff, &[check], &probes, snap.now)
+            {
+                // A key's and the provider's limits recur per model.
+                if !usage.iter().any(|x| x.scope == u.scope && x.kind == u.kind) {
+                    usage.push(u);
+                }
+            }
+        }
+    }
+    usage
 }
 
 /// The Redis keys behind every provider's view, named from the catalog:
@@ -192,7 +239,10 @@ fn wanted(engine: &Engine, want: Want, now: DateTime<Utc>) -> Wanted {
                 let scopes = limits::configured_checks(&t, &eff).into_iter().map(|c| c.0);
                 for scope in std::iter::once(key_model).chain(scopes) {
                     if windows.insert(scope.clone()) {
+                        // The probes' part beside each scope.
+                        let probes = format!("{}{scope}", crate::usage::PROBES);
                         w.windows.push((scope, resets_at));
+                        w.windows.push((probes, resets_at));
                     }
                 }
             }
@@ -391,20 +441,7 @@ pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
             .fold((0.0, 0.0), |(s, ok), h| {
                 (s + h.probes.samples, ok + h.probes.passed)
             });
-        let mut usage: Vec<LimitUsage> = Vec::new();
-        for m in &p.provider.models {
-            let eff = limits::effective(&p.provider, m);
-            for t in targets(p, m) {
-                let check = &snap.check_probes.budget;
-                let probes = [&snap.probe_limits, check];
-                for u in snap.limits.usage_with(&t, &eff, &[check], &probes, now) {
-                    // A key's and the provider's limits recur per model.
-                    if !usage.iter().any(|x| x.scope == u.scope && x.kind == u.kind) {
-                        usage.push(u);
-                    }
-                }
-            }
-        }
+        let usage = usage(p, snap);
         providers.push(ProviderView {
             platform: name.clone(),
             name,

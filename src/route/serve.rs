@@ -263,9 +263,13 @@ async fn readyz(State(app): State<Arc<App>>) -> Response {
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {
     app.items.sweep(app.engine.clock.now());
-    let text = from_snapshot(&app.engine, Want::Cooldowns, super::providers::metrics_text)
-        .await
-        .unwrap_or_default();
+    let text = from_snapshot(
+        &app.engine,
+        Want::Everything,
+        super::providers::metrics_text,
+    )
+    .await
+    .unwrap_or_default();
     (
         [(
             header::CONTENT_TYPE,

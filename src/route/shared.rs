@@ -43,8 +43,8 @@ pub mod items;
 pub mod record;
 
 use crate::usage::limits::{
-    self, DayCount, Learned, LimitHit, LimitKind, LimitLedger, LimitRequest, MinuteEntry,
-    Reservation, UsageWindow,
+    self, DayCount, EffectiveLimits, Learned, LimitHit, LimitKind, LimitLedger, LimitRequest,
+    MinuteEntry, Reservation, UsageWindow, second_of,
 };
 
 /// Every call to Redis gives up after this long.
@@ -849,6 +849,179 @@ impl SharedState {
             }
         }
         Ok((benches, budget))
+    }
+}
+
+impl SharedState {
+    /// The scopes of `target` under `limits`, each with the end of its day
+    /// window: the key-and-model scope and every configured one.
+    fn scopes(
+        target: &Target,
+        limits: &EffectiveLimits,
+        now: DateTime<Utc>,
+    ) -> Vec<(String, DateTime<Utc>)> {
+        let resets_at = limits::next_day_reset(now, limits.day_reset);
+        let mut scopes = vec![target.key_model_id()];
+        for (s, _, _) in limits::configured_checks(target, limits) {
+            if !scopes.contains(&s) {
+                scopes.push(s);
+            }
+        }
+        scopes.into_iter().map(|s| (s, resets_at)).collect()
+    }
+
+    /// Every instance's counts in `target`'s scopes, and the probes'
+    /// part, read in one round trip ([`crate::usage::SharedUsage::read`]).
+    pub async fn usage_of(
+        &self,
+        target: &Target,
+        limits: &EffectiveLimits,
+        now: DateTime<Utc>,
+    ) -> Shared<(LimitLedger, LimitLedger)> {
+        let scopes = Self::scopes(target, limits, now);
+        let want = Wanted {
+            benches: Vec::new(),
+            learned: vec![target.key_model_id()],
+            windows: scopes
+                .iter()
+                .flat_map(|(s, r)| {
+                    [
+                        (s.clone(), *r),
+                        (format!("{}{s}", crate::usage::PROBES), *r),
+                    ]
+                })
+                .collect(),
+        };
+        let (_, mut all) = self.read(&want, now).await?;
+        Ok(split_probes(&mut all))
+    }
+
+    /// Count the probes' part of one probe already counted in the shared
+    /// windows (by [`SharedState::admit_limits`]): the same windows, under
+    /// scopes prefixed [`crate::usage::PROBES`].
+    pub async fn count_probe_part(
+        &self,
+        target: &Target,
+        limits: &EffectiveLimits,
+        tokens: u64,
+        now: DateTime<Utc>,
+    ) -> Shared<()> {
+        let second = ms(second_of(now));
+        let mut p = redis::pipe();
+        p.atomic();
+        for (s, resets_at) in Self::scopes(target, limits, now) {
+            let scope = format!("{}{s}", crate::usage::PROBES);
+            let (mk, dk) = (minute_key(&scope), day_key(&scope, resets_at));
+            p.hincr(&mk, format!("r:{second}"), 1)
+                .ignore()
+                .hincr(&mk, format!("t:{second}"), tokens)
+                .ignore()
+                .pexpire(&mk, MINUTE_TTL_MS)
+                .ignore()
+                .hincr(&dk, "r", 1)
+                .ignore()
+                .hincr(&dk, "t", tokens)
+                .ignore()
+                .pexpire(&dk, (resets_at - now).num_milliseconds().max(1000))
+                .ignore();
+        }
+        let mut c = self.manager.clone();
+        self.call(p.query_async::<()>(&mut c)).await
+    }
+}
+
+/// Move the probes' windows (scopes prefixed [`crate::usage::PROBES`]) out
+/// of `all` into a ledger of their own, under their plain scope: `(all,
+/// probes)`.
+pub fn split_probes(all: &mut LimitLedger) -> (LimitLedger, LimitLedger) {
+    let mut probes = LimitLedger::default();
+    let keys: Vec<String> = all
+        .windows
+        .keys()
+        .filter(|k| k.starts_with(crate::usage::PROBES))
+        .cloned()
+        .collect();
+    for k in keys {
+        if let Some(w) = all.windows.remove(&k) {
+            probes
+                .windows
+                .insert(k[crate::usage::PROBES.len()..].to_string(), w);
+        }
+    }
+    (std::mem::take(all), probes)
+}
+
+/// `check --shared-state`'s side of the shared ledger: connected on first
+/// use, on the runtime that uses it; a store that cannot be reached
+/// answers `None` and counts nothing (with one warning).
+pub struct CheckUsage {
+    url: String,
+    state: tokio::sync::OnceCell<Option<Arc<SharedState>>>,
+}
+
+impl CheckUsage {
+    pub fn new(url: &str) -> CheckUsage {
+        CheckUsage {
+            url: url.to_string(),
+            state: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    async fn shared(&self) -> Option<&Arc<SharedState>> {
+        self.state
+            .get_or_init(|| async {
+                match SharedState::connect(&self.url).await {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        eprintln!("warning: {e}; this run's probes are counted in stats/probe_usage.json only");
+                        None
+                    }
+                }
+            })
+            .await
+            .as_ref()
+    }
+}
+
+impl crate::usage::SharedUsage for CheckUsage {
+    fn read<'a>(
+        &'a self,
+        target: &'a Target,
+        limits: &'a EffectiveLimits,
+        now: DateTime<Utc>,
+    ) -> crate::usage::Pending<'a, Option<(LimitLedger, LimitLedger)>> {
+        Box::pin(async move {
+            self.shared()
+                .await?
+                .usage_of(target, limits, now)
+                .await
+                .ok()
+        })
+    }
+
+    fn count_probe<'a>(
+        &'a self,
+        target: &'a Target,
+        limits: &'a EffectiveLimits,
+        tokens: u64,
+        now: DateTime<Utc>,
+    ) -> crate::usage::Pending<'a, ()> {
+        Box::pin(async move {
+            let Some(s) = self.shared().await else {
+                return;
+            };
+            let req = LimitRequest {
+                target,
+                limits,
+                tokens,
+            };
+            // Counted where route counts, when the limits let it (the
+            // probe's budget was checked against these very counts), and
+            // its part as a probe beside.
+            if let Ok(Admit::Counted(_)) = s.admit_limits(&req, now).await {
+                let _ = s.count_probe_part(target, limits, tokens, now).await;
+            }
+        })
     }
 }
 

@@ -360,6 +360,9 @@ fn model(o: &mut String, page: &Page, m: &ModelPage) {
         }
         None => o.push_str("never probed"),
     }
+    if let Some(c) = &m.cadence {
+        let _ = write!(o, "<br><small class=\"cadence\">{}</small>", esc(c));
+    }
     o.push_str("</td><td>");
     if !m.caps.is_empty() && all_unknown(m) {
         // Not checked yet: one phrase, not three.

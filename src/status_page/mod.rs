@@ -141,6 +141,9 @@ pub struct ModelPage {
     /// The cooldowns in force on it (its own, its key's, its provider's),
     /// in words, through [`privacy`].
     pub cooldowns: Vec<String>,
+    /// Its probe budget's cadence, when less often than every run:
+    /// "probed every 12h: 20 requests/day, probes use 2".
+    pub cadence: Option<String>,
 }
 
 /// Read the log once and build the page.
@@ -279,7 +282,8 @@ fn staleness(i: &Inputs<'_>, newest: Option<i64>, each: &Newest, now: i64) -> Ve
     let Some(t) = newest else {
         return Vec::new();
     };
-    if let Some(lines) = stale::record_warning(t, now) {
+    let after = stale::record_stale_after(i.catalog, i.states, each);
+    if let Some(lines) = stale::record_warning(t, now, after) {
         return lines.to_vec();
     }
     let health = crate::schedule::Health::assess(i.stats_dir, i.now, newest);
@@ -338,6 +342,14 @@ fn model_page(i: &Inputs<'_>, provider: &str, model: &str, last: Option<LastProb
         })
         .map(|c| privacy::cooldown(c, i.public, i.redactor))
         .collect();
+    let cadence = i.catalog.provider(provider).and_then(|p| {
+        let probed = p
+            .models
+            .iter()
+            .filter(|m| i.states.state_of(&model_key(provider, m)) != ModelState::Disabled)
+            .count();
+        crate::usage::budget::by_catalog(p, model, probed).cadence_words()
+    });
     ModelPage {
         name: model.to_string(),
         state,
@@ -346,6 +358,7 @@ fn model_page(i: &Inputs<'_>, provider: &str, model: &str, last: Option<LastProb
         last,
         caps,
         cooldowns,
+        cadence,
     }
 }
 

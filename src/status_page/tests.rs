@@ -179,6 +179,7 @@ fn names_are_escaped() {
                 last: None,
                 caps: Vec::new(),
                 cooldowns: Vec::new(),
+                cadence: None,
             }],
             newest: None,
         }],
@@ -241,6 +242,7 @@ fn full_page(providers: usize, uptime: f64) -> Page {
                 last: None,
                 caps: Vec::new(),
                 cooldowns: Vec::new(),
+                cadence: None,
             }],
             newest: Some(NOW),
         })

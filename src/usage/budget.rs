@@ -212,6 +212,27 @@ impl Budget {
     }
 }
 
+/// The budget of `model` of `p` by the catalog alone (no learned limits),
+/// `models` of the provider being probed: what the views that read no
+/// ledger (`brief`, `state`, the status page, staleness) show and judge by.
+pub fn by_catalog(p: &Provider, model: &str, models: usize) -> Budget {
+    Budget::of(p, model, &Target::new(&p.name, model), models, &[])
+}
+
+/// How often the most often probed of `models` (the provider's models
+/// still probed) is probed by its budget: `None` when one of them has no
+/// daily limit known, and is probed every run.
+pub fn provider_interval(p: &Provider, models: &[&str]) -> Option<TimeDelta> {
+    models
+        .iter()
+        .map(|m| by_catalog(p, m, models.len()).slot())
+        .try_fold(None::<TimeDelta>, |least, slot| {
+            let slot = slot?;
+            Some(Some(least.map_or(slot, |l| l.min(slot))))
+        })
+        .flatten()
+}
+
 /// A daily allowance spent: no probe until `resets_at`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Spent {

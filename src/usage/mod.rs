@@ -28,6 +28,7 @@ pub mod limits;
 pub mod target;
 pub mod traffic;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
@@ -37,7 +38,7 @@ use serde_json::{Map, Value};
 pub use self::limits::LimitLedger;
 pub use self::target::Target;
 pub use self::traffic::Traffic;
-use crate::error::{DataError, Result, json_error_offset};
+use crate::error::Result;
 use crate::fsutil::{self, DataLock};
 
 /// `route`'s file, in the stats directory.
@@ -56,6 +57,10 @@ pub struct ProbeUsage {
     /// The probes' counts, by the same scopes as route's `budget`.
     #[serde(default)]
     pub budget: LimitLedger,
+    /// Every probe sent each provider on the UTC day `day`, limits or
+    /// not: the probe spend `/metrics` shows.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub spent: BTreeMap<String, Spend>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -70,6 +75,7 @@ impl Default for ProbeUsage {
             version: version(),
             saved_at: None,
             budget: LimitLedger::default(),
+            spent: BTreeMap::new(),
             extra: Map::new(),
         }
     }
@@ -83,19 +89,12 @@ impl ProbeUsage {
     /// Read the file; missing or blank is empty. A file that cannot be
     /// parsed is an error naming it, and is left as it is.
     pub fn load(path: &Path) -> Result<ProbeUsage> {
-        let Some(bytes) = fsutil::read_data_file(path)? else {
-            return Ok(ProbeUsage::default());
-        };
-        serde_json::from_slice(&bytes).map_err(|e| {
-            DataError::new(
-                path,
-                Some(json_error_offset(&bytes, &e)),
-                format!(
-                    "not a valid probe usage file: {e}. It only holds the probes' request counts for today: move it aside (and keep it) to start counting again"
-                ),
+        fsutil::read_json_file(path, |e| {
+            format!(
+                "not a valid probe usage file: {e}. It only holds the probes' request counts for today: move it aside (and keep it) to start counting again"
             )
-            .into()
         })
+        .map(Option::unwrap_or_default)
     }
 
     /// Count what `f` adds into the file under the data lock: read what is
@@ -106,19 +105,58 @@ impl ProbeUsage {
     pub fn update<T>(
         stats_dir: &Path,
         now: DateTime<Utc>,
-        f: impl FnOnce(&mut LimitLedger) -> T,
+        f: impl FnOnce(&mut ProbeUsage) -> T,
     ) -> Result<T> {
         let lock = DataLock::acquire_existing(stats_dir)?;
         let path = Self::path(stats_dir);
         let mut usage = Self::load(&path)?;
-        let out = f(&mut usage.budget);
+        let out = f(&mut usage);
         usage.budget.prune(now);
+        usage.spent.retain(|_, s| s.day == now.date_naive());
         usage.saved_at = Some(crate::time::format_ts(now));
         let mut text = serde_json::to_string_pretty(&usage).expect("probe usage serialises");
         text.push('\n');
         fsutil::atomic_write(&path, text.as_bytes(), &lock)?;
         Ok(out)
     }
+}
+
+impl ProbeUsage {
+    /// Count one probe of `provider` sent at `now`.
+    pub fn spend(&mut self, provider: &str, tokens: u64, now: DateTime<Utc>) {
+        let today = now.date_naive();
+        let s = self.spent.entry(provider.to_string()).or_insert(Spend {
+            day: today,
+            requests: 0,
+            tokens: 0,
+        });
+        if s.day != today {
+            *s = Spend {
+                day: today,
+                requests: 0,
+                tokens: 0,
+            };
+        }
+        s.requests += 1;
+        s.tokens = s.tokens.saturating_add(tokens);
+    }
+
+    /// The probes sent `provider` on `now`'s UTC day.
+    pub fn spent_today(&self, provider: &str, now: DateTime<Utc>) -> u64 {
+        self.spent
+            .get(provider)
+            .filter(|s| s.day == now.date_naive())
+            .map_or(0, |s| s.requests)
+    }
+}
+
+/// The probes sent one provider on one UTC day.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spend {
+    pub day: chrono::NaiveDate,
+    pub requests: u64,
+    /// Estimated: what each probe was counted with before it was sent.
+    pub tokens: u64,
 }
 
 impl crate::state::Watched for ProbeUsage {
@@ -128,6 +166,40 @@ impl crate::state::Watched for ProbeUsage {
         ProbeUsage::load(path)
     }
 }
+
+/// A future the shared store answers with.
+pub type Pending<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// Where instances share their usage (Redis, `--shared-state`). There,
+/// route counts every request it sends in the shared windows, not in its
+/// file; a `check --shared-state` reads route's counts from them and counts
+/// its probes in them too, with the probes' part kept apart (scopes
+/// prefixed [`PROBES`]). Implemented by `route::shared`; `check` cannot
+/// name it.
+pub trait SharedUsage: Send + Sync {
+    /// Every instance's counts in the scopes of `target` under `limits`,
+    /// and the probes' part: `(all, probes)`. `None` while the store is
+    /// away.
+    fn read<'a>(
+        &'a self,
+        target: &'a Target,
+        limits: &'a limits::EffectiveLimits,
+        now: DateTime<Utc>,
+    ) -> Pending<'a, Option<(LimitLedger, LimitLedger)>>;
+    /// Count one probe of about `tokens` tokens in every shared window it
+    /// falls in, and in the probes' part.
+    fn count_probe<'a>(
+        &'a self,
+        target: &'a Target,
+        limits: &'a limits::EffectiveLimits,
+        tokens: u64,
+        now: DateTime<Utc>,
+    ) -> Pending<'a, ()>;
+}
+
+/// The prefix of the shared windows that count probes only: the
+/// probes' part of a scope `s` is kept under `probes|s`.
+pub const PROBES: &str = "probes|";
 
 /// What `check` reads of `route_state.json`: route's counts (its own
 /// probes' among them) and what its traffic showed. The rest of the file
@@ -144,17 +216,9 @@ impl RouteUsage {
     /// Read route's file; missing is empty. A file that cannot be parsed
     /// is an error naming it (route refuses it too), left as it is.
     pub fn load(stats_dir: &Path) -> Result<RouteUsage> {
-        let path = stats_dir.join(ROUTE_STATE_FILE);
-        let Some(bytes) = fsutil::read_data_file(&path)? else {
-            return Ok(RouteUsage::default());
-        };
-        serde_json::from_slice(&bytes).map_err(|e| {
-            DataError::new(
-                &path,
-                Some(json_error_offset(&bytes, &e)),
-                format!("not a valid route state: {e}"),
-            )
-            .into()
+        fsutil::read_json_file(&stats_dir.join(ROUTE_STATE_FILE), |e| {
+            format!("not a valid route state: {e}")
         })
+        .map(Option::unwrap_or_default)
     }
 }

@@ -53,19 +53,22 @@ impl Engine {
             tokens,
         };
         // Inside the probe budget first: what every probe may spend of
-        // the day's limits, with `check`'s probes counted too.
+        // the day's limits, `check`'s probes counted too. Shared, the counts are every instance's and `check
+        // --shared-state`'s, in Redis; else this instance's and the file's.
         let check = self.ledger.check_probes.current();
+        let redis = match self.ledger.shared() {
+            Some(s) => s.usage_of(target, &eff, now).await.ok().map(|(all, _)| all),
+            None => None,
+        };
         {
             let st = self.ledger.lock();
+            let seen: Vec<&crate::usage::LimitLedger> = match &redis {
+                Some(all) => vec![all],
+                None => vec![&st.limits, &check.budget],
+            };
             let sharing = p.provider.models.len();
-            let budget = Budget::of(
-                &p.provider,
-                model,
-                target,
-                sharing,
-                &[&st.limits, &check.budget],
-            );
-            if let Err(spent) = budget.admits(&[&st.limits, &check.budget], tokens, now) {
+            let budget = Budget::of(&p.provider, model, target, sharing, &seen);
+            if let Err(spent) = budget.admits(&seen, tokens, now) {
                 return Err(format!("probe budget spent: {spent}"));
             }
         }
@@ -81,9 +84,16 @@ impl Engine {
             }
             Some(Admit::Limited(hit)) => Err(hit),
             Some(Admit::Counted(r)) => {
-                let mut st = self.ledger.lock();
-                let _ = st.limits.check_and_count(&req, now);
-                let _ = st.probe_budget.check_and_count(&req, now);
+                {
+                    let mut st = self.ledger.lock();
+                    let _ = st.limits.check_and_count(&req, now);
+                    let _ = st.probe_budget.check_and_count(&req, now);
+                }
+                // Its part as a probe, in Redis beside the total.
+                if let Some(s) = self.ledger.shared().cloned() {
+                    let (t, l) = (target.clone(), eff);
+                    tokio::spawn(async move { s.count_probe_part(&t, &l, tokens, now).await });
+                }
                 Ok(r)
             }
             None => {
