@@ -72,24 +72,36 @@ fn twenty_requests_a_day_give_two_basic_probes_twelve_hours_apart() {
 }
 
 #[test]
-fn a_daily_cap_is_shared_by_every_probe_of_the_provider_and_the_reserve_is_kept() {
-    // 20 a day for the whole provider: probes may use 2, whichever model.
+fn a_daily_cap_is_shared_by_every_probe_of_the_provider_and_new_models_wait() {
+    // 20 a day for the whole provider: probes may use 2, whichever model;
+    // models never probed only the first of them.
     let (env, fake, cfg) = budgeted(&["a", "b", "c"], "daily_cap = 20");
+    let models = |from: usize| -> Vec<String> {
+        fake.seen()[from..]
+            .iter()
+            .map(|s| s.model().to_string())
+            .collect()
+    };
     let v = json(&env, &cfg);
-    assert_eq!(fake.seen().len(), 2, "{v}");
-    let spent = &v["budget"][0];
-    assert_eq!(spent["model"], "p::c", "{v}");
-    assert_eq!(
-        spent["why"], "daily_cap 2 of 20 used today, probes may use 2",
-        "{v}"
-    );
+    assert_eq!(models(0), ["a"], "{v}");
+    for (i, m) in ["p::b", "p::c"].iter().enumerate() {
+        assert_eq!(v["budget"][i]["model"], *m, "{v}");
+        assert_eq!(
+            v["budget"][i]["why"], "daily_cap 1 of 20 used today, models never probed may use 1",
+            "{v}"
+        );
+    }
+    // A day and a half on, `a` is due again and goes first: the models in
+    // use get the scarce budget before the new ones.
+    advance(&env, 36 * 3600 + 60);
     let r = check(&env, &cfg, &[]).ok();
+    assert_eq!(models(1), ["a"]);
     assert!(
-        r.stdout.contains("budget: daily_cap 2 of 20 used today"),
+        r.stdout
+            .contains("budget: daily_cap 1 of 20 used today, models never probed may use 1"),
         "{}",
         r.stdout
     );
-    assert_eq!(fake.seen().len(), 2);
 }
 
 #[test]

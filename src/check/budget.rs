@@ -67,6 +67,9 @@ pub struct Skips {
 #[derive(Debug, Clone)]
 struct Entry {
     budget: Budget,
+    /// Never probed: it may take only the first half of a shared
+    /// allowance ([`Budget::admits_as`]).
+    fresh: bool,
     target: Target,
     limits: EffectiveLimits,
     window: RequestsWindow,
@@ -150,6 +153,7 @@ pub fn apply(
                 key.clone(),
                 Entry {
                     budget: budget.clone(),
+                    fresh: last.is_none(),
                     target,
                     limits: limits::effective(&p.provider, m),
                     window: p.provider.requests_header_window,
@@ -250,7 +254,12 @@ impl Book {
         let shared = shared.unwrap_or(&none);
         let counted = ProbeUsage::update(&self.stats_dir, now, |usage| {
             e.budget
-                .admits(&[&route.budget, shared, &usage.budget], tokens, now)
+                .admits_as(
+                    &[&route.budget, shared, &usage.budget],
+                    tokens,
+                    e.fresh,
+                    now,
+                )
                 .map_err(|spent| (spent.resets_at, spent.to_string()))?;
             let req = LimitRequest {
                 target: &e.target,

@@ -142,6 +142,7 @@ pub fn cap_line(c: &CapRecord) -> String {
 /// and the `--if-due` decision, as a table or JSON.
 pub fn dry_run(
     plan: &Plan,
+    skips: &super::budget::Skips,
     json: bool,
     jitter: Option<Duration>,
     due: Option<(Duration, due::Decision)>,
@@ -156,6 +157,8 @@ pub fn dry_run(
             "capability_probes": caps,
             "skipped": plan.skipped,
             "not_probed": plan.not_probed,
+            "budget": skips.budget,
+            "traffic": skips.traffic,
         });
         if let Some(j) = jitter {
             v["jitter_secs"] = j.as_secs_f64().into();
@@ -223,6 +226,16 @@ pub fn dry_run(
             crate::duration::format_secs(c.starts_at_secs),
             c.model,
             c.why
+        ));
+    }
+    for b in &skips.budget {
+        out.push_str(&format!("not probed {}: {}\n", b.model, budget_words(b)));
+    }
+    for x in &skips.traffic {
+        out.push_str(&format!(
+            "not probed {}: traffic: {}\n",
+            x.model,
+            x.traffic.words()
         ));
     }
     out.push_str(&footer(&plan.skipped, &plan.not_probed));

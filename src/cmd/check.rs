@@ -192,12 +192,13 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
         Ok((Arc::new(book), skips))
     };
     if a.dry_run {
-        budget(&mut plan)?;
+        let (_, skips) = budget(&mut plan)?;
         let due = a
             .if_due
             .map(|i| due::if_due(s.stats_dir(), i, clock.now()).map(|d| (i, d)))
             .transpose()?;
-        return report::dry_run(&plan, a.json, a.jitter, due, clock.now()).map(Ran::NotARun);
+        return report::dry_run(&plan, &skips, a.json, a.jitter, due, clock.now())
+            .map(Ran::NotARun);
     }
     if let Some(max) = a.jitter {
         due::wait(due::jitter_delay(max), max, &clock);

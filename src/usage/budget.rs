@@ -168,6 +168,20 @@ impl Budget {
         tokens: u64,
         now: DateTime<Utc>,
     ) -> Result<(), Spent> {
+        self.admits_as(all, tokens, false, now)
+    }
+
+    /// [`admits`](Budget::admits), for a model never probed (`fresh`)
+    /// too: in a limit several models share, a model never probed may
+    /// only take the first half of the allowance (`max(1, allowance ÷ 2)`),
+    /// so a long list of new models never starves the models in use.
+    pub fn admits_as(
+        &self,
+        all: &[&LimitLedger],
+        tokens: u64,
+        fresh: bool,
+        now: DateTime<Utc>,
+    ) -> Result<(), Spent> {
         let resets_at = next_day_reset(now, self.day_reset);
         for d in &self.dailies {
             let used = all
@@ -175,11 +189,18 @@ impl Budget {
                 .map(|l| l.used_here(&d.scope, d.kind, now, resets_at))
                 .fold(0, u64::saturating_add);
             let cost = if d.counts_requests() { 1 } else { tokens };
-            if used.saturating_add(cost) > d.allowance {
+            let allowance = match fresh && d.sharing > 1 {
+                true => (d.allowance / 2).max(1),
+                false => d.allowance,
+            };
+            if used.saturating_add(cost) > allowance {
+                let mut daily = d.clone();
+                daily.allowance = allowance;
                 return Err(Spent {
-                    daily: d.clone(),
+                    daily,
                     used,
                     resets_at,
+                    fresh: allowance < d.allowance,
                 });
             }
         }
@@ -240,13 +261,21 @@ pub struct Spent {
     /// Used today, by probes and traffic together.
     pub used: u64,
     pub resets_at: DateTime<Utc>,
+    /// The half a model never probed may take was the limit.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fresh: bool,
 }
 
 impl std::fmt::Display for Spent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let who = if self.fresh {
+            "models never probed"
+        } else {
+            "probes"
+        };
         write!(
             f,
-            "{} {} of {} used today, probes may use {}",
+            "{} {} of {} used today, {who} may use {}",
             self.daily.kind, self.used, self.daily.limit, self.daily.allowance
         )
     }
@@ -392,6 +421,36 @@ mod tests {
         assert_eq!(
             b.admits(&[&traffic, &probes], 20, at("2026-12-08T00:00:01Z")),
             Ok(())
+        );
+    }
+
+    #[test]
+    fn models_never_probed_take_at_most_half_of_a_shared_allowance() {
+        let p = provider(Limits::default(), Limits::default(), Some(100), &["a", "b"]);
+        let t = Target::new("p", "a").with_key(0, "k1:ab");
+        let b = Budget::of(&p, "a", &t, 2, &[]);
+        let now = at("2026-12-07T10:00:00Z");
+        let mut used = LimitLedger::default();
+        let eff = EffectiveLimits {
+            daily_cap: Some(100),
+            ..EffectiveLimits::default()
+        };
+        let req = LimitRequest {
+            target: &t,
+            limits: &eff,
+            tokens: 10,
+        };
+        for _ in 0..5 {
+            used.check_and_count(&req, now).unwrap();
+        }
+        // 5 of the allowance of 10 used: a model in use may go on, a new
+        // one may not.
+        assert_eq!(b.admits(&[&used], 20, now), Ok(()));
+        let spent = b.admits_as(&[&used], 20, true, now).unwrap_err();
+        assert_eq!(spent.daily.allowance, 5);
+        assert_eq!(
+            spent.to_string(),
+            "daily_cap 5 of 100 used today, models never probed may use 5"
         );
     }
 
