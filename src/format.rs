@@ -78,6 +78,21 @@ pub fn fmt_ago(secs: i64) -> String {
 /// An age in one short unit, as [`fmt_ago`] words it without the "ago":
 /// `0m`, `14m`, `3h`, `2d` (minutes below two hours, hours below two
 /// days); `future` when `secs` is negative.
+/// A time within days of `now` (Unix seconds), short: `14:00 UTC` on
+/// `now`'s UTC day, `Dec 08 14:00 UTC` on another.
+pub fn fmt_soon(t: i64, now: i64) -> String {
+    let (Some(at), Some(today)) = (
+        chrono::DateTime::from_timestamp(t, 0),
+        chrono::DateTime::from_timestamp(now, 0),
+    ) else {
+        return fmt_minute(t);
+    };
+    match at.date_naive() == today.date_naive() {
+        true => at.format("%H:%M UTC").to_string(),
+        false => at.format("%b %d %H:%M UTC").to_string(),
+    }
+}
+
 pub fn fmt_age(secs: i64) -> String {
     match secs {
         ..0 => "future".into(),

@@ -4,10 +4,11 @@
 //!
 //! A provider is stale when its newest probe is older than twice the
 //! schedule's interval (2 h by default, [`crate::schedule::Every::stale_after`]),
-//! or twice its own probe cadence when its probe budget spaces its probes
-//! further apart than the schedule ([`crate::usage::budget`]: a provider
-//! whose every model is probed every 12 h by design is not stale at hour
-//! 3). Only providers the user still probes count:
+//! or three times its own probe cadence when its probe budget spaces its
+//! probes further apart than the schedule ([`crate::usage::budget`]: a
+//! provider whose every model is probed every 12 h by design is not stale
+//! at hour 3). Three, not two: a capability probe may take the place of a
+//! model's next basic probe, which doubles one gap. Only providers the user still probes count:
 //!
 //! - the catalog lists it, and it is not turned off with `enabled = false`
 //!   (that is how a provider is retired);
@@ -37,8 +38,8 @@ pub const RECORD_STALE_SECS: i64 = 2 * 3600;
 
 /// How old the newest probe of all may be before the whole record is
 /// stale: [`RECORD_STALE_SECS`], or, when every provider probed this week
-/// (in `newest`) is spaced out by its probe budget, twice the shortest of
-/// their cadences.
+/// (in `newest`) is spaced out by its probe budget, three times the
+/// shortest of their cadences.
 pub fn record_stale_after(catalog: &Catalog, states: &States, newest: &Newest) -> i64 {
     let mut least: Option<i64> = None;
     for p in catalog.providers.iter().filter(|p| !retired(p, states)) {
@@ -50,7 +51,7 @@ pub fn record_stale_after(catalog: &Catalog, states: &States, newest: &Newest) -
         };
         least = Some(least.map_or(every.num_seconds(), |l| l.min(every.num_seconds())));
     }
-    least.map_or(RECORD_STALE_SECS, |l| RECORD_STALE_SECS.max(2 * l))
+    least.map_or(RECORD_STALE_SECS, |l| RECORD_STALE_SECS.max(3 * l))
 }
 
 /// How often `p`'s budget lets its most often probed model (of those not
@@ -90,12 +91,12 @@ pub fn record_warning(newest: i64, now: i64, after: i64) -> Option<[String; 2]> 
 /// The warning about one stale provider at `now`, with the schedule's
 /// interval `every` (`1h`): as `brief` gives it.
 pub fn provider_warning(st: &Stale, now: i64, every: &str) -> String {
-    let every = match &st.cadence {
-        Some(c) => format!("its probe budget's {c}"),
-        None => every.to_string(),
+    let over = match &st.cadence {
+        Some(c) => format!("3 × its probe budget's {c}"),
+        None => format!("2 × {every}"),
     };
     let mut message = format!(
-        "{} is stale: no probe for {} (more than 2 × {every})",
+        "{} is stale: no probe for {} (more than {over})",
         st.provider,
         crate::format::fmt_age(now - st.newest_ts),
     );
@@ -152,7 +153,7 @@ pub fn judge(
             let t = newest.get(&p.name)?;
             let age = now - t;
             let cadence = cadence(p, states).filter(|c| *c * 2 > stale_after);
-            let after = cadence.map_or(stale_after, |c| c * 2);
+            let after = cadence.map_or(stale_after, |c| c * 3);
             if age <= after.num_seconds() || age > RECENT_SECS {
                 return None;
             }

@@ -234,13 +234,14 @@ fn a_model_probed_every_12_hours_by_design_is_not_stale_at_hour_3_and_the_views_
             .contains("<small class=\"cadence\">probed every 12h"),
         "the status page says the cadence"
     );
-    // Two cadences without a probe: stale, and said against the cadence.
-    advance(&env, 25 * 3600);
+    // Three cadences without a probe (one may go to a capability probe):
+    // stale, and said against the cadence.
+    advance(&env, 37 * 3600);
     let brief = env.run(&["--config", &cfg, "brief"]).ok();
     assert!(
         brief
             .stdout
-            .contains("STALE: NO PROBE IN THE LAST 24 HOURS"),
+            .contains("STALE: NO PROBE IN THE LAST 36 HOURS"),
         "{}",
         brief.stdout
     );
@@ -252,11 +253,25 @@ fn brief_counts_the_models_routes_traffic_has_proven() {
     let fake = Fake::start(&env, &[]);
     let cfg = config(&env, &[fake.provider("p", "openai", &["m"], "")]);
     check(&env, &cfg, &[]).ok();
-    advance(&env, 60);
+    // Three hours without a probe, but route serves it and the hourly
+    // `check` leaves it to the traffic: not stale.
+    advance(&env, 3 * 3600);
     for _ in 0..3 {
         route_once(&env, &cfg, "p::m");
     }
+    let r = check(&env, &cfg, &[]).ok();
+    assert!(r.stdout.contains("traffic: 3 ok since"), "{}", r.stdout);
     let brief = env.run(&["--config", &cfg, "brief"]).ok();
+    assert!(!brief.stdout.contains("STALE"), "{}", brief.stdout);
+    assert!(!brief.stdout.contains("is stale"), "{}", brief.stdout);
+    // With no `check` since, three more hours are stale: a stopped
+    // scheduler is not hidden by traffic.
+    advance(&env, 6 * 3600);
+    for _ in 0..3 {
+        route_once(&env, &cfg, "p::m");
+    }
+    let stale = env.run(&["--config", &cfg, "brief"]).ok();
+    assert!(stale.stdout.contains("STALE"), "{}", stale.stdout);
     assert!(
         brief
             .stdout
@@ -272,4 +287,45 @@ fn brief_counts_the_models_routes_traffic_has_proven() {
     let v: Value =
         serde_json::from_str(&env.run(&["--config", &cfg, "brief", "--json"]).ok().stdout).unwrap();
     assert_eq!(v["proven_by_traffic"][0]["model"], "p::m", "{v}");
+}
+
+#[test]
+fn a_routed_failure_makes_the_probe_due_at_once_and_a_paused_model_is_probed_every_run() {
+    let env = clock_env();
+    // The probe passes, the routed request gets a 503, the probes after
+    // pass.
+    let fake = Fake::start(&env, &["m=ok,e503,ok,ok,ok"]);
+    let extra = format!("limits = {{ rpd = 40 }}\n{}", far_reset());
+    let cfg = config(&env, &[fake.provider("p", "openai", &["m"], &extra)]);
+    check(&env, &cfg, &[]).ok();
+    advance(&env, 60);
+    check(&env, &cfg, &[]).ok();
+    assert_eq!(fake.seen().len(), 1, "not due again in its 6 h slot");
+    env.run(&[
+        "--config",
+        &cfg,
+        "route",
+        "--model",
+        "p::m",
+        "What is 2 + 2?",
+    ]);
+    assert_eq!(fake.seen().len(), 2);
+    advance(&env, 120);
+    check(&env, &cfg, &[]).ok();
+    assert_eq!(fake.seen().len(), 3, "the routed failure made it due");
+    // Paused, it is probed at every run while the allowance (4) lasts.
+    env.run(&["--config", &cfg, "state", "pause", "p::m"]).ok();
+    advance(&env, 180);
+    check(&env, &cfg, &[]).ok();
+    assert_eq!(fake.seen().len(), 4, "a paused model is due every run");
+    env.run(&["--config", &cfg, "state", "pause", "p::m"]).ok();
+    advance(&env, 240);
+    let r = check(&env, &cfg, &[]).ok();
+    assert_eq!(fake.seen().len(), 4, "the allowance is spent");
+    assert!(
+        r.stdout
+            .contains("budget: rpd 4 of 40 used today, probes may use 4"),
+        "{}",
+        r.stdout
+    );
 }

@@ -418,7 +418,6 @@ fn a_lifted_bench_is_lifted_for_every_instance() {
     assert!((1..=2).contains(&probes), "{probes} probes");
 }
 
-/// The tests of this file, for the `external` harness.
 /// Route's traffic is evidence across a fleet: two instances serve a
 /// model three times between them, and the one `check --shared-state`
 /// does not probe it, nor log anything for it.
@@ -515,9 +514,47 @@ fn a_shared_check_counts_its_probes_where_the_routers_count() {
     );
 }
 
+/// A shared `check` counts each probe once: in Redis, where it reads the
+/// day's use, and in its file, which it then does not add.
+fn a_shared_check_spends_its_whole_allowance_not_half() {
+    let redis = Redis::start();
+    let env = env();
+    let fake = Fake::start(&env, &[]);
+    let url = redis.url();
+    // 40 a day, probes may use 4: 6 h slots from a day that starts now.
+    let reset = chrono::Utc::now().format("%H:%M");
+    let tables = [fake.provider(
+        "q",
+        "openai",
+        &["m"],
+        &format!("limits = {{ rpd = 40 }}\nday_reset = \"{reset}\""),
+    )];
+    let (cfg, a, _b) = two_instances(&env, &redis, &tables);
+    for hours in [0, 6, 12, 18] {
+        advance(&env, hours * 3600 + 60);
+        let before = fake.seen().len();
+        let args = ["--shared-state", url.as_str(), "--spacing", "0"];
+        crate::support::check(&env, &cfg, &args).ok();
+        assert_eq!(fake.seen().len() - before, 1, "the probe at +{hours}h went");
+    }
+    let v = a.providers();
+    let u = usage_line(&v, "q", "rpd").unwrap();
+    assert_eq!(
+        (u["used"].as_u64(), u["used_by_probes"].as_u64()),
+        (Some(4), Some(4)),
+        "{u}"
+    );
+}
+
+/// The tests of this file, for the `external` harness.
 pub fn tests() -> Vec<crate::Test> {
     let needs = &[Need::Redis];
     vec![
+        crate::Test::new(
+            "shared::a_shared_check_spends_its_whole_allowance_not_half",
+            needs,
+            a_shared_check_spends_its_whole_allowance_not_half,
+        ),
         crate::Test::new(
             "shared::a_shared_check_counts_its_probes_where_the_routers_count",
             needs,

@@ -27,10 +27,11 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::plan::Plan;
+use crate::capabilities::Capability;
 use crate::catalog::{RequestsWindow, Resolved, model_key};
 use crate::error::Result;
 use crate::state::{ModelState, States};
-use crate::usage::budget::Budget;
+use crate::usage::budget::{Budget, Probe};
 use crate::usage::limits::{self, EffectiveLimits, LimitRequest, Reservation};
 use crate::usage::traffic::Since;
 use crate::usage::{LimitLedger, ProbeUsage, RouteUsage, SharedUsage, Target, Traffic};
@@ -47,6 +48,10 @@ pub struct BudgetSkip {
     /// "probed every 12h: 20 requests/day, probes use 2".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cadence: Option<String>,
+    /// A capability probe the allowance stopped (the model's basic probe
+    /// went); `None` for the basic probe.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capability: Option<Capability>,
 }
 
 /// A model not probed this run because route's traffic proved it.
@@ -140,7 +145,9 @@ pub fn apply(
     let mut entries = HashMap::new();
     for lane in &mut plan.lanes {
         let p = &lane.resolved;
-        let sharing = lane.models.len();
+        let sharing = crate::usage::budget::sharing(&p.provider, |k| {
+            states.state_of(k) == ModelState::Disabled
+        });
         let mut kept: Vec<(u8, String)> = Vec::new();
         for m in &lane.models {
             let key = model_key(&p.provider.name, m);
@@ -170,7 +177,10 @@ pub fn apply(
                 continue;
             }
             // A routed failure since the last probe makes it due at once.
+            // A paused model is due every run (within the allowance): it
+            // is out of rotation until a probe passes.
             if by_cadence
+                && state != ModelState::Paused
                 && traffic.failed.is_empty()
                 && let Err(next) = budget.due(last, now)
             {
@@ -179,6 +189,7 @@ pub fn apply(
                     next,
                     why: "not due".into(),
                     cadence: budget.cadence_words(),
+                    capability: None,
                 });
                 continue;
             }
@@ -231,17 +242,19 @@ impl Book {
         Some((e.target.clone(), e.limits))
     }
 
-    /// Whether a probe of `model` of `p` (of about `tokens` tokens) may go
-    /// now, with `shared` (every instance's counts in the shared store,
-    /// when there is one) added to route's file's; if so, it is counted in
+    /// Whether a probe of `model` of `p` (of about `tokens` tokens; a
+    /// capability probe's when `cap`) may go now; if so, it is counted in
     /// `stats/probe_usage.json` under the data lock before it is sent.
-    /// Blocking (file I/O). `Err` says why not, and the skip is kept for
-    /// the run's report.
+    /// The day's use is route's file's and this file's, or, with `shared`
+    /// (every instance's counts in the shared store, this run's probes
+    /// among them), the shared store's alone. Blocking (file I/O). `Err`
+    /// says why not, and the skip is kept for the run's report.
     pub fn admit(
         &self,
         p: &Resolved,
         model: &str,
         tokens: u64,
+        cap: Option<Capability>,
         shared: Option<&LimitLedger>,
     ) -> Result<(), String> {
         let key = model_key(&p.provider.name, model);
@@ -249,44 +262,74 @@ impl Book {
             return Ok(());
         };
         let now = self.clock.now();
-        let route = route_usage(&self.stats_dir);
-        let none = LimitLedger::default();
-        let shared = shared.unwrap_or(&none);
+        let probe = match (cap, e.fresh) {
+            (Some(_), _) => Probe::Capability,
+            (None, true) => Probe::Fresh,
+            (None, false) => Probe::Basic,
+        };
+        // Shared routers write no file: the shared store holds what they
+        // and this run's probes counted.
+        let route = match shared {
+            Some(_) => RouteUsage::default(),
+            None => route_usage(&self.stats_dir),
+        };
         let counted = ProbeUsage::update(&self.stats_dir, now, |usage| {
+            let seen: Vec<&LimitLedger> = match shared {
+                Some(all) => vec![all],
+                None => vec![&route.budget, &usage.budget],
+            };
             e.budget
-                .admits_as(
-                    &[&route.budget, shared, &usage.budget],
-                    tokens,
-                    e.fresh,
-                    now,
-                )
+                .admits_as(&seen, tokens, probe, now)
                 .map_err(|spent| (spent.resets_at, spent.to_string()))?;
             let req = LimitRequest {
                 target: &e.target,
                 limits: &e.limits,
                 tokens,
             };
-            let r = usage
-                .budget
-                .check_and_count_with(&req, &[&route.budget, shared], now)
-                .map_err(|hit| (hit.until, format!("{} full", hit.kind)))?;
+            let r = match shared {
+                // Checked against the shared counts; the file only keeps
+                // its own record.
+                Some(all) => {
+                    let mut scratch = all.clone();
+                    scratch
+                        .check_and_count(&req, now)
+                        .map_err(|hit| (hit.until, format!("{} full", hit.kind)))?;
+                    usage.budget.check_and_count(&req, now).ok()
+                }
+                None => Some(
+                    usage
+                        .budget
+                        .check_and_count_with(&req, &[&route.budget], now)
+                        .map_err(|hit| (hit.until, format!("{} full", hit.kind)))?,
+                ),
+            };
             usage.spend(&p.provider.name, tokens, now);
             Ok(r)
         });
         match counted {
             Ok(Ok(r)) => {
-                lock(&self.reserved).insert(key, r);
+                if let Some(r) = r {
+                    lock(&self.reserved).insert(key, r);
+                }
                 Ok(())
             }
             Ok(Err((next, why))) => {
+                let why = match cap {
+                    Some(c) => format!("its {c} probe: {why}"),
+                    None => why,
+                };
                 lock(&self.spent).push(BudgetSkip {
                     model: key,
                     next,
                     why: why.clone(),
                     cadence: e.budget.cadence_words(),
+                    capability: cap,
                 });
                 Err(why)
             }
+            // A probe usage file that cannot be parsed: nothing may go
+            // uncounted, and it is left as it is.
+            Err(err @ crate::error::Error::Data(_)) => Err(err.to_string()),
             // The count could not be written (a read-only or removed stats
             // directory, a full disk): the probe goes uncounted, and the
             // writer, which cannot write either, stops the run with the

@@ -145,7 +145,7 @@ impl Prober for HttpProber {
         };
         let (p, m) = (lane.resolved.clone(), model.to_string());
         let admitted =
-            tokio::task::spawn_blocking(move || book.admit(&p, &m, tokens, seen.as_ref()))
+            tokio::task::spawn_blocking(move || book.admit(&p, &m, tokens, cap, seen.as_ref()))
                 .await
                 .unwrap_or_else(|e| Err(e.to_string()));
         if admitted.is_ok()

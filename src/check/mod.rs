@@ -55,7 +55,7 @@ pub fn execute(
     book: Option<Arc<budget::Book>>,
     skips: budget::Skips,
 ) -> Result<RunSummary> {
-    let started = crate::time::now_rfc3339();
+    let started = crate::time::format_ts(crate::clock::Clock::from_env().now());
     let progress = Progress::new(&plan.lanes);
     let (tx, rx) = mpsc::channel::<Probed>();
     // Told when the writer stops on an error (a full disk, a stats
@@ -119,7 +119,7 @@ pub fn execute(
         budget: budget.budget,
         traffic: budget.traffic,
         started,
-        finished: crate::time::now_rfc3339(),
+        finished: crate::time::format_ts(crate::clock::Clock::from_env().now()),
         entries: written.entries,
         capabilities: written.capabilities,
         state_changes: written.changes,

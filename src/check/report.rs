@@ -89,7 +89,7 @@ pub fn plain_summary(r: &RunSummary) -> String {
         out.push_str(&format!(
             "skipped {}: traffic: {}\n",
             x.model,
-            x.traffic.words()
+            x.traffic.words(crate::clock::Clock::from_env().now())
         ));
     }
     out.push_str(&footer(&r.skipped, &r.not_probed));
@@ -235,7 +235,7 @@ pub fn dry_run(
         out.push_str(&format!(
             "not probed {}: traffic: {}\n",
             x.model,
-            x.traffic.words()
+            x.traffic.words(crate::clock::Clock::from_env().now())
         ));
     }
     out.push_str(&footer(&plan.skipped, &plan.not_probed));
@@ -291,7 +291,10 @@ pub fn print_summary(r: &RunSummary) -> Result<()> {
         t.add_row(vec![
             p.to_string(),
             m.to_string(),
-            format!("traffic: {}", x.traffic.words()),
+            format!(
+                "traffic: {}",
+                x.traffic.words(crate::clock::Clock::from_env().now())
+            ),
             String::new(),
             String::new(),
         ]);
@@ -339,7 +342,10 @@ pub fn print_summary(r: &RunSummary) -> Result<()> {
 /// "budget: next probe 14:00", or, when the allowance ran out at send
 /// time, "budget: rpd 2 of 20 used today, probes may use 2; next 00:00".
 fn budget_words(b: &super::budget::BudgetSkip) -> String {
-    let next = b.next.format("%H:%M");
+    let next = crate::format::fmt_soon(
+        b.next.timestamp(),
+        crate::clock::Clock::from_env().now().timestamp(),
+    );
     match b.why.as_str() {
         "not due" => format!("budget: next probe {next}"),
         why => format!("budget: {why}; next {next}"),
@@ -350,11 +356,21 @@ fn budget_words(b: &super::budget::BudgetSkip) -> String {
 /// budget-limited model's cadence once.
 fn skips_line(r: &RunSummary) -> String {
     let mut out = String::new();
-    if !r.budget.is_empty() {
+    let models = r.budget.iter().filter(|b| b.capability.is_none()).count();
+    let caps = r.budget.len() - models;
+    if models > 0 {
         out.push_str(&format!(
-            "{} not probed this run: within the probe budget (probe_share), not due yet\n",
-            crate::format::count(r.budget.len(), "model", "models")
+            "{} not probed this run: the probe budget (probe_share) holds them back\n",
+            crate::format::count(models, "model", "models")
         ));
+    }
+    if caps > 0 {
+        out.push_str(&format!(
+            "{} not sent: the basic probes still due today come first\n",
+            crate::format::count(caps, "capability probe", "capability probes")
+        ));
+    }
+    if !r.budget.is_empty() {
         let mut seen = std::collections::BTreeSet::new();
         for b in &r.budget {
             if let Some(c) = &b.cadence

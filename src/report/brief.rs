@@ -533,17 +533,41 @@ impl Brief {
         // A record whose providers' budgets all space their probes out is
         // stale only past twice the shortest of their cadences.
         self.record_after = stale::record_stale_after(&s.catalog, states, newest);
-        self.stale = self
-            .newest_ts
-            .is_none_or(|t| self.now_ts - t > self.record_after);
-        let stale = stale::judge(
+        // A model route's traffic proved is not probed (for up to a day):
+        // while `check` still runs (its last run is recent), its latest
+        // routed success keeps the record fresh as a probe would. A
+        // stopped scheduler is still called stale.
+        let check_runs = h
+            .last_run
+            .as_ref()
+            .is_some_and(|r| self.now_ts - r.finished_at.timestamp() <= self.record_after);
+        let proven_at = |p: Option<&str>| {
+            if !check_runs {
+                return None;
+            }
+            self.proven_by_traffic
+                .iter()
+                .filter(|m| p.is_none_or(|p| crate::catalog::ModelKey::provider_of(&m.model) == p))
+                .filter_map(|m| m.traffic.last_ok)
+                .map(|t| t.timestamp())
+                .max()
+        };
+        let freshest = self.newest_ts.max(proven_at(None));
+        self.stale = freshest.is_none_or(|t| self.now_ts - t > self.record_after);
+        let stale: Vec<Stale> = stale::judge(
             &s.catalog,
             states,
             newest,
             h.last_run.as_ref(),
             self.now_ts,
             h.interval.stale_after(),
-        );
+        )
+        .into_iter()
+        .filter(|st| {
+            proven_at(Some(&st.provider))
+                .is_none_or(|t| self.now_ts - t > h.interval.stale_after().num_seconds())
+        })
+        .collect();
         for row in &mut self.providers {
             if let Some(st) = stale.iter().find(|st| st.provider == row.provider) {
                 row.stale = true;
@@ -583,7 +607,7 @@ impl Brief {
                 crate::format::count(self.proven_by_traffic.len(), "model", "models")
             );
             for p in &self.proven_by_traffic {
-                let _ = writeln!(out, "  {}: {}", p.model, p.traffic.words());
+                let _ = writeln!(out, "  {}: {}", p.model, p.traffic.words(self.now_at));
             }
         }
     }

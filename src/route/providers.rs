@@ -81,7 +81,9 @@ pub struct RouteSnapshot {
     /// The part of `limits` this instance's (or, shared, every instance's)
     /// own probes took. Empty unless [`Want::Everything`].
     pub probe_limits: LimitLedger,
-    /// `check`'s probes, from `stats/probe_usage.json`: added to both.
+    /// `check`'s probes, from `stats/probe_usage.json`: added to both,
+    /// unless the counts come from Redis (a shared `check` counts there);
+    /// its probe spend is shown either way.
     pub check_probes: std::sync::Arc<crate::usage::ProbeUsage>,
 }
 
@@ -129,7 +131,7 @@ impl RouteSnapshot {
                     cooldowns,
                     limits,
                     probe_limits,
-                    check_probes: Default::default(),
+                    check_probes: engine.ledger.check_probes.current(),
                 }
             }
             Err(_) => RouteSnapshot::local(engine, want, Source::RedisUnavailable),
@@ -195,7 +197,12 @@ pub fn metrics_text(engine: &Engine, snap: &RouteSnapshot) -> String {
 /// and `check`'s probes' together) in `snap`, each scope and kind once.
 fn usage(p: &Resolved, snap: &RouteSnapshot) -> Vec<LimitUsage> {
     let mut usage: Vec<LimitUsage> = Vec::new();
-    let check = &snap.check_probes.budget;
+    // Read from Redis, the counts hold a shared `check`'s probes already.
+    let none = LimitLedger::default();
+    let check = match snap.source {
+        Source::Redis => &none,
+        _ => &snap.check_probes.budget,
+    };
     let probes = [&snap.probe_limits, check];
     for m in &p.provider.models {
         let eff = limits::effective(&p.provider, m);

@@ -906,11 +906,26 @@ impl SharedState {
         tokens: u64,
         now: DateTime<Utc>,
     ) -> Shared<()> {
+        self.count_windows(target, limits, tokens, now, crate::usage::PROBES)
+            .await
+    }
+
+    /// Count one request in every window of `target`'s scopes (each
+    /// prefixed `prefix`), whatever the limits say: for a probe already
+    /// sent.
+    async fn count_windows(
+        &self,
+        target: &Target,
+        limits: &EffectiveLimits,
+        tokens: u64,
+        now: DateTime<Utc>,
+        prefix: &str,
+    ) -> Shared<()> {
         let second = ms(second_of(now));
         let mut p = redis::pipe();
         p.atomic();
         for (s, resets_at) in Self::scopes(target, limits, now) {
-            let scope = format!("{}{s}", crate::usage::PROBES);
+            let scope = format!("{prefix}{s}");
             let (mk, dk) = (minute_key(&scope), day_key(&scope, resets_at));
             p.hincr(&mk, format!("r:{second}"), 1)
                 .ignore()
@@ -957,6 +972,8 @@ pub fn split_probes(all: &mut LimitLedger) -> (LimitLedger, LimitLedger) {
 pub struct CheckUsage {
     url: String,
     state: tokio::sync::OnceCell<Option<Arc<SharedState>>>,
+    /// A probe could not be counted (said once).
+    warned: AtomicBool,
 }
 
 impl CheckUsage {
@@ -964,6 +981,7 @@ impl CheckUsage {
         CheckUsage {
             url: url.to_string(),
             state: tokio::sync::OnceCell::new(),
+            warned: AtomicBool::new(false),
         }
     }
 
@@ -1015,11 +1033,20 @@ impl crate::usage::SharedUsage for CheckUsage {
                 limits,
                 tokens,
             };
-            // Counted where route counts, when the limits let it (the
-            // probe's budget was checked against these very counts), and
-            // its part as a probe beside.
-            if let Ok(Admit::Counted(_)) = s.admit_limits(&req, now).await {
-                let _ = s.count_probe_part(target, limits, tokens, now).await;
+            // Counted where route counts (the probe's budget was checked
+            // against these very counts), and its part as a probe beside.
+            // Another instance may have filled a window meanwhile: the
+            // probe is sent, so it is counted all the same.
+            let counted = match s.admit_limits(&req, now).await {
+                Ok(Admit::Counted(_)) => Ok(()),
+                Ok(_) => s.count_windows(target, limits, tokens, now, "").await,
+                Err(e) => Err(e),
+            };
+            let part = s.count_probe_part(target, limits, tokens, now).await;
+            if (counted.is_err() || part.is_err()) && !self.warned.swap(true, Ordering::Relaxed) {
+                eprintln!(
+                    "warning: the shared state could not count a probe; the routers will not see it (it is in stats/probe_usage.json)"
+                );
             }
         })
     }

@@ -44,6 +44,17 @@ pub fn allowance(share: f64, limit: u64) -> u64 {
     ((share * limit as f64).floor() as u64).max(1)
 }
 
+/// What kind of probe asks the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// A basic probe of a model probed before.
+    Basic,
+    /// A basic probe of a model never probed.
+    Fresh,
+    /// A capability probe.
+    Capability,
+}
+
 /// One daily limit a probe of a model counts against.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Daily {
@@ -121,27 +132,71 @@ impl Budget {
         }
     }
 
+    /// Whole slots a day, when at least one probe a day fits: `floor` of
+    /// the probes a day, so that the slots of one day never ask for more
+    /// than its allowance.
+    fn slots_a_day(&self) -> Option<i64> {
+        let per_day = self.per_day?;
+        (per_day >= 1.0).then(|| (per_day.floor() as i64).clamp(1, 86_400))
+    }
+
+    /// Days a slot lasts when fewer than one probe a day fits (more models
+    /// share a limit than its allowance): `ceil(1 ÷ probes a day)`.
+    fn days_a_slot(&self) -> Option<i64> {
+        let per_day = self.per_day?;
+        (per_day < 1.0).then(|| (1.0 / per_day).ceil() as i64)
+    }
+
     /// The length of a slot, when a daily limit is known.
     pub fn slot(&self) -> Option<TimeDelta> {
-        let per_day = self.per_day?;
-        let ms = (86_400_000.0 / per_day).round() as i64;
-        Some(TimeDelta::milliseconds(ms.max(1000)))
+        match (self.slots_a_day(), self.days_a_slot()) {
+            (Some(n), _) => Some(TimeDelta::milliseconds(86_400_000 / n)),
+            (_, Some(d)) => Some(TimeDelta::days(d)),
+            _ => None,
+        }
     }
 
     /// The slot that holds `now`: its start and its end (the next slot's
-    /// start). Slots are counted from the provider's `day_reset` on
-    /// 1970-01-01, so they fall at the same times every day when a day
-    /// holds a whole number of them.
+    /// start). A day (from the provider's `day_reset` to the next) holds a
+    /// whole number of slots, the first at the reset: 2 a day fall at the
+    /// reset and 12 h after it. A slot of several days starts at a reset
+    /// counted from 1970-01-01.
     pub fn slot_at(&self, now: DateTime<Utc>) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
-        let len = self.slot()?;
+        let day_end = next_day_reset(now, self.day_reset);
+        let day_start = day_end - TimeDelta::days(1);
+        if let Some(n) = self.slots_a_day() {
+            let len = 86_400_000 / n;
+            let idx = ((now - day_start).num_milliseconds() / len).min(n - 1);
+            let start = day_start + TimeDelta::milliseconds(idx * len);
+            let end = match idx + 1 == n {
+                true => day_end,
+                false => start + TimeDelta::milliseconds(len),
+            };
+            return Some((start, end));
+        }
+        let days = self.days_a_slot()?;
         let anchor = DateTime::<Utc>::UNIX_EPOCH
             .date_naive()
             .and_time(self.day_reset)
             .and_utc();
-        let len_ms = len.num_milliseconds();
-        let idx = (now - anchor).num_milliseconds().div_euclid(len_ms);
-        let start = anchor + TimeDelta::milliseconds(idx * len_ms);
-        Some((start, start + len))
+        let idx = (day_start - anchor).num_days().div_euclid(days);
+        let start = anchor + TimeDelta::days(idx * days);
+        Some((start, start + TimeDelta::days(days)))
+    }
+
+    /// The basic probes the slots still hold today after the one that
+    /// holds `now`, for the other models sharing a limit: what a
+    /// capability probe must leave of the allowance. A model's capability
+    /// probe comes out of its own share: it may take the place of its own
+    /// next basic probe, never of another model's.
+    fn basic_still_due(&self, d: &Daily, now: DateTime<Utc>) -> u64 {
+        let Some(n) = self.slots_a_day() else {
+            return 0;
+        };
+        let day_start = next_day_reset(now, self.day_reset) - TimeDelta::days(1);
+        let len = 86_400_000 / n;
+        let idx = ((now - day_start).num_milliseconds() / len).min(n - 1);
+        ((n - 1 - idx) as u64).saturating_mul(d.sharing.saturating_sub(1) as u64)
     }
 
     /// Whether a basic probe is due at `now`, the last one having been
@@ -168,20 +223,23 @@ impl Budget {
         tokens: u64,
         now: DateTime<Utc>,
     ) -> Result<(), Spent> {
-        self.admits_as(all, tokens, false, now)
+        self.admits_as(all, tokens, Probe::Basic, now)
     }
 
-    /// [`admits`](Budget::admits), for a model never probed (`fresh`)
-    /// too: in a limit several models share, a model never probed may
-    /// only take the first half of the allowance (`max(1, allowance ÷ 2)`),
-    /// so a long list of new models never starves the models in use.
+    /// [`admits`](Budget::admits), for each kind of probe ([`Probe`]): in a
+    /// limit several models share, a model never probed may only take the
+    /// first half of the allowance (`max(1, allowance ÷ 2)`), so a long list
+    /// of new models never starves the models in use; a capability probe
+    /// comes last, and may only take what the other models' basic probes
+    /// still due today leave.
     pub fn admits_as(
         &self,
         all: &[&LimitLedger],
         tokens: u64,
-        fresh: bool,
+        probe: Probe,
         now: DateTime<Utc>,
     ) -> Result<(), Spent> {
+        let fresh = probe == Probe::Fresh;
         let resets_at = next_day_reset(now, self.day_reset);
         for d in &self.dailies {
             let used = all
@@ -193,7 +251,11 @@ impl Budget {
                 true => (d.allowance / 2).max(1),
                 false => d.allowance,
             };
-            if used.saturating_add(cost) > allowance {
+            let reserve = match probe == Probe::Capability && d.counts_requests() {
+                true => self.basic_still_due(d, now),
+                false => 0,
+            };
+            if used.saturating_add(cost).saturating_add(reserve) > allowance {
                 let mut daily = d.clone();
                 daily.allowance = allowance;
                 return Err(Spent {
@@ -231,6 +293,18 @@ impl Budget {
             d.allowance
         ))
     }
+}
+
+/// How many of `p`'s models share its key and provider limits: its
+/// catalog models that are not disabled (`disabled` says which are). One
+/// count for every view and for `check` and route alike, whatever a run's
+/// `--model` picks.
+pub fn sharing(p: &Provider, disabled: impl Fn(&str) -> bool) -> usize {
+    p.models
+        .iter()
+        .filter(|m| !disabled(&crate::catalog::model_key(&p.name, m)))
+        .count()
+        .max(1)
 }
 
 /// The budget of `model` of `p` by the catalog alone (no learned limits),
@@ -358,11 +432,58 @@ mod tests {
         let b = Budget::of(&p, "a", &t, 3, &[]);
         assert_eq!(b.dailies[0].allowance, 5);
         assert_eq!(b.dailies[0].sharing, 3);
-        let slot = b.slot().unwrap();
-        assert_eq!(
-            slot,
-            TimeDelta::milliseconds((86_400_000.0f64 * 3.0 / 5.0).round() as i64)
+        // 5 ÷ 3 a day: one whole slot a day each, so a day never asks
+        // for more than its allowance.
+        assert_eq!(b.slot(), Some(TimeDelta::hours(24)));
+        // Ten models under the same 5: one probe every 2 days each.
+        let p = provider(Limits::default(), rpd(50), None, &["a"; 10]);
+        let b = Budget::of(&p, "a", &t, 10, &[]);
+        assert_eq!(b.slot(), Some(TimeDelta::days(2)));
+        let now = at("2026-12-07T10:00:00Z");
+        let (start, end) = b.slot_at(now).unwrap();
+        assert_eq!(end - start, TimeDelta::days(2));
+        assert!(start <= now && now < end);
+    }
+
+    #[test]
+    fn a_capability_probe_leaves_what_the_other_models_basic_probes_need() {
+        // 12 a day for three models: 4 each, in 6 h slots.
+        let p = provider(
+            Limits::default(),
+            Limits::default(),
+            Some(120),
+            &["a", "b", "c"],
         );
+        let t = Target::new("p", "a").with_key(0, "k1:ab");
+        let b = Budget::of(&p, "a", &t, 3, &[]);
+        assert_eq!(b.slot(), Some(TimeDelta::hours(6)));
+        let eff = EffectiveLimits {
+            daily_cap: Some(120),
+            ..EffectiveLimits::default()
+        };
+        let req = LimitRequest {
+            target: &t,
+            limits: &eff,
+            tokens: 10,
+        };
+        let mut used = LimitLedger::default();
+        for _ in 0..3 {
+            used.check_and_count(&req, at("2026-12-07T00:10:00Z"))
+                .unwrap();
+        }
+        // 3 used at 00:30; b and c still have 3 slots each today: 3 + 1 +
+        // 6 = 10 ≤ 12 fits; with 6 used it would not.
+        let now = at("2026-12-07T00:30:00Z");
+        assert_eq!(b.admits_as(&[&used], 10, Probe::Capability, now), Ok(()));
+        for _ in 0..3 {
+            used.check_and_count(&req, at("2026-12-07T00:10:00Z"))
+                .unwrap();
+        }
+        assert!(b.admits_as(&[&used], 10, Probe::Capability, now).is_err());
+        assert_eq!(b.admits_as(&[&used], 10, Probe::Basic, now), Ok(()));
+        // In the last slot, nothing more is due: it fits.
+        let late = at("2026-12-07T18:30:00Z");
+        assert_eq!(b.admits_as(&[&used], 10, Probe::Capability, late), Ok(()));
     }
 
     #[test]
@@ -446,7 +567,7 @@ mod tests {
         // 5 of the allowance of 10 used: a model in use may go on, a new
         // one may not.
         assert_eq!(b.admits(&[&used], 20, now), Ok(()));
-        let spent = b.admits_as(&[&used], 20, true, now).unwrap_err();
+        let spent = b.admits_as(&[&used], 20, Probe::Fresh, now).unwrap_err();
         assert_eq!(spent.daily.allowance, 5);
         assert_eq!(
             spent.to_string(),

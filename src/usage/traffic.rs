@@ -164,11 +164,16 @@ impl Since {
             && last.is_some_and(|l| now - l < AT_MOST)
     }
 
-    /// "5 ok since 13:02" (the first success's time).
-    pub fn words(&self) -> String {
+    /// "5 ok since 13:02 UTC" (the first success's time; its date too
+    /// when it is not on `now`'s UTC day).
+    pub fn words(&self, now: DateTime<Utc>) -> String {
         let more = if self.at_least { "+" } else { "" };
         match self.first_ok {
-            Some(t) => format!("{}{more} ok since {}", self.ok, t.format("%H:%M")),
+            Some(t) => format!(
+                "{}{more} ok since {}",
+                self.ok,
+                crate::format::fmt_soon(t.timestamp(), now.timestamp())
+            ),
             None => format!("{} ok", self.ok),
         }
     }
@@ -196,7 +201,7 @@ mod tests {
         assert!(s.proves(3, Some(entry), now));
         assert!(!s.proves(4, Some(entry), now));
         assert!(!s.proves(0, Some(entry), now), "0 turns it off");
-        assert_eq!(s.words(), "3 ok since 13:02");
+        assert_eq!(s.words(now), "3 ok since 13:02 UTC");
         // Never probed: traffic does not stand in for a first probe.
         assert!(!t.since("p::m", None).proves(3, None, now));
         // A day after the last probe, a probe is due whatever traffic says.
@@ -219,7 +224,7 @@ mod tests {
         assert_eq!(a.models["p::m"].ok.len(), KEEP);
         let s = a.since("p::m", Some(t0 - TimeDelta::hours(1)));
         assert!(s.at_least);
-        assert_eq!(s.words(), "32+ ok since 00:00");
+        assert_eq!(s.words(t0), "32+ ok since 00:00 UTC");
         let mut b = Traffic::default();
         b.success("p::n", t0);
         b.failure("p::m", "timeout", t0);

@@ -66,7 +66,10 @@ impl Engine {
                 Some(all) => vec![all],
                 None => vec![&st.limits, &check.budget],
             };
-            let sharing = p.provider.models.len();
+            let states = self.record.states.current();
+            let sharing = crate::usage::budget::sharing(&p.provider, |k| {
+                states.state_of(k) == ModelState::Disabled
+            });
             let budget = Budget::of(&p.provider, model, target, sharing, &seen);
             if let Err(spent) = budget.admits(&seen, tokens, now) {
                 return Err(format!("probe budget spent: {spent}"));
