@@ -380,6 +380,24 @@ mod tests {
         p
     }
 
+    /// Count `n` requests of `t` under `limits` in `ledger` at `now`.
+    fn spend(
+        ledger: &mut LimitLedger,
+        t: &Target,
+        limits: EffectiveLimits,
+        n: usize,
+        now: DateTime<Utc>,
+    ) {
+        let req = LimitRequest {
+            target: t,
+            limits: &limits,
+            tokens: 10,
+        };
+        for _ in 0..n {
+            ledger.check_and_count(&req, now).unwrap();
+        }
+    }
+
     fn rpd(n: u64) -> Limits {
         Limits {
             rpd: Some(n),
@@ -461,24 +479,13 @@ mod tests {
             daily_cap: Some(120),
             ..EffectiveLimits::default()
         };
-        let req = LimitRequest {
-            target: &t,
-            limits: &eff,
-            tokens: 10,
-        };
         let mut used = LimitLedger::default();
-        for _ in 0..3 {
-            used.check_and_count(&req, at("2026-12-07T00:10:00Z"))
-                .unwrap();
-        }
+        spend(&mut used, &t, eff, 3, at("2026-12-07T00:10:00Z"));
         // 3 used at 00:30; b and c still have 3 slots each today: 3 + 1 +
         // 6 = 10 ≤ 12 fits; with 6 used it would not.
         let now = at("2026-12-07T00:30:00Z");
         assert_eq!(b.admits_as(&[&used], 10, Probe::Capability, now), Ok(()));
-        for _ in 0..3 {
-            used.check_and_count(&req, at("2026-12-07T00:10:00Z"))
-                .unwrap();
-        }
+        spend(&mut used, &t, eff, 3, at("2026-12-07T00:10:00Z"));
         assert!(b.admits_as(&[&used], 10, Probe::Capability, now).is_err());
         assert_eq!(b.admits_as(&[&used], 10, Probe::Basic, now), Ok(()));
         // In the last slot, nothing more is due: it fits.
@@ -556,14 +563,7 @@ mod tests {
             daily_cap: Some(100),
             ..EffectiveLimits::default()
         };
-        let req = LimitRequest {
-            target: &t,
-            limits: &eff,
-            tokens: 10,
-        };
-        for _ in 0..5 {
-            used.check_and_count(&req, now).unwrap();
-        }
+        spend(&mut used, &t, eff, 5, now);
         // 5 of the allowance of 10 used: a model in use may go on, a new
         // one may not.
         assert_eq!(b.admits(&[&used], 20, now), Ok(()));
