@@ -111,6 +111,14 @@ fn routed_requests_count_against_the_probes_allowance() {
     // is traffic's reserve, and no probe eats into it.
     route_once(&env, &cfg, "p::m");
     route_once(&env, &cfg, "p::m");
+    // A dry run says so first, and sends nothing.
+    let dry = check(&env, &cfg, &["--dry-run"]).ok();
+    assert!(
+        dry.stdout
+            .contains("not probed p::m: budget: rpd 2 of 20 used today, probes may use 2"),
+        "{}",
+        dry.stdout
+    );
     let r = check(&env, &cfg, &[]).ok();
     assert!(
         r.stdout

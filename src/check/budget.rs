@@ -202,12 +202,7 @@ pub fn apply(
         }
         kept.sort_by_key(|(class, _)| *class);
         lane.models = kept.into_iter().map(|(_, m)| m).collect();
-        if let Some(caps) = &mut lane.caps {
-            caps.wanted.retain(|(m, _)| lane.models.contains(m));
-        }
-        if lane.caps.as_ref().is_some_and(|c| c.wanted.is_empty()) {
-            lane.caps = None;
-        }
+        lane.caps_follow_models();
     }
     plan.lanes.retain(|l| !l.models.is_empty());
     Ok((
@@ -346,6 +341,42 @@ impl Book {
                 Ok(())
             }
         }
+    }
+
+    /// What a `--dry-run` says of each planned basic probe: the ones the
+    /// allowance would stop now (route's file and the probe file read,
+    /// nothing written; a shared store is not read), as skips.
+    pub fn would_stop(&self, plan: &Plan) -> Vec<BudgetSkip> {
+        let now = self.clock.now();
+        let route = route_usage(&self.stats_dir);
+        let Ok(probes) = ProbeUsage::load(&ProbeUsage::path(&self.stats_dir)) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for lane in &plan.lanes {
+            let tokens =
+                u64::from(lane.resolved.provider.max_tokens) + super::lanes::QUESTION_TOKENS;
+            for m in &lane.models {
+                let key = model_key(&lane.resolved.provider.name, m);
+                let Some(e) = self.entries.get(&key) else {
+                    continue;
+                };
+                let probe = if e.fresh { Probe::Fresh } else { Probe::Basic };
+                if let Err(spent) =
+                    e.budget
+                        .admits_as(&[&route.budget, &probes.budget], tokens, probe, now)
+                {
+                    out.push(BudgetSkip {
+                        model: key,
+                        next: spent.resets_at,
+                        why: spent.to_string(),
+                        cadence: e.budget.cadence_words(),
+                        capability: None,
+                    });
+                }
+            }
+        }
+        out
     }
 
     /// A probe of `model` of `p` was answered (`answered`, with the

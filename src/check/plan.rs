@@ -32,6 +32,19 @@ pub struct Lane {
     pub caps: Option<CapPlan>,
 }
 
+impl Lane {
+    /// After its models changed: its capability plan keeps only the
+    /// models still in the lane, and goes when none is left.
+    pub fn caps_follow_models(&mut self) {
+        if let Some(caps) = &mut self.caps {
+            caps.wanted.retain(|(m, _)| self.models.contains(m));
+        }
+        if self.caps.as_ref().is_some_and(|c| c.wanted.is_empty()) {
+            self.caps = None;
+        }
+    }
+}
+
 /// What a lane may probe for capabilities: each model's candidates, and
 /// what was known of them when the run started. The lane chooses one probe
 /// ([`CapPlan::choose`]) once its basic probes are done, because only a
@@ -360,23 +373,24 @@ impl Plan {
     /// few, `check --paused`, says nothing of the others). Each lane keeps
     /// its spacing, timeout and order.
     pub fn retain_models(&mut self, keys: &BTreeSet<String>) {
-        for lane in &mut self.lanes {
-            let provider = &lane.resolved.provider.name;
-            lane.models
-                .retain(|m| keys.contains(&model_key(provider, m)));
-            if let Some(caps) = &mut lane.caps {
-                caps.wanted.retain(|(m, _)| lane.models.contains(m));
-            }
-            if lane.caps.as_ref().is_some_and(|c| c.wanted.is_empty()) {
-                lane.caps = None;
-            }
-        }
-        self.lanes.retain(|l| !l.models.is_empty());
+        self.drop_models(|k| !keys.contains(k));
         self.not_probed.retain(|n| keys.contains(&n.model));
         self.skipped.retain(|s| {
             keys.iter()
                 .any(|k| crate::catalog::ModelKey::split(k).is_some_and(|(p, _)| p == s.provider))
         });
+    }
+
+    /// Take the models `gone` says (by `provider::model`) out of their
+    /// lanes (and their capability plans); lanes left empty go. What the
+    /// run leaves out otherwise stays.
+    pub fn drop_models(&mut self, gone: impl Fn(&str) -> bool) {
+        for lane in &mut self.lanes {
+            let provider = lane.resolved.provider.name.clone();
+            lane.models.retain(|m| !gone(&model_key(&provider, m)));
+            lane.caps_follow_models();
+        }
+        self.lanes.retain(|l| !l.models.is_empty());
     }
 
     /// Give every lane the verdicts the run starts from.

@@ -192,7 +192,12 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
         Ok((Arc::new(book), skips))
     };
     if a.dry_run {
-        let (_, skips) = budget(&mut plan)?;
+        let (book, mut skips) = budget(&mut plan)?;
+        // What the allowance would stop now, as a run would find it at
+        // the first probe (later probes of the run count too: not shown).
+        let stopped = book.would_stop(&plan);
+        plan.drop_models(|k| stopped.iter().any(|s| s.model == k));
+        skips.budget.extend(stopped);
         let due = a
             .if_due
             .map(|i| due::if_due(s.stats_dir(), i, clock.now()).map(|d| (i, d)))
