@@ -112,6 +112,14 @@ pub enum Command {
 /// (tools, json or vision): the most overdue verdict among its models that
 /// just passed. It goes to capability_log.json and capabilities.json and
 /// never changes a model's state.
+///
+/// Probes are requests too: they spend at most `probe_share` (0.1) of each
+/// daily limit llmprobe knows, so a model with 20 requests a day is probed
+/// twice a day, whenever check runs; the table says `budget: next probe
+/// 12:00 UTC`. An active model that route served at least 3 times without
+/// a failure since its last probe is not probed (`traffic: 3 ok since …`).
+/// Each probe is counted in stats/probe_usage.json, which route adds to
+/// its own counts.
 #[derive(Debug, Default, Args)]
 #[command(after_help = "\
 Examples:
