@@ -354,8 +354,8 @@ impl Book {
         };
         let mut out = Vec::new();
         for lane in &plan.lanes {
-            let tokens =
-                u64::from(lane.resolved.provider.max_tokens) + super::lanes::QUESTION_TOKENS;
+            let tokens = u64::from(lane.resolved.provider.max_tokens)
+                + crate::usage::budget::QUESTION_TOKENS;
             for m in &lane.models {
                 let key = model_key(&lane.resolved.provider.name, m);
                 let Some(e) = self.entries.get(&key) else {

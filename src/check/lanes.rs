@@ -21,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::outcome::{Entry, Outcome, Verdict};
 use crate::prompts::Pool;
 use crate::upstream::secret::Redactor;
+use crate::usage::budget::QUESTION_TOKENS;
 
 /// Asks one model one question. The real one is [`HttpProber`]; tests of the
 /// scheduler use a mock under tokio's paused time.
@@ -86,10 +87,6 @@ impl HttpProber {
         self.book.as_ref()
     }
 }
-
-/// About the tokens of a probe's question, for the estimate a probe is
-/// counted with before it is answered.
-pub const QUESTION_TOKENS: u64 = 32;
 
 impl Prober for HttpProber {
     async fn probe(&self, lane: &Lane, model: &str) -> Outcome {

@@ -39,7 +39,6 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::catalog::{ApiKey, Record, Resolved, model_key};
-use crate::check::lanes::QUESTION_TOKENS;
 use crate::check::lanes::{HttpProber, Probed, Prober};
 use crate::check::plan::Lane;
 use crate::check::writer::Writer;
@@ -49,6 +48,7 @@ use crate::outcome::{Outcome, SOURCE_REPROBE, Verdict};
 use crate::settings::Settings;
 use crate::state::StateEntry;
 use crate::upstream::secret::Redactor;
+use crate::usage::budget::QUESTION_TOKENS;
 
 use super::cooldown::Bench;
 use super::engine::{DueBench, Engine};

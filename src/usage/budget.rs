@@ -39,6 +39,10 @@ use super::limits::{self, LimitKind, next_day_reset};
 use super::target::Target;
 use crate::catalog::Provider;
 
+/// About the tokens of a probe's question, for the estimate a probe is
+/// counted with before it is answered.
+pub const QUESTION_TOKENS: u64 = 32;
+
 /// `max(1, floor(share × limit))`: what probing may use of a daily limit.
 pub fn allowance(share: f64, limit: u64) -> u64 {
     ((share * limit as f64).floor() as u64).max(1)
