@@ -453,6 +453,14 @@ fn the_fleets_traffic_spares_a_probe_of_a_model_it_proved() {
     assert_eq!(models, ["n"]);
     let entries = crate::support::log_entries(&env.log());
     assert_eq!(entries.iter().filter(|e| e["model"] == "m").count(), 1);
+    // `brief`, told where the shared state is, counts the fleet's proof.
+    let brief = env
+        .command(&["--config", &cfg, "brief"])
+        .env("LLMPROBE_CHECK_SHARED_STATE", &url)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&brief.stdout);
+    assert!(text.contains("p::m: 3 ok since"), "{text}");
 }
 
 /// `day_reset = "HH:MM"` twelve hours from now: no day window ends while

@@ -159,11 +159,19 @@ fn budget_lines(
                     cadence,
                 });
             }
-            if states.state_of(&key) == ModelState::Active && traffic.models.contains_key(&key) {
+            if states.state_of(&key) == ModelState::Active {
                 active.push(key);
             }
         }
     }
+    // Routers that share their state keep their traffic in Redis.
+    let mut traffic = traffic.clone();
+    if let Some(url) = &s.catalog.check.shared_state
+        && let Some(t) = crate::route::shared::traffic_blocking(url, &active, "brief")
+    {
+        traffic.merge(&t);
+    }
+    active.retain(|k| traffic.models.contains_key(k));
     let last = crate::check::budget::last_probes(&s.log_path(), &active, now)?;
     for key in active {
         let at = last.get(&key).copied();

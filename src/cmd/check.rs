@@ -175,7 +175,7 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
         let traffic = shared_state
             .as_deref()
             .filter(|_| !a.paused)
-            .and_then(|url| shared_traffic(url, &keys));
+            .and_then(|url| crate::route::shared::traffic_blocking(url, &keys, "this run"));
         let shared = shared_state.as_deref().map(|url| {
             Arc::new(crate::route::shared::CheckUsage::new(url))
                 as Arc<dyn crate::usage::SharedUsage>
@@ -326,26 +326,6 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
     }
     told?;
     Ok(Ran::Completed(code))
-}
-
-/// Route's traffic evidence from Redis, when instances share their
-/// state: every instance's, for the one `check` of a fleet. Redis away
-/// costs the evidence (with a warning), never the run.
-fn shared_traffic(url: &str, keys: &[String]) -> Option<crate::usage::Traffic> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .ok()?;
-    let read = rt.block_on(async {
-        let shared = crate::route::shared::SharedState::connect(url).await.ok()?;
-        shared.traffic_of(keys).await.ok()
-    });
-    if read.is_none() {
-        eprintln!(
-            "warning: the shared state could not be read; this run leaves route's traffic in Redis out"
-        );
-    }
-    read
 }
 
 /// The one line about providers skipped for a missing key that were

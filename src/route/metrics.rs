@@ -208,7 +208,7 @@ impl Metrics {
         let probe_requests_today = Family::<ProviderLabels, Gauge>::default();
         registry.register(
             "probe_requests_today",
-            "Requests check's probes sent each provider since 00:00 UTC (stats/probe_usage.json)",
+            "Probe requests sent each provider since 00:00 UTC: check's (stats/probe_usage.json) and this route's re-probes",
             probe_requests_today.clone(),
         );
         Metrics {

@@ -44,6 +44,10 @@ pub struct RouteState<T> {
     /// models, quiet bench probes) took, counted there too: `used_by_probes`.
     #[serde(default, skip_serializing_if = "LimitLedger::is_empty")]
     pub probe_budget: LimitLedger,
+    /// The probes this instance sent each provider today, limits or not
+    /// (`/metrics`' `probe_requests_today`, with `check`'s).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub probe_spent: crate::usage::Spent,
     /// What routed requests showed of each model ([`Traffic`]), for
     /// `check`'s traffic evidence.
     #[serde(default, skip_serializing_if = "Traffic::is_empty")]
@@ -68,6 +72,7 @@ impl<T: Default> RouteState<T> {
             cooldowns: T::default(),
             limits: LimitLedger::default(),
             probe_budget: LimitLedger::default(),
+            probe_spent: Default::default(),
             traffic: Traffic::default(),
             verdicts: Verdicts::default(),
             extra: Map::new(),

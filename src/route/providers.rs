@@ -184,7 +184,10 @@ pub fn metrics_text(engine: &Engine, snap: &RouteSnapshot) -> String {
                 .set(u.used_by_probes as i64);
             metrics.limit_used.get_or_create(&labels).set(u.used as i64);
         }
-        let today = snap.check_probes.spent_today(&provider, now);
+        let own = engine
+            .ledger
+            .with_local_state(|st| crate::usage::spent_today(&st.probe_spent, &provider, now));
+        let today = snap.check_probes.spent_today(&provider, now) + own;
         metrics
             .probe_requests_today
             .get_or_create(&ProviderLabels { provider })

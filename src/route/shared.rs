@@ -966,6 +966,27 @@ pub fn split_probes(all: &mut LimitLedger) -> (LimitLedger, LimitLedger) {
     (std::mem::take(all), probes)
 }
 
+/// Route's traffic evidence from Redis, for a command that runs no
+/// runtime of its own (`check --shared-state`, `brief` with `[check]
+/// shared_state`): every instance's, for `keys`. Redis away costs the
+/// evidence (`who` leaves it out, with a warning), never the command.
+pub fn traffic_blocking(url: &str, keys: &[String], who: &str) -> Option<crate::usage::Traffic> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    let read = rt.block_on(async {
+        let shared = SharedState::connect(url).await.ok()?;
+        shared.traffic_of(keys).await.ok()
+    });
+    if read.is_none() {
+        eprintln!(
+            "warning: the shared state could not be read; {who} leaves route's traffic in Redis out"
+        );
+    }
+    read
+}
+
 /// `check --shared-state`'s side of the shared ledger: connected on first
 /// use, on the runtime that uses it; a store that cannot be reached
 /// answers `None` and counts nothing (with one warning).

@@ -60,7 +60,7 @@ pub struct ProbeUsage {
     /// Every probe sent each provider on the UTC day `day`, limits or
     /// not: the probe spend `/metrics` shows.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub spent: BTreeMap<String, Spend>,
+    pub spent: Spent,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -124,30 +124,45 @@ impl ProbeUsage {
 impl ProbeUsage {
     /// Count one probe of `provider` sent at `now`.
     pub fn spend(&mut self, provider: &str, tokens: u64, now: DateTime<Utc>) {
-        let today = now.date_naive();
-        let s = self.spent.entry(provider.to_string()).or_insert(Spend {
-            day: today,
-            requests: 0,
-            tokens: 0,
-        });
-        if s.day != today {
-            *s = Spend {
-                day: today,
-                requests: 0,
-                tokens: 0,
-            };
-        }
-        s.requests += 1;
-        s.tokens = s.tokens.saturating_add(tokens);
+        spend(&mut self.spent, provider, tokens, now);
     }
 
     /// The probes sent `provider` on `now`'s UTC day.
     pub fn spent_today(&self, provider: &str, now: DateTime<Utc>) -> u64 {
-        self.spent
-            .get(provider)
-            .filter(|s| s.day == now.date_naive())
-            .map_or(0, |s| s.requests)
+        spent_today(&self.spent, provider, now)
     }
+}
+
+/// The probe spend of each provider, by UTC day: `check`'s in its file,
+/// route's own re-probes in `route_state.json`.
+pub type Spent = BTreeMap<String, Spend>;
+
+/// Count one probe of `provider` (about `tokens` tokens) sent at `now`
+/// in `spent`: a new UTC day starts from nothing.
+pub fn spend(spent: &mut Spent, provider: &str, tokens: u64, now: DateTime<Utc>) {
+    let today = now.date_naive();
+    let s = spent.entry(provider.to_string()).or_insert(Spend {
+        day: today,
+        requests: 0,
+        tokens: 0,
+    });
+    if s.day != today {
+        *s = Spend {
+            day: today,
+            requests: 0,
+            tokens: 0,
+        };
+    }
+    s.requests += 1;
+    s.tokens = s.tokens.saturating_add(tokens);
+}
+
+/// The probes `spent` counts for `provider` on `now`'s UTC day.
+pub fn spent_today(spent: &Spent, provider: &str, now: DateTime<Utc>) -> u64 {
+    spent
+        .get(provider)
+        .filter(|s| s.day == now.date_naive())
+        .map_or(0, |s| s.requests)
 }
 
 /// The probes sent one provider on one UTC day.

@@ -110,9 +110,9 @@ impl Engine {
         };
         match checked {
             Ok(r) => {
-                if r.counted() {
-                    self.ledger.mark_dirty();
-                }
+                let spent = &mut self.ledger.lock().probe_spent;
+                crate::usage::spend(spent, &p.provider.name, tokens, now);
+                self.ledger.mark_dirty();
                 Ok(r)
             }
             Err(hit) => Err(format!(

@@ -233,8 +233,17 @@ impl Ledger {
         }
         if r.is_shared() {
             if let Some(s) = self.shared.clone() {
+                // The total, and the probes' part beside it.
+                let scopes = r
+                    .scopes()
+                    .iter()
+                    .map(|x| format!("{}{x}", crate::usage::PROBES))
+                    .collect();
+                let mut part =
+                    Reservation::shared(r.second(), r.day_resets_at(), scopes, r.tokens());
                 tokio::spawn(async move {
                     let _ = s.correct(&mut r, 0).await;
+                    let _ = s.correct(&mut part, 0).await;
                 });
             }
             return;
