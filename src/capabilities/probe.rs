@@ -54,24 +54,11 @@ pub struct CapOutcome {
 /// Probe `model` of `provider` for `cap`, with `max_tokens` for the answer
 /// (or the provider's own `max_tokens`, when that is larger).
 /// Never fails: every failure is a [`CapOutcome`].
-#[cfg(test)]
+/// Probe `model` of `provider` for `cap`, with `max_tokens` for the answer
+/// (or the provider's own `max_tokens`, when that is larger). Never fails:
+/// every failure is a [`CapOutcome`]; beside it, the response's headers
+/// (when there was a response), for the ledger to learn rate limits from.
 pub async fn probe(
-    client: &reqwest::Client,
-    provider: &Resolved,
-    model: &str,
-    cap: Capability,
-    max_tokens: u32,
-    timeout: Duration,
-    redactor: &Redactor,
-) -> CapOutcome {
-    probe_with_headers(client, provider, model, cap, max_tokens, timeout, redactor)
-        .await
-        .0
-}
-
-/// [`probe`], with the response's headers (when there was a response),
-/// for the ledger to learn rate limits from.
-pub async fn probe_with_headers(
     client: &reqwest::Client,
     provider: &Resolved,
     model: &str,

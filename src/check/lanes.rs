@@ -154,7 +154,7 @@ impl Prober for HttpProber {
     }
 
     async fn capability(&self, lane: &Lane, model: &str, cap: Capability) -> CapOutcome {
-        let (c, headers) = crate::capabilities::probe::probe_with_headers(
+        let (c, headers) = crate::capabilities::probe::probe(
             &self.client,
             &lane.resolved,
             model,

@@ -82,16 +82,7 @@ pub fn plain_summary(r: &RunSummary) -> String {
             out.push_str(&format!("capability {}\n", cap_line(c)));
         }
     }
-    for b in &r.budget {
-        out.push_str(&format!("skipped {}: {}\n", b.model, budget_words(b)));
-    }
-    for x in &r.traffic {
-        out.push_str(&format!(
-            "skipped {}: traffic: {}\n",
-            x.model,
-            x.traffic.words(crate::clock::Clock::from_env().now())
-        ));
-    }
+    out.push_str(&skip_lines("skipped", &r.budget, &r.traffic));
     out.push_str(&footer(&r.skipped, &r.not_probed));
     if let Some(offline) = &r.offline {
         out.push_str(&format!("{offline}\n"));
@@ -228,16 +219,7 @@ pub fn dry_run(
             c.why
         ));
     }
-    for b in &skips.budget {
-        out.push_str(&format!("not probed {}: {}\n", b.model, budget_words(b)));
-    }
-    for x in &skips.traffic {
-        out.push_str(&format!(
-            "not probed {}: traffic: {}\n",
-            x.model,
-            x.traffic.words(crate::clock::Clock::from_env().now())
-        ));
-    }
+    out.push_str(&skip_lines("not probed", &skips.budget, &skips.traffic));
     out.push_str(&footer(&plan.skipped, &plan.not_probed));
     output::print(&out)?;
     Ok(exit::SUCCESS)
@@ -337,6 +319,23 @@ pub fn print_summary(r: &RunSummary) -> Result<()> {
     }
     out.push_str(&footer(&r.skipped, &r.not_probed));
     output::print(&out)
+}
+
+/// A line per model the budget or the traffic left out: `PREFIX p::m:
+/// budget: …` or `PREFIX p::m: traffic: 3 ok since 13:02 UTC`.
+fn skip_lines(
+    prefix: &str,
+    budget: &[super::budget::BudgetSkip],
+    traffic: &[super::budget::TrafficSkip],
+) -> String {
+    let now = crate::clock::Clock::from_env().now();
+    let budget = budget
+        .iter()
+        .map(|b| format!("{prefix} {}: {}\n", b.model, budget_words(b)));
+    let traffic = traffic
+        .iter()
+        .map(|x| format!("{prefix} {}: traffic: {}\n", x.model, x.traffic.words(now)));
+    budget.chain(traffic).collect()
 }
 
 /// "budget: next probe 14:00", or, when the allowance ran out at send

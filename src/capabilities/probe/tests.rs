@@ -31,6 +31,7 @@ async fn run(fake: &FakeServer, dialect: Dialect, model: &str, cap: Capability) 
         &Redactor::default(),
     )
     .await
+    .0
 }
 
 #[tokio::test]
@@ -246,7 +247,8 @@ async fn timeouts_and_unreachable_hosts_decide_nothing() {
         Duration::from_millis(200),
         &Redactor::default(),
     )
-    .await;
+    .await
+    .0;
     assert_eq!(o.outcome.failure, Some(FailureType::Timeout));
     assert_eq!(o.decided, None);
     let url = fake.url();
@@ -261,7 +263,8 @@ async fn timeouts_and_unreachable_hosts_decide_nothing() {
         Duration::from_secs(5),
         &Redactor::default(),
     )
-    .await;
+    .await
+    .0;
     assert_eq!(o.outcome.failure, Some(FailureType::Error), "{o:?}");
     assert!(o.outcome.unreachable, "{o:?}");
     assert_eq!(o.decided, None);
@@ -493,6 +496,7 @@ async fn a_probe_can_run_on_any_thread() {
         Duration::from_secs(10),
         &redactor,
     ))
-    .await;
+    .await
+    .0;
     assert_eq!(o.decided, Some(Judgement::Yes));
 }
