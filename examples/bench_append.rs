@@ -19,6 +19,7 @@ fn entry(i: u64) -> Entry {
         error: None,
         unreachable: false,
         retry_at: None,
+        model_gone: false,
     };
     Entry::new(
         format!(

@@ -87,6 +87,7 @@ pub struct GlobalArgs {
 pub enum Command {
     Check(CheckArgs),
     Providers(ProvidersArgs),
+    Models(ModelsArgs),
     Rollup(RollupArgs),
     Brief(BriefArgs),
     State(StateArgs),
@@ -289,6 +290,68 @@ pub struct ProvidersArgs {
     /// Print as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// What each provider serves now, from its own model list, against the catalog.
+///
+/// For each enabled provider with its key set (and keyless ones), reads the
+/// provider's model list (cached in stats/model_lists.json, read again once
+/// older than `list_every_secs`, a day by default) and shows the catalog's
+/// models the list no longer carries (gone?), the models it carries that the
+/// catalog does not (new: free where the list says so, with context length
+/// and capabilities where it gives them), and the catalog's models it
+/// carries (listed). Each list fetch counts in the usage ledger like a probe.
+/// A list that cannot be read is said on its provider's line and never makes
+/// a model look gone. Exit 0 when a list was read, 6 when every remote list
+/// failed for want of a network (nothing written), 1 when none could be read
+/// for another reason.
+///
+/// --write adds models to llmprobe.toml, keeping its comments: for a provider
+/// of the embedded catalog as `models_add = [...]` (which adds to its models
+/// and never freezes them), else to the provider's `models`. The file is
+/// replaced atomically, the old one kept as llmprobe.toml.bak; a file that
+/// cannot be parsed is left as it is. Without a config file, one is created
+/// where the config lookup finds it first (./llmprobe.toml).
+#[derive(Debug, Default, Args)]
+#[command(after_help = "\
+Examples:
+  llmprobe models                               every provider with a key
+  llmprobe models --provider openrouter --new   what openrouter added
+  llmprobe models --gone                        catalog models no list carries
+  llmprobe models --refresh --json              read every list now, as JSON
+  llmprobe models --write --add groq::qwen/qwen3-32b
+                                                adopt one model in llmprobe.toml
+  llmprobe models --write --add-new-free openrouter
+                                                adopt every new free model
+
+Discovery does the adopting in `check` instead, on probation: set
+discover = \"free\" on a provider (docs/discovery.md).")]
+pub struct ModelsArgs {
+    /// Only these providers (repeatable, or comma-separated).
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    pub provider: Vec<String>,
+    /// Show only the listed models the catalog lacks.
+    #[arg(long)]
+    pub new: bool,
+    /// Show only the catalog models the list lacks.
+    #[arg(long)]
+    pub gone: bool,
+    /// Read every list now, however fresh the cache.
+    #[arg(long)]
+    pub refresh: bool,
+    /// Print as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Add models to llmprobe.toml (with --add or --add-new-free).
+    #[arg(long)]
+    pub write: bool,
+    /// With --write: a model to add, as PROVIDER::MODEL (repeatable).
+    #[arg(long, value_name = "PROVIDER::MODEL", requires = "write")]
+    pub add: Vec<String>,
+    /// With --write: add every new model PROVIDER's list marks free
+    /// (repeatable).
+    #[arg(long, value_name = "PROVIDER", requires = "write")]
+    pub add_new_free: Vec<String>,
 }
 
 /// `check --capabilities`: which capability probes a run may make.

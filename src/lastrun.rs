@@ -209,6 +209,7 @@ mod tests {
             error: None,
             unreachable: false,
             retry_at: None,
+            model_gone: false,
         };
         let entries = [
             Entry::new("2026-12-01T10:00:00Z".into(), "p", "a", &outcome(None)),

@@ -43,6 +43,7 @@ pub(crate) mod check;
 pub(crate) mod cli;
 pub(crate) mod clock;
 pub(crate) mod cmd;
+pub(crate) mod discovery;
 pub(crate) mod due;
 pub mod duration;
 pub(crate) mod error;
@@ -128,6 +129,7 @@ fn dispatch(cli: Cli) -> Result<u8, Error> {
     match cli.command {
         Command::Check(a) => cmd::check::main(&g, a),
         Command::Providers(a) => cmd::providers::list(&settings::Settings::load(&g)?, a.json),
+        Command::Models(a) => cmd::models::run(&g, a),
         Command::Rollup(a) => rollup::run(&settings::Settings::load(&g)?, a),
         Command::Brief(a) => brief::run(&settings::Settings::load(&g)?, a),
         Command::State(a) => statecmd::run(&settings::Settings::load(&g)?, a),

@@ -96,6 +96,11 @@ pub struct Outcome {
     /// the upstream named none, and for every pass. Recorded as the state
     /// entry's `retry_at`.
     pub retry_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// The provider said the model does not exist (404, 410,
+    /// `model_decommissioned`, "is not found", …: the classifier's
+    /// `model_not_found`): with a fresh list that no longer carries it,
+    /// the evidence that retires a model (docs/discovery.md).
+    pub model_gone: bool,
 }
 
 impl Outcome {

@@ -68,6 +68,7 @@ pub async fn exchange(
                     error: Some(truncate_reason(&redactor.redact(&e.to_string()))),
                     unreachable: false,
                     retry_at: None,
+                    model_gone: false,
                 },
                 error: None,
                 headers: None,

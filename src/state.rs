@@ -246,6 +246,9 @@ impl States {
         if to == ModelState::Active {
             e.consecutive_failures = 0;
         }
+        if to != ModelState::Disabled {
+            e.extra.remove(MISSING_SINCE);
+        }
         self.set(key, e.clone());
         Some((from, e))
     }
@@ -315,6 +318,60 @@ impl States {
             to,
             reason,
         })
+    }
+}
+
+/// The reason of a model its provider retired: a fresh, complete list no
+/// longer carried it and its probe was answered "not found".
+pub const RETIRED: &str = "retired";
+
+/// The state entry's field that says since when the provider's list
+/// lacked a retired model (a date, `YYYY-MM-DD`).
+pub const MISSING_SINCE: &str = "missing_since";
+
+impl States {
+    /// Disable `key` at once as retired ([`RETIRED`]), missing from its
+    /// provider's list since `missing_since`. A model already disabled is
+    /// left as it is.
+    pub fn retire(
+        &mut self,
+        key: &str,
+        ts: &str,
+        missing_since: chrono::NaiveDate,
+    ) -> Option<Transition> {
+        let mut e = self.get(key).unwrap_or_else(StateEntry::active);
+        let from = e.state;
+        if from == ModelState::Disabled {
+            return None;
+        }
+        e.state = ModelState::Disabled;
+        e.reason = Some(RETIRED.to_string());
+        e.since = Some(ts.to_string());
+        e.consecutive_failures = e.consecutive_failures.saturating_add(1);
+        e.retry_at = None;
+        e.extra.insert(
+            MISSING_SINCE.to_string(),
+            Value::String(missing_since.to_string()),
+        );
+        self.set(key, e);
+        Some(Transition {
+            model: key.to_string(),
+            from,
+            to: ModelState::Disabled,
+            reason: RETIRED.to_string(),
+        })
+    }
+}
+
+impl StateEntry {
+    /// Whether the provider retired the model (state reason `retired`).
+    pub fn retired(&self) -> bool {
+        self.state == ModelState::Disabled && self.reason.as_deref() == Some(RETIRED)
+    }
+
+    /// Since when its provider's list lacked it, for a retired model.
+    pub fn missing_since(&self) -> Option<&str> {
+        self.extra.get(MISSING_SINCE).and_then(Value::as_str)
     }
 }
 

@@ -210,6 +210,7 @@ mod tests {
             error: None,
             unreachable: status.is_none() && failure.is_some(),
             retry_at: None,
+            model_gone: false,
         };
         Entry::new("2026-12-01T10:00:00Z".into(), provider, model, &o)
     }

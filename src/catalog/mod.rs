@@ -33,6 +33,11 @@ pub mod bounds {
     pub const MAX_TOKENS: RangeInclusive<u32> = 1..=32_768;
     /// Hard failures in a row that disable a model.
     pub const DISABLE_AFTER: RangeInclusive<u32> = 1..=1000;
+    /// Seconds between fetches of a provider's model list: at least a
+    /// minute, at most 30 days.
+    pub const LIST_EVERY_SECS: RangeInclusive<f64> = 60.0..=2_592_000.0;
+    /// Discovered models that may enter one `check` run, per provider.
+    pub const DISCOVER_PER_RUN: RangeInclusive<u32> = 1..=100;
 }
 
 /// `v` seconds as a duration, if it lies in `range` (and, with `positive`,
@@ -140,6 +145,46 @@ impl RequestsWindow {
                 names.join(" or ")
             )
         })
+    }
+}
+
+/// `discover`: which models of a provider's own list `check` adds to its
+/// probe set (docs/discovery.md). Off unless the user turns it on: free
+/// endpoints may log prompts, so adopting a model is the user's decision.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+)]
+#[strum(serialize_all = "lowercase")]
+pub enum Discover {
+    #[default]
+    Off,
+    /// Only the models the list itself marks free.
+    Free,
+    /// Every chat model the list carries.
+    All,
+}
+
+impl Discover {
+    /// The field's value, or an error that lists every value it may take.
+    fn from_field(s: &str) -> std::result::Result<Discover, String> {
+        s.parse().map_err(|_| {
+            let names: Vec<String> = <Discover as strum::IntoEnumIterator>::iter()
+                .map(|w| format!("{:?}", <&str>::from(w)))
+                .collect();
+            format!("discover {s:?} is not a choice: use {}", names.join(", "))
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 
@@ -255,6 +300,8 @@ struct DefaultsToml {
     capability_max_tokens: Option<u32>,
     probe_share: Option<f64>,
     traffic_evidence: Option<u32>,
+    list_every_secs: Option<f64>,
+    discover_per_run: Option<u32>,
 }
 
 /// One `[[providers]]` table as serde reads it, once the user's table is
@@ -280,6 +327,10 @@ struct ProviderTable {
     url_vars: BTreeMap<String, String>,
     #[serde(default)]
     models: Vec<String>,
+    /// Appended to `models`: what a user adds to an embedded provider
+    /// without restating (and freezing) its list.
+    #[serde(default)]
+    models_add: Vec<String>,
     spacing_secs: Option<f64>,
     timeout_secs: Option<f64>,
     max_tokens: Option<u32>,
@@ -305,6 +356,10 @@ struct ProviderTable {
     /// As text, for the same reason.
     system_messages: Option<String>,
     probe_share: Option<f64>,
+    /// As text, for the same reason.
+    discover: Option<String>,
+    list_every_secs: Option<f64>,
+    discover_per_run: Option<u32>,
 }
 
 /// The side tables keyed by model: a user's `models` without one of them
@@ -516,6 +571,11 @@ pub struct Defaults {
     /// probe stand in for its next basic probe ([`crate::usage::traffic`]);
     /// 0 turns traffic evidence off.
     pub traffic_evidence: u32,
+    /// How old a provider's cached model list may grow before `check` or
+    /// `models` fetches it again.
+    pub list_every: Duration,
+    /// Discovered models that may enter one run, per provider.
+    pub discover_per_run: u32,
 }
 
 /// A validated provider, as configured (keys not yet read).
@@ -567,6 +627,12 @@ pub struct Provider {
     /// The share of each known daily limit its probes may use
     /// (`probe_share`, else `[defaults]`'s).
     pub probe_share: f64,
+    /// Which listed models `check` adopts (`discover`), off by default.
+    pub discover: Discover,
+    /// How often its model list is fetched (`list_every_secs`).
+    pub list_every: Duration,
+    /// Discovered models that may enter one run (`discover_per_run`).
+    pub discover_per_run: u32,
 }
 
 /// A provider ready to be called: URL filled in, keys read.
@@ -898,6 +964,25 @@ impl Catalog {
                 .traffic_evidence
                 .or(ours.traffic_evidence)
                 .unwrap_or(3),
+            list_every: secs(
+                theirs
+                    .list_every_secs
+                    .or(ours.list_every_secs)
+                    .unwrap_or(86_400.0),
+                bounds::LIST_EVERY_SECS,
+                true,
+                "defaults.list_every_secs",
+                &origin,
+            )?,
+            discover_per_run: count(
+                theirs
+                    .discover_per_run
+                    .or(ours.discover_per_run)
+                    .unwrap_or(2),
+                bounds::DISCOVER_PER_RUN,
+                "defaults.discover_per_run",
+                &origin,
+            )?,
         };
         let mut providers = Vec::with_capacity(tables.len());
         for t in tables {
@@ -1282,12 +1367,39 @@ impl ProviderTable {
                 )));
             }
         }
-        if t.enabled != Some(false) && t.models.is_empty() {
-            return Err(bad("`models` is empty".into()));
-        }
-        if let Some(m) = t.models.iter().find(|m| m.trim().is_empty()) {
+        let discover = match &t.discover {
+            Some(s) => Discover::from_field(s).map_err(bad)?,
+            None => Discover::Off,
+        };
+        if let Some(m) = t
+            .models
+            .iter()
+            .chain(&t.models_add)
+            .find(|m| m.trim().is_empty())
+        {
             return Err(bad(format!("model id \"{m}\" is empty")));
         }
+        let mut models = t.models.clone();
+        for m in &t.models_add {
+            if !models.contains(m) {
+                models.push(m.clone());
+            }
+        }
+        if t.enabled != Some(false) && models.is_empty() && discover == Discover::Off {
+            return Err(bad(
+                "`models` is empty (list models, or turn on discover = \"free\" or \"all\")".into(),
+            ));
+        }
+        let list_every = match t.list_every_secs {
+            Some(v) => bounded_secs(v, bounds::LIST_EVERY_SECS, true)
+                .map_err(|why| bad(format!("list_every_secs {why}")))?,
+            None => d.list_every,
+        };
+        let discover_per_run = match t.discover_per_run {
+            Some(v) => bounded_u32(v, bounds::DISCOVER_PER_RUN)
+                .map_err(|why| bad(format!("discover_per_run {why}")))?,
+            None => d.discover_per_run,
+        };
         let spacing = match t.spacing_secs {
             Some(v) => bounded_secs(v, bounds::SPACING_SECS, false)
                 .map_err(|why| bad(format!("spacing_secs {why}")))?,
@@ -1317,7 +1429,7 @@ impl ProviderTable {
             check_daily_cap(cap).map_err(bad)?;
         }
         for (model, l) in &t.model_limits {
-            if !t.models.contains(model) {
+            if !models.contains(model) {
                 return Err(bad(format!(
                     "model_limits names {model:?}, which is not in `models`"
                 )));
@@ -1327,7 +1439,7 @@ impl ProviderTable {
             }
         }
         for (model, i) in &t.model_info {
-            if !t.models.contains(model) {
+            if !models.contains(model) {
                 return Err(bad(format!(
                     "model_info names {model:?}, which is not in `models`"
                 )));
@@ -1376,7 +1488,7 @@ impl ProviderTable {
             api_key_env: t.api_key_env,
             key_optional: t.key_optional,
             url_vars: t.url_vars,
-            models: t.models,
+            models,
             spacing,
             timeout,
             max_tokens,
@@ -1392,6 +1504,9 @@ impl ProviderTable {
             requests_header_window,
             system_messages,
             probe_share,
+            discover,
+            list_every,
+            discover_per_run,
         })
     }
 }

@@ -192,6 +192,9 @@ pub struct Probed {
     /// The explicit wait a basic probe's failure carried
     /// ([`Outcome::retry_at`]), as RFC 3339: the state entry's `retry_at`.
     pub retry_at: Option<String>,
+    /// The provider said the model does not exist
+    /// ([`Outcome::model_gone`]).
+    pub model_gone: bool,
 }
 
 impl Probed {
@@ -212,6 +215,7 @@ impl Probed {
             unreachable: outcome.unreachable,
             decided: None,
             retry_at: outcome.retry_at.map(crate::time::format_ts),
+            model_gone: outcome.model_gone,
         }
     }
 
@@ -356,6 +360,7 @@ async fn run_lane<P: Prober>(
         unreachable: outcome.unreachable,
         decided,
         retry_at: None,
+        model_gone: false,
     });
     bar.finish_with_message(format!("done ({n} probed, {model} for {cap})"));
     Ok(())
@@ -475,6 +480,7 @@ mod tests {
                 error: None,
                 unreachable: model == "down",
                 retry_at: None,
+                model_gone: false,
             }
         }
 
@@ -499,6 +505,7 @@ mod tests {
                     error: no.then(|| "answered in text, no call of add".into()),
                     unreachable: false,
                     retry_at: None,
+                    model_gone: false,
                 },
                 decided: Some(if no { Judgement::No } else { Judgement::Yes }),
             }

@@ -440,6 +440,7 @@ mod tests {
             error: error.map(str::to_string),
             unreachable: false,
             retry_at: None,
+            model_gone: false,
         };
         let mut entry = Entry::new("2026-12-01T10:00:05Z".into(), "groq", model, &o);
         entry.probe = Some(c);
@@ -490,6 +491,7 @@ mod tests {
             error: None,
             unreachable: false,
             retry_at: None,
+            model_gone: false,
         };
         let r = RunSummary {
             started: String::new(),

@@ -10,7 +10,9 @@
 //! results are safe. They never touch the health log or the state file,
 //! and the offline rule holds them back like any other result.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::NaiveDate;
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -18,10 +20,11 @@ use serde::Serialize;
 use super::lanes::Probed;
 use crate::capabilities::{Finding, Findings, Judgement};
 use crate::catalog::model_key;
+use crate::discovery::{ModelLists, Probation};
 use crate::error::Result;
 use crate::fsutil::DataLock;
 use crate::healthlog;
-use crate::outcome::Entry;
+use crate::outcome::{Entry, Verdict};
 use crate::settings::Settings;
 use crate::state::{States, Transition};
 
@@ -73,6 +76,36 @@ pub struct Written {
     pub findings_error: Option<crate::error::Error>,
 }
 
+/// Discovery's record of one probe of `key` ([`Lists::concerns`]).
+fn record_listed(lists: &mut ModelLists, run: &Lists, key: &str, p: &Probed) {
+    let at = crate::time::parse_ts(&p.entry.ts)
+        .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
+        .unwrap_or_else(chrono::Utc::now);
+    if run.probation.contains(key) {
+        let Some(d) = lists.discovered.get_mut(key) else {
+            return;
+        };
+        d.probed_at = Some(at);
+        match p.verdict {
+            Verdict::Pass => d.status = Probation::Passed,
+            Verdict::Hard(_) => {
+                d.status = Probation::Dropped;
+                d.why = Some(
+                    p.entry
+                        .error
+                        .clone()
+                        .unwrap_or_else(|| p.entry.failure_type.to_string()),
+                );
+            }
+            Verdict::Temporary(_) => {}
+        }
+    } else if p.verdict == Verdict::Pass
+        && let Some(m) = lists.missing.get_mut(key)
+    {
+        m.answering = true;
+    }
+}
+
 /// Appends results and applies them to the state file, holding back remote
 /// unreachable results until it is known that this machine is online.
 pub struct Writer {
@@ -95,6 +128,27 @@ pub struct Writer {
     findings_error: Option<crate::error::Error>,
     /// The `source` each entry is written with (`reprobe`), if any.
     source: Option<&'static str>,
+    /// What discovery and retirement judge of this run's probes.
+    lists: Lists,
+}
+
+/// What the writer needs to know of the providers' model lists
+/// (docs/discovery.md).
+#[derive(Debug, Clone, Default)]
+pub struct Lists {
+    /// Discovered models on probation in this run: a pass adopts one, a
+    /// hard failure drops it, and neither touches the state file.
+    pub probation: BTreeSet<String>,
+    /// Catalog models a fresh, complete list lacks, with the first day it
+    /// lacked them: a "not found" retires one at once; a pass marks it
+    /// `unlisted`.
+    pub unlisted: BTreeMap<String, NaiveDate>,
+}
+
+impl Lists {
+    fn concerns(&self, key: &str) -> bool {
+        self.probation.contains(key) || self.unlisted.contains_key(key)
+    }
 }
 
 impl Writer {
@@ -115,7 +169,15 @@ impl Writer {
             changes: Vec::new(),
             findings_error: None,
             source: None,
+            lists: Lists::default(),
         }
+    }
+
+    /// Judge the probes of models on probation, and of models their
+    /// provider's list lacks, by `lists`.
+    pub fn with_lists(mut self, lists: Lists) -> Writer {
+        self.lists = lists;
+        self
     }
 
     /// Mark every entry written with `source` ([`crate::outcome::SOURCE_REPROBE`]).
@@ -173,8 +235,39 @@ impl Writer {
             let mut states = States::load(&self.state_path).map_err(undo)?;
             let before = states.clone();
             let changed_before = self.changes.len();
+            let listed: Vec<(&Probed, String)> = basic
+                .iter()
+                .map(|p| (p, model_key(&p.entry.provider, &p.entry.model)))
+                .filter(|(_, key)| self.lists.concerns(key))
+                .collect();
+            if !listed.is_empty() {
+                // A model list cache that cannot be read is left as it is:
+                // these probes then count as the catalog's own.
+                let now = chrono::Utc::now();
+                if let Err(e) = ModelLists::update_locked(&self.stats_dir, now, &lock, |lists| {
+                    for (p, key) in &listed {
+                        record_listed(lists, &self.lists, key, p);
+                    }
+                }) {
+                    eprintln!("warning: {e}; discovery's record is not updated");
+                }
+            }
             for p in &basic {
                 let key = model_key(&p.entry.provider, &p.entry.model);
+                if self.lists.probation.contains(&key) {
+                    // On probation: the record above judges it; the state
+                    // file knows it only once it passed.
+                    if p.verdict != Verdict::Pass {
+                        continue;
+                    }
+                } else if let Some(since) = self.lists.unlisted.get(&key)
+                    && p.model_gone
+                {
+                    if let Some(t) = states.retire(&key, &p.entry.ts, *since) {
+                        self.changes.push(t);
+                    }
+                    continue;
+                }
                 if let Some(t) = states.apply_probe_waiting(
                     &key,
                     p.verdict,
@@ -298,6 +391,7 @@ mod tests {
             error: unreachable.then(|| "dns lookup failed".to_string()),
             unreachable,
             retry_at: None,
+            model_gone: false,
         };
         Probed {
             entry: Entry::new("2026-12-01T00:00:00Z".into(), provider, "m", &o),
@@ -306,6 +400,7 @@ mod tests {
             unreachable,
             decided: None,
             retry_at: None,
+            model_gone: false,
         }
     }
 
@@ -326,6 +421,7 @@ mod tests {
             error: error.map(str::to_string),
             unreachable: false,
             retry_at: None,
+            model_gone: false,
         };
         let mut entry = Entry::new("2026-12-01T10:00:05Z".into(), "p", model, &o);
         entry.probe = Some(cap);
@@ -336,6 +432,7 @@ mod tests {
             unreachable: false,
             decided,
             retry_at: None,
+            model_gone: false,
         }
     }
 
@@ -355,6 +452,7 @@ mod tests {
             changes: Vec::new(),
             findings_error: None,
             source: None,
+            lists: Lists::default(),
         }
     }
 
@@ -376,6 +474,7 @@ mod tests {
             error: Some("HTTP 429: slow down".into()),
             unreachable: false,
             retry_at: Some(wait),
+            model_gone: false,
         };
         let ts = "2026-12-01T10:00:00Z";
         w.accept(vec![Probed::basic(ts.into(), "p", "m", &limited, true)])
@@ -421,6 +520,7 @@ mod tests {
                 error: None,
                 unreachable: false,
                 retry_at: None,
+                model_gone: false,
             },
             true,
         )])
@@ -437,6 +537,7 @@ mod tests {
             error: None,
             unreachable: false,
             retry_at: None,
+            model_gone: false,
         };
         let err = w
             .accept(vec![Probed::basic(

@@ -82,6 +82,7 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
     brief.capabilities_error = findings_error;
     brief.models = model_lines(s, &findings, &learned, now_at);
     budget_lines(s, &states, &newest, &traffic, now_at, &mut brief)?;
+    brief.catalog_notes = catalog_notes(s, now_at);
     brief.warnings = schedule.warnings.clone();
     brief.judge_providers(s, &states, &newest, &schedule);
     brief.schedule = Some(schedule);
@@ -184,4 +185,51 @@ fn budget_lines(
         }
     }
     Ok(())
+}
+
+/// What `brief` says of the catalog: per provider, what discovery found
+/// in the last day and how many of those are still on probation
+/// (docs/discovery.md). A cache that cannot be read costs the notes.
+fn catalog_notes(s: &Settings, now: chrono::DateTime<chrono::Utc>) -> Vec<String> {
+    use crate::discovery::{ModelLists, Probation};
+    let lists = match ModelLists::load(s.stats_dir()) {
+        Ok(l) => l,
+        Err(e) => return vec![format!("note: {e}; discovery's findings are not shown")],
+    };
+    let mut by_provider: std::collections::BTreeMap<&str, (usize, usize, usize)> =
+        Default::default();
+    for (key, d) in &lists.discovered {
+        let Some((p, _)) = key.split_once("::") else {
+            continue;
+        };
+        let e = by_provider.entry(p).or_default();
+        if now - d.first_listed < chrono::TimeDelta::days(1) {
+            e.0 += 1;
+        }
+        match d.status {
+            Probation::New if d.probed_at.is_none() => e.1 += 1,
+            Probation::New => e.2 += 1,
+            _ => {}
+        }
+    }
+    by_provider
+        .into_iter()
+        .filter(|(_, (found, waiting, trying))| found + waiting + trying > 0)
+        .map(|(p, (found, waiting, trying))| {
+            let mut parts = Vec::new();
+            if found > 0 {
+                parts.push(format!(
+                    "{} listed in the last day",
+                    crate::format::count(found, "new model", "new models")
+                ));
+            }
+            if waiting > 0 {
+                parts.push(format!("{waiting} new (not yet probed)"));
+            }
+            if trying > 0 {
+                parts.push(format!("{trying} probed, not yet passed"));
+            }
+            format!("{p}: {}", parts.join("; "))
+        })
+        .collect()
 }

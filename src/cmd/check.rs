@@ -12,6 +12,7 @@ use crate::check::budget::{Book, Skips};
 use crate::check::writer::Writer;
 use crate::check::{paused, plan, report};
 use crate::cli::{CapabilityProbes, CheckArgs, GlobalArgs};
+use crate::discovery;
 use crate::due;
 use crate::error::{Error, Result};
 use crate::exit;
@@ -134,19 +135,30 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
         return Ok(Ran::NotDue);
     }
     let states = States::load(&s.state_path())?;
-    let mut plan = plan::plan(
-        s,
-        &a.provider,
-        &a.model,
-        &states,
-        spacing,
-        timeout,
-        if a.paused {
-            CapabilityProbes::None
-        } else {
-            a.capabilities
-        },
-    )?;
+    // Discovered models, from the cached lists: those that passed, and
+    // (not for `--paused`) a few on probation. The lists are read again
+    // once the run holds its lock.
+    let who = match a.paused {
+        true => discovery::For::Route,
+        false => discovery::For::Check,
+    };
+    let (adopted_s, mut adopted) = discovery::with_adopted(s, who, clock.now())?;
+    let build = |s: &Settings| -> Result<plan::Plan> {
+        plan::plan(
+            s,
+            &a.provider,
+            &a.model,
+            &states,
+            spacing,
+            timeout,
+            if a.paused {
+                CapabilityProbes::None
+            } else {
+                a.capabilities
+            },
+        )
+    };
+    let mut plan = build(&adopted_s)?;
     if a.paused && !retain_due(s, &mut plan, &states, &clock)? {
         return Ok(Ran::NotDue);
     }
@@ -156,9 +168,15 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
     // The verdicts are read only when some capability probe may run, so a
     // bad file never stops `--capabilities none`; like a bad state file, it
     // stops any other run before the first probe (exit 4).
-    if plan.wants_capabilities() {
-        plan.set_findings(Findings::load(&s.capabilities_path()).map_err(without_capabilities)?);
-    }
+    let findings = |plan: &mut plan::Plan| -> Result<()> {
+        if plan.wants_capabilities() {
+            plan.set_findings(
+                Findings::load(&s.capabilities_path()).map_err(without_capabilities)?,
+            );
+        }
+        Ok(())
+    };
+    findings(&mut plan)?;
     // The probe budget and traffic evidence: what need not be probed now,
     // the order, and the ledger each probe is counted in.
     let budget = |plan: &mut plan::Plan| -> Result<(Arc<Book>, Skips)> {
@@ -246,6 +264,31 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
             healthlog::preflight(&s.capability_log_path(), &lock).map_err(without_capabilities)?;
         }
     }
+    // The providers' model lists, read again where older than their
+    // `list_every_secs`: what discovery adopts, and what may retire a
+    // model. A list that cannot be read changes nothing.
+    let mut lists_run = crate::check::writer::Lists::default();
+    if !a.paused {
+        match read_lists(s, &plan, &a.provider, &clock) {
+            Ok(lists) => {
+                let (again, now_adopted) =
+                    discovery::adopt(&s.catalog, &lists, discovery::For::Check, clock.now());
+                if now_adopted != adopted {
+                    let mut adopted_s = s.clone();
+                    adopted_s.catalog = again;
+                    plan = build(&adopted_s)?;
+                    findings(&mut plan)?;
+                    adopted = now_adopted;
+                }
+                lists_run.probation = adopted.probation.clone();
+                lists_run.unlisted = unlisted(&plan, &lists, clock.now());
+            }
+            Err(e) => eprintln!("warning: {e}; no model list was read this run"),
+        }
+        if plan.lanes.is_empty() {
+            return Err(plan::nothing_to_probe(&plan));
+        }
+    }
     // Every model the run covers, a model the budget or traffic leaves
     // out of this run among them: it is not a gap.
     let scope = plan::scope(&plan);
@@ -263,7 +306,8 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
         let writer = Writer::new(s).with_source(SOURCE_REPROBE);
         crate::check::execute(s, plan, writer, Some(book), skips)?
     } else {
-        crate::check::execute(s, plan, Writer::new(s), Some(book), skips)?
+        let writer = Writer::new(s).with_lists(lists_run);
+        crate::check::execute(s, plan, writer, Some(book), skips)?
     };
     if let Some(p) = publisher {
         p.finish(summary.offline.is_some());
@@ -324,8 +368,106 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
     if let Some(line) = &lost_keys {
         eprintln!("{line}");
     }
+    for line in discovery_lines(s, &adopted) {
+        eprintln!("{line}");
+    }
     told?;
     Ok(Ran::Completed(code))
+}
+
+/// Read the lists of the run's providers (and of the providers that
+/// discover, whose catalog may list no model) where they are stale, note
+/// the models discovery has not seen before, and return the cache.
+fn read_lists(
+    s: &Settings,
+    plan: &plan::Plan,
+    wanted: &[String],
+    clock: &crate::clock::Clock,
+) -> Result<discovery::ModelLists> {
+    let mut providers: Vec<crate::catalog::Resolved> =
+        plan.lanes.iter().map(|l| l.resolved.clone()).collect();
+    for p in &s.catalog.providers {
+        if p.discover != crate::catalog::Discover::Off
+            && !providers.iter().any(|r| r.provider.name == p.name)
+            && a_provider_is_wanted(plan, wanted, &p.name)
+            && let Ok(r) = p.resolve()
+        {
+            providers.push(r);
+        }
+    }
+    let (_, lists) = discovery::fetch::refresh(s, &providers, false, clock)?;
+    let now = clock.now();
+    if discovery::adopt(&s.catalog, &lists, discovery::For::Check, now)
+        .1
+        .found
+        .is_empty()
+    {
+        return Ok(lists);
+    }
+    discovery::ModelLists::update(s.stats_dir(), now, |l| {
+        discovery::note_found(l, &s.catalog, now);
+        l.clone()
+    })
+}
+
+/// Whether the run covers `provider`: those `--provider` names (all
+/// without it), less those the plan skipped.
+fn a_provider_is_wanted(plan: &plan::Plan, wanted: &[String], provider: &str) -> bool {
+    (wanted.is_empty() || wanted.iter().any(|w| w == provider))
+        && !plan.skipped.iter().any(|k| k.provider == provider)
+}
+
+/// The catalog models of the run whose provider's fresh list lacks them,
+/// with the first day it did.
+fn unlisted(
+    plan: &plan::Plan,
+    lists: &discovery::ModelLists,
+    now: chrono::DateTime<chrono::Utc>,
+) -> std::collections::BTreeMap<String, chrono::NaiveDate> {
+    let mut out = std::collections::BTreeMap::new();
+    for lane in &plan.lanes {
+        let p = &lane.resolved;
+        if lists
+            .fresh(&p.provider.name, &p.base_url, p.provider.list_every, now)
+            .is_none()
+        {
+            continue;
+        }
+        for m in &lane.models {
+            let key = model_key(&p.provider.name, m);
+            if let Some(missing) = lists.missing.get(&key) {
+                out.insert(key, missing.since);
+            }
+        }
+    }
+    out
+}
+
+/// What discovery found, per provider: `openrouter: 3 new free models
+/// listed (probing 2 this run)`.
+fn discovery_lines(s: &Settings, adopted: &discovery::Adopted) -> Vec<String> {
+    adopted
+        .found
+        .iter()
+        .map(|(p, (waiting, entering))| {
+            let free = s
+                .catalog
+                .provider(p)
+                .is_some_and(|p| p.discover == crate::catalog::Discover::Free);
+            format!(
+                "{p}: {} listed, not yet passed a probe (probing {entering} this run)",
+                crate::format::count(
+                    *waiting,
+                    if free { "new free model" } else { "new model" },
+                    if free {
+                        "new free models"
+                    } else {
+                        "new models"
+                    }
+                )
+            )
+        })
+        .collect()
 }
 
 /// The one line about providers skipped for a missing key that were

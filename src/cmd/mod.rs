@@ -9,6 +9,7 @@ pub mod completions;
 pub mod demo;
 pub mod docs;
 pub mod fake;
+pub mod models;
 pub mod notify;
 pub mod providers;
 pub mod rollup;

@@ -30,6 +30,14 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 const ALERT_GRACE: Duration = Duration::from_secs(5);
 
 pub fn run(s: &Settings, a: RouteArgs) -> Result<u8> {
+    // Discovered models that passed their probe are candidates like the
+    // catalog's (read at start: a restart takes newly passed ones).
+    let (adopted, _) = crate::discovery::with_adopted(
+        s,
+        crate::discovery::For::Route,
+        crate::clock::Clock::from_env().now(),
+    )?;
+    let s = &adopted;
     let settings = settings(&s.catalog.route, &a)?;
     if !a.serve && a.listen.is_some() {
         return Err(Error::config("--listen goes with --serve"));

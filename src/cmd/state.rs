@@ -93,11 +93,36 @@ struct Row {
     /// `no`, and whether the catalog lists it) and `context_window`.
     #[serde(flatten)]
     caps: ModelCaps,
+    /// What its provider's model list says (docs/discovery.md): `new` (a
+    /// discovered model not yet passed a probe, never routed), `dropped`
+    /// (its first probe failed hard), `discovered` (passed, routed),
+    /// `unlisted` (the list lacks it, its probe still answers), `retired`
+    /// (the list lacks it and the provider said it does not exist).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    listing: Option<&'static str>,
+    /// The day the list first lacked it, for `unlisted` and `retired`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    missing_since: Option<String>,
 }
 
 impl Row {
     /// `status` and `status_text`, once the last probe is known.
     fn describe(&mut self) {
+        let since = self.missing_since.clone().unwrap_or_default();
+        let listed = match self.listing {
+            Some("new") if self.last_probe.is_none() => {
+                Some(("new", "new (not yet probed)".to_string()))
+            }
+            Some("new") => Some(("new", "new (not yet passed)".to_string())),
+            Some("dropped") => Some(("dropped", "dropped (first probe failed)".to_string())),
+            Some("retired") => Some(("retired", format!("retired (unlisted since {since})"))),
+            _ => None,
+        };
+        if let Some((status, text)) = listed {
+            self.status = status;
+            self.status_text = text;
+            return;
+        }
         let (status, text) = match (&self.provider_unusable, self.state) {
             (Some(Unusable::Off { host_env }), ModelState::Active) => (
                 "off",
@@ -129,7 +154,10 @@ impl Row {
             ),
         };
         self.status = status;
-        self.status_text = text;
+        self.status_text = match self.listing {
+            Some("unlisted") => format!("{text} (unlisted since {since})"),
+            _ => text,
+        };
     }
 }
 
@@ -147,6 +175,9 @@ fn split_key(key: &str) -> (&str, &str) {
 fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: bool) -> Result<u8> {
     let states = States::load(&s.state_path())?;
     let now = crate::clock::Clock::from_env().now();
+    // Discovered models that passed are the catalog's, as route sees them.
+    let (s, _) = crate::discovery::with_adopted(s, crate::discovery::For::Route, now)?;
+    let s = &s;
     // Two small files beside the state, neither needed to list states: one
     // that cannot be parsed is reported on stderr and read as empty.
     let (findings, findings_error) = capview::read_findings(&s.capabilities_path());
@@ -157,9 +188,21 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
         Ok(st) => (st.verdicts, None),
         Err(e) => (Default::default(), Some(e.to_string())),
     };
+    // The lists' record: a cache that cannot be read costs its marks.
+    let lists = crate::discovery::ModelLists::load(s.stats_dir()).unwrap_or_else(|e| {
+        eprintln!("warning: {e}; discovery's marks are not shown");
+        Default::default()
+    });
     let catalog: Vec<String> = s.catalog.model_keys().collect();
     let in_catalog: HashSet<&str> = catalog.iter().map(String::as_str).collect();
     let mut keys: Vec<(String, bool)> = catalog.iter().map(|k| (k.clone(), true)).collect();
+    // Discovered models not (yet) in the catalog's candidates.
+    for (k, d) in &lists.discovered {
+        if d.status != crate::discovery::Probation::Passed && !in_catalog.contains(k.as_str()) {
+            keys.push((k.clone(), true));
+        }
+    }
+    let in_catalog: HashSet<String> = keys.iter().map(|(k, _)| k.clone()).collect();
     for k in states.keys() {
         if !in_catalog.contains(k.as_str()) {
             keys.push((k.clone(), false));
@@ -196,7 +239,22 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
                         .count();
                     crate::usage::budget::by_catalog(p, split_key(&k).1, probed).cadence_words()
                 });
+            let missing = lists.missing.get(&k);
+            let listing = match (lists.discovered.get(&k).map(|d| d.status), &e) {
+                (_, Some(e)) if e.retired() => Some("retired"),
+                (Some(crate::discovery::Probation::New), _) => Some("new"),
+                (Some(crate::discovery::Probation::Dropped), _) => Some("dropped"),
+                (Some(crate::discovery::Probation::Passed), _) => Some("discovered"),
+                (None, _) if missing.is_some_and(|m| m.answering) => Some("unlisted"),
+                _ => None,
+            };
+            let missing_since = e
+                .as_ref()
+                .and_then(|e| e.missing_since().map(str::to_string))
+                .or_else(|| missing.map(|m| m.since.to_string()));
             Row {
+                listing,
+                missing_since,
                 cadence,
                 caps: ModelCaps::of(&k, info, &findings, &learned, now),
                 status: "",
@@ -402,6 +460,18 @@ fn change(s: &Settings, c: &StateChange, to: ModelState) -> Result<u8> {
     // Fresh, under the lock: the file may have changed since.
     let mut states = States::load(&path)?;
     let now = crate::time::format_ts(Utc::now());
+    let retired = states.entry(&c.model).and_then(|e| {
+        e.retired()
+            .then(|| e.missing_since().unwrap_or("?").to_string())
+    });
+    if let Some(since) = retired.filter(|_| to != ModelState::Disabled) {
+        eprintln!(
+            "warning: {} was retired: its provider's model list has not carried it since {since}. \
+             If the next fresh list still lacks it and it is answered \"not found\" again, check \
+             retires it again",
+            c.model
+        );
+    }
     let Some((from, e)) = states.change_by_hand(&c.model, to, c.reason.as_deref(), &now) else {
         output::println(&format!(
             "{}: active → active (already active; nothing to change)",
@@ -545,6 +615,8 @@ mod tests {
 
     fn row(model: &str, caps: ModelCaps) -> Row {
         let mut r = Row {
+            listing: None,
+            missing_since: None,
             model: model.into(),
             provider: split_key(model).0.into(),
             state: ModelState::Paused,

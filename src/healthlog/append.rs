@@ -384,6 +384,7 @@ mod tests {
             error: None,
             unreachable: false,
             retry_at: None,
+            model_gone: false,
         };
         Entry::new(
             format!("2026-11-30T00:00:{:02}Z", i % 60),

@@ -423,6 +423,7 @@ mod tests {
             error: error.map(str::to_string),
             unreachable: false,
             retry_at: None,
+            model_gone: false,
         }
     }
 

@@ -212,6 +212,16 @@ pub struct Advisory {
     reason: String,
 }
 
+/// A model its provider retired.
+#[derive(Debug, Clone, Serialize)]
+pub struct Retired {
+    pub model: String,
+    /// When it was disabled.
+    pub since: Option<String>,
+    /// The first day its provider's list lacked it.
+    pub missing_since: Option<String>,
+}
+
 #[derive(Debug, Serialize)]
 pub struct Brief {
     now: String,
@@ -226,6 +236,15 @@ pub struct Brief {
     pub stale_providers: Vec<Stale>,
     providers: Vec<ProviderLine>,
     pub out_of_rotation: Vec<OutOfRotation>,
+    /// Models their provider retired (docs/discovery.md): disabled
+    /// because a fresh list no longer carries them and their probe was
+    /// answered "not found", apart from those disabled for failing.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub retired: Vec<Retired>,
+    /// About the catalog itself: what discovery found, models on
+    /// probation, and deprecation dates near or past.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub catalog_notes: Vec<String>,
     pub advisories: Vec<Advisory>,
     /// About the schedule: none installed while check does not run, or an
     /// installed one that stopped; and each stale provider
@@ -329,9 +348,20 @@ impl Brief {
                 last_ts: latest.map(|l| l.ts),
             });
         }
-        let out_of_rotation = states
+        let (retired, out): (Vec<_>, Vec<_>) = states
             .iter()
             .filter(|(_, e)| e.state != ModelState::Active)
+            .partition(|(_, e)| e.retired());
+        let retired = retired
+            .into_iter()
+            .map(|(k, e)| Retired {
+                missing_since: e.missing_since().map(str::to_string),
+                since: e.since,
+                model: k,
+            })
+            .collect();
+        let out_of_rotation = out
+            .into_iter()
             .map(|(k, e)| OutOfRotation {
                 model: k,
                 state: e.state,
@@ -350,6 +380,8 @@ impl Brief {
             stale_providers: Vec::new(),
             providers,
             out_of_rotation,
+            retired,
+            catalog_notes: Vec::new(),
             advisories,
             healthy: false,
             warnings: Vec::new(),
@@ -487,6 +519,7 @@ impl Brief {
             self.reprobe_text(&mut out);
         }
         self.budget_text(&mut out);
+        self.catalog_text(&mut out);
         self.capabilities_text(&mut out);
         if !self.route_cooldowns.is_empty() {
             out.push_str("\nroute: cooling down\n");
@@ -608,6 +641,31 @@ impl Brief {
             );
             for p in &self.proven_by_traffic {
                 let _ = writeln!(out, "  {}: {}", p.model, p.traffic.words(self.now_at));
+            }
+        }
+    }
+
+    /// The retired models and the catalog's notes.
+    fn catalog_text(&self, out: &mut String) {
+        if !self.retired.is_empty() {
+            let _ = writeln!(
+                out,
+                "\nretired by their providers ({}: no longer listed, answered \"not found\"):",
+                crate::format::count(self.retired.len(), "model", "models")
+            );
+            for r in &self.retired {
+                let _ = writeln!(
+                    out,
+                    "  {}: unlisted since {}",
+                    r.model,
+                    r.missing_since.as_deref().unwrap_or("?")
+                );
+            }
+        }
+        if !self.catalog_notes.is_empty() {
+            out.push('\n');
+            for n in &self.catalog_notes {
+                let _ = writeln!(out, "{n}");
             }
         }
     }

@@ -434,6 +434,7 @@ mod tests {
             error: None,
             unreachable: false,
             retry_at,
+            model_gone: false,
         };
         let said = outcome(Some(
             real - TimeDelta::milliseconds(4) + TimeDelta::seconds(30),

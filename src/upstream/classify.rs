@@ -279,6 +279,7 @@ pub fn classify_response(
             error,
             unreachable: false,
             retry_at: None,
+            model_gone: false,
         },
         error: None,
         headers: Some(resp.headers.clone()),
@@ -294,6 +295,7 @@ fn failed(e: &UpstreamError, latency_ms: u64) -> Outcome {
         error: Some(e.message.clone()),
         unreachable: false,
         retry_at: None,
+        model_gone: e.class == ErrorClass::ModelNotFound,
     }
 }
 
@@ -697,6 +699,7 @@ mod tests {
                 error: None,
                 unreachable: false,
                 retry_at: None,
+                model_gone: false,
             }
         );
     }
@@ -1033,6 +1036,7 @@ mod tests {
                 error: Some("timed out after 30s".into()),
                 unreachable: false,
                 retry_at: None,
+                model_gone: false,
             }
         );
         // A slow upstream is a timeout; a host that cannot be reached is a

@@ -237,3 +237,69 @@ impl RouteUsage {
         .map(Option::unwrap_or_default)
     }
 }
+
+/// A request to a provider that asks no model (a model-list fetch): it
+/// counts in the key's and the provider's windows (`key_limits`,
+/// `daily_cap`) and in the day's probe spend, like any probe, with no
+/// tokens.
+pub fn list_request(p: &crate::catalog::Provider, target: &Target) -> limits::EffectiveLimits {
+    debug_assert!(target.model.is_empty());
+    limits::EffectiveLimits {
+        model: crate::catalog::Limits::default(),
+        key: p.key_limits,
+        daily_cap: p.daily_cap,
+        day_reset: p.day_reset,
+    }
+}
+
+/// Whether a list fetch of `p` with `target` fits the key's and the
+/// provider's limits now, by `check`'s and route's counts: `Err` names
+/// the limit that is full. Reads, writes nothing.
+pub fn list_fetch_fits(
+    stats_dir: &Path,
+    p: &crate::catalog::Provider,
+    target: &Target,
+    now: DateTime<Utc>,
+) -> std::result::Result<(), String> {
+    let eff = list_request(p, target);
+    let req = limits::LimitRequest {
+        target,
+        limits: &eff,
+        tokens: 0,
+    };
+    let route = RouteUsage::load(stats_dir).unwrap_or_default();
+    let mut probes = ProbeUsage::load(&ProbeUsage::path(stats_dir)).map_err(|e| e.to_string())?;
+    probes
+        .budget
+        .check_and_count_with(&req, &[&route.budget], now)
+        .map(drop)
+        .map_err(|hit| {
+            format!(
+                "{} full until {}",
+                hit.kind,
+                crate::time::format_ts(hit.until)
+            )
+        })
+}
+
+/// Count one list fetch of `p` that reached it (any HTTP answer) in
+/// `stats/probe_usage.json`, under the data lock.
+pub fn count_list_fetch(
+    stats_dir: &Path,
+    p: &crate::catalog::Provider,
+    target: &Target,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    let eff = list_request(p, target);
+    ProbeUsage::update(stats_dir, now, |u| {
+        let req = limits::LimitRequest {
+            target,
+            limits: &eff,
+            tokens: 0,
+        };
+        // Sent already: a window that filled meanwhile leaves it out,
+        // the day's spend still has it.
+        let _ = u.budget.check_and_count(&req, now);
+        u.spend(&p.name, 0, now);
+    })
+}

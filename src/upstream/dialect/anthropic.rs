@@ -18,6 +18,7 @@ use serde_json::{Number, Value, json};
 
 use std::borrow::Cow;
 
+use super::models::{self, ListError, Listed, Page};
 use super::provider_error::{Lax, Obj, some};
 use super::request::{ChatMessage, data_url_image, image_url_of, part_type, unknown_part};
 use super::stream::{StreamState, unreadable};
@@ -28,6 +29,22 @@ use super::{
 };
 
 pub struct Anthropic;
+
+/// A page of Anthropic's model list.
+#[derive(Debug, Deserialize)]
+struct ModelList {
+    data: Vec<Value>,
+    #[serde(default)]
+    has_more: bool,
+    #[serde(default)]
+    last_id: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct ListEntry {
+    id: Lax<String>,
+}
 
 /// A whole reply, read leniently: a field of an unexpected type is absent.
 #[derive(Debug, Default, Deserialize)]
@@ -259,6 +276,33 @@ impl Wire for Anthropic {
 
     fn url(&self, base_url: &str, _model: &str, _stream: bool) -> String {
         format!("{}/messages", base_url.trim_end_matches('/'))
+    }
+
+    /// Paged: up to 1,000 a page, the next after the last id.
+    fn models_url(&self, base_url: &str, cursor: Option<&str>) -> String {
+        match cursor {
+            Some(after) => models::url_with(base_url, &[("limit", "1000"), ("after_id", after)]),
+            None => models::url_with(base_url, &[("limit", "1000")]),
+        }
+    }
+
+    /// `{"data": [{"type": "model", "id", …}], "has_more", "last_id"}`.
+    fn parse_models(&self, json: &Value) -> Result<Page, ListError> {
+        let list: ModelList = models::read(json, "an Anthropic model list ({\"data\": [...]})")?;
+        let models: Vec<Listed> = list
+            .data
+            .iter()
+            .filter_map(|e| {
+                let e = ListEntry::deserialize(e).ok()?;
+                let id = e.id.into_option().filter(|s| !s.is_empty())?;
+                Some(Listed::new(id))
+            })
+            .collect();
+        let next = match list.has_more {
+            true => list.last_id.or_else(|| models.last().map(|m| m.id.clone())),
+            false => None,
+        };
+        Ok(Page { models, next })
     }
 
     fn auth_headers(&self, key: &str) -> Result<Vec<(HeaderName, HeaderValue)>, BuildError> {

@@ -17,6 +17,7 @@ use serde_json::{Number, Value, json};
 
 use std::collections::HashMap;
 
+use super::models::{self, ListError, Listed, Page};
 use super::provider_error::{Lax, Obj, some};
 use super::request::{ChatMessage, data_url_image, part_type, unknown_part};
 use super::schema::{gemini_parameters, gemini_schema};
@@ -28,6 +29,25 @@ use super::{
 };
 
 pub struct Gemini;
+
+/// A page of Gemini's model list.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ModelList {
+    #[serde(default)]
+    models: Vec<Value>,
+    #[serde(default)]
+    next_page_token: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct ListEntry {
+    name: Lax<String>,
+    input_token_limit: Lax<u64>,
+    output_token_limit: Lax<u32>,
+    supported_generation_methods: Lax<Vec<String>>,
+}
 
 /// A whole reply or one streamed event (each is a whole response holding
 /// only what is new), read leniently: a field of an unexpected type is
@@ -205,6 +225,45 @@ impl Wire for Gemini {
 
     fn url_names_model(&self) -> bool {
         true
+    }
+
+    /// Paged: up to 1,000 a page, then `pageToken`.
+    fn models_url(&self, base_url: &str, cursor: Option<&str>) -> String {
+        match cursor {
+            Some(token) => {
+                models::url_with(base_url, &[("pageSize", "1000"), ("pageToken", token)])
+            }
+            None => models::url_with(base_url, &[("pageSize", "1000")]),
+        }
+    }
+
+    /// `{"models": [{"name": "models/…", "inputTokenLimit",
+    /// "outputTokenLimit", "supportedGenerationMethods"}],
+    /// "nextPageToken"}`: only the models that `generateContent`.
+    fn parse_models(&self, json: &Value) -> Result<Page, ListError> {
+        let list: ModelList = models::read(json, "a Gemini model list ({\"models\": [...]})")?;
+        let models = list
+            .models
+            .iter()
+            .filter_map(|e| {
+                let e = ListEntry::deserialize(e).ok()?;
+                let name = e.name.into_option()?;
+                let id = name.strip_prefix("models/").unwrap_or(&name);
+                let chats = e
+                    .supported_generation_methods
+                    .get()
+                    .is_some_and(|m| m.iter().any(|x| x == "generateContent"));
+                (chats && !id.is_empty()).then(|| Listed {
+                    context_window: e.input_token_limit.get().copied(),
+                    max_output_tokens: e.output_token_limit.get().copied(),
+                    ..Listed::new(id)
+                })
+            })
+            .collect();
+        Ok(Page {
+            models,
+            next: list.next_page_token.filter(|t| !t.is_empty()),
+        })
     }
 
     fn url(&self, base_url: &str, model: &str, stream: bool) -> String {

@@ -30,6 +30,7 @@
 mod anthropic;
 pub mod fields;
 mod gemini;
+pub mod models;
 mod needs;
 mod openai;
 mod provider_error;
@@ -409,6 +410,11 @@ pub trait Wire: Facts + Sync {
     fn system_messages(&self) -> &'static [SystemMessages] {
         &[SystemMessages::Fold]
     }
+    /// The URL of the provider's own model list: its first page, or the
+    /// page after `cursor` (a [`models::Page::next`]).
+    fn models_url(&self, base_url: &str, cursor: Option<&str>) -> String;
+    /// One page of that list, already parsed as JSON.
+    fn parse_models(&self, json: &Value) -> Result<models::Page, models::ListError>;
 }
 
 /// A request body ready to send: its JSON text, and the headers that
@@ -536,6 +542,29 @@ pub struct Built {
 /// A POST for `req` to `ep`, authenticated with `key` (none for keyless
 /// providers), with the provider's extra headers. The key only ever goes
 /// into a sensitive header, never the URL.
+/// A request for one page of `ep`'s model list (`cursor`: the page after
+/// it), with the provider's fixed and configured headers and `key`'s
+/// authentication, as every request to it has.
+pub fn build_list_request(
+    client: &reqwest::Client,
+    ep: &Endpoint,
+    key: Option<&Secret>,
+    cursor: Option<&str>,
+) -> Result<reqwest::RequestBuilder, BuildError> {
+    let w = wire(ep.dialect);
+    let mut headers = ep.fixed.clone().map_err(BuildError::BadHeader)?;
+    headers.remove(CONTENT_TYPE);
+    let mut builder = client
+        .get(w.models_url(&ep.base_url, cursor))
+        .headers(headers);
+    if let Some(key) = key {
+        for (name, value) in w.auth_headers(key.expose())? {
+            builder = builder.header(name, value);
+        }
+    }
+    Ok(builder)
+}
+
 pub fn build_request(
     client: &reqwest::Client,
     ep: &Endpoint,

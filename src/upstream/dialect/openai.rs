@@ -9,6 +9,7 @@ use reqwest::header::{AUTHORIZATION, HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::models::{self, ListError, Listed, Page, Pricing};
 use super::provider_error::{Lax, Obj, present, some};
 use super::stream::{StreamState, unreadable};
 use super::{
@@ -17,6 +18,113 @@ use super::{
 };
 
 pub struct OpenAi;
+
+/// An OpenAI-compatible model list.
+#[derive(Debug, Deserialize)]
+struct ModelList {
+    data: Vec<Value>,
+}
+
+/// One model of an OpenAI-compatible list, with every provider's
+/// additions read leniently (a field of another type is absent).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct ListEntry {
+    id: Lax<String>,
+    /// Together: `chat`, `language`, `code`, `embedding`, `image`, …
+    #[serde(rename = "type")]
+    kind: Lax<String>,
+    /// Groq: `false` for a model it no longer serves.
+    active: Lax<bool>,
+    context_length: Lax<u64>,
+    context_window: Lax<u64>,
+    max_context_length: Lax<u64>,
+    max_completion_tokens: Lax<u32>,
+    top_provider: Lax<TopProvider>,
+    pricing: Lax<Pricing>,
+    supported_parameters: Lax<Vec<String>>,
+    architecture: Lax<Architecture>,
+    capabilities: Lax<MistralCaps>,
+    deprecation: Lax<String>,
+    expiration_date: Lax<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct TopProvider {
+    max_completion_tokens: Lax<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Architecture {
+    input_modalities: Lax<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct MistralCaps {
+    completion_chat: Lax<bool>,
+    function_calling: Lax<bool>,
+    vision: Lax<bool>,
+}
+
+impl ListEntry {
+    /// The model, unless the entry is no chat model (another `type`,
+    /// Groq's inactive, Mistral's without chat) or has no id.
+    fn listed(self) -> Option<Listed> {
+        let id = self.id.get().filter(|s| !s.is_empty())?.clone();
+        if let Some(kind) = self.kind.get()
+            && !matches!(kind.as_str(), "chat" | "language" | "code")
+        {
+            return None;
+        }
+        let mistral = self.capabilities.get();
+        if self.active.get() == Some(&false)
+            || mistral.and_then(|c| c.completion_chat.get()) == Some(&false)
+        {
+            return None;
+        }
+        let params = self.supported_parameters.get();
+        let param = |name: &str| params.is_some_and(|p| p.iter().any(|x| x == name));
+        let image = self
+            .architecture
+            .get()
+            .and_then(|a| a.input_modalities.get())
+            .is_some_and(|m| m.iter().any(|x| x == "image"));
+        let mistral_flag =
+            |f: fn(&MistralCaps) -> &Lax<bool>| mistral.and_then(|c| f(c).get()) == Some(&true);
+        let free = match self.pricing.get().and_then(Pricing::free) {
+            _ if models::free_by_id(&id) => Some(true),
+            given => given,
+        };
+        Some(Listed {
+            free,
+            context_window: [
+                &self.context_length,
+                &self.context_window,
+                &self.max_context_length,
+            ]
+            .into_iter()
+            .find_map(|v| v.get().copied()),
+            max_output_tokens: self
+                .top_provider
+                .get()
+                .and_then(|t| t.max_completion_tokens.get())
+                .or(self.max_completion_tokens.get())
+                .copied(),
+            capabilities: models::caps(
+                param("tools") || mistral_flag(|c| &c.function_calling),
+                param("response_format") || param("structured_outputs"),
+                image || mistral_flag(|c| &c.vision),
+            ),
+            deprecated: [&self.deprecation, &self.expiration_date]
+                .into_iter()
+                .find_map(|v| v.get().and_then(|s| models::date(s))),
+            id,
+        })
+    }
+}
 
 /// A whole reply, read leniently: a field of an unexpected type is absent.
 #[derive(Debug, Default, Deserialize)]
@@ -197,6 +305,27 @@ impl Wire for OpenAi {
 
     fn url(&self, base_url: &str, _model: &str, _stream: bool) -> String {
         format!("{}/chat/completions", base_url.trim_end_matches('/'))
+    }
+
+    /// One page: OpenAI-compatible lists are not paged.
+    fn models_url(&self, base_url: &str, _cursor: Option<&str>) -> String {
+        format!("{}/models", base_url.trim_end_matches('/'))
+    }
+
+    /// `{"data": [...]}`, or Together's bare array, with whatever each
+    /// provider adds per model (../docs/discovery.md): OpenRouter's prices,
+    /// context and parameters, Mistral's capabilities and deprecation,
+    /// Groq's `active` and windows, Together's `type` and prices.
+    fn parse_models(&self, json: &Value) -> Result<Page, ListError> {
+        let entries: Vec<Value> = match json {
+            Value::Array(a) => a.clone(),
+            _ => models::read::<ModelList>(json, "an OpenAI model list ({\"data\": [...]})")?.data,
+        };
+        let models = entries
+            .iter()
+            .filter_map(|e| ListEntry::deserialize(e).ok()?.listed())
+            .collect();
+        Ok(Page { models, next: None })
     }
 
     /// Folded by default: many OpenAI-compatible servers (and the chat
