@@ -358,6 +358,21 @@ pub fn atomic_write(path: &Path, bytes: &[u8], _lock: &DataLock) -> Result<()> {
 /// [`atomic_write`] for files outside the stats directory's lock (a README, a
 /// Prometheus textfile), where the rename alone is the guarantee.
 pub fn atomic_write_unlocked(path: &Path, bytes: &[u8]) -> Result<()> {
+    atomic_replace(path, bytes, None)
+}
+
+/// [`atomic_write_unlocked`] keeping a file's `permissions` (the file it
+/// replaces, read before): the temporary file has them before a byte is
+/// written, so the new file is never readable by more than the old one.
+pub fn atomic_write_with_permissions(
+    path: &Path,
+    bytes: &[u8],
+    permissions: fs::Permissions,
+) -> Result<()> {
+    atomic_replace(path, bytes, Some(permissions))
+}
+
+fn atomic_replace(path: &Path, bytes: &[u8], permissions: Option<fs::Permissions>) -> Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -384,6 +399,10 @@ pub fn atomic_write_unlocked(path: &Path, bytes: &[u8]) -> Result<()> {
             .open(&tmp)
             .map_err(|e| Error::io(ctx("creating"), e))?;
         created = true;
+        if let Some(p) = permissions {
+            f.set_permissions(p)
+                .map_err(|e| Error::io(ctx("setting the permissions of"), e))?;
+        }
         f.write_all(bytes)
             .map_err(|e| Error::io(ctx("writing"), e))?;
         f.sync_all().map_err(|e| Error::io(ctx("syncing"), e))?;

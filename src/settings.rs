@@ -155,6 +155,42 @@ pub fn find_config(
     Ok(None)
 }
 
+/// The config file to write to (`models --write`,
+/// [`crate::catalog::edit::add_models`]): the one [`find_config`] finds;
+/// else the file `--config` or `LLMPROBE_CONFIG` names, to be made; else
+/// the user config directory's, to be made, which the lookup then finds
+/// from any working directory (`./llmprobe.toml` would hold only there);
+/// `./llmprobe.toml` only when no config directory is known.
+#[cfg_attr(
+    not(test),
+    expect(dead_code, reason = "models --write (issue 34) is its caller")
+)]
+pub fn config_to_write(
+    explicit: Option<&Path>,
+    env: impl Fn(&str) -> Option<OsString>,
+) -> ConfigFile {
+    if let Ok(Some(found)) = find_config(explicit, &env) {
+        return found;
+    }
+    match (explicit, user_config_path(&env)) {
+        (Some(p), _) => ConfigFile {
+            path: crate::fsutil::absolute(p),
+            found_by: match env(CONFIG_ENV).is_some_and(|v| Path::new(&v) == p) {
+                true => CONFIG_ENV,
+                false => "--config",
+            },
+        },
+        (None, Some(path)) => ConfigFile {
+            path,
+            found_by: "user config directory",
+        },
+        (None, None) => ConfigFile {
+            path: crate::fsutil::absolute(Path::new(CONFIG_FILE)),
+            found_by: "working directory",
+        },
+    }
+}
+
 /// `$XDG_CONFIG_HOME/llmprobe/llmprobe.toml`, else
 /// `$HOME/.config/llmprobe/llmprobe.toml`; `%APPDATA%\llmprobe\llmprobe.toml`
 /// on Windows. Relative or empty variables are ignored, as the XDG spec asks.
@@ -213,5 +249,30 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!((c.path.as_path(), c.found_by), (f.as_path(), CONFIG_ENV));
+    }
+
+    #[test]
+    fn the_file_to_write_is_the_one_found_else_where_it_is_looked_for() {
+        let d = tempfile::tempdir().unwrap();
+        let xdg = d.path().join("xdg");
+        let env = env_of(&[("XDG_CONFIG_HOME", &xdg)]);
+        // Nothing anywhere: the user config directory's, to be made.
+        let none = config_to_write(None, &env);
+        assert_eq!(
+            (none.path, none.found_by),
+            (xdg.join("llmprobe/llmprobe.toml"), "user config directory")
+        );
+        // A file named explicitly is written there, whether or not it exists.
+        let f = d.path().join("c.toml");
+        let named = config_to_write(Some(&f), &env);
+        assert_eq!(
+            (named.path.as_path(), named.found_by),
+            (f.as_path(), "--config")
+        );
+        std::fs::write(&f, "").unwrap();
+        assert_eq!(config_to_write(Some(&f), &env).path, f);
+        // No config directory known: the working directory's.
+        let here = config_to_write(None, env_of(&[]));
+        assert_eq!(here.path, crate::fsutil::absolute(Path::new(CONFIG_FILE)));
     }
 }

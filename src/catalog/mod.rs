@@ -82,6 +82,7 @@ pub use route::{
     daily_cap_var, redact_url, route_keys, route_var,
 };
 
+pub mod edit;
 pub mod key;
 mod route;
 pub use key::ModelKey;
