@@ -161,10 +161,6 @@ pub fn find_config(
 /// the user config directory's, to be made, which the lookup then finds
 /// from any working directory (`./llmprobe.toml` would hold only there);
 /// `./llmprobe.toml` only when no config directory is known.
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "models --write (issue 34) is its caller")
-)]
 pub fn config_to_write(
     explicit: Option<&Path>,
     env: impl Fn(&str) -> Option<OsString>,

@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use crate::catalog::edit::{self, Addition};
 use crate::catalog::{Resolved, Unusable};
 use crate::cli::{GlobalArgs, ModelsArgs};
 use crate::clock::Clock;
@@ -108,7 +109,7 @@ pub fn run(g: &GlobalArgs, a: ModelsArgs) -> Result<u8> {
             eprintln!("models: no list could be read; nothing written");
             return Ok(no_list_code(&ready, &got));
         }
-        return write(&s, &a, &reports);
+        return write(g, &a, &reports);
     }
     if a.json {
         let out = serde_json::json!({
@@ -263,8 +264,98 @@ fn print_skipped(skipped: &[Skipped], json: bool) -> Result<()> {
     Ok(())
 }
 
-/// `--write`: the models to add, by provider, and the file edited.
-fn write(s: &Settings, a: &ModelsArgs, reports: &[Report]) -> Result<u8> {
-    let _ = (s, a, reports);
-    Err(Error::config("--write is not ready".to_string()))
+/// `--write`: the models to add, by provider, written to the config file
+/// the lookup finds (or where it would find one, made).
+fn write(g: &GlobalArgs, a: &ModelsArgs, reports: &[Report]) -> Result<u8> {
+    let embedded = crate::catalog::Catalog::embedded();
+    let mut adds: Vec<Addition> = Vec::new();
+    let mut push =
+        |provider: &str, model: &str| match adds.iter_mut().find(|x| x.provider == provider) {
+            Some(x) => x.models.push(model.to_string()),
+            None => adds.push(Addition {
+                provider: provider.to_string(),
+                models: vec![model.to_string()],
+                embedded: embedded.provider(provider).map(|p| p.models.clone()),
+            }),
+        };
+    for key in &a.add {
+        let Some((p, m)) = crate::catalog::ModelKey::split(key) else {
+            return Err(Error::config(format!(
+                "--add {key:?}: write it PROVIDER::MODEL, as `llmprobe models` shows them"
+            )));
+        };
+        let Some(r) = reports.iter().find(|r| r.provider == p) else {
+            return Err(Error::config(format!(
+                "--add {key:?}: provider \"{p}\" was not asked (no key set, or turned off; see `llmprobe providers`)"
+            )));
+        };
+        let carried = r
+            .compared
+            .as_ref()
+            .is_some_and(|c| c.new.iter().any(|l| l.id == m) || c.listed.iter().any(|x| x == m));
+        if !carried {
+            eprintln!("warning: {p}'s list does not carry {m:?}; adding it as asked");
+        }
+        push(p, m);
+    }
+    for p in &a.add_new_free {
+        let free: Vec<&Listed> = reports
+            .iter()
+            .find(|r| &r.provider == p)
+            .and_then(|r| r.compared.as_ref())
+            .map(|c| c.new.iter().filter(|l| l.free == Some(true)).collect())
+            .unwrap_or_default();
+        if free.is_empty() {
+            eprintln!("{p}: its list has no new model marked free");
+        }
+        for l in free {
+            push(p, &l.id);
+        }
+    }
+    if adds.is_empty() {
+        output::println("nothing to add")?;
+        return Ok(exit::SUCCESS);
+    }
+    let to = crate::settings::config_to_write(g.config.as_deref(), |k| std::env::var_os(k));
+    let w = edit::add_models(&to.path, &adds)?;
+    let mut text = String::new();
+    for p in &w.providers {
+        if !p.added.is_empty() {
+            text.push_str(&format!(
+                "{}: added {} to {}{}\n",
+                p.provider,
+                p.added.join(", "),
+                p.target.key(),
+                match p.target {
+                    edit::Target::FrozenModels => {
+                        " (your own list, which replaces the embedded one)"
+                    }
+                    _ => "",
+                }
+            ));
+        }
+        if !p.already.is_empty() {
+            text.push_str(&format!(
+                "{}: already there: {}\n",
+                p.provider,
+                p.already.join(", ")
+            ));
+        }
+    }
+    let path = w.path.display();
+    text.push_str(&match (w.changed, w.created, &w.backup) {
+        (false, _, _) => format!("{path}: nothing new; not written\n"),
+        (true, true, _) => format!("created {path} ({} would find it)\n", to.found_by),
+        (true, false, Some(b)) => format!("wrote {path} (the old one is {})\n", b.display()),
+        (true, false, None) => format!("wrote {path}\n"),
+    });
+    output::print(&text)?;
+    // What was written must load: say so at once if it does not.
+    if w.changed
+        && let Err(e) = crate::catalog::Catalog::load(Some(&w.path))
+    {
+        eprintln!("warning: {e}");
+        return Ok(exit::CONDITION);
+    }
+    Ok(exit::SUCCESS)
 }
