@@ -963,6 +963,18 @@ pub struct FakeArgs {
     /// in the middle of a run).
     #[arg(long, value_name = "FILE")]
     pub hold_until: Option<PathBuf>,
+    /// Serve the model lists (GET …/models) from this JSON file, read again
+    /// on every list request (without it: the --script models).
+    #[arg(long, value_name = "FILE", long_help = crate::fake::MODELS_FILE_HELP)]
+    pub models_file: Option<PathBuf>,
+    /// Make the model lists fail: [SCOPE=]B1,B2,… cycled per list request
+    /// (repeatable).
+    #[arg(
+        long = "list-behaviour",
+        value_name = "[SCOPE=]BEHAVIOURS",
+        long_help = crate::fake::list_help()
+    )]
+    pub list_behaviours: Vec<String>,
 }
 
 /// The names a value takes, for shell completion: a marker only, as

@@ -22,6 +22,31 @@
 //! the key), in memory for `GET /_fake/requests` and optionally as JSON
 //! lines in a file.
 //!
+//! `GET {prefix}/models` answers the providers' model lists
+//! (`fake/lists.rs`): the dialect is read from the headers (`x-goog-api-key`
+//! or `?key=` Gemini, `x-api-key` or `anthropic-version` Anthropic, else
+//! OpenAI; keyless, a `v1beta` segment is Gemini), and OpenAI's flavour from
+//! a path segment of the base URL: `/openrouter/`, `/mistral/`, `/together/`
+//! and `/groq/` answer those providers' shapes, any other path the plain
+//! one. Anthropic's and Gemini's lists page, at most two models a page. The
+//! models listed are `--models-file`'s ([`FakeConfig::models_file`]), a JSON
+//! array read again for every request, so that a test drops a model by
+//! rewriting it:
+//!
+//! ```json
+//! [{"id": "m", "free": true, "context": 131072, "max_output": 8192,
+//!   "tools": true, "json": true, "vision": false, "deprecation": "2027-01-01",
+//!   "kind": "chat", "aliases": [], "listed": true, "behaviour": "ok"}]
+//! ```
+//!
+//! (all but `id` optional; `free` defaults to an id ending in `:free`;
+//! `listed: false` keeps an entry out of the lists, and `behaviour` is what
+//! chat requests for it get, before `--script`), or without the file every
+//! scripted model. A file that cannot be read or parsed answers 500 naming
+//! it. `--list-behaviour [SCOPE=]B,…` ([`FakeConfig::list_scripts`]) makes
+//! the lists fail: `unauthorized`, `html200`, `e500`, `not-found` (no list
+//! endpoint) and more.
+//!
 //! This file only routes a request to its dialect and picks its behaviour;
 //! what each dialect reads and sends is its responder's
 //! (`fake/responder.rs`, one file per dialect).
@@ -31,6 +56,7 @@ mod arith;
 mod asks;
 mod behaviour;
 mod gemini;
+mod lists;
 mod openai;
 mod respond;
 mod responder;
@@ -58,6 +84,8 @@ use tokio::sync::{oneshot, watch};
 
 use self::behaviour::INVENTED_TOOL;
 pub use self::behaviour::{Behaviour, parse_script, script_help};
+use self::lists::ListBehaviour;
+pub use self::lists::{ListScript, MODELS_FILE_HELP, list_help, parse_list_script};
 use self::responder::{DialectResponder, Failure, Malformed};
 use crate::error::{Error, Result};
 use crate::http_server::{self, Server};
@@ -88,6 +116,11 @@ pub struct FakeConfig {
     /// Answer nothing until this file exists (recorded requests wait): a
     /// test's way to hold a run in the middle while it changes something.
     pub hold_until: Option<PathBuf>,
+    /// The models the lists carry (`fake/lists.rs`), read again for each
+    /// list request; `None`: the scripted models.
+    pub models_file: Option<PathBuf>,
+    /// How list requests fail (`--list-behaviour`), the first that applies.
+    pub list_scripts: Vec<ListScript>,
 }
 
 impl Default for FakeConfig {
@@ -106,6 +139,8 @@ impl FakeConfig {
             record: None,
             record_closes: None,
             hold_until: None,
+            models_file: None,
+            list_scripts: Vec::new(),
         }
     }
 
@@ -157,6 +192,8 @@ struct Inner {
     counters: Mutex<HashMap<String, usize>>,
     /// Requests so far, for `flaky` and `spike`'s draws.
     draws: std::sync::atomic::AtomicU64,
+    /// List requests so far per `--list-behaviour`, to cycle its behaviours.
+    list_counts: Vec<std::sync::atomic::AtomicUsize>,
     requests: Mutex<Vec<RecordedRequest>>,
     record: Option<Recorder>,
     closes: Option<Recorder>,
@@ -188,6 +225,7 @@ pub async fn start(cfg: FakeConfig) -> Result<FakeServer> {
     // cut sleeping behaviours short; they get it through a relay.
     let (relay, shutdown) = watch::channel(false);
     let inner = Arc::new(Inner {
+        list_counts: cfg.list_scripts.iter().map(|_| 0.into()).collect(),
         cfg,
         counters: Mutex::new(HashMap::new()),
         draws: std::sync::atomic::AtomicU64::new(0),
@@ -362,8 +400,11 @@ fn parse_call(
 }
 
 impl Inner {
-    fn behaviour_for(&self, model: &str) -> Behaviour {
-        match self.cfg.scripts.get(model) {
+    /// The next behaviour of `model`: cycled through its models file
+    /// entry's `behaviour` if it has one (`from_file`), else its script,
+    /// else read from its id.
+    fn behaviour_for(&self, model: &str, from_file: Option<&[Behaviour]>) -> Behaviour {
+        match from_file.or(self.cfg.scripts.get(model).map(Vec::as_slice)) {
             Some(list) if !list.is_empty() => {
                 let mut counters = lock(&self.counters);
                 let n = counters.entry(model.to_string()).or_insert(0);
@@ -372,6 +413,59 @@ impl Inner {
                 b
             }
             _ => Behaviour::for_model(model),
+        }
+    }
+
+    /// The models file's entries now, or the scripted models without one.
+    async fn entries(&self) -> std::result::Result<Vec<lists::Entry>, String> {
+        match &self.cfg.models_file {
+            Some(path) => lists::load(path).await,
+            None => Ok(self
+                .cfg
+                .scripts
+                .keys()
+                .map(|m| lists::Entry::new(m))
+                .collect()),
+        }
+    }
+
+    /// The `behaviour` the models file gives `model` now, if any.
+    async fn file_behaviours(
+        &self,
+        model: &str,
+    ) -> std::result::Result<Option<Vec<Behaviour>>, String> {
+        if self.cfg.models_file.is_none() {
+            return Ok(None);
+        }
+        let entries = self.entries().await?;
+        Ok(entries
+            .into_iter()
+            .find(|e| e.id == model)
+            .and_then(|e| e.behaviour))
+    }
+
+    /// The next behaviour of a list request in dialect `d` to `path`: the
+    /// first `--list-behaviour` that applies, cycled; else the list.
+    fn list_behaviour(&self, d: Dialect, path: &str) -> ListBehaviour {
+        let scripts = self.cfg.list_scripts.iter().zip(&self.list_counts);
+        for (script, count) in scripts {
+            if script.applies(d, path) && !script.behaviours.is_empty() {
+                let n = count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return script.behaviours[n % script.behaviours.len()];
+            }
+        }
+        ListBehaviour::Is(Behaviour::Ok(Duration::ZERO))
+    }
+
+    /// Wait until [`FakeConfig::hold_until`]'s file exists, if one is set.
+    async fn hold(&self) {
+        if let Some(file) = &self.cfg.hold_until {
+            while !file.exists() {
+                self.sleep(HOLD_POLL).await;
+                if *self.shutdown.borrow() {
+                    break;
+                }
+            }
         }
     }
 
@@ -481,6 +575,11 @@ async fn handle(
     };
     let parsed = serde_json::from_slice::<Value>(&body);
     rec.body = parsed.as_ref().ok().cloned();
+    if method == Method::GET
+        && let Some(list) = lists::endpoint(&uri, &headers)
+    {
+        return lists::serve(&inner, list, &uri, &headers, rec).await;
+    }
     let Some(ep) = endpoint(&uri).filter(|_| method == Method::POST) else {
         let msg = format!("no fake endpoint for {method} {}", uri.path());
         inner.record(rec).await;
@@ -502,7 +601,15 @@ async fn handle(
             return responder(dialect).bad_request(&m.message, m.param.as_deref());
         }
     };
-    let behaviour = inner.behaviour_for(&call.model);
+    let from_file = match inner.file_behaviours(&call.model).await {
+        Ok(b) => b,
+        Err(message) => {
+            rec.model = Some(call.model.clone());
+            inner.record(rec).await;
+            return responder(dialect).failure(Failure::Internal { message: &message });
+        }
+    };
+    let behaviour = inner.behaviour_for(&call.model, from_file.as_deref());
     let behaviour = match behaviour {
         Behaviour::Flaky(_) | Behaviour::Spike(_) => {
             let n = inner
@@ -516,14 +623,7 @@ async fn handle(
     rec.behaviour = Some(behaviour.to_string());
     rec.stream = call.stream.is_some();
     inner.record(rec).await;
-    if let Some(file) = &inner.cfg.hold_until {
-        while !file.exists() {
-            inner.sleep(HOLD_POLL).await;
-            if *inner.shutdown.borrow() {
-                break;
-            }
-        }
-    }
+    inner.hold().await;
     let resp = answer(&inner, &call, behaviour).await;
     if call.stream.is_some() && inner.closes.is_some() {
         return watch_close(inner.clone(), call.model.clone(), resp);
@@ -815,6 +915,9 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
         Behaviour::Unauthorized => Reply::Fixed(r.failure(Failure::Unauthorized)),
         Behaviour::Forbidden => Reply::Fixed(r.failure(Failure::Forbidden)),
         Behaviour::NotFound => Reply::Fixed(r.failure(Failure::NotFound { model: &call.model })),
+        Behaviour::Decommissioned => {
+            Reply::Fixed(r.failure(Failure::Decommissioned { model: &call.model }))
+        }
         Behaviour::ContextLength => Reply::Fixed(r.failure(Failure::ContextLength)),
         Behaviour::EchoKey => Reply::Fixed(r.failure(Failure::EchoKey {
             key: call.key.as_deref().unwrap_or(""),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::cli::{FakeArgs, GlobalArgs};
 use crate::error::{Error, Result};
-use crate::fake::{FakeConfig, parse_script, start};
+use crate::fake::{FakeConfig, parse_list_script, parse_script, start};
 use crate::http_server;
 use crate::prompts::Pool;
 
@@ -24,6 +24,12 @@ pub fn config(g: &GlobalArgs, a: &FakeArgs) -> Result<FakeConfig> {
     cfg.record = a.record.clone();
     cfg.record_closes = a.record_closes.clone();
     cfg.hold_until = a.hold_until.clone();
+    cfg.models_file = a.models_file.clone();
+    cfg.list_scripts = a
+        .list_behaviours
+        .iter()
+        .map(|s| parse_list_script(s))
+        .collect::<Result<_>>()?;
     for s in &a.scripts {
         let (model, behaviours) = parse_script(s)?;
         if cfg.scripts.insert(model.clone(), behaviours).is_some() {
@@ -78,6 +84,8 @@ mod tests {
             scripts: scripts.iter().map(|s| s.to_string()).collect(),
             latency_ms: 25,
             hold_until: None,
+            models_file: None,
+            list_behaviours: Vec::new(),
         };
         let cfg = config(&g, &args(&["a=ok,e500", "b=slow:10"])).unwrap();
         assert_eq!(
@@ -90,6 +98,21 @@ mod tests {
         assert!(e.to_string().contains("--script \"a=bogus\""), "{e}");
         let e = config(&g, &args(&["a=ok", "a=e500"])).unwrap_err();
         assert_eq!(e.exit_code(), crate::exit::USAGE);
+        let lists = |values: &[&str]| FakeArgs {
+            models_file: Some("models.json".into()),
+            list_behaviours: values.iter().map(|s| s.to_string()).collect(),
+            ..args(&[])
+        };
+        let cfg = config(&g, &lists(&["groq=e500,ok", "unauthorized"])).unwrap();
+        assert_eq!(
+            cfg.models_file.as_deref(),
+            Some(std::path::Path::new("models.json"))
+        );
+        assert_eq!(cfg.list_scripts.len(), 2);
+        assert_eq!(cfg.list_scripts[0].scope.as_deref(), Some("groq"));
+        let e = config(&g, &lists(&["think"])).unwrap_err();
+        assert_eq!(e.exit_code(), crate::exit::USAGE);
+        assert!(e.to_string().contains("--list-behaviour \"think\""), "{e}");
         let bad_pool = GlobalArgs {
             prompts: Some("/nonexistent/pool.toml".into()),
             ..g

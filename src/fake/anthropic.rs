@@ -333,9 +333,12 @@ impl DialectResponder for Anthropic {
                 "Your API key does not have permission to use the specified resource.",
             ),
             Failure::ContextLength => context_exceeded(200000, 210000),
-            Failure::NotFound { model } => {
+            // Anthropic has one word for a model it does not serve, retired
+            // or never there.
+            Failure::NotFound { model } | Failure::Decommissioned { model } => {
                 error(404, "not_found_error", &format!("model: {model}"))
             }
+            Failure::Internal { message } => error(500, "api_error", message),
             Failure::EchoKey { key } => error(
                 401,
                 "authentication_error",

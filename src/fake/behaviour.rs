@@ -43,6 +43,10 @@ pub enum Behaviour {
     Unauthorized,
     Forbidden,
     NotFound,
+    /// The model is gone, in the dialect's words: OpenAI's (Groq's) 400
+    /// `model_decommissioned`, Anthropic's 404 `not_found_error`, Gemini's
+    /// 404 "is not found for API version v1beta".
+    Decommissioned,
     /// 400: the prompt is longer than the model's context, as each
     /// provider words it. The client's own fault: `route` returns it.
     ContextLength,
@@ -157,7 +161,7 @@ pub const INVENTED_TOOL: &str = "calculate";
 
 /// Names accepted by [`Behaviour::from_str`], for error messages and help.
 pub const NAMES: &str = "ok, ok:MS, wrong, think, rate-limit, retry-after:N, e500, overloaded, e503, \
-unauthorized, forbidden, not-found, context-length, echo-key, error-in-200, empty-choices, slow, slow:MS, \
+unauthorized, forbidden, not-found, decommissioned, context-length, echo-key, error-in-200, empty-choices, slow, slow:MS, \
 garbage, html, html200, huge, huge:N, hang-headers, drip, bad-utf8, flaky:N, spike:MS, reset, truncated, stream-cut, stream-error, stream-stall, no-done, no-done-hang, rpm-headers:N, \
 no-tools, ollama-no-tools, no-json, no-images, max-tokens, max-tokens:N, context-window, context-window:N, \
 groq-context-length, groq-tpm, text-not-call, wrong-args, invented-tool, bad-json, json-wrong, misread, agent";
@@ -178,13 +182,16 @@ pub const AGENT: &str = "agent is a coding agent's model, for running Claude Cod
 /// What every dialect refuses in a conversation's shape, for help text.
 pub const MALFORMED: &str = "Whatever the behaviour, a conversation the real provider refuses for its shape gets that provider's 400: Anthropic a tool_result with no tool_use in the message before it, tool_use blocks without their tool_result blocks in the next message, a role other than user or assistant (system only with the anthropic-beta mid-conversation-system-2026-04-07), empty text blocks and empty messages; OpenAI a tool message that answers no earlier tool_calls, and tool_calls left without tool messages; Gemini a functionResponse turn not right after a model turn with a functionCall, and a role other than user or model.";
 
+/// The behaviours that say a model is gone, for help text.
+pub const GONE: &str = "not-found and decommissioned say the model does not exist: not-found with OpenAI's 404 model_not_found, Anthropic's 404 not_found_error \"model: M\" and Gemini's 404 \"models/M is not found for API version v1beta, or is not supported for generateContent.\"; decommissioned with the words a retired model gets: in OpenAI's dialect Groq's 400 model_decommissioned (\"The model `M` has been decommissioned and is no longer supported. …\"; Groq answers it with 400, not 404), in Anthropic's and Gemini's the same 404 as not-found. With --models-file, an entry's \"behaviour\" overrides --script and \"listed\": false keeps it out of the lists, so one rewrite of the file drops a model and makes it answer decommissioned.";
+
 /// The long help of `fake-provider --script`.
 pub fn script_help() -> String {
     format!(
         "Script a model's behaviour: MODEL=B1,B2,… cycled per request (repeatable). \
          An unscripted model whose id is a behaviour name behaves so.\n\n\
-         Behaviours: {NAMES}.\n\n{STREAMING}\n\n{FAULTS}\n\n{REFUSING}\n\n{AGENT}\n\n\
-         {MALFORMED}"
+         Behaviours: {NAMES}.\n\n{GONE}\n\n{STREAMING}\n\n{FAULTS}\n\n{REFUSING}\n\n\
+         {AGENT}\n\n{MALFORMED}"
     )
 }
 
@@ -244,6 +251,7 @@ impl FromStr for Behaviour {
             "unauthorized" => Behaviour::Unauthorized,
             "forbidden" => Behaviour::Forbidden,
             "not-found" => Behaviour::NotFound,
+            "decommissioned" => Behaviour::Decommissioned,
             "context-length" => Behaviour::ContextLength,
             "echo-key" => Behaviour::EchoKey,
             "error-in-200" => Behaviour::ErrorIn200,
@@ -315,6 +323,7 @@ impl fmt::Display for Behaviour {
             Behaviour::Unauthorized => "unauthorized",
             Behaviour::Forbidden => "forbidden",
             Behaviour::NotFound => "not-found",
+            Behaviour::Decommissioned => "decommissioned",
             Behaviour::ContextLength => "context-length",
             Behaviour::EchoKey => "echo-key",
             Behaviour::ErrorIn200 => "error-in-200",

@@ -333,7 +333,8 @@ impl DialectResponder for Gemini {
                 "Permission denied: this project cannot use this model.",
             ),
             Failure::ContextLength => context_exceeded(1048576, 1200000),
-            Failure::NotFound { model } => error(
+            // Gemini too: a retired model is one it does not find.
+            Failure::NotFound { model } | Failure::Decommissioned { model } => error(
                 404,
                 "NOT_FOUND",
                 &format!(
@@ -341,6 +342,7 @@ impl DialectResponder for Gemini {
                      for generateContent."
                 ),
             ),
+            Failure::Internal { message } => error(500, "INTERNAL", message),
             Failure::EchoKey { key } => error(
                 401,
                 "UNAUTHENTICATED",

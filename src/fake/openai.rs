@@ -332,6 +332,18 @@ impl DialectResponder for OpenAi {
                 Some("model_not_found"),
                 &format!("The model `{model}` does not exist or you do not have access to it."),
             ),
+            // Groq's, as its users quote it (status 400, not 404).
+            Failure::Decommissioned { model } => error(
+                400,
+                "invalid_request_error",
+                Some("model_decommissioned"),
+                &format!(
+                    "The model `{model}` has been decommissioned and is no longer supported. \
+                     Please refer to https://console.groq.com/docs/deprecations for a \
+                     recommendation on which model to use instead."
+                ),
+            ),
+            Failure::Internal { message } => error(500, "server_error", None, message),
             Failure::EchoKey { key } => error(
                 401,
                 "invalid_request_error",

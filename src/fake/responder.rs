@@ -87,6 +87,16 @@ pub enum Failure<'a> {
     NotFound {
         model: &'a str,
     },
+    /// The model is gone: OpenAI's dialect answers Groq's 400
+    /// `model_decommissioned`; the others, their "not found" 404.
+    Decommissioned {
+        model: &'a str,
+    },
+    /// A 500 of the fake's own (a models file it cannot read), in the
+    /// dialect's envelope.
+    Internal {
+        message: &'a str,
+    },
     /// A 401 that quotes the key back, as some providers do. Redaction must
     /// catch this before it reaches a log.
     EchoKey {

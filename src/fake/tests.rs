@@ -10,6 +10,7 @@ use super::*;
 use crate::prompts::{Question, check_answer};
 
 mod agent;
+mod lists;
 mod shapes;
 mod tools;
 mod windows;
@@ -216,6 +217,9 @@ fn expected_status(b: Behaviour, d: Dialect) -> u16 {
         Behaviour::Unauthorized | Behaviour::EchoKey => 401,
         Behaviour::Forbidden => 403,
         Behaviour::NotFound => 404,
+        // Groq's status for a retired model; the others say not found.
+        Behaviour::Decommissioned if d == Dialect::Openai => 400,
+        Behaviour::Decommissioned => 404,
         Behaviour::ContextLength | Behaviour::GroqContextLength => 400,
         Behaviour::GroqTpm => 413,
         Behaviour::Html => 502,
@@ -408,7 +412,7 @@ async fn every_behaviour_in_every_dialect() {
                     );
                     assert!(!r.text.contains(KEY));
                 }
-                Behaviour::NotFound => {
+                Behaviour::NotFound | Behaviour::Decommissioned => {
                     let v = r.json();
                     assert!(
                         error_of(d, &v)["message"]
@@ -630,7 +634,7 @@ async fn requests_are_recorded_without_keys() {
         json!({"model": "local", "messages": [{"role": "user", "content": q.text}]}).to_string(),
     ))
     .await;
-    let unknown = send(c.get(format!("{}/v1/models", fake.url()))).await;
+    let unknown = send(c.get(format!("{}/v1/nothing", fake.url()))).await;
     assert_eq!(unknown.status, 404);
 
     let text = std::fs::read_to_string(&file).unwrap();

@@ -1526,6 +1526,16 @@ mod class_tests {
                 400,
                 r#"{"error":{"message":"The model `mixtral-8x7b-32768` has been decommissioned and is no longer supported.","type":"invalid_request_error","code":"model_decommissioned"}}"#,
             ),
+            // Groq sends 400; a 404 with the same code is gone too.
+            (
+                404,
+                r#"{"error":{"message":"The model `llama3-70b-8192` has been decommissioned and is no longer supported. Please refer to https://console.groq.com/docs/deprecations for a recommendation on which model to use instead.","type":"invalid_request_error","code":"model_decommissioned"}}"#,
+            ),
+            // Anthropic's word for a model it does not serve.
+            (
+                404,
+                r#"{"type":"error","error":{"type":"not_found_error","message":"model: claude-3-sonnet-20240229"}}"#,
+            ),
             (
                 400,
                 r#"{"success":false,"errors":[{"code":5007,"message":"No such model @cf/meta/llama-9 or task"}],"messages":[],"result":null}"#,
