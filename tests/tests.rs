@@ -15,6 +15,7 @@ mod check_hooks;
 mod check_paused;
 mod cli;
 mod degraded;
+mod discovery;
 mod faults;
 mod layout;
 mod notify;

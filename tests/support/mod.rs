@@ -264,6 +264,12 @@ pub struct Seen {
     pub model: Option<String>,
     #[serde(default)]
     pub auth: bool,
+    /// The path, without its query.
+    #[serde(default)]
+    pub path: String,
+    /// The dialect whose endpoint it was, if any.
+    #[serde(default)]
+    pub dialect: Option<String>,
     /// The request body as the fake parsed it (`None` when not JSON).
     #[serde(default)]
     pub body: Option<serde_json::Value>,

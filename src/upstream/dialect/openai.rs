@@ -31,7 +31,8 @@ struct ModelList {
 #[serde(default)]
 struct ListEntry {
     id: Lax<String>,
-    /// Together: `chat`, `language`, `code`, `embedding`, `image`, …
+    /// Together: `chat`, `language`, `code`, `embedding`, `image`, …;
+    /// Mistral: `base`, `fine-tuned`.
     #[serde(rename = "type")]
     kind: Lax<String>,
     /// Groq: `false` for a model it no longer serves.
@@ -74,8 +75,14 @@ impl ListEntry {
     /// Groq's inactive, Mistral's without chat) or has no id.
     fn listed(self) -> Option<Listed> {
         let id = self.id.get().filter(|s| !s.is_empty())?.clone();
+        // Together's `type` names what a model does; Mistral's (`base`,
+        // `fine-tuned`) names how it was made: only the known kinds that
+        // are no chat model are left out.
         if let Some(kind) = self.kind.get()
-            && !matches!(kind.as_str(), "chat" | "language" | "code")
+            && matches!(
+                kind.as_str(),
+                "embedding" | "image" | "moderation" | "rerank" | "audio" | "transcribe" | "tts"
+            )
         {
             return None;
         }
