@@ -90,8 +90,15 @@ fn models_shows_new_gone_and_listed_in_every_dialect() {
     assert_eq!(by_id(or, "paid")["free"], false);
     assert_eq!(by_id(or, "fresh:free")["context_window"], 131072);
     let oa = providers.iter().find(|p| p["provider"] == "oa").unwrap();
-    assert_eq!(by_id(oa, "fresh:free")["free"], true, "an id ending in :free");
-    assert!(by_id(oa, "zero").get("free").is_none(), "plain OpenAI gives no price");
+    assert_eq!(
+        by_id(oa, "fresh:free")["free"],
+        true,
+        "an id ending in :free"
+    );
+    assert!(
+        by_id(oa, "zero").get("free").is_none(),
+        "plain OpenAI gives no price"
+    );
     // Every page was followed: Anthropic and Gemini page at 2.
     let seen = fake.seen();
     let pages = |d: &str| {
@@ -104,13 +111,28 @@ fn models_shows_new_gone_and_listed_in_every_dialect() {
     // A second run reads the cache: no request.
     let before = fake.seen().len();
     let r = env.run(&["--config", &cfg, "models", "--gone"]).ok();
-    assert_eq!(fake.seen().len(), before, "a fresh cache is not fetched again");
+    assert_eq!(
+        fake.seen().len(),
+        before,
+        "a fresh cache is not fetched again"
+    );
     assert!(r.stdout.contains("gone?   old"), "{}", r.stdout);
-    assert!(!r.stdout.contains("listed  ok"), "--gone shows gone only: {}", r.stdout);
-    assert!(r.stdout.lines().all(|l| l.chars().count() <= 80), "{}", r.stdout);
+    assert!(
+        !r.stdout.contains("listed  ok"),
+        "--gone shows gone only: {}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.lines().all(|l| l.chars().count() <= 80),
+        "{}",
+        r.stdout
+    );
     // Each fetch is in the ledger, as probes are.
     let usage = read_json(&env.stats().join("probe_usage.json"));
-    assert!(usage["spent"]["an"]["requests"].as_u64().unwrap() >= 2, "{usage}");
+    assert!(
+        usage["spent"]["an"]["requests"].as_u64().unwrap() >= 2,
+        "{usage}"
+    );
     assert_eq!(usage["spent"]["oa"]["requests"], 1, "{usage}");
 }
 
@@ -149,14 +171,21 @@ fn a_model_the_list_dropped_is_retired_after_one_run_and_unlisted_if_it_answers(
         ])
     };
     let fake = lists_fake(&env, &models(true), &[]);
-    let cfg = config(&env, &[fake.provider("p", "openai", &["ok", "quiet", "gone"], "")]);
+    let cfg = config(
+        &env,
+        &[fake.provider("p", "openai", &["ok", "quiet", "gone"], "")],
+    );
     check(&env, &cfg, &[]).ok();
     assert_eq!(states(&env).get("p::gone"), None, "listed and answering");
     // The provider drops it from its list and answers it "decommissioned".
     env.write("models.json", models(false).to_string());
     env.run(&["--config", &cfg, "models", "--refresh"]).ok();
     let r = check(&env, &cfg, &[]).ok();
-    assert!(r.stdout.contains("active → disabled (retired)"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("active → disabled (retired)"),
+        "{}",
+        r.stdout
+    );
     let s = states(&env);
     assert_eq!(s["p::gone"]["state"], "disabled", "{s}");
     assert_eq!(s["p::gone"]["reason"], "retired", "{s}");
@@ -165,15 +194,36 @@ fn a_model_the_list_dropped_is_retired_after_one_run_and_unlisted_if_it_answers(
     assert_eq!(s.get("p::quiet"), None, "{s}");
     let r = env.run(&["--config", &cfg, "state", "--json"]).ok();
     let rows: Value = serde_json::from_str(&r.stdout).unwrap();
-    let row = |k: &str| rows.as_array().unwrap().iter().find(|r| r["model"] == k).cloned().unwrap();
+    let row = |k: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["model"] == k)
+            .cloned()
+            .unwrap()
+    };
     assert_eq!(row("p::quiet")["listing"], "unlisted", "{rows}");
     assert_eq!(row("p::gone")["listing"], "retired", "{rows}");
     // brief shows it apart from models disabled for failing.
     let r = env.run(&["--config", &cfg, "brief"]).ok();
-    assert!(r.stdout.contains("retired by their providers (1 model"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("retired by their providers (1 model"),
+        "{}",
+        r.stdout
+    );
+    let r = env
+        .run(&["--config", &cfg, "rollup", "--format", "html"])
+        .ok();
+    assert!(
+        r.stdout
+            .contains("retired by the provider (unlisted since 20"),
+        "the status page shows it apart"
+    );
     // Enabling it warns; the next fresh list still lacks it, and it is
     // retired again.
-    let r = env.run(&["--config", &cfg, "state", "enable", "p::gone"]).ok();
+    let r = env
+        .run(&["--config", &cfg, "state", "enable", "p::gone"])
+        .ok();
     assert!(r.stderr.contains("was retired"), "{}", r.stderr);
     check(&env, &cfg, &[]).ok();
     assert_eq!(states(&env)["p::gone"]["reason"], "retired");
@@ -194,7 +244,13 @@ fn discovery_probes_a_few_free_models_a_run_and_route_waits_for_a_pass() {
     let at = format!("{}/openrouter/v1", fake.url);
     let cfg = config(
         &env,
-        &[provider_toml("or", "openai", &at, &["ok"], "discover = \"free\"\ndiscover_per_run = 2")],
+        &[provider_toml(
+            "or",
+            "openai",
+            &at,
+            &["ok"],
+            "discover = \"free\"\ndiscover_per_run = 2",
+        )],
     );
     let chats = |f: &Fake| -> Vec<String> {
         f.seen()
@@ -204,29 +260,60 @@ fn discovery_probes_a_few_free_models_a_run_and_route_waits_for_a_pass() {
             .collect()
     };
     let r = check(&env, &cfg, &[]).ok();
-    assert!(r.stderr.contains("or: 3 new free models listed"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("or: 3 new free models listed"),
+        "{}",
+        r.stderr
+    );
     let first: Vec<String> = chats(&fake);
-    assert_eq!(first.iter().filter(|m| m.ends_with(":free")).count(), 2, "{first:?}");
-    assert!(!first.iter().any(|m| m == "paid"), "a paid model is never probed under free");
+    assert_eq!(
+        first.iter().filter(|m| m.ends_with(":free")).count(),
+        2,
+        "{first:?}"
+    );
+    assert!(
+        !first.iter().any(|m| m == "paid"),
+        "a paid model is never probed under free"
+    );
     // Route sends nothing to a model on probation.
     let r = env.run(&["--config", &cfg, "state", "--json"]).ok();
     assert!(r.stdout.contains("\"listing\": \"new\""), "{}", r.stdout);
-    env.run(&["--config", &cfg, "route", "--model", "or::c:free", "What is 2 + 2?"])
-        .code(2);
+    env.run(&[
+        "--config",
+        &cfg,
+        "route",
+        "--model",
+        "or::c:free",
+        "What is 2 + 2?",
+    ])
+    .code(2);
     // The second run probes the last one; its hard failure drops it.
     check(&env, &cfg, &[]).ok();
     let all = chats(&fake);
     assert_eq!(all.iter().filter(|m| *m == "c:free").count(), 1, "{all:?}");
     assert!(!all.iter().any(|m| m == "paid"));
     let lists = read_json(&env.stats().join("model_lists.json"));
-    assert_eq!(lists["discovered"]["or::c:free"]["status"], "dropped", "{lists}");
-    assert_eq!(lists["discovered"]["or::a:free"]["status"], "passed", "{lists}");
+    assert_eq!(
+        lists["discovered"]["or::c:free"]["status"], "dropped",
+        "{lists}"
+    );
+    assert_eq!(
+        lists["discovered"]["or::a:free"]["status"], "passed",
+        "{lists}"
+    );
     // A third run probes c:free no more.
     check(&env, &cfg, &[]).ok();
     assert_eq!(chats(&fake).iter().filter(|m| *m == "c:free").count(), 1);
     // The passed ones are route's candidates now.
     let r = env
-        .run(&["--config", &cfg, "route", "--model", "or::a:free", "What is 2 + 2?"])
+        .run(&[
+            "--config",
+            &cfg,
+            "route",
+            "--model",
+            "or::a:free",
+            "What is 2 + 2?",
+        ])
         .ok();
     assert!(r.stdout.trim() == "4", "{}", r.stdout);
 }
@@ -234,7 +321,11 @@ fn discovery_probes_a_few_free_models_a_run_and_route_waits_for_a_pass() {
 #[test]
 fn discovery_is_off_unless_asked() {
     let env = Env::new();
-    let fake = lists_fake(&env, &serde_json::json!([{"id": "ok"}, {"id": "x:free"}]), &[]);
+    let fake = lists_fake(
+        &env,
+        &serde_json::json!([{"id": "ok"}, {"id": "x:free"}]),
+        &[],
+    );
     let cfg = config(&env, &[fake.provider("p", "openai", &["ok"], "")]);
     check(&env, &cfg, &[]).ok();
     assert!(!fake.seen().iter().any(|s| s.model() == "x:free"));
@@ -243,7 +334,11 @@ fn discovery_is_off_unless_asked() {
 #[test]
 fn write_adds_models_keeping_comments_and_refuses_a_broken_file() {
     let mut env = Env::new();
-    let fake = lists_fake(&env, &serde_json::json!([{"id": "ok"}, {"id": "n1:free"}, {"id": "n2"}]), &[]);
+    let fake = lists_fake(
+        &env,
+        &serde_json::json!([{"id": "ok"}, {"id": "n1:free"}, {"id": "n2"}]),
+        &[],
+    );
     env.env("GROQ_API_KEY", "test-key-not-real");
     let text = format!(
         "# my config\n[defaults]\nspacing_secs = 0 # fast\n\n# groq through the fake\n[[providers]]\nname = \"groq\"\nbase_url = \"{}/v1\"\n",
@@ -252,9 +347,22 @@ fn write_adds_models_keeping_comments_and_refuses_a_broken_file() {
     let cfg = env.write("llmprobe.toml", &text);
     let cfg = cfg.to_str().unwrap();
     let r = env
-        .run(&["--config", cfg, "models", "--provider", "groq", "--write", "--add", "groq::n2"])
+        .run(&[
+            "--config",
+            cfg,
+            "models",
+            "--provider",
+            "groq",
+            "--write",
+            "--add",
+            "groq::n2",
+        ])
         .ok();
-    assert!(r.stdout.contains("groq: added n2 to models_add"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("groq: added n2 to models_add"),
+        "{}",
+        r.stdout
+    );
     let after = std::fs::read_to_string(cfg).unwrap();
     assert!(after.starts_with(&text), "only added lines:\n{after}");
     assert!(after.contains("models_add = [\"n2\"]"), "{after}");
@@ -262,12 +370,27 @@ fn write_adds_models_keeping_comments_and_refuses_a_broken_file() {
     // The embedded models stay, and n2 joins them.
     let r = env.run(&["--config", cfg, "providers", "--json"]).ok();
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
-    let groq = v["providers"].as_array().unwrap().iter().find(|p| p["provider"] == "groq").unwrap();
+    let groq = v["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["provider"] == "groq")
+        .unwrap();
     let models = strs(&groq["models"]);
-    assert!(models.len() > 1 && models.last().unwrap() == "n2", "{models:?}");
+    assert!(
+        models.len() > 1 && models.last().unwrap() == "n2",
+        "{models:?}"
+    );
     // --add-new-free takes the free ones only.
-    env.run(&["--config", cfg, "models", "--write", "--add-new-free", "groq"])
-        .ok();
+    env.run(&[
+        "--config",
+        cfg,
+        "models",
+        "--write",
+        "--add-new-free",
+        "groq",
+    ])
+    .ok();
     let after = std::fs::read_to_string(cfg).unwrap();
     assert!(after.contains("\"n1:free\""), "{after}");
     // A file that cannot be parsed is refused and left byte for byte.
@@ -287,7 +410,13 @@ fn models_offline_is_exit_6_and_writes_nothing() {
     env.env("HTTP_PROXY", &dead).env("HTTPS_PROXY", &dead);
     let cfg = config(
         &env,
-        &[provider_toml("far", "openai", "https://far.example/v1", &["m"], "")],
+        &[provider_toml(
+            "far",
+            "openai",
+            "https://far.example/v1",
+            &["m"],
+            "",
+        )],
     );
     let r = env.run(&["--config", &cfg, "models"]).code(6);
     assert!(r.stderr.contains("offline"), "{}", r.stderr);

@@ -337,7 +337,15 @@ fn model(o: &mut String, page: &Page, m: &ModelPage) {
         m.state,
         m.state
     );
-    if m.state != ModelState::Active {
+    if let Some(day) = &m.retired {
+        // Apart from a model disabled for failing: its provider no longer
+        // lists it.
+        let _ = write!(
+            o,
+            ": <span class=\"retired\">retired by the provider (unlisted since {})</span>",
+            esc(day)
+        );
+    } else if m.state != ModelState::Active {
         if let Some(r) = &m.reason {
             let _ = write!(o, ": {}", esc(r));
         }

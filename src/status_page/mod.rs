@@ -144,6 +144,9 @@ pub struct ModelPage {
     /// Its probe budget's cadence, when less often than every run:
     /// "probed every 12h: 20 requests/day, probes use 2".
     pub cadence: Option<String>,
+    /// Its provider retired it ([`crate::state::RETIRED`]): since when its
+    /// list lacked it (a date).
+    pub retired: Option<String>,
 }
 
 /// Read the log once and build the page.
@@ -350,7 +353,12 @@ fn model_page(i: &Inputs<'_>, provider: &str, model: &str, last: Option<LastProb
             .count();
         crate::usage::budget::by_catalog(p, model, probed).cadence_words()
     });
+    let retired = entry
+        .filter(|e| e.retired())
+        .map(|e| e.missing_since().unwrap_or_default().to_string())
+        .filter(|d| !i.public || chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").is_ok());
     ModelPage {
+        retired,
         name: model.to_string(),
         state,
         reason,

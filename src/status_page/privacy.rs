@@ -31,6 +31,7 @@ pub fn known_word(s: &str) -> bool {
     use strum::IntoEnumIterator;
     s == UNREACHABLE
         || s == REPEATED_FAILURES
+        || s == crate::state::RETIRED
         || FailureType::iter().any(|f| f.as_str() == s)
         || ErrorClass::iter().any(|c| <&str>::from(c) == s)
 }

@@ -172,6 +172,7 @@ fn names_are_escaped() {
             window_uptime: None,
             bars: Vec::new(),
             models: vec![ModelPage {
+                retired: None,
                 name: "m<i>".into(),
                 state: ModelState::Paused,
                 reason: Some("a & b".into()),
@@ -233,6 +234,7 @@ fn full_page(providers: usize, uptime: f64) -> Page {
                 })
                 .collect(),
             models: vec![ModelPage {
+                retired: None,
                 name: format!("meta-llama/llama-3.3-70b-instruct-turbo-{p:02}:free"),
                 state: ModelState::Paused,
                 reason: Some(
