@@ -311,7 +311,8 @@ pub struct ProvidersArgs {
 /// and never freezes them), else to the provider's `models`. The file is
 /// replaced atomically, the old one kept as llmprobe.toml.bak; a file that
 /// cannot be parsed is left as it is. Without a config file, one is created
-/// where the config lookup finds it first (./llmprobe.toml).
+/// where the config lookup finds it from any directory: the user config
+/// directory's llmprobe/llmprobe.toml (or --config's path).
 #[derive(Debug, Default, Args)]
 #[command(after_help = "\
 Examples:
@@ -319,8 +320,7 @@ Examples:
   llmprobe models --provider openrouter --new   what openrouter added
   llmprobe models --gone                        catalog models no list carries
   llmprobe models --refresh --json              read every list now, as JSON
-  llmprobe models --write --add groq::qwen/qwen3-32b
-                                                adopt one model in llmprobe.toml
+  llmprobe models --write --add PROVIDER::MODEL  adopt a model `--new` showed
   llmprobe models --write --add-new-free openrouter
                                                 adopt every new free model
 

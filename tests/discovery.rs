@@ -100,10 +100,10 @@ fn models_shows_new_gone_and_listed_in_every_dialect() {
         "plain OpenAI gives no price"
     );
     // Every page was followed: Anthropic and Gemini page at 2.
-    let seen = fake.seen();
+    let seen = fake.lists_seen();
     let pages = |d: &str| {
         seen.iter()
-            .filter(|s| s.path.ends_with("/models") && s.dialect.as_deref() == Some(d))
+            .filter(|s| s.dialect.as_deref() == Some(d))
             .count()
     };
     assert!(pages("anthropic") >= 2, "{seen:?}");

@@ -73,9 +73,10 @@ fn twenty_requests_a_day_give_two_basic_probes_twelve_hours_apart() {
 
 #[test]
 fn a_daily_cap_is_shared_by_every_probe_of_the_provider_and_new_models_wait() {
-    // 20 a day for the whole provider: probes may use 2, whichever model;
-    // models never probed only the first of them.
-    let (env, fake, cfg) = budgeted(&["a", "b", "c"], "daily_cap = 20");
+    // 40 a day for the whole provider: probes may use 4, whichever model
+    // (the day's model-list fetch counts too, as every request to the
+    // provider does); models never probed only half of them.
+    let (env, fake, cfg) = budgeted(&["a", "b", "c"], "daily_cap = 40");
     let models = |from: usize| -> Vec<String> {
         fake.seen()[from..]
             .iter()
@@ -87,7 +88,7 @@ fn a_daily_cap_is_shared_by_every_probe_of_the_provider_and_new_models_wait() {
     for (i, m) in ["p::b", "p::c"].iter().enumerate() {
         assert_eq!(v["budget"][i]["model"], *m, "{v}");
         assert_eq!(
-            v["budget"][i]["why"], "daily_cap 1 of 20 used today, models never probed may use 1",
+            v["budget"][i]["why"], "daily_cap 2 of 40 used today, models never probed may use 2",
             "{v}"
         );
     }
@@ -98,7 +99,7 @@ fn a_daily_cap_is_shared_by_every_probe_of_the_provider_and_new_models_wait() {
     assert_eq!(models(1), ["a"]);
     assert!(
         r.stdout
-            .contains("budget: daily_cap 1 of 20 used today, models never probed may use 1"),
+            .contains("budget: daily_cap 2 of 40 used today, models never probed may use 2"),
         "{}",
         r.stdout
     );
@@ -150,7 +151,8 @@ fn a_running_router_sees_a_checks_probes_and_neither_loses_the_others_counts() {
     for want in [
         "llmprobe_route_limit_used{provider=\"p\",scope=\"p::m\",kind=\"rpd\"} 2",
         "llmprobe_route_limit_used_by_probes{provider=\"p\",scope=\"p::m\",kind=\"rpd\"} 1",
-        "llmprobe_route_probe_requests_today{provider=\"p\"} 1",
+        // The probe, and check's fetch of the provider's model list.
+        "llmprobe_route_probe_requests_today{provider=\"p\"} 2",
     ] {
         assert!(metrics.contains(want), "{want} not in:\n{metrics}");
     }

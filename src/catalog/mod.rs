@@ -971,7 +971,7 @@ impl Catalog {
                     .or(ours.list_every_secs)
                     .unwrap_or(86_400.0),
                 bounds::LIST_EVERY_SECS,
-                true,
+                false,
                 "defaults.list_every_secs",
                 &origin,
             )?,
@@ -1392,7 +1392,7 @@ impl ProviderTable {
             ));
         }
         let list_every = match t.list_every_secs {
-            Some(v) => bounded_secs(v, bounds::LIST_EVERY_SECS, true)
+            Some(v) => bounded_secs(v, bounds::LIST_EVERY_SECS, false)
                 .map_err(|why| bad(format!("list_every_secs {why}")))?,
             None => d.list_every,
         };

@@ -80,7 +80,7 @@ pub struct Written {
 fn record_listed(lists: &mut ModelLists, run: &Lists, key: &str, p: &Probed) {
     let at = crate::time::parse_ts(&p.entry.ts)
         .and_then(|t| chrono::DateTime::from_timestamp(t, 0))
-        .unwrap_or_else(chrono::Utc::now);
+        .unwrap_or_else(|| crate::clock::Clock::from_env().now());
     if run.probation.contains(key) {
         let Some(d) = lists.discovered.get_mut(key) else {
             return;
@@ -88,6 +88,8 @@ fn record_listed(lists: &mut ModelLists, run: &Lists, key: &str, p: &Probed) {
         d.probed_at = Some(at);
         match p.verdict {
             Verdict::Pass => d.status = Probation::Passed,
+            // The key refused: says nothing of the model.
+            Verdict::Hard(_) if matches!(p.entry.status, Some(401 | 403)) => {}
             Verdict::Hard(_) => {
                 d.status = Probation::Dropped;
                 d.why = Some(
@@ -243,7 +245,7 @@ impl Writer {
             if !listed.is_empty() {
                 // A model list cache that cannot be read is left as it is:
                 // these probes then count as the catalog's own.
-                let now = chrono::Utc::now();
+                let now = crate::clock::Clock::from_env().now();
                 if let Err(e) = ModelLists::update_locked(&self.stats_dir, now, &lock, |lists| {
                     for (p, key) in &listed {
                         record_listed(lists, &self.lists, key, p);

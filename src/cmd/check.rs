@@ -162,7 +162,14 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
     if a.paused && !retain_due(s, &mut plan, &states, &clock)? {
         return Ok(Ran::NotDue);
     }
-    if plan.lanes.is_empty() {
+    // A provider that discovers may have no model until its list is read
+    // (after the lock): only then is an empty plan final.
+    let discovers = !a.paused
+        && s.catalog
+            .providers
+            .iter()
+            .any(|p| p.discover != crate::catalog::Discover::Off && p.resolve().is_ok());
+    if plan.lanes.is_empty() && !(discovers && !a.dry_run) {
         return Err(plan::nothing_to_probe(&plan));
     }
     // The verdicts are read only when some capability probe may run, so a

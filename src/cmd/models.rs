@@ -53,6 +53,9 @@ struct Skipped {
 
 pub fn run(g: &GlobalArgs, a: ModelsArgs) -> Result<u8> {
     let s = Settings::load(g)?;
+    // Discovered models that passed are the catalog's own by now.
+    let (s, _) =
+        crate::discovery::with_adopted(&s, crate::discovery::For::Route, Clock::from_env().now())?;
     for p in a.provider.iter().chain(&a.add_new_free) {
         if s.catalog.provider(p).is_none() {
             let known: Vec<&str> = s
@@ -214,9 +217,9 @@ fn plain(r: &Report, a: &ModelsArgs) -> String {
     let mut out = String::new();
     let head = match (&r.compared, &r.read_at) {
         (Some(c), Some(at)) => format!(
-            "{}: {} models listed, read {}{}\n",
+            "{}: {} listed, read {}{}\n",
             r.provider,
-            c.listed.len() + c.new.len(),
+            crate::format::count(c.listed.len() + c.new.len(), "model", "models"),
             at,
             if r.fetched_now { "" } else { " (cached)" }
         ),

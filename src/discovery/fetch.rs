@@ -163,10 +163,7 @@ pub fn refresh(
     let stale: Vec<&Resolved> = providers
         .iter()
         .filter(|p| {
-            force
-                || cached
-                    .fresh(&p.provider.name, &p.base_url, p.provider.list_every, now)
-                    .is_none()
+            force || !cached.settled(&p.provider.name, &p.base_url, p.provider.list_every, now)
         })
         .collect();
     let mut got: Vec<(String, Got)> = providers

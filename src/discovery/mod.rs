@@ -219,6 +219,33 @@ impl ModelLists {
         (now < at + every && at <= now + TimeDelta::minutes(5)).then_some(l)
     }
 
+    /// Whether `p`'s list need not be asked for now: fresh, or its last
+    /// attempt within `every` failed in a way that asking again soon would
+    /// not change (no list endpoint, the key refused, not a list).
+    pub fn settled(
+        &self,
+        p: &str,
+        base_url: &str,
+        every: std::time::Duration,
+        now: DateTime<Utc>,
+    ) -> bool {
+        if self.fresh(p, base_url, every, now).is_some() {
+            return true;
+        }
+        let every = TimeDelta::from_std(every).unwrap_or(TimeDelta::MAX);
+        self.lists
+            .get(p)
+            .filter(|l| l.base_url == base_url)
+            .and_then(|l| l.failed.as_ref())
+            .is_some_and(|f| {
+                matches!(
+                    f.kind,
+                    FailKind::NoEndpoint | FailKind::Refused | FailKind::NotAList
+                ) && now < f.at + every
+                    && f.at <= now + TimeDelta::minutes(5)
+            })
+    }
+
     /// `p`'s last list read from `base_url`, however old.
     pub fn cached(&self, p: &str, base_url: &str) -> Option<&ProviderList> {
         self.lists
@@ -494,7 +521,13 @@ pub fn with_adopted(
     {
         return Ok((s.clone(), Adopted::default()));
     }
-    let lists = ModelLists::load(s.stats_dir())?;
+    let lists = match ModelLists::load(s.stats_dir()) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("warning: {e}; no discovered model is used");
+            return Ok((s.clone(), Adopted::default()));
+        }
+    };
     let (catalog, adopted) = adopt(&s.catalog, &lists, who, now);
     let mut out = s.clone();
     out.catalog = catalog;

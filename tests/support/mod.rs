@@ -264,6 +264,8 @@ pub struct Seen {
     pub model: Option<String>,
     #[serde(default)]
     pub auth: bool,
+    #[serde(default)]
+    pub method: String,
     /// The path, without its query.
     #[serde(default)]
     pub path: String,
@@ -278,6 +280,11 @@ pub struct Seen {
 impl Seen {
     pub fn model(&self) -> &str {
         self.model.as_deref().unwrap_or("")
+    }
+
+    /// A request for a provider's model list (`GET …/models`).
+    pub fn is_list(&self) -> bool {
+        self.method == "GET" && self.path.ends_with("/models")
     }
 }
 
@@ -342,8 +349,22 @@ impl Fake {
         provider_toml(name, dialect, &format!("{}{path}", self.url), models, extra)
     }
 
-    /// Every request seen so far, in arrival order.
+    /// Every request seen so far but model-list requests (which `check`
+    /// and `models` send, [`Fake::lists_seen`]), in arrival order.
     pub fn seen(&self) -> Vec<Seen> {
+        self.seen_all()
+            .into_iter()
+            .filter(|s| !s.is_list())
+            .collect()
+    }
+
+    /// The model-list requests seen so far.
+    pub fn lists_seen(&self) -> Vec<Seen> {
+        self.seen_all().into_iter().filter(Seen::is_list).collect()
+    }
+
+    /// Every request seen so far, in arrival order.
+    pub fn seen_all(&self) -> Vec<Seen> {
         let text = std::fs::read_to_string(&self.record).unwrap_or_default();
         text.lines()
             .filter(|l| !l.trim().is_empty())
