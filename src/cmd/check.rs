@@ -169,7 +169,7 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
             .providers
             .iter()
             .any(|p| p.discover != crate::catalog::Discover::Off && p.resolve().is_ok());
-    if plan.lanes.is_empty() && !(discovers && !a.dry_run) {
+    if plan.lanes.is_empty() && (!discovers || a.dry_run) {
         return Err(plan::nothing_to_probe(&plan));
     }
     // The verdicts are read only when some capability probe may run, so a
