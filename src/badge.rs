@@ -48,7 +48,7 @@ pub struct Badge {
 }
 
 impl Badge {
-    /// The badge of `subject` (`groq`, `groq::llama-3.1-8b-instant`) for
+    /// The badge of `subject` (`groq`, `groq::openai/gpt-oss-20b`) for
     /// `metric` over `window`, from its row; `None`, or a row without
     /// probes in the window, is `no data`.
     pub fn of(subject: &str, metric: BadgeMetric, window: &Window, row: Option<&Row>) -> Badge {

@@ -415,7 +415,7 @@ Examples:
   llmprobe rollup --format html --public --output status.html   for publishing
   llmprobe rollup --format badge --provider groq --window 7d --output groq.svg
   llmprobe rollup --format badge --provider groq --metric latency > latency.svg
-  llmprobe rollup --format badge --provider groq --model llama-3.1-8b-instant
+  llmprobe rollup --format badge --provider groq --model openai/gpt-oss-20b
 
 Status icons: ✅ ≥90% uptime, ⚠️ 60–90%, ❌ <60%, — no samples.
 Badges say their figure in words (99.2%, 812 ms, no data) on a colour from
@@ -513,10 +513,10 @@ Examples:
   llmprobe state                                 every model, with its last probe
   llmprobe state --state paused                  only paused models
   llmprobe state --provider groq --json          one provider, as JSON
-  llmprobe state disable groq::llama-3.1-8b-instant --reason \"retired\"
-  llmprobe state enable groq::llama-3.1-8b-instant
+  llmprobe state disable groq::openai/gpt-oss-20b --reason \"retired\"
+  llmprobe state enable groq::openai/gpt-oss-20b
   llmprobe state pause mistral::mistral-small-latest --reason \"quota\"
-  llmprobe state reset groq::llama-3.1-8b-instant  forget one model's state
+  llmprobe state reset groq::openai/gpt-oss-20b   forget one model's state
   llmprobe state reset --all                     forget every state (all active)
 
 Once capabilities have been probed, a CAPABILITIES column shows each
@@ -596,7 +596,7 @@ pub struct StateChange {
 Examples:
   llmprobe route \"What is 2+2?\"                  one answer on stdout; the model used on stderr
   echo \"Summarise: ...\" | llmprobe route          the prompt from stdin
-  llmprobe route --model groq::llama-3.1-8b-instant \"hi\"
+  llmprobe route --model groq::openai/gpt-oss-20b \"hi\"
   llmprobe route --json --system \"Be terse.\" \"hi\"  the OpenAI-style response plus the attempt trail
   llmprobe route --serve                           serve on 127.0.0.1:8080
   llmprobe route --serve --listen 127.0.0.1:9000

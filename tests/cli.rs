@@ -279,7 +279,7 @@ fn every_help_example_runs_as_written() {
         fake.provider(
             "groq",
             "openai",
-            &["llama-3.1-8b-instant"],
+            &["openai/gpt-oss-20b"],
             "api_key_env = \"GROQ_API_KEY\""
         ),
         fake.provider(

@@ -423,3 +423,27 @@ fn models_offline_is_exit_6_and_writes_nothing() {
     assert!(!env.stats().join("model_lists.json").exists());
     assert!(!env.stats().join("probe_usage.json").exists());
 }
+
+#[test]
+fn brief_names_a_deprecated_model_in_use_and_its_successor() {
+    let env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[fake.provider(
+            "p",
+            "openai",
+            &["old", "new", "later"],
+            "[providers.model_info]\n\"old\" = { deprecated = \"2020-01-01\", successor = \"new\" }\n\"later\" = { deprecated = \"2999-01-01\" }",
+        )],
+    );
+    check(&env, &cfg, &[]).ok();
+    let r = env.run(&["--config", &cfg, "brief"]).ok();
+    assert!(
+        r.stdout
+            .contains("deprecated: p::old since 2020-01-01; its successor is p::new"),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("p::later"), "{}", r.stdout);
+}

@@ -104,7 +104,7 @@ impl Machine {
             "llmprobe.toml",
             format!(
                 "[defaults]\nspacing_secs = 0\ntimeout_secs = 10\n\n[route]\nlisten = \"127.0.0.1:0\"\n\n{}\n{}\n{}",
-                point("groq", "openai", "llama-3.1-8b-instant"),
+                point("groq", "openai", "openai/gpt-oss-20b"),
                 point("gemini", "gemini", "gemini-2.5-flash-lite"),
                 point("openrouter", "openai", "meta-llama/llama-3.3-70b-instruct:free"),
             ) + "\n# Works without a key: would be probed on the internet.\n[[providers]]\nname = \"pollinations\"\nenabled = false\n",

@@ -11,7 +11,7 @@ use std::ops::RangeInclusive;
 use std::path::Path;
 use std::time::Duration;
 
-use chrono::NaiveTime;
+use chrono::{NaiveDate, NaiveTime};
 use serde::Deserialize;
 
 use crate::error::{ConfigError, Error, Result};
@@ -87,6 +87,8 @@ pub mod key;
 mod route;
 pub use key::ModelKey;
 pub use route::DEGRADED_MIN_PROVIDERS;
+#[cfg(test)]
+mod registry;
 #[cfg(test)]
 mod same_as_before;
 
@@ -251,8 +253,7 @@ impl Limits {
 /// the longest prompt it holds and the most it writes in one reply. A
 /// request over the window is not sent there (`skip:context`), and a
 /// `max_tokens` over the cap is lowered to it (docs/routing.md).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ModelInfo {
     /// Tokens of prompt (and reply) the model holds.
     pub context_window: Option<u64>,
@@ -262,18 +263,88 @@ pub struct ModelInfo {
     /// "json", "vision"]`); none when unset, unless `check --capabilities
     /// all`.
     pub capabilities: Option<crate::outcome::CapSet>,
+    /// The day the provider retires the model (`deprecated =
+    /// "YYYY-MM-DD"`), as a registry or the provider announces it.
+    pub deprecated: Option<NaiveDate>,
+    /// The model that replaces it (`successor = "model-id"`), by its id at
+    /// the same provider.
+    pub successor: Option<String>,
 }
 
-impl ModelInfo {
-    fn zero_field(&self) -> Option<&'static str> {
+/// One `model_info` entry as serde reads it; [`ModelInfoTable::validate`]
+/// makes the [`ModelInfo`]. The fields' order is the order toml's
+/// "expected one of" lists them in.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelInfoTable {
+    context_window: Option<u64>,
+    max_output_tokens: Option<u32>,
+    capabilities: Option<crate::outcome::CapSet>,
+    /// Read as any value (a string, or a TOML date written bare) so that
+    /// a bad one is reported with the provider's and the model's names,
+    /// which toml's own error would not give.
+    deprecated: Option<toml::Value>,
+    successor: Option<String>,
+}
+
+impl ModelInfoTable {
+    /// The checks serde cannot make; an error names the field, for the
+    /// caller to prefix with the provider and `model_info."model"`.
+    fn validate(&self, model: &str) -> std::result::Result<ModelInfo, String> {
         if self.context_window == Some(0) {
-            Some("context_window")
-        } else if self.max_output_tokens == Some(0) {
-            Some("max_output_tokens")
-        } else {
-            None
+            return Err("context_window is 0: remove it when it is not known".into());
         }
+        if self.max_output_tokens == Some(0) {
+            return Err("max_output_tokens is 0: remove it when it is not known".into());
+        }
+        let deprecated = match &self.deprecated {
+            None => None,
+            Some(toml::Value::String(s)) => {
+                Some(parse_model_date(s).map_err(|why| format!("deprecated {why}"))?)
+            }
+            // `deprecated = 2027-01-14`, a TOML local date, is the same day.
+            Some(toml::Value::Datetime(d)) if d.time.is_none() && d.offset.is_none() => {
+                Some(parse_model_date(&d.to_string()).map_err(|why| format!("deprecated {why}"))?)
+            }
+            Some(other) => {
+                return Err(format!(
+                    "deprecated {other} is not a date written YYYY-MM-DD, such as \"2027-01-14\""
+                ));
+            }
+        };
+        if let Some(s) = &self.successor {
+            if s.trim().is_empty() {
+                return Err("successor is empty: name the model that replaces it".into());
+            }
+            if s == model {
+                return Err(format!("successor {s:?} is the model itself"));
+            }
+        }
+        Ok(ModelInfo {
+            context_window: self.context_window,
+            max_output_tokens: self.max_output_tokens,
+            capabilities: self.capabilities,
+            deprecated,
+            successor: self.successor.clone(),
+        })
     }
+}
+
+/// A calendar day written `YYYY-MM-DD` (`model_info`'s `deprecated`); the
+/// error quotes the value and says what was expected.
+pub fn parse_model_date(s: &str) -> std::result::Result<NaiveDate, String> {
+    let bad = || format!("{s:?} is not a date written YYYY-MM-DD, such as \"2027-01-14\"");
+    let b = s.as_bytes();
+    let shaped = b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit());
+    if !shaped {
+        return Err(bad());
+    }
+    NaiveDate::parse_from_str(s, "%Y-%m-%d").map_err(|_| bad())
 }
 
 /// `day_reset = "HH:MM"`: the UTC time of day a provider's daily windows
@@ -344,7 +415,7 @@ struct ProviderTable {
     #[serde(default)]
     model_limits: BTreeMap<String, Limits>,
     #[serde(default)]
-    model_info: BTreeMap<String, ModelInfo>,
+    model_info: BTreeMap<String, ModelInfoTable>,
     #[serde(default)]
     key_limits: Limits,
     daily_cap: Option<u64>,
@@ -1182,7 +1253,7 @@ pub fn model_key(provider: &str, model: &str) -> String {
 impl Provider {
     /// What the catalog knows of `model` (nothing, when it documents none).
     pub fn info(&self, model: &str) -> ModelInfo {
-        self.model_info.get(model).copied().unwrap_or_default()
+        self.model_info.get(model).cloned().unwrap_or_default()
     }
 
     /// Read the environment: fill the URL and find the key.
@@ -1439,17 +1510,17 @@ impl ProviderTable {
                 return Err(zero(format!("model_limits.{model:?}.{f}")));
             }
         }
+        let mut model_info = BTreeMap::new();
         for (model, i) in &t.model_info {
             if !models.contains(model) {
                 return Err(bad(format!(
                     "model_info names {model:?}, which is not in `models`"
                 )));
             }
-            if let Some(f) = i.zero_field() {
-                return Err(bad(format!(
-                    "model_info.{model:?}.{f} is 0: remove it when it is not known"
-                )));
-            }
+            let info = i
+                .validate(model)
+                .map_err(|why| bad(format!("model_info.{model:?}.{why}")))?;
+            model_info.insert(model.clone(), info);
         }
         let probe_share = match t.probe_share {
             Some(v) => share(v).map_err(|why| bad(format!("probe_share {why}")))?,
@@ -1497,7 +1568,7 @@ impl ProviderTable {
             priority: t.priority,
             limits: t.limits,
             model_limits: t.model_limits,
-            model_info: t.model_info,
+            model_info,
             key_limits: t.key_limits,
             daily_cap: t.daily_cap,
             capabilities: t.capabilities,
@@ -1545,13 +1616,15 @@ mod tests {
             "openrouter",
             "pollinations",
             "sambanova",
-            "github",
             "nvidia",
             "together",
         ] {
             let p = c.provider(name).unwrap_or_else(|| panic!("{name} missing"));
             assert!(!p.models.is_empty());
         }
+        // GitHub Models, which the old tool had, was retired on 2026-07-30
+        // (github.blog/changelog/2026-07-30-github-models-is-now-retired).
+        assert!(c.provider("github").is_none());
         assert_eq!(c.defaults.spacing, Duration::from_secs(90));
     }
 
@@ -1913,7 +1986,7 @@ mod tests {
             daily_cap = 5000
             day_reset = "07:30"
             [providers.model_limits]
-            "llama-3.1-8b-instant" = { rpm = 5 }
+            "openai/gpt-oss-20b" = { rpm = 5 }
             "#,
             "t.toml",
         )
@@ -1922,7 +1995,7 @@ mod tests {
         assert_eq!(groq.limits.rpm, Some(30));
         // The user's model_limits replace the embedded map as a whole.
         assert_eq!(
-            groq.model_limits["llama-3.1-8b-instant"],
+            groq.model_limits["openai/gpt-oss-20b"],
             Limits {
                 rpm: Some(5),
                 ..Limits::default()
@@ -1941,14 +2014,14 @@ mod tests {
     #[test]
     fn trimming_models_keeps_the_limits_of_those_left() {
         let c = Catalog::from_toml_str(
-            "[[providers]]\nname = \"groq\"\nmodels = [\"llama-3.3-70b-versatile\", \"new\"]\n",
+            "[[providers]]\nname = \"groq\"\nmodels = [\"openai/gpt-oss-120b\", \"new\"]\n",
             "t.toml",
         )
         .unwrap();
         let groq = c.provider("groq").unwrap();
         assert_eq!(
             groq.model_limits.keys().collect::<Vec<_>>(),
-            ["llama-3.3-70b-versatile"]
+            ["openai/gpt-oss-120b"]
         );
     }
 
@@ -1987,6 +2060,112 @@ mod tests {
             let e = err(&format!("day_reset = {bad}"));
             assert!(e.contains("day_reset") && e.contains("HH:MM"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_model_date_is_a_calendar_day_written_yyyy_mm_dd() {
+        assert_eq!(
+            parse_model_date("2027-01-14"),
+            Ok(NaiveDate::from_ymd_opt(2027, 1, 14).unwrap())
+        );
+        assert_eq!(
+            parse_model_date("2028-02-29"),
+            Ok(NaiveDate::from_ymd_opt(2028, 2, 29).unwrap())
+        );
+        for bad in [
+            "",
+            "2027-1-14",
+            "2027-01-4",
+            "27-01-14",
+            "2027/01/14",
+            "2027-13-01",
+            "2027-02-30",
+            "2027-01-14T00:00:00Z",
+            " 2027-01-14",
+            "+027-01-14",
+            "2027-01-1a",
+        ] {
+            let e = parse_model_date(bad).unwrap_err();
+            assert_eq!(
+                e,
+                format!("{bad:?} is not a date written YYYY-MM-DD, such as \"2027-01-14\""),
+            );
+        }
+    }
+
+    #[test]
+    fn deprecated_and_successor_are_read_and_their_errors_named() {
+        let c = Catalog::from_toml_str(
+            "[[providers]]\nname = \"openai\"\nmodel_info = { \"gpt-4o-mini\" = \
+             { deprecated = \"2027-01-14\", successor = \"gpt-5.4-mini\" } }\n",
+            "t.toml",
+        )
+        .unwrap();
+        let info = c.provider("openai").unwrap().info("gpt-4o-mini");
+        assert_eq!(info.deprecated, NaiveDate::from_ymd_opt(2027, 1, 14));
+        assert_eq!(info.successor.as_deref(), Some("gpt-5.4-mini"));
+        // The embedded catalog fills them where the registry gives a date.
+        let embedded = Catalog::embedded()
+            .provider("openai")
+            .unwrap()
+            .info("gpt-4o-mini");
+        assert_eq!(embedded.deprecated, NaiveDate::from_ymd_opt(2027, 1, 14));
+        let err = |entry: &str| {
+            Catalog::from_toml_str(
+                &format!(
+                    "[[providers]]\nname = \"openai\"\nmodel_info = {{ \"gpt-4o-mini\" = {{ {entry} }} }}\n"
+                ),
+                "t.toml",
+            )
+            .unwrap_err()
+            .to_string()
+        };
+        assert_eq!(
+            err("deprecated = \"2027-13-01\""),
+            "invalid config t.toml: provider \"openai\": model_info.\"gpt-4o-mini\".deprecated \
+             \"2027-13-01\" is not a date written YYYY-MM-DD, such as \"2027-01-14\""
+        );
+        assert_eq!(
+            err("successor = \" \""),
+            "invalid config t.toml: provider \"openai\": model_info.\"gpt-4o-mini\".successor \
+             is empty: name the model that replaces it"
+        );
+        assert_eq!(
+            err("successor = \"gpt-4o-mini\""),
+            "invalid config t.toml: provider \"openai\": model_info.\"gpt-4o-mini\".successor \
+             \"gpt-4o-mini\" is the model itself"
+        );
+        // A TOML date written bare is the same day; a time or a number is not.
+        let c = Catalog::from_toml_str(
+            "[[providers]]\nname = \"openai\"\nmodel_info = { \"gpt-4o-mini\" = { deprecated = 2027-01-14 } }\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.provider("openai").unwrap().info("gpt-4o-mini").deprecated,
+            NaiveDate::from_ymd_opt(2027, 1, 14)
+        );
+        assert_eq!(
+            err("deprecated = 2027-01-14T00:00:00Z"),
+            "invalid config t.toml: provider \"openai\": model_info.\"gpt-4o-mini\".deprecated \
+             \"2027-01-14T00:00:00Z\" is not a date written YYYY-MM-DD, such as \"2027-01-14\""
+        );
+        assert_eq!(
+            err("deprecated = 20270114"),
+            "invalid config t.toml: provider \"openai\": model_info.\"gpt-4o-mini\".deprecated \
+             20270114 is not a date written YYYY-MM-DD, such as \"2027-01-14\""
+        );
+        // The other model_info errors keep their wording.
+        assert_eq!(
+            err("context_window = 0"),
+            "invalid config t.toml: provider \"openai\": model_info.\"gpt-4o-mini\".context_window \
+             is 0: remove it when it is not known"
+        );
+        let e = err("deprecation = \"2027-01-14\"");
+        assert!(
+            e.contains("unknown field `deprecation`") && e.contains("`deprecated`, `successor`"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -191,6 +191,44 @@ fn budget_lines(
 /// in the last day and how many of those are still on probation
 /// (docs/discovery.md). A cache that cannot be read costs the notes.
 fn catalog_notes(s: &Settings, now: chrono::DateTime<chrono::Utc>) -> Vec<String> {
+    let mut notes = deprecation_notes(s, now);
+    notes.extend(discovery_notes(s, now));
+    notes
+}
+
+/// A week before a model in use (its provider's key set) is deprecated
+/// (`model_info`'s `deprecated`), and after, by the wall clock: the day,
+/// and its `successor` where the catalog names one.
+fn deprecation_notes(s: &Settings, now: chrono::DateTime<chrono::Utc>) -> Vec<String> {
+    let today = now.date_naive();
+    let mut out = Vec::new();
+    for p in s.catalog.providers.iter().filter(|p| p.resolve().is_ok()) {
+        for m in &p.models {
+            let info = p.info(m);
+            let Some(day) = info.deprecated else {
+                continue;
+            };
+            let left = (day - today).num_days();
+            let then = match &info.successor {
+                Some(next) => format!("; its successor is {}::{next}", p.name),
+                None => String::new(),
+            };
+            let key = crate::catalog::model_key(&p.name, m);
+            if left < 0 {
+                out.push(format!("deprecated: {key} since {day}{then}"));
+            } else if left <= 7 {
+                out.push(format!(
+                    "deprecated soon: {key} on {day} ({}){then}",
+                    crate::format::count(left as usize, "day left", "days left")
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// What discovery found, per provider.
+fn discovery_notes(s: &Settings, now: chrono::DateTime<chrono::Utc>) -> Vec<String> {
     use crate::discovery::{ModelLists, Probation};
     let lists = match ModelLists::load(s.stats_dir()) {
         Ok(l) => l,

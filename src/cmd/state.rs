@@ -649,8 +649,8 @@ mod tests {
         let f: crate::capabilities::Findings = serde_json::from_str(findings).unwrap();
         let info = crate::catalog::ModelInfo {
             context_window: window,
-            max_output_tokens: None,
             capabilities: Some(crate::capabilities::CapSet::all()),
+            ..Default::default()
         };
         ModelCaps::of(key, info, &f, &Default::default(), now())
     }

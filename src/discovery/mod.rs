@@ -359,6 +359,8 @@ fn hints(l: &Listed) -> ModelInfo {
         context_window: l.context_window.filter(|n| *n > 0),
         max_output_tokens: l.max_output_tokens.filter(|n| *n > 0),
         capabilities: (!l.capabilities.is_empty()).then_some(l.capabilities),
+        deprecated: l.deprecated,
+        successor: None,
     }
 }
 

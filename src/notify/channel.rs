@@ -248,7 +248,7 @@ fn is_resolution(msg: &Message) -> bool {
     !msg.changes.is_empty() && msg.changes.iter().all(|c| c.kind.is_recovery())
 }
 
-/// A short title a phone shows whole: `groq::llama-3.1-8b-instant paused`,
+/// A short title a phone shows whole: `groq::openai/gpt-oss-20b paused`,
 /// `Resolved: groq up`, `2 models down, 1 recovered`.
 pub fn title(msg: &Message) -> String {
     if msg.test {

@@ -114,7 +114,7 @@ pub struct Change {
 }
 
 impl Change {
-    /// `groq::llama-3.1-8b-instant`, or `groq` for a provider-wide change;
+    /// `groq::openai/gpt-oss-20b`, or `groq` for a provider-wide change;
     /// `groq#0:3f9a1c2e` for one key (`groq#0:3f9a1c2e::m`: its use of one
     /// model); `route` for a route-wide change.
     pub fn subject(&self) -> String {

@@ -214,7 +214,7 @@ mod tests {
         ModelInfo {
             context_window: window,
             capabilities: (!caps.is_empty()).then(|| caps.iter().copied().collect()),
-            max_output_tokens: None,
+            ..ModelInfo::default()
         }
     }
 

@@ -1,7 +1,7 @@
 //! Which models a request may go to, in which order.
 //!
 //! - `auto` (or no model): every active model;
-//! - a plain id (`llama-3.1-8b-instant`): every active provider serving it;
+//! - a plain id (`openai/gpt-oss-120b`, at groq and together): every active provider serving it;
 //! - `provider::model`: that one model (fallback only across its keys);
 //! - an alias from `[aliases]`: its models, in the order written.
 //!

@@ -1476,20 +1476,20 @@ mod tests {
         )
         .unwrap();
         let groq = c.provider("groq").unwrap();
-        let e = effective(groq, "llama-3.3-70b-versatile");
+        let e = effective(groq, "openai/gpt-oss-20b");
         assert_eq!(
             e.model,
             Limits {
                 rpm: Some(30),
                 rpd: Some(1000),
-                tpm: Some(12000),
-                tpd: Some(100000)
+                tpm: Some(8000),
+                tpd: Some(200000)
             }
         );
         assert_eq!(e.key.rpd, Some(20000));
         assert_eq!(e.daily_cap, Some(30000));
         assert_eq!(effective(groq, "unlisted").model.rpd, None);
-        let gemini = effective(c.provider("gemini").unwrap(), "gemini-2.5-flash");
+        let gemini = effective(c.provider("gemini").unwrap(), "gemini-3.5-flash");
         assert_eq!(gemini.day_reset, NaiveTime::from_hms_opt(8, 0, 0).unwrap());
         assert!(effective(c.provider("openai").unwrap(), "gpt-4o-mini").is_empty());
     }

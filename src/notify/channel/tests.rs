@@ -359,7 +359,7 @@ fn the_documented_json_bodies_are_what_is_sent() {
         .map(|b| serde_json::from_str(b.split("```").next().unwrap()).unwrap())
         .collect();
     assert_eq!(blocks.len(), 4);
-    let model = "llama-3.1-8b-instant";
+    let model = "openai/gpt-oss-20b";
     let alert = Message {
         at: at(10),
         changes: vec![Change {
