@@ -136,19 +136,21 @@ pub enum RequestsWindow {
     Day,
 }
 
-impl RequestsWindow {
-    /// The field's value, or an error that lists every value it may take.
-    fn from_field(s: &str) -> std::result::Result<RequestsWindow, String> {
-        s.parse().map_err(|_| {
-            let names: Vec<String> = <RequestsWindow as strum::IntoEnumIterator>::iter()
-                .map(|w| format!("{:?}", <&str>::from(w)))
-                .collect();
-            format!(
-                "requests_header_window {s:?} is not a window: use {}",
-                names.join(" or ")
-            )
-        })
-    }
+/// A field whose value is one of `T`'s names, or an error that lists
+/// every value it may take (`what`: "a window", "a choice").
+fn named<T>(field: &str, what: &str, s: &str) -> std::result::Result<T, String>
+where
+    T: std::str::FromStr + strum::IntoEnumIterator + Into<&'static str>,
+{
+    s.parse().map_err(|_| {
+        let names: Vec<String> = T::iter().map(|w| format!("{:?}", w.into())).collect();
+        let (last, rest) = names.split_last().expect("an enum has a name");
+        let list = match rest {
+            [] => last.clone(),
+            _ => format!("{} or {last}", rest.join(", ")),
+        };
+        format!("{field} {s:?} is not {what}: use {list}")
+    })
 }
 
 /// `discover`: which models of a provider's own list `check` adds to its
@@ -176,16 +178,6 @@ pub enum Discover {
 }
 
 impl Discover {
-    /// The field's value, or an error that lists every value it may take.
-    fn from_field(s: &str) -> std::result::Result<Discover, String> {
-        s.parse().map_err(|_| {
-            let names: Vec<String> = <Discover as strum::IntoEnumIterator>::iter()
-                .map(|w| format!("{:?}", <&str>::from(w)))
-                .collect();
-            format!("discover {s:?} is not a choice: use {}", names.join(", "))
-        })
-    }
-
     pub fn as_str(self) -> &'static str {
         self.into()
     }
@@ -1106,6 +1098,17 @@ impl Catalog {
         })
     }
 
+    /// The provider `name`, or an error naming `flag` and every provider.
+    pub fn known_provider(&self, name: &str, flag: &str) -> Result<&Provider> {
+        self.provider(name).ok_or_else(|| {
+            let known: Vec<&str> = self.providers.iter().map(|p| p.name.as_str()).collect();
+            Error::config(format!(
+                "unknown provider \"{name}\" in {flag}; known providers: {}",
+                known.join(", ")
+            ))
+        })
+    }
+
     pub fn provider(&self, name: &str) -> Option<&Provider> {
         self.providers.iter().find(|p| p.name == name)
     }
@@ -1440,7 +1443,7 @@ impl ProviderTable {
             }
         }
         let discover = match &t.discover {
-            Some(s) => Discover::from_field(s).map_err(bad)?,
+            Some(s) => named::<Discover>("discover", "a choice", s).map_err(bad)?,
             None => Discover::Off,
         };
         if let Some(m) = t
@@ -1531,7 +1534,9 @@ impl ProviderTable {
             None => NaiveTime::MIN,
         };
         let requests_header_window = match &t.requests_header_window {
-            Some(s) => RequestsWindow::from_field(s).map_err(bad)?,
+            Some(s) => {
+                named::<RequestsWindow>("requests_header_window", "a window", s).map_err(bad)?
+            }
             None => RequestsWindow::default(),
         };
         let system_messages = match &t.system_messages {

@@ -237,18 +237,7 @@ pub fn plan(
     capabilities: CapabilityProbes,
 ) -> Result<Plan> {
     for p in providers {
-        if s.catalog.provider(p).is_none() {
-            let known: Vec<&str> = s
-                .catalog
-                .providers
-                .iter()
-                .map(|p| p.name.as_str())
-                .collect();
-            return Err(Error::config(format!(
-                "unknown provider \"{p}\" in --provider; known providers: {}",
-                known.join(", ")
-            )));
-        }
+        s.catalog.known_provider(p, "--provider")?;
     }
     let wanted_model = |provider: &str, model: &str| {
         models.is_empty()
