@@ -19,6 +19,11 @@ use crate::usage::Target;
 /// read no further, and counts as not read.
 pub const MAX_PAGES: usize = 50;
 
+/// The longest a list request may take (less where the provider's
+/// `timeout_secs` is less): lists are read before a run's probes, so a
+/// slow list endpoint delays the run's start by this much at most.
+const LIST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A list may be larger than a reply: OpenRouter's is a few MiB.
 const LIST_BODY_CAP: usize = 32 * 1024 * 1024;
 
@@ -58,7 +63,7 @@ pub async fn fetch(
 ) -> Fetched {
     let key = p.first_key().map(|k| &k.secret);
     let redactor = redactor.with(key);
-    let timeout = p.provider.timeout;
+    let timeout = p.provider.timeout.min(LIST_TIMEOUT);
     let fail = |kind: FailKind, why: String| ListFailure {
         at: clock.now(),
         kind,
