@@ -1,6 +1,6 @@
 //! Providers' model lists, as the fake serves them: `GET {prefix}/models`
-//! in each dialect, in the shapes of ../shared/PROVIDERS.md's "Model
-//! lists" (docs/providers.md), paged where the provider pages.
+//! in each dialect, in the shapes docs/discovery.md describes (each
+//! dialect's list endpoint and paging), paged where the provider pages.
 //!
 //! **Which dialect.** The path is the same for all three, so the headers
 //! decide: `x-goog-api-key` or `?key=` is Gemini's, `x-api-key` or
