@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use llmprobe::fsutil::DataLock;
 use llmprobe::healthlog;
-use llmprobe::outcome::{Entry, FailureType, Outcome};
+use llmprobe::outcome::{Entry, FailureType, Outcome, Timing};
 
 fn entry(i: u64) -> Entry {
     let o = Outcome {
@@ -20,6 +20,10 @@ fn entry(i: u64) -> Entry {
         unreachable: false,
         retry_at: None,
         model_gone: false,
+        timing: Timing {
+            ttft_ms: (!i.is_multiple_of(7)).then_some(80 + i % 300),
+            ..Timing::default()
+        },
     };
     Entry::new(
         format!(

@@ -210,6 +210,7 @@ mod tests {
             unreachable: false,
             retry_at: None,
             model_gone: false,
+            timing: Default::default(),
         };
         let entries = [
             Entry::new("2026-12-01T10:00:00Z".into(), "p", "a", &outcome(None)),

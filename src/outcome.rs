@@ -101,6 +101,23 @@ pub struct Outcome {
     /// `model_not_found`): with a fresh list that no longer carries it,
     /// the evidence that retires a model (docs/discovery.md).
     pub model_gone: bool,
+    /// What the stream showed of speed: time to the first content token
+    /// of a streamed answer, and a speed probe's output tokens and rate.
+    /// All `None` for an answer read whole.
+    pub timing: Timing,
+}
+
+/// What a streamed answer showed of speed (docs/formats.md: `ttft_ms`,
+/// `output_tokens`, `tokens_per_s`, each optional in a log entry).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Timing {
+    /// From just before the request was sent to its first content token.
+    pub ttft_ms: Option<u64>,
+    /// The answer's output tokens (the upstream's count, else an estimate):
+    /// speed probes only.
+    pub output_tokens: Option<u64>,
+    /// Output tokens per second after the first token: speed probes only.
+    pub tokens_per_s: Option<f64>,
 }
 
 impl Outcome {
@@ -128,6 +145,11 @@ pub struct Entry {
     pub ok: u8,
     pub latency_ms: u64,
     pub failure_type: &'static str,
+    /// Time to the first content token of a streamed probe, in ms. Absent
+    /// for a probe read whole (a provider that refused to stream, a
+    /// failure before the first token) and in older entries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<u64>,
     /// Which capability a capability probe tested (`tools`, `json`,
     /// `vision`); absent from the health log, whose entries are all basic
     /// probes.
@@ -142,6 +164,13 @@ pub struct Entry {
     /// plain run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<&'static str>,
+    /// A speed probe's output tokens (capability log only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    /// A speed probe's output tokens per second after the first token
+    /// (capability log only), rounded to 0.1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_per_s: Option<f64>,
 }
 
 /// The `source` of a re-probe of a paused model (`route --serve`'s
@@ -157,10 +186,16 @@ impl Entry {
             ok: outcome.ok() as u8,
             latency_ms: outcome.latency_ms,
             failure_type: outcome.failure.map(FailureType::as_str).unwrap_or(""),
+            ttft_ms: outcome.timing.ttft_ms,
             probe: None,
             status: outcome.status,
             error: outcome.error.clone(),
             source: None,
+            output_tokens: outcome.timing.output_tokens,
+            tokens_per_s: outcome
+                .timing
+                .tokens_per_s
+                .map(|r| (r * 10.0).round() / 10.0),
         }
     }
 

@@ -69,6 +69,7 @@ pub async fn exchange(
                     unreachable: false,
                     retry_at: None,
                     model_gone: false,
+                    timing: Default::default(),
                 },
                 error: None,
                 headers: None,

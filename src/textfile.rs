@@ -211,6 +211,7 @@ mod tests {
             unreachable: status.is_none() && failure.is_some(),
             retry_at: None,
             model_gone: false,
+            timing: Default::default(),
         };
         Entry::new("2026-12-01T10:00:00Z".into(), provider, model, &o)
     }

@@ -37,6 +37,9 @@ pub const FINDINGS_FILE: &str = "capabilities.json";
 /// The file name of the capability probes' log, in the stats directory.
 pub const LOG_FILE: &str = "capability_log.json";
 
+/// The speed probe's name in `capabilities.json` and the capability log.
+pub const SPEED: &str = "speed";
+
 /// How long a verdict stands before it is probed again.
 pub const VERDICT_AGE: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 
@@ -122,6 +125,15 @@ pub struct Finding {
     /// decides again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tried: Option<String>,
+    /// The speed probe's figures when it passed: time to the first token
+    /// (ms), output tokens, and output tokens per second after the first
+    /// (docs/formats.md). Absent for every other capability.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_per_s: Option<f64>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -180,6 +192,15 @@ impl Findings {
     /// The finding for `key` (`provider::model`) and `cap`, if any.
     pub fn get(&self, key: &str, cap: Capability) -> Option<&Finding> {
         self.0.get(key)?.get(cap.as_str())
+    }
+
+    /// The latest passing speed probe's finding for `key`, whatever this
+    /// build's capabilities (`"speed"` in the file).
+    pub fn speed(&self, key: &str) -> Option<&Finding> {
+        self.0
+            .get(key)?
+            .get(SPEED)
+            .filter(|f| f.tokens_per_s.is_some())
     }
 
     /// The verdict for `key` and `cap`: `unknown` when there is none.

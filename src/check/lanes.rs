@@ -481,6 +481,7 @@ mod tests {
                 unreachable: model == "down",
                 retry_at: None,
                 model_gone: false,
+                timing: Default::default(),
             }
         }
 
@@ -506,6 +507,7 @@ mod tests {
                     unreachable: false,
                     retry_at: None,
                     model_gone: false,
+                    timing: Default::default(),
                 },
                 decided: Some(if no { Judgement::No } else { Judgement::Yes }),
             }

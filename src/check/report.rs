@@ -441,6 +441,7 @@ mod tests {
             unreachable: false,
             retry_at: None,
             model_gone: false,
+            timing: Default::default(),
         };
         let mut entry = Entry::new("2026-12-01T10:00:05Z".into(), "groq", model, &o);
         entry.probe = Some(c);
@@ -492,6 +493,7 @@ mod tests {
             unreachable: false,
             retry_at: None,
             model_gone: false,
+            timing: Default::default(),
         };
         let r = RunSummary {
             started: String::new(),

@@ -394,6 +394,7 @@ mod tests {
             unreachable,
             retry_at: None,
             model_gone: false,
+            timing: Default::default(),
         };
         Probed {
             entry: Entry::new("2026-12-01T00:00:00Z".into(), provider, "m", &o),
@@ -424,6 +425,7 @@ mod tests {
             unreachable: false,
             retry_at: None,
             model_gone: false,
+            timing: Default::default(),
         };
         let mut entry = Entry::new("2026-12-01T10:00:05Z".into(), "p", model, &o);
         entry.probe = Some(cap);
@@ -477,6 +479,7 @@ mod tests {
             unreachable: false,
             retry_at: Some(wait),
             model_gone: false,
+            timing: Default::default(),
         };
         let ts = "2026-12-01T10:00:00Z";
         w.accept(vec![Probed::basic(ts.into(), "p", "m", &limited, true)])
@@ -523,6 +526,7 @@ mod tests {
                 unreachable: false,
                 retry_at: None,
                 model_gone: false,
+                timing: Default::default(),
             },
             true,
         )])
@@ -540,6 +544,7 @@ mod tests {
             unreachable: false,
             retry_at: None,
             model_gone: false,
+            timing: Default::default(),
         };
         let err = w
             .accept(vec![Probed::basic(

@@ -385,6 +385,7 @@ mod tests {
             unreachable: false,
             retry_at: None,
             model_gone: false,
+            timing: Default::default(),
         };
         Entry::new(
             format!("2026-11-30T00:00:{:02}Z", i % 60),

@@ -59,6 +59,11 @@ pub struct Record<'a> {
     pub probe: &'a str,
     /// Who sent the probe (`reprobe`), `""` for a scheduled `check`.
     pub source: &'a str,
+    /// Time to the first content token of a streamed probe, in ms; `None`
+    /// for a probe read whole and in older entries.
+    pub ttft_ms: Option<f64>,
+    /// A speed probe's output tokens per second (capability log only).
+    pub tokens_per_s: Option<f64>,
 }
 
 impl Record<'_> {
@@ -392,6 +397,8 @@ struct Loose {
     sample_count: Option<Value>,
     probe: Option<Value>,
     source: Option<Value>,
+    ttft_ms: Option<Value>,
+    tokens_per_s: Option<Value>,
 }
 
 /// What one complete element turned out to be.
@@ -465,6 +472,8 @@ fn interpret(l: &Loose) -> Option<Record<'_>> {
         http_status,
         probe: text(&l.probe).unwrap_or(""),
         source: text(&l.source).unwrap_or(""),
+        ttft_ms: num(&l.ttft_ms).filter(|v| *v >= 0.0),
+        tokens_per_s: num(&l.tokens_per_s).filter(|v| *v >= 0.0),
     };
     if l.ok.is_some() {
         r.passed = if num(&l.ok)? >= 1.0 { 1.0 } else { 0.0 };
@@ -495,7 +504,7 @@ fn interpret(l: &Loose) -> Option<Record<'_>> {
 
 /// The fast path: an entry exactly as llmprobe writes it,
 /// `{"ts":"…","provider":"…","model":"…","ok":1,"latency_ms":312,"failure_type":""`
-/// optionally followed by `,"probe":"tools"` (capability log entries only),
+/// optionally followed by `,"ttft_ms":180` (streamed probes), `,"probe":"tools"` (capability log entries only),
 /// `,"status":429`, `,"error":"…"` and `,"source":"reprobe"`, then `}`. A health-log entry pays
 /// one failed compare for the `probe` it never has.
 /// Returns the record and the element's length, or `None` when the element
@@ -521,6 +530,10 @@ pub(crate) fn fast(b: &[u8]) -> Option<(Record<'_>, usize)> {
     let latency = uint(b, &mut p)?;
     lit(b, &mut p, b",\"failure_type\":\"")?;
     let failure = string(b, &mut p)?;
+    let mut ttft_ms = None;
+    if lit(b, &mut p, b",\"ttft_ms\":").is_some() {
+        ttft_ms = Some(uint(b, &mut p)? as f64);
+    }
     let mut probe = "";
     if lit(b, &mut p, b",\"probe\":\"").is_some() {
         probe = string(b, &mut p)?;
@@ -551,6 +564,8 @@ pub(crate) fn fast(b: &[u8]) -> Option<(Record<'_>, usize)> {
         http_status,
         probe,
         source,
+        ttft_ms,
+        tokens_per_s: None,
     };
     if failure == "disabled_skip" {
         r.samples = 0.0;
@@ -705,6 +720,7 @@ mod tests {
             r#"{"ts":"2026-11-30T21:00:00Z","provider":"groq","model":"m","ok":0,"latency_ms":90,"failure_type":"wrong_answer","probe":"json","status":200,"error":"not JSON"}"#,
             r#"{"ts":"2026-11-30T21:00:00Z","provider":"groq","model":"m","ok":0,"latency_ms":90,"failure_type":"rate_limit","status":429,"error":"slow down","source":"reprobe"}"#,
             r#"{"ts":"2026-11-30T21:00:00Z","provider":"groq","model":"m","ok":1,"latency_ms":90,"failure_type":"","source":"reprobe"}"#,
+            r#"{"ts":"2026-11-30T21:00:00Z","provider":"groq","model":"m","ok":1,"latency_ms":900,"failure_type":"","ttft_ms":212}"#,
         ];
         for l in lines {
             let (fast_r, n) = fast(l.as_bytes()).expect(l);
@@ -715,6 +731,7 @@ mod tests {
             });
             assert_eq!(format!("{fast_r:?}"), slow_r, "{l}");
             assert_eq!(fast_r.probe.is_empty(), !l.contains("\"probe\""), "{l}");
+            assert_eq!(fast_r.ttft_ms.is_some(), l.contains("\"ttft_ms\""), "{l}");
             assert_eq!(
                 fast_r.is_reprobe(),
                 l.contains("\"source\":\"reprobe\""),
@@ -728,6 +745,8 @@ mod tests {
             r#"{"ts":"2026-11-30T21:00:00Z","provider":"g","model":"m","ok":1,"latency_ms":3.5,"failure_type":""}"#,
             r#"{"ts":"2026-11-30T21:00:00Z","provider":"g","model":"m","ok":1,"latency_ms":3,"failure_type":"","extra":1}"#,
             r#"{"ts": "2026-11-30T21:00:00Z","provider":"g","model":"m","ok":1,"latency_ms":3,"failure_type":""}"#,
+            // A speed probe's figures: the capability log is small.
+            r#"{"ts":"2026-11-30T21:00:00Z","provider":"g","model":"m","ok":1,"latency_ms":900,"failure_type":"","ttft_ms":212,"probe":"speed","output_tokens":120,"tokens_per_s":171.4}"#,
         ] {
             assert!(fast(l.as_bytes()).is_none(), "{l}");
             let (got, sum) = read_str(&format!("[\n{l}\n]\n")).unwrap();

@@ -278,6 +278,8 @@ mod tests {
             http_status: None,
             probe: "",
             source: "",
+            ttft_ms: None,
+            tokens_per_s: None,
         }
     }
 

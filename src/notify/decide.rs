@@ -424,6 +424,7 @@ mod tests {
             unreachable: false,
             retry_at: None,
             model_gone: false,
+            timing: Default::default(),
         }
     }
 

@@ -435,6 +435,7 @@ mod tests {
             unreachable: false,
             retry_at,
             model_gone: false,
+            timing: Default::default(),
         };
         let said = outcome(Some(
             real - TimeDelta::milliseconds(4) + TimeDelta::seconds(30),

@@ -161,6 +161,7 @@ fn run(disable_after: u32, ops: &[Op]) -> std::result::Result<(), TestCaseError>
                     unreachable,
                     retry_at: None,
                     model_gone: false,
+                    timing: Default::default(),
                 };
                 let retry_at = wait.map(|w| ts(i + 1 + usize::from(w)));
                 transition = states.apply_probe_waiting(

@@ -107,6 +107,8 @@ impl LastProbe {
             http_status: self.http_status,
             probe: "",
             source: "",
+            ttft_ms: None,
+            tokens_per_s: None,
         }
         .result_label()
     }

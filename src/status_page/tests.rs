@@ -17,6 +17,8 @@ fn rec(ts: i64, model: &'static str, samples: f64, passed: f64, latency: f64) ->
         http_status: None,
         probe: "",
         source: "",
+        ttft_ms: None,
+        tokens_per_s: None,
     }
 }
 

@@ -280,6 +280,7 @@ pub fn classify_response(
             unreachable: false,
             retry_at: None,
             model_gone: false,
+            timing: Default::default(),
         },
         error: None,
         headers: Some(resp.headers.clone()),
@@ -296,6 +297,7 @@ fn failed(e: &UpstreamError, latency_ms: u64) -> Outcome {
         unreachable: false,
         retry_at: None,
         model_gone: e.class == ErrorClass::ModelNotFound,
+        timing: Default::default(),
     }
 }
 
@@ -700,6 +702,7 @@ mod tests {
                 unreachable: false,
                 retry_at: None,
                 model_gone: false,
+                timing: Default::default(),
             }
         );
     }
@@ -1037,6 +1040,7 @@ mod tests {
                 unreachable: false,
                 retry_at: None,
                 model_gone: false,
+                timing: Default::default(),
             }
         );
         // A slow upstream is a timeout; a host that cannot be reached is a
