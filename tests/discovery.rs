@@ -445,5 +445,5 @@ fn brief_names_a_deprecated_model_in_use_and_its_successor() {
         "{}",
         r.stdout
     );
-    assert!(!r.stdout.contains("p::later"), "{}", r.stdout);
+    assert!(!r.stdout.contains("deprecated: p::later"), "{}", r.stdout);
 }

@@ -175,14 +175,16 @@ fn rollup_markdown_csv_and_prom() {
     let md = env.run(&["rollup"]).ok().stdout;
     assert!(md.contains("## Provider Health (Last 24h)"), "{md}");
     assert!(
-        md.contains("| **groq** | ⚠️ | 75% | 200ms | 300ms | 4 |"),
+        md.contains("| **groq** | ⚠️ | 75% | — · 75% · 60% | 200ms | 300ms | 4 |"),
         "{md}"
     );
     assert!(
-        md.contains("| **mistral** | ✅ | 100% | 640ms | 640ms | 1 |"),
+        md.contains("| **mistral** | ✅ | 100% | — · 100% · 100% | 640ms | 640ms | 1 |"),
         "{md}"
     );
     assert!(md.contains("✅ ≥90% uptime · ⚠️ 60–90% · ❌ <60%"), "{md}");
+    // No streamed probe in this log: no first-token column.
+    assert!(!md.contains("TTFT") && !md.contains("Tokens/s"), "{md}");
     // Trend: 24 hourly buckets; groq's last bucket with data passed.
     assert!(md.contains("24 buckets of 1h"), "{md}");
     let groq = md.lines().find(|l| l.contains("**groq**")).unwrap();
@@ -195,7 +197,7 @@ fn rollup_markdown_csv_and_prom() {
     let md = env.run(&["rollup", "--no-trend"]).ok().stdout;
     assert!(!md.contains("Trend"), "{md}");
     assert!(
-        md.contains("| **groq** | ⚠️ | 75% | 200ms | 300ms | 4 |\n"),
+        md.contains("| **groq** | ⚠️ | 75% | — · 75% · 60% | 200ms | 300ms | 4 |\n"),
         "{md}"
     );
 
@@ -203,7 +205,7 @@ fn rollup_markdown_csv_and_prom() {
     let mut lines = csv.lines();
     assert_eq!(
         lines.next().unwrap(),
-        "provider,samples,uptime_pct,avg_latency_ms,p95_latency_ms,status,last_probe"
+        "provider,samples,uptime_pct,avg_latency_ms,p95_latency_ms,status,last_probe,uptime_1h_pct,uptime_24h_pct,uptime_7d_pct,median_ttft_ms,tokens_per_s"
     );
     assert!(
         lines.next().unwrap().starts_with("groq,4,75.0,200.0,"),
@@ -256,11 +258,12 @@ fn empty_missing_and_old_logs_say_no_samples() {
         log_of(&[e(50 * H, "groq", "llama-3.1-8b-instant", true, 100, "")]),
     );
     let md = env.run(&["rollup"]).ok().stdout;
+    // The window is empty; the week still holds the old probe.
     assert!(
-        md.contains("| **groq** | — | no samples | — | — | 0 |"),
+        md.contains("| **groq** | — | no samples | — · — · 100% | — | — | 0 |"),
         "{md}"
     );
-    assert!(!md.contains("100%") && !md.contains("NaN"), "{md}");
+    assert!(!md.contains("| 100% |") && !md.contains("NaN"), "{md}");
     let v = json(&env.run(&["rollup", "--format", "json"]).ok().stdout);
     assert!(row(&v, "groq")["uptime"].is_null());
     let prom = env.run(&["rollup", "--format", "prom"]).ok().stdout;
@@ -1457,4 +1460,142 @@ fn next_reprobes_of_pauses_without_a_time_and_with_route_reprobes_off() {
     let v = json(&env.run(&["state", "--json"]).ok().stdout);
     assert!(next(&v, "groq::llama-3.1-8b-instant").is_null(), "{v}");
     assert_eq!(next(&v, "mistral::mistral-large-latest"), retry_at.as_str());
+}
+
+/// An entry of a streamed probe: `e` with its `ttft_ms`.
+fn streamed(secs_ago: i64, provider: &str, model: &str, latency: u64, ttft: u64) -> String {
+    e(secs_ago, provider, model, true, latency, "").replace(
+        r#""failure_type":"""#,
+        &format!(r#""failure_type":"","ttft_ms":{ttft}"#),
+    )
+}
+
+#[test]
+fn every_report_shows_first_token_speed_and_uptime_over_hour_day_and_week() {
+    let mut env = env();
+    env.env("COLUMNS", "200");
+    env.write(
+        "stats/health_log.json",
+        log_of(&[
+            // A week ago: only the 7 d span holds this failure.
+            e(
+                5 * 24 * H,
+                "groq",
+                "llama-3.1-8b-instant",
+                false,
+                0,
+                "timeout",
+            ),
+            streamed(20 * H, "groq", "llama-3.1-8b-instant", 900, 300),
+            streamed(2 * H, "groq", "llama-3.1-8b-instant", 700, 100),
+            // Within the hour: a pass read whole (a provider that does not
+            // stream) has no first token, and a failure.
+            e(1800, "groq", "llama-3.1-8b-instant", true, 500, ""),
+            e(1200, "groq", "llama-3.3-70b-versatile", false, 0, "timeout"),
+            streamed(1500, "mistral", "mistral-small-latest", 640, 210),
+        ]),
+    );
+    env.write(
+        "stats/capabilities.json",
+        r#"{"groq::llama-3.1-8b-instant": {"speed": {"verdict": "yes", "seen": "2026-12-07T10:00:00Z",
+             "ttft_ms": 120, "output_tokens": 180, "tokens_per_s": 240.5}},
+           "groq::llama-3.3-70b-versatile": {"speed": {"verdict": "yes", "seen": "2026-12-07T10:00:00Z",
+             "ttft_ms": 400, "output_tokens": 180, "tokens_per_s": 60.5}}}"#,
+    );
+
+    // rollup: Markdown, JSON, CSV.
+    let md = env.run(&["rollup"]).ok().stdout;
+    assert!(
+        md.contains("| TTFT |") && md.contains("| Tokens/s |"),
+        "{md}"
+    );
+    // groq: 1 h 1 of 2, 24 h 3 of 4, 7 d 3 of 5; first token the median
+    // of 300 and 100 (nearest rank; the whole read has none); tokens/s the median of its
+    // two models' latest speed probes.
+    assert!(
+        md.contains(
+            "| **groq** | ⚠️ | 75% | 50% · 75% · 60% | 100ms | 700ms | 900ms | 151 tok/s | 4 |"
+        ),
+        "{md}"
+    );
+    let v = json(&env.run(&["rollup", "--format", "json"]).ok().stdout);
+    let groq = row(&v, "groq");
+    assert_eq!(groq["uptime_by_span"]["1h"], 0.5);
+    assert_eq!(groq["uptime_by_span"]["24h"], 0.75);
+    assert_eq!(groq["uptime_by_span"]["7d"], 0.6);
+    // From the same log-scale histogram as p95: within 2%.
+    assert!(close(&groq["median_ttft_ms"], 100.0, 2.0), "{groq}");
+    assert_eq!(groq["tokens_per_s"], 150.5);
+    let m = json(
+        &env.run(&["rollup", "--format", "json", "--by", "model"])
+            .ok()
+            .stdout,
+    );
+    let small = m["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["model"] == "llama-3.1-8b-instant")
+        .unwrap();
+    assert_eq!(small["tokens_per_s"], 240.5);
+    assert_eq!(small["uptime_by_span"]["1h"], 1.0);
+    let csv = env.run(&["rollup", "--format", "csv"]).ok().stdout;
+    assert!(
+        csv.lines()
+            .nth(1)
+            .unwrap()
+            .ends_with(",50.0,75.0,60.0,100.5,150.5"),
+        "{csv}"
+    );
+
+    // The status page.
+    let html = env.run(&["rollup", "--format", "html"]).ok().stdout;
+    assert!(html.contains("data-uptime-1h=\"0.5000\""), "{html}");
+    assert!(
+        html.contains("data-ttft-ms=\"101\" data-tokens-per-s=\"151\""),
+        "{html}"
+    );
+    assert!(html.contains("first token 210 ms"), "{html}");
+    assert!(html.contains("first token 101 ms · 241 tokens/s"), "{html}");
+
+    // brief: per provider and per model.
+    let b = json(&env.run(&["brief", "--json"]).ok().stdout);
+    let p = b["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["provider"] == "groq")
+        .unwrap();
+    assert_eq!(p["uptime_by_span"]["7d"], 0.6);
+    assert!(close(&p["median_ttft_ms"], 100.0, 2.0), "{p}");
+    assert_eq!(p["tokens_per_s"], 150.5);
+    let speed = b["model_speed"].as_array().unwrap();
+    let big = speed
+        .iter()
+        .find(|m| m["model"] == "groq::llama-3.3-70b-versatile")
+        .unwrap();
+    assert_eq!(big["uptime_by_span"]["1h"], 0.0);
+    assert!(big["median_ttft_ms"].is_null());
+    assert_eq!(big["tokens_per_s"], 60.5);
+    let text = env.run(&["brief"]).ok().stdout;
+    assert!(text.contains("100ms · 151 tok/s"), "{text}");
+    assert!(text.contains("50% · 75% · 60%"), "{text}");
+    assert!(
+        text.contains("models (uptime over the last hour, day and week"),
+        "{text}"
+    );
+
+    // state.
+    let st = json(&env.run(&["state", "--json"]).ok().stdout);
+    let small = st
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["model"] == "groq::llama-3.1-8b-instant")
+        .unwrap();
+    assert_eq!(small["uptime_by_span"]["24h"], 1.0);
+    assert!(close(&small["median_ttft_ms"], 100.0, 2.0), "{small}");
+    assert_eq!(small["tokens_per_s"], 240.5);
+    let text = env.run(&["state"]).ok().stdout;
+    assert!(text.contains("100ms · 241 tok/s"), "{text}");
 }

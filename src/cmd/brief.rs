@@ -44,11 +44,13 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
         .ok()
         .flatten()
         .and_then(|r| r.newest_probes());
+    // A week at least, for the uptime over the last hour, day and week.
     let since = match carried {
         Some(_) => start,
         None => start.min(now - stale::RECENT_SECS),
-    };
-    let (mut col, skipped) = collect(&log, start, since)?;
+    }
+    .min(now - crate::report::brief::SPANS_BACK);
+    let (mut col, skipped) = collect(&log, start, since, now)?;
     // Two small files, schedule.json and last_run.json: nothing is spawned.
     let schedule = Health::assess(s.stats_dir(), now_at, col.newest);
     let mut newest = std::mem::take(&mut col.latest);
@@ -81,6 +83,7 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
     let (findings, findings_error) = capview::read_findings(&s.capabilities_path());
     brief.capabilities_error = findings_error;
     brief.models = model_lines(s, &findings, &learned, now_at);
+    brief.set_speed(&findings);
     budget_lines(s, &states, &newest, &traffic, now_at, &mut brief)?;
     brief.catalog_notes = catalog_notes(s, now_at);
     brief.warnings = schedule.warnings.clone();

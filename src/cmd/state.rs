@@ -30,6 +30,7 @@ use crate::exit;
 use crate::format::{fmt_minute, fmt_rfc3339};
 use crate::fsutil::DataLock;
 use crate::healthlog::last::last_probes;
+use crate::healthlog::summary::Spans;
 use crate::output;
 use crate::report::capview::{self, ModelCaps};
 use crate::report::nextprobe::NextReprobe;
@@ -74,6 +75,16 @@ struct Row {
     recovered_at: Option<String>,
     in_catalog: bool,
     last_probe: Option<LastProbe>,
+    /// Uptime over the last 1 h, 24 h and 7 d: `{"1h": 1.0, "24h": 0.98,
+    /// "7d": null}`.
+    uptime_by_span: std::collections::BTreeMap<&'static str, Option<f64>>,
+    #[serde(skip)]
+    spans: Spans,
+    /// The median time to first token of its streamed probes that passed
+    /// in the last 24 h.
+    median_ttft_ms: Option<f64>,
+    /// Its latest speed probe's output tokens per second.
+    tokens_per_s: Option<f64>,
     /// A paused model's `next_reprobe` and `retry_at`.
     #[serde(flatten)]
     reprobe: Option<NextReprobe>,
@@ -268,6 +279,10 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
                 recovered_at: e.as_ref().and_then(|e| e.recovered_at.clone()),
                 in_catalog,
                 last_probe: None,
+                uptime_by_span: Default::default(),
+                spans: Spans::default(),
+                median_ttft_ms: None,
+                tokens_per_s: findings.tokens_per_s(&k),
                 reprobe: None,
                 model: k,
             }
@@ -276,7 +291,21 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
         .collect();
     let wanted: Vec<&str> = rows.iter().map(|r| r.model.as_str()).collect();
     let last = last_probes(&s.log_path(), &wanted, None)?;
+    // Uptime over the last hour, day and week, and the day's first token:
+    // a week of the log, read backwards as `brief` reads it.
+    let now_ts = now.timestamp();
+    let (week, _) = crate::report::brief::collect(
+        &s.log_path(),
+        now_ts - 86_400,
+        now_ts - crate::report::brief::SPANS_BACK,
+        now_ts,
+    )?;
     for r in &mut rows {
+        if let Some((spans, ttft)) = week.model_figures(&r.model) {
+            r.spans = spans;
+            r.median_ttft_ms = ttft;
+        }
+        r.uptime_by_span = r.spans.by_span();
         r.last_probe = last.get(&r.model).map(|l| LastProbe {
             ts: fmt_rfc3339(l.ts),
             result: l.result.clone(),
@@ -361,14 +390,20 @@ fn table(rows: &[Row], now: chrono::DateTime<Utc>) -> output::Fitted {
         "SINCE",
         "FAILURES",
         "LAST PROBE",
+        "1H · 24H · 7D",
+        "SPEED",
     ];
     if caps {
         header.push("CAPABILITIES");
     }
     let mut t = output::table(&header);
-    // On a narrow terminal: the failure count, then since when, go first;
-    // with capabilities, then the reason.
-    t.optional(if caps { &[4, 3, 2] } else { &[4, 3] });
+    // On a narrow terminal: the speed, the spans, the failure count, then
+    // since when, go first; with capabilities, then the reason.
+    t.optional(if caps {
+        &[7, 6, 4, 3, 2]
+    } else {
+        &[7, 6, 4, 3]
+    });
     for r in rows {
         let mut name = r.model.clone();
         if !r.in_catalog {
@@ -393,6 +428,8 @@ fn table(rows: &[Row], now: chrono::DateTime<Utc>) -> output::Fitted {
                     }
                 })
                 .unwrap_or_else(|| "—".into()),
+            r.spans.cell(),
+            crate::report::brief::speed_cell(r.median_ttft_ms, r.tokens_per_s),
         ];
         if caps {
             cells.push(r.caps.cell(now));
@@ -630,6 +667,10 @@ mod tests {
                 result: "timeout (504)".into(),
                 latency_ms: 0.0,
             }),
+            uptime_by_span: Default::default(),
+            spans: Spans::default(),
+            median_ttft_ms: None,
+            tokens_per_s: None,
             reprobe: None,
             cadence: None,
             status: "",
@@ -708,7 +749,8 @@ mod tests {
             header.starts_with("| MODEL ")
                 && header
                     .trim_end_matches([' ', '|'])
-                    .ends_with("| LAST PROBE"),
+                    .ends_with("| 1H · 24H · 7D | SPEED")
+                && header.contains("| LAST PROBE "),
             "{t}"
         );
     }

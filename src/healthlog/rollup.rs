@@ -21,7 +21,7 @@ use crate::window::Window;
 use super::read::{self, FastMap, Record, Sink};
 use super::recent::{self, Recent};
 use super::scan::End;
-use super::summary::Figures;
+use super::summary::{Figures, Spans};
 
 /// `rollup --window`'s default for every format but `html`, and the
 /// served badges' default `window`.
@@ -65,7 +65,7 @@ pub fn compute(path: &Path, window: &Window, now: i64, with_trend: bool) -> Resu
         .then(|| TrendSpec::new(window, trend_end, first))
         .flatten();
     let start = window.start(now);
-    let (acc, summary) = read::read_all(path, || Acc::new(start, trend))?;
+    let (acc, summary) = read::read_all(path, || Acc::new(start, now, trend))?;
     Ok(Report {
         window: window.clone(),
         window_start: window.secs.map(|_| start),
@@ -210,6 +210,8 @@ impl TrendSpec {
 struct Stats {
     fig: Figures,
     trend: Vec<(f64, f64)>,
+    /// Uptime over the last hour, day and week, whatever the window.
+    spans: Spans,
     /// The newest probe of this model in the whole log, in or out of the
     /// window.
     newest: Option<i64>,
@@ -231,6 +233,7 @@ impl Stats {
 
     fn merge(&mut self, o: &Stats) {
         self.fig.merge(&o.fig);
+        self.spans.merge(&o.spans);
         if !o.trend.is_empty() {
             if self.trend.is_empty() {
                 self.trend = vec![(0.0, 0.0); TREND_BUCKETS];
@@ -249,6 +252,7 @@ impl Stats {
 /// get-or-insert on a map of values would hash twice).
 struct Acc {
     start: i64,
+    now: i64,
     trend: Option<TrendSpec>,
     providers: FastMap<Box<str>, usize>,
     models: Vec<FastMap<Box<str>, usize>>,
@@ -258,9 +262,10 @@ struct Acc {
 }
 
 impl Acc {
-    fn new(start: i64, trend: Option<TrendSpec>) -> Acc {
+    fn new(start: i64, now: i64, trend: Option<TrendSpec>) -> Acc {
         Acc {
             start,
+            now,
             trend,
             providers: FastMap::default(),
             models: Vec::new(),
@@ -315,6 +320,9 @@ impl Sink for Acc {
         let st = &mut self.stats[i];
         if sample {
             st.newest = st.newest.max(Some(r.ts));
+            if r.ts > self.now - super::summary::SPANS[2].1 {
+                st.spans.add(r, self.now);
+            }
             if r.ts >= start {
                 st.add(r, trend.as_ref());
             }
@@ -346,6 +354,18 @@ pub struct Row {
     /// histogram as p95 (within 2%); what a latency badge shows.
     pub median_latency_ms: Option<f64>,
     pub p95_latency_ms: Option<f64>,
+    /// The median time to the first token of streamed probes that
+    /// passed (`ttft_ms`), from a histogram like p95's; `null` without any.
+    pub median_ttft_ms: Option<f64>,
+    /// Output tokens per second from the latest speed probe of the model
+    /// (a provider row: the median of its models'), from
+    /// capabilities.json; `null` where none was measured.
+    pub tokens_per_s: Option<f64>,
+    /// Uptime over the last 1 h, 24 h and 7 d before now, whatever the
+    /// window: `{"1h": 1.0, "24h": 0.98, "7d": null}`.
+    pub uptime_by_span: std::collections::BTreeMap<&'static str, Option<f64>>,
+    #[serde(skip)]
+    pub spans: Spans,
     pub status: &'static str,
     pub last_probe: Option<String>,
     /// Uptime per trend bucket, oldest first; `null` where there were no
@@ -366,6 +386,10 @@ impl Row {
             avg_latency_ms: st.fig.latency.mean(),
             median_latency_ms: st.fig.median(),
             p95_latency_ms: st.fig.p95(),
+            median_ttft_ms: st.fig.ttft.median(),
+            tokens_per_s: None,
+            uptime_by_span: st.spans.by_span(),
+            spans: st.spans,
             status: grade::status_word(uptime),
             last_probe: st.newest.map(fmt_rfc3339),
             trend: st
@@ -374,6 +398,15 @@ impl Row {
                 .map(|&(n, ok)| (n > 0.0).then(|| ok / n))
                 .collect(),
         }
+    }
+
+    /// Fill in [`Row::tokens_per_s`] from the latest speed probes in
+    /// `findings`.
+    pub fn set_speed(&mut self, findings: &crate::capabilities::Findings) {
+        self.tokens_per_s = match &self.model {
+            Some(m) => findings.tokens_per_s(&crate::catalog::model_key(&self.provider, m)),
+            None => findings.provider_tokens_per_s(&self.provider),
+        };
     }
 
     pub fn name(&self) -> String {

@@ -63,18 +63,24 @@ impl Latency {
     /// Count `r`'s latency if it got a response; returns whether it did.
     #[inline]
     pub fn add(&mut self, r: &Record<'_>) -> bool {
-        if r.latency_ms <= 0.0 {
+        self.add_ms(r.latency_ms, r.samples)
+    }
+
+    /// Count a time of `ms` (when above 0) standing for `w` probes.
+    #[inline]
+    fn add_ms(&mut self, ms: f64, w: f64) -> bool {
+        if ms <= 0.0 {
             return false;
         }
         if self.weight == 0.0 {
-            self.min = r.latency_ms;
-            self.max = r.latency_ms;
+            self.min = ms;
+            self.max = ms;
         } else {
-            self.min = self.min.min(r.latency_ms);
-            self.max = self.max.max(r.latency_ms);
+            self.min = self.min.min(ms);
+            self.max = self.max.max(ms);
         }
-        self.sum += r.latency_ms * r.samples;
-        self.weight += r.samples;
+        self.sum += ms * w;
+        self.weight += w;
         true
     }
 
@@ -99,14 +105,95 @@ impl Latency {
     }
 }
 
+/// Time to the first token of streamed probes that passed (`ttft_ms`),
+/// for its median: a [`Hist`], allocated at the first such probe.
+#[derive(Clone, Default)]
+pub struct Ttft {
+    range: Latency,
+    hist: Option<Hist>,
+}
+
+impl Ttft {
+    #[inline]
+    pub fn add(&mut self, r: &Record<'_>) {
+        if let Some(ms) = r.ttft_ms.filter(|_| r.passed > 0.0)
+            && self.range.add_ms(ms, r.passed)
+        {
+            self.hist.get_or_insert_with(Hist::new).add(ms, r.passed);
+        }
+    }
+
+    pub fn merge(&mut self, o: &Ttft) {
+        self.range.merge(&o.range);
+        if let Some(h) = &o.hist {
+            self.hist.get_or_insert_with(Hist::new).merge(h);
+        }
+    }
+
+    /// The median, within the observed range (±2%); `None` without a
+    /// streamed pass.
+    pub fn median(&self) -> Option<f64> {
+        let r = &self.range;
+        self.hist
+            .as_ref()
+            .and_then(|h| h.quantile(0.5, r.weight).map(|v| v.clamp(r.min, r.max)))
+    }
+}
+
+/// The spans every view shows uptime over, whatever its window: the last
+/// hour, day and week.
+pub const SPANS: [(&str, i64); 3] = [("1h", 3600), ("24h", 86_400), ("7d", 7 * 86_400)];
+
+/// Uptime over each of [`SPANS`] ending at `now`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Spans([Probes; 3]);
+
+impl Spans {
+    /// Count `r` in every span ending at `now` that holds it.
+    #[inline]
+    pub fn add(&mut self, r: &Record<'_>, now: i64) {
+        let age = now - r.ts;
+        for (p, (_, secs)) in self.0.iter_mut().zip(SPANS) {
+            if age < secs {
+                p.add(r);
+            }
+        }
+    }
+
+    pub fn merge(&mut self, o: &Spans) {
+        for (a, b) in self.0.iter_mut().zip(&o.0) {
+            a.merge(b);
+        }
+    }
+
+    /// Uptime per span, in [`SPANS`]' order.
+    pub fn uptimes(&self) -> [Option<f64>; 3] {
+        self.0.map(|p| p.uptime())
+    }
+
+    /// The uptimes as JSON shows them: `{"1h": 1.0, "24h": 0.98, "7d": null}`.
+    pub fn by_span(self) -> std::collections::BTreeMap<&'static str, Option<f64>> {
+        SPANS.iter().map(|(n, _)| *n).zip(self.uptimes()).collect()
+    }
+
+    /// `100% · 98.1% · —`: the three together, as a table cell.
+    pub fn cell(&self) -> String {
+        self.uptimes()
+            .map(|u| u.map_or_else(|| "—".to_string(), crate::format::fmt_pct))
+            .join(" · ")
+    }
+}
+
 /// One group's figures over a span: probes and passes, latency, and the
-/// latency histogram for percentiles (allocated at the first response).
+/// latency histogram for percentiles (allocated at the first response),
+/// and the time to first token of streamed passes.
 /// What a `rollup` row and a status-page bar are computed from.
 #[derive(Clone, Default)]
 pub struct Figures {
     pub probes: Probes,
     pub latency: Latency,
     pub hist: Option<Hist>,
+    pub ttft: Ttft,
 }
 
 impl Figures {
@@ -118,6 +205,7 @@ impl Figures {
                 .get_or_insert_with(Hist::new)
                 .add(r.latency_ms, r.samples);
         }
+        self.ttft.add(r);
     }
 
     pub fn merge(&mut self, o: &Figures) {
@@ -126,6 +214,7 @@ impl Figures {
         if let Some(h) = &o.hist {
             self.hist.get_or_insert_with(Hist::new).merge(h);
         }
+        self.ttft.merge(&o.ttft);
     }
 
     /// A latency percentile (`q` in 0..1) from the histogram, within the

@@ -22,7 +22,7 @@ use crate::format::{fmt_ago, fmt_count, fmt_minute, fmt_pct, fmt_rfc3339};
 use crate::grade::{self, FAIR, GOOD, Grade};
 use crate::healthlog::read::{Record, Sink};
 use crate::healthlog::recent::{self, Direction, Recent};
-use crate::healthlog::summary::{Latency, Probes};
+use crate::healthlog::summary::{Latency, Probes, SPANS, Spans, Ttft};
 use crate::output;
 use crate::report::capview::ModelCaps;
 use crate::report::nextprobe::NextReprobe;
@@ -38,9 +38,13 @@ const STALE_SECS: i64 = stale::RECORD_STALE_SECS;
 /// Read what the brief needs: backwards when the file allows, else forward;
 /// from `since`: the window's start, or earlier to find each provider's
 /// newest probe.
-pub fn collect(log: &std::path::Path, start: i64, since: i64) -> Result<(Collect, u64)> {
-    recent::read_recent(log, Some(since), |d| Collect::new(start, d))
+pub fn collect(log: &std::path::Path, start: i64, since: i64, now: i64) -> Result<(Collect, u64)> {
+    recent::read_recent(log, Some(since), |d| Collect::new(start, now, d))
 }
+
+/// How far back `brief` reads at least: the longest of the uptime spans
+/// it shows (a week), whatever the window.
+pub const SPANS_BACK: i64 = SPANS[2].1;
 
 /// The last probe of a model: its time, its order in the file (to break ties
 /// between equal timestamps), whether it was an error, and its result.
@@ -58,11 +62,20 @@ impl Last {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct ProviderAgg {
     probes: Probes,
     latency: Latency,
+    ttft: Ttft,
     models: BTreeMap<String, Last>,
+}
+
+/// One model's figures: uptime over the spans, time to first token over
+/// the window.
+#[derive(Default)]
+struct ModelAgg {
+    spans: Spans,
+    ttft: Ttft,
 }
 
 /// The sink for both directions. `step` is +1 reading forward and −1
@@ -70,27 +83,44 @@ struct ProviderAgg {
 /// file.
 pub struct Collect {
     start: i64,
+    now: i64,
     seq: i64,
     step: i64,
     providers: BTreeMap<String, ProviderAgg>,
+    /// Each provider's uptime over the last hour, day and week.
+    spans: BTreeMap<String, Spans>,
+    /// Each model's figures, by `provider::model`.
+    models: BTreeMap<String, ModelAgg>,
     pub newest: Option<i64>,
     /// Each provider's newest probe, window or not (a week back at least).
     pub latest: Newest,
 }
 
 impl Collect {
-    pub fn new(start: i64, d: Direction) -> Collect {
+    pub fn new(start: i64, now: i64, d: Direction) -> Collect {
         Collect {
             start,
+            now,
             seq: 0,
             step: match d {
                 Direction::Forward => 1,
                 Direction::Backward => -1,
             },
             providers: BTreeMap::new(),
+            spans: BTreeMap::new(),
+            models: BTreeMap::new(),
             newest: None,
             latest: Newest::default(),
         }
+    }
+}
+
+impl Collect {
+    /// `key`'s (`provider::model`) uptime over the last hour, day and
+    /// week, and its median time to first token over the window; `None`
+    /// when it was not probed in the last week.
+    pub fn model_figures(&self, key: &str) -> Option<(Spans, Option<f64>)> {
+        self.models.get(key).map(|m| (m.spans, m.ttft.median()))
     }
 }
 
@@ -108,6 +138,22 @@ impl Sink for Collect {
             self.newest = self.newest.max(Some(r.ts));
         }
         self.latest.add(r);
+        if r.ts >= self.now - SPANS_BACK {
+            let key = crate::catalog::model_key(r.provider, r.model);
+            let m = self.models.entry(key).or_default();
+            m.spans.add(r, self.now);
+            if r.ts >= self.start {
+                m.ttft.add(r);
+            }
+            match self.spans.get_mut(r.provider) {
+                Some(sp) => sp.add(r, self.now),
+                None => self
+                    .spans
+                    .entry(r.provider.to_string())
+                    .or_default()
+                    .add(r, self.now),
+            }
+        }
         if r.ts < self.start {
             return;
         }
@@ -117,6 +163,7 @@ impl Sink for Collect {
         };
         p.probes.add(r);
         p.latency.add(r);
+        p.ttft.add(r);
         let last = Last {
             ts: r.ts,
             seq: self.seq,
@@ -134,11 +181,20 @@ impl Sink for Collect {
 
     fn merge(&mut self, later: Collect) {
         self.newest = self.newest.max(later.newest);
+        for (p, sp) in later.spans {
+            self.spans.entry(p).or_default().merge(&sp);
+        }
+        for (k, m) in later.models {
+            let mine = self.models.entry(k).or_default();
+            mine.spans.merge(&m.spans);
+            mine.ttft.merge(&m.ttft);
+        }
         self.latest.merge(later.latest);
         for (name, lp) in later.providers {
             let p = self.providers.entry(name).or_default();
             p.probes.merge(&lp.probes);
             p.latency.merge(&lp.latency);
+            p.ttft.merge(&lp.ttft);
             for (m, last) in lp.models {
                 // The later half of the file wins ties.
                 match p.models.get(&m) {
@@ -169,7 +225,17 @@ struct ProviderLine {
     status: &'static str,
     icon: &'static str,
     uptime: Option<f64>,
+    /// Uptime over the last 1 h, 24 h and 7 d, whatever the window.
+    uptime_by_span: BTreeMap<&'static str, Option<f64>>,
+    #[serde(skip)]
+    spans: Spans,
     avg_latency_ms: Option<f64>,
+    /// The median time to first token of streamed probes that passed in
+    /// the window.
+    median_ttft_ms: Option<f64>,
+    /// The median of its models' latest speed probes, from
+    /// capabilities.json (filled in by the caller).
+    pub tokens_per_s: Option<f64>,
     #[serde(serialize_with = "crate::format::serialize_count")]
     checks: f64,
     last_check: Option<String>,
@@ -194,6 +260,23 @@ pub struct OutOfRotation {
     /// A paused model's `next_reprobe` and `retry_at`.
     #[serde(flatten)]
     pub reprobe: Option<NextReprobe>,
+}
+
+/// How fast one model answers, and how often: every model probed in the
+/// last week.
+#[derive(Debug, Serialize)]
+pub struct ModelSpeed {
+    pub model: String,
+    /// Uptime over the last 1 h, 24 h and 7 d.
+    pub uptime_by_span: BTreeMap<&'static str, Option<f64>>,
+    #[serde(skip)]
+    spans: Spans,
+    /// The median time to first token of its streamed probes that passed
+    /// in the window.
+    pub median_ttft_ms: Option<f64>,
+    /// Its latest speed probe's output tokens per second (filled in by
+    /// the caller from capabilities.json).
+    pub tokens_per_s: Option<f64>,
 }
 
 /// One model's capabilities.
@@ -235,6 +318,9 @@ pub struct Brief {
     /// week but not in the window has none).
     pub stale_providers: Vec<Stale>,
     providers: Vec<ProviderLine>,
+    /// Every model probed in the last week: uptime over the spans, time
+    /// to first token and tokens per second.
+    pub model_speed: Vec<ModelSpeed>,
     pub out_of_rotation: Vec<OutOfRotation>,
     /// Models their provider retired (docs/discovery.md): disabled
     /// because a fresh list no longer carries them and their probe was
@@ -297,7 +383,19 @@ impl Brief {
     pub fn build(window: &Window, now: i64, col: Collect, states: &States, skipped: u64) -> Brief {
         let mut providers = Vec::new();
         let mut advisories = Vec::new();
+        let model_speed = col
+            .models
+            .iter()
+            .map(|(k, m)| ModelSpeed {
+                model: k.clone(),
+                uptime_by_span: m.spans.by_span(),
+                spans: m.spans,
+                median_ttft_ms: m.ttft.median(),
+                tokens_per_s: None,
+            })
+            .collect();
         for (name, p) in col.providers {
+            let spans = col.spans.get(&name).copied().unwrap_or_default();
             let uptime = p.probes.uptime();
             let latest = p
                 .models
@@ -339,7 +437,11 @@ impl Brief {
                 status,
                 icon,
                 uptime,
+                uptime_by_span: spans.by_span(),
+                spans,
                 avg_latency_ms: p.latency.mean(),
+                median_ttft_ms: p.ttft.median(),
+                tokens_per_s: None,
                 checks: p.probes.samples,
                 last_check: latest.as_ref().map(|l| fmt_rfc3339(l.ts)),
                 last_result: latest.as_ref().map(|l| l.label.clone()).unwrap_or_default(),
@@ -379,6 +481,7 @@ impl Brief {
             newest_probe: col.newest.map(fmt_rfc3339),
             stale_providers: Vec::new(),
             providers,
+            model_speed,
             out_of_rotation,
             retired,
             catalog_notes: Vec::new(),
@@ -468,22 +571,24 @@ impl Brief {
                 "",
                 "PROVIDER",
                 "UPTIME",
+                "1H · 24H · 7D",
+                "SPEED",
                 "AVG LATENCY",
                 "CHECKS",
                 "LAST CHECK",
                 "LAST RESULT",
             ]);
-            // On a narrow terminal: the check count, then the latency, go
-            // first.
-            t.optional(&[4, 3]);
+            // On a narrow terminal: the check count, then the latency,
+            // the spans and the speed go first.
+            t.optional(&[6, 5, 3, 4]);
             for p in &self.providers {
                 t.add_row(vec![
                     p.icon.to_string(),
                     p.provider.clone(),
                     p.uptime.map(fmt_pct).unwrap_or_else(|| "no samples".into()),
-                    p.avg_latency_ms
-                        .map(|v| format!("{v:.0}ms"))
-                        .unwrap_or_else(|| "—".into()),
+                    p.spans.cell(),
+                    speed_cell(p.median_ttft_ms, p.tokens_per_s),
+                    fmt_ms(p.avg_latency_ms),
                     fmt_count(p.checks),
                     p.last_ts
                         .map(|t| format!("{} ({})", fmt_minute(t), fmt_ago(self.now_ts - t)))
@@ -520,6 +625,7 @@ impl Brief {
         }
         self.budget_text(&mut out);
         self.catalog_text(&mut out);
+        self.speed_text(&mut out);
         self.capabilities_text(&mut out);
         if !self.route_cooldowns.is_empty() {
             out.push_str("\nroute: cooling down\n");
@@ -680,6 +786,36 @@ impl Brief {
         }
     }
 
+    /// Fill in tokens per second from the latest speed probes.
+    pub fn set_speed(&mut self, findings: &crate::capabilities::Findings) {
+        for p in &mut self.providers {
+            p.tokens_per_s = findings.provider_tokens_per_s(&p.provider);
+        }
+        for m in &mut self.model_speed {
+            m.tokens_per_s = findings.tokens_per_s(&m.model);
+        }
+    }
+
+    /// Each model probed this week: uptime over the spans, first token
+    /// and tokens per second.
+    fn speed_text(&self, out: &mut String) {
+        if self.model_speed.is_empty() {
+            return;
+        }
+        out.push_str("\nmodels (uptime over the last hour, day and week; median first token over the window):\n");
+        let mut t = output::table(&["MODEL", "1H · 24H · 7D", "FIRST TOKEN", "TOKENS/S"]);
+        t.optional(&[3]);
+        for m in &self.model_speed {
+            t.add_row(vec![
+                m.model.clone(),
+                m.spans.cell(),
+                fmt_ms(m.median_ttft_ms),
+                crate::report::rollup::fmt_rate(m.tokens_per_s),
+            ]);
+        }
+        let _ = writeln!(out, "{t}");
+    }
+
     /// The capabilities table, once some model has a verdict: the models
     /// the verdicts file or the catalog says something about. Nothing at
     /// all before the first capability probe.
@@ -695,6 +831,24 @@ impl Brief {
         let _ = writeln!(out, "{t}");
         out.push_str(CAPABILITIES_LEGEND);
         out.push('\n');
+    }
+}
+
+/// `412ms`, or `—` where none was measured.
+fn fmt_ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "—".into(), |v| format!("{v:.0}ms"))
+}
+
+/// A provider's first token, and its models' tokens per second where a
+/// speed probe measured them: `412ms · 96 tok/s`.
+pub fn speed_cell(ttft: Option<f64>, rate: Option<f64>) -> String {
+    match rate {
+        Some(_) => format!(
+            "{} · {}",
+            fmt_ms(ttft),
+            crate::report::rollup::fmt_rate(rate)
+        ),
+        None => fmt_ms(ttft),
     }
 }
 

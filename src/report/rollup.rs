@@ -57,6 +57,11 @@ fn sparkline(trend: &[Option<f64>]) -> String {
         .collect()
 }
 
+/// `142 tok/s`, or `—` where none was measured.
+pub fn fmt_rate(v: Option<f64>) -> String {
+    v.map_or_else(|| "—".into(), |v| format!("{} tok/s", v.round() as i64))
+}
+
 fn md_cell(s: &str) -> String {
     s.replace('|', "\\|")
 }
@@ -100,7 +105,19 @@ pub fn markdown(rep: &Report, rows: &[Row], by: GroupBy) -> String {
         GroupBy::Provider => "| Provider |".to_string(),
         GroupBy::Model => "| Provider | Model |".to_string(),
     };
-    header.push_str(" Status | Uptime | Avg Latency | p95 Latency | Samples |");
+    // Speed columns only where something was measured: a log from before
+    // streamed probes, or without speed probes, keeps its old block.
+    let ttft = rows.iter().any(|r| r.median_ttft_ms.is_some());
+    let rate = rows.iter().any(|r| r.tokens_per_s.is_some());
+    header.push_str(" Status | Uptime | 1h · 24h · 7d |");
+    if ttft {
+        header.push_str(" TTFT |");
+    }
+    header.push_str(" Avg Latency | p95 Latency |");
+    if rate {
+        header.push_str(" Tokens/s |");
+    }
+    header.push_str(" Samples |");
     if trend.is_some() {
         header.push_str(" Trend |");
     }
@@ -116,22 +133,24 @@ pub fn markdown(rep: &Report, rows: &[Row], by: GroupBy) -> String {
             let _ = write!(out, " {} |", md_cell(m));
         }
         let ms = |v: Option<f64>| v.map(|v| format!("{v:.0}ms")).unwrap_or_else(|| "—".into());
-        match r.uptime {
-            Some(u) => {
-                let _ = write!(
-                    out,
-                    " {} | {} | {} | {} | {} |",
-                    icon(r.status),
-                    fmt_pct(u),
-                    ms(r.avg_latency_ms),
-                    ms(r.p95_latency_ms),
-                    fmt_count(r.samples)
-                );
-            }
-            None => {
-                let _ = write!(out, " — | no samples | — | — | 0 |");
-            }
+        let (status, uptime) = match r.uptime {
+            Some(u) => (icon(r.status), fmt_pct(u)),
+            None => ("—", "no samples".to_string()),
+        };
+        let _ = write!(out, " {status} | {uptime} | {} |", r.spans.cell());
+        if ttft {
+            let _ = write!(out, " {} |", ms(r.median_ttft_ms));
         }
+        let _ = write!(
+            out,
+            " {} | {} |",
+            ms(r.avg_latency_ms),
+            ms(r.p95_latency_ms)
+        );
+        if rate {
+            let _ = write!(out, " {} |", fmt_rate(r.tokens_per_s));
+        }
+        let _ = write!(out, " {} |", fmt_count(r.samples));
         if trend.is_some() {
             let _ = write!(out, " {} |", sparkline(&r.trend));
         }
@@ -140,12 +159,19 @@ pub fn markdown(rep: &Report, rows: &[Row], by: GroupBy) -> String {
     let _ = write!(
         out,
         "\n*✅ ≥{:.0}% uptime · ⚠️ {:.0}–{:.0}% · ❌ <{:.0}% · — no samples in the window. \
+         Uptime over the window, then over the last hour, day and week. \
          Latency over probes that got a response; p95 from a fixed log-scale histogram (±2%).",
         GOOD * 100.0,
         FAIR * 100.0,
         GOOD * 100.0,
         FAIR * 100.0
     );
+    if ttft {
+        out.push_str(" TTFT: the median time to the first token of streamed probes that passed.");
+    }
+    if rate {
+        out.push_str(" Tokens/s: output tokens per second after the first, from the latest speed probe (a provider: the median of its models').");
+    }
     if let Some(t) = trend {
         let _ = write!(
             out,
@@ -196,7 +222,7 @@ pub fn csv(rows: &[Row], by: GroupBy) -> String {
     if by == GroupBy::Model {
         out.push_str("model,");
     }
-    out.push_str("samples,uptime_pct,avg_latency_ms,p95_latency_ms,status,last_probe\n");
+    out.push_str("samples,uptime_pct,avg_latency_ms,p95_latency_ms,status,last_probe,uptime_1h_pct,uptime_24h_pct,uptime_7d_pct,median_ttft_ms,tokens_per_s\n");
     let opt = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_default();
     for r in rows {
         out.push_str(&csv_field(&r.provider));
@@ -205,15 +231,18 @@ pub fn csv(rows: &[Row], by: GroupBy) -> String {
             out.push_str(&csv_field(m));
             out.push(',');
         }
+        let [h1, h24, d7] = r.spans.uptimes().map(|u| opt(u.map(crate::format::pct)));
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{h1},{h24},{d7},{},{}",
             fmt_count(r.samples),
             opt(r.uptime.map(crate::format::pct)),
             opt(r.avg_latency_ms),
             opt(r.p95_latency_ms),
             r.status,
-            r.last_probe.as_deref().unwrap_or("")
+            r.last_probe.as_deref().unwrap_or(""),
+            opt(r.median_ttft_ms),
+            opt(r.tokens_per_s),
         );
     }
     out
@@ -237,7 +266,7 @@ pub fn prom(rep: &Report, rows: &[Row], by: GroupBy) -> String {
         );
         l
     };
-    let metrics: [Metric<Row>; 5] = [
+    let metrics: [Metric<Row>; 7] = [
         (
             "llmprobe_uptime_ratio",
             "Share of probes that passed over the window, 0 to 1.",
@@ -261,6 +290,18 @@ pub fn prom(rep: &Report, rows: &[Row], by: GroupBy) -> String {
             "95th percentile latency (log-scale histogram, within 2%) over the window.",
             true,
             |r| r.p95_latency_ms.map(|v| v / 1000.0),
+        ),
+        (
+            "llmprobe_ttft_median_seconds",
+            "Median time to the first token of streamed probes that passed, over the window.",
+            true,
+            |r| r.median_ttft_ms.map(|v| v / 1000.0),
+        ),
+        (
+            "llmprobe_tokens_per_second",
+            "Output tokens per second from the latest speed probe (a provider: the median of its models').",
+            false,
+            |r| r.tokens_per_s,
         ),
         (
             "llmprobe_last_probe_timestamp_seconds",

@@ -1,23 +1,24 @@
 //! The status page's one pass over the health log: per provider, one
 //! [`Figures`] per UTC calendar day of the window (the bars), the window's
-//! probes and those of the last 24 h, 7 d and 30 d; per model, its newest
-//! probe's result.
+//! probes and those of the last 1 h, 24 h, 7 d and 30 d, and the median
+//! time to first token over the window; per model, its newest probe's
+//! result and its median time to first token.
 //!
 //! The figures mean what `rollup`'s do (they are the same accumulators,
 //! [`crate::healthlog::summary`]): a legacy averaged entry counts
 //! `sample_count` probes, a `disabled_skip` row is not a probe, a re-probe
 //! is a probe. A window counts the entries at or after its start, as
-//! `rollup --window` does, so the 24 h, 7 d and 30 d figures are those of
-//! `rollup --format json --window 24h|7d|30d`, and the bars of the window
+//! `rollup --window` does, so the 1 h, 24 h, 7 d and 30 d figures are those of
+//! `rollup --format json --window 1h|24h|7d|30d`, and the bars of the window
 //! add up to `rollup --window <the page's window>`'s samples.
 
 use crate::healthlog::read::{FastMap, Record, Sink};
-use crate::healthlog::summary::{Figures, Probes};
+use crate::healthlog::summary::{Figures, Probes, Ttft};
 
 pub const DAY: i64 = 86_400;
 
 /// The rolling windows the page gives uptime for, in seconds.
-pub const ROLLING: [i64; 3] = [DAY, 7 * DAY, 30 * DAY];
+pub const ROLLING: [i64; 4] = [3600, DAY, 7 * DAY, 30 * DAY];
 
 /// Where the page's days lie: the window's start, and the UTC days from
 /// the one holding the start to the one holding now.
@@ -75,7 +76,9 @@ pub struct ProviderFigures {
     pub days: Vec<Figures>,
     pub window: Probes,
     /// Over [`ROLLING`]'s windows.
-    pub rolling: [Probes; 3],
+    pub rolling: [Probes; 4],
+    /// Time to first token of streamed passes over the window.
+    pub ttft: Ttft,
     /// The newest probe in the whole log.
     pub newest: Option<i64>,
     /// The newest probe a scheduled run made (re-probes left out, as the
@@ -124,6 +127,9 @@ pub struct PageAcc {
     models: Vec<FastMap<Box<str>, usize>>,
     /// (provider index, model name, newest probe).
     pub model_list: Vec<(usize, Box<str>, Option<LastProbe>)>,
+    /// Each model's time to first token over the window, by the index of
+    /// `model_list`.
+    pub model_ttft: Vec<Ttft>,
     pub newest: Option<i64>,
 }
 
@@ -136,6 +142,7 @@ impl PageAcc {
             figures: Vec::new(),
             models: Vec::new(),
             model_list: Vec::new(),
+            model_ttft: Vec::new(),
             newest: None,
         }
     }
@@ -161,6 +168,7 @@ impl PageAcc {
             Some(&m) => m,
             None => {
                 self.model_list.push((p, model.into(), None));
+                self.model_ttft.push(Ttft::default());
                 self.models[p].insert(model.into(), self.model_list.len() - 1);
                 self.model_list.len() - 1
             }
@@ -191,6 +199,8 @@ impl Sink for PageAcc {
         }
         if r.ts >= d.start {
             f.window.add(r);
+            f.ttft.add(r);
+            self.model_ttft[m].add(r);
             if f.days.is_empty() {
                 f.days = vec![Figures::default(); d.count];
             }
@@ -226,6 +236,7 @@ impl Sink for PageAcc {
             names,
             figures,
             model_list,
+            model_ttft,
             ..
         } = later;
         for (p, name) in names.iter().enumerate() {
@@ -242,14 +253,16 @@ impl Sink for PageAcc {
                 }
             }
             dst.window.merge(&f.window);
+            dst.ttft.merge(&f.ttft);
             for (a, b) in dst.rolling.iter_mut().zip(&f.rolling) {
                 a.merge(b);
             }
             dst.newest = dst.newest.max(f.newest);
             dst.newest_scheduled = dst.newest_scheduled.max(f.newest_scheduled);
         }
-        for (p, model, last) in model_list {
+        for ((p, model, last), ttft) in model_list.into_iter().zip(&model_ttft) {
             let (_, m) = self.slot(&names[p], &model);
+            self.model_ttft[m].merge(ttft);
             let mine = &mut self.model_list[m].2;
             if let Some(l) = last
                 && mine.as_ref().is_none_or(|x| l.ts >= x.ts)

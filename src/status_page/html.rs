@@ -155,20 +155,24 @@ fn header(o: &mut String, page: &Page) {
 fn provider(o: &mut String, page: &Page, i: usize, p: &ProviderPage) {
     let _ = writeln!(
         o,
-        "<section class=\"provider\" data-provider=\"{}\" data-uptime-24h=\"{}\" data-uptime-7d=\"{}\" data-uptime-30d=\"{}\" data-uptime-window=\"{}\" data-samples-window=\"{}\" aria-labelledby=\"p{i}\">",
+        "<section class=\"provider\" data-provider=\"{}\" data-uptime-1h=\"{}\" data-uptime-24h=\"{}\" data-uptime-7d=\"{}\" data-uptime-30d=\"{}\" data-uptime-window=\"{}\" data-samples-window=\"{}\" data-ttft-ms=\"{}\" data-tokens-per-s=\"{}\" aria-labelledby=\"p{i}\">",
         esc(&p.name),
         frac(p.rolling[0]),
         frac(p.rolling[1]),
         frac(p.rolling[2]),
+        frac(p.rolling[3]),
         frac(p.window_uptime),
         p.window_samples.round() as i64,
+        whole(p.ttft_ms),
+        whole(p.tokens_per_s),
     );
     let _ = writeln!(o, "<h2 id=\"p{i}\">{}</h2>", esc(&p.name));
     o.push_str("<dl class=\"uptime\">");
     for (label, u) in [
-        ("24 h", p.rolling[0]),
-        ("7 d", p.rolling[1]),
-        ("30 d", p.rolling[2]),
+        ("1 h", p.rolling[0]),
+        ("24 h", p.rolling[1]),
+        ("7 d", p.rolling[2]),
+        ("30 d", p.rolling[3]),
     ]
     .into_iter()
     .chain(std::iter::once((
@@ -180,6 +184,22 @@ fn provider(o: &mut String, page: &Page, i: usize, p: &ProviderPage) {
             "<div><dt>{}</dt><dd>{}</dd></div>",
             esc(label),
             u.map(fmt_pct).unwrap_or_else(|| "no probes".into())
+        );
+    }
+    // Speed, where measured: the median time to first token of streamed
+    // probes, and the latest speed probes' rate.
+    if let Some(v) = p.ttft_ms {
+        let _ = write!(
+            o,
+            "<div><dt>first token (median)</dt><dd>{} ms</dd></div>",
+            v.round() as i64
+        );
+    }
+    if let Some(v) = p.tokens_per_s {
+        let _ = write!(
+            o,
+            "<div><dt>tokens/s</dt><dd>{}</dd></div>",
+            v.round() as i64
         );
     }
     o.push_str("</dl>\n");
@@ -312,13 +332,19 @@ fn sparkline(o: &mut String, page: &Page, i: usize, p: &ProviderPage) {
     o.push_str("</svg>\n");
 }
 
+/// A figure as a whole number for a `data-` attribute; empty when unknown.
+fn whole(v: Option<f64>) -> String {
+    v.map(|v| (v.round() as i64).to_string())
+        .unwrap_or_default()
+}
+
 fn models(o: &mut String, page: &Page, p: &ProviderPage) {
     if p.models.is_empty() {
         return;
     }
     let _ = writeln!(
         o,
-        "<div class=\"table\"><table class=\"models\"><caption>Models of {}</caption>\n<thead><tr><th>Model</th><th>State</th><th>Last result</th><th>Capabilities</th><th>Cooldowns</th></tr></thead>\n<tbody>",
+        "<div class=\"table\"><table class=\"models\"><caption>Models of {}</caption>\n<thead><tr><th>Model</th><th>State</th><th>Last result</th><th>Speed</th><th>Capabilities</th><th>Cooldowns</th></tr></thead>\n<tbody>",
         esc(&p.name)
     );
     for m in &p.models {
@@ -370,6 +396,25 @@ fn model(o: &mut String, page: &Page, m: &ModelPage) {
     }
     if let Some(c) = &m.cadence {
         let _ = write!(o, "<br><small class=\"cadence\">{}</small>", esc(c));
+    }
+    let _ = write!(
+        o,
+        "</td><td class=\"speed\" data-ttft-ms=\"{}\" data-tokens-per-s=\"{}\">",
+        whole(m.ttft_ms),
+        whole(m.tokens_per_s)
+    );
+    match (m.ttft_ms, m.tokens_per_s) {
+        (None, None) => o.push('—'),
+        (t, r) => {
+            let parts: Vec<String> = [
+                t.map(|v| format!("first token {} ms", v.round() as i64)),
+                r.map(|v| format!("{} tokens/s", v.round() as i64)),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            o.push_str(&parts.join(" · "));
+        }
     }
     o.push_str("</td><td>");
     if !m.caps.is_empty() && all_unknown(m) {

@@ -111,7 +111,12 @@ pub struct Page {
 pub struct ProviderPage {
     pub name: String,
     /// Uptime over 24 h, 7 d, 30 d; `None` without probes.
-    pub rolling: [Option<f64>; 3],
+    /// Uptime over the last 1 h, 24 h, 7 d and 30 d.
+    pub rolling: [Option<f64>; 4],
+    /// The median time to first token of streamed probes that passed in
+    /// the window, and the median of its models' latest speed probes.
+    pub ttft_ms: Option<f64>,
+    pub tokens_per_s: Option<f64>,
     pub window_samples: f64,
     pub window_uptime: Option<f64>,
     pub bars: Vec<Bar>,
@@ -147,6 +152,10 @@ pub struct ModelPage {
     /// Its provider retired it ([`crate::state::RETIRED`]): since when its
     /// list lacked it (a date).
     pub retired: Option<String>,
+    /// The median time to first token of its streamed passes in the
+    /// window, and its latest speed probe's tokens per second.
+    pub ttft_ms: Option<f64>,
+    pub tokens_per_s: Option<f64>,
 }
 
 /// Read the log once and build the page.
@@ -199,8 +208,13 @@ pub fn build(i: &Inputs<'_>) -> Result<Page> {
         let mut models: Vec<ModelPage> = acc
             .model_list
             .iter()
-            .filter(|(mp, _, _)| *mp == p)
-            .map(|(_, m, last)| model_page(i, name, m, last.clone()))
+            .zip(&acc.model_ttft)
+            .filter(|((mp, _, _), _)| *mp == p)
+            .map(|((_, m, last), ttft)| {
+                let mut page = model_page(i, name, m, last.clone());
+                page.ttft_ms = ttft.median();
+                page
+            })
             .collect();
         // Models the state file holds that the log never saw.
         for (key, _) in i.states.iter() {
@@ -220,6 +234,8 @@ pub fn build(i: &Inputs<'_>) -> Result<Page> {
         providers.push(ProviderPage {
             name: name.to_string(),
             rolling: f.rolling.map(|r| r.uptime()),
+            ttft_ms: f.ttft.median(),
+            tokens_per_s: i.findings.provider_tokens_per_s(name),
             window_samples: f.window.samples,
             window_uptime: f.window.uptime(),
             bars,
@@ -263,7 +279,7 @@ pub fn build(i: &Inputs<'_>) -> Result<Page> {
 pub fn overall(providers: &[ProviderPage]) -> &'static str {
     let words: Vec<&str> = providers
         .iter()
-        .filter_map(|p| p.rolling[0])
+        .filter_map(|p| p.rolling[1])
         .map(|u| crate::grade::status_word(Some(u)))
         .collect();
     if words.is_empty() {
@@ -367,6 +383,8 @@ fn model_page(i: &Inputs<'_>, provider: &str, model: &str, last: Option<LastProb
         caps,
         cooldowns,
         cadence,
+        ttft_ms: None,
+        tokens_per_s: i.findings.tokens_per_s(&key),
     }
 }
 
