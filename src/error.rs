@@ -10,10 +10,12 @@ use crate::exit;
 /// A data file (health log, state file) that cannot be used. Whatever it is,
 /// the file was left byte-identical.
 #[derive(Debug, thiserror::Error)]
-#[error("{}{}: {message}; the file was left untouched", path.display(), offset.map(|o| format!(" (byte offset {o})")).unwrap_or_default())]
+#[error("{}{}: {message}; the file was left untouched", path.display(), place(*offset, *line))]
 pub struct DataError {
     pub path: PathBuf,
     pub offset: Option<u64>,
+    /// The 1-based line of `offset`, where it was worked out.
+    pub line: Option<u64>,
     pub message: String,
 }
 
@@ -22,8 +24,40 @@ impl DataError {
         DataError {
             path: path.to_path_buf(),
             offset,
+            line: None,
             message: message.into(),
         }
+    }
+
+    /// Name the line of the offset too, counted in the file at `path`
+    /// (read up to the offset; a file that cannot be read names none).
+    pub fn with_line(mut self) -> Self {
+        if let Some(off) = self.offset
+            && let Ok(f) = std::fs::File::open(&self.path)
+        {
+            use std::io::{BufRead, BufReader, Read};
+            let mut newlines = 0u64;
+            let mut r = BufReader::new(f.take(off));
+            while let Ok(buf) = r.fill_buf() {
+                if buf.is_empty() {
+                    break;
+                }
+                let n = buf.len();
+                newlines += buf.iter().filter(|&&c| c == b'\n').count() as u64;
+                r.consume(n);
+            }
+            self.line = Some(newlines + 1);
+        }
+        self
+    }
+}
+
+/// ` (line 12, byte offset 1072)`, ` (byte offset 1072)`, or nothing.
+fn place(offset: Option<u64>, line: Option<u64>) -> String {
+    match (offset, line) {
+        (Some(o), Some(l)) => format!(" (line {l}, byte offset {o})"),
+        (Some(o), None) => format!(" (byte offset {o})"),
+        _ => String::new(),
     }
 }
 

@@ -1124,3 +1124,28 @@ fn a_closed_stdout_is_success_and_quiet() {
         );
     }
 }
+
+#[test]
+fn check_and_brief_name_one_place_in_a_damaged_log() {
+    let env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(&env, &[fake.provider("f", "openai", &["ok"], "")]);
+    std::fs::create_dir_all(env.stats()).unwrap();
+    // Within brief's window, so that its backward read reaches it.
+    let ts = crate::support::ago(3600);
+    let good = format!(
+        r#"{{"ts":"{ts}","provider":"f","model":"ok","ok":1,"latency_ms":5,"failure_type":""}}"#
+    );
+    let bad = good.replace(r#""provider":"f""#, r#""provider":XX"f""#);
+    let log = format!("[\n{good},\n{good},\n{bad},\n{good}\n]\n");
+    std::fs::write(env.log(), &log).unwrap();
+    // The X is the error: its line and byte offset, whoever reads.
+    let at = log.find("XX").unwrap();
+    let want = format!("(line 4, byte offset {at}): invalid JSON in an entry");
+    let out = check(&env, &cfg, &[]).code(4);
+    assert!(out.stderr.contains(&want), "{want}\n{}", out.stderr);
+    let out = env.run(&["--config", &cfg, "brief"]).code(4);
+    assert!(out.stderr.contains(&want), "{want}\n{}", out.stderr);
+    assert_eq!(std::fs::read_to_string(env.log()).unwrap(), log);
+    assert!(fake.seen().is_empty(), "probed despite a bad log");
+}

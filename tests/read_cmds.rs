@@ -183,6 +183,12 @@ fn rollup_markdown_csv_and_prom() {
         "{md}"
     );
     assert!(md.contains("✅ ≥90% uptime · ⚠️ 60–90% · ❌ <60%"), "{md}");
+    // Highest uptime first: mistral (100%, 640 ms) before the faster groq
+    // (75%, 200 ms).
+    assert!(
+        md.find("**mistral**").unwrap() < md.find("**groq**").unwrap(),
+        "{md}"
+    );
     // No streamed probe in this log: no first-token column.
     assert!(!md.contains("TTFT") && !md.contains("Tokens/s"), "{md}");
     // Trend: 24 hourly buckets; groq's last bucket with data passed.
@@ -1598,4 +1604,32 @@ fn every_report_shows_first_token_speed_and_uptime_over_hour_day_and_week() {
     assert_eq!(small["tokens_per_s"], 240.5);
     let text = env.run(&["state"]).ok().stdout;
     assert!(text.contains("100ms · 241 tok/s"), "{text}");
+}
+
+#[test]
+fn a_mistyped_provider_is_an_error_with_a_suggestion_everywhere() {
+    let env = env();
+    for args in [
+        &["state", "--provider", "grok"][..],
+        &["check", "--provider", "grok", "--dry-run"],
+        &["models", "--provider", "grok"],
+    ] {
+        let r = env.run(args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr
+                .contains("unknown provider \"grok\" in --provider; did you mean \"groq\"?"),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
+    // A name nothing is close to gets the list alone.
+    let r = env.run(&["state", "--provider", "zzzzzzzz"]);
+    assert_eq!(r.code, 2);
+    assert!(!r.stderr.contains("did you mean"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("known providers: groq, mistral, cohere"),
+        "{}",
+        r.stderr
+    );
 }

@@ -1065,3 +1065,32 @@ fn reprobe_adds_a_check_paused_line_or_timer_that_show_and_uninstall_know() {
         "{log}"
     );
 }
+
+#[test]
+fn a_cron_dry_run_needs_no_crontab() {
+    let mut env = Env::new();
+    // A PATH without crontab(1), as on a machine without cron.
+    let empty = env.path().join("empty-bin");
+    std::fs::create_dir_all(&empty).unwrap();
+    env.env("PATH", empty.to_str().unwrap());
+    let r = env
+        .run(&["schedule", "install", "--with", "cron", "--dry-run"])
+        .ok();
+    assert!(
+        r.stdout.contains("would install in your crontab"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains(BEGIN), "{}", r.stdout);
+    assert!(
+        r.stderr
+            .contains("the entry below is not compared with your current crontab"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("cannot run `crontab -l`"), "{}", r.stderr);
+    // Without --dry-run it still stops, saying why.
+    let r = env.run(&["schedule", "install", "--with", "cron"]);
+    assert_eq!(r.code, 7, "{}", r.stderr);
+    assert!(r.stderr.contains("install cron"), "{}", r.stderr);
+}

@@ -1102,8 +1102,11 @@ impl Catalog {
     pub fn known_provider(&self, name: &str, flag: &str) -> Result<&Provider> {
         self.provider(name).ok_or_else(|| {
             let known: Vec<&str> = self.providers.iter().map(|p| p.name.as_str()).collect();
+            let hint = closest_name(name, &known)
+                .map(|c| format!("did you mean \"{c}\"? "))
+                .unwrap_or_default();
             Error::config(format!(
-                "unknown provider \"{name}\" in {flag}; known providers: {}",
+                "unknown provider \"{name}\" in {flag}; {hint}known providers: {}",
                 known.join(", ")
             ))
         })
@@ -1119,6 +1122,19 @@ impl Catalog {
             .iter()
             .flat_map(|p| p.models.iter().map(move |m| model_key(&p.name, m)))
     }
+}
+
+/// The name in `known` closest to `name` (case aside) within a third of
+/// its length (at least 2 edits): a typo's likely meaning.
+pub fn closest_name<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
+    let lower = name.to_lowercase();
+    let limit = (name.chars().count() / 3).max(2);
+    known
+        .iter()
+        .map(|k| (strsim::levenshtein(&lower, &k.to_lowercase()), *k))
+        .filter(|(d, _)| *d <= limit)
+        .min()
+        .map(|(_, k)| k)
 }
 
 /// The base URL of a local server whose host variable holds `value`

@@ -56,19 +56,11 @@ pub fn run(g: &GlobalArgs, a: ModelsArgs) -> Result<u8> {
     // Discovered models that passed are the catalog's own by now.
     let (s, _) =
         crate::discovery::with_adopted(&s, crate::discovery::For::Route, Clock::from_env().now())?;
-    for p in a.provider.iter().chain(&a.add_new_free) {
-        if s.catalog.provider(p).is_none() {
-            let known: Vec<&str> = s
-                .catalog
-                .providers
-                .iter()
-                .map(|p| p.name.as_str())
-                .collect();
-            return Err(Error::config(format!(
-                "unknown provider \"{p}\"; known providers: {}",
-                known.join(", ")
-            )));
-        }
+    for p in &a.provider {
+        s.catalog.known_provider(p, "--provider")?;
+    }
+    for p in &a.add_new_free {
+        s.catalog.known_provider(p, "--add-new-free")?;
     }
     if a.write && a.add.is_empty() && a.add_new_free.is_empty() {
         return Err(Error::config(

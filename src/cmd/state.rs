@@ -185,6 +185,13 @@ fn split_key(key: &str) -> (&str, &str) {
 
 fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: bool) -> Result<u8> {
     let states = States::load(&s.state_path())?;
+    // A provider the state file still names (the catalog dropped it) is
+    // known too; any other unknown name is a typo worth saying.
+    for p in providers {
+        if !states.keys().any(|k| split_key(k).0 == p) {
+            s.catalog.known_provider(p, "--provider")?;
+        }
+    }
     let now = crate::clock::Clock::from_env().now();
     // Discovered models that passed are the catalog's, as route sees them.
     let (s, _) = crate::discovery::with_adopted(s, crate::discovery::For::Route, now)?;

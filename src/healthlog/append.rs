@@ -281,7 +281,12 @@ fn slow_insertion(path: &Path) -> Result<Insertion> {
     let end = scan::scan_file(path, |off, bytes| {
         serde_json::from_slice::<serde::de::IgnoredAny>(bytes)
             .map(|_| ())
-            .map_err(|e| super::log_error(path, Some(off), format!("damaged entry: {e}")).into())
+            .map_err(|e| {
+                // The offset of the error itself, in the words every
+                // reader of the log uses.
+                let at = crate::error::json_error_offset(bytes, &e);
+                super::log_error(path, Some(off + at), "invalid JSON in an entry").into()
+            })
     })?;
     Ok(match end {
         End::Empty => Insertion {

@@ -43,4 +43,5 @@ pub(crate) fn log_error(
             "{message}; llmprobe never rewrites a log: fix it by hand, or move it aside (and keep it) so that the next check starts a new one"
         ),
     )
+    .with_line()
 }

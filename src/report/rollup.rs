@@ -88,14 +88,14 @@ pub fn markdown(rep: &Report, rows: &[Row], by: GroupBy) -> String {
         out.push_str("*No samples.*\n");
         return out;
     }
-    // Rows with data first, fastest first, as the old block had them; then
-    // those without samples in the window, by name.
+    // Highest uptime first, then by name; rows without samples in the
+    // window last. (Sorting by latency put dead models that fail fast on
+    // top.)
     let mut sorted: Vec<&Row> = rows.iter().collect();
     sorted.sort_by(|a, b| {
-        let key = |r: &Row| (r.uptime.is_none(), r.avg_latency_ms.unwrap_or(f64::MAX));
-        let (ka, kb) = (key(a), key(b));
-        ka.0.cmp(&kb.0)
-            .then(ka.1.total_cmp(&kb.1))
+        let key = |r: &Row| r.uptime.unwrap_or(-1.0);
+        key(b)
+            .total_cmp(&key(a))
             .then_with(|| a.name().cmp(&b.name()))
     });
     let trend = rep

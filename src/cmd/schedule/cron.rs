@@ -17,7 +17,16 @@ pub struct Cron;
 impl Scheduler for Cron {
     fn install(&self, job: &Job, stats: &Path, dry_run: bool, _enable: bool) -> Result<Installed> {
         let block = cron::block(job);
-        let current = cron::read_installed()?;
+        // A dry run changes nothing, so it needs no crontab(1): without
+        // one (or one that fails) it shows the entry, uncompared.
+        let current = match cron::read_installed() {
+            Ok(c) => c,
+            Err(e) if dry_run => {
+                eprintln!("note: {e}; the entry below is not compared with your current crontab");
+                Vec::new()
+            }
+            Err(e) => return Err(e),
+        };
         let new = cron::with_block(&current, &block).map_err(cron::unparsable)?;
         let previous = cron::installed_block(&current);
         for line in cron::other_llmprobe_lines(&current) {
