@@ -48,12 +48,13 @@ const FIX_HINT: &str = "fix it by hand, or move it aside (and keep it): the next
 
 /// The request needs a capability serves, and back.
 impl Capability {
-    /// The request need this capability serves.
-    pub fn need(self) -> Need {
+    /// The request need this capability serves; speed serves none.
+    pub fn need(self) -> Option<Need> {
         match self {
-            Capability::Tools => Need::Tools,
-            Capability::Json => Need::Json,
-            Capability::Vision => Need::Vision,
+            Capability::Tools => Some(Need::Tools),
+            Capability::Json => Some(Need::Json),
+            Capability::Vision => Some(Need::Vision),
+            Capability::Speed => None,
         }
     }
 
@@ -196,6 +197,13 @@ impl Findings {
 
     /// The latest passing speed probe's finding for `key`, whatever this
     /// build's capabilities (`"speed"` in the file).
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "for the reports and route (issue 35, parts 2 and 3)"
+        )
+    )]
     pub fn speed(&self, key: &str) -> Option<&Finding> {
         self.0
             .get(key)?
@@ -402,6 +410,21 @@ mod tests {
         assert!(!s.contains(Capability::Vision));
         assert_eq!(serde_json::to_string(&s).unwrap(), r#"["tools","json"]"#);
         assert!(serde_json::from_str::<CapSet>(r#"["audio"]"#).is_err());
-        assert_eq!(CapSet::all().iter().count(), 3);
+        assert_eq!(CapSet::all().iter().count(), 4);
+        assert!(CapSet::all().contains(Capability::Speed));
+        assert_eq!(Capability::Speed.as_str(), SPEED);
+        assert_eq!(Capability::Speed.need(), None);
+        let f: Findings = serde_json::from_str(
+            r#"{"a::m": {"speed": {"verdict": "yes", "seen": "2026-12-01T10:00:00Z", "ttft_ms": 310, "output_tokens": 61, "tokens_per_s": 68.5}},
+                "a::n": {"speed": {"verdict": "no", "seen": "2026-12-01T10:00:00Z"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(f.speed("a::m").and_then(|s| s.ttft_ms), Some(310));
+        assert_eq!(
+            f.get("a::m", Capability::Speed)
+                .and_then(|s| s.output_tokens),
+            Some(61)
+        );
+        assert!(f.speed("a::n").is_none(), "no figures: not a measurement");
     }
 }
