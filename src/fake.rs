@@ -764,9 +764,11 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
     let reading = call.asks.reading();
     // A probe's question, else an image's number, else any arithmetic
     // question a person typed.
+    let count = arith::count(&question);
     let right = expected
         .map(|n| n.to_string())
         .or_else(|| reading.map(|n| n.to_string()))
+        .or_else(|| count.map(|(from, to)| arith::counted(from, to, None)))
         .unwrap_or_else(|| {
             arith::answer(&question).unwrap_or_else(|| arith::NOT_ARITHMETIC.to_string())
         });
@@ -836,8 +838,20 @@ async fn answer(inner: &Inner, call: &Call, behaviour: Behaviour) -> Response {
         Behaviour::GroqTpm => Reply::Fixed(respond::groq_tpm(&call.model)),
         Behaviour::Wrong => {
             inner.sleep(latency).await;
-            let wrong = expected.map_or(13, |n| n.saturating_add(1));
-            Reply::Text(wrong.to_string(), false, finish)
+            let wrong = match count {
+                // A count that skips a number in its middle.
+                Some((from, to)) => arith::counted(from, to, Some(from + (to - from) / 2)),
+                None => expected.map_or(13, |n| n.saturating_add(1)).to_string(),
+            };
+            Reply::Text(wrong, false, finish)
+        }
+        Behaviour::NoStream if call.stream.is_some() => Reply::Fixed(r.bad_request(
+            "Streaming is not supported for this model; send the request without stream",
+            Some("stream"),
+        )),
+        Behaviour::NoStream => {
+            inner.sleep(latency).await;
+            answered(finish)
         }
         // A reasoning model: its reasoning in the text before the answer.
         // Asked to call a tool or for JSON, it does so (the reasoning then

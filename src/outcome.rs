@@ -151,7 +151,7 @@ pub struct Entry {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ttft_ms: Option<u64>,
     /// Which capability a capability probe tested (`tools`, `json`,
-    /// `vision`); absent from the health log, whose entries are all basic
+    /// `vision`, `speed`); absent from the health log, whose entries are all basic
     /// probes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub probe: Option<Capability>,
@@ -249,11 +249,22 @@ pub enum Capability {
     Json,
     /// The reading of an image.
     Vision,
+    /// A long streamed answer, timed: not something a request needs, but
+    /// a figure (`ttft_ms`, `tokens_per_s`) probed on the same cadence.
+    Speed,
 }
 
 impl Capability {
-    /// Every capability, in the order they are shown.
+    /// Every capability a request may need, in the order they are shown.
     pub const ALL: [Capability; 3] = [Capability::Tools, Capability::Json, Capability::Vision];
+
+    /// Every capability `check` probes: [`Capability::ALL`], then speed.
+    pub const PROBED: [Capability; 4] = [
+        Capability::Tools,
+        Capability::Json,
+        Capability::Vision,
+        Capability::Speed,
+    ];
 
     pub fn as_str(self) -> &'static str {
         self.into()
@@ -276,9 +287,9 @@ impl std::fmt::Display for Capability {
 pub struct CapSet(u8);
 
 impl CapSet {
-    /// Every capability.
+    /// Every capability `check` probes.
     pub fn all() -> CapSet {
-        Capability::ALL.into_iter().collect()
+        Capability::PROBED.into_iter().collect()
     }
 
     pub fn contains(self, c: Capability) -> bool {
@@ -293,9 +304,9 @@ impl CapSet {
         self.0 == 0
     }
 
-    /// The members, in [`Capability::ALL`]'s order.
+    /// The members, in [`Capability::PROBED`]'s order.
     pub fn iter(self) -> impl Iterator<Item = Capability> {
-        Capability::ALL
+        Capability::PROBED
             .into_iter()
             .filter(move |c| self.contains(*c))
     }

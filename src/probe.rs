@@ -1,5 +1,6 @@
 //! One probe: ask one model one question through its provider's dialect,
-//! read the whole response under the provider's deadline, and classify it.
+//! streamed, read the whole response under the provider's deadline (and,
+//! once it streams, its stall limit), and classify it.
 //! [`exchange`] is that path for any request and check; the capability
 //! probes (`capabilities::probe`) take it too.
 //!
@@ -8,18 +9,21 @@
 
 use std::time::Duration;
 
-use crate::catalog::Resolved;
-use crate::outcome::{FailureType, Outcome, truncate_reason};
+use crate::catalog::{Resolved, model_key};
+use crate::outcome::{FailureType, Outcome, Timing, truncate_reason};
 use crate::prompts::Question;
 use crate::upstream::classify;
-use crate::upstream::dialect::{self, ChatRequest};
+use crate::upstream::dialect::{self, ChatRequest, StreamMapper};
 use crate::upstream::http;
 use crate::upstream::secret::Redactor;
+use crate::upstream::streamed::{self, Answer, Broken};
 
-/// Send `question` to `model` of `provider` and classify what comes back.
-/// Never fails: every failure is an [`Outcome`]. Sent with temperature 0 and
-/// the provider's `max_tokens`; `latency_ms` is the time to the full
-/// response. The headers come back beside the outcome, for the ledger.
+/// Send `question` to `model` of `provider`, streamed, and classify what
+/// comes back. Never fails: every failure is an [`Outcome`]. Sent with
+/// temperature 0 and the provider's `max_tokens`; `latency_ms` is the time
+/// to the full response, and `timing.ttft_ms` to its first content token
+/// (none when the provider answered whole). The headers come back beside
+/// the outcome, for the ledger.
 pub async fn probe(
     client: &reqwest::Client,
     provider: &Resolved,
@@ -28,8 +32,9 @@ pub async fn probe(
     timeout: Duration,
     redactor: &Redactor,
 ) -> classify::Classified {
-    let request = ChatRequest::probe(model, &question.text, provider.provider.max_tokens);
-    exchange(
+    let mut request = ChatRequest::probe(model, &question.text, provider.provider.max_tokens);
+    request.stream = true;
+    let mut c = exchange(
         client,
         provider,
         &request,
@@ -37,7 +42,14 @@ pub async fn probe(
         redactor,
         classify::answers(question.expected),
     )
-    .await
+    .await;
+    // The health log keeps the time to the first token; the rate is the
+    // speed probe's, whose answer is long enough to measure one.
+    c.outcome.timing = Timing {
+        ttft_ms: c.outcome.timing.ttft_ms,
+        ..Timing::default()
+    };
+    c
 }
 
 /// Send `request` to `provider` through its dialect, read the whole
@@ -46,6 +58,13 @@ pub async fn probe(
 /// the capability probes (`capabilities::probe`). Never fails. The
 /// provider's own key is masked in every message, whatever `redactor`
 /// knows.
+///
+/// A request with `stream` on is read as a stream, bounded by `timeout`
+/// before its first byte and by the provider's `stall_secs` after it
+/// ([`streamed`]), and its outcome carries its timing. A provider that
+/// refuses the stream (a 4xx naming it) is sent the request again
+/// unstreamed at once (`requests` 2, for the ledger), and, for the rest of
+/// the process, only that way.
 pub async fn exchange(
     client: &reqwest::Client,
     provider: &Resolved,
@@ -56,6 +75,17 @@ pub async fn exchange(
 ) -> classify::Classified {
     let key = provider.first_key().map(|k| &k.secret);
     let redactor = redactor.with(key);
+    let refusal = model_key(&provider.provider.name, &request.model);
+    let plain;
+    let request = if request.stream && streamed::refused(&refusal) {
+        plain = ChatRequest {
+            stream: false,
+            ..request.clone()
+        };
+        &plain
+    } else {
+        request
+    };
     let built = match dialect::build_request(client, provider.endpoint(), key, request) {
         // A probe's request holds nothing a dialect could drop.
         Ok(b) => b,
@@ -73,17 +103,47 @@ pub async fn exchange(
                 },
                 error: None,
                 headers: None,
+                requests: 0,
             };
         }
     };
-    let result = http::send(built.builder, timeout, http::DEFAULT_BODY_CAP).await;
-    classify::classify(
-        provider.provider.dialect,
-        &result,
-        built.plan,
-        judge,
-        &redactor,
-    )
+    let dialect = provider.provider.dialect;
+    if !request.stream {
+        let result = http::send(built.builder, timeout, http::DEFAULT_BODY_CAP).await;
+        return classify::classify(dialect, &result, built.plan, judge, &redactor);
+    }
+    let limits = streamed::Limits {
+        timeout,
+        stall: provider.provider.stall,
+    };
+    let mapper = StreamMapper::new(dialect).plan(built.plan);
+    match streamed::read(built.builder, mapper, dialect, limits).await {
+        Ok(Answer::Streamed(s)) => classify::classify_streamed(&s, judge, &redactor),
+        Ok(Answer::Whole(resp)) if streamed::refuses_streaming(&resp) => {
+            streamed::remember_refusal(&refusal);
+            let plain = ChatRequest {
+                stream: false,
+                ..request.clone()
+            };
+            let mut c = Box::pin(exchange(
+                client, provider, &plain, timeout, &redactor, judge,
+            ))
+            .await;
+            c.requests += 1;
+            c
+        }
+        Ok(Answer::Whole(resp)) => {
+            classify::classify_response(dialect, &resp, built.plan, judge, &redactor)
+        }
+        Err(Broken::Transport(e)) => {
+            classify::classify(dialect, &Err(e), built.plan, judge, &redactor)
+        }
+        Err(Broken::Event {
+            status,
+            headers,
+            error,
+        }) => classify::stream_event_error(status, &headers, &error, &redactor),
+    }
 }
 
 #[cfg(test)]
@@ -202,7 +262,7 @@ mod tests {
         let gemini = r#"{"candidates":[{"content":{"role":"model","parts":[{"text":"14"}]},"finishReason":"STOP"}]}"#;
         let url = serve_once(Some(http_reply("200 OK", gemini)), |req| {
             assert!(
-                req.starts_with("POST /v1/models/m:generateContent "),
+                req.starts_with("POST /v1/models/m:streamGenerateContent?alt=sse "),
                 "{req}"
             );
             assert!(req.contains(&format!("x-goog-api-key: {KEY}")), "{req}");
@@ -284,6 +344,99 @@ mod tests {
             e.starts_with("HTTP 401: Incorrect API key provided: [REDACTED]"),
             "{e}"
         );
+    }
+
+    /// The fake provider, in-process, and a provider of `dialect` at it
+    /// named `name` whose streams stall after `stall`.
+    async fn fake_provider(
+        dialect: &str,
+        name: &str,
+        stall: Duration,
+    ) -> (crate::fake::FakeServer, Resolved) {
+        let fake = crate::fake::start(crate::fake::FakeConfig::default())
+            .await
+            .unwrap();
+        let mut p = provider(dialect, &format!("{}/v1", fake.url()));
+        p.provider.name = name.into();
+        p.provider.stall = stall;
+        (fake, p)
+    }
+
+    /// A probe of `model` (a behaviour name) at `p`, with a question from
+    /// the fake's own pool.
+    async fn probe_fake(p: &Resolved, model: &str) -> classify::Classified {
+        let q = crate::prompts::Pool::embedded().draw(&mut rand::rng());
+        probe(
+            &http::client().unwrap(),
+            p,
+            model,
+            &q,
+            Duration::from_secs(10),
+            &Redactor::default(),
+        )
+        .await
+    }
+
+    #[tokio::test]
+    async fn a_streamed_probe_times_its_first_token_in_every_dialect() {
+        for d in ["openai", "anthropic", "gemini"] {
+            let (fake, p) = fake_provider(d, "streams", Duration::from_secs(10)).await;
+            let c = probe_fake(&p, "ok").await;
+            let o = &c.outcome;
+            assert_eq!(o.failure, None, "{d}: {o:?}");
+            let ttft = o.timing.ttft_ms.unwrap_or_else(|| panic!("{d}: {o:?}"));
+            assert!(ttft >= 1 && ttft <= o.latency_ms, "{d}: {o:?}");
+            // The rate is the speed probe's, not the health log's.
+            assert_eq!(
+                (o.timing.output_tokens, o.timing.tokens_per_s),
+                (None, None)
+            );
+            assert_eq!(c.requests, 1);
+            assert!(fake.requests().iter().all(|r| r.stream), "{d}");
+            // A wrong answer is judged from the assembled stream too.
+            let c = probe_fake(&p, "wrong").await;
+            assert_eq!(c.outcome.failure, Some(FailureType::WrongAnswer), "{d}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_stalls_or_ends_unfinished_is_a_timeout() {
+        for d in ["openai", "anthropic", "gemini"] {
+            let (_fake, p) = fake_provider(d, "stalls", Duration::from_millis(300)).await;
+            for model in ["stream-stall", "no-done", "no-done-hang", "stream-cut"] {
+                let o = probe_fake(&p, model).await.outcome;
+                assert_eq!(o.failure, Some(FailureType::Timeout), "{d} {model}: {o:?}");
+                let e = o.error.clone().unwrap();
+                let n: u64 = e
+                    .strip_prefix("stalled after ")
+                    .and_then(|r| r.strip_suffix(" bytes"))
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or_else(|| panic!("{d} {model}: {e}"));
+                assert!(n > 0, "{d} {model}: {e}");
+                assert_eq!(o.verdict(), crate::outcome::Verdict::Temporary("timeout"));
+            }
+            // An error event inside the stream is the upstream's failure.
+            let o = probe_fake(&p, "stream-error").await.outcome;
+            assert_eq!(o.failure, Some(FailureType::HttpError), "{d}: {o:?}");
+            assert!(o.error.unwrap().starts_with("error in the stream"), "{d}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_provider_that_refuses_streams_is_asked_again_whole_and_remembered() {
+        for d in ["openai", "anthropic", "gemini"] {
+            let name = format!("refuses-{d}");
+            let (fake, p) = fake_provider(d, &name, Duration::from_secs(10)).await;
+            let c = probe_fake(&p, "no-stream").await;
+            assert_eq!(c.outcome.failure, None, "{d}: {:?}", c.outcome);
+            assert_eq!(c.outcome.timing.ttft_ms, None, "{d}");
+            assert_eq!(c.requests, 2, "{d}");
+            // Remembered: the next probe goes whole at once.
+            let c = probe_fake(&p, "no-stream").await;
+            assert_eq!((c.outcome.failure, c.requests), (None, 1), "{d}");
+            let streamed: Vec<bool> = fake.requests().iter().map(|r| r.stream).collect();
+            assert_eq!(streamed, [true, false, false], "{d}");
+        }
     }
 
     #[tokio::test]

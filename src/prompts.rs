@@ -732,6 +732,23 @@ const REASONING_TAGS: &[&str] = &["think", "thinking"];
 /// every number in it equals `expected`. A reply that hedges between two
 /// numbers, or restates the operands, does not pass.
 pub fn check_answer(reply: &str, expected: i64) -> bool {
+    let numbers = answer_numbers(reply);
+    !numbers.is_empty() && numbers.iter().all(|n| *n == Some(i128::from(expected)))
+}
+
+/// Whether `reply` counts from `from` to `to` (the speed probe): after the
+/// same clean-up as [`check_answer`] (reasoning blocks and markdown
+/// removed), the numbers in it are exactly `from`, `from + 1`, … `to`, in
+/// order. What stands between and around them (spaces, commas, a line
+/// break, a full stop, a word) is not checked, as in [`check_answer`]; a
+/// number missing, repeated, out of order or added fails.
+pub fn check_count(reply: &str, from: i64, to: i64) -> bool {
+    let expected = (from..=to).map(|n| Some(i128::from(n)));
+    from <= to && answer_numbers(reply).into_iter().eq(expected)
+}
+
+/// The numbers of a reply, once reasoning blocks and markdown are gone.
+fn answer_numbers(reply: &str) -> Vec<Option<i128>> {
     let mut text = reply.to_string();
     for tag in REASONING_TAGS {
         text = strip_block(&text, tag);
@@ -740,8 +757,7 @@ pub fn check_answer(reply: &str, expected: i64) -> bool {
         .chars()
         .filter(|c| !matches!(c, '*' | '_' | '`' | '#' | '>'))
         .collect();
-    let numbers = extract_numbers(&text);
-    !numbers.is_empty() && numbers.iter().all(|n| *n == Some(i128::from(expected)))
+    extract_numbers(&text)
 }
 
 /// Remove `<tag>…</tag>` blocks, case-insensitively. An unclosed block means
@@ -836,6 +852,27 @@ mod tests {
 
     fn seeded(seed: u64) -> rand::rngs::StdRng {
         rand::rngs::StdRng::seed_from_u64(seed)
+    }
+
+    #[test]
+    fn a_count_passes_only_when_every_number_is_there_in_order() {
+        let seq: Vec<String> = (12..=15).map(|n| n.to_string()).collect();
+        for ok in [
+            seq.join(" "),
+            format!("  {}.\n", seq.join(", ")),
+            format!("<think>1 2 3</think>**{}**", seq.join(" ")),
+        ] {
+            assert!(check_count(&ok, 12, 15), "{ok:?}");
+        }
+        for wrong in [
+            "12 13 15",
+            "12 13 14 15 16",
+            "12 14 13 15",
+            "",
+            "12 13 13 14 15",
+        ] {
+            assert!(!check_count(wrong, 12, 15), "{wrong:?}");
+        }
     }
 
     #[test]

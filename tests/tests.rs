@@ -20,6 +20,7 @@ mod faults;
 mod layout;
 mod notify;
 mod probe_budget;
+mod probe_stream;
 mod read_cmds;
 #[cfg(unix)]
 mod readme;

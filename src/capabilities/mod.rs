@@ -37,9 +37,6 @@ pub const FINDINGS_FILE: &str = "capabilities.json";
 /// The file name of the capability probes' log, in the stats directory.
 pub const LOG_FILE: &str = "capability_log.json";
 
-/// The speed probe's name in `capabilities.json` and the capability log.
-pub const SPEED: &str = "speed";
-
 /// How long a verdict stands before it is probed again.
 pub const VERDICT_AGE: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 
@@ -48,12 +45,13 @@ const FIX_HINT: &str = "fix it by hand, or move it aside (and keep it): the next
 
 /// The request needs a capability serves, and back.
 impl Capability {
-    /// The request need this capability serves.
-    pub fn need(self) -> Need {
+    /// The request need this capability serves; speed serves none.
+    pub fn need(self) -> Option<Need> {
         match self {
-            Capability::Tools => Need::Tools,
-            Capability::Json => Need::Json,
-            Capability::Vision => Need::Vision,
+            Capability::Tools => Some(Need::Tools),
+            Capability::Json => Some(Need::Json),
+            Capability::Vision => Some(Need::Vision),
+            Capability::Speed => None,
         }
     }
 
@@ -208,12 +206,9 @@ impl Findings {
         self.0.get(key)?.get(cap.as_str())
     }
 
-    /// The latest passing speed probe's finding for `key`, whatever this
-    /// build's capabilities (`"speed"` in the file).
+    /// The latest passing speed probe's finding for `key`.
     pub fn speed(&self, key: &str) -> Option<&Finding> {
-        self.0
-            .get(key)?
-            .get(SPEED)
+        self.get(key, Capability::Speed)
             .filter(|f| f.tokens_per_s.is_some())
     }
 
@@ -433,6 +428,21 @@ mod tests {
         assert!(!s.contains(Capability::Vision));
         assert_eq!(serde_json::to_string(&s).unwrap(), r#"["tools","json"]"#);
         assert!(serde_json::from_str::<CapSet>(r#"["audio"]"#).is_err());
-        assert_eq!(CapSet::all().iter().count(), 3);
+        assert_eq!(CapSet::all().iter().count(), 4);
+        assert!(CapSet::all().contains(Capability::Speed));
+        assert_eq!(Capability::Speed.as_str(), "speed");
+        assert_eq!(Capability::Speed.need(), None);
+        let f: Findings = serde_json::from_str(
+            r#"{"a::m": {"speed": {"verdict": "yes", "seen": "2026-12-01T10:00:00Z", "ttft_ms": 310, "output_tokens": 61, "tokens_per_s": 68.5}},
+                "a::n": {"speed": {"verdict": "no", "seen": "2026-12-01T10:00:00Z"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(f.speed("a::m").and_then(|s| s.ttft_ms), Some(310));
+        assert_eq!(
+            f.get("a::m", Capability::Speed)
+                .and_then(|s| s.output_tokens),
+            Some(61)
+        );
+        assert!(f.speed("a::n").is_none(), "no figures: not a measurement");
     }
 }

@@ -14,6 +14,11 @@
 //! - **vision**: a PNG drawn at probe time ([`glyphs::draw`]) showing a
 //!   random number of three to five digits, sent as a `data:` URL; a reply
 //!   that is that number passes ([`crate::prompts::check_answer`]).
+//! - **speed**: "Count from A to B, separated by spaces.", A from 10 to
+//!   30 and B 55 to 65 above it, streamed, with `max_tokens` just large
+//!   enough ([`count_max_tokens`]); the numbers A to B, each once and in
+//!   order, pass ([`crate::prompts::check_count`]). The outcome carries
+//!   the time to the first token, the output tokens and their rate.
 
 use std::time::Duration;
 
@@ -52,12 +57,11 @@ pub struct CapOutcome {
 }
 
 /// Probe `model` of `provider` for `cap`, with `max_tokens` for the answer
-/// (or the provider's own `max_tokens`, when that is larger).
-/// Never fails: every failure is a [`CapOutcome`].
-/// Probe `model` of `provider` for `cap`, with `max_tokens` for the answer
-/// (or the provider's own `max_tokens`, when that is larger). Never fails:
-/// every failure is a [`CapOutcome`]; beside it, the response's headers
-/// (when there was a response), for the ledger to learn rate limits from.
+/// (or the provider's own `max_tokens`, when that is larger; the speed
+/// probe asks for its own, [`count_max_tokens`]). Never fails: every
+/// failure is a [`CapOutcome`]; beside it, the response's headers (when
+/// there was a response), for the ledger to learn rate limits from, and
+/// the requests sent ([`classify::Classified::requests`]).
 pub async fn probe(
     client: &reqwest::Client,
     provider: &Resolved,
@@ -66,11 +70,17 @@ pub async fn probe(
     max_tokens: u32,
     timeout: Duration,
     redactor: &Redactor,
-) -> (CapOutcome, Option<reqwest::header::HeaderMap>) {
+) -> (CapOutcome, Option<reqwest::header::HeaderMap>, u32) {
     // A reasoning model may think past a small budget: ask for at least
     // what the provider's plain probe may use.
     let max_tokens = max_tokens.max(provider.provider.max_tokens);
-    let (request, check) = task(model, cap, max_tokens, &mut rand::rng());
+    let (mut request, check) = task(model, cap, max_tokens, &mut rand::rng());
+    if cap == Capability::Speed {
+        // Never below what the provider's plain probe asks for.
+        request.max_tokens = request
+            .max_tokens
+            .map(|m| m.max(provider.provider.max_tokens));
+    }
     let unfinished = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let seen = unfinished.clone();
     let classified = crate::probe::exchange(
@@ -105,6 +115,7 @@ pub async fn probe(
             decided,
         },
         classified.headers,
+        classified.requests,
     )
 }
 
@@ -129,7 +140,7 @@ fn decide(
     // a model that refuses tools refuses JSON mode there too.
     let forced_tool = dialect::wire(dialect).json_mode() == JsonMode::ForcedTool;
     let refused =
-        need == cap.need() || (cap == Capability::Json && forced_tool && need == Need::Tools);
+        Some(need) == cap.need() || (cap == Capability::Json && forced_tool && need == Need::Tools);
     refused.then_some(Judgement::No)
 }
 
@@ -142,6 +153,23 @@ pub enum Check {
     Json { expected: i64 },
     /// Text that is this number.
     Reading { expected: i64 },
+    /// Text that counts from `from` to `to`.
+    Count { from: i64, to: i64 },
+}
+
+/// The speed probe's question.
+pub fn count_question(from: i64, to: i64) -> String {
+    format!("Count from {from} to {to}, separated by spaces.")
+}
+
+/// The speed probe's `max_tokens`: just enough for the count, so that a
+/// model that runs on is cut off soon. Each number may take a token a
+/// digit (tokenizers that split digits, as Gemini's do) plus one for the
+/// space before it; 8 more for an opening or closing word.
+pub fn count_max_tokens(from: i64, to: i64) -> u32 {
+    let numbers = (to - from + 1).max(0).unsigned_abs();
+    let digits = u64::from(to.unsigned_abs().max(1).ilog10() + 1);
+    u32::try_from(numbers * (digits + 1) + 8).unwrap_or(u32::MAX)
 }
 
 /// A capability probe's request for `model`, with fresh random operands,
@@ -230,6 +258,14 @@ pub fn task(
             let expected = i64::try_from(n).unwrap_or(i64::MAX);
             (request(message), Check::Reading { expected })
         }
+        Capability::Speed => {
+            let from: i64 = rng.random_range(10..=30);
+            let to = from + rng.random_range(55..=65);
+            let mut r =
+                ChatRequest::probe(model, &count_question(from, to), count_max_tokens(from, to));
+            r.stream = true;
+            (r, Check::Count { from, to })
+        }
     }
 }
 
@@ -240,6 +276,7 @@ impl Check {
             Check::Call { a, b } => judge_call(reply, a, b),
             Check::Json { expected } => judge_json(reply, expected),
             Check::Reading { expected } => classify::answers(expected)(reply),
+            Check::Count { from, to } => judge_count(reply, from, to),
         }
     }
 }
@@ -325,6 +362,20 @@ fn judge_call(reply: &ChatReply, a: i64, b: i64) -> Result<(), String> {
         shown("a"),
         shown("b")
     ))
+}
+
+fn judge_count(reply: &ChatReply, from: i64, to: i64) -> Result<(), String> {
+    if let Some(why) = no_text(reply) {
+        return Err(why.to_string());
+    }
+    if crate::prompts::check_count(&reply.text, from, to) {
+        Ok(())
+    } else {
+        Err(format!(
+            "not a count from {from} to {to}: \"{}\"",
+            snippet(&reply.text)
+        ))
+    }
 }
 
 fn judge_json(reply: &ChatReply, expected: i64) -> Result<(), String> {

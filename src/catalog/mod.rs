@@ -29,6 +29,9 @@ pub mod bounds {
     pub const SPACING_SECS: RangeInclusive<f64> = 0.0..=3600.0;
     /// Seconds a probe may take; must also be more than 0.
     pub const TIMEOUT_SECS: RangeInclusive<f64> = 0.0..=3600.0;
+    /// Seconds a streamed probe may go without a byte once its first has
+    /// come; must also be more than 0.
+    pub const STALL_SECS: RangeInclusive<f64> = 0.0..=3600.0;
     /// Tokens a probe may ask for.
     pub const MAX_TOKENS: RangeInclusive<u32> = 1..=32_768;
     /// Hard failures in a row that disable a model.
@@ -359,6 +362,7 @@ pub fn parse_day_reset(s: &str) -> std::result::Result<NaiveTime, String> {
 struct DefaultsToml {
     spacing_secs: Option<f64>,
     timeout_secs: Option<f64>,
+    stall_secs: Option<f64>,
     max_tokens: Option<u32>,
     disable_after: Option<u32>,
     capability_max_tokens: Option<u32>,
@@ -397,6 +401,7 @@ struct ProviderTable {
     models_add: Vec<String>,
     spacing_secs: Option<f64>,
     timeout_secs: Option<f64>,
+    stall_secs: Option<f64>,
     max_tokens: Option<u32>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
@@ -623,6 +628,8 @@ impl CheckSettings {
 pub struct Defaults {
     pub spacing: Duration,
     pub timeout: Duration,
+    /// How long a streamed probe may go without a byte after its first.
+    pub stall: Duration,
     pub max_tokens: u32,
     pub disable_after: u32,
     /// `max_tokens` for a capability probe: a tool call does not fit in the
@@ -662,6 +669,10 @@ pub struct Provider {
     pub models: Vec<String>,
     pub spacing: Duration,
     pub timeout: Duration,
+    /// `stall_secs`: once a streamed probe's first byte has come, the
+    /// longest it may then go without another before it fails as stalled
+    /// (`timeout` bounds the wait for the first).
+    pub stall: Duration,
     pub max_tokens: u32,
     pub headers: BTreeMap<String, String>,
     pub priority: i64,
@@ -993,6 +1004,13 @@ impl Catalog {
                 bounds::TIMEOUT_SECS,
                 true,
                 "defaults.timeout_secs",
+                &origin,
+            )?,
+            stall: secs(
+                theirs.stall_secs.or(ours.stall_secs).unwrap_or(10.0),
+                bounds::STALL_SECS,
+                true,
+                "defaults.stall_secs",
                 &origin,
             )?,
             max_tokens: count(
@@ -1501,6 +1519,11 @@ impl ProviderTable {
                 .map_err(|why| bad(format!("timeout_secs {why}")))?,
             None => d.timeout,
         };
+        let stall = match t.stall_secs {
+            Some(v) => bounded_secs(v, bounds::STALL_SECS, true)
+                .map_err(|why| bad(format!("stall_secs {why}")))?,
+            None => d.stall,
+        };
         let max_tokens = match t.max_tokens {
             Some(v) => bounded_u32(v, bounds::MAX_TOKENS)
                 .map_err(|why| bad(format!("max_tokens {why}")))?,
@@ -1584,6 +1607,7 @@ impl ProviderTable {
             models,
             spacing,
             timeout,
+            stall,
             max_tokens,
             headers: t.headers,
             priority: t.priority,

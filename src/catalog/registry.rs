@@ -78,6 +78,8 @@ impl Entry {
             Capability::Tools => self.supports_function_calling,
             Capability::Json => self.supports_response_schema,
             Capability::Vision => self.supports_vision,
+            // No registry flags speed; it is measured, never listed.
+            Capability::Speed => None,
         }
         .unwrap_or(false)
     }

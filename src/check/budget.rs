@@ -412,6 +412,30 @@ impl Book {
         }
     }
 
+    /// Count `extra` requests of `model` of `p` that went beside an
+    /// admitted probe (a streamed probe its provider refused, sent again
+    /// unstreamed): every request to a provider counts, and these have
+    /// gone, so no limit stops them. They used no tokens.
+    pub fn count_extra(&self, p: &Resolved, model: &str, extra: u32) {
+        let Some(e) = self.entries.get(&model_key(&p.provider.name, model)) else {
+            return;
+        };
+        let now = self.clock.now();
+        let req = LimitRequest {
+            target: &e.target,
+            limits: &e.limits,
+            tokens: 0,
+        };
+        let result = ProbeUsage::update(&self.stats_dir, now, |usage| {
+            for _ in 0..extra {
+                usage.budget.count_sent(&req, now);
+            }
+        });
+        if let Err(err) = result {
+            tracing::warn!(%err, "check: a probe's second request could not be counted");
+        }
+    }
+
     /// The probes the allowance stopped at send time.
     pub fn spent(&self) -> Vec<BudgetSkip> {
         lock(&self.spent).clone()

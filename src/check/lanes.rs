@@ -86,10 +86,36 @@ impl HttpProber {
     pub fn book(&self) -> Option<&Arc<Book>> {
         self.book.as_ref()
     }
+
+    /// Tell the book how a probe of `model` went: answered or not, its
+    /// headers, and any request beyond the one it admitted.
+    async fn settle(
+        &self,
+        lane: &Lane,
+        model: &str,
+        answered: bool,
+        headers: Option<reqwest::header::HeaderMap>,
+        requests: u32,
+    ) {
+        let Some(book) = self.book.clone() else {
+            return;
+        };
+        let (p, m) = (lane.resolved.clone(), model.to_string());
+        let _ = tokio::task::spawn_blocking(move || {
+            if requests > 1 {
+                book.count_extra(&p, &m, requests - 1);
+            }
+            book.answered(&p, &m, answered, headers.as_ref())
+        })
+        .await;
+    }
 }
 
-impl Prober for HttpProber {
-    async fn probe(&self, lane: &Lane, model: &str) -> Outcome {
+impl HttpProber {
+    /// The basic probe, and the requests it sent (2 when its provider
+    /// refused the stream): [`Prober::probe`] for a caller that counts
+    /// requests in a ledger of its own (route's re-prober).
+    pub async fn basic(&self, lane: &Lane, model: &str) -> (Outcome, u32) {
         let question = {
             let mut rng = rand::rng();
             self.pool.draw(&mut rng)
@@ -103,14 +129,21 @@ impl Prober for HttpProber {
             &self.redactor,
         )
         .await;
-        if let Some(book) = self.book.clone() {
-            let (p, m, h) = (lane.resolved.clone(), model.to_string(), c.headers.clone());
-            let answered = c.outcome.status.is_some();
-            let _ =
-                tokio::task::spawn_blocking(move || book.answered(&p, &m, answered, h.as_ref()))
-                    .await;
-        }
-        c.outcome
+        self.settle(
+            lane,
+            model,
+            c.outcome.status.is_some(),
+            c.headers,
+            c.requests,
+        )
+        .await;
+        (c.outcome, c.requests)
+    }
+}
+
+impl Prober for HttpProber {
+    async fn probe(&self, lane: &Lane, model: &str) -> Outcome {
+        self.basic(lane, model).await.0
     }
 
     async fn admit(
@@ -154,7 +187,7 @@ impl Prober for HttpProber {
     }
 
     async fn capability(&self, lane: &Lane, model: &str, cap: Capability) -> CapOutcome {
-        let (c, headers) = crate::capabilities::probe::probe(
+        let (c, headers, requests) = crate::capabilities::probe::probe(
             &self.client,
             &lane.resolved,
             model,
@@ -164,14 +197,8 @@ impl Prober for HttpProber {
             &self.redactor,
         )
         .await;
-        if let Some(book) = self.book.clone() {
-            let (p, m) = (lane.resolved.clone(), model.to_string());
-            let answered = c.outcome.status.is_some();
-            let _ = tokio::task::spawn_blocking(move || {
-                book.answered(&p, &m, answered, headers.as_ref())
-            })
+        self.settle(lane, model, c.outcome.status.is_some(), headers, requests)
             .await;
-        }
         c
     }
 }
@@ -560,6 +587,7 @@ mod tests {
                 .iter()
                 .map(|(m, caps)| (m.to_string(), caps.iter().copied().collect()))
                 .collect(),
+            listed: Default::default(),
             findings: Arc::new(findings),
             states: states
                 .iter()

@@ -56,6 +56,9 @@ pub struct CapPlan {
     /// The lane's models that have capabilities to probe, in lane order,
     /// with those capabilities.
     pub wanted: Vec<(String, CapSet)>,
+    /// What the catalog lists for each model (`model_info`): among due
+    /// probes, these go before those only `--capabilities all` adds.
+    pub listed: BTreeMap<String, CapSet>,
     /// The verdicts (`capabilities.json`) as the run found them, shared by
     /// every lane.
     pub findings: Arc<Findings>,
@@ -92,17 +95,23 @@ impl CapChoice {
     }
 }
 
+/// How a due capability probe ranks, best highest: listed by the catalog,
+/// then more overdue, then fewer decided verdicts for its model.
+type Rank = (bool, TimeDelta, std::cmp::Reverse<usize>);
+
 impl CapPlan {
     /// The most overdue (model, capability) among `passed`: the lane's
     /// models whose basic probe passed in this run, each with the `ts` of
     /// that probe. A model is judged by its state after that probe (a
     /// paused model that passes comes back to `active`, which makes its
-    /// verdicts due at once); one that is not active is never chosen. Ties
-    /// (verdicts never decided, above all) go to the model with the fewest
-    /// decided verdicts, then to the model earlier in the lane, then to
-    /// [`Capability::ALL`]'s order. `None` when nothing is due.
+    /// verdicts due at once); one that is not active is never chosen. A
+    /// capability the catalog lists for its model goes before one it does
+    /// not, however overdue. Ties (verdicts never decided, above all) go
+    /// to the model with the fewest decided verdicts, then to the model
+    /// earlier in the lane, then to [`Capability::PROBED`]'s order. `None`
+    /// when nothing is due.
     pub fn choose(&self, passed: &[(&str, &str)], now: DateTime<Utc>) -> Option<CapChoice> {
-        let mut best: Option<(CapChoice, usize)> = None;
+        let mut best: Option<(CapChoice, Rank)> = None;
         for (model, set) in &self.wanted {
             let Some((_, ts)) = passed.iter().find(|(m, _)| *m == model.as_str()) else {
                 continue;
@@ -126,21 +135,21 @@ impl CapPlan {
                 .iter()
                 .filter(|c| self.findings.verdict(&key, *c) != Judgement::Unknown)
                 .count();
+            let listed = self.listed.get(model).copied().unwrap_or_default();
             for cap in set.iter() {
                 let finding = self.findings.get(&key, cap);
                 let Some(overdue) = capabilities::overdue(finding, entry.as_ref(), now) else {
                     continue;
                 };
-                if best.as_ref().is_none_or(|(b, d)| {
-                    overdue > b.overdue || (overdue == b.overdue && decided < *d)
-                }) {
+                let rank = (listed.contains(cap), overdue, std::cmp::Reverse(decided));
+                if best.as_ref().is_none_or(|(_, r)| rank > *r) {
                     best = Some((
                         CapChoice {
                             model: model.clone(),
                             capability: cap,
                             overdue,
                         },
-                        decided,
+                        rank,
                     ));
                 }
             }
@@ -323,13 +332,17 @@ fn cap_plan(
     if !p.capabilities {
         return None;
     }
+    let listed: BTreeMap<String, CapSet> = models
+        .iter()
+        .map(|m| (m.clone(), p.info(m).capabilities.unwrap_or_default()))
+        .collect();
     let wanted: Vec<(String, CapSet)> = models
         .iter()
         .filter_map(|m| {
             let set = match which {
                 CapabilityProbes::None => return None,
                 CapabilityProbes::All => CapSet::all(),
-                CapabilityProbes::Listed => p.info(m).capabilities.unwrap_or_default(),
+                CapabilityProbes::Listed => listed[m],
             };
             (!set.is_empty()).then(|| (m.clone(), set))
         })
@@ -344,6 +357,7 @@ fn cap_plan(
     Some(CapPlan {
         provider: p.name.clone(),
         wanted,
+        listed,
         findings: Arc::default(),
         states,
         clock: Clock::from_env(),
@@ -569,6 +583,7 @@ mod tests {
         let plan = CapPlan {
             provider: "p".into(),
             wanted: vec![("a".into(), all), ("b".into(), all)],
+            listed: BTreeMap::new(),
             findings: Arc::new(findings),
             states: BTreeMap::new(),
             clock: Clock::default(),
@@ -580,6 +595,41 @@ mod tests {
         assert_eq!((c.model.as_str(), c.capability), ("b", Capability::Tools));
         let c = plan.choose(&[("a", ts)], now).unwrap();
         assert_eq!((c.model.as_str(), c.capability), ("a", Capability::Json));
+    }
+
+    #[test]
+    fn a_capability_the_catalog_lists_goes_before_one_it_does_not() {
+        let all = CapSet::all();
+        let mut findings = Findings::default();
+        // b's speed was seen long ago; a's listed speed is overdue by an
+        // hour only, and b's unlisted tools never decided.
+        for (key, cap, seen) in [
+            ("p::a", Capability::Speed, "2026-12-01T11:00:00Z"),
+            ("p::b", Capability::Speed, "2026-11-01T11:00:00Z"),
+        ] {
+            let finding = crate::capabilities::Finding {
+                verdict: Judgement::Yes,
+                seen: Some(seen.into()),
+                ..Default::default()
+            };
+            findings.record(key, cap, finding);
+        }
+        let speed: CapSet = [Capability::Speed].into_iter().collect();
+        let plan = CapPlan {
+            provider: "p".into(),
+            wanted: vec![("a".into(), all), ("b".into(), all)],
+            listed: [("a".to_string(), speed)].into(),
+            findings: Arc::new(findings),
+            states: BTreeMap::new(),
+            clock: Clock::default(),
+        };
+        let now: DateTime<Utc> = "2026-12-02T12:00:00Z".parse().unwrap();
+        let ts = "2026-12-02T12:00:00Z";
+        let c = plan.choose(&[("a", ts), ("b", ts)], now).unwrap();
+        assert_eq!((c.model.as_str(), c.capability), ("a", Capability::Speed));
+        // Nothing listed is due: the most overdue of the rest.
+        let c = plan.choose(&[("b", ts)], now).unwrap();
+        assert_eq!((c.model.as_str(), c.capability), ("b", Capability::Tools));
     }
 
     /// The states of a run in which `p::off` is disabled.
@@ -614,7 +664,10 @@ mod tests {
         let all = plan_with(CapabilityProbes::All);
         let w = wanted(&all, "p").unwrap();
         assert_eq!(w.len(), 3, "{w:?}");
-        assert!(w.iter().all(|(_, c)| c[..] == [Tools, Json, Vision]));
+        assert!(
+            w.iter()
+                .all(|(_, c)| c[..] == [Tools, Json, Vision, Capability::Speed])
+        );
         assert!(
             wanted(&all, "optout").is_none(),
             "capabilities = false wins"

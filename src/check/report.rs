@@ -101,6 +101,7 @@ fn cap_count(caps: &[CapRecord]) -> String {
 }
 
 /// One capability probe in a line: "groq::m tools ✔ (412 ms)", "groq::m
+/// speed ✔ (1200 ms, first token 310 ms, 61 tokens at 68.5/s)", "groq::m
 /// json ✗ wrong_answer: not JSON", or, when it decided nothing, "groq::m
 /// tools ? rate_limit (429), verdict unchanged: …".
 pub fn cap_line(c: &CapRecord) -> String {
@@ -119,7 +120,17 @@ pub fn cap_line(c: &CapRecord) -> String {
         .map(|x| format!(": {x}"))
         .unwrap_or_default();
     match c.decided {
-        Some(Judgement::Yes) => format!("{key} {cap} ✔ ({} ms)", e.latency_ms),
+        Some(Judgement::Yes) => {
+            let first = e
+                .ttft_ms
+                .map(|t| format!(", first token {t} ms"))
+                .unwrap_or_default();
+            let rate = match (e.output_tokens, e.tokens_per_s) {
+                (Some(n), Some(r)) => format!(", {n} tokens at {r}/s"),
+                _ => String::new(),
+            };
+            format!("{key} {cap} ✔ ({} ms{first}{rate})", e.latency_ms)
+        }
         Some(Judgement::No) => format!("{key} {cap} ✗ {class}{error}"),
         _ if e.ok == 1 => format!(
             "{key} {cap} ? passed, verdict unchanged ({} ms)",

@@ -363,8 +363,10 @@ impl Writer {
 
 /// The verdict a capability probe's `entry` decided, seen when the probe
 /// started. A `no` says why: the failure class and the (redacted) reason,
-/// e.g. "wrong_answer: answered in text, no call of add".
+/// e.g. "wrong_answer: answered in text, no call of add". A `yes` of the
+/// speed probe keeps its figures (only its entries carry them).
 fn finding(entry: &Entry, verdict: Judgement) -> Finding {
+    let passed = verdict == Judgement::Yes;
     let reason = (verdict == Judgement::No).then(|| match &entry.error {
         Some(e) if !entry.failure_type.is_empty() => format!("{}: {e}", entry.failure_type),
         Some(e) => e.clone(),
@@ -375,6 +377,9 @@ fn finding(entry: &Entry, verdict: Judgement) -> Finding {
         verdict,
         seen: Some(entry.ts.clone()),
         reason: reason.map(|r| crate::outcome::truncate_reason(&r)),
+        ttft_ms: entry.ttft_ms.filter(|_| passed),
+        output_tokens: entry.output_tokens.filter(|_| passed),
+        tokens_per_s: entry.tokens_per_s.filter(|_| passed),
         ..Finding::default()
     }
 }

@@ -52,6 +52,27 @@ fn evaluate(text: &str) -> Option<String> {
     Some(value.show())
 }
 
+/// The bounds of a counting task, "Count from A to B" (the speed probe's
+/// question, `capabilities::probe`), case-blind, wherever it stands in
+/// `text`: `None` for any other text, and for A above B.
+pub fn count(text: &str) -> Option<(i64, i64)> {
+    let lower = text.to_ascii_lowercase();
+    let rest = &lower[lower.find("count from ")? + "count from ".len()..];
+    let (from, rest) = rest.split_once(" to ")?;
+    let to: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let (from, to) = (from.trim().parse().ok()?, to.parse().ok()?);
+    (from <= to && to - from <= 10_000).then_some((from, to))
+}
+
+/// The numbers `from` to `to`, separated by spaces, without `skip`.
+pub fn counted(from: i64, to: i64, skip: Option<i64>) -> String {
+    let numbers: Vec<String> = (from..=to)
+        .filter(|n| Some(*n) != skip)
+        .map(|n| n.to_string())
+        .collect();
+    numbers.join(" ")
+}
+
 /// The numbers of an arithmetic question, in the order they appear (`12`
 /// and `7` for "What is 12 * 7?"), for a tool call's numeric arguments
 /// (`fake/asks.rs`); `None` when `text` is not an arithmetic question.
@@ -406,6 +427,17 @@ mod tests {
 
     fn a(q: &str) -> Option<String> {
         answer(q)
+    }
+
+    #[test]
+    fn a_counting_task_reads_its_bounds() {
+        let q = crate::capabilities::probe::count_question(12, 72);
+        assert_eq!(count(&q), Some((12, 72)));
+        assert_eq!(count("count from 3 to 5"), Some((3, 5)));
+        assert_eq!(count("Count from 9 to 3."), None);
+        assert_eq!(count("What is 2 + 2?"), None);
+        assert_eq!(counted(3, 6, None), "3 4 5 6");
+        assert_eq!(counted(3, 6, Some(4)), "3 5 6");
     }
 
     #[test]

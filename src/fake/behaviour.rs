@@ -99,6 +99,9 @@ pub enum Behaviour {
     /// Streamed: the first content chunk, then nothing until the server
     /// shuts down. Not streamed: like `ok`.
     StreamStall,
+    /// Streamed: a 400 that says streaming is not supported, in the
+    /// dialect's shape. Not streamed: like `ok`.
+    NoStream,
     /// The correct answer, with OpenAI-style headers announcing a limit of
     /// N requests a minute (`x-ratelimit-limit-requests: N`, one fewer
     /// remaining, reset in `1m0s`), for learning limits from headers.
@@ -162,7 +165,7 @@ pub const INVENTED_TOOL: &str = "calculate";
 /// Names accepted by [`Behaviour::from_str`], for error messages and help.
 pub const NAMES: &str = "ok, ok:MS, wrong, think, rate-limit, retry-after:N, e500, overloaded, e503, \
 unauthorized, forbidden, not-found, decommissioned, context-length, echo-key, error-in-200, empty-choices, slow, slow:MS, \
-garbage, html, html200, huge, huge:N, hang-headers, drip, bad-utf8, flaky:N, spike:MS, reset, truncated, stream-cut, stream-error, stream-stall, no-done, no-done-hang, rpm-headers:N, \
+garbage, html, html200, huge, huge:N, hang-headers, drip, bad-utf8, flaky:N, spike:MS, reset, truncated, stream-cut, stream-error, stream-stall, no-stream, no-done, no-done-hang, rpm-headers:N, \
 no-tools, ollama-no-tools, no-json, no-images, max-tokens, max-tokens:N, context-window, context-window:N, \
 groq-context-length, groq-tpm, text-not-call, wrong-args, invented-tool, bad-json, json-wrong, misread, agent";
 
@@ -171,7 +174,7 @@ pub const REFUSING: &str = "no-tools, ollama-no-tools, no-json, no-images, max-t
 
 /// How behaviours meet a streamed request (`"stream": true`, Gemini's
 /// `:streamGenerateContent`), for help text.
-pub const STREAMING: &str = "A streamed request gets its answer as the dialect's stream (OpenAI chunks, Anthropic events, Gemini SSE or, without alt=sse, a JSON array) for ok, slow, wrong, think, truncated, empty-choices and rpm-headers; every other behaviour answers as it does unstreamed, as real providers do before the first byte. stream-cut, stream-error and stream-stall break a stream after its first content chunk (connection closed, an in-stream error, silence until shutdown) and answer an unstreamed request like ok, so `check` keeps such a model active. no-done sends the whole stream but its last event ([DONE], message_stop, Gemini's final chunk) and ends cleanly; no-done-hang does the same and then stays silent until shutdown; unstreamed, both answer like ok.";
+pub const STREAMING: &str = "A streamed request gets its answer as the dialect's stream (OpenAI chunks, Anthropic events, Gemini SSE or, without alt=sse, a JSON array) for ok, slow, wrong, think, truncated, empty-choices and rpm-headers; every other behaviour answers as it does unstreamed, as real providers do before the first byte. stream-cut, stream-error and stream-stall break a stream after its first content chunk (connection closed, an in-stream error, silence until shutdown) and answer an unstreamed request like ok (`check` streams its probes, so it records them as failures: stream-stall and stream-cut as stalled, stream-error as the upstream's error). no-stream refuses a streamed request with a 400 saying streaming is not supported (param stream) and answers an unstreamed one like ok. no-done sends the whole stream but its last event ([DONE], message_stop, Gemini's final chunk) and ends cleanly; no-done-hang does the same and then stays silent until shutdown; unstreamed, both answer like ok.";
 
 /// The faults a transport can show, for help text.
 pub const FAULTS: &str = "Transport faults, for testing that every probe and routed request ends within its timeout: hang-headers sends 200 and its headers, then nothing until shutdown; drip sends a valid answer one byte a second; reset announces a body and closes the connection halfway through it; bad-utf8 sends a 200 JSON answer with bytes that are not UTF-8; huge[:N] pads a valid answer to N MiB (8 unless given), streamed from the fake without building it whole; flaky:N answers N percent of requests with a 429, 500 or 503 and the rest like ok; spike:MS answers like ok, 30 percent of requests after an extra MS milliseconds. flaky and spike draw from a fixed seed and the fake's request count, so a run repeats.";
@@ -269,6 +272,7 @@ impl FromStr for Behaviour {
             "stream-cut" => Behaviour::StreamCut,
             "stream-error" => Behaviour::StreamError,
             "stream-stall" => Behaviour::StreamStall,
+            "no-stream" => Behaviour::NoStream,
             "no-tools" => Behaviour::NoTools,
             "ollama-no-tools" => Behaviour::OllamaNoTools,
             "no-json" => Behaviour::NoJson,
@@ -345,6 +349,7 @@ impl fmt::Display for Behaviour {
             Behaviour::StreamCut => "stream-cut",
             Behaviour::StreamError => "stream-error",
             Behaviour::StreamStall => "stream-stall",
+            Behaviour::NoStream => "no-stream",
         };
         f.write_str(name)
     }

@@ -273,6 +273,7 @@ async fn every_behaviour_in_every_dialect() {
                 | Behaviour::StreamCut
                 | Behaviour::StreamError
                 | Behaviour::StreamStall
+                | Behaviour::NoStream
                 | Behaviour::NoDone
                 | Behaviour::NoDoneHang => {
                     assert!(check_answer(&r.content(d), q.expected), "{ctx}")

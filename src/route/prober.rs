@@ -39,7 +39,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::catalog::{ApiKey, Record, Resolved, model_key};
-use crate::check::lanes::{HttpProber, Probed, Prober};
+use crate::check::lanes::{HttpProber, Probed};
 use crate::check::plan::Lane;
 use crate::check::writer::Writer;
 use crate::error::Error;
@@ -393,9 +393,17 @@ impl Reprober {
         };
         self.last_sent.insert(p.provider.name.clone(), now);
         tracing::debug!(model = %model_key(&p.provider.name, model), "re-probe sent");
-        let outcome = self.prober.probe(&lane, model).await;
+        let (outcome, requests) = self.prober.basic(&lane, model).await;
         if outcome.status.is_none() {
             self.engine.ledger.probe_unanswered(reservation);
+        }
+        // A stream the provider refused went again unstreamed: that
+        // request counts too, as far as the limits still let it (it used
+        // no tokens; later probes of the model go unstreamed at once).
+        for _ in 1..requests {
+            if let Err(why) = self.engine.admit_probe(p, model, target, 0, true).await {
+                tracing::info!(model = %model_key(&p.provider.name, model), %why, "re-probe's second request not counted: at a limit");
+            }
         }
         Some(outcome)
     }

@@ -234,6 +234,7 @@ async fn open_stream_inner(
     } = built;
     let dialect = c.provider.provider.dialect;
     let timeout = c.provider.provider.timeout;
+    let started = std::time::Instant::now();
     let resp = http::open(builder, timeout)
         .await
         .map_err(|e| classify::transport_error(&e, &redactor))?;
@@ -243,18 +244,17 @@ async fn open_stream_inner(
         // An error answered before any stream: read it whole and classify
         // it as a non-streaming response.
         let headers = resp.headers().clone();
-        let body = tokio::time::timeout(timeout, resp.bytes())
+        let whole = http::read_body(resp, http::DEFAULT_BODY_CAP, started);
+        let raw = tokio::time::timeout(timeout, whole)
             .await
             .ok()
-            .and_then(|r| r.ok())
-            .unwrap_or_default()
-            .to_vec();
-        let raw = http::RawResponse {
-            status,
-            headers,
-            body,
-            elapsed: Duration::ZERO,
-        };
+            .and_then(Result::ok)
+            .unwrap_or(http::RawResponse {
+                status,
+                headers,
+                body: Vec::new(),
+                elapsed: Duration::ZERO,
+            });
         return Err(
             classify::read_response(dialect, &raw, &redactor, clock.now())
                 .err()

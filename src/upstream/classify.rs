@@ -39,12 +39,13 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::outcome::{FailureType, Outcome, truncate_reason};
+use crate::outcome::{FailureType, Outcome, Timing, truncate_reason};
 use crate::prompts::check_answer;
 use crate::upstream::dialect::{self, ChatReply, Dialect, ProviderError, ReplyError, ReplyPlan};
 use crate::upstream::hints;
 use crate::upstream::http::{RawResponse, TransportError};
 use crate::upstream::secret::Redactor;
+use crate::upstream::streamed;
 
 /// What kind of upstream failure an attempt met. Fine enough for `route` to
 /// pick a cooldown; [`ErrorClass::failure_type`] folds it into the log's
@@ -204,6 +205,9 @@ pub struct Classified {
     /// The response's headers, when there was a response: the rate-limit
     /// headers a probe's ledger learns from ([`crate::usage::limits`]).
     pub headers: Option<reqwest::header::HeaderMap>,
+    /// Requests sent to the provider: 2 when a streamed probe was refused
+    /// and sent again unstreamed, for the ledger to count.
+    pub requests: u32,
 }
 
 /// Classify the result of [`crate::upstream::http::send`] for a probe:
@@ -222,6 +226,7 @@ pub fn classify(
             outcome: classify_transport(e, redactor),
             error: Some(transport_error(e, redactor)),
             headers: None,
+            requests: 1,
         },
     }
 }
@@ -242,11 +247,7 @@ pub fn classify_response(
     judge: impl Judge,
     redactor: &Redactor,
 ) -> Classified {
-    // Rounded up: a response that took 0.4 ms must not read as "no
-    // response", which is what 0 means in the log.
-    let latency_ms = u64::try_from(resp.elapsed.as_micros().div_ceil(1000))
-        .unwrap_or(u64::MAX)
-        .max(1);
+    let latency_ms = millis(resp.elapsed);
     // The clock the log's `ts` is written by: it dates an HTTP-date
     // Retry-After, and the explicit wait the outcome carries.
     let now = Utc::now();
@@ -260,11 +261,31 @@ pub fn classify_response(
                 },
                 error: Some(e),
                 headers: Some(resp.headers.clone()),
+                requests: 1,
             };
         }
     };
     plan.apply(&mut reply);
-    let (failure, error) = match judge(&reply) {
+    judged(
+        &reply,
+        judge,
+        resp.status,
+        latency_ms,
+        &resp.headers,
+        redactor,
+    )
+}
+
+/// A reply's outcome: `judge` passes it, or it is a wrong answer.
+fn judged(
+    reply: &ChatReply,
+    judge: impl Judge,
+    status: u16,
+    latency_ms: u64,
+    headers: &reqwest::header::HeaderMap,
+    redactor: &Redactor,
+) -> Classified {
+    let (failure, error) = match judge(reply) {
         Ok(()) => (None, None),
         Err(why) => (
             Some(FailureType::WrongAnswer),
@@ -275,7 +296,7 @@ pub fn classify_response(
         outcome: Outcome {
             failure,
             latency_ms,
-            status: Some(resp.status),
+            status: Some(status),
             error,
             unreachable: false,
             retry_at: None,
@@ -283,7 +304,101 @@ pub fn classify_response(
             timing: Default::default(),
         },
         error: None,
-        headers: Some(resp.headers.clone()),
+        headers: Some(headers.clone()),
+        requests: 1,
+    }
+}
+
+/// A duration in whole ms, rounded up: a response that took 0.4 ms must
+/// not read as "no response", which is what 0 means in the log.
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_micros().div_ceil(1000))
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+/// A streamed probe's reply, read to its end
+/// ([`crate::upstream::streamed`]): judged as a whole reply is, with its
+/// timing. `tokens_per_s` is the output tokens after the first (the
+/// upstream's count, else [`streamed::estimated_output_tokens`]) over the
+/// time from the first content token to the end.
+pub fn classify_streamed(
+    s: &streamed::Streamed,
+    judge: impl Judge,
+    redactor: &Redactor,
+) -> Classified {
+    let latency_ms = millis(s.elapsed);
+    if s.reply.finish_reason.as_deref() == Some("error") {
+        return stream_event_error(
+            s.status,
+            &s.headers,
+            &ProviderError {
+                message: "generation failed upstream (finish_reason \"error\")".into(),
+                ..ProviderError::default()
+            },
+            redactor,
+        );
+    }
+    let r = &s.reply;
+    if r.text.is_empty() && r.reasoning.is_none() && r.tool_calls.is_empty() && !r.truncated() {
+        // What a whole body without choices, candidates or content is; a
+        // stream does not tell those from an empty answer (which a whole
+        // body gives as a wrong one). Cut off at `max_tokens`, it is the
+        // model's unfinished answer, judged as such.
+        let e = UpstreamError {
+            status: Some(s.status),
+            class: ErrorClass::Transport,
+            retry_after: None,
+            daily: false,
+            message: "the stream held no reply: no choices, candidates or content".into(),
+        };
+        return Classified {
+            outcome: failed(&e, latency_ms),
+            error: Some(e),
+            headers: Some(s.headers.clone()),
+            requests: 1,
+        };
+    }
+    let mut c = judged(&s.reply, judge, s.status, latency_ms, &s.headers, redactor);
+    let output_tokens = s
+        .reply
+        .usage
+        .and_then(|u| u.output_tokens)
+        .unwrap_or_else(|| streamed::estimated_output_tokens(&s.reply.text));
+    let after_first = s.first_token.map(|t| s.elapsed.saturating_sub(t));
+    c.outcome.timing = Timing {
+        ttft_ms: s.first_token.map(millis),
+        output_tokens: Some(output_tokens),
+        tokens_per_s: after_first
+            .filter(|d| !d.is_zero())
+            .map(|d| output_tokens.saturating_sub(1) as f64 / d.as_secs_f64()),
+    };
+    c
+}
+
+/// A failure the upstream reported inside a stream, after its 2xx: as
+/// an error inside a 2xx body is classed.
+pub fn stream_event_error(
+    status: u16,
+    headers: &reqwest::header::HeaderMap,
+    pe: &ProviderError,
+    redactor: &Redactor,
+) -> Classified {
+    let e = UpstreamError {
+        status: Some(status),
+        class: class_for_embedded(pe, pe.message.as_bytes()),
+        retry_after: None,
+        daily: false,
+        message: truncate_reason(&redactor.redact(&format!(
+            "error in the stream: {}",
+            describe_provider_error(pe)
+        ))),
+    };
+    Classified {
+        outcome: failed(&e, 0),
+        error: Some(e),
+        headers: Some(headers.clone()),
+        requests: 1,
     }
 }
 
@@ -378,7 +493,9 @@ pub fn read_reply(
 /// A request that produced no response.
 pub fn transport_error(err: &TransportError, redactor: &Redactor) -> UpstreamError {
     let class = match err {
-        TransportError::Timeout(_) | TransportError::ConnectTimeout(_) => ErrorClass::Timeout,
+        TransportError::Timeout(_)
+        | TransportError::ConnectTimeout(_)
+        | TransportError::Stalled(_) => ErrorClass::Timeout,
         TransportError::Connect(_)
         | TransportError::Tls(_)
         | TransportError::Reset(_)

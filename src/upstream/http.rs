@@ -63,6 +63,11 @@ pub enum TransportError {
     /// The body exceeded the cap; it is not parsed at all.
     #[error("response larger than {}", human_bytes(*.0))]
     TooLarge(usize),
+    /// A stream that had sent this many bytes then went silent for longer
+    /// than its stall limit, or ended without its terminating event
+    /// ([`crate::upstream::streamed`]): as temporary as a timeout.
+    #[error("stalled after {0} bytes")]
+    Stalled(u64),
     /// Anything else (an invalid request, a protocol error).
     #[error("{0}")]
     Other(String),
@@ -199,30 +204,42 @@ pub async fn send(
 ) -> Result<RawResponse, TransportError> {
     let started = Instant::now();
     let exchange = async {
-        let mut response = builder.send().await.map_err(|e| from_reqwest(e, false))?;
-        let status = response.status().as_u16();
-        let headers = std::mem::take(response.headers_mut());
-        if response.content_length().is_some_and(|n| n > cap as u64) {
-            return Err(TransportError::TooLarge(cap));
-        }
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| from_reqwest(e, true))? {
-            if body.len() + chunk.len() > cap {
-                return Err(TransportError::TooLarge(cap));
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(RawResponse {
-            status,
-            headers,
-            body,
-            elapsed: started.elapsed(),
-        })
+        let response = builder.send().await.map_err(|e| from_reqwest(e, false))?;
+        read_body(response, cap, started).await
     };
     match tokio::time::timeout(timeout, exchange).await {
         Ok(result) => result,
         Err(_) => Err(TransportError::Timeout(timeout)),
     }
+}
+
+/// Read the rest of a response whose head has arrived, at most `cap`
+/// bytes; `elapsed` runs from `started`. No deadline applies here: the
+/// caller bounds the wait ([`send`], and a stream's request answered
+/// whole, by an error status or a plain reply).
+pub async fn read_body(
+    mut response: reqwest::Response,
+    cap: usize,
+    started: Instant,
+) -> Result<RawResponse, TransportError> {
+    let status = response.status().as_u16();
+    let headers = std::mem::take(response.headers_mut());
+    if response.content_length().is_some_and(|n| n > cap as u64) {
+        return Err(TransportError::TooLarge(cap));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| from_reqwest(e, true))? {
+        if body.len() + chunk.len() > cap {
+            return Err(TransportError::TooLarge(cap));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(RawResponse {
+        status,
+        headers,
+        body,
+        elapsed: started.elapsed(),
+    })
 }
 
 /// Send a request and wait for the response's head only, under `timeout`:

@@ -542,6 +542,25 @@ impl LimitLedger {
         if let Some(hit) = worst {
             return Err(hit);
         }
+        Ok(self.count(checks, req, now))
+    }
+
+    /// Count a request that has gone whatever the limits say (a probe's
+    /// second request, sent unstreamed when its provider refused the
+    /// stream), in every window of its target.
+    pub fn count_sent(&mut self, req: &LimitRequest<'_>, now: DateTime<Utc>) {
+        let checks = self.checks(req.target, req.limits, &[]);
+        self.count(checks, req, now);
+    }
+
+    /// Count `req` in the windows of `checks`.
+    fn count(
+        &mut self,
+        checks: Vec<Check>,
+        req: &LimitRequest<'_>,
+        now: DateTime<Utc>,
+    ) -> Reservation {
+        let resets_at = next_day_reset(now, req.limits.day_reset);
         let mut scopes: Vec<String> = checks.into_iter().map(|c| c.scope).collect();
         scopes.sort();
         scopes.dedup();
@@ -574,14 +593,14 @@ impl LimitLedger {
             day.requests += 1;
             day.tokens = day.tokens.saturating_add(req.tokens);
         }
-        Ok(Reservation {
+        Reservation {
             id,
             second,
             day_resets_at: resets_at,
             scopes,
             tokens: req.tokens,
             shared: false,
-        })
+        }
     }
 
     /// Replace a reservation's token count (the estimate, or an earlier

@@ -500,3 +500,63 @@ async fn a_probe_can_run_on_any_thread() {
     .0;
     assert_eq!(o.decided, Some(Judgement::Yes));
 }
+
+#[tokio::test]
+async fn the_speed_probe_counts_streamed_and_measures_in_every_dialect() {
+    let fake = start().await;
+    for d in DIALECTS {
+        let o = run(&fake, d, "ok", Capability::Speed).await;
+        assert_eq!(o.outcome.failure, None, "{d:?}: {o:?}");
+        assert_eq!(o.decided, Some(Judgement::Yes), "{d:?}");
+        let t = o.outcome.timing;
+        assert!(t.ttft_ms.is_some(), "{d:?}: {t:?}");
+        assert!(t.output_tokens.is_some_and(|n| n > 50), "{d:?}: {t:?}");
+        assert!(t.tokens_per_s.is_some_and(|r| r > 0.0), "{d:?}: {t:?}");
+        let o = run(&fake, d, "wrong", Capability::Speed).await;
+        assert_eq!(o.outcome.failure, Some(FailureType::WrongAnswer), "{d:?}");
+        assert_eq!(o.decided, Some(Judgement::No), "{d:?}");
+        assert!(
+            o.outcome.error.unwrap().starts_with("not a count from "),
+            "{d:?}"
+        );
+    }
+    // Streamed, with just enough tokens for the count asked.
+    for r in fake.requests() {
+        assert!(r.stream, "{r:?}");
+        let body = r.body.unwrap();
+        if r.dialect == Some(Dialect::Openai) {
+            let q = body["messages"][0]["content"].as_str().unwrap().to_string();
+            let words: Vec<&str> = q.split_whitespace().collect();
+            let number = |w: &str| w.trim_end_matches(',').parse::<i64>().unwrap();
+            let (from, to) = (number(words[2]), number(words[4]));
+            assert_eq!(q, count_question(from, to));
+            assert!((55..=65).contains(&(to - from)), "{q}");
+            assert_eq!(body["max_tokens"], count_max_tokens(from, to), "{body}");
+        }
+    }
+}
+
+#[test]
+fn the_count_budget_allows_a_token_a_digit_and_one_a_space() {
+    // 61 two-digit numbers: 3 tokens each, and 8 spare.
+    assert_eq!(count_max_tokens(10, 70), 61 * 3 + 8);
+    assert_eq!(count_max_tokens(30, 95), 66 * 3 + 8);
+    let mut rng = rand::rng();
+    for _ in 0..100 {
+        let (r, check) = task("m", Capability::Speed, 256, &mut rng);
+        let Check::Count { from, to } = check else {
+            panic!("{check:?}")
+        };
+        assert!((10..=30).contains(&from) && (55..=65).contains(&(to - from)));
+        assert!(r.stream);
+        assert_eq!(r.max_tokens, Some(count_max_tokens(from, to)));
+        let right = ChatReply {
+            text: (from..=to)
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(" "),
+            ..ChatReply::default()
+        };
+        assert_eq!(check.judge(&right), Ok(()));
+    }
+}

@@ -174,7 +174,11 @@ pub fn judgement(
     cap: Capability,
     now: DateTime<Utc>,
 ) -> Judgement {
-    match ability(probed, verdicts, key, cap.need(), now) {
+    // Speed is a figure, never a request need: views show no verdict.
+    let Some(need) = cap.need() else {
+        return Judgement::Unknown;
+    };
+    match ability(probed, verdicts, key, need, now) {
         Ability::Able => Judgement::Yes,
         Ability::Unknown => Judgement::Unknown,
         Ability::Unable(..) => Judgement::No,

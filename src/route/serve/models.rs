@@ -67,8 +67,9 @@ fn parameters(cap: Capability) -> &'static [&'static str] {
     match cap {
         Capability::Tools => &["tools", "tool_choice"],
         Capability::Json => &["response_format", "structured_outputs"],
-        // An image is a message part, not a parameter.
-        Capability::Vision => &[],
+        // An image is a message part, not a parameter; speed is no
+        // parameter at all.
+        Capability::Vision | Capability::Speed => &[],
     }
 }
 
