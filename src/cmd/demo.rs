@@ -28,10 +28,11 @@ type DemoProvider = (
 /// column of `brief` and `state`. Only models with one steady behaviour are
 /// listed (a probe takes its turn in a cycled script); `acme-chatty`
 /// answers in text where a tool call is asked, so its tools verdict is no.
+/// `sonnet-ish` lists `speed` too: by the third demo, tokens/s shows.
 const CAPABILITIES: &[(&str, &[&str])] = &[
     ("acme-8b", &["tools", "json", "vision"]),
     ("acme-chatty", &["tools"]),
-    ("sonnet-ish", &["tools", "json"]),
+    ("sonnet-ish", &["tools", "json", "speed"]),
     ("flash-ish", &["json", "vision"]),
 ];
 

@@ -10,6 +10,7 @@
 //! documented order, Gemini's `alt=sse` events (or one JSON array without it).
 
 use std::io;
+use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, header};
@@ -93,6 +94,14 @@ pub fn respond(
     ending: Ending,
     shutdown: watch::Receiver<bool>,
 ) -> Response {
+    // A long answer (a speed probe's count) streams at a pace a model
+    // might, so that its tokens per second are a figure, not a burst; a
+    // short one goes at once, as every benchmark of route wants.
+    let pace = if steps.len() > LONG_STREAM {
+        PACE
+    } else {
+        Duration::ZERO
+    };
     if matches!(ending, Ending::NoDone | Ending::NoDoneHang) {
         // Drop the stream's last event ([DONE], message_stop, Gemini's
         // final chunk).
@@ -112,7 +121,7 @@ pub fn respond(
         });
     }
     match mode {
-        Mode::Sse => Sse::new(play(steps, shutdown, |_, step| match step {
+        Mode::Sse => Sse::new(play(steps, shutdown, pace, |_, step| match step {
             Step::Data(Some(name), data) => Event::default().event(name).data(data),
             Step::Data(None, data) => Event::default().data(data),
             Step::Comment(c) => Event::default().comment(c),
@@ -124,7 +133,7 @@ pub fn respond(
             if matches!(ending, Ending::Finish | Ending::Error) {
                 steps.push(Step::Close);
             }
-            let body = Body::from_stream(play(steps, shutdown, |i, step| match step {
+            let body = Body::from_stream(play(steps, shutdown, pace, |i, step| match step {
                 Step::Data(_, data) if i == 0 => Bytes::from(format!("[{data}")),
                 Step::Data(_, data) => Bytes::from(format!(",\r\n{data}")),
                 Step::Close => Bytes::from_static(b"]"),
@@ -146,12 +155,16 @@ pub fn respond(
 fn play<T: Send + 'static>(
     steps: Vec<Step>,
     shutdown: watch::Receiver<bool>,
+    pace: Duration,
     render: fn(usize, Step) -> T,
 ) -> impl Stream<Item = Result<T, io::Error>> + Send + 'static {
     futures_util::stream::unfold(
         (steps.into_iter().enumerate(), shutdown),
         move |(mut steps, mut shutdown)| async move {
             let (i, step) = steps.next()?;
+            if i > 0 && !pace.is_zero() {
+                tokio::time::sleep(pace).await;
+            }
             let item = match step {
                 Step::Cut => {
                     // hyper writes the socket only when the body is pending:
@@ -174,6 +187,13 @@ fn play<T: Send + 'static>(
         },
     )
 }
+
+/// A stream of more steps than this is a long answer, paced by [`PACE`].
+const LONG_STREAM: usize = 8;
+
+/// The wait between the steps of a long answer: a count of 60 numbers
+/// (about a dozen pieces) takes about 50 ms after its first token.
+const PACE: Duration = Duration::from_millis(4);
 
 /// The text cut into at least two pieces, as a model streams tokens.
 pub fn pieces(text: &str) -> Vec<&str> {

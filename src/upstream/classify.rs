@@ -317,11 +317,17 @@ fn millis(d: Duration) -> u64 {
         .max(1)
 }
 
+/// The shortest time from the first token to the end that a rate is
+/// worked out over: an answer that came in one burst (a proxy that
+/// buffers the stream) has no honest rate, and shows none.
+pub const MIN_RATE_SPAN: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// A streamed probe's reply, read to its end
 /// ([`crate::upstream::streamed`]): judged as a whole reply is, with its
 /// timing. `tokens_per_s` is the output tokens after the first (the
 /// upstream's count, else [`streamed::estimated_output_tokens`]) over the
-/// time from the first content token to the end.
+/// time from the first content token to the end, when that is at least
+/// [`MIN_RATE_SPAN`].
 pub fn classify_streamed(
     s: &streamed::Streamed,
     judge: impl Judge,
@@ -370,7 +376,7 @@ pub fn classify_streamed(
         ttft_ms: s.first_token.map(millis),
         output_tokens: Some(output_tokens),
         tokens_per_s: after_first
-            .filter(|d| !d.is_zero())
+            .filter(|d| *d >= MIN_RATE_SPAN)
             .map(|d| output_tokens.saturating_sub(1) as f64 / d.as_secs_f64()),
     };
     c
@@ -775,6 +781,34 @@ fn snippet(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_burst_has_no_rate_and_a_paced_stream_has_one() {
+        let streamed = |first_ms: u64, end_ms: u64| streamed::Streamed {
+            status: 200,
+            headers: Default::default(),
+            reply: crate::upstream::dialect::ChatReply {
+                text: "1 2 3 4 5 6 7 8 9 10 11".into(),
+                finish_reason: Some("stop".into()),
+                usage: Some(crate::upstream::dialect::Usage {
+                    output_tokens: Some(21),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            first_token: Some(std::time::Duration::from_millis(first_ms)),
+            elapsed: std::time::Duration::from_millis(end_ms),
+        };
+        let judge = |_: &crate::upstream::dialect::ChatReply| Ok(());
+        let burst = classify_streamed(&streamed(200, 203), judge, &Redactor::default());
+        assert_eq!(burst.outcome.failure, None);
+        assert_eq!(burst.outcome.timing.ttft_ms, Some(200));
+        assert_eq!(burst.outcome.timing.output_tokens, Some(21));
+        assert_eq!(burst.outcome.timing.tokens_per_s, None);
+        let paced = classify_streamed(&streamed(200, 300), judge, &Redactor::default());
+        // 20 tokens after the first, over 100 ms.
+        assert_eq!(paced.outcome.timing.tokens_per_s, Some(200.0));
+    }
     use crate::outcome::{UNREACHABLE, Verdict};
     use crate::upstream::hints::{is_daily_quota, retry_after};
     use crate::upstream::secret::Secret;
