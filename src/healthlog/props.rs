@@ -194,7 +194,7 @@ fn run(ops: &[Op]) -> Result<(), TestCaseError> {
                     ok: g.failure.is_none() as u8,
                     latency_ms: n,
                     failure_type: g.failure.map_or("", FailureType::as_str),
-                    ttft_ms: (n % 3 == 0 && g.failure.is_none()).then_some(n / 2),
+                    ttft_ms: (n.is_multiple_of(3) && g.failure.is_none()).then_some(n / 2),
                     probe: None,
                     output_tokens: None,
                     tokens_per_s: None,
