@@ -316,7 +316,7 @@ impl Engine {
 
     /// With shared state, write the figures measured here since the last
     /// merge and take in the newer ones of other instances: one round
-    /// trip (docs/routing.md, "Shared state"). Off the request path.
+    /// trip (docs/routing.md, "Running N instances"). Off the request path.
     pub async fn merge_speed(&self) {
         let Some(shared) = self.ledger.shared() else {
             return;

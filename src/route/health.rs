@@ -184,12 +184,31 @@ mod tests {
         assert_eq!(a.uptime(), Some(0.75));
         assert_eq!(a.median_latency_ms(), Some(200.0));
         assert_eq!(h["b::x"].median_latency_ms(), Some(50.0));
+        // No streamed probe: no TTFT.
+        assert_eq!(a.median_ttft_ms(), None);
         // The same through the cache, which re-reads only on change.
         let mut cache = HealthCache::new(log.clone());
         let now = since + WINDOW_SECS;
         let first = cache.get(now).unwrap();
         assert!(Arc::ptr_eq(&first, &cache.get(now).unwrap()));
         assert_eq!(first["a::m"].uptime(), Some(0.75));
+    }
+
+    #[test]
+    fn median_ttft_is_of_passing_streamed_probes() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("health_log.json");
+        let with = |l: String, t: u64| l.replace("}", &format!(r#","ttft_ms":{t}}}"#));
+        let lines = [
+            with(line("2026-11-30T12:00:00Z", "a", "m", true, 900), 100),
+            with(line("2026-11-30T13:00:00Z", "a", "m", true, 900), 300),
+            with(line("2026-11-30T14:00:00Z", "a", "m", true, 900), 200),
+            line("2026-11-30T15:00:00Z", "a", "m", true, 900),
+        ];
+        std::fs::write(&log, format!("[\n{}\n]\n", lines.join(",\n"))).unwrap();
+        let h = read(&log, 0).unwrap();
+        assert_eq!(h["a::m"].median_ttft_ms(), Some(200.0));
+        assert_eq!(h["a::m"].median_latency_ms(), Some(900.0));
     }
 
     #[test]
