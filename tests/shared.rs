@@ -555,9 +555,61 @@ fn a_shared_check_spends_its_whole_allowance_not_half() {
 }
 
 /// The tests of this file, for the `external` harness.
+/// Route's measured speed is shared: what one instance measured orders the
+/// other's candidates before it has sent anything itself, through the
+/// periodic merge (no round trip per request).
+fn two_instances_share_measured_speed() {
+    let redis = Redis::start();
+    let env = env();
+    let fake = Fake::start(&env, &["slow=ok:400", "fast=ok"]);
+    // `slow` is first in the catalog: unmeasured, an instance tries it first.
+    let tables = [fake.provider("p", "openai", &["slow", "fast"], "")];
+    let (_, a, b) = two_instances(&env, &redis, &tables);
+    // Each request its own conversation: affinity plays no part.
+    let chat = |srv: &RouteServer, session: &str| {
+        let r = http(
+            "POST",
+            &format!("{}/v1/chat/completions", srv.url),
+            &[
+                ("content-type", "application/json"),
+                ("x-session-id", session),
+            ],
+            Some(&crate::support::chat_body("auto", false)),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.header("x-routed-via").to_string()
+    };
+    for i in 0..3 {
+        chat(&a, &format!("a{i}"));
+    }
+    let seen_slow = || fake.seen().iter().filter(|s| s.model() == "slow").count();
+    assert_eq!(seen_slow(), 1, "a measured slow once, then kept to fast");
+    // b takes a's figures at its next merge (shown in /v1/providers).
+    eventually("b has a's figures", || {
+        let v = get(&b, "/v1/providers").json();
+        let speed = provider_view(&v, "p")["speed"].clone();
+        let slow = speed
+            .as_array()
+            .and_then(|a| a.iter().find(|m| m["model"] == "slow"))
+            .cloned();
+        match slow {
+            Some(m) if m["ttft_ms"].as_f64().unwrap_or(0.0) >= 300.0 => Ok(()),
+            _ => Err(speed.to_string()),
+        }
+    });
+    // b has sent nothing yet; its first request goes to fast.
+    assert_eq!(chat(&b, "b0"), "p::fast");
+    assert_eq!(seen_slow(), 1);
+}
+
 pub fn tests() -> Vec<crate::Test> {
     let needs = &[Need::Redis];
     vec![
+        crate::Test::new(
+            "shared::two_instances_share_measured_speed",
+            needs,
+            two_instances_share_measured_speed,
+        ),
         crate::Test::new(
             "shared::a_shared_check_spends_its_whole_allowance_not_half",
             needs,

@@ -28,6 +28,7 @@ mod reprobe;
 mod route;
 mod route_alerts;
 mod route_env;
+mod route_speed;
 #[cfg(unix)]
 mod schedule;
 mod security;

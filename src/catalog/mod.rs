@@ -81,8 +81,8 @@ fn bounded_u32(v: u32, range: RangeInclusive<u32>) -> std::result::Result<u32, S
 use crate::upstream::dialect::wire;
 pub use crate::upstream::dialect::{Dialect, Endpoint, SystemMessages};
 pub use route::{
-    CapOrigin, DAILY_CAP_PREFIX, Effective, Origin, Origins, ROUTE_PREFIX, Record, RouteSettings,
-    daily_cap_var, redact_url, route_keys, route_var,
+    CapOrigin, DAILY_CAP_PREFIX, Effective, Order, Origin, Origins, ROUTE_PREFIX, Record,
+    RouteSettings, daily_cap_var, redact_url, route_keys, route_var,
 };
 
 pub mod edit;

@@ -35,6 +35,7 @@ pub(super) struct RouteToml {
     item_store_secs: Option<u64>,
     item_store_max_bytes: Option<u64>,
     item_store_shared: Option<bool>,
+    order: Option<Order>,
 }
 
 /// Where `route --serve` reads the record (model states, recent health,
@@ -61,6 +62,36 @@ pub enum Record {
     /// What `check --shared-state` publishes to Redis (needs
     /// `shared_state`).
     Shared,
+}
+
+/// How `route` orders candidates of the same band (`[route] order`,
+/// docs/routing.md, "Order"): by configured priority and the probes'
+/// 24 h uptime and latency as before this setting, by the measured score
+/// alone, or by priority then the score.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+)]
+#[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase")]
+pub enum Order {
+    /// Configured priority, then 24 h uptime, then median probe latency,
+    /// then catalog order (the only order before `order` existed).
+    Priority,
+    /// The measured score first (priority only breaks its ties); aliases
+    /// are ordered by it too.
+    Fastest,
+    /// Configured priority, then the measured score (the default).
+    #[default]
+    Balanced,
 }
 
 /// How `route` behaves, validated. Command-line flags override these.
@@ -124,6 +155,8 @@ pub struct RouteSettings {
     /// Keep the items in Redis too (`shared_state`), so that every
     /// instance resolves the others' items.
     pub item_store_shared: bool,
+    /// How candidates of one band are ordered ([`Order`]).
+    pub order: Order,
     /// Where each value came from, for `route --status`.
     pub origins: Origins,
 }
@@ -164,6 +197,7 @@ impl Default for RouteSettings {
             item_store: Duration::from_secs(3600),
             item_store_max_bytes: 32 << 20,
             item_store_shared: false,
+            order: Order::Balanced,
             origins: Origins::default(),
         }
     }
@@ -298,6 +332,7 @@ impl RouteSettings {
             item_store,
             item_store_max_bytes,
             item_store_shared: t.item_store_shared.unwrap_or(d.item_store_shared),
+            order: t.order.unwrap_or(d.order),
             origins: Origins::default(),
         })
     }
@@ -327,6 +362,7 @@ impl RouteSettings {
             item_store_secs: Some(self.item_store.as_secs()),
             item_store_max_bytes: Some(self.item_store_max_bytes as u64),
             item_store_shared: Some(self.item_store_shared),
+            order: Some(self.order),
         }
     }
 
@@ -605,14 +641,15 @@ pub(super) fn from_env(vars: &[(String, String)], providers: &[&str]) -> Result<
     Ok(out)
 }
 
-/// ` Did you mean X?` when one of `names` is a likely typo of `name`.
+/// ` Did you mean X?` when one of `names` is a likely typo of `name`: one
+/// it begins (`…_BUDGET` for `…_BUDGET_SECS`) before the closest by edits.
 fn did_you_mean(name: &str, names: &[String]) -> String {
     names
         .iter()
-        .map(|n| (strsim::levenshtein(name, n), n))
-        .filter(|(d, _)| *d <= (name.len() / 4).max(2))
+        .map(|n| (!n.starts_with(name), strsim::levenshtein(name, n), n))
+        .filter(|(_, d, _)| *d <= (name.len() / 4).max(2))
         .min()
-        .map(|(_, n)| format!(" Did you mean {n}?"))
+        .map(|(_, _, n)| format!(" Did you mean {n}?"))
         .unwrap_or_default()
 }
 
@@ -738,6 +775,7 @@ mod tests {
             item_store: Duration::from_secs(60),
             item_store_max_bytes: 4096,
             item_store_shared: true,
+            order: Order::Priority,
             origins: Origins::default(),
         };
         let values = match serde_json::to_value(other.to_toml()).unwrap() {

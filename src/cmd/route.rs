@@ -387,6 +387,7 @@ pub(crate) fn serve_until_signal(
             .clone()
             .spawn_poller(serve::STATE_POLL);
         let mode = tokio::spawn(serve::mode_watcher(engine.clone()));
+        let speed = tokio::spawn(serve::speed_keeper(engine.clone()));
         let watch = engine
             .ledger
             .shared()
@@ -438,6 +439,7 @@ pub(crate) fn serve_until_signal(
         }
         health.abort();
         mode.abort();
+        speed.abort();
         if let Some(r) = reprobes {
             r.abort();
         }

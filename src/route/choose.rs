@@ -5,19 +5,30 @@
 //! - `provider::model`: that one model (fallback only across its keys);
 //! - an alias from `[aliases]`: its models, in the order written.
 //!
-//! Only `active` models are candidates. Outside an alias the order is, and
-//! is asserted in tests to be: config `priority` (lower first), then 24 h
-//! uptime from the log (higher first; no probes last), then median latency
-//! (lower first; none last), then catalog order.
+//! Only `active` models are candidates. Their order depends on `[route]
+//! order` (docs/routing.md, "Order"), and is asserted in tests:
+//!
+//! - `balanced` (the default): config `priority` (lower first), then the
+//!   measured cost ([`crate::route::speed`]: route's own traffic, the
+//!   probes' figures where there is none; lower first), then catalog
+//!   order. An alias keeps the order written.
+//! - `fastest`: the cost, then `priority`, then catalog order; an alias
+//!   too is ordered by cost, the order written breaking ties.
+//! - `priority`: `priority`, then 24 h uptime from the log (higher first;
+//!   no probes last), then median latency (lower first; none last), then
+//!   catalog order. An alias keeps the order written.
+//!
+//! The cost is read, never computed, here: one atomic load per candidate.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::catalog::{Resolved, model_key};
+use crate::catalog::{Order, Resolved, model_key};
 use crate::state::ModelState;
 
 use super::health::HealthMap;
+use super::speed::Speed;
 
 /// One model a request may be sent to.
 #[derive(Debug, Clone)]
@@ -27,6 +38,8 @@ pub struct Candidate {
     /// The `max_tokens` to send instead of the request's, when the router
     /// lowered it to the model's output cap (`None`: the request's own).
     pub max_tokens: Option<u32>,
+    /// Its place in [`Speed`], where its measured figures are.
+    pub slot: usize,
 }
 
 impl Candidate {
@@ -70,6 +83,15 @@ pub enum NoCandidate {
     NoneActive(String),
 }
 
+/// What orders candidates: `[route] order`, the probes' recent health
+/// (for `priority`) and the measured costs (for the others).
+#[derive(Clone, Copy)]
+pub struct Ranking<'a> {
+    pub order: Order,
+    pub health: &'a HealthMap,
+    pub speed: &'a Speed,
+}
+
 /// The candidates for `choice`, in order. `providers` are the usable
 /// (resolved) providers in catalog order; `state_of` gives a model's state.
 pub fn candidates(
@@ -77,7 +99,7 @@ pub fn candidates(
     providers: &[Arc<Resolved>],
     aliases: &BTreeMap<String, Vec<String>>,
     state_of: impl Fn(&str) -> ModelState,
-    health: &HealthMap,
+    ranking: Ranking<'_>,
 ) -> Result<Vec<Candidate>, NoCandidate> {
     candidates_in(
         ModelState::Active,
@@ -85,7 +107,7 @@ pub fn candidates(
         providers,
         aliases,
         state_of,
-        health,
+        ranking,
     )
 }
 
@@ -98,8 +120,15 @@ pub fn candidates_in(
     providers: &[Arc<Resolved>],
     aliases: &BTreeMap<String, Vec<String>>,
     state_of: impl Fn(&str) -> ModelState,
-    health: &HealthMap,
+    ranking: Ranking<'_>,
 ) -> Result<Vec<Candidate>, NoCandidate> {
+    let speed = ranking.speed;
+    let make = |(pi, mi): (usize, usize), p: &Arc<Resolved>, m: &str| Candidate {
+        provider: p.clone(),
+        model: m.to_string(),
+        max_tokens: None,
+        slot: speed.slot_of(pi, mi),
+    };
     let all = providers.iter().enumerate().flat_map(|(pi, p)| {
         p.provider
             .models
@@ -108,23 +137,28 @@ pub fn candidates_in(
             .map(move |(mi, m)| ((pi, mi), p, m))
     });
     // Each candidate with its place in the catalog (or the alias), for the
-    // final tie-break.
-    type Placed = ((usize, usize), Candidate);
+    // final tie-break, and its cost read once: an outcome landing mid-sort
+    // cannot make the comparison inconsistent.
+    type Placed = (((usize, usize), f64), Candidate);
+    let cand = |i: (usize, usize), at: (usize, usize), p: &Arc<Resolved>, m: &str| {
+        let c = make(at, p, m);
+        ((i, speed.rank(c.slot)), c)
+    };
     let (label, mut found): (String, Vec<Placed>) = match choice {
         Choice::Auto => (
             "auto".into(),
-            all.map(|(i, p, m)| (i, cand(p, m))).collect(),
+            all.map(|(i, p, m)| cand(i, i, p, m)).collect(),
         ),
         Choice::Id(id) => (
             id.clone(),
             all.filter(|(_, _, m)| *m == id)
-                .map(|(i, p, m)| (i, cand(p, m)))
+                .map(|(i, p, m)| cand(i, i, p, m))
                 .collect(),
         ),
         Choice::Pinned { provider, model } => (
             model_key(provider, model),
             all.filter(|(_, p, m)| p.provider.name == *provider && *m == model)
-                .map(|(i, p, m)| (i, cand(p, m)))
+                .map(|(i, p, m)| cand(i, i, p, m))
                 .collect(),
         ),
         Choice::Alias(name) => {
@@ -134,12 +168,10 @@ pub fn candidates_in(
                 .enumerate()
                 .filter_map(|(order, t)| {
                     let (p, m) = crate::catalog::ModelKey::split(t)?;
-                    let prov = providers.iter().find(|x| x.provider.name == p)?;
-                    prov.provider
-                        .models
-                        .iter()
-                        .any(|x| x == m)
-                        .then(|| ((order, 0), cand(prov, m)))
+                    let pi = providers.iter().position(|x| x.provider.name == p)?;
+                    let prov = &providers[pi];
+                    let mi = prov.provider.models.iter().position(|x| x == m)?;
+                    Some(cand((order, 0), (pi, mi), prov, m))
                 })
                 .collect();
             (name.clone(), found)
@@ -152,18 +184,35 @@ pub fn candidates_in(
     if found.is_empty() {
         return Err(NoCandidate::NoneActive(label));
     }
-    if !matches!(choice, Choice::Alias(_)) {
-        found.sort_by(|(ia, a), (ib, b)| order(a, b, health).then(ia.cmp(ib)));
+    let alias = matches!(choice, Choice::Alias(_));
+    match ranking.order {
+        Order::Priority if !alias => {
+            let health = ranking.health;
+            found.sort_by(|((ia, _), a), ((ib, _), b)| order(a, b, health).then(ia.cmp(ib)));
+        }
+        Order::Balanced if !alias => {
+            found.sort_by(|((ia, ca), a), ((ib, cb), b)| {
+                (a.provider.provider.priority)
+                    .cmp(&b.provider.provider.priority)
+                    .then(ca.total_cmp(cb))
+                    .then(ia.cmp(ib))
+            });
+        }
+        Order::Fastest => {
+            found.sort_by(|((ia, ca), a), ((ib, cb), b)| {
+                ca.total_cmp(cb)
+                    .then(
+                        a.provider
+                            .provider
+                            .priority
+                            .cmp(&b.provider.provider.priority),
+                    )
+                    .then(ia.cmp(ib))
+            });
+        }
+        _ => {}
     }
     Ok(found.into_iter().map(|(_, c)| c).collect())
-}
-
-fn cand(p: &Arc<Resolved>, m: &str) -> Candidate {
-    Candidate {
-        provider: p.clone(),
-        model: m.to_string(),
-        max_tokens: None,
-    }
 }
 
 /// Priority, then uptime (higher first), then median latency (lower
@@ -229,6 +278,19 @@ mod tests {
         (ps, c.aliases)
     }
 
+    fn speed(ps: &[Arc<Resolved>]) -> Speed {
+        let m = crate::route::metrics::Metrics::new();
+        Speed::new(ps, m.ttft.clone(), m.total.clone())
+    }
+
+    fn by<'a>(order: Order, health: &'a HealthMap, speed: &'a Speed) -> Ranking<'a> {
+        Ranking {
+            order,
+            health,
+            speed,
+        }
+    }
+
     fn keys(r: Result<Vec<Candidate>, NoCandidate>) -> Vec<String> {
         r.unwrap().iter().map(Candidate::key).collect()
     }
@@ -236,10 +298,17 @@ mod tests {
     #[test]
     fn the_order_is_priority_then_uptime_then_latency_then_catalog() {
         let (ps, aliases) = providers();
+        let sp = speed(&ps);
         let active = |_: &str| ModelState::Active;
         let mut h = HealthMap::new();
         // Without data: priority first (c has 5, the rest 100), then catalog order.
-        let got = keys(candidates(&Choice::Auto, &ps, &aliases, active, &h));
+        let got = keys(candidates(
+            &Choice::Auto,
+            &ps,
+            &aliases,
+            active,
+            by(Order::Priority, &h, &sp),
+        ));
         assert_eq!(
             got,
             ["c::shared", "a::m1", "a::shared", "b::m2", "b::shared"]
@@ -257,7 +326,13 @@ mod tests {
             "a::shared".parse().unwrap(),
             ModelHealth::new(4.0, 3.0, vec![10.0]),
         );
-        let got = keys(candidates(&Choice::Auto, &ps, &aliases, active, &h));
+        let got = keys(candidates(
+            &Choice::Auto,
+            &ps,
+            &aliases,
+            active,
+            by(Order::Priority, &h, &sp),
+        ));
         assert_eq!(
             got,
             ["c::shared", "b::shared", "b::m2", "a::shared", "a::m1"]
@@ -265,8 +340,58 @@ mod tests {
     }
 
     #[test]
+    fn balanced_is_priority_then_cost_and_fastest_is_cost_first() {
+        let (ps, aliases) = providers();
+        let sp = speed(&ps);
+        let h = HealthMap::new();
+        let active = |_: &str| ModelState::Active;
+        let order = |o: Order, choice: &Choice| {
+            keys(candidates(choice, &ps, &aliases, active, by(o, &h, &sp)))
+        };
+        // Nothing measured: every cost is 0, so priority, then catalog.
+        for o in [Order::Balanced, Order::Priority] {
+            assert_eq!(
+                order(o, &Choice::Auto),
+                ["c::shared", "a::m1", "a::shared", "b::m2", "b::shared"]
+            );
+        }
+        // a::m1 (slot 0) 500 ms, a::shared 100, b::shared 50, c::shared
+        // 3 s; b::m2 unmeasured, so tried first: optimistic.
+        let t = 1_800_000_000_000;
+        for (slot, secs) in [(0, 0.5), (1, 0.1), (3, 0.05), (4, 3.0)] {
+            sp.served(slot, secs, true, t);
+        }
+        assert_eq!(
+            order(Order::Balanced, &Choice::Auto),
+            ["c::shared", "b::m2", "b::shared", "a::shared", "a::m1"]
+        );
+        assert_eq!(
+            order(Order::Fastest, &Choice::Auto),
+            ["b::m2", "b::shared", "a::shared", "a::m1", "c::shared"]
+        );
+        // `priority` ignores the measurements.
+        assert_eq!(
+            order(Order::Priority, &Choice::Auto),
+            ["c::shared", "a::m1", "a::shared", "b::m2", "b::shared"]
+        );
+        // A timeout drops b::shared behind at once.
+        sp.failed(3, Some(5.0), t + 1);
+        assert_eq!(
+            order(Order::Balanced, &Choice::Id("shared".into())),
+            ["c::shared", "a::shared", "b::shared"]
+        );
+        // An alias keeps its written order, but under `fastest`.
+        sp.served(2, 0.9, true, t);
+        let alias = Choice::Alias("fast".into());
+        assert_eq!(order(Order::Balanced, &alias), ["b::m2", "a::m1"]);
+        assert_eq!(order(Order::Priority, &alias), ["b::m2", "a::m1"]);
+        assert_eq!(order(Order::Fastest, &alias), ["a::m1", "b::m2"]);
+    }
+
+    #[test]
     fn ids_pins_and_aliases() {
         let (ps, aliases) = providers();
+        let sp = speed(&ps);
         let h = HealthMap::new();
         let paused_b = |k: &str| {
             if crate::catalog::ModelKey::provider_of(k) == "b" {
@@ -278,12 +403,24 @@ mod tests {
         let id = Choice::parse(Some("shared"), &aliases);
         assert_eq!(id, Choice::Id("shared".into()));
         assert_eq!(
-            keys(candidates(&id, &ps, &aliases, paused_b, &h)),
+            keys(candidates(
+                &id,
+                &ps,
+                &aliases,
+                paused_b,
+                by(Order::Priority, &h, &sp)
+            )),
             ["c::shared", "a::shared"]
         );
         let pin = Choice::parse(Some("a::m1"), &aliases);
         assert_eq!(
-            keys(candidates(&pin, &ps, &aliases, paused_b, &h)),
+            keys(candidates(
+                &pin,
+                &ps,
+                &aliases,
+                paused_b,
+                by(Order::Priority, &h, &sp)
+            )),
             ["a::m1"]
         );
         // An alias keeps its own order, and drops what is not active.
@@ -294,12 +431,18 @@ mod tests {
                 &ps,
                 &aliases,
                 |_| ModelState::Active,
-                &h
+                by(Order::Priority, &h, &sp)
             )),
             ["b::m2", "a::m1"]
         );
         assert_eq!(
-            keys(candidates(&alias, &ps, &aliases, paused_b, &h)),
+            keys(candidates(
+                &alias,
+                &ps,
+                &aliases,
+                paused_b,
+                by(Order::Priority, &h, &sp)
+            )),
             ["a::m1"]
         );
         assert_eq!(Choice::parse(None, &aliases), Choice::Auto);
@@ -309,15 +452,30 @@ mod tests {
     #[test]
     fn unknown_and_inactive_are_told_apart() {
         let (ps, aliases) = providers();
+        let sp = speed(&ps);
         let h = HealthMap::new();
         let nope = Choice::parse(Some("gpt-9"), &aliases);
         assert_eq!(
-            candidates(&nope, &ps, &aliases, |_| ModelState::Active, &h).unwrap_err(),
+            candidates(
+                &nope,
+                &ps,
+                &aliases,
+                |_| ModelState::Active,
+                by(Order::Priority, &h, &sp)
+            )
+            .unwrap_err(),
             NoCandidate::Unknown("gpt-9".into())
         );
         let pin = Choice::parse(Some("b::m2"), &aliases);
         assert_eq!(
-            candidates(&pin, &ps, &aliases, |_| ModelState::Disabled, &h).unwrap_err(),
+            candidates(
+                &pin,
+                &ps,
+                &aliases,
+                |_| ModelState::Disabled,
+                by(Order::Priority, &h, &sp)
+            )
+            .unwrap_err(),
             NoCandidate::NoneActive("b::m2".into())
         );
     }

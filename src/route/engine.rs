@@ -31,6 +31,7 @@ pub use super::domain::{Attempt, AttemptClass, Exhausted, trail};
 use super::domain::{RouteError, StreamEvent};
 use super::persist::{self, RouteState};
 use super::shared::SharedState;
+use super::speed::{AFFINITY_FACTOR, Speed};
 use super::verdicts::Verdicts;
 use crate::upstream::dialect::{self, Need, ReplyDelta};
 use crate::usage::limits::Reservation;
@@ -70,6 +71,9 @@ pub struct Served<T> {
     pub via: String,
     /// What served, for a failure that comes later (mid-stream).
     pub target: Target,
+    /// When the attempt that served was sent, and the model's place in
+    /// [`Speed`]: a stream's end is timed from it ([`Engine::watch_stream`]).
+    pub timing: Timing,
     /// Every attempt before the one that served, skipped ones included.
     pub attempts: Vec<Attempt>,
     /// The request as counted against limits, for a later correction from
@@ -102,6 +106,16 @@ pub struct Sent<T> {
     /// request. The router passes over it (`skip:dialect`) and does not
     /// count it as an attempt.
     pub unsent: bool,
+    /// The attempt opened a stream: it returned at the first event (its
+    /// time is the time to first token), and its end is timed later.
+    pub streamed: bool,
+}
+
+/// When a served attempt was sent, and its model's place in [`Speed`].
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    pub slot: usize,
+    pub sent: std::time::Instant,
 }
 
 impl<T> Sent<T> {
@@ -111,6 +125,7 @@ impl<T> Sent<T> {
             headers: None,
             tokens: None,
             unsent: false,
+            streamed: false,
         }
     }
 }
@@ -143,6 +158,9 @@ pub struct Engine {
     pub record: Record,
     /// Metrics, alerts, reach.
     pub telemetry: Telemetry,
+    /// What route measured of each model, which orders candidates
+    /// ([`super::speed`]).
+    pub speed: Speed,
 }
 
 /// The provider names of `provider::model` keys, each once, in order.
@@ -209,7 +227,14 @@ impl Engine {
         saved.verdicts.prune(clock.now());
         let affinity = Mutex::new(Affinity::new(settings.affinity, AFFINITY_CAP));
         let ledger = Ledger::new(saved, &stats_dir);
+        let telemetry = Telemetry::new();
+        let speed = Speed::new(
+            &providers,
+            telemetry.metrics.ttft.clone(),
+            telemetry.metrics.total.clone(),
+        );
         Ok(Engine {
+            speed,
             affinity,
             settings,
             aliases: catalog.aliases.clone(),
@@ -223,7 +248,7 @@ impl Engine {
             degraded: Default::default(),
             ledger,
             record,
-            telemetry: Telemetry::new(),
+            telemetry,
         })
     }
 
@@ -277,6 +302,30 @@ impl Engine {
     pub async fn sync_record(&self) {
         if let Some(shared) = self.ledger.shared() {
             self.record.sync(shared, self.clock.now()).await;
+            self.tick_speed();
+        }
+    }
+
+    /// Recompute every model's cost now (the fade of traffic figures, and
+    /// seeds from new probes); off the request path, every
+    /// [`super::serve::SPEED_TICK`] and after each health refresh.
+    pub fn tick_speed(&self) {
+        let now = self.clock.now().timestamp_millis();
+        self.speed.refresh(&self.record.health(), now);
+    }
+
+    /// With shared state, write the figures measured here since the last
+    /// merge and take in the newer ones of other instances: one round
+    /// trip (docs/routing.md, "Running N instances"). Off the request path.
+    pub async fn merge_speed(&self) {
+        let Some(shared) = self.ledger.shared() else {
+            return;
+        };
+        let mine = self.speed.to_merge();
+        match shared.merge_speed(&mine).await {
+            Ok(all) => self.speed.merged(&all, self.clock.now().timestamp_millis()),
+            // Written again at the next merge.
+            Err(_) => self.speed.redirty(&mine),
         }
     }
 
@@ -290,7 +339,9 @@ impl Engine {
     /// server calls it from a background task, the one-shot command once.
     /// With a shared record it does nothing: the health comes from Redis.
     pub fn refresh_health(&self) -> Result<()> {
-        self.record.refresh_health(self.clock.now())
+        self.record.refresh_health(self.clock.now())?;
+        self.tick_speed();
+        Ok(())
     }
 
     pub fn providers(&self) -> &[Arc<Resolved>] {
@@ -315,7 +366,7 @@ impl Engine {
             &self.providers,
             &self.aliases,
             |k| snapshot.state_of(k),
-            &health,
+            self.ranking(&health),
         )
         .map_err(|e| match e {
             NoCandidate::Unknown(model) => RouteError::UnknownModel {
@@ -324,6 +375,14 @@ impl Engine {
             },
             NoCandidate::NoneActive(model) => RouteError::NoneActive { model },
         })
+    }
+
+    fn ranking<'a>(&'a self, health: &'a super::health::HealthMap) -> choose::Ranking<'a> {
+        choose::Ranking {
+            order: self.settings.order,
+            health,
+            speed: &self.speed,
+        }
     }
 
     /// The key variables that would let a provider serve `choice`: every
@@ -550,6 +609,7 @@ impl Engine {
                 continue;
             }
             run.account(c, &target, &mut reservation, &sent);
+            run.streamed = sent.streamed;
             let next = run
                 .record_outcome(c, key.as_ref(), target, reservation, sent.result, took)
                 .await;
@@ -643,7 +703,7 @@ impl Engine {
             &self.providers,
             &self.aliases,
             |k| snapshot.state_of(k),
-            &health,
+            self.ranking(&health),
         )
         .ok()
     }
@@ -711,7 +771,8 @@ impl Engine {
 
     /// Put the model that served this conversation's previous turn first,
     /// if it is among the (active) candidates and not benched under every
-    /// key.
+    /// key, and (unless `order = "priority"`) its cost is at most
+    /// [`AFFINITY_FACTOR`] times the best candidate's with a figure.
     fn previous_first(&self, candidates: &mut Vec<Candidate>, ask: &Ask, now: DateTime<Utc>) {
         let Some(conv) = &ask.conversation else {
             return;
@@ -729,10 +790,27 @@ impl Engine {
                 .iter()
                 .all(|t| st.cooldowns.blocked(t, now).is_some())
         };
-        if !benched {
+        if !benched && !self.affinity_yields(candidates, i) {
             let c = candidates.remove(i);
             candidates.insert(0, c);
         }
+    }
+
+    /// True when the conversation's previous model, `candidates[i]`, has
+    /// become slower than the best candidate by more than
+    /// [`AFFINITY_FACTOR`], by the measured cost (candidates without any
+    /// figure yet are not compared: exploring them is no reason to leave).
+    fn affinity_yields(&self, candidates: &[Candidate], i: usize) -> bool {
+        if self.settings.order == crate::catalog::Order::Priority {
+            return false;
+        }
+        let mine = self.speed.rank(candidates[i].slot);
+        let best = candidates
+            .iter()
+            .filter(|c| self.speed.known(c.slot))
+            .map(|c| self.speed.rank(c.slot))
+            .fold(f64::INFINITY, f64::min);
+        best.is_finite() && mine > AFFINITY_FACTOR * best
     }
 
     /// The candidates that can take `ask` (each with its `max_tokens`
@@ -908,11 +986,15 @@ impl Engine {
     /// to `prompt_tokens` plus the output streamed so far ([`StreamTally`]):
     /// those were billed upstream. One that ends without usage keeps the
     /// estimate.
+    ///
+    /// With `timing`, the stream's end is the model's total time and a
+    /// failure in it an error, in its measured figures ([`Speed`]).
     pub fn watch_stream<S: Stream<Item = StreamEvent>>(
         self: &Arc<Self>,
         target: Target,
         reservation: Option<Reservation>,
         prompt_tokens: u64,
+        timing: Option<Timing>,
         events: S,
     ) -> impl Stream<Item = StreamEvent> + use<S> {
         let engine = self.clone();
@@ -936,11 +1018,13 @@ impl Engine {
                 }
             }
             StreamEvent::Failed(msg) => {
+                engine.stream_failed(timing);
                 let msg = format!("the upstream failed mid-stream: {msg}");
                 engine.record_late_failure(&target, ErrorClass::ServerError, msg.clone());
                 StreamEvent::Failed(msg)
             }
             StreamEvent::Stalled => {
+                engine.stream_failed(timing);
                 let msg = format!("the upstream sent nothing for {idle}");
                 engine.record_late_failure(&target, ErrorClass::Timeout, msg.clone());
                 StreamEvent::Failed(msg)
@@ -949,6 +1033,12 @@ impl Engine {
             // estimate: reasoning the upstream never streamed was billed
             // too, so the characters seen would undercount it.
             StreamEvent::Done => {
+                if let Some(t) = timing {
+                    let now = engine.clock.now().timestamp_millis();
+                    engine
+                        .speed
+                        .ended(t.slot, t.sent.elapsed().as_secs_f64(), now);
+                }
                 tally.settled = true;
                 StreamEvent::Done
             }
@@ -957,6 +1047,13 @@ impl Engine {
                 other
             }
         })
+    }
+
+    fn stream_failed(&self, timing: Option<Timing>) {
+        if let Some(t) = timing {
+            let now = self.clock.now().timestamp_millis();
+            self.speed.failed(t.slot, None, now);
+        }
     }
 
     /// The stats directory the engine reads and writes.

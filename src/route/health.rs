@@ -1,5 +1,6 @@
-//! Recent health per model, from the tail of the health log: 24 h uptime
-//! and median latency, which order `route`'s candidates. Read backwards as
+//! Recent health per model, from the tail of the health log: 24 h uptime,
+//! median latency and median time to first token, which order `route`'s
+//! candidates (and seed its measured speed, [`crate::route::speed`]). Read backwards as
 //! `brief` does, so the cost does not grow with the log's history, and
 //! cached until the log changes (its length or mtime).
 
@@ -23,6 +24,8 @@ pub struct ModelHealth {
     pub probes: Probes,
     /// Latencies of passing probes, in ms.
     latencies: Latencies,
+    /// Times to first token of passing streamed probes, in ms.
+    ttfts: Latencies,
 }
 
 impl ModelHealth {
@@ -31,7 +34,15 @@ impl ModelHealth {
         ModelHealth {
             probes: Probes::new(samples, passed),
             latencies: Latencies::new(latencies),
+            ttfts: Latencies::default(),
         }
+    }
+
+    /// [`ModelHealth::new`] with the probes' times to first token.
+    #[cfg(test)]
+    pub fn with_ttfts(mut self, ttfts: Vec<f64>) -> ModelHealth {
+        self.ttfts = Latencies::new(ttfts);
+        self
     }
 
     /// The health that the figures of a summary give (probes, passed, the
@@ -41,6 +52,7 @@ impl ModelHealth {
         ModelHealth {
             probes: Probes::of(samples, passed),
             latencies: Latencies::of(median_ms.into_iter().collect()),
+            ttfts: Latencies::default(),
         }
     }
 
@@ -54,9 +66,18 @@ impl ModelHealth {
         self.latencies.median()
     }
 
+    /// The median time to first token of passing streamed probes; `None`
+    /// without any (probes before streaming, or none passed).
+    pub fn median_ttft_ms(&self) -> Option<f64> {
+        self.ttfts.median()
+    }
+
     fn add(&mut self, r: &Record<'_>) {
         self.probes.add(r);
         self.latencies.add(r);
+        if let Some(t) = r.ttft_ms.filter(|_| r.passed > 0.0) {
+            self.ttfts.merge(Latencies::of(vec![t]));
+        }
     }
 }
 
@@ -83,6 +104,7 @@ impl Sink for Collect {
             let e = self.map.entry(k).or_default();
             e.probes.merge(&v.probes);
             e.latencies.merge(v.latencies);
+            e.ttfts.merge(v.ttfts);
         }
     }
 }
@@ -162,12 +184,31 @@ mod tests {
         assert_eq!(a.uptime(), Some(0.75));
         assert_eq!(a.median_latency_ms(), Some(200.0));
         assert_eq!(h["b::x"].median_latency_ms(), Some(50.0));
+        // No streamed probe: no TTFT.
+        assert_eq!(a.median_ttft_ms(), None);
         // The same through the cache, which re-reads only on change.
         let mut cache = HealthCache::new(log.clone());
         let now = since + WINDOW_SECS;
         let first = cache.get(now).unwrap();
         assert!(Arc::ptr_eq(&first, &cache.get(now).unwrap()));
         assert_eq!(first["a::m"].uptime(), Some(0.75));
+    }
+
+    #[test]
+    fn median_ttft_is_of_passing_streamed_probes() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("health_log.json");
+        let with = |l: String, t: u64| l.replace("}", &format!(r#","ttft_ms":{t}}}"#));
+        let lines = [
+            with(line("2026-11-30T12:00:00Z", "a", "m", true, 900), 100),
+            with(line("2026-11-30T13:00:00Z", "a", "m", true, 900), 300),
+            with(line("2026-11-30T14:00:00Z", "a", "m", true, 900), 200),
+            line("2026-11-30T15:00:00Z", "a", "m", true, 900),
+        ];
+        std::fs::write(&log, format!("[\n{}\n]\n", lines.join(",\n"))).unwrap();
+        let h = read(&log, 0).unwrap();
+        assert_eq!(h["a::m"].median_ttft_ms(), Some(200.0));
+        assert_eq!(h["a::m"].median_latency_ms(), Some(900.0));
     }
 
     #[test]

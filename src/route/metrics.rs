@@ -1,7 +1,7 @@
 //! Route's metrics, served as Prometheus text at `GET /metrics`, through
 //! the official client library (prometheus-client).
 //!
-//! Counters and the latency histogram are updated as requests run; the
+//! Counters and the latency histograms are updated as requests run; the
 //! gauges (cooldowns active, routable models) are set when scraped.
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -93,6 +93,11 @@ pub struct Metrics {
     pub attempts: Family<AttemptLabels, Counter>,
     pub fallbacks: Family<AttemptLabels, Counter>,
     pub latency: Family<ModelLabels, Histogram, fn() -> Histogram>,
+    /// Served streams' time to their first event, per model
+    /// ([`crate::route::speed`] observes it).
+    pub ttft: Family<ModelLabels, Histogram, fn() -> Histogram>,
+    /// Served answers' time to their end, streamed or not, per model.
+    pub total: Family<ModelLabels, Histogram, fn() -> Histogram>,
     pub skips: Family<SkipLabels, Counter>,
     pub cooldowns_active: Gauge,
     pub routable_models: Gauge,
@@ -143,6 +148,24 @@ impl Metrics {
             "Time of each upstream attempt: to the complete answer, the first chunk of a stream, or the failure",
             Unit::Seconds,
             latency.clone(),
+        );
+        let ttft = Family::<ModelLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
+        registry.register_with_unit(
+            "ttft",
+            "Time to first token of each served stream: from sending the attempt to its first event",
+            Unit::Seconds,
+            ttft.clone(),
+        );
+        let total = Family::<ModelLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            latency_histogram as fn() -> Histogram,
+        );
+        registry.register_with_unit(
+            "total_latency",
+            "Total time of each served answer: from sending the attempt to the whole reply, or to a stream's end",
+            Unit::Seconds,
+            total.clone(),
         );
         let skips = Family::<SkipLabels, Counter>::default();
         registry.register(
@@ -225,6 +248,8 @@ impl Metrics {
             attempts,
             fallbacks,
             latency,
+            ttft,
+            total,
             skips,
             cooldowns_active,
             routable_models,

@@ -33,5 +33,6 @@ pub mod reach;
 pub mod send;
 pub mod serve;
 pub mod shared;
+pub mod speed;
 pub mod surface;
 pub mod verdicts;

@@ -301,6 +301,26 @@ pub struct ProviderView {
     /// What upstreams said of its models within the day.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub learned: Vec<LearnedView>,
+    /// What this instance measured of its models' speed (its own traffic,
+    /// or another instance's through shared state), and each one's cost
+    /// in the candidate order (docs/routing.md, "Order").
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub speed: Vec<SpeedView>,
+}
+
+/// A model's measured speed.
+#[derive(Debug, Serialize)]
+pub struct SpeedView {
+    pub model: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttft_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_ms: Option<f64>,
+    pub error_rate: f64,
+    /// Failures since its last success.
+    pub failures: u32,
+    /// Its cost now, ms (lower goes first).
+    pub cost_ms: f64,
 }
 
 /// A model's context window, as routing counts it.
@@ -404,7 +424,7 @@ pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
     let health = engine.record.health();
     let verdicts: Verdicts = engine.ledger.with_local_state(|st| st.verdicts.clone());
     let mut providers = Vec::new();
-    for p in engine.providers() {
+    for (pi, p) in engine.providers().iter().enumerate() {
         let name = p.provider.name.clone();
         let mut models: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
         for m in &p.provider.models {
@@ -467,6 +487,25 @@ pub fn view(engine: &Engine, snap: &RouteSnapshot) -> StatusView {
             usage,
             uptime_24h: (samples > 0.0).then(|| passed / samples),
             windows: windows(&p.provider, &verdicts, now),
+            speed: p
+                .provider
+                .models
+                .iter()
+                .enumerate()
+                .filter_map(|(mi, m)| {
+                    let slot = engine.speed.slot_of(pi, mi);
+                    let f = engine.speed.measured(slot)?;
+                    let round = |x: f64| (x * 10.0).round() / 10.0;
+                    Some(SpeedView {
+                        model: m.clone(),
+                        ttft_ms: f.ttft_ms.map(round),
+                        total_ms: f.total_ms.map(round),
+                        error_rate: (f.err * 1000.0).round() / 1000.0,
+                        failures: f.fails,
+                        cost_ms: round(engine.speed.rank(slot)),
+                    })
+                })
+                .collect(),
             learned: verdicts
                 .entries()
                 .filter(|(_, _, v)| v.until > now)

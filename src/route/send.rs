@@ -154,6 +154,7 @@ pub async fn complete(
         headers: Some(resp.headers),
         tokens,
         unsent: false,
+        streamed: false,
     }
 }
 
@@ -214,6 +215,7 @@ pub async fn open_stream(
         headers,
         tokens: None,
         unsent: false,
+        streamed: true,
     }
 }
 

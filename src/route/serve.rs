@@ -488,6 +488,7 @@ pub async fn open(app: &App, r: Routing) -> Result<Opened, Failure> {
         s.target.clone(),
         s.reservation,
         ask.prompt_tokens,
+        Some(s.timing),
         first.chain(s.value.rest),
     );
     Ok(Opened {
@@ -703,6 +704,24 @@ pub async fn record_poller(engine: Arc<Engine>) {
     loop {
         tick.tick().await;
         engine.sync_record().await;
+    }
+}
+
+/// How often every model's cost is recomputed (the fade of traffic
+/// figures, [`crate::route::speed`]), and, with shared state, merged with
+/// the other instances'.
+pub const SPEED_TICK: Duration = Duration::from_secs(1);
+
+/// Keep the measured costs current, off the request path: every
+/// [`SPEED_TICK`], merge with the other instances' figures (with shared
+/// state: one round trip) and recompute every cost.
+pub async fn speed_keeper(engine: Arc<Engine>) {
+    let mut tick = tokio::time::interval(SPEED_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        engine.merge_speed().await;
+        engine.tick_speed();
     }
 }
 

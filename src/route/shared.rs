@@ -41,6 +41,7 @@ use crate::route::verdicts::{VERDICT_TTL, Verdict, Verdicts};
 pub mod check_publisher;
 pub mod items;
 pub mod record;
+pub mod speed;
 
 use crate::usage::limits::{
     self, DayCount, EffectiveLimits, Learned, LimitHit, LimitKind, LimitLedger, LimitRequest,

@@ -120,6 +120,8 @@ pub(super) struct Run<'e> {
     last_refusal: Option<UpstreamError>,
     /// Of those, the refusals of a prompt over the context window.
     context_refusals: u32,
+    /// The attempt at hand opened a stream ([`super::Sent::streamed`]).
+    pub(super) streamed: bool,
 }
 
 impl<'e> Run<'e> {
@@ -138,6 +140,7 @@ impl<'e> Run<'e> {
             last_refusal: None,
             context_refusals: 0,
             unbuildable: 0,
+            streamed: false,
         }
     }
 
@@ -380,6 +383,14 @@ impl<'e> Run<'e> {
             Ok(value) => {
                 tracing::debug!(model = %c.key(), ms = took.as_millis() as u64, "route: served");
                 e.telemetry.count_request("served");
+                let now_ms = e.clock.now().timestamp_millis();
+                e.speed
+                    .served(c.slot, took.as_secs_f64(), self.streamed, now_ms);
+                let sent = std::time::Instant::now();
+                let timing = super::Timing {
+                    slot: c.slot,
+                    sent: sent.checked_sub(took).unwrap_or(sent),
+                };
                 e.ledger
                     .lock()
                     .cooldowns
@@ -393,6 +404,7 @@ impl<'e> Run<'e> {
                 return AfterAttempt::Served(Served {
                     via: c.key(),
                     target,
+                    timing,
                     attempts: std::mem::take(&mut self.attempts),
                     reservation: reservation.counted().then_some(reservation),
                     clamped: c
@@ -437,6 +449,9 @@ impl<'e> Run<'e> {
         if decision.action != Action::ReturnToClient && !err.class.is_capability() {
             e.ledger
                 .traffic(&c.key(), Some(err.class.as_str()), e.clock.now());
+            let waited = (err.class == ErrorClass::Timeout).then_some(took.as_secs_f64());
+            e.speed
+                .failed(c.slot, waited, e.clock.now().timestamp_millis());
         } else {
             e.ledger.mark_dirty();
         }
@@ -591,9 +606,16 @@ mod tests {
     fn fixture_with(catalog: &str) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let catalog = Catalog::from_toml_str(catalog, "test.toml").unwrap();
+        // These tests are about fallback, not order: the old order keeps
+        // them independent of how fast a closure answers (the measured
+        // order has its own tests, and `fixture_ordered`).
+        let settings = crate::catalog::RouteSettings {
+            order: crate::catalog::Order::Priority,
+            ..catalog.route.clone()
+        };
         let engine = Engine::new(
             &catalog,
-            catalog.route.clone(),
+            settings,
             dir.path().to_path_buf(),
             crate::upstream::http::client().unwrap(),
             Clock::with_offset_file(dir.path().join("clock")),
@@ -872,7 +894,7 @@ mod tests {
         // goes away: eight characters pass, then the client drops it.
         let events = futures_util::stream::iter(vec![chunk("abcd"), chunk("efgh")])
             .chain(futures_util::stream::pending());
-        let mut watched = Box::pin(engine.watch_stream(target(&c), Some(r), 4, events));
+        let mut watched = Box::pin(engine.watch_stream(target(&c), Some(r), 4, None, events));
         watched.next().await.unwrap();
         watched.next().await.unwrap();
         assert!(matches!(
@@ -901,7 +923,7 @@ mod tests {
             StreamEvent::Done,
         ]);
         let _: Vec<StreamEvent> = engine
-            .watch_stream(target(&c), Some(r), 4, events)
+            .watch_stream(target(&c), Some(r), 4, None, events)
             .collect()
             .await;
         assert!(matches!(
@@ -930,7 +952,7 @@ mod tests {
             })),
         ])
         .chain(futures_util::stream::pending());
-        let mut watched = Box::pin(engine.watch_stream(target(&c), Some(r), 4, events));
+        let mut watched = Box::pin(engine.watch_stream(target(&c), Some(r), 4, None, events));
         watched.next().await.unwrap();
         watched.next().await.unwrap();
         // Settled at 10 by the chunk: dropping it now changes nothing (the
@@ -965,7 +987,7 @@ mod tests {
             StreamEvent::Failed("cut".into()),
         ]);
         let out: Vec<StreamEvent> = engine
-            .watch_stream(target(&c), Some(r), 0, events)
+            .watch_stream(target(&c), Some(r), 0, None, events)
             .collect()
             .await;
         assert!(
@@ -988,6 +1010,7 @@ mod tests {
                 target(&c),
                 None,
                 0,
+                None,
                 futures_util::stream::iter(vec![StreamEvent::Stalled]),
             )
             .collect::<Vec<_>>()
@@ -1039,6 +1062,7 @@ mod tests {
             headers: None,
             tokens: None,
             unsent: false,
+            streamed: false,
         }
     }
 
