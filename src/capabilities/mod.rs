@@ -148,20 +148,6 @@ impl Finding {
     }
 }
 
-/// The median of `v` (reordered); `None` when empty.
-fn median(v: &mut [f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
-
 fn at(ts: &str) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp(crate::time::parse_ts(ts)?, 0)
 }
@@ -220,13 +206,13 @@ impl Findings {
     /// The median of the latest speed probes' tokens per second of
     /// `provider`'s models; `None` where none was measured.
     pub fn provider_tokens_per_s(&self, provider: &str) -> Option<f64> {
-        let mut v: Vec<f64> = self
+        let v: Vec<f64> = self
             .0
             .keys()
             .filter(|k| crate::catalog::ModelKey::split(k).is_some_and(|(p, _)| p == provider))
             .filter_map(|k| self.tokens_per_s(k))
             .collect();
-        median(&mut v)
+        crate::healthlog::summary::Latencies::of(v).median()
     }
 
     /// The verdict for `key` and `cap`: `unknown` when there is none.

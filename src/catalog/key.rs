@@ -37,6 +37,15 @@ impl ModelKey {
         }
     }
 
+    /// Write `provider::model` into `buf` (cleared first): a hot loop's
+    /// lookup key, without an allocation per lookup.
+    pub fn write_into(buf: &mut String, provider: &str, model: &str) {
+        buf.clear();
+        buf.push_str(provider);
+        buf.push_str(SEP);
+        buf.push_str(model);
+    }
+
     /// The provider's name and the model id of `provider::model`, without
     /// allocating; `None` when `text` has no `::`.
     pub fn split(text: &str) -> Option<(&str, &str)> {

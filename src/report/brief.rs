@@ -91,6 +91,8 @@ pub struct Collect {
     spans: BTreeMap<String, Spans>,
     /// Each model's figures, by `provider::model`.
     models: BTreeMap<String, ModelAgg>,
+    /// The buffer a record's `provider::model` is written into.
+    key: String,
     pub newest: Option<i64>,
     /// Each provider's newest probe, window or not (a week back at least).
     pub latest: Newest,
@@ -109,6 +111,7 @@ impl Collect {
             providers: BTreeMap::new(),
             spans: BTreeMap::new(),
             models: BTreeMap::new(),
+            key: String::new(),
             newest: None,
             latest: Newest::default(),
         }
@@ -139,8 +142,13 @@ impl Sink for Collect {
         }
         self.latest.add(r);
         if r.ts >= self.now - SPANS_BACK {
-            let key = crate::catalog::model_key(r.provider, r.model);
-            let m = self.models.entry(key).or_default();
+            // The key is built in a buffer kept for it: a week of entries
+            // allocates once per model, not once per entry.
+            crate::catalog::ModelKey::write_into(&mut self.key, r.provider, r.model);
+            let m = match self.models.get_mut(&self.key) {
+                Some(m) => m,
+                None => self.models.entry(self.key.clone()).or_default(),
+            };
             m.spans.add(r, self.now);
             if r.ts >= self.start {
                 m.ttft.add(r);
