@@ -306,9 +306,15 @@ fn embeddings_get_a_404_naming_what_is_served_in_the_clients_shape() {
     let said = r.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(
         said.starts_with("unknown path /v1/nothing:")
-            && said.contains("/v1/completions, /v1/messages"),
+            && said.contains("/v1/completions, /v1/messages")
+            && said.contains("/status, /badge/{provider}.svg"),
         "{said}"
     );
+    // Every path it names is served: none of them is an unknown path.
+    for path in ["/status", "/badge/groq.svg", "/metrics", "/livez"] {
+        let r = get(&srv, path, &[]);
+        assert!(!r.body.contains("unknown_url"), "{path}: {}", r.body);
+    }
     // The usual mistake, a base URL ending in /v1 given to the Anthropic
     // SDK, is said so, in Anthropic's shape for a client that speaks it.
     let r = get(

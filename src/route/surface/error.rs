@@ -258,14 +258,15 @@ pub fn headers_too_large(max: usize) -> ApiError {
 /// Every path this server serves, for the 404s that say so.
 pub const SERVED: &str = "POST /v1/chat/completions, /v1/completions, /v1/messages, \
      /v1/messages/count_tokens and /v1/responses; GET /v1/models, /v1/models/{id}, \
-     /v1/providers, /metrics, /livez and /readyz";
+     /v1/providers, /status, /badge/{provider}.svg, /badge/{provider}/{model}.svg, \
+     /metrics, /livez and /readyz";
 
 /// A path this server does not serve, named, with a hint for the usual
 /// mistake: a base URL ending in `/v1` given to a client that adds `/v1`
 /// itself (the Anthropic SDKs do), which asks for `/v1/v1/messages`.
 pub fn unknown_url(path: &str) -> ApiError {
     let hint = if path.starts_with("/v1/v1/") {
-        " (is the client's base URL one with /v1 at the end, for a client that adds /v1 itself?          The Anthropic SDKs take the server's root, http://HOST:PORT)"
+        " (is the client's base URL one with /v1 at the end, for a client that adds /v1 itself? The Anthropic SDKs take the server's root, http://HOST:PORT)"
     } else {
         ""
     };
