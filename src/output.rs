@@ -51,6 +51,7 @@ pub fn table(header: &[&str]) -> Fitted {
     t.set_header(header.iter().copied());
     Fitted {
         table: t,
+        header: header.iter().map(|h| h.to_string()).collect(),
         optional: Vec::new(),
         width: width(),
     }
@@ -59,9 +60,11 @@ pub fn table(header: &[&str]) -> Fitted {
 /// A table that fits a width, by one rule for every table llmprobe
 /// prints: when its rows are wider than the width, the columns marked
 /// [`optional`](Fitted::optional) are dropped first, in the order given,
-/// and then cells wrap.
+/// and then cells wrap. A line under the table names the columns it hid,
+/// and how to see them.
 pub struct Fitted {
     table: Table,
+    header: Vec<String>,
     optional: Vec<usize>,
     width: Option<u16>,
 }
@@ -108,20 +111,50 @@ impl std::fmt::Display for Fitted {
                 .max()
                 .unwrap_or(0)
         };
+        let mut hidden = Vec::new();
         for &column in &self.optional {
             if natural(&t) <= usize::from(width) {
                 break;
             }
             if let Some(c) = t.column_mut(column) {
                 c.set_constraint(comfy_table::ColumnConstraint::Hidden);
+                hidden.push(self.header.get(column).map_or("", String::as_str));
             }
         }
         if natural(&t) > usize::from(width) {
             t.set_width(width);
             t.set_content_arrangement(ContentArrangement::Dynamic);
         }
-        write!(f, "{t}")
+        write!(f, "{t}")?;
+        if !hidden.is_empty() {
+            let note = format!(
+                "hidden to fit {width} columns: {}; a wider terminal, COLUMNS=200 or --json shows them",
+                hidden.join(", ")
+            );
+            write!(f, "\n{}", wrap(&note, usize::from(width)))?;
+        }
+        Ok(())
     }
+}
+
+/// `text` wrapped at spaces to lines of at most `width` characters (a
+/// word longer than that stands alone on its line).
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = 0;
+    for word in text.split(' ') {
+        let n = word.chars().count();
+        if line > 0 && line + 1 + n > width {
+            out.push('\n');
+            line = 0;
+        } else if line > 0 {
+            out.push(' ');
+            line += 1;
+        }
+        out.push_str(word);
+        line += n;
+    }
+    out
 }
 
 /// How wide a table may be: the terminal's width when stdout is a
@@ -166,10 +199,28 @@ mod tests {
         let mut t = wide();
         t.optional(&[1]);
         let text = t.to_string();
-        assert!(!text.contains("NOTE") && text.contains("STATUS"), "{text}");
+        let (table, note) = text.split_at(text.find("hidden").expect("a note"));
+        assert!(
+            !table.contains("NOTE") && table.contains("STATUS"),
+            "{text}"
+        );
         assert!(widest(&t) <= 40, "{text}");
         // One line per row: nothing needed wrapping once NOTE was gone.
-        assert_eq!(text.lines().count(), 3, "{text}");
+        assert_eq!(table.lines().count(), 3, "{text}");
+        // Below it, which columns went and how to see them, within the
+        // width too.
+        assert_eq!(
+            note.split_whitespace().collect::<Vec<_>>().join(" "),
+            "hidden to fit 40 columns: NOTE; a wider terminal, COLUMNS=200 or --json shows them"
+        );
+    }
+
+    #[test]
+    fn a_table_that_fits_says_nothing_of_hidden_columns() {
+        let mut t = table(&["NAME", "STATUS"]).with_width(Some(40));
+        t.add_row(["groq", "ok"]);
+        t.optional(&[1]);
+        assert!(!t.to_string().contains("hidden"), "{t}");
     }
 
     #[test]

@@ -210,6 +210,13 @@ fn tables_with_capabilities_fit_80_columns() {
         for l in lines {
             assert!(l.chars().count() <= 80, "{args:?}: {l:?} in\n{out}");
         }
+        // A table that hid columns says which, and how to see them.
+        if args == ["state"] {
+            assert!(
+                out.contains("hidden to fit 80 columns: ") && out.contains("--json shows them"),
+                "{out}"
+            );
+        }
         // Wrapped or not, every verdict is there.
         let flat: String = out.split_whitespace().collect::<Vec<_>>().join(" ");
         for part in ["tools ✔", "json ✗", "(5h)", "128k", "vision ?", "(36h)"] {

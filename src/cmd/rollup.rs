@@ -83,9 +83,7 @@ pub fn run(s: &Settings, args: RollupArgs) -> Result<u8> {
         });
         rows.retain(|r| shown(&args, &r.provider));
         let (findings, _) = crate::report::capview::read_findings(&s.capabilities_path());
-        for r in &mut rows {
-            r.set_speed(&findings);
-        }
+        crate::report::rollup::set_speed(&mut rows, &findings);
         match format {
             RollupFormat::Md => markdown(&report, &rows, args.by),
             RollupFormat::Json => json(&report, &rows),

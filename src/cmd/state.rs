@@ -731,12 +731,15 @@ mod tests {
         for line in narrow.lines() {
             assert!(line.chars().count() <= 80, "{line:?} in\n{narrow}");
         }
-        // The optional columns went first; the capabilities stayed.
-        assert!(narrow.contains("CAPABILITIES"), "{narrow}");
+        // The optional columns went first; the capabilities stayed; the
+        // line under the table names what went.
+        let (shown, note) = narrow.split_at(narrow.find("hidden to fit").expect("a note"));
+        assert!(shown.contains("CAPABILITIES"), "{narrow}");
         assert!(
-            !narrow.contains("FAILURES") && !narrow.contains("SINCE"),
+            !shown.contains("FAILURES") && !shown.contains("SINCE"),
             "{narrow}"
         );
+        assert!(note.contains("FAILURES, SINCE"), "{narrow}");
         let text: String = narrow.split_whitespace().collect::<Vec<_>>().join(" ");
         for part in ["tools ✔", "json ✗", "(24h)", "128k"] {
             assert!(text.contains(part), "{part} in\n{narrow}");

@@ -359,7 +359,8 @@ pub struct Row {
     pub median_ttft_ms: Option<f64>,
     /// Output tokens per second from the latest speed probe of the model
     /// (a provider row: the median of its models'), from
-    /// capabilities.json; `null` where none was measured.
+    /// capabilities.json (filled in by `report::rollup::set_speed`);
+    /// `null` where none was measured.
     pub tokens_per_s: Option<f64>,
     /// Uptime over the last 1 h, 24 h and 7 d before now, whatever the
     /// window: `{"1h": 1.0, "24h": 0.98, "7d": null}`.
@@ -398,15 +399,6 @@ impl Row {
                 .map(|&(n, ok)| (n > 0.0).then(|| ok / n))
                 .collect(),
         }
-    }
-
-    /// Fill in [`Row::tokens_per_s`] from the latest speed probes in
-    /// `findings`.
-    pub fn set_speed(&mut self, findings: &crate::capabilities::Findings) {
-        self.tokens_per_s = match &self.model {
-            Some(m) => findings.tokens_per_s(&crate::catalog::model_key(&self.provider, m)),
-            None => findings.provider_tokens_per_s(&self.provider),
-        };
     }
 
     pub fn name(&self) -> String {

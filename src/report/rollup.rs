@@ -57,6 +57,17 @@ fn sparkline(trend: &[Option<f64>]) -> String {
         .collect()
 }
 
+/// Fill in each row's [`Row::tokens_per_s`] from the latest speed probes
+/// in `findings`: a model's own, a provider's the median of its models'.
+pub fn set_speed(rows: &mut [Row], findings: &crate::capabilities::Findings) {
+    for r in rows {
+        r.tokens_per_s = match &r.model {
+            Some(m) => findings.tokens_per_s(&crate::catalog::model_key(&r.provider, m)),
+            None => findings.provider_tokens_per_s(&r.provider),
+        };
+    }
+}
+
 /// `142 tok/s`, or `—` where none was measured.
 pub fn fmt_rate(v: Option<f64>) -> String {
     v.map_or_else(|| "—".into(), |v| format!("{} tok/s", v.round() as i64))
