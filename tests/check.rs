@@ -1149,3 +1149,41 @@ fn check_and_brief_name_one_place_in_a_damaged_log() {
     assert_eq!(std::fs::read_to_string(env.log()).unwrap(), log);
     assert!(fake.seen().is_empty(), "probed despite a bad log");
 }
+
+#[test]
+fn the_result_column_says_how_far_a_hard_failure_moved_a_model_toward_disabled() {
+    let env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let cfg = config(
+        &env,
+        &[fake.provider("f", "openai", &["unauthorized", "rate-limit"], "")],
+    );
+    let row = |out: &str, model: &str| {
+        out.lines()
+            .find(|l| l.contains(&format!(" {model} ")))
+            .unwrap_or_else(|| panic!("no row for {model} in\n{out}"))
+            .to_string()
+    };
+    let first = check(&env, &cfg, &[]).stdout;
+    assert!(
+        row(&first, "unauthorized").contains("error (401) hard 1/3"),
+        "{first}"
+    );
+    // A rate limit pauses; it never counts toward disabled.
+    let limited = row(&first, "rate-limit");
+    assert!(
+        limited.contains("rate_limit (429)") && !limited.contains("hard"),
+        "{first}"
+    );
+    let second = check(&env, &cfg, &["--provider", "f"]).stdout;
+    assert!(
+        row(&second, "unauthorized").contains("hard 2/3"),
+        "{second}"
+    );
+    let third = check(&env, &cfg, &["--provider", "f"]).stdout;
+    let disabled = row(&third, "unauthorized");
+    assert!(
+        disabled.contains("hard 3/3") && disabled.contains("→ disabled"),
+        "{third}"
+    );
+}

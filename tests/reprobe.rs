@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::support::Test;
 use crate::support::{
     Env, Fake, RouteServer, advance, ago, check, clock_env, eventually, http, log_entries,
-    route_config,
+    route_config, usage_line,
 };
 
 /// How many requests the fake received for `model`.
@@ -441,4 +441,34 @@ fn a_re_probes_retry_after_is_dated_from_its_own_ts() {
         chrono::TimeDelta::seconds(120),
         "ts {ts}, retry_at {retry_at}"
     );
+}
+
+#[test]
+fn a_re_probe_sent_twice_counts_both_requests() {
+    let env = clock_env();
+    // The provider refuses `stream`: the re-probe goes again, whole.
+    let fake = Fake::start(&env, &["m=no-stream"]);
+    let cfg = route_config(
+        &env,
+        &[fake.provider("a", "openai", &["m"], "limits = { rpd = 1 }")],
+        "[route]\naffinity_secs = 0\n",
+    );
+    write_paused(&env, &["a::m"]);
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    advance(&env, 302);
+    eventually("the re-probe", || match reprobe_entries(&env).len() {
+        1 => Ok(()),
+        n => Err(format!("{n} re-probe entries")),
+    });
+    assert_eq!(calls(&fake, "m"), 2, "streamed, then whole");
+    let line = eventually("route counts both requests", || {
+        let v = srv.providers();
+        let u = usage_line(&v, "a", "rpd").cloned().ok_or(v.to_string())?;
+        if u["used_by_probes"] == 2 {
+            Ok(u)
+        } else {
+            Err(u.to_string())
+        }
+    });
+    assert_eq!(line["used"], 2, "{line}");
 }

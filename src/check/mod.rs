@@ -123,6 +123,19 @@ pub fn execute(
         entries: written.entries,
         capabilities: written.capabilities,
         state_changes: written.changes,
+        hard_failures: written
+            .hard
+            .into_iter()
+            .map(|(k, (in_a_row, disable_after))| {
+                (
+                    k,
+                    report::HardFailures {
+                        in_a_row,
+                        disable_after,
+                    },
+                )
+            })
+            .collect(),
         skipped: plan.skipped,
         not_probed: plan.not_probed,
         offline: written.offline,

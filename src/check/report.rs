@@ -32,6 +32,9 @@ pub struct RunSummary {
     /// what it decided.
     pub capabilities: Vec<CapRecord>,
     pub state_changes: Vec<Transition>,
+    /// Each model a hard failure of this run moved toward `disabled`: its
+    /// hard failures in a row now, and how many disable it (`disable_after`).
+    pub hard_failures: BTreeMap<String, HardFailures>,
     pub skipped: Vec<Skipped>,
     pub not_probed: Vec<NotProbed>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -42,6 +45,14 @@ pub struct RunSummary {
     /// Active models not probed because route's traffic proved them since
     /// their last probe ([`crate::usage::traffic`]).
     pub traffic: Vec<super::budget::TrafficSkip>,
+}
+
+/// A model's hard failures in a row after this run, of the count that
+/// disables it.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct HardFailures {
+    pub in_a_row: u32,
+    pub disable_after: u32,
 }
 
 /// Up to this many providers without a key are listed one per line.
@@ -247,12 +258,18 @@ pub fn print_summary(r: &RunSummary) -> Result<()> {
     rows.sort_by(|a, b| (&a.provider, &a.ts).cmp(&(&b.provider, &b.ts)));
     let mut t = output::table(&["Provider", "Model", "Result", "Latency", "State change"]);
     for e in rows {
-        let result = match (e.ok, e.status) {
+        let key = model_key(&e.provider, &e.model);
+        let mut result = match (e.ok, e.status) {
             (1, _) => "ok".to_string(),
             (_, Some(st)) => format!("{} ({st})", e.failure_type),
             _ => e.failure_type.to_string(),
         };
-        let key = model_key(&e.provider, &e.model);
+        // A failure that moves the model toward `disabled` says how far.
+        if e.ok == 0
+            && let Some(h) = r.hard_failures.get(&key)
+        {
+            result.push_str(&format!(" hard {}/{}", h.in_a_row, h.disable_after));
+        }
         let change = changes
             .get(key.as_str())
             .map(|t| format!("{} → {} ({})", t.from, t.to, t.reason))
@@ -512,6 +529,7 @@ mod tests {
             entries: vec![Entry::new("2026-12-01T10:00:00Z".into(), "groq", "a", &ok)],
             capabilities: caps,
             state_changes: Vec::new(),
+            hard_failures: BTreeMap::new(),
             skipped: Vec::new(),
             not_probed: Vec::new(),
             offline: None,

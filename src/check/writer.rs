@@ -70,6 +70,9 @@ pub struct Written {
     /// Capability probes, in the capability log.
     pub capabilities: Vec<CapRecord>,
     pub changes: Vec<Transition>,
+    /// Each model a hard failure of this run moved toward `disabled`: its
+    /// hard failures in a row after it, and how many disable it.
+    pub hard: BTreeMap<String, (u32, u32)>,
     pub offline: Option<Offline>,
     /// The verdicts file could not be read when a capability result came:
     /// the run fails with it (exit 4) once everything else is recorded.
@@ -126,6 +129,8 @@ pub struct Writer {
     entries: Vec<Entry>,
     capabilities: Vec<CapRecord>,
     changes: Vec<Transition>,
+    /// Hard failures in a row, and the count that disables, per model.
+    hard: BTreeMap<String, (u32, u32)>,
     /// The verdicts file could not be read: left alone, reported at the end.
     findings_error: Option<crate::error::Error>,
     /// The `source` each entry is written with (`reprobe`), if any.
@@ -169,6 +174,7 @@ impl Writer {
             entries: Vec::new(),
             capabilities: Vec::new(),
             changes: Vec::new(),
+            hard: BTreeMap::new(),
             findings_error: None,
             source: None,
             lists: Lists::default(),
@@ -280,6 +286,12 @@ impl Writer {
                     tracing::debug!(model = %t.model, from = %t.from, to = %t.to, reason = %t.reason, "state change");
                     self.changes.push(t);
                 }
+                if matches!(p.verdict, Verdict::Hard(_))
+                    && let Some(e) = states.entry(&key)
+                {
+                    self.hard
+                        .insert(key.clone(), (e.consecutive_failures, self.disable_after));
+                }
             }
             if states != before
                 && let Err(e) = states.save(&self.state_path, &lock)
@@ -355,6 +367,7 @@ impl Writer {
             entries: self.entries,
             capabilities: self.capabilities,
             changes: self.changes,
+            hard: self.hard,
             offline,
             findings_error: self.findings_error,
         }
@@ -459,6 +472,7 @@ mod tests {
             entries: Vec::new(),
             capabilities: Vec::new(),
             changes: Vec::new(),
+            hard: BTreeMap::new(),
             findings_error: None,
             source: None,
             lists: Lists::default(),

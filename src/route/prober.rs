@@ -398,12 +398,11 @@ impl Reprober {
             self.engine.ledger.probe_unanswered(reservation);
         }
         // A stream the provider refused went again unstreamed: that
-        // request counts too, as far as the limits still let it (it used
-        // no tokens; later probes of the model go unstreamed at once).
+        // request counts too, whatever the limits say now (it has gone;
+        // it used no tokens; later probes of the model go unstreamed at
+        // once).
         for _ in 1..requests {
-            if let Err(why) = self.engine.admit_probe(p, model, target, 0, true).await {
-                tracing::info!(model = %model_key(&p.provider.name, model), %why, "re-probe's second request not counted: at a limit");
-            }
+            self.engine.count_sent_probe(p, model, target).await;
         }
         Some(outcome)
     }

@@ -123,6 +123,34 @@ impl Engine {
         }
     }
 
+    /// Count a request already sent for a probe of `model` on `target`
+    /// (a stream the provider refused, sent again unstreamed): it used no
+    /// tokens, and it went whatever the limits say now, so it is counted
+    /// without a check, in this instance's windows and probe spend. With
+    /// shared state it is counted in Redis too where the limits let it
+    /// (the shared store has no count without a check).
+    pub async fn count_sent_probe(&self, p: &Resolved, model: &str, target: &Target) {
+        let now = self.clock.now();
+        let eff = limits::effective(&p.provider, model);
+        let req = LimitRequest {
+            target,
+            limits: &eff,
+            tokens: 0,
+        };
+        if let Some(s) = self.ledger.shared()
+            && !matches!(s.admit_limits(&req, now).await, Ok(Admit::Counted(_)))
+        {
+            tracing::info!(model = %crate::catalog::model_key(&p.provider.name, model), "a probe's second request is counted here only: the shared limits are full");
+        }
+        {
+            let mut st = self.ledger.lock();
+            st.limits.count_sent(&req, now);
+            st.probe_budget.count_sent(&req, now);
+            crate::usage::spend(&mut st.probe_spent, &p.provider.name, 0, now);
+        }
+        self.ledger.mark_dirty();
+    }
+
     /// The heuristic benches ([`Bench::probe_due`]) of active models that
     /// this instance holds at `now` and `tried` has not seen, each once,
     /// with a key it covers; and those of them no active model of this
