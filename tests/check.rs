@@ -1187,3 +1187,47 @@ fn the_result_column_says_how_far_a_hard_failure_moved_a_model_toward_disabled()
         "{third}"
     );
 }
+
+#[test]
+fn providers_without_a_key_are_said_once_per_stats_directory() {
+    let mut env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    let keyed = |name: &str| {
+        format!(
+            "[[providers]]\nname = \"{name}\"\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key_env = \"LLMPROBE_TEST_{}_KEY\"\nmodels = [\"m\"]\n",
+            name.to_uppercase()
+        )
+    };
+    let mut tables = vec![fake.provider("f", "openai", &["ok"], "")];
+    tables.extend(["k1", "k2", "k3", "k4"].map(keyed));
+    let cfg = config(&env, &tables);
+    let said = "4 providers skipped for a missing key (k1, k2, k3, k4)";
+    // The first run says it.
+    let first = check(&env, &cfg, &[]).ok();
+    assert!(first.stdout.contains(said), "{}", first.stdout);
+    // The next, with the same set, does not; --list and --json still do.
+    let second = check(&env, &cfg, &[]).ok();
+    assert!(!second.stdout.contains("missing key"), "{}", second.stdout);
+    let list = check(&env, &cfg, &["--list"]).ok();
+    assert!(
+        list.stdout.contains("skipped: set LLMPROBE_TEST_K1_KEY"),
+        "{}",
+        list.stdout
+    );
+    let json = check(&env, &cfg, &["--json"]).ok();
+    assert!(
+        json.stdout.contains("LLMPROBE_TEST_K1_KEY"),
+        "{}",
+        json.stdout
+    );
+    // A key set changes the set: said again, for the three left.
+    env.env("LLMPROBE_TEST_K4_KEY", "k4-test-value");
+    let third = check(&env, &cfg, &["--provider", "f,k1,k2,k3"]).ok();
+    assert!(
+        third
+            .stdout
+            .contains("k1: skipped: set LLMPROBE_TEST_K1_KEY"),
+        "{}",
+        third.stdout
+    );
+}

@@ -139,5 +139,6 @@ pub fn execute(
         skipped: plan.skipped,
         not_probed: plan.not_probed,
         offline: written.offline,
+        missing_keys_said_before: false,
     })
 }

@@ -45,6 +45,11 @@ pub struct RunSummary {
     /// Active models not probed because route's traffic proved them since
     /// their last probe ([`crate::usage::traffic`]).
     pub traffic: Vec<super::budget::TrafficSkip>,
+    /// The previous run (its `last_run.json`) skipped the same providers
+    /// for a missing key: the table leaves them unsaid (`check --list`
+    /// and `--json` still say them).
+    #[serde(skip)]
+    pub missing_keys_said_before: bool,
 }
 
 /// A model's hard failures in a row after this run, of the count that
@@ -94,7 +99,7 @@ pub fn plain_summary(r: &RunSummary) -> String {
         }
     }
     out.push_str(&skip_lines("skipped", &r.budget, &r.traffic));
-    out.push_str(&footer(&r.skipped, &r.not_probed));
+    out.push_str(&footer(&r.skipped, &r.not_probed, true));
     if let Some(offline) = &r.offline {
         out.push_str(&format!("{offline}\n"));
     }
@@ -242,7 +247,7 @@ pub fn dry_run(
         ));
     }
     out.push_str(&skip_lines("not probed", &skips.budget, &skips.traffic));
-    out.push_str(&footer(&plan.skipped, &plan.not_probed));
+    out.push_str(&footer(&plan.skipped, &plan.not_probed, true));
     output::print(&out)?;
     Ok(exit::SUCCESS)
 }
@@ -345,7 +350,11 @@ pub fn print_summary(r: &RunSummary) -> Result<()> {
     if !r.budget.is_empty() || !r.traffic.is_empty() {
         out.push_str(&skips_line(r));
     }
-    out.push_str(&footer(&r.skipped, &r.not_probed));
+    out.push_str(&footer(
+        &r.skipped,
+        &r.not_probed,
+        !r.missing_keys_said_before,
+    ));
     output::print(&out)
 }
 
@@ -419,11 +428,15 @@ fn skips_line(r: &RunSummary) -> String {
 /// Providers left out, and models not probed. A few providers without a
 /// key get a line each; more (the embedded catalog's, which most users
 /// never set up) get one line that names them and points at `--list`.
-fn footer(skipped: &[Skipped], not_probed: &[NotProbed]) -> String {
+/// `missing_keys`: say those without a key at all (a run's table says
+/// them once per stats directory: [`RunSummary::missing_keys_said_before`]).
+fn footer(skipped: &[Skipped], not_probed: &[NotProbed], missing_keys: bool) -> String {
     let mut out = String::new();
     let (no_key, other): (Vec<&Skipped>, Vec<&Skipped>) =
         skipped.iter().partition(|s| s.missing_key());
-    if no_key.len() > MISSING_KEY_LINES {
+    if !missing_keys {
+        // Said by an earlier run of this stats directory.
+    } else if no_key.len() > MISSING_KEY_LINES {
         let names: Vec<&str> = no_key.iter().map(|s| s.provider.as_str()).collect();
         out.push_str(&format!(
             "{} skipped for a missing key ({}); `llmprobe check --list` names their variables\n",
@@ -535,6 +548,7 @@ mod tests {
             offline: None,
             budget: Vec::new(),
             traffic: Vec::new(),
+            missing_keys_said_before: false,
         };
         let text = plain_summary(&r);
         assert!(

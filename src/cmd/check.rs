@@ -319,6 +319,12 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
     if let Some(p) = publisher {
         p.finish(summary.offline.is_some());
     }
+    // The providers skipped for a missing key are said once per stats
+    // directory: when the previous run skipped others (or none), not again
+    // while the set stays the same. Read before this run's record
+    // replaces the previous one.
+    let mut summary = summary;
+    summary.missing_keys_said_before = missing_keys_said_before(s, &summary.skipped);
     // The hourly run says it (and `--fail-on-skipped` fails it); a line
     // every 10 minutes would only repeat it.
     let lost_keys = (!a.paused)
@@ -475,6 +481,31 @@ fn discovery_lines(s: &Settings, adopted: &discovery::Adopted) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// Whether the previous run (`last_run.json`) skipped for a missing key
+/// exactly the providers `skipped` does, so that its summary said them.
+fn missing_keys_said_before(s: &Settings, skipped: &[plan::Skipped]) -> bool {
+    let now: std::collections::BTreeSet<&str> = skipped
+        .iter()
+        .filter(|k| k.missing_key())
+        .map(|k| k.provider.as_str())
+        .collect();
+    if now.is_empty() {
+        return false;
+    }
+    crate::lastrun::read(s.stats_dir())
+        .ok()
+        .flatten()
+        .is_some_and(|r| {
+            let before: std::collections::BTreeSet<&str> = r
+                .skipped
+                .iter()
+                .filter(|k| k.missing_key())
+                .map(|k| k.provider.as_str())
+                .collect();
+            before == now
+        })
 }
 
 /// The one line about providers skipped for a missing key that were
