@@ -856,6 +856,19 @@ fn keyless_defaults_with_no_keys_and_no_network_record_nothing() {
     let mut env = Env::new();
     let dead = closed_port();
     env.env("HTTP_PROXY", &dead).env("HTTPS_PROXY", &dead);
+    // Without a key nothing is probed: pollinations, which needs none, is
+    // named beside the providers without a key, and sent nothing.
+    let r = env.run(&["check", "--spacing", "0"]).code(2);
+    assert!(r.stderr.contains("nothing to probe"), "{}", r.stderr);
+    assert!(r.stderr.contains("pollinations"), "{}", r.stderr);
+    let dry = env.run(&["check", "--dry-run"]).code(2);
+    assert!(!dry.stdout.contains("| pollinations"), "{}", dry.stdout);
+    // Turned on, it is probed, and a run without network records nothing.
+    let cfg = env.write(
+        "llmprobe.toml",
+        "[[providers]]\nname = \"pollinations\"\nenabled = true\n",
+    );
+    env.env("LLMPROBE_CONFIG", cfg.to_str().unwrap());
     for _ in 0..3 {
         let r = env.run(&["check", "--spacing", "0"]).code(6);
         assert!(
@@ -1230,4 +1243,44 @@ fn providers_without_a_key_are_said_once_per_stats_directory() {
         "{}",
         third.stdout
     );
+}
+
+#[test]
+fn a_keyless_remote_provider_is_probed_only_once_turned_on_or_keyed() {
+    let mut env = Env::new();
+    let fake = Fake::start(&env, &[]);
+    // A remote provider that works without a key. Nothing is sent to it:
+    // the rule shows in the listing, the plan and the state view.
+    let remote = "[[providers]]\nname = \"freebie\"\ndialect = \"openai\"\nbase_url = \"https://free.example.invalid/v1\"\napi_key_env = \"LLMPROBE_TEST_FREEBIE_KEY\"\nkey_optional = true\nmodels = [\"m\"]\n".to_string();
+    let cfg = config(
+        &env,
+        &[fake.provider("f", "openai", &["ok"], ""), remote.clone()],
+    );
+    let list = check(&env, &cfg, &["--list"]).ok();
+    assert!(
+        list.stdout
+            .contains("off: works without a key; enabled = true in llmprobe.toml turns it on"),
+        "{}",
+        list.stdout
+    );
+    let dry = check(&env, &cfg, &["--dry-run"]).ok();
+    assert!(!dry.stdout.contains("| freebie"), "{}", dry.stdout);
+    let state = env.run(&["--config", &cfg, "state"]).ok();
+    assert!(
+        state.stdout.contains("off (needs no key"),
+        "{}",
+        state.stdout
+    );
+    // Its key, or enabled = true, turns it on.
+    env.env("LLMPROBE_TEST_FREEBIE_KEY", "freebie-test-value");
+    let dry = check(&env, &cfg, &["--dry-run"]).ok();
+    assert!(dry.stdout.contains("freebie"), "{}", dry.stdout);
+    env.env("LLMPROBE_TEST_FREEBIE_KEY", "");
+    let on = remote.replace(
+        "key_optional = true\n",
+        "key_optional = true\nenabled = true\n",
+    );
+    let cfg = config(&env, &[fake.provider("f", "openai", &["ok"], ""), on]);
+    let dry = check(&env, &cfg, &["--dry-run"]).ok();
+    assert!(dry.stdout.contains("freebie"), "{}", dry.stdout);
 }

@@ -776,6 +776,9 @@ pub enum Unusable {
     Missing(Vec<String>),
     /// A host variable holds something that is not a host or URL.
     BadHost { var: String, value: String },
+    /// A remote provider that works without a key, neither turned on
+    /// (`enabled = true`) nor given its key (named here).
+    Keyless { var: String },
 }
 
 impl std::fmt::Display for Unusable {
@@ -789,6 +792,10 @@ impl std::fmt::Display for Unusable {
                 "off: a local server; set {var}, or enabled = true in llmprobe.toml"
             ),
             Unusable::Missing(vars) => write!(f, "skipped: set {}", vars.join(" and ")),
+            Unusable::Keyless { var } => write!(
+                f,
+                "off: works without a key; enabled = true in llmprobe.toml turns it on (or set {var})"
+            ),
             Unusable::BadHost { var, value } => {
                 write!(
                     f,
@@ -1155,6 +1162,21 @@ pub fn closest_name<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
         .map(|(_, k)| k)
 }
 
+/// Whether `url`'s host is this machine (localhost, 127.0.0.0/8, ::1).
+fn is_loopback_url(url: &str) -> bool {
+    let Some(host) = reqwest::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
+    else {
+        return false;
+    };
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => bare == "localhost" || bare.ends_with(".localhost"),
+    }
+}
+
 /// The base URL of a local server whose host variable holds `value`
 /// (`OLLAMA_HOST=0.0.0.0:11434`, `myhost`, `https://box:8443`): its scheme
 /// (http unless given), host and port (the default's unless given), and the
@@ -1226,17 +1248,7 @@ impl Resolved {
     /// ::1). Such a provider says nothing about the network: a refusal
     /// means its server is not running.
     pub fn is_loopback(&self) -> bool {
-        let Some(host) = reqwest::Url::parse(&self.base_url)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_ascii_lowercase))
-        else {
-            return false;
-        };
-        let bare = host.trim_start_matches('[').trim_end_matches(']');
-        match bare.parse::<std::net::IpAddr>() {
-            Ok(ip) => ip.is_loopback(),
-            Err(_) => bare == "localhost" || bare.ends_with(".localhost"),
-        }
+        is_loopback_url(&self.base_url)
     }
 }
 
@@ -1340,6 +1352,20 @@ impl Provider {
             .collect();
         if keys.is_empty() && !self.api_key_env.is_empty() && !self.key_optional {
             missing.push(self.api_key_env.join(" or "));
+        }
+        // A remote provider that works without a key is one the user has
+        // not asked for until they set its key or turn it on: probing it
+        // unasked sends traffic they never chose.
+        if keys.is_empty()
+            && self.key_optional
+            && self.enabled.is_none()
+            && self.host_env.is_none()
+            && missing.is_empty()
+            && !is_loopback_url(&base_url)
+        {
+            return Err(Unusable::Keyless {
+                var: self.api_key_env.join(" or "),
+            });
         }
         if !missing.is_empty() {
             return Err(Unusable::Missing(missing));

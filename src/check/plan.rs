@@ -282,6 +282,9 @@ pub fn plan(
                     reason: why.to_string(),
                     unset: match &why {
                         Unusable::Missing(vars) => vars.clone(),
+                        // Its key is one way to turn it on: it joins the
+                        // note of providers without a key.
+                        Unusable::Keyless { var } => vec![var.clone()],
                         _ => Vec::new(),
                     },
                 });

@@ -149,6 +149,10 @@ impl Row {
             (Some(Unusable::BadHost { var, .. }), ModelState::Active) => {
                 ("off", format!("off (bad {var})"))
             }
+            (Some(Unusable::Keyless { .. }), ModelState::Active) => (
+                "off",
+                "off (needs no key: enabled = true turns it on)".to_string(),
+            ),
             (None, ModelState::Active) if self.last_probe.is_none() => {
                 ("never_probed", "active (never probed)".to_string())
             }
@@ -156,7 +160,9 @@ impl Row {
             (why, st) => (
                 st.as_str(),
                 match why {
-                    Some(Unusable::Off { .. } | Unusable::BadHost { .. }) => {
+                    Some(
+                        Unusable::Off { .. } | Unusable::BadHost { .. } | Unusable::Keyless { .. },
+                    ) => {
                         format!("{st} (provider off)")
                     }
                     Some(Unusable::Missing(_)) => format!("{st} (no key)"),
