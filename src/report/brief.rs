@@ -66,7 +66,6 @@ impl Last {
 struct ProviderAgg {
     probes: Probes,
     latency: Latency,
-    ttft: Ttft,
     models: BTreeMap<String, Last>,
 }
 
@@ -87,8 +86,6 @@ pub struct Collect {
     seq: i64,
     step: i64,
     providers: BTreeMap<String, ProviderAgg>,
-    /// Each provider's uptime over the last hour, day and week.
-    spans: BTreeMap<String, Spans>,
     /// Each model's figures, by `provider::model`.
     models: BTreeMap<String, ModelAgg>,
     /// The buffer a record's `provider::model` is written into.
@@ -109,7 +106,6 @@ impl Collect {
                 Direction::Backward => -1,
             },
             providers: BTreeMap::new(),
-            spans: BTreeMap::new(),
             models: BTreeMap::new(),
             key: String::new(),
             newest: None,
@@ -141,7 +137,9 @@ impl Sink for Collect {
             self.newest = self.newest.max(Some(r.ts));
         }
         self.latest.add(r);
-        if r.ts >= self.now - SPANS_BACK {
+        // Each model's figures: the spans (a week at most) and the first
+        // token over the window, whichever reaches further back.
+        if r.ts >= self.start.min(self.now - SPANS_BACK) {
             // The key is built in a buffer kept for it: a week of entries
             // allocates once per model, not once per entry.
             crate::catalog::ModelKey::write_into(&mut self.key, r.provider, r.model);
@@ -153,14 +151,6 @@ impl Sink for Collect {
             if r.ts >= self.start {
                 m.ttft.add(r);
             }
-            match self.spans.get_mut(r.provider) {
-                Some(sp) => sp.add(r, self.now),
-                None => self
-                    .spans
-                    .entry(r.provider.to_string())
-                    .or_default()
-                    .add(r, self.now),
-            }
         }
         if r.ts < self.start {
             return;
@@ -171,7 +161,6 @@ impl Sink for Collect {
         };
         p.probes.add(r);
         p.latency.add(r);
-        p.ttft.add(r);
         let last = Last {
             ts: r.ts,
             seq: self.seq,
@@ -189,9 +178,6 @@ impl Sink for Collect {
 
     fn merge(&mut self, later: Collect) {
         self.newest = self.newest.max(later.newest);
-        for (p, sp) in later.spans {
-            self.spans.entry(p).or_default().merge(&sp);
-        }
         for (k, m) in later.models {
             let mine = self.models.entry(k).or_default();
             mine.spans.merge(&m.spans);
@@ -202,7 +188,6 @@ impl Sink for Collect {
             let p = self.providers.entry(name).or_default();
             p.probes.merge(&lp.probes);
             p.latency.merge(&lp.latency);
-            p.ttft.merge(&lp.ttft);
             for (m, last) in lp.models {
                 // The later half of the file wins ties.
                 match p.models.get(&m) {
@@ -403,7 +388,16 @@ impl Brief {
             })
             .collect();
         for (name, p) in col.providers {
-            let spans = col.spans.get(&name).copied().unwrap_or_default();
+            // A provider's spans and first token are its models' together.
+            let (mut spans, mut ttft) = (Spans::default(), Ttft::default());
+            for (_, m) in col
+                .models
+                .iter()
+                .filter(|(k, _)| crate::catalog::ModelKey::model_in(k, &name).is_some())
+            {
+                spans.merge(&m.spans);
+                ttft.merge(&m.ttft);
+            }
             let uptime = p.probes.uptime();
             let latest = p
                 .models
@@ -448,7 +442,7 @@ impl Brief {
                 uptime_by_span: spans.by_span(),
                 spans,
                 avg_latency_ms: p.latency.mean(),
-                median_ttft_ms: p.ttft.median(),
+                median_ttft_ms: ttft.median(),
                 tokens_per_s: None,
                 checks: p.probes.samples,
                 last_check: latest.as_ref().map(|l| fmt_rfc3339(l.ts)),
