@@ -81,6 +81,10 @@ pub struct GlobalArgs {
     /// Replace the embedded prompt pool with this TOML file.
     #[arg(long, global = true, env = "LLMPROBE_PROMPTS", value_name = "FILE")]
     pub prompts: Option<PathBuf>,
+    /// Print tables at their full width, whatever the terminal's: no
+    /// column hidden, no cell wrapped.
+    #[arg(long, global = true)]
+    pub wide: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -114,6 +114,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
     };
     logging::init(cli.log);
+    output::set_wide(cli.global.wide);
     match dispatch(cli) {
         Ok(code) => exit::code(code),
         Err(e) if e.is_broken_pipe() => exit::code(exit::SUCCESS),

@@ -1633,3 +1633,66 @@ fn a_mistyped_provider_is_an_error_with_a_suggestion_everywhere() {
         r.stderr
     );
 }
+
+/// At 60 columns, `state` keeps the reason a model is out of rotation,
+/// says which columns it hid and how to see them, and never breaks a
+/// model's name mid-word; `--wide` and `--json` show everything whole.
+#[test]
+fn a_narrow_state_keeps_the_reason_and_breaks_names_only_at_their_marks() {
+    let mut env = env();
+    env.env("COLUMNS", "60");
+    let id = "groq::meta-llama/llama-4-maverick-17b-128e-instruct";
+    env.write(
+        "stats/model_state.json",
+        format!(
+            r#"{{
+  "{id}": {{"state": "disabled", "reason": "error", "since": "2026-05-01T10:00:00Z", "consecutive_failures": 3}},
+  "groq::llama-3.1-8b-instant": {{"state": "active", "consecutive_failures": 0}}
+}}"#
+        ),
+    );
+    let out = env.run(&["state"]).ok().stdout;
+    let table: Vec<&str> = out.lines().filter(|l| l.starts_with('|')).collect();
+    assert!(table[0].contains("REASON"), "{out}");
+    for l in &table {
+        assert!(l.chars().count() <= 60, "{l:?} in\n{out}");
+    }
+    // The reason is on the disabled model's first line.
+    assert!(
+        table
+            .iter()
+            .any(|l| l.contains("groq::") && l.contains("disabled") && l.contains("error")),
+        "{out}"
+    );
+    // The name, wrapped: each line of the first column ends at a mark.
+    let first: Vec<&str> = table
+        .iter()
+        .map(|l| l.split('|').nth(1).unwrap().trim())
+        .skip_while(|c| *c != "groq::meta-")
+        .take_while(|c| !c.starts_with('('))
+        .collect();
+    assert!(first.len() > 1, "wrapped: {out}");
+    assert!(first.concat().starts_with(id), "{first:?} in\n{out}");
+    for piece in &first[..first.len() - 1] {
+        assert!(
+            piece.ends_with("::") || piece.ends_with(['/', '-', '_']),
+            "broken mid-word: {piece:?} in\n{out}"
+        );
+    }
+    let note = out.split("hidden to fit 60 columns: ").nth(1).expect(&out);
+    let note = note.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        note.contains("--wide, a wider terminal or --json shows them"),
+        "{out}"
+    );
+    assert!(!note.contains("REASON"), "{out}");
+
+    let wide = env.run(&["state", "--wide"]).ok().stdout;
+    assert!(!wide.contains("hidden"), "{wide}");
+    assert!(
+        wide.lines().any(|l| l.contains(id) && l.contains("| 3 ")),
+        "{wide}"
+    );
+    let v = json(&env.run(&["state", "--json"]).ok().stdout);
+    assert!(v.to_string().contains(id), "{v}");
+}

@@ -353,3 +353,96 @@ fn every_readme_rule_is_one_a_line_can_meet() {
         "llmprobe demo --serve"
     );
 }
+
+/// The README's sample `brief` (its first `text` block) is what the binary
+/// prints after four demo runs (`demo --fresh`, then `demo` three times),
+/// less the per-model and capability tables: compared with the times,
+/// dates and measured durations masked, and every other figure (uptime,
+/// checks, states, results) exact. `scripts/readme-samples` (that is,
+/// `LLMPROBE_BLESS=1` on this test) writes the fresh output into the README.
+#[test]
+fn the_readme_sample_is_the_demos_output() {
+    let env = Env::new();
+    let dir = env.path().join("demo");
+    let dir = dir.to_str().unwrap();
+    let mut last = String::new();
+    for n in 0..4 {
+        let mut args = vec!["demo", "--stats-dir", dir];
+        if n == 0 {
+            args.push("--fresh");
+        }
+        last = env.run(&args).ok().stdout;
+    }
+    let brief = last
+        .split("== llmprobe brief ==\n")
+        .nth(1)
+        .expect("the demo prints brief")
+        .split("\n\nRun the demo again")
+        .next()
+        .unwrap();
+    // Paragraphs, less the two tables the README leaves out.
+    let kept: Vec<&str> = brief
+        .split("\n\n")
+        .filter(|p| !p.starts_with("models (") && !p.starts_with("capabilities:"))
+        .collect();
+    let sample = format!("$ llmprobe brief\n{}\n", kept.join("\n\n").trim_end());
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    let open = "```text\n$ llmprobe brief\n";
+    let start = readme
+        .find(open)
+        .expect("README: a ```text block of `$ llmprobe brief`")
+        + 8;
+    let end = start + readme[start..].find("```\n").expect("the block's end");
+    if std::env::var_os("LLMPROBE_BLESS").is_some() {
+        let fresh = format!("{}{sample}{}", &readme[..start], &readme[end..]);
+        std::fs::write(&path, fresh).unwrap();
+        return;
+    }
+    assert_eq!(
+        shape(&readme[start..end]),
+        shape(&sample),
+        "README.md's sample brief is not what the demo prints now; \
+         regenerate it with scripts/readme-samples. The demo printed:\n{sample}"
+    );
+}
+
+/// Each line's words (table cells and their padding, and rule lines, as
+/// words), with what differs from run to run masked: dates, times,
+/// timestamps, durations in ms and minutes, and tokens/s.
+fn shape(text: &str) -> Vec<Vec<String>> {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    text.lines()
+        .map(|line| {
+            let words: Vec<&str> = line
+                .split(|c: char| c == '|' || c.is_whitespace())
+                .filter(|w| !w.is_empty())
+                .collect();
+            words
+                .iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    let bare = w.trim_matches(|c| c == '(' || c == ')' || c == ',');
+                    let masked = if bare.chars().all(|c| c == '-') {
+                        "---"
+                    } else if bare.len() == 10 && bare.as_bytes()[4] == b'-' {
+                        "DATE"
+                    } else if bare.len() == 20 && bare.ends_with('Z') {
+                        "STAMP"
+                    } else if bare.len() == 5 && bare.as_bytes()[2] == b':' {
+                        "TIME"
+                    } else if bare.strip_suffix("ms").is_some_and(digits) {
+                        "#ms"
+                    } else if bare.strip_suffix('m').is_some_and(digits) {
+                        "#m"
+                    } else if digits(bare) && words.get(i + 1) == Some(&"tok/s") {
+                        "#"
+                    } else {
+                        w
+                    };
+                    masked.to_string()
+                })
+                .collect()
+        })
+        .collect()
+}

@@ -75,6 +75,7 @@ mod tests {
             config: None,
             stats_dir: None,
             prompts: None,
+            wide: false,
         };
         let args = |scripts: &[&str]| FakeArgs {
             port: 0,

@@ -411,9 +411,10 @@ fn table(rows: &[Row], now: chrono::DateTime<Utc>) -> output::Fitted {
     }
     let mut t = output::table(&header);
     // On a narrow terminal: the speed, the spans, the failure count, then
-    // since when, go first; with capabilities, then the reason.
+    // since when, go first; with capabilities, then the last probe. The
+    // reason, which says why a model is not active, always stays.
     t.optional(if caps {
-        &[7, 6, 4, 3, 2]
+        &[7, 6, 4, 3, 5]
     } else {
         &[7, 6, 4, 3]
     });
