@@ -141,8 +141,10 @@ Examples:
   llmprobe check --capabilities none          basic probes only: no tools/json/vision probe
   llmprobe check --paused                     re-probe only the paused models that are due
   llmprobe check --notify json+http://127.0.0.1:8080/hook
-                                              alert a receiver when a model goes down or back
-  llmprobe check --notify-after 3             alert (LLMPROBE_NOTIFY) after 3 failing runs
+                                              alert a receiver when a model is disabled or a provider down
+  llmprobe check --notify-after 3             alert (LLMPROBE_NOTIFY) on a provider down 3 runs in a row
+  llmprobe check --notify-on paused,disabled,provider_down --notify-after 1
+                                              alert on every pause too, at once (the old default)
 
 Hourly: `llmprobe schedule install --env-file ~/llmprobe/keys.env` writes
 the cron job (a systemd timer or a Windows task with --with) that exports the
@@ -158,9 +160,11 @@ One check for many routers: with --shared-state redis://HOST:6379/0 (or
 `route --serve --record shared` instances read it.
 
 Alerts: with --notify URL, LLMPROBE_NOTIFY or [notify] url_env, a run in
-which a model went paused or disabled or came back active, or a provider
-went down or came back, sends one message (ntfy, Slack, Discord, or JSON
-with json+https://); a recovery is a \"resolved\" message for its alert.
+which a model was disabled, or a provider was down (every probed model
+failed) for the second run in a row, sends one message (ntfy, Slack,
+Discord, or JSON with json+https://), and so does the run in which it
+came back (a \"resolved\" message). A pause (a 429, a timeout) is not
+alerted unless --notify-on (or [notify] on) names `paused`.
 stats/notify_state.json remembers what was said. Nothing is sent by
 --list, --dry-run, a run that was not due or an offline run; `check
 --paused` does send (a model that came back is news). See docs/alerts.md.
@@ -262,19 +266,26 @@ pub struct CheckArgs {
     /// back is news).
     #[arg(long, conflicts_with_all = ["list", "if_due"])]
     pub paused: bool,
-    /// Send one message per run in which something changed (a model went
-    /// paused or disabled or came back, a provider went down or came
-    /// back) to this webhook: ntfy, Slack, Discord or json+https://
+    /// Send one message per run in which something changed (by default a
+    /// model disabled, a provider down, and their recoveries: see
+    /// --notify-on) to this webhook: ntfy, Slack, Discord or json+https://
     /// (repeatable). For a scheduled job put the URLs in LLMPROBE_NOTIFY
     /// in its env file instead (whitespace-separated), or name variables
     /// in `[notify] url_env`. An unreachable webhook only warns.
     #[arg(long = "notify", value_name = "URL")]
     pub notify: Vec<String>,
-    /// Alert on a model only once its probe has failed N runs in a row
-    /// (a provider: been down N runs in a row); a model the run disables
-    /// is alerted at once [default: [notify] after, else 1].
+    /// Alert on a provider only once it has been down N runs in a row (a
+    /// paused model: once its probe has failed N runs in a row); a model
+    /// the run disables is alerted at once [default: [notify] after, else
+    /// 2].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub notify_after: Option<u32>,
+    /// What to alert on, comma-separated: paused (a model paused by a
+    /// temporary failure, such as a 429), disabled, provider_down; the
+    /// recovery of what was alerted is always said [default: [notify] on,
+    /// else disabled,provider_down].
+    #[arg(long, value_enum, value_delimiter = ',', value_name = "WHAT")]
+    pub notify_on: Vec<crate::catalog::AlertOn>,
 }
 
 /// List every provider and model, with the source of its key (alias of `check --list`).
@@ -489,6 +500,8 @@ pub struct RollupArgs {
 Examples:
   llmprobe brief
   llmprobe brief --window 6h
+  llmprobe brief --provider groq         one provider (repeatable, or groq,mistral)
+  llmprobe brief --all                   every catalog model's capabilities, keys or not
   llmprobe brief --json | jq '.advisories'
   llmprobe brief --quiet-if-healthy      nothing at all when all is well (for a shell profile)
 
@@ -496,11 +509,20 @@ It also warns when no schedule is installed and check has not run for
 twice the interval (1h unless `schedule install --every` said otherwise),
 or when the installed schedule has not run for that long; --json has
 `healthy` and `warnings`. Once capabilities have been probed, it lists
-each model's verdicts and context window (--json: `models`).")]
+each model's verdicts and context window (--json: `models`): the models
+probed in the window and those whose provider has its key set; a line
+under the table counts the others, which --all shows.")]
 pub struct BriefArgs {
     /// 24h, 7d, all, or any duration such as 6h or 90m.
     #[arg(long, default_value = "24h")]
     pub window: String,
+    /// Only these providers: their rows, models, advisories and warnings.
+    #[arg(long, short = 'p', value_delimiter = ',', value_name = "NAME", add = Names::Providers)]
+    pub provider: Vec<String>,
+    /// List every catalog model's capabilities, not only those probed in
+    /// the window or whose provider has its key set.
+    #[arg(long)]
+    pub all: bool,
     /// Print the same information as JSON.
     #[arg(long)]
     pub json: bool,

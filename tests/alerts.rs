@@ -41,6 +41,23 @@ fn json_url(hook: &PingServer) -> String {
     format!("json+{}{HOOK_PATH}", hook.url.trim_end_matches('/'))
 }
 
+/// The flags that bring back the rules before `[notify] on`: every pause
+/// alerted, at its first failing run. Most tests here are about pauses.
+const EVERY_PAUSE: [&str; 4] = [
+    "--notify-on",
+    "paused,disabled,provider_down",
+    "--notify-after",
+    "1",
+];
+
+/// `--notify url` and [`EVERY_PAUSE`], then `more`.
+fn every_pause<'a>(url: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["--notify", url];
+    args.extend(EVERY_PAUSE);
+    args.extend(more);
+    args
+}
+
 /// Every message the webhook got, as JSON.
 fn messages(hook: &PingServer) -> Vec<Value> {
     hook.seen()
@@ -98,7 +115,7 @@ fn no_url_in_state(env: &Env, hook: &PingServer) {
 fn a_state_change_alerts_once_and_its_recovery_resolves_it() {
     let env = Env::new();
     let (_fake, cfg, hook, url) = setup(&env, &["m=e500,e500,ok"], &["ok", "m"]);
-    let notify = ["--notify", url.as_str()];
+    let notify = every_pause(&url, &[]);
 
     // Run 1: f::m paused: one message, one change.
     let r = check(&env, &cfg, &notify).ok();
@@ -141,7 +158,14 @@ fn a_state_change_alerts_once_and_its_recovery_resolves_it() {
 fn notify_after_waits_for_n_failing_runs_in_a_row() {
     let env = Env::new();
     let (_fake, cfg, hook, url) = setup(&env, &["m=e500"], &["ok", "m"]);
-    let args = ["--notify", url.as_str(), "--notify-after", "3"];
+    let args = [
+        "--notify",
+        url.as_str(),
+        "--notify-on",
+        "paused",
+        "--notify-after",
+        "3",
+    ];
     check(&env, &cfg, &args).ok();
     check(&env, &cfg, &args).ok();
     assert!(messages(&hook).is_empty(), "{:?}", hook.calls());
@@ -169,7 +193,11 @@ fn notify_after_in_the_config_file_and_the_flag_over_it() {
     let env = Env::new();
     let (_fake, cfg, hook, url) = setup(&env, &["m=e500"], &["ok", "m"]);
     let text = std::fs::read_to_string(&cfg).unwrap();
-    std::fs::write(&cfg, format!("{text}\n[notify]\nafter = 2\n")).unwrap();
+    std::fs::write(
+        &cfg,
+        format!("{text}\n[notify]\non = [\"paused\"]\nafter = 2\n"),
+    )
+    .unwrap();
     check(&env, &cfg, &["--notify", &url]).ok();
     assert!(messages(&hook).is_empty());
     check(&env, &cfg, &["--notify", &url]).ok();
@@ -178,7 +206,11 @@ fn notify_after_in_the_config_file_and_the_flag_over_it() {
     let env2 = Env::new();
     let (_fake2, cfg2, hook2, url2) = setup(&env2, &["m=e500"], &["ok", "m"]);
     let text2 = std::fs::read_to_string(&cfg2).unwrap();
-    std::fs::write(&cfg2, format!("{text2}\n[notify]\nafter = 2\n")).unwrap();
+    std::fs::write(
+        &cfg2,
+        format!("{text2}\n[notify]\non = [\"paused\"]\nafter = 2\n"),
+    )
+    .unwrap();
     check(&env2, &cfg2, &["--notify", &url2, "--notify-after", "1"]).ok();
     assert_eq!(messages(&hook2).len(), 1);
     std::fs::write(&cfg, format!("{text}\n[notify]\nafter = 0\n")).unwrap();
@@ -193,7 +225,7 @@ fn a_flapping_model_alerts_once_per_change_of_direction() {
     let mut per_run = Vec::new();
     for _ in 0..6 {
         let before = messages(&hook).len();
-        check(&env, &cfg, &["--notify", &url]).ok();
+        check(&env, &cfg, &every_pause(&url, &[])).ok();
         let got = messages(&hook);
         per_run.push(
             got[before..]
@@ -219,7 +251,19 @@ fn a_flapping_model_alerts_once_per_change_of_direction() {
     let env = Env::new();
     let (_fake, cfg, hook, url) = setup(&env, &["m=e500,ok"], &["ok", "m"]);
     for _ in 0..4 {
-        check(&env, &cfg, &["--notify", &url, "--notify-after", "2"]).ok();
+        check(
+            &env,
+            &cfg,
+            &[
+                "--notify",
+                &url,
+                "--notify-on",
+                "paused",
+                "--notify-after",
+                "2",
+            ],
+        )
+        .ok();
     }
     assert!(messages(&hook).is_empty(), "{:?}", hook.calls());
 }
@@ -228,7 +272,7 @@ fn a_flapping_model_alerts_once_per_change_of_direction() {
 fn a_provider_down_entirely_is_one_change_and_it_comes_back() {
     let env = Env::new();
     let (_fake, cfg, hook, url) = setup(&env, &["a=e500,ok", "b=e503"], &["a", "b"]);
-    check(&env, &cfg, &["--notify", &url]).ok();
+    check(&env, &cfg, &every_pause(&url, &[])).ok();
     let got = messages(&hook);
     assert_eq!(got.len(), 1, "one message per run");
     assert_eq!(
@@ -244,7 +288,7 @@ fn a_provider_down_entirely_is_one_change_and_it_comes_back() {
         "all 2 probed models failed",
     );
     // One model answering is the provider back; `b` stays down, unsaid.
-    check(&env, &cfg, &["--notify", &url]).ok();
+    check(&env, &cfg, &every_pause(&url, &[])).ok();
     let got = messages(&hook);
     assert_eq!(
         said(&got[1]),
@@ -259,14 +303,14 @@ fn a_provider_down_entirely_is_one_change_and_it_comes_back() {
 fn a_paused_reprobe_that_brings_a_model_back_is_resolved() {
     let env = clock_env();
     let (_fake, cfg, hook, url) = setup(&env, &["m=e500,ok"], &["ok", "m"]);
-    check(&env, &cfg, &["--notify", &url]).ok();
+    check(&env, &cfg, &every_pause(&url, &[])).ok();
     assert_eq!(
         said(&messages(&hook)[0]),
         ["model_down f::m active->paused"]
     );
     // Its first re-probe is due 5 minutes after the pause.
     advance(&env, 6 * 60);
-    check(&env, &cfg, &["--paused", "--notify", &url]).ok();
+    check(&env, &cfg, &every_pause(&url, &["--paused"])).ok();
     let got = messages(&hook);
     assert_eq!(got.len(), 2, "{:?}", hook.calls());
     assert_eq!(said(&got[1]), ["model_recovered f::m paused->active"]);
@@ -278,7 +322,7 @@ fn an_unreachable_channel_warns_once_without_its_path_and_changes_no_exit_code()
     let (_fake, cfg, hook, url) = setup(&env, &["m=e500"], &["ok", "m"]);
     let closed = closed_port();
     let dead = format!("json+{closed}{HOOK_PATH}");
-    let r = check(&env, &cfg, &["--notify", &dead]).ok();
+    let r = check(&env, &cfg, &every_pause(&dead, &[])).ok();
     let warnings: Vec<&str> = r.stderr.lines().filter(|l| l.contains("warning")).collect();
     assert_eq!(warnings.len(), 1, "{}", r.stderr);
     // Named by its scheme and host only.
@@ -286,11 +330,11 @@ fn an_unreachable_channel_warns_once_without_its_path_and_changes_no_exit_code()
     assert!(!r.stderr.contains("s3cr3t"), "{}", r.stderr);
     assert!(!r.stdout.contains("s3cr3t"), "{}", r.stdout);
     // --fail-on-down's exit 1 stays exit 1.
-    check(&env, &cfg, &["--notify", &dead, "--fail-on-down"]).code(1);
+    check(&env, &cfg, &every_pause(&dead, &["--fail-on-down"])).code(1);
     // The alert reached no channel, so it is not marked as sent: the next
     // run that still sees the model down says it, to a channel that works.
     not_yet_alerted(&env);
-    check(&env, &cfg, &["--notify", &url]).ok();
+    check(&env, &cfg, &every_pause(&url, &[])).ok();
     let got = messages(&hook);
     assert_eq!(got.len(), 1);
     assert_eq!(said(&got[0]), ["model_down f::m active->paused"]);
@@ -395,6 +439,13 @@ fn the_scheduled_job_takes_its_alert_urls_from_the_env_file_never_from_flags() {
     let mut env = clock_env();
     let tools = crate::support::fake_tools(&mut env);
     let (_fake, cfg, hook, url) = setup(&env, &["m=e500"], &["ok", "m"]);
+    // The job's command line has no --notify-on: the file's rules hold.
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        format!("{text}\n[notify]\non = [\"paused\", \"disabled\"]\nafter = 1\n"),
+    )
+    .unwrap();
     for (flag, var) in [
         ("--notify", "LLMPROBE_NOTIFY=URL"),
         ("--ping-url", "LLMPROBE_PING_URL=URL"),
@@ -578,9 +629,159 @@ fn notify_after_without_a_channel_warns() {
         &r.stderr,
         "warning: notify: --notify-after 2 has no effect: no alert channel is configured",
     );
+    let r = check(&env, &cfg, &["--notify-on", "paused"]).ok();
+    has(
+        &r.stderr,
+        "warning: notify: --notify-on paused has no effect: no alert channel is configured",
+    );
     assert!(!env.stats().join("notify_state.json").exists());
     // With a channel, no such warning.
     let (_fake, cfg, _hook, url) = setup(&env, &["m=e500"], &["ok", "m"]);
     let r = check(&env, &cfg, &["--notify-after", "2", "--notify", &url]).ok();
     assert!(!r.stderr.contains("has no effect"), "{}", r.stderr);
+}
+
+/// An ntfy channel on the recording server, whose priority is a header.
+fn ntfy_url(hook: &PingServer) -> String {
+    format!("ntfy+{}/topic-s3cr3t", hook.url.trim_end_matches('/'))
+}
+
+/// Each ntfy push as `title [priority]`.
+fn pushes(hook: &PingServer) -> Vec<String> {
+    hook.seen()
+        .iter()
+        .filter(|p| p.path == "/topic-s3cr3t")
+        .map(|p| {
+            format!(
+                "{} [{}]",
+                p.header("title").unwrap_or_default(),
+                p.header("priority").unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// The state `model_state.json` gives `key`.
+fn state_of(env: &Env, key: &str) -> String {
+    let states: Value =
+        serde_json::from_str(&std::fs::read_to_string(env.state_file()).unwrap()).unwrap();
+    states[key]["state"]
+        .as_str()
+        .unwrap_or("active")
+        .to_string()
+}
+
+/// By default a 429 pauses a model and pushes nothing, run after run: a
+/// rate limit is routine on a free tier, and comes back by itself. Asked
+/// for (`--notify-on paused`), the pause is pushed, at low priority.
+#[test]
+fn by_default_a_429_pushes_nothing() {
+    let env = Env::new();
+    let (_fake, cfg, hook, _) = setup(&env, &["limited=rate-limit"], &["ok", "limited"]);
+    let url = ntfy_url(&hook);
+    check(&env, &cfg, &["--notify", &url]).ok();
+    // The 429 was met: the model is paused, and nothing is pushed.
+    assert_eq!(state_of(&env, "f::limited"), "paused");
+    assert!(hook.seen().is_empty(), "{:?}", pushes(&hook));
+    // Nor at the runs after, still limited.
+    for _ in 0..2 {
+        check(&env, &cfg, &["--notify", &url]).ok();
+    }
+    assert!(hook.seen().is_empty(), "{:?}", pushes(&hook));
+    // The old rules: said at once, and not urgent.
+    check(&env, &cfg, &["--notify", &url, "--notify-on", "paused"]).ok();
+    assert_eq!(pushes(&hook), ["f::limited paused [low]"]);
+    // A name that is not one is refused, with the names that are.
+    let r = check(&env, &cfg, &["--notify", &url, "--notify-on", "pause"]).code(2);
+    has(&r.stderr, "--notify-on");
+    has(&r.stderr, "paused, disabled, provider_down");
+}
+
+/// A disable is pushed at once at default priority (it needs a person);
+/// the model back, enabled by hand, is a resolved push at low priority.
+#[test]
+fn a_disable_pushes_at_default_priority_and_its_recovery_at_low() {
+    let env = Env::new();
+    let (_fake, cfg, hook, _) = setup(&env, &["d=unauthorized,ok"], &["ok", "d"]);
+    disable_after_1(&cfg);
+    let url = ntfy_url(&hook);
+    check(&env, &cfg, &["--notify", &url]).ok();
+    assert_eq!(state_of(&env, "f::d"), "disabled");
+    assert_eq!(pushes(&hook), ["f::d disabled [default]"]);
+    let body = &hook.seen()[0].body;
+    has(body, "f::d: active → disabled");
+    has(body, "401");
+    assert_eq!(hook.seen()[0].header("tags"), Some("warning"));
+    env.run(&["--config", &cfg, "state", "enable", "f::d"]).ok();
+    check(&env, &cfg, &["--notify", &url]).ok();
+    assert_eq!(
+        pushes(&hook),
+        ["f::d disabled [default]", "Resolved: f::d active [low]"]
+    );
+    assert_eq!(hook.seen()[1].header("tags"), Some("white_check_mark"));
+}
+
+/// A provider whose every model fails is pushed at high priority at its
+/// second run down, once; one with a single model too. Each one back is
+/// a resolved push at low priority. Its paused models say nothing.
+#[test]
+fn a_provider_down_two_runs_pushes_high_and_its_recovery_low() {
+    let env = Env::new();
+    let fake = Fake::start(&env, &["a=e503,e503,e503,ok", "b=e503", "x=e503,e503,ok"]);
+    let cfg = config(
+        &env,
+        &[
+            fake.provider("f", "openai", &["a", "b"], ""),
+            fake.provider("g", "openai", &["x"], ""),
+        ],
+    );
+    let hook = PingServer::start();
+    let url = ntfy_url(&hook);
+    let json = json_url(&hook);
+    let notify = ["--notify", url.as_str(), "--notify", json.as_str()];
+    // Run 1: both down, once: nothing yet.
+    check(&env, &cfg, &notify).ok();
+    assert!(hook.seen().is_empty(), "{:?}", pushes(&hook));
+    // Run 2: down two runs in a row: one message, both providers, high.
+    check(&env, &cfg, &notify).ok();
+    assert_eq!(pushes(&hook), ["2 providers down [high]"]);
+    let got = messages_of(&hook);
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        said(&got[0]),
+        ["provider_down f up->down", "provider_down g up->down"]
+    );
+    assert_eq!(got[0]["priority"], "high");
+    has(
+        got[0]["changes"][0]["reason"].as_str().unwrap(),
+        "all 2 probed models failed: http_error, 2 runs in a row",
+    );
+    // Run 3: g back; f still down, said once already.
+    check(&env, &cfg, &notify).ok();
+    let got = messages_of(&hook);
+    assert_eq!(got.len(), 2);
+    assert_eq!(said(&got[1]), ["provider_recovered g down->up"]);
+    assert_eq!(got[1]["priority"], "low");
+    // Run 4: f back (a answers; b, never alerted, stays down unsaid).
+    check(&env, &cfg, &notify).ok();
+    let got = messages_of(&hook);
+    assert_eq!(got.len(), 3);
+    assert_eq!(said(&got[2]), ["provider_recovered f down->up"]);
+    assert_eq!(
+        pushes(&hook),
+        [
+            "2 providers down [high]",
+            "Resolved: g up [low]",
+            "Resolved: f up [low]"
+        ]
+    );
+}
+
+/// The JSON messages among a hook's requests (the others are ntfy's).
+fn messages_of(hook: &PingServer) -> Vec<Value> {
+    hook.seen()
+        .iter()
+        .filter(|p| p.path == HOOK_PATH)
+        .map(|p| serde_json::from_str(&p.body).unwrap())
+        .collect()
 }

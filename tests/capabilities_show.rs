@@ -188,7 +188,9 @@ fn state_and_brief_show_verdicts_ages_and_windows() {
     // Only models the verdicts file or the catalog says something about.
     assert!(!section.contains("llama-3.3-70b-versatile"), "{out}");
     assert!(section.contains("✔ passed · ✗ failed · ? unknown"), "{out}");
-    let v = json(&env.run(&["brief", "--json"]).ok().stdout);
+    // Every catalog model, keys or not (the large model's provider has
+    // none, and it was not probed).
+    let v = json(&env.run(&["brief", "--json", "--all"]).ok().stdout);
     let small = model(&v["models"], "groq::llama-3.1-8b-instant");
     assert_eq!(small["capabilities"]["json"]["verdict"], "no");
     assert_eq!(small["context_window"]["tokens"], 131072);
@@ -203,7 +205,7 @@ fn tables_with_capabilities_fit_80_columns() {
     env.env("COLUMNS", "80");
     env.write("stats/capabilities.json", findings());
     env.write("stats/route_state.json", route_state());
-    for args in [&["state"][..], &["brief"]] {
+    for args in [&["state"][..], &["brief", "--all"]] {
         let out = env.run(args).ok().stdout;
         let lines = table_lines(&out);
         assert!(lines.iter().any(|l| l.contains("CAPABILITIES")), "{out}");
@@ -650,4 +652,117 @@ model_info = { "small" = { capabilities = ["tools"] } }
     };
     assert_eq!(cell("paid::big"), "200k", "{out}");
     assert_eq!(cell("free::small"), "tools ✔ (3h)", "{out}");
+}
+
+/// brief lists the capabilities of the models probed in its window and of
+/// those whose provider has its key set; a line counts the others, which
+/// `--all` lists. `--provider` keeps one provider, as `state --provider`.
+#[test]
+fn brief_lists_the_models_probed_or_keyed_and_counts_the_rest() {
+    let mut env = env();
+    env.write("stats/capabilities.json", findings());
+    env.write(
+        "stats/health_log.json",
+        log_of(&[
+            health_entry(600, "groq", "llama-3.1-8b-instant", true),
+            health_entry(40 * H, "openrouter", LONG, true),
+        ]),
+    );
+    let section = |out: &str| {
+        out.split("\ncapabilities:\n")
+            .nth(1)
+            .unwrap_or_else(|| panic!("no capabilities section in {out}"))
+            .to_string()
+    };
+    const HIDDEN: &str = "1 model not shown (not probed in the last 24h and no key set for its provider); --all shows them";
+    // No key is set: the groq model probed 10 minutes ago is listed; the
+    // openrouter one, probed 36 h ago, is counted.
+    let out = env.run(&["brief"]).ok().stdout;
+    let caps = section(&out);
+    assert!(caps.contains("| groq::llama-3.1-8b-instant "), "{out}");
+    assert!(!caps.contains(LONG), "{out}");
+    assert!(caps.contains(HIDDEN), "{out}");
+    let v = json(&env.run(&["brief", "--json"]).ok().stdout);
+    let listed: Vec<&str> = v["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["model"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, ["groq::llama-3.1-8b-instant"], "{v}");
+    // The large groq model, never probed, is left out of the JSON too.
+    assert_eq!(v["models_hidden"], 2);
+    // --all lists every one, and hides nothing.
+    let out = env.run(&["brief", "--all"]).ok().stdout;
+    assert!(
+        section(&out).contains(&format!("| openrouter::{LONG} ")),
+        "{out}"
+    );
+    assert!(!out.contains("not shown"), "{out}");
+    let v = json(&env.run(&["brief", "--all", "--json"]).ok().stdout);
+    assert_eq!(v["models"].as_array().unwrap().len(), 3);
+    assert_eq!(v["models_hidden"], 0);
+    // A window that reaches its probe lists it.
+    let out = env.run(&["brief", "--window", "7d"]).ok().stdout;
+    assert!(
+        section(&out).contains(&format!("| openrouter::{LONG} ")),
+        "{out}"
+    );
+    assert!(!out.contains("not shown"), "{out}");
+    // So does its provider's key.
+    env.env("OPENROUTER_API_KEY", "k");
+    let out = env.run(&["brief"]).ok().stdout;
+    assert!(
+        section(&out).contains(&format!("| openrouter::{LONG} ")),
+        "{out}"
+    );
+    assert!(!out.contains("not shown"), "{out}");
+
+    // --provider: that provider's rows and models only.
+    env.write(
+        "stats/model_state.json",
+        format!(
+            r#"{{"openrouter::{LONG}": {{"state": "paused", "reason": "timeout", "since": "{}", "consecutive_failures": 1}}, "gone::x": {{"state": "disabled"}}}}"#,
+            ago(H)
+        ),
+    );
+    let all = env.run(&["brief", "--window", "7d"]).ok().stdout;
+    assert!(
+        all.contains("| openrouter ") && all.contains("| groq "),
+        "{all}"
+    );
+    assert!(
+        all.contains(&format!("| openrouter::{LONG} | paused")),
+        "{all}"
+    );
+    let out = env
+        .run(&["brief", "--window", "7d", "--provider", "groq"])
+        .ok()
+        .stdout;
+    assert!(out.contains("| groq "), "{out}");
+    assert!(!out.contains("openrouter"), "{out}");
+    assert!(out.contains("out of rotation: none"), "{out}");
+    let v = json(
+        &env.run(&["brief", "--json", "-p", "openrouter", "--all"])
+            .ok()
+            .stdout,
+    );
+    assert_eq!(v["providers"], serde_json::json!([]), "{v}");
+    assert_eq!(v["models"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(
+        v["out_of_rotation"][0]["model"],
+        format!("openrouter::{LONG}")
+    );
+    // A typo is an error naming the closest provider; a provider only the
+    // state file still names is known.
+    let r = env.run(&["brief", "--provider", "grok"]).code(2);
+    assert!(
+        r.stderr
+            .contains("unknown provider \"grok\" in --provider; did you mean \"groq\"?"),
+        "{}",
+        r.stderr
+    );
+    let out = env.run(&["brief", "--provider", "gone"]).ok().stdout;
+    assert!(out.contains("| gone::x "), "{out}");
+    assert!(out.contains("no samples of gone in the last 24h"), "{out}");
 }

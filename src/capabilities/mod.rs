@@ -239,6 +239,17 @@ impl Findings {
             .tried = Some(ts.to_string());
     }
 
+    /// Whether a capability probe of `key` started at `since` or later:
+    /// one that decided a verdict (`seen`) or one that decided nothing
+    /// (`tried`), as the capability log's latest entry for it would say.
+    pub fn probed_since(&self, key: &str, since: DateTime<Utc>) -> bool {
+        self.0.get(key).is_some_and(|caps| {
+            caps.values()
+                .flat_map(|f| [f.seen_at(), f.tried_at()])
+                .any(|t| t.is_some_and(|t| t >= since))
+        })
+    }
+
     /// Every model with at least one finding, and its findings.
     pub fn models(&self) -> impl Iterator<Item = (&str, &BTreeMap<String, Finding>)> {
         self.0.iter().map(|(k, v)| (k.as_str(), v))

@@ -492,6 +492,7 @@ struct NotifyToml {
     #[serde(default)]
     url_env: Option<toml::Value>,
     after: Option<i64>,
+    on: Option<toml::Value>,
     #[serde(flatten)]
     other: BTreeMap<String, toml::Value>,
 }
@@ -504,9 +505,13 @@ pub struct NotifySettings {
     /// `[notify] url_env`: variables whose values are webhook URLs
     /// (whitespace-separated), in order, each once.
     pub url_env: Vec<String>,
-    /// `[notify] after`: alert on a model only once it has failed this
-    /// many runs in a row (`check --notify-after` overrides it).
+    /// `[notify] after`: alert on a paused model or a provider down only
+    /// once it has failed this many runs in a row (`check --notify-after`
+    /// overrides it).
     pub after: u32,
+    /// `[notify] on`: what `check` alerts on, each once, in order
+    /// (`check --notify-on` overrides it).
+    pub on: Vec<AlertOn>,
 }
 
 impl Default for NotifySettings {
@@ -514,13 +519,49 @@ impl Default for NotifySettings {
         NotifySettings {
             url_env: Vec::new(),
             after: NotifySettings::AFTER,
+            on: AlertOn::DEFAULT.to_vec(),
         }
+    }
+}
+
+/// What `check` alerts on (`[notify] on`, `check --notify-on`); the
+/// recovery of whatever was alerted is always said. docs/alerts.md.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    strum::EnumString,
+    strum::IntoStaticStr,
+    strum::EnumIter,
+    clap::ValueEnum,
+)]
+#[strum(serialize_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+pub enum AlertOn {
+    /// A model paused: a temporary failure, such as a rate limit.
+    Paused,
+    /// A model disabled: it needs a person.
+    Disabled,
+    /// Every probed model of a provider failed.
+    ProviderDown,
+}
+
+impl AlertOn {
+    /// The default: what needs a person, not what comes back by itself.
+    pub const DEFAULT: [AlertOn; 2] = [AlertOn::Disabled, AlertOn::ProviderDown];
+
+    pub fn as_str(self) -> &'static str {
+        self.into()
     }
 }
 
 impl NotifySettings {
     /// `after`'s default, and its bounds.
-    pub const AFTER: u32 = 1;
+    pub const AFTER: u32 = 2;
     pub const AFTER_MAX: u32 = 1000;
 
     /// Each name must be a variable's name; one that looks like a URL is
@@ -528,7 +569,7 @@ impl NotifySettings {
     fn from_toml(t: &NotifyToml) -> std::result::Result<Self, String> {
         if let Some(key) = t.other.keys().next() {
             return Err(format!(
-                "notify.{key}: unknown key ([notify] takes url_env and after); webhook URLs \
+                "notify.{key}: unknown key ([notify] takes url_env, after and on); webhook URLs \
                  never go in a file: set LLMPROBE_NOTIFY, or name the variables that hold them \
                  in url_env = [\"SLACK_HOOK\"]"
             ));
@@ -575,7 +616,33 @@ impl NotifySettings {
                 ));
             }
         };
-        Ok(NotifySettings { url_env, after })
+        let on = match &t.on {
+            None => AlertOn::DEFAULT.to_vec(),
+            Some(v) => {
+                let bad = || {
+                    "notify.on: a list of what to alert on, as in on = [\"disabled\", \"provider_down\"]"
+                        .to_string()
+                };
+                let names: Vec<&str> = match v {
+                    toml::Value::String(one) => vec![one.as_str()],
+                    toml::Value::Array(many) => many
+                        .iter()
+                        .map(|v| v.as_str())
+                        .collect::<Option<Vec<&str>>>()
+                        .ok_or_else(bad)?,
+                    _ => return Err(bad()),
+                };
+                let mut on = Vec::new();
+                for (i, name) in names.into_iter().enumerate() {
+                    let what: AlertOn = named(&format!("notify.on[{i}]"), "an alert", name)?;
+                    on.push(what);
+                }
+                on.sort_unstable();
+                on.dedup();
+                on
+            }
+        };
+        Ok(NotifySettings { url_env, after, on })
     }
 }
 
@@ -1769,6 +1836,40 @@ mod tests {
         // One name as a string is a list of one.
         let c = load(r#"url_env = "SLACK_HOOK""#).unwrap();
         assert_eq!(c.notify.url_env, ["SLACK_HOOK"]);
+    }
+
+    #[test]
+    fn notify_on_names_what_to_alert_on() {
+        let load = |body: &str| {
+            let text = format!("include_default_catalog = false\n[notify]\n{body}\n");
+            Catalog::from_toml_str(&text, "n.toml")
+        };
+        let d = Catalog::embedded().notify;
+        assert_eq!(d.on, [AlertOn::Disabled, AlertOn::ProviderDown]);
+        assert_eq!(d.after, 2);
+        let c = load(r#"on = ["provider_down", "paused", "disabled", "paused"]"#).unwrap();
+        assert_eq!(
+            c.notify.on,
+            [AlertOn::Paused, AlertOn::Disabled, AlertOn::ProviderDown]
+        );
+        assert_eq!(
+            load(r#"on = "paused""#).unwrap().notify.on,
+            [AlertOn::Paused]
+        );
+        assert!(load("on = []").unwrap().notify.on.is_empty());
+        let e = load(r#"on = ["disabled", "pause"]"#).unwrap_err();
+        assert_eq!(e.exit_code(), crate::exit::USAGE);
+        let e = e.to_string();
+        assert!(
+            e.contains("n.toml")
+                && e.contains(r#"notify.on[1] "pause""#)
+                && e.contains(r#""paused", "disabled" or "provider_down""#),
+            "{e}"
+        );
+        let e = load("on = 3").unwrap_err().to_string();
+        assert!(e.contains("notify.on: a list"), "{e}");
+        let e = load("when = 1").unwrap_err().to_string();
+        assert!(e.contains("takes url_env, after and on"), "{e}");
     }
 
     #[test]

@@ -4,7 +4,10 @@
 //! provider to avoid; and a loud warning when the data is stale. Once
 //! capabilities have been probed, the models the verdicts file or the
 //! catalog says something about, with their verdicts and context window
-//! ([`crate::report::capview`]). A provider whose own newest probe is too old
+//! ([`crate::report::capview`]): those probed in the window or whose
+//! provider has its key set (`--all`: every one), the others counted.
+//! `--provider` keeps only the providers named, as `state --provider`
+//! does ([`crate::report::ProviderFilter`]). A provider whose own newest probe is too old
 //! is stale too, in its row and in a warning ([`crate::stale`]). This file
 //! gathers the files and calls; what is read of the log, how it is judged
 //! and how it is shown are [`crate::report::brief`]'s.
@@ -16,12 +19,13 @@
 //! to run; only a stats directory whose last run did not keep it is read a
 //! week back ([`crate::stale::RECENT_SECS`]).
 
-use crate::catalog::model_key;
+use crate::catalog::{ModelKey, model_key};
 use crate::cli::BriefArgs;
 use crate::clock::Clock;
 use crate::error::Result;
 use crate::exit;
 use crate::output;
+use crate::report::ProviderFilter;
 use crate::report::brief::{Brief, Cadence, ModelLine, Proven, collect};
 use crate::report::capview::{self, ModelCaps};
 use crate::schedule::Health;
@@ -33,6 +37,11 @@ use crate::window::Window;
 pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
     let window = Window::parse(&args.window)?;
     let states = States::load(&s.state_path())?;
+    // As `state --provider`: a provider the state file still names is
+    // known too.
+    let only = ProviderFilter::new(&s.catalog, &args.provider, |p| {
+        states.keys().any(|k| ModelKey::provider_of(k) == p)
+    })?;
     let now_at = Clock::from_env().now();
     let now = now_at.timestamp();
     let start = window.start(now);
@@ -59,6 +68,9 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
             newest.insert(p, t);
         }
     }
+    // The models with a probe in the window, before the brief takes the
+    // figures.
+    let in_window = col.probed_in_window();
     let mut brief = Brief::build(&window, now, col, &states, skipped);
     crate::report::nextprobe::add_to(s, &states, &mut brief.out_of_rotation, |r| {
         (r.state == ModelState::Paused).then_some((r.model.as_str(), &mut r.reprobe))
@@ -82,12 +94,29 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
     // So is a bad verdicts file: every capability is unknown meanwhile.
     let (findings, findings_error) = capview::read_findings(&s.capabilities_path());
     brief.capabilities_error = findings_error;
-    brief.models = model_lines(s, &findings, &learned, now_at);
+    let window_start = chrono::DateTime::from_timestamp(start, 0).unwrap_or_default();
+    let shown = |key: &str| {
+        args.all
+            || in_window.contains(key)
+            || findings.probed_since(key, window_start)
+            || s.catalog
+                .provider(ModelKey::provider_of(key))
+                .is_some_and(|p| p.resolve().is_ok())
+    };
+    let (shown, hidden): (Vec<ModelLine>, Vec<ModelLine>) =
+        model_lines(s, &findings, &learned, now_at)
+            .into_iter()
+            .filter(|m| only.admits_key(&m.model))
+            .partition(|m| shown(&m.model));
+    brief.models = shown;
+    brief.models_hidden = hidden.len();
+    brief.hidden_models = hidden;
     brief.set_speed(&findings);
     budget_lines(s, &states, &newest, &traffic, now_at, &mut brief)?;
-    brief.catalog_notes = catalog_notes(s, now_at);
+    brief.catalog_notes = catalog_notes(s, now_at, &only);
     brief.warnings = schedule.warnings.clone();
-    brief.judge_providers(s, &states, &newest, &schedule);
+    brief.judge_providers(s, &states, &newest, &schedule, &only);
+    brief.keep(&only);
     brief.schedule = Some(schedule);
     brief.healthy = !brief.stale
         && brief.stale_providers.is_empty()
@@ -193,19 +222,32 @@ fn budget_lines(
 /// What `brief` says of the catalog: per provider, what discovery found
 /// in the last day and how many of those are still on probation
 /// (docs/discovery.md). A cache that cannot be read costs the notes.
-fn catalog_notes(s: &Settings, now: chrono::DateTime<chrono::Utc>) -> Vec<String> {
-    let mut notes = deprecation_notes(s, now);
-    notes.extend(discovery_notes(s, now));
+fn catalog_notes(
+    s: &Settings,
+    now: chrono::DateTime<chrono::Utc>,
+    only: &ProviderFilter,
+) -> Vec<String> {
+    let mut notes = deprecation_notes(s, now, only);
+    notes.extend(discovery_notes(s, now, only));
     notes
 }
 
 /// A week before a model in use (its provider's key set) is deprecated
 /// (`model_info`'s `deprecated`), and after, by the wall clock: the day,
 /// and its `successor` where the catalog names one.
-fn deprecation_notes(s: &Settings, now: chrono::DateTime<chrono::Utc>) -> Vec<String> {
+fn deprecation_notes(
+    s: &Settings,
+    now: chrono::DateTime<chrono::Utc>,
+    only: &ProviderFilter,
+) -> Vec<String> {
     let today = now.date_naive();
     let mut out = Vec::new();
-    for p in s.catalog.providers.iter().filter(|p| p.resolve().is_ok()) {
+    for p in s
+        .catalog
+        .providers
+        .iter()
+        .filter(|p| only.admits(&p.name) && p.resolve().is_ok())
+    {
         for m in &p.models {
             let info = p.info(m);
             let Some(day) = info.deprecated else {
@@ -231,7 +273,11 @@ fn deprecation_notes(s: &Settings, now: chrono::DateTime<chrono::Utc>) -> Vec<St
 }
 
 /// What discovery found, per provider.
-fn discovery_notes(s: &Settings, now: chrono::DateTime<chrono::Utc>) -> Vec<String> {
+fn discovery_notes(
+    s: &Settings,
+    now: chrono::DateTime<chrono::Utc>,
+    only: &ProviderFilter,
+) -> Vec<String> {
     use crate::discovery::{ModelLists, Probation};
     let lists = match ModelLists::load(s.stats_dir()) {
         Ok(l) => l,
@@ -240,7 +286,7 @@ fn discovery_notes(s: &Settings, now: chrono::DateTime<chrono::Utc>) -> Vec<Stri
     let mut by_provider: std::collections::BTreeMap<&str, (usize, usize, usize)> =
         Default::default();
     for (key, d) in &lists.discovered {
-        let Some((p, _)) = key.split_once("::") else {
+        let Some((p, _)) = key.split_once("::").filter(|(p, _)| only.admits(p)) else {
             continue;
         };
         let e = by_provider.entry(p).or_default();

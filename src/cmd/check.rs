@@ -58,7 +58,8 @@ pub fn main(g: &GlobalArgs, a: CheckArgs) -> Result<u8> {
             Settings::load(g).and_then(|s| {
                 // A URL that names no channel is an error even for --list
                 // and --dry-run, which send nothing.
-                let notify = NotifyObserver::new(&s, &a.notify, a.notify_after, false)?;
+                let notify =
+                    NotifyObserver::new(&s, &a.notify, &a.notify_on, a.notify_after, false)?;
                 if let Some(n) = notify.filter(|_| !a.list && !a.dry_run) {
                     observers.push(n);
                 }
@@ -86,7 +87,7 @@ fn paused(g: &GlobalArgs, a: CheckArgs) -> Result<u8> {
     }
     let s = Settings::load(g)?;
     let mut observers = Observers::default();
-    if let Some(n) = NotifyObserver::new(&s, &a.notify, a.notify_after, true)? {
+    if let Some(n) = NotifyObserver::new(&s, &a.notify, &a.notify_on, a.notify_after, true)? {
         observers.push(n);
     }
     run_with(&s, a, &mut observers).map(Ran::code)

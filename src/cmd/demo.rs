@@ -145,6 +145,8 @@ pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
             window: "24h".into(),
             json: false,
             quiet_if_healthy: false,
+            provider: Vec::new(),
+            all: false,
         },
     )?;
     if let Some(server) = server {

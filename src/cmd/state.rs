@@ -32,6 +32,7 @@ use crate::fsutil::DataLock;
 use crate::healthlog::last::last_probes;
 use crate::healthlog::summary::Spans;
 use crate::output;
+use crate::report::ProviderFilter;
 use crate::report::capview::{self, ModelCaps};
 use crate::report::nextprobe::NextReprobe;
 use crate::settings::Settings;
@@ -193,11 +194,9 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
     let states = States::load(&s.state_path())?;
     // A provider the state file still names (the catalog dropped it) is
     // known too; any other unknown name is a typo worth saying.
-    for p in providers {
-        if !states.keys().any(|k| split_key(k).0 == p) {
-            s.catalog.known_provider(p, "--provider")?;
-        }
-    }
+    let providers = ProviderFilter::new(&s.catalog, providers, |p| {
+        states.keys().any(|k| split_key(k).0 == p)
+    })?;
     let now = crate::clock::Clock::from_env().now();
     // Discovered models that passed are the catalog's, as route sees them.
     let (s, _) = crate::discovery::with_adopted(s, crate::discovery::For::Route, now)?;
@@ -239,7 +238,7 @@ fn list(s: &Settings, filter: Option<StateFilter>, providers: &[String], json: b
     });
     let mut rows: Vec<Row> = keys
         .into_iter()
-        .filter(|(k, _)| providers.is_empty() || providers.iter().any(|p| p == split_key(k).0))
+        .filter(|(k, _)| providers.admits_key(k))
         .map(|(k, in_catalog)| {
             let e = states.get(&k);
             let provider_unusable = s

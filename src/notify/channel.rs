@@ -3,7 +3,7 @@
 //!
 //! | URL | channel | request |
 //! |---|---|---|
-//! | `https://ntfy.sh/<topic>`, `ntfy+https://…`, `ntfy+http://…` | ntfy | POST, the text as the body; `Title`, `Tags`, `Priority` headers |
+//! | `https://ntfy.sh/<topic>`, `ntfy+https://…`, `ntfy+http://…` | ntfy | POST, the text as the body; `Title`, `Tags`, `Priority` (by severity, [`super::Priority`]) headers |
 //! | `https://hooks.slack.com/services/…`, `slack+https://…` | Slack incoming webhook | POST `{"text": …}` |
 //! | `https://discord.com/api/webhooks/…` (or discordapp.com), `discord+https://…` | Discord webhook | POST `{"content": …}`, mentions off |
 //! | `json+https://…`, `json+http://…` | generic JSON | POST the documented body ([`json_body`]) |
@@ -160,10 +160,10 @@ impl Channel {
         };
         let (headers, body) = match self.kind {
             Kind::Ntfy => {
-                let (tags, priority) = match (msg.test, is_resolution(msg)) {
-                    (true, _) => ("bell", "default"),
-                    (false, true) => ("white_check_mark", "default"),
-                    (false, false) => ("warning", "high"),
+                let tags = match (msg.test, is_resolution(msg)) {
+                    (true, _) => "bell",
+                    (false, true) => "white_check_mark",
+                    (false, false) => "warning",
                 };
                 let headers = vec![
                     (
@@ -172,7 +172,7 @@ impl Channel {
                     ),
                     ("title".to_string(), ascii(&title(msg))),
                     ("tags".to_string(), tags.to_string()),
-                    ("priority".to_string(), priority.to_string()),
+                    ("priority".to_string(), msg.priority().as_str().to_string()),
                 ];
                 (headers, lines(msg, NTFY_CAP, Markup::Plain))
             }
@@ -196,8 +196,9 @@ impl Channel {
 }
 
 /// The generic JSON body, a stable interface (docs/alerts.md):
-/// `{"version":1,"at":RFC3339,"test":bool,"title":…,"changes":[{kind,
-/// provider, model, from, to, reason, error, id, resolves}…]}`.
+/// `{"version":1,"at":RFC3339,"test":bool,"title":…,"priority":…,
+/// "changes":[{kind, provider, model, from, to, reason, error, id,
+/// resolves}…]}`.
 pub fn json_body(msg: &Message) -> serde_json::Value {
     #[derive(Serialize)]
     struct Body<'a> {
@@ -205,6 +206,7 @@ pub fn json_body(msg: &Message) -> serde_json::Value {
         at: String,
         test: bool,
         title: String,
+        priority: super::Priority,
         changes: Vec<BodyChange<'a>>,
     }
     #[derive(Serialize)]
@@ -219,6 +221,7 @@ pub fn json_body(msg: &Message) -> serde_json::Value {
         at: rfc3339(msg.at),
         test: msg.test,
         title: title(msg),
+        priority: msg.priority(),
         changes: msg
             .changes
             .iter()

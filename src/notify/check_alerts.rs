@@ -19,7 +19,7 @@
 use std::path::PathBuf;
 
 use super::Message;
-use super::decide::{self, Run};
+use super::decide::{self, Rules, Run};
 use super::notifier::Notifier;
 use super::record::{self, NotifyState};
 use crate::catalog::ModelKey;
@@ -34,7 +34,7 @@ use std::collections::BTreeSet;
 /// Alerts for one `check` run.
 pub struct NotifyObserver {
     notifier: Notifier,
-    after: u32,
+    rules: Rules,
     reprobe: bool,
     /// Every key the catalog resolves, for the errors a message quotes.
     redactor: Redactor,
@@ -47,23 +47,33 @@ pub struct NotifyObserver {
 }
 
 impl NotifyObserver {
-    /// The alerts for a run with these settings, `--notify` URLs and
-    /// `--notify-after` (else `[notify] after`); `reprobe` for `check
-    /// --paused`. `None` when no
+    /// The alerts for a run with these settings, `--notify` URLs,
+    /// `--notify-on` (else `[notify] on`) and `--notify-after` (else
+    /// `[notify] after`); `reprobe` for `check --paused`. `None` when no
     /// channel is configured: then nothing is sent, and
     /// `notify_state.json` is neither read nor written. A URL that names
     /// no channel is a config error (exit 2).
     pub fn new(
         s: &Settings,
         urls: &[String],
+        on: &[crate::catalog::AlertOn],
         after: Option<u32>,
         reprobe: bool,
     ) -> Result<Option<NotifyObserver>> {
         let Some(notifier) = Notifier::configured(s, urls)? else {
+            let mut given = Vec::new();
+            if !on.is_empty() {
+                let names: Vec<&str> = on.iter().map(|o| o.as_str()).collect();
+                given.push(format!("--notify-on {}", names.join(",")));
+            }
             if let Some(n) = after {
+                given.push(format!("--notify-after {n}"));
+            }
+            if !given.is_empty() {
                 eprintln!(
-                    "warning: notify: --notify-after {n} has no effect: no alert channel is configured \
+                    "warning: notify: {} has no effect: no alert channel is configured \
                      (give --notify URL, set {}, or name variables in [notify] url_env)",
+                    given.join(" and "),
                     super::channel::NOTIFY_VAR
                 );
             }
@@ -72,7 +82,7 @@ impl NotifyObserver {
         let redactor = s.catalog.redactor();
         Ok(Some(NotifyObserver {
             notifier,
-            after: after.unwrap_or(s.catalog.notify.after),
+            rules: Rules::of(&s.catalog.notify, on, after),
             reprobe,
             redactor,
             path: record::path(s.stats_dir()),
@@ -136,8 +146,9 @@ impl RunObserver for NotifyObserver {
                 state_of: &state_of,
                 reprobe: self.reprobe,
                 disabled: &disabled,
+                catalog: &self.known.models,
             },
-            self.after,
+            &self.rules,
             &|t| decide::clean_error(redactor, t),
         );
         let mut next = d.state;

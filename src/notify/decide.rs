@@ -1,8 +1,13 @@
 //! When a `check` run is worth a message: this run's results against what
-//! has been alerted before ([`NotifyState`]), under `--notify-after`.
-//! Pure: the run, the previous state and the time come in; the changes
-//! worth telling and the next state go out. docs/alerts.md ("When alerts
-//! are sent") is the same rules in prose.
+//! has been alerted before ([`NotifyState`]), under the [`Rules`]
+//! (`--notify-on`, `--notify-after`). Pure: the run, the previous state and
+//! the time come in; the changes worth telling and the next state go out.
+//! docs/alerts.md ("When alerts are sent") is the same rules in prose.
+//!
+//! What is alerted is [`Rules::on`]: by default a model `disabled` and a
+//! provider down (`provider_down`), not a model `paused` (a rate limit or
+//! another temporary failure, routine on free tiers, that comes back by
+//! itself). The recovery of whatever was alerted is always said.
 //!
 //! **A model** is judged in a run that probed it (or changed its state):
 //!
@@ -10,10 +15,11 @@
 //!   pass sets it to 0. A `check --paused` run (a re-probe) never counts a
 //!   failure, since it probes only models that are failing already and
 //!   would reach N in minutes instead of N runs; its passes do count.
-//! - **Down**: it is `paused` or `disabled` after the run, no alert stands
-//!   for it, and `failed_runs` has reached `--notify-after`. A **disabled**
-//!   model is alerted whatever the count, and even when a `paused` alert
-//!   stands (disabled needs a person; paused does not).
+//! - **Paused** (with `paused` in `on`): it is `paused` after the run, no
+//!   alert stands for it, and `failed_runs` has reached `--notify-after`.
+//! - **Disabled** (with `disabled` in `on`): alerted whatever the count,
+//!   and even when a `paused` alert stands (disabled needs a person;
+//!   paused does not).
 //! - **Still disabled**: disabled models are not probed, so a run also
 //!   judges every catalog model `model_state.json` has disabled
 //!   ([`Run::disabled`]): one with no `disabled` alert standing (its
@@ -27,20 +33,22 @@
 //! resolved, down…), never one per run; with `--notify-after N` it is
 //! alerted only once it has failed N runs in a row.
 //!
-//! **A provider** is down in a run that probed at least two of its models
-//! when every one of those probes failed. (With one probed model, the
-//! model's own alert says as much; a run limited by `--model`, or a
-//! re-probe of paused models only, does not judge providers down.) It is
-//! alerted once it has been down `--notify-after` runs in a row, and
-//! recovers when an alert stands and any probe of it passes.
+//! **A provider** is down in a run in which every probe of its models
+//! failed, when the run probed at least two of its models, or every one
+//! of them that is not disabled ([`Run::catalog`]: a provider with one
+//! model is down when that model fails). A run limited by `--model` to
+//! one model of several, or a re-probe of paused models only, does not
+//! judge providers down. With `provider_down` in `on`, it is alerted once
+//! it has been down `--notify-after` runs in a row, and recovers when an
+//! alert stands and any probe of it passes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 
 use super::record::NotifyState;
 use super::{Change, ChangeKind};
-use crate::catalog::ModelKey;
+use crate::catalog::{AlertOn, ModelKey, NotifySettings};
 use crate::outcome::Entry;
 use crate::state::{ModelState, Transition};
 
@@ -48,8 +56,38 @@ use crate::state::{ModelState, Transition};
 pub const ERROR_CHARS: usize = 160;
 
 /// A provider is judged down only when a run probed at least this many
-/// of its models.
+/// of its models (or every one it has that is not disabled).
 pub const PROVIDER_MIN_MODELS: usize = 2;
+
+/// What is alerted, and after how many failing runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rules {
+    /// `--notify-on`, else `[notify] on`.
+    pub on: Vec<AlertOn>,
+    /// `--notify-after`, else `[notify] after` (at least 1): the runs in a
+    /// row a paused model, or a provider down, must have failed.
+    pub after: u32,
+}
+
+impl Rules {
+    /// The rules of `[notify]`, with the flags over them.
+    pub fn of(settings: &NotifySettings, on: &[AlertOn], after: Option<u32>) -> Rules {
+        let mut on = match on {
+            [] => settings.on.clone(),
+            on => on.to_vec(),
+        };
+        on.sort_unstable();
+        on.dedup();
+        Rules {
+            on,
+            after: after.unwrap_or(settings.after).max(1),
+        }
+    }
+
+    fn alerts(&self, what: AlertOn) -> bool {
+        self.on.contains(&what)
+    }
+}
 
 /// What one run did, as `decide` needs it.
 pub struct Run<'a> {
@@ -65,6 +103,9 @@ pub struct Run<'a> {
     /// Every catalog model `model_state.json` has disabled after the run,
     /// by `provider::model`, with the reason it gives.
     pub disabled: &'a [(String, Option<String>)],
+    /// Every catalog model, whatever the run chose: how many models a
+    /// provider has that may be probed.
+    pub catalog: &'a BTreeSet<ModelKey>,
 }
 
 /// What to say, and what to remember.
@@ -77,16 +118,15 @@ pub struct Decision {
     pub state: NotifyState,
 }
 
-/// The changes worth telling after `run`, given `prev` and
-/// `--notify-after after` (at least 1). `clean` redacts and shortens a
-/// probe's error for a message.
+/// The changes worth telling after `run`, given `prev` and `rules`.
+/// `clean` redacts and shortens a probe's error for a message.
 pub fn decide(
     prev: &NotifyState,
     run: &Run<'_>,
-    after: u32,
+    rules: &Rules,
     clean: &dyn Fn(&str) -> String,
 ) -> Decision {
-    let after = after.max(1);
+    let after = rules.after.max(1);
     let mut next = prev.clone();
     next.fresh = false;
     let mut changes = Vec::new();
@@ -128,9 +168,14 @@ pub fn decide(
                     alerted_at,
                 });
             }
-        } else if !run.reprobe && entries.len() >= PROVIDER_MIN_MODELS {
+        } else if !run.reprobe && entries.len() >= PROVIDER_MIN_MODELS.min(probeable(run, provider))
+        {
             s.failed_runs = s.failed_runs.saturating_add(1);
-            if s.alerted.is_none() && s.failed_runs >= after && s.raise("down", run.at) {
+            if rules.alerts(AlertOn::ProviderDown)
+                && s.alerted.is_none()
+                && s.failed_runs >= after
+                && s.raise("down", run.at)
+            {
                 changes.push(Change {
                     kind: ChangeKind::ProviderDown,
                     provider: provider.to_string(),
@@ -163,7 +208,8 @@ pub fn decide(
     let mut keys: Vec<&str> = probed.keys().map(ModelKey::as_str).collect();
     keys.extend(moved.keys().copied().filter(|k| !probed.contains_key(*k)));
     keys.extend(still_disabled.keys().copied().filter(|k| {
-        !probed.contains_key(*k)
+        rules.alerts(AlertOn::Disabled)
+            && !probed.contains_key(*k)
             && !moved.contains_key(k)
             && prev.models.get(*k).and_then(|s| s.alerted.as_deref())
                 != Some(ModelState::Disabled.as_str())
@@ -194,9 +240,10 @@ pub fn decide(
                     continue;
                 }
                 let due = if now == ModelState::Disabled {
-                    s.alerted.as_deref() != Some(ModelState::Disabled.as_str())
+                    rules.alerts(AlertOn::Disabled)
+                        && s.alerted.as_deref() != Some(ModelState::Disabled.as_str())
                 } else {
-                    s.alerted.is_none() && s.failed_runs >= after
+                    rules.alerts(AlertOn::Paused) && s.alerted.is_none() && s.failed_runs >= after
                 };
                 // Without a change this run (`--notify-after`, or a model
                 // disabled before), what is alerted is the fall from the
@@ -268,6 +315,23 @@ pub fn decide(
     }
 }
 
+/// How many of `provider`'s catalog models this run may have probed: those
+/// not disabled after it, and those it probed (a model it disabled). At
+/// least 1, for a provider the catalog does not know.
+fn probeable(run: &Run<'_>, provider: &str) -> usize {
+    let probed = |k: &ModelKey| {
+        run.entries
+            .iter()
+            .any(|e| e.probe.is_none() && e.provider == k.provider() && e.model == k.model())
+    };
+    run.catalog
+        .iter()
+        .filter(|k| k.provider() == provider)
+        .filter(|k| (run.state_of)(k.as_str()) != ModelState::Disabled || probed(k))
+        .count()
+        .max(1)
+}
+
 /// `reason`, with how many runs in a row it has failed when more than one.
 fn with_runs(reason: String, runs: u32) -> String {
     if runs > 1 {
@@ -324,9 +388,12 @@ mod tests {
     struct Sim {
         states: States,
         notify: NotifyState,
-        after: u32,
+        rules: Rules,
         disable_after: u32,
         n: i64,
+        /// The catalog; empty: each run's models, and one more per
+        /// provider that no run probes.
+        catalog: BTreeSet<ModelKey>,
     }
 
     /// A result: a pass, a temporary failure (paused) or a hard one.
@@ -338,14 +405,27 @@ mod tests {
     }
 
     impl Sim {
+        /// Alerts on everything (pauses too) after `after` failing runs:
+        /// the rules before `[notify] on`, which most tests here are about.
         fn new(after: u32) -> Sim {
+            let on = vec![AlertOn::Paused, AlertOn::Disabled, AlertOn::ProviderDown];
+            Sim::with(Rules { on, after })
+        }
+
+        fn with(rules: Rules) -> Sim {
             Sim {
                 states: States::default(),
                 notify: NotifyState::default(),
-                after,
+                rules,
                 disable_after: 3,
                 n: 0,
+                catalog: BTreeSet::new(),
             }
+        }
+
+        /// The defaults of `[notify]`.
+        fn defaults() -> Sim {
+            Sim::with(Rules::of(&NotifySettings::default(), &[], None))
         }
 
         /// One run probing `results` (model key, result); the changes as
@@ -397,6 +477,16 @@ mod tests {
             let states = self.states.clone();
             let state_of = move |k: &str| states.get(k).map_or(ModelState::Active, |e| e.state);
             let redactor = crate::upstream::secret::Redactor::default();
+            let catalog = match self.catalog.is_empty() {
+                false => self.catalog.clone(),
+                true => results
+                    .iter()
+                    .flat_map(|(k, _)| {
+                        let (p, m) = ModelKey::split(k).unwrap();
+                        [ModelKey::new(p, m), ModelKey::new(p, "unprobed")]
+                    })
+                    .collect(),
+            };
             let d = decide(
                 &self.notify,
                 &Run {
@@ -406,8 +496,9 @@ mod tests {
                     state_of: &state_of,
                     reprobe,
                     disabled: &disabled,
+                    catalog: &catalog,
                 },
-                self.after,
+                &self.rules,
                 &|t| clean_error(&redactor, t),
             );
             self.notify = d.state;
@@ -631,10 +722,111 @@ mod tests {
             s.run(&[("p::a", Temp), ("p::b", Pass)]),
             ["ProviderRecovered p down->up"]
         );
-        // A provider with one probed model is left to its model's alert.
+        // A provider with one probed model of two is left to its model's
+        // alert.
         let mut s = Sim::new(1);
         assert_eq!(s.run(&[("r::x", Temp)]), ["ModelDown r::x active->paused"]);
         assert!(!s.notify.providers.contains_key("r"));
+        // One with one model (or one not disabled) is down with it.
+        let mut s = Sim::new(1);
+        s.disable_after = 1;
+        s.catalog = [ModelKey::new("r", "x"), ModelKey::new("s", "x")]
+            .into_iter()
+            .chain([ModelKey::new("s", "gone")])
+            .collect();
+        s.run(&[("s::gone", Hard)]);
+        assert_eq!(
+            s.run(&[("r::x", Temp), ("s::x", Temp)]),
+            [
+                "ProviderDown r up->down",
+                "ModelDown r::x active->paused",
+                "ProviderDown s up->down",
+                "ModelDown s::x active->paused"
+            ]
+        );
+    }
+
+    #[test]
+    fn by_default_a_pause_says_nothing_and_a_provider_down_waits_two_runs() {
+        let mut s = Sim::defaults();
+        // A rate limit or a timeout: paused, and nothing said, run after run.
+        for _ in 0..3 {
+            assert!(s.run(&[("p::a", Temp), ("p::b", Pass)]).is_empty());
+        }
+        assert!(s.run(&[("p::a", Pass), ("p::b", Pass)]).is_empty());
+        // A disable is said at once, and its recovery (enabled by hand).
+        s.disable_after = 1;
+        assert_eq!(
+            s.run(&[("p::a", Hard), ("p::b", Pass)]),
+            ["ModelDown p::a active->disabled"]
+        );
+        s.states = States::default();
+        assert_eq!(
+            s.run(&[("p::a", Pass), ("p::b", Pass)]),
+            ["ModelRecovered p::a disabled->active"]
+        );
+        // A provider down: said at its second run down, and when it is back.
+        s.disable_after = 3;
+        assert!(s.run(&[("p::a", Temp), ("p::b", Temp)]).is_empty());
+        let down = s.run_as(&[("p::a", Temp), ("p::b", Temp)], false);
+        assert_eq!(down.len(), 1, "{down:?}");
+        assert_eq!(down[0].kind, ChangeKind::ProviderDown);
+        assert_eq!(down[0].priority(), crate::notify::Priority::High);
+        assert!(s.run(&[("p::a", Temp), ("p::b", Temp)]).is_empty());
+        assert_eq!(
+            s.run(&[("p::a", Pass), ("p::b", Temp)]),
+            ["ProviderRecovered p down->up"]
+        );
+    }
+
+    #[test]
+    fn what_is_not_in_on_is_never_said_but_what_stands_is_resolved() {
+        let mut s = Sim::with(Rules {
+            on: vec![AlertOn::ProviderDown],
+            after: 1,
+        });
+        s.disable_after = 1;
+        assert_eq!(
+            s.run(&[("p::a", Hard), ("p::b", Temp)]),
+            ["ProviderDown p up->down"]
+        );
+        // Its model disabled is not said, run after run.
+        assert!(s.run(&[("p::b", Temp)]).is_empty());
+        // A paused alert that stood before (`on` changed since) is
+        // resolved all the same.
+        let mut s = Sim::with(Rules {
+            on: vec![],
+            after: 1,
+        });
+        s.notify.models.insert(
+            "p::a".into(),
+            crate::notify::record::Standing {
+                failed_runs: 1,
+                alerted: Some("paused".into()),
+                alerted_at: Some("2026-12-02T00:00:00Z".parse().unwrap()),
+            },
+        );
+        assert!(s.run(&[("p::b", Temp), ("p::c", Temp)]).is_empty());
+        assert_eq!(
+            s.run(&[("p::a", Pass)]),
+            ["ModelRecovered p::a paused->active"]
+        );
+    }
+
+    #[test]
+    fn the_flags_replace_the_files_rules() {
+        let file = NotifySettings {
+            after: 3,
+            ..NotifySettings::default()
+        };
+        let r = Rules::of(&file, &[], None);
+        assert_eq!(r.on, [AlertOn::Disabled, AlertOn::ProviderDown]);
+        assert_eq!(r.after, 3);
+        let r = Rules::of(&file, &[AlertOn::Paused, AlertOn::Paused], Some(1));
+        assert_eq!(
+            (r.on.as_slice(), r.after),
+            ([AlertOn::Paused].as_slice(), 1)
+        );
     }
 
     #[test]

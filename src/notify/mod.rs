@@ -76,6 +76,29 @@ impl ChangeKind {
     }
 }
 
+/// How urgent a message is, by severity: ntfy's `Priority` header and the
+/// JSON body's `priority` (docs/alerts.md, "Priority").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, strum::IntoStaticStr)]
+#[serde(rename_all = "snake_case")]
+#[strum(serialize_all = "snake_case")]
+pub enum Priority {
+    /// Good news, or what comes back by itself: every recovery, a model
+    /// paused.
+    Low,
+    /// One thing needs a person: a model disabled, a key benched for the
+    /// day; and a test message.
+    Default,
+    /// Nothing of a provider works, or of most of them: a provider down,
+    /// route degraded.
+    High,
+}
+
+impl Priority {
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
 /// One change worth telling, in the generic JSON body as it is written
 /// (docs/alerts.md documents the body; keep it stable).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -114,6 +137,16 @@ pub struct Change {
 }
 
 impl Change {
+    /// How urgent this change is ([`Priority`]).
+    pub fn priority(&self) -> Priority {
+        match self.kind {
+            k if k.is_recovery() => Priority::Low,
+            ChangeKind::ProviderDown | ChangeKind::Degraded => Priority::High,
+            ChangeKind::ModelDown if self.to != "disabled" => Priority::Low,
+            _ => Priority::Default,
+        }
+    }
+
     /// `groq::openai/gpt-oss-20b`, or `groq` for a provider-wide change;
     /// `groq#0:3f9a1c2e` for one key (`groq#0:3f9a1c2e::m`: its use of one
     /// model); `route` for a route-wide change.
@@ -157,6 +190,21 @@ pub struct Message {
     pub changes: Vec<Change>,
     /// `llmprobe notify test`: a test message, with no changes.
     pub test: bool,
+}
+
+impl Message {
+    /// The priority of its most urgent change; `default` for a test.
+    pub fn priority(&self) -> Priority {
+        match self.test {
+            true => Priority::Default,
+            false => self
+                .changes
+                .iter()
+                .map(Change::priority)
+                .max()
+                .unwrap_or(Priority::Default),
+        }
+    }
 }
 
 fn empty_as_null<S: serde::Serializer>(v: &str, s: S) -> Result<S::Ok, S::Error> {

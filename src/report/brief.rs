@@ -24,6 +24,7 @@ use crate::healthlog::read::{Record, Sink};
 use crate::healthlog::recent::{self, Direction, Recent};
 use crate::healthlog::summary::{Latency, Probes, SPANS, Spans, Ttft};
 use crate::output;
+use crate::report::ProviderFilter;
 use crate::report::capview::ModelCaps;
 use crate::report::nextprobe::NextReprobe;
 use crate::schedule::{Health, Warning};
@@ -115,6 +116,14 @@ impl Collect {
 }
 
 impl Collect {
+    /// Every model (`provider::model`) with a probe in the window.
+    pub fn probed_in_window(&self) -> std::collections::HashSet<String> {
+        self.providers
+            .iter()
+            .flat_map(|(p, agg)| agg.models.keys().map(|m| crate::catalog::model_key(p, m)))
+            .collect()
+    }
+
     /// `key`'s (`provider::model`) uptime over the last hour, day and
     /// week, and its median time to first token over the window; `None`
     /// when it was not probed in the last week.
@@ -339,9 +348,16 @@ pub struct Brief {
     /// Why route_state.json could not be read, if it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub route_state_error: Option<String>,
-    /// Every catalog model and every model the verdicts file names, with
-    /// its capabilities and context window.
+    /// The models probed in the window (a basic or a capability probe)
+    /// and those whose provider has its key set, of the catalog and of
+    /// the verdicts file, with their capabilities and context window;
+    /// with `--all`, every one.
     pub models: Vec<ModelLine>,
+    /// How many models `models` leaves out (0 with `--all`).
+    pub models_hidden: usize,
+    /// Those models, counted under the capabilities table.
+    #[serde(skip)]
+    pub hidden_models: Vec<ModelLine>,
     /// Why capabilities.json could not be read, if it could not (every
     /// capability is then unknown).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -370,6 +386,12 @@ pub struct Brief {
     pub proven_by_traffic: Vec<Proven>,
     #[serde(skip)]
     title: String,
+    /// "not probed in the last 24h", or "never probed" over all time.
+    #[serde(skip)]
+    unprobed: String,
+    /// The providers `--provider` named, for the text; empty for all.
+    #[serde(skip)]
+    only: String,
 }
 
 impl Brief {
@@ -495,6 +517,8 @@ impl Brief {
             route_cooldowns: Vec::new(),
             route_state_error: None,
             models: Vec::new(),
+            models_hidden: 0,
+            hidden_models: Vec::new(),
             capabilities_error: None,
             now_at: chrono::DateTime::from_timestamp(now, 0).unwrap_or_default(),
             health_log: String::new(),
@@ -505,6 +529,11 @@ impl Brief {
             probe_budget: Vec::new(),
             proven_by_traffic: Vec::new(),
             title: window.title().to_lowercase(),
+            unprobed: match window.secs {
+                Some(_) => format!("not probed in the {}", window.title().to_lowercase()),
+                None => "never probed".into(),
+            },
+            only: String::new(),
         }
     }
 
@@ -563,9 +592,13 @@ impl Brief {
         }
         out.push('\n');
         if self.providers.is_empty() {
+            let of = match self.only.as_str() {
+                "" => String::new(),
+                only => format!(" of {only}"),
+            };
             let _ = writeln!(
                 out,
-                "no samples in the {} in {}",
+                "no samples{of} in the {} in {}",
                 self.title, self.health_log
             );
         } else {
@@ -670,7 +703,14 @@ impl Brief {
     /// and the last run's reasons; mark the rows of the stale ones, and
     /// warn about each (`provider_stale`) unless the whole record is stale,
     /// which the banner already says.
-    pub fn judge_providers(&mut self, s: &Settings, states: &States, newest: &Newest, h: &Health) {
+    pub fn judge_providers(
+        &mut self,
+        s: &Settings,
+        states: &States,
+        newest: &Newest,
+        h: &Health,
+        only: &ProviderFilter,
+    ) {
         // A record whose providers' budgets all space their probes out is
         // stale only past twice the shortest of their cadences.
         self.record_after = stale::record_stale_after(&s.catalog, states, newest);
@@ -705,8 +745,9 @@ impl Brief {
         )
         .into_iter()
         .filter(|st| {
-            proven_at(Some(&st.provider))
-                .is_none_or(|t| self.now_ts - t > h.interval.stale_after().num_seconds())
+            only.admits(&st.provider)
+                && proven_at(Some(&st.provider))
+                    .is_none_or(|t| self.now_ts - t > h.interval.stale_after().num_seconds())
         })
         .collect();
         for row in &mut self.providers {
@@ -725,6 +766,23 @@ impl Brief {
             }
         }
         self.stale_providers = stale;
+    }
+
+    /// Only `only`'s providers: their rows, models, advisories, cooldowns
+    /// and notes on their models (`brief --provider`). The stale warnings
+    /// are [`Brief::judge_providers`]'s.
+    pub fn keep(&mut self, only: &ProviderFilter) {
+        self.only = only.names().join(", ");
+        self.providers.retain(|p| only.admits(&p.provider));
+        self.advisories.retain(|a| only.admits(&a.provider));
+        self.model_speed.retain(|m| only.admits_key(&m.model));
+        self.out_of_rotation.retain(|m| only.admits_key(&m.model));
+        self.retired.retain(|m| only.admits_key(&m.model));
+        self.probe_budget.retain(|m| only.admits_key(&m.model));
+        self.proven_by_traffic.retain(|m| only.admits_key(&m.model));
+        // A bench's target is its provider, then `#key…` or `::model`.
+        self.route_cooldowns
+            .retain(|b| only.admits(b.target.split(['#', ':']).next().unwrap_or_default()));
     }
 
     /// The models probed less often than every run by their probe budget,
@@ -821,18 +879,45 @@ impl Brief {
     /// The capabilities table, once some model has a verdict: the models
     /// the verdicts file or the catalog says something about. Nothing at
     /// all before the first capability probe.
+    /// The models left out (`--all` shows them) are counted under it.
     fn capabilities_text(&self, out: &mut String) {
-        if !self.models.iter().any(|m| m.caps.probed()) {
+        let all = || self.models.iter().chain(&self.hidden_models);
+        if !all().any(|m| m.caps.probed()) {
             return;
         }
         out.push_str("\ncapabilities:\n");
-        let mut t = output::table(&["MODEL", "CAPABILITIES"]);
-        for m in self.models.iter().filter(|m| m.caps.of_interest()) {
-            t.add_row(vec![m.model.clone(), m.caps.cell(self.now_at)]);
+        let rows: Vec<&ModelLine> = self
+            .models
+            .iter()
+            .filter(|m| m.caps.of_interest())
+            .collect();
+        if !rows.is_empty() {
+            let mut t = output::table(&["MODEL", "CAPABILITIES"]);
+            for m in rows {
+                t.add_row(vec![m.model.clone(), m.caps.cell(self.now_at)]);
+            }
+            let _ = writeln!(out, "{t}");
+            out.push_str(CAPABILITIES_LEGEND);
+            out.push('\n');
         }
-        let _ = writeln!(out, "{t}");
-        out.push_str(CAPABILITIES_LEGEND);
-        out.push('\n');
+        let hidden = self
+            .hidden_models
+            .iter()
+            .filter(|m| m.caps.of_interest())
+            .count();
+        if hidden > 0 {
+            let _ = writeln!(
+                out,
+                "{} not shown ({} and no key set for {}); --all shows them",
+                crate::format::count(hidden, "model", "models"),
+                self.unprobed,
+                if hidden == 1 {
+                    "its provider"
+                } else {
+                    "their providers"
+                },
+            );
+        }
     }
 }
 

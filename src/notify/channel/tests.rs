@@ -34,6 +34,17 @@ fn recovered(model: &str, alerted: Option<DateTime<Utc>>) -> Change {
     }
 }
 
+/// groq down.
+fn provider_down() -> Change {
+    Change {
+        kind: ChangeKind::ProviderDown,
+        model: None,
+        from: "up".into(),
+        to: "down".into(),
+        ..down("x")
+    }
+}
+
 fn msg(changes: Vec<Change>) -> Message {
     Message {
         at: at(12),
@@ -147,13 +158,7 @@ fn titles_read_on_a_phone() {
         title(&msg(vec![recovered("m", None)])),
         "Resolved: groq::m active"
     );
-    let provider = Change {
-        kind: ChangeKind::ProviderDown,
-        model: None,
-        from: "up".into(),
-        to: "down".into(),
-        ..down("x")
-    };
+    let provider = provider_down();
     assert_eq!(title(&msg(vec![provider.clone()])), "groq down");
     assert_eq!(
         title(&msg(vec![down("a"), down("b"), recovered("c", None)])),
@@ -188,7 +193,8 @@ fn ntfy_sends_text_with_title_tags_and_priority() {
     };
     assert_eq!(h("title"), Some("groq::m paused"));
     assert_eq!(h("tags"), Some("warning"));
-    assert_eq!(h("priority"), Some("high"));
+    // A pause comes back by itself: low.
+    assert_eq!(h("priority"), Some("low"));
     assert_eq!(
         r.body.as_deref(),
         Some(
@@ -204,6 +210,7 @@ fn ntfy_sends_text_with_title_tags_and_priority() {
     };
     assert_eq!(h("title").as_deref(), Some("Resolved: groq::m active"));
     assert_eq!(h("tags").as_deref(), Some("white_check_mark"));
+    assert_eq!(h("priority").as_deref(), Some("low"));
     assert!(
         r.body
             .unwrap()
@@ -212,6 +219,53 @@ fn ntfy_sends_text_with_title_tags_and_priority() {
     // A header value stays ASCII whatever a model is called.
     let r = ch.request(&msg(vec![down("modèle")]));
     assert!(r.headers.iter().all(|(_, v)| v.is_ascii()));
+}
+
+#[test]
+fn a_message_is_as_urgent_as_its_most_severe_change() {
+    let disabled = Change {
+        to: "disabled".into(),
+        ..down("d")
+    };
+    let provider = provider_down();
+    let bench = Change {
+        kind: ChangeKind::Benched,
+        to: "benched".into(),
+        ..down("x")
+    };
+    let degraded = Change {
+        kind: ChangeKind::Degraded,
+        provider: String::new(),
+        ..down("x")
+    };
+    let ntfy = Channel::parse("https://ntfy.sh/t").unwrap();
+    let json = Channel::parse("json+https://example.com/h").unwrap();
+    for (changes, want) in [
+        (vec![down("a")], "low"),
+        (vec![recovered("a", None)], "low"),
+        (vec![disabled.clone()], "default"),
+        (vec![bench], "default"),
+        (
+            vec![down("a"), disabled.clone(), recovered("b", None)],
+            "default",
+        ),
+        (vec![provider.clone()], "high"),
+        (vec![disabled, provider], "high"),
+        (vec![degraded], "high"),
+    ] {
+        let m = msg(changes);
+        let r = ntfy.request(&m);
+        let got = r.headers.iter().find(|(n, _)| n == "priority").unwrap();
+        assert_eq!(got.1, want, "{:?}", title(&m));
+        let body: serde_json::Value =
+            serde_json::from_str(json.request(&m).body.as_deref().unwrap()).unwrap();
+        assert_eq!(body["priority"], want, "{:?}", title(&m));
+    }
+    let test = Message {
+        test: true,
+        ..msg(vec![])
+    };
+    assert_eq!(test.priority(), crate::notify::Priority::Default);
 }
 
 #[test]
@@ -277,6 +331,7 @@ fn the_json_body_is_the_documented_one_with_incident_ids() {
             "at": "2026-05-02T12:00:00Z",
             "test": false,
             "title": "1 model down, 2 recovered",
+            "priority": "low",
             "changes": [
                 {"kind": "model_down", "provider": "groq", "model": "a", "from": "active",
                  "to": "paused", "reason": "rate_limit", "error": "HTTP 429: slow down",
@@ -363,7 +418,9 @@ fn the_documented_json_bodies_are_what_is_sent() {
     let alert = Message {
         at: at(10),
         changes: vec![Change {
-            error: Some("HTTP 429: rate limit reached".into()),
+            to: "disabled".into(),
+            reason: "error, 3 runs in a row".into(),
+            error: Some("HTTP 401: Invalid API Key".into()),
             ..down(model)
         }],
         test: false,
@@ -371,7 +428,10 @@ fn the_documented_json_bodies_are_what_is_sent() {
     assert_eq!(json_body(&alert), blocks[0]);
     let resolved = Message {
         at: at(13),
-        changes: vec![recovered(model, Some(at(10)))],
+        changes: vec![Change {
+            from: "disabled".into(),
+            ..recovered(model, Some(at(10)))
+        }],
         test: false,
     };
     assert_eq!(json_body(&resolved), blocks[1]);
