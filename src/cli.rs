@@ -904,8 +904,10 @@ Examples:
 From a source checkout: cargo run -- demo")]
 pub struct DemoArgs {
     /// Then keep the fake providers up and serve `route --serve` over them,
-    /// printing lines to paste (curl, the OpenAI SDK, a one-shot route);
-    /// Ctrl-C stops it.
+    /// printing lines to paste (curl, the OpenAI SDK, a one-shot route,
+    /// the demo's reasoning model by name); Ctrl-C stops it. The one-shot
+    /// lines read this demo's own config, demo-PORT.toml beside its files,
+    /// removed when it stops.
     #[arg(long)]
     pub serve: bool,
     /// Where --serve listens [default: 127.0.0.1 on a free port].

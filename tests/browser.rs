@@ -32,6 +32,11 @@ pub fn tests() -> Vec<Test> {
             the_status_pages_bars_and_figures_match_rollup_json,
         ),
         Test::new(
+            "browser::the_status_page_shows_today_first_on_a_phone_and_names_the_degraded",
+            &[Need::Program("chromium")],
+            the_status_page_shows_today_first_on_a_phone_and_names_the_degraded,
+        ),
+        Test::new(
             "browser::a_badge_renders_as_an_image",
             &[Need::Program("chromium")],
             a_badge_renders_as_an_image,
@@ -203,15 +208,34 @@ fn the_demos_status_page_renders_every_provider_and_model() {
     let dom = browser::dump_dom(&browser::file_url(&html));
     let sections = provider_sections(&dom);
     assert!(sections.len() >= 2, "the demo has several providers: {dom}");
+    // Each provider's first probe: the demo's first run.
+    let mut first_probe: BTreeMap<String, String> = BTreeMap::new();
+    for e in crate::support::log_entries(&env.stats().join("health_log.json")) {
+        let day = e["ts"].as_str().unwrap()[..10].to_string();
+        let p = e["provider"].as_str().unwrap().to_string();
+        let at = first_probe.entry(p).or_insert_with(|| day.clone());
+        *at = day.min(at.clone());
+    }
     let mut models_seen = BTreeSet::new();
     for (tag, body) in &sections {
         let provider = tag.get("data-provider");
-        // One bar per UTC day the 90-day window touches: 91, from the
-        // day it starts in (the first partial) to the day of the build.
+        // A new install: one bar per UTC day from its first probe's (the
+        // 90 days before are no history, and not drawn) to the day of the
+        // build, and the words to say so.
         let (bars, days) = page::bars(body);
-        assert_eq!(days, 91, "{provider}: a 90-day window");
         assert_eq!(bars.len(), days, "{provider}: one bar per day");
+        assert_eq!(bars[0].day, first_probe[provider], "{provider}");
         page::assert_ends_today(&dom, &bars, before, after);
+        assert!(
+            body.contains("class=\"mut no-history\""),
+            "{provider}: {body}"
+        );
+        if days == 1 {
+            assert!(
+                body.contains(">No history yet: the first probe was today ("),
+                "{body}"
+            );
+        }
         let samples: u64 = bars.iter().map(|b| b.samples as u64).sum();
         assert_eq!(
             samples.to_string(),
@@ -365,8 +389,21 @@ fn the_status_pages_bars_and_figures_match_rollup_json() {
                 .unwrap_or_default();
             assert_eq!(tag.get(&format!("data-uptime-{w}")), want, "{p} {w}");
         }
+        // One bar per UTC day from its first probe's (80 days ago: the
+        // days of the window before it are no history, not drawn) to
+        // today.
         let (bars, days) = page::bars(body);
-        assert_eq!(days, 91, "{p}: one bar per UTC day the 90 days touch");
+        let first = per_day
+            .keys()
+            .filter(|(provider, _)| provider == p)
+            .map(|(_, day)| day)
+            .min()
+            .unwrap();
+        assert_eq!(&bars[0].day, first, "{p}");
+        let built = page::built(&dom).date_naive();
+        let from = chrono::NaiveDate::parse_from_str(first, "%Y-%m-%d").unwrap();
+        assert_eq!(days as i64, (built - from).num_days() + 1, "{p}");
+        assert!(body.contains("(no history before)"), "{p}");
         assert_eq!(bars.len(), days, "{p}");
         page::assert_ends_today(&dom, &bars, before, after);
         let mut total = 0;
@@ -513,4 +550,199 @@ fn a_badge_renders_as_an_image() {
     let grey = near((0x55, 0x55, 0x55));
     assert!(green > 500, "too little of the message's green: {green}");
     assert!(grey > 1000, "too little of the label's grey: {grey}");
+}
+
+/// What the page's layout is, measured by the browser in a frame of the
+/// width asked: the frame's width and the page's (which must not scroll
+/// sideways), the header's list of providers not ok, and per provider its
+/// heading's class and grade words, the box its bars scroll in, its first
+/// and last bar (`[left, right, top, bottom]`, CSS pixels) and how far
+/// left and right its bars reach.
+const LAYOUT: &str = r#"
+const r = e => { const b = e.getBoundingClientRect(); return [b.left, b.right, b.top, b.bottom].map(Math.round); };
+const a = d.getElementById('affected');
+return JSON.stringify({
+  width: w.innerWidth,
+  scroll_width: d.documentElement.scrollWidth,
+  affected: a ? a.textContent : null,
+  sections: [...d.querySelectorAll('section.provider')].map(s => {
+    const bars = [...s.querySelectorAll('ol.bars > li')].map(r);
+    const h = s.querySelector('h2');
+    const nh = s.querySelector('.no-history');
+    return {
+      provider: s.dataset.provider,
+      uptime_24h: s.getAttribute('data-uptime-24h'),
+      class: h.className,
+      grade: h.querySelector('.grade').textContent,
+      no_history: nh ? nh.textContent : null,
+      days: r(s.querySelector('.days')),
+      first: bars[0],
+      today: bars[bars.length - 1],
+      leftmost: Math.min(...bars.map(b => b[0])),
+      rightmost: Math.max(...bars.map(b => b[1])),
+    };
+  }),
+});
+"#;
+
+/// The status page at a phone's width (400 px) and a desktop's (1200 px),
+/// in Chromium: the page, the DOM the browser built and its layout, and
+/// screenshots of both. On the phone the bars put today first, at the
+/// left, visible without scrolling (the older days scroll); on the
+/// desktop they run from the oldest at the left to today at the right,
+/// all visible. The header names the providers not ok; each heading has
+/// its grade as a class (its colour) and in words; a provider first
+/// probed today says it has no history yet, with today's bar alone.
+/// The screenshots are checked where the layout says today's bar is: the
+/// good day's green. With `LLMPROBE_SCREENSHOTS=DIR` they are kept there
+/// too, to look at.
+fn the_status_page_shows_today_first_on_a_phone_and_names_the_degraded() {
+    let mut env = Env::new();
+    let cfg = crate::support::config(
+        &env,
+        &["alpha", "beta", "gamma"]
+            .map(|p| provider_toml(p, "openai", "http://127.0.0.1:9/v1", &["m"], "")),
+    );
+    env.env("LLMPROBE_CONFIG", &cfg);
+    // alpha: every day good for 95 days, and 2 of its last 3 probes pass
+    // (fair: degraded); beta: every earlier day failed, today passed (its
+    // bar today is solid green, yesterday's cross-hatched red); gamma:
+    // first probed today.
+    let now = chrono::Utc::now().timestamp();
+    let midnight = now - now.rem_euclid(DAY);
+    let today = (now - 60).max(midnight + 1);
+    let mut entries: Vec<(i64, String, bool)> = Vec::new();
+    for d in 1..=95 {
+        let noon = midnight - d * DAY + DAY / 2;
+        entries.push((noon, "alpha".into(), true));
+        entries.push((noon + 60, "beta".into(), false));
+    }
+    entries.extend([
+        (today - 2, "alpha".into(), true),
+        (today - 1, "alpha".into(), false),
+        (today, "alpha".into(), true),
+        (today - 1, "beta".into(), true),
+        (today, "beta".into(), true),
+        (today, "gamma".into(), true),
+    ]);
+    entries.sort();
+    let lines: Vec<String> = entries
+        .iter()
+        .map(|(ts, p, ok)| {
+            format!(
+                r#"{{"ts":"{}","provider":"{p}","model":"m","ok":{},"latency_ms":300,"failure_type":"{}"}}"#,
+                chrono::DateTime::from_timestamp(*ts, 0)
+                    .unwrap()
+                    .format("%Y-%m-%dT%H:%M:%SZ"),
+                *ok as u8,
+                if *ok { "" } else { "timeout" }
+            )
+        })
+        .collect();
+    env.write(
+        "stats/health_log.json",
+        format!("[\n{}\n]\n", lines.join(",\n")),
+    );
+    let html_path = env.path().join("status.html");
+    env.run(&[
+        "rollup",
+        "--format",
+        "html",
+        "--output",
+        html_path.to_str().unwrap(),
+    ])
+    .ok();
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert_self_contained(&html);
+    let keep = std::env::var_os("LLMPROBE_SCREENSHOTS").map(std::path::PathBuf::from);
+
+    for width in [400, 1200] {
+        let out = browser::in_frame(&html, width, LAYOUT);
+        let layout: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        let at = |v: &Value, i: usize| v[i].as_i64().unwrap();
+        assert_eq!(layout["width"], width, "{layout}");
+        assert!(
+            layout["scroll_width"].as_i64().unwrap() <= width as i64,
+            "{width} px: the page scrolls sideways: {layout}"
+        );
+        // The header names whom "degraded" means.
+        let affected = layout["affected"].as_str().unwrap_or_default();
+        assert!(affected.starts_with("Degraded: alpha"), "{affected}");
+        let sections = layout["sections"].as_array().unwrap();
+        let names: Vec<&str> = sections
+            .iter()
+            .map(|s| s["provider"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["alpha", "beta", "gamma"]);
+        for s in sections {
+            let p = s["provider"].as_str().unwrap();
+            // The heading: the grade of its last 24 h, as a class and in
+            // words, as the header counts it.
+            let u: f64 = s["uptime_24h"].as_str().unwrap().parse().unwrap();
+            let (class, words) = match u {
+                u if u >= 0.9 => ("g-good", "ok"),
+                u if u >= 0.6 => ("g-fair", "degraded"),
+                _ => ("g-poor", "down"),
+            };
+            assert_eq!(
+                (s["class"].as_str(), s["grade"].as_str()),
+                (Some(class), Some(words)),
+                "{s}"
+            );
+            if class != "g-good" {
+                assert!(affected.contains(p), "{p} is not named in {affected:?}");
+            }
+            let (days, today, first) = (&s["days"], &s["today"], &s["first"]);
+            // Today's bar is on screen, inside the box the bars scroll in.
+            assert!(
+                at(today, 0) >= at(days, 0).max(0) && at(today, 1) <= at(days, 1).min(width as i64),
+                "{width} px, {p}: today's bar is not in view: {s}"
+            );
+            if width == 400 {
+                // Today first, at the left.
+                assert_eq!(at(today, 0), s["leftmost"].as_i64().unwrap(), "{s}");
+                assert!(at(today, 0) - at(days, 0) <= 1, "{s}");
+            } else {
+                // Oldest first, today at the right.
+                assert_eq!(at(today, 1), s["rightmost"].as_i64().unwrap(), "{s}");
+                assert!(at(days, 1) - at(today, 1) <= 1, "{s}");
+            }
+            if p == "gamma" {
+                let nh = s["no_history"].as_str().unwrap_or_default();
+                assert!(nh.starts_with("No history yet"), "{s}");
+                assert_eq!(first, today, "today's bar alone: {s}");
+            } else {
+                assert_eq!(s["no_history"], Value::Null, "{s}");
+                if width == 400 {
+                    // 91 days do not fit: the oldest is off to the right,
+                    // a scroll away.
+                    assert!(at(first, 0) > at(days, 1), "{s}");
+                } else {
+                    assert!(at(first, 0) >= at(days, 0), "all 91 days in view: {s}");
+                }
+            }
+        }
+        // The picture: beta's bar today is the good day's solid green,
+        // where the layout says it is.
+        let beta = &sections[1];
+        let (x, y) = (
+            (at(&beta["today"], 0) + at(&beta["today"], 1)) / 2,
+            (at(&beta["today"], 2) + at(&beta["today"], 3)) / 2,
+        );
+        // Tall enough for the whole of every provider's bars.
+        let height = at(&sections[2]["today"], 3) as u32 + 150;
+        let png = env.path().join(format!("status-{width}.png"));
+        browser::screenshot(&browser::file_url(&html_path), &png, width, height, false);
+        let (rgb, size) = browser::pixel(&png, x as u32, y as u32);
+        assert_eq!(size.0, width, "{png:?}");
+        let green = [0x1a, 0x7f, 0x37];
+        assert!(
+            rgb.iter().zip(green).all(|(a, b)| a.abs_diff(b) <= 16),
+            "{width} px: at ({x}, {y}), beta's bar today, {rgb:?} is not the good day's green"
+        );
+        if let Some(dir) = &keep {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::copy(&png, dir.join(format!("status-{width}.png"))).unwrap();
+        }
+    }
 }

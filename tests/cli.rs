@@ -724,14 +724,138 @@ fn demo_serve_routes_over_the_fakes_and_its_printed_lines_work() {
     );
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(content(&r.body).trim_end().ends_with("42"), "{}", r.body);
-    // The one-shot line, as printed (its paths are absolute). From a
-    // checkout, as here, it says `cargo run --`; the test runs the built
-    // binary in its place.
-    let line = demo.line("cargo run -- --config");
-    let words = shell_words(&line);
-    assert_eq!(words[..3], ["cargo", "run", "--"], "{line}");
-    let args: Vec<&str> = words[3..].iter().map(String::as_str).collect();
+    // The one-shot line, as printed.
+    let words = printed_route(&demo, "What is 12 * 7?");
+    let args: Vec<&str> = words.iter().map(String::as_str).collect();
     let out = env.run(&args).ok();
     assert!(out.stdout.trim_end().ends_with("84"), "{}", out.stdout);
     assert_eq!(demo.interrupt(), 0);
+}
+
+/// The one-shot `route` line a `demo --serve` printed (the one that
+/// holds `with`), as the test runs it: its paths are absolute; from a
+/// checkout, as here, it says `cargo run --`, and the test runs the built
+/// binary in its place.
+#[cfg(unix)]
+fn printed_route(demo: &crate::support::DemoServer, with: &str) -> Vec<String> {
+    let line = demo
+        .printed
+        .iter()
+        .map(|l| l.trim())
+        .find(|l| l.starts_with("cargo run -- --config") && l.contains(with))
+        .unwrap_or_else(|| {
+            panic!(
+                "no route line with {with:?} in:\n{}",
+                demo.printed.join("\n")
+            )
+        })
+        .to_string();
+    let words = shell_words(&line);
+    assert_eq!(words[..3], ["cargo", "run", "--"], "{line}");
+    words[3..].to_vec()
+}
+
+/// A newcomer's first question through `demo --serve` is answered by a
+/// plain model, not the demo's reasoning one, whose thinking
+/// (`<think>…</think>`) would come first: the demo's config puts its
+/// provider after the others for `auto`. The reasoning model is still
+/// there, by name, and the demo says so and prints the line that asks it.
+#[cfg(unix)]
+#[test]
+fn demo_serve_answers_first_from_a_plain_model_and_names_the_reasoning_one() {
+    let env = Env::new();
+    let demo = crate::support::DemoServer::start(&env);
+    let curl = demo.line("curl -s http");
+    let url = curl.split_whitespace().nth(2).unwrap();
+    let body = curl
+        .split_once("-d '")
+        .and_then(|(_, b)| b.strip_suffix('\''))
+        .unwrap_or_else(|| panic!("{curl}"));
+    assert!(
+        body.contains("\"model\":\"auto\"") && body.contains("What is 2+2?"),
+        "{body}"
+    );
+    let ask = |body: &str| {
+        let r = crate::support::http(
+            "POST",
+            url,
+            &[("content-type", "application/json")],
+            Some(body),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let answer = r.json()["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        (answer, r.header("x-routed-via").to_string())
+    };
+    // The printed request, as a newcomer sends it, and again.
+    for _ in 0..3 {
+        let (answer, via) = ask(body);
+        assert_eq!(answer, "4", "via {via}");
+        assert_ne!(via, "acme::acme-70b-reasoner");
+    }
+    // By name, the reasoning model answers with its thinking first.
+    let (answer, via) = ask(&body.replace("\"auto\"", "\"acme::acme-70b-reasoner\""));
+    assert_eq!(via, "acme::acme-70b-reasoner");
+    assert!(
+        answer.starts_with("<think>") && answer.ends_with('4'),
+        "{answer}"
+    );
+    // The demo says why, and how to reach it: its printed line works.
+    let said = demo.printed.join("\n");
+    assert!(
+        said.contains(
+            "the reasoning model, by name: it answers with its thinking first (<think>…</think>)"
+        ),
+        "{said}"
+    );
+    let args = printed_route(&demo, "acme::acme-70b-reasoner");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = env.run(&args).ok();
+    assert!(
+        out.stdout.starts_with("<think>") && out.stdout.trim_end().ends_with('4'),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stderr.contains("acme::acme-70b-reasoner"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(demo.interrupt(), 0);
+}
+
+/// Each serving demo writes its config to a file of its own
+/// (`demo-PORT.toml`), so the one-shot `route` line it printed keeps
+/// working while it runs, whatever other demos do meanwhile: here a
+/// second `demo --serve` in the same directory (which once rewrote the
+/// shared `demo.toml` with its own fakes' ports, dead once it stopped)
+/// and a plain `demo`. Each removes its own file when it stops, and only
+/// its own.
+#[cfg(unix)]
+#[test]
+fn demo_serves_printed_route_line_outlives_other_demos() {
+    let env = Env::new();
+    let first = crate::support::DemoServer::start(&env);
+    let first_line = printed_route(&first, "What is 12 * 7?");
+    let config_of = |words: &[String]| std::path::PathBuf::from(&words[1]);
+    let first_config = config_of(&first_line);
+    assert!(first_config.exists(), "{first_config:?}");
+    let second = crate::support::DemoServer::start(&env);
+    let second_config = config_of(&printed_route(&second, "What is 12 * 7?"));
+    assert_ne!(first_config, second_config, "each its own file");
+    env.run(&["demo", "--spacing", "0"]).ok();
+    assert_eq!(second.interrupt(), 0);
+    assert!(!second_config.exists(), "{second_config:?} left behind");
+    assert!(
+        first_config.exists(),
+        "the second demo removed the first's {first_config:?}"
+    );
+    let args: Vec<&str> = first_line.iter().map(String::as_str).collect();
+    let out = env.run(&args).ok();
+    assert!(out.stdout.trim_end().ends_with("84"), "{}", out.stdout);
+    assert_eq!(first.interrupt(), 0);
+    assert!(!first_config.exists(), "{first_config:?} left behind");
+    assert!(!env.stats().join("demo.toml").exists());
 }

@@ -184,9 +184,27 @@ fn page_figures_are_rollups() {
                 assert_eq!(sum as i64, samples, "{p}");
             }
         }
-        // One bar per UTC day the 90 days touch: 91, the first partial.
+        // One bar per UTC day the 90 days touch: 91, the first partial
+        // (groq, probed 100 days ago); from its first probe's day for
+        // mistral, first probed 10 days ago: no history before, not drawn.
         let (bars, days) = page::bars(s);
-        assert_eq!(days, 91, "{p}");
+        let built = page::built(&html).date_naive();
+        if p == "groq" {
+            assert_eq!(days, 91, "{p}");
+            assert!(!s.contains("no-history"), "{s}");
+        } else {
+            let first = first_day(&env, p);
+            assert_eq!(bars[0].day, first.format("%Y-%m-%d").to_string());
+            assert_eq!(days as i64, (built - first).num_days() + 1, "{p}");
+            assert!(
+                s.contains(&format!(
+                    "<p class=\"mut no-history\">Daily uptime per UTC day, from {}, the first probe (no history before), to {} (12 probes in the last 90 d):</p>",
+                    first.format("%Y-%m-%d"),
+                    built.format("%Y-%m-%d")
+                )),
+                "{s}"
+            );
+        }
         assert_eq!(bars.len(), days);
         assert!(bars.iter().all(|b| b.tabindex.as_deref() == Some("0")));
         // Each bar's day follows from the list's first day; the last is today's.
@@ -214,7 +232,24 @@ fn page_figures_are_rollups() {
         "{html}"
     );
     assert!(m.contains("<a class=\"skip\" href=\"#end\">") && html.contains("<footer id=\"end\">"));
-    assert!(html.contains("<h2 id=\"p1\">mistral</h2>"));
+    // Each heading has its last 24 h's grade, as a class (its colour) and
+    // in words; the header names the provider that is not ok.
+    assert!(
+        html.contains(
+            "<h2 id=\"p0\" class=\"g-fair\">groq <span class=\"grade\">degraded</span></h2>"
+        ),
+        "{html}"
+    );
+    assert!(
+        html.contains(
+            "<h2 id=\"p1\" class=\"g-good\">mistral <span class=\"grade\">ok</span></h2>"
+        ),
+        "{html}"
+    );
+    assert!(
+        html.contains("<p id=\"affected\">Degraded: <a href=\"#p0\">groq</a>.</p>"),
+        "{html}"
+    );
     // Per model: state with reason and since, the verdicts, the cooldown.
     assert!(
         m.contains("data-model=\"large\" data-state=\"disabled\""),
@@ -435,7 +470,17 @@ fn a_window_too_long_for_the_page_is_refused() {
         .run(&["rollup", "--format", "html", "--window", "400d"])
         .ok()
         .stdout;
-    assert_eq!(page::bars(&html).1, 401);
+    // A window of 401 days (a bar is 1/401 of the row), whose bars start
+    // at groq's first probe, 100 days ago: no history before.
+    assert!(
+        html.contains(".bars>li{flex-basis:calc((100% + 1px)/401 - 1px)}"),
+        "{html}"
+    );
+    let (bars, _) = page::bars(&html);
+    assert_eq!(
+        bars[0].day,
+        first_day(&env, "groq").format("%Y-%m-%d").to_string()
+    );
     // `all`, over a log whose first entry is 500 days old.
     let mut log = std::fs::read_to_string(env.stats().join("health_log.json")).unwrap();
     log.replace_range(
@@ -654,14 +699,17 @@ fn window_all_counts_the_whole_log() {
             attr(s, "<section", "data-samples-window"),
             samples.to_string()
         );
-        // From the first entry's day (100 days ago) to the day the page
-        // was built.
-        let first = ago_of_first(&env)
-            .as_str()
-            .unwrap()
-            .parse::<chrono::DateTime<chrono::Utc>>()
-            .unwrap()
-            .date_naive();
+        // From the first entry's day (100 days ago; mistral's own first
+        // probe, 10 days ago, for mistral) to the day the page was built.
+        let first = match p {
+            "groq" => ago_of_first(&env)
+                .as_str()
+                .unwrap()
+                .parse::<chrono::DateTime<chrono::Utc>>()
+                .unwrap()
+                .date_naive(),
+            _ => first_day(&env, p),
+        };
         assert_eq!(
             attr(s, "<ol class=\"bars\"", "data-first-day"),
             first.format("%Y-%m-%d").to_string()
@@ -669,8 +717,85 @@ fn window_all_counts_the_whole_log() {
         let built = page::built(&html).date_naive();
         let days: usize = attr(s, "<ol class=\"bars\"", "data-days").parse().unwrap();
         assert_eq!(days as i64, (built - first).num_days() + 1, "{p}");
-        assert!((built - first).num_days() >= 100, "{first} {built}");
+        if p == "groq" {
+            assert!((built - first).num_days() >= 100, "{first} {built}");
+        }
     }
+}
+
+/// The UTC day of `provider`'s oldest log entry (`ts`, or a legacy
+/// entry's `timestamp`).
+fn first_day(env: &Env, provider: &str) -> chrono::NaiveDate {
+    crate::support::log_entries(&env.stats().join("health_log.json"))
+        .iter()
+        .filter(|e| e["provider"] == provider)
+        .filter_map(|e| e.get("ts").or(e.get("timestamp"))?.as_str()?.parse().ok())
+        .map(|t: chrono::DateTime<chrono::Utc>| t.date_naive())
+        .min()
+        .expect("an entry")
+}
+
+/// A provider probed for the first time today has no history yet: the
+/// page says so, and draws today's bar alone, not 90 empty days before
+/// it; one probed since two days ago has three bars, and no history
+/// before them. A provider with older history keeps all 91.
+#[test]
+fn a_new_provider_has_no_history_yet_instead_of_empty_days() {
+    let env = env();
+    env.write(
+        "stats/health_log.json",
+        format!(
+            "[\n{}\n]\n",
+            [
+                entry(100 * D, "groq", "llama", true, 300, ""),
+                entry(2 * D, "mistral", "small", true, 300, ""),
+                entry(60, "groq", "llama", true, 300, ""),
+                entry(60, "mistral", "small", true, 300, ""),
+                entry(30, "newbie", "m", false, 0, "timeout"),
+            ]
+            .join(",\n")
+        ),
+    );
+    // A third provider in the catalog.
+    let catalog = std::fs::read_to_string(env.path().join("llmprobe.toml")).unwrap();
+    env.write(
+        "llmprobe.toml",
+        format!("{catalog}\n[[providers]]\nname = \"newbie\"\ndialect = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodels = [\"m\"]\n"),
+    );
+    let html = env.run(&["rollup", "--format", "html"]).ok().stdout;
+    let built = page::built(&html);
+    let today = built.format("%Y-%m-%d").to_string();
+    let n = section(&html, "newbie");
+    let (bars, days) = page::bars(n);
+    assert_eq!((days, bars.len()), (1, 1), "{n}");
+    assert_eq!(bars[0].day, today);
+    assert!(
+        n.contains("<p class=\"mut no-history\">No history yet: the first probe was today (1 probe). One bar a day from here on, for the last 90 d:</p>"),
+        "{n}"
+    );
+    assert!(n.contains("Skip newbie's 1 days"), "{n}");
+    let m = section(&html, "mistral");
+    let (bars, _) = page::bars(m);
+    let first = first_day(&env, "mistral");
+    assert_eq!(bars[0].day, first.format("%Y-%m-%d").to_string(), "{m}");
+    assert_eq!(
+        bars.len() as i64,
+        (built.date_naive() - first).num_days() + 1,
+        "{m}"
+    );
+    assert!(m.contains("(no history before)"), "{m}");
+    let g = section(&html, "groq");
+    assert_eq!(page::bars(g).1, 91);
+    assert!(!g.contains("no-history"), "{g}");
+    // newbie's only probe failed: down, named in the header.
+    assert!(
+        n.contains("<h2 id=\"p2\" class=\"g-poor\">newbie <span class=\"grade\">down</span></h2>"),
+        "{n}"
+    );
+    assert!(
+        html.contains("<p id=\"affected\">Down: <a href=\"#p2\">newbie</a>.</p>"),
+        "{html}"
+    );
 }
 
 /// The log's first entry's `ts`.

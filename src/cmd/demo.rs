@@ -36,6 +36,18 @@ const CAPABILITIES: &[(&str, &[&str])] = &[
     ("flash-ish", &["json", "vision"]),
 ];
 
+/// The demo's reasoning model (provider, model): it answers with its
+/// thinking first (`<think>…</think>`, the fake's `think`), as real
+/// reasoning models do. `auto` is not to answer a newcomer's first question
+/// with it, so the demo's config gives its provider [`LATER`]: `auto`
+/// tries the other providers' models first. `demo --serve` names it, to
+/// ask for it by name.
+const REASONER: (&str, &str) = ("acme", "acme-70b-reasoner");
+
+/// The reasoning model's provider's `priority` in the demo's config (lower
+/// is tried first; a provider without one has 100).
+const LATER: i64 = 200;
+
 const PROVIDERS: &[DemoProvider] = &[
     (
         "acme",
@@ -166,19 +178,44 @@ pub fn run(g: &GlobalArgs, a: DemoArgs) -> Result<u8> {
 
 /// `demo --serve`: `route --serve` over the demo's fake providers, with the
 /// states the demo's `check` just wrote, until Ctrl-C. The demo's config
-/// is saved beside its files so that a one-shot `route` can use it too.
+/// is saved beside its files so that a one-shot `route` can use it too:
+/// in a file of its own, named by route's port (`demo-PORT.toml`), so that
+/// another demo, serving or not, never changes the fakes the lines it
+/// printed point at. It is removed when the server stops, if it still
+/// holds what this demo wrote (its fakes' port is in it); a demo killed
+/// outright leaves it, and the next demo served on that port replaces it.
 fn serve(
     rt: &tokio::runtime::Runtime,
     settings: &Settings,
     fake_url: &str,
     a: DemoArgs,
 ) -> Result<u8> {
-    let config = settings.stats_dir.join("demo.toml");
-    crate::fsutil::atomic_write_unlocked(&config, demo_config(fake_url, a.spacing).as_bytes())?;
+    let written: std::cell::OnceCell<PathBuf> = std::cell::OnceCell::new();
+    let code = serve_with_config(rt, settings, fake_url, a.spacing, a.listen, &written);
+    if let Some(config) = written.get()
+        && std::fs::read(config).ok() == Some(demo_config(fake_url, a.spacing).into_bytes())
+    {
+        let _ = std::fs::remove_file(config);
+    }
+    code
+}
+
+/// The config file of the `demo --serve` whose route listens at `url`.
+fn config_for(stats_dir: &Path, url: &str) -> PathBuf {
+    let port = url.rsplit(':').next().unwrap_or_default();
+    stats_dir.join(format!("demo-{port}.toml"))
+}
+
+fn serve_with_config(
+    rt: &tokio::runtime::Runtime,
+    settings: &Settings,
+    fake_url: &str,
+    spacing: f64,
+    listen: Option<std::net::SocketAddr>,
+    written: &std::cell::OnceCell<PathBuf>,
+) -> Result<u8> {
     let mut route = settings.catalog.route.clone();
-    route.listen = a
-        .listen
-        .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    route.listen = listen.unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
     let engine = crate::route::engine::Engine::new(
         &settings.catalog,
         route,
@@ -187,7 +224,6 @@ fn serve(
         crate::clock::Clock::from_env(),
     )?;
     engine.refresh_health()?;
-    let config = crate::fsutil::absolute(&config);
     let stats = crate::fsutil::absolute(&settings.stats_dir);
     let badges = crate::cmd::route::badges(settings);
     crate::cmd::route::serve_until_signal(
@@ -196,7 +232,15 @@ fn serve(
         badges,
         &settings.catalog,
         None,
-        |url| output::println(&paste_lines(url, &config, &stats)),
+        |url| {
+            let config = config_for(&stats, url);
+            crate::fsutil::atomic_write_unlocked(
+                &config,
+                demo_config(fake_url, spacing).as_bytes(),
+            )?;
+            let config = written.get_or_init(|| config);
+            output::println(&paste_lines(url, config, &stats))
+        },
     )
 }
 
@@ -212,12 +256,17 @@ fn paste_lines(url: &str, config: &Path, stats: &Path) -> String {
          \nthe Anthropic Python SDK (pip install anthropic), through the same route:\n  python3 -c 'import anthropic; \
          c = anthropic.Anthropic(base_url=\"{url}\", api_key=\"demo\"); \
          print(c.messages.create(model=\"auto\", max_tokens=64, messages=[{{\"role\": \"user\", \"content\": \"What is 3+4?\"}}]).content[0].text)'\n\
-         \na one-shot route, in another terminal:\n  {} --config '{}' --stats-dir '{}' route \"What is 12 * 7?\"\n\
+         \na one-shot route, in another terminal (with this demo's own config, removed when it stops):\n  {inv} --config '{config}' --stats-dir '{stats}' route \"What is 12 * 7?\"\n\
+         \nthe reasoning model, by name: it answers with its thinking first (<think>…</think>), so \
+         the demo's config gives {rp} priority = {LATER} and auto answers from the other providers' models first:\n  \
+         {inv} --config '{config}' --stats-dir '{stats}' route --model {rp}::{rm} \"What is 2+2?\"\n\
          \nthe models route would use, and what it knows of each provider:\n  curl -s {url}/v1/models\n  curl -s {url}/v1/providers\n\
          \nthe status page and a badge, live (open them in a browser):\n  {url}/status\n  {url}/badge/acme.svg?window=24h\n",
-        invocation(),
-        config.display(),
-        stats.display()
+        inv = invocation(),
+        config = config.display(),
+        stats = stats.display(),
+        rp = REASONER.0,
+        rm = REASONER.1,
     )
 }
 
@@ -342,6 +391,12 @@ fn demo_config(url: &str, spacing: f64) -> String {
             "[[providers]]\nname = {name:?}\ndialect = {dialect:?}\nbase_url = \"{url}{path}\"\nmodels = [{}]\n",
             ms.join(", ")
         ));
+        if *name == REASONER.0 {
+            s.push_str(&format!(
+                "# after the other providers for \"auto\": {} answers with its <think>…</think> first\npriority = {LATER}\n",
+                REASONER.1
+            ));
+        }
         let info: Vec<String> = CAPABILITIES
             .iter()
             .filter(|(m, _)| models.iter().any(|(id, _)| id == m))
@@ -371,4 +426,30 @@ fn show_files(s: &Settings) -> Result<()> {
     let text =
         std::fs::read_to_string(&state).unwrap_or_else(|_| "{}  (every model active)".into());
     output::println(&format!("\n== {} ==\n{}", state.display(), text.trim_end()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `auto` tries every other provider's models before the reasoning
+    /// model's provider, which the demo's config keeps, with the model:
+    /// the only one that thinks aloud.
+    #[test]
+    fn the_demos_config_puts_the_reasoning_model_last_for_auto() {
+        let c = Catalog::from_toml_str(&demo_config("http://127.0.0.1:9", 0.0), "demo").unwrap();
+        let reasoner = c.provider(REASONER.0).unwrap();
+        assert!(reasoner.models.iter().any(|m| m == REASONER.1));
+        assert_eq!(reasoner.priority, LATER);
+        for p in c.providers.iter().filter(|p| p.name != REASONER.0) {
+            assert!(p.priority < LATER, "{}: {}", p.name, p.priority);
+        }
+        for (provider, _, _, models) in PROVIDERS {
+            for (model, behaviours) in *models {
+                if behaviours.split(',').any(|b| b == "think") {
+                    assert_eq!((*provider, *model), REASONER);
+                }
+            }
+        }
+    }
 }

@@ -81,6 +81,8 @@ pub struct ProviderFigures {
     pub ttft: Ttft,
     /// The newest probe in the whole log.
     pub newest: Option<i64>,
+    /// The oldest probe in the whole log: where its history starts.
+    pub oldest: Option<i64>,
     /// The newest probe a scheduled run made (re-probes left out, as the
     /// staleness rule wants: [`crate::stale`]).
     pub newest_scheduled: Option<i64>,
@@ -189,6 +191,7 @@ impl Sink for PageAcc {
         let d = self.days;
         let f = &mut self.figures[p];
         f.newest = f.newest.max(Some(r.ts));
+        f.oldest = Some(f.oldest.map_or(r.ts, |o| o.min(r.ts)));
         if !r.is_reprobe() {
             f.newest_scheduled = f.newest_scheduled.max(Some(r.ts));
         }
@@ -258,6 +261,10 @@ impl Sink for PageAcc {
                 a.merge(b);
             }
             dst.newest = dst.newest.max(f.newest);
+            dst.oldest = match (dst.oldest, f.oldest) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             dst.newest_scheduled = dst.newest_scheduled.max(f.newest_scheduled);
         }
         for ((p, model, last), ttft) in model_list.into_iter().zip(&model_ttft) {

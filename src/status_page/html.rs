@@ -18,6 +18,9 @@ const CSS: &str = r#":root{--bg:#fff;--fg:#1f2328;--mut:#59636e;--line:#d1d9e0;-
 @media (prefers-color-scheme:dark){:root{--bg:#0d1117;--fg:#e6edf3;--mut:#9198a1;--line:#3d444d;--good:#3fb950;--fair:#d29922;--poor:#f85149;--none:#768390;--focus:#58a6ff}}
 body{font:15px/1.45 system-ui,sans-serif;background:var(--bg);color:var(--fg);max-width:64rem;margin:0 auto;padding:1rem}
 h1{font-size:1.5rem;margin:.2rem 0}h2{font-size:1.2rem;margin:0}
+h2{border-left:.3rem solid var(--g);padding-left:.5rem}h2.g-good{--g:var(--good)}h2.g-fair{--g:var(--fair)}h2.g-poor{--g:var(--poor)}h2.g-none{--g:var(--none)}
+.grade{display:inline-block;vertical-align:.15em;margin-left:.4rem;padding:0 .5rem;border-radius:1rem;font-size:.8rem;font-weight:600;color:var(--bg);background:var(--g)}
+.g-good .grade::before{content:"✔ "}.g-fair .grade::before{content:"⚠ "}.g-poor .grade::before{content:"✗ "}.g-none .grade{background:none;color:var(--mut);border:1px dashed var(--none)}
 header{border-bottom:1px solid var(--line);padding-bottom:.6rem}
 #overall .state{font-size:1.15rem;font-weight:600}
 [data-state=ok] .state::before{content:"✔ "}[data-state=degraded] .state::before{content:"⚠ "}[data-state=down] .state::before{content:"✗ "}
@@ -25,8 +28,8 @@ header{border-bottom:1px solid var(--line);padding-bottom:.6rem}
 .provider{border-bottom:1px solid var(--line);padding:1rem 0}
 .uptime{display:flex;gap:.2rem 1.5rem;margin:.3rem 0;flex-wrap:wrap}.uptime div{display:flex;gap:.3rem}.uptime dt{color:var(--mut)}.uptime dd{margin:0;font-weight:600}
 .bars{display:flex;gap:1px;list-style:none;padding:0 0 1.7rem;margin:.4rem 0 0;height:2.2rem;overflow:auto hidden;scrollbar-width:thin;scroll-padding:0 9rem}
-.bars>li{flex:1 0 0;min-width:5px;height:0;padding-top:2.2rem;box-sizing:border-box;overflow:hidden;white-space:nowrap;font-size:.8rem;line-height:1.6;background:var(--good)}
-.bars>li:nth-last-child(-n+45){direction:rtl}.bars>li:nth-child(-n+15){direction:ltr}.bars>li:nth-last-child(-n+3){direction:rtl}
+.bars>li{flex:none;min-width:5px;height:0;padding-top:2.2rem;box-sizing:border-box;overflow:hidden;white-space:nowrap;font-size:.8rem;line-height:1.6;background:var(--good)}
+.bars>li:first-child{margin-left:auto}.no-history~.days .bars{background:linear-gradient(var(--none),var(--none)) 0 1.1rem/100% 1px no-repeat}
 .bars>li:hover,.bars>li:focus{overflow:visible;position:relative;z-index:1}
 .bars>li::first-line{background:var(--fg);color:var(--bg)}
 .bars>li:focus{outline:3px solid var(--focus);outline-offset:1px}
@@ -42,7 +45,8 @@ header{border-bottom:1px solid var(--line);padding-bottom:.6rem}
 .models th,.models td{text-align:left;padding:.25rem .5rem;border-bottom:1px solid var(--line);vertical-align:top}
 .models caption{text-align:left;color:var(--mut)}
 .st-paused{color:var(--fair)}.st-disabled{color:var(--poor)}
-.mut,footer{color:var(--mut)}footer{font-size:.85rem;padding-top:.6rem}"#;
+.mut,footer{color:var(--mut)}footer{font-size:.85rem;padding-top:.6rem}
+@media (max-width:600px){.days{overflow:auto hidden;scrollbar-width:thin;scroll-padding:0 9rem}.bars{flex-direction:row-reverse;overflow:visible;min-width:100%}.bars>li:first-child{margin:0 auto 0 0}.sparkline{transform:scaleX(-1)}}"#;
 
 /// HTML text and attribute values, escaped (the one escape, shared with
 /// the badges' SVG).
@@ -91,6 +95,8 @@ pub fn render(page: &Page) -> String {
     o.push_str("<meta name=\"color-scheme\" content=\"light dark\">\n");
     o.push_str("<title>LLM provider status</title>\n<style>\n");
     o.push_str(CSS);
+    o.push('\n');
+    o.push_str(&sized(page.days.count));
     o.push_str("\n</style>\n</head>\n<body>\n");
     header(&mut o, page);
     o.push_str("<main>\n");
@@ -121,6 +127,26 @@ fn header(o: &mut String, page: &Page) {
         "<header id=\"overall\" data-state=\"{}\">\n<h1>LLM provider status</h1>\n<p class=\"state\">{words}<span class=\"mut\"> (last 24 h)</span></p>\n",
         page.overall
     );
+    // Who is behind "Some providers degraded": each a link to its section.
+    let named = |want: Grade| -> Vec<String> {
+        page.providers
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.rolling[1].map(grade::grade) == Some(want))
+            .map(|(i, p)| format!("<a href=\"#p{i}\">{}</a>", esc(&p.name)))
+            .collect()
+    };
+    let affected: Vec<String> = [
+        ("Degraded", named(Grade::Fair)),
+        ("Down", named(Grade::Poor)),
+    ]
+    .into_iter()
+    .filter(|(_, names)| !names.is_empty())
+    .map(|(word, names)| format!("{word}: {}.", names.join(", ")))
+    .collect();
+    if !affected.is_empty() {
+        let _ = writeln!(o, "<p id=\"affected\">{}</p>", affected.join(" "));
+    }
     match page.newest {
         Some(t) => {
             let _ = writeln!(
@@ -166,7 +192,12 @@ fn provider(o: &mut String, page: &Page, i: usize, p: &ProviderPage) {
         whole(p.ttft_ms),
         whole(p.tokens_per_s),
     );
-    let _ = writeln!(o, "<h2 id=\"p{i}\">{}</h2>", esc(&p.name));
+    let (class, words) = heading_grade(p.rolling[1]);
+    let _ = writeln!(
+        o,
+        "<h2 id=\"p{i}\" class=\"{class}\">{} <span class=\"grade\">{words}</span></h2>",
+        esc(&p.name)
+    );
     o.push_str("<dl class=\"uptime\">");
     for (label, u) in [
         ("1 h", p.rolling[0]),
@@ -203,16 +234,37 @@ fn provider(o: &mut String, page: &Page, i: usize, p: &ProviderPage) {
         );
     }
     o.push_str("</dl>\n");
-    let (first, last) = match (p.bars.first(), p.bars.last()) {
+    // The days before its first probe are not drawn: it had no history
+    // then, which is not a day without probes.
+    let shown = &p.bars[p.history_from.min(p.bars.len().saturating_sub(1))..];
+    let (first, last) = match (shown.first(), shown.last()) {
         (Some(f), Some(l)) => (day(f.day, true), day(l.day, true)),
         _ => Default::default(),
     };
-    let _ = writeln!(
-        o,
-        "<p class=\"mut\">Daily uptime per UTC day, from {first} to {last} ({} probes in the last {}):</p>",
-        fmt_count(p.window_samples),
-        esc(&spaced(&page.window))
-    );
+    let window = esc(&spaced(&page.window));
+    let probes = fmt_count(p.window_samples);
+    if p.history_from == 0 {
+        let _ = writeln!(
+            o,
+            "<p class=\"mut\">Daily uptime per UTC day, from {first} to {last} ({probes} probes in the last {window}):</p>"
+        );
+    } else if shown.len() <= 1 {
+        let _ = writeln!(
+            o,
+            "<p class=\"mut no-history\">No history yet: {}. One bar a day from here on, for the last {window}:</p>",
+            if p.window_samples > 0.0 {
+                let s = if probes == "1" { "" } else { "s" };
+                format!("the first probe was today ({probes} probe{s})")
+            } else {
+                "no probes".to_string()
+            }
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "<p class=\"mut no-history\">Daily uptime per UTC day, from {first}, the first probe (no history before), to {last} ({probes} probes in the last {window}):</p>"
+        );
+    }
     // One tab stop per bar: a way past them, shown on focus.
     let next = match page.providers.get(i + 1) {
         Some(_) => format!("p{}", i + 1),
@@ -222,20 +274,53 @@ fn provider(o: &mut String, page: &Page, i: usize, p: &ProviderPage) {
         o,
         "<a class=\"skip\" href=\"#{next}\">Skip {}'s {} days</a>",
         esc(&p.name),
-        p.bars.len()
+        shown.len()
     );
     let _ = writeln!(
         o,
-        "<ol class=\"bars\" data-first-day=\"{first}\" data-days=\"{}\">",
-        p.bars.len()
+        "<div class=\"days\"><ol class=\"bars\" data-first-day=\"{first}\" data-days=\"{}\">",
+        shown.len()
     );
-    for b in &p.bars {
+    for b in shown {
         bar(o, b);
     }
-    o.push_str("\n</ol>\n");
+    o.push_str("\n</ol></div>\n");
     sparkline(o, page, i, p);
     models(o, page, p);
     o.push_str("</section>\n");
+}
+
+/// A provider's grade over the last 24 h, as its heading shows it: a
+/// class for its colour (and its mark, `✔ ⚠ ✗`) and the words, the
+/// overall state's.
+fn heading_grade(uptime_24h: Option<f64>) -> (&'static str, &'static str) {
+    match uptime_24h.map(grade::grade) {
+        None => ("g-none", "no probes in 24 h"),
+        Some(Grade::Good) => ("g-good", "ok"),
+        Some(Grade::Fair) => ("g-fair", "degraded"),
+        Some(Grade::Poor) => ("g-poor", "down"),
+    }
+}
+
+/// The rules that depend on the window's number of days, `n`: a bar's
+/// width, one `n`th of the row, so that a provider whose history starts
+/// inside the window keeps the others' day width, its bars at today's
+/// end; which bars show their figures leftward (the half nearer today),
+/// so that the words stay on the page. On a narrow screen the row puts
+/// today first (at the left) and scrolls: at least 5 px a bar, and the
+/// figures of the bars nearest today rightward, the next ones centred
+/// on their bar, the rest leftward.
+fn sized(n: usize) -> String {
+    let n = n.max(1);
+    format!(
+        ".bars>li{{flex-basis:calc((100% + 1px)/{n} - 1px)}}.bars>li:nth-last-child(-n+{half}){{direction:rtl}}\n\
+         @media (max-width:600px){{.bars{{width:{width}px}}.bars>li:nth-child(n){{direction:rtl;text-indent:0}}\
+         .bars>li:nth-last-child(-n+{mid}){{direction:ltr;text-indent:-7rem}}.bars>li:nth-last-child(-n+{near}){{text-indent:0}}}}",
+        half = n / 2,
+        width = 6 * n - 1,
+        mid = (2 * n / 3).min(40),
+        near = (n / 3).min(20),
+    )
 }
 
 /// One day: its grade as a class (a colour and a pattern), its figures as

@@ -120,6 +120,11 @@ pub struct ProviderPage {
     pub window_samples: f64,
     pub window_uptime: Option<f64>,
     pub bars: Vec<Bar>,
+    /// The bar of its first probe's day, where its history starts: the
+    /// bars before it are days before it was ever probed, which the page
+    /// leaves out ("no history before"). 0 when its history starts before
+    /// the window; the last bar when it has no probe at all.
+    pub history_from: usize,
     pub models: Vec<ModelPage>,
     pub newest: Option<i64>,
 }
@@ -239,6 +244,11 @@ pub fn build(i: &Inputs<'_>) -> Result<Page> {
             window_samples: f.window.samples,
             window_uptime: f.window.uptime(),
             bars,
+            history_from: match f.oldest {
+                Some(t) if t >= days.day_start(0) => days.index(t),
+                Some(_) => 0,
+                None => days.count - 1,
+            },
             models,
             newest: f.newest,
         });

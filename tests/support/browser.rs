@@ -107,3 +107,58 @@ pub fn screenshot(url: &str, png: &Path, width: u32, height: u32, dark: bool) {
         png.display()
     );
 }
+
+/// What `script` makes of `page` (an HTML document's text) laid out in
+/// an iframe `width` CSS pixels wide: the width media queries see, which
+/// a headless window (500 px at least) cannot give. The page itself runs
+/// no script: `script` runs in a page around it, once the frame has
+/// loaded, with `d`, the frame's document, and `w`, its window; what it
+/// returns (a string) is what this returns.
+pub fn in_frame(page: &str, width: u32, script: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let srcdoc = page.replace('&', "&amp;").replace('"', "&quot;");
+    let outer = dir.path().join("frame.html");
+    std::fs::write(
+        &outer,
+        format!(
+            "<!DOCTYPE html><html><body style=\"margin:0\">\
+             <iframe id=\"f\" style=\"width:{width}px;height:8000px;border:0\" srcdoc=\"{srcdoc}\"></iframe>\
+             <script>const f = document.getElementById('f'); f.onload = () => {{\
+             const d = f.contentDocument, w = f.contentWindow; \
+             document.body.setAttribute('data-out', (() => {{ {script} }})()); }};</script>\
+             </body></html>"
+        ),
+    )
+    .unwrap();
+    let dom = dump_dom(&file_url(&outer));
+    let at = dom
+        .find("data-out=\"")
+        .unwrap_or_else(|| panic!("the script returned nothing:\n{dom}"))
+        + "data-out=\"".len();
+    let value = &dom[at..at + dom[at..].find('"').unwrap()];
+    value
+        .replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&nbsp;", "\u{a0}")
+        .replace("&amp;", "&")
+}
+
+/// The colour of the pixel at (`x`, `y`) of a PNG screenshot, and its
+/// width and height.
+pub fn pixel(png: &Path, x: u32, y: u32) -> ([u8; 3], (u32, u32)) {
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(png).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert!(
+        x < info.width && y < info.height,
+        "({x}, {y}) outside {png:?}"
+    );
+    let channels = info.color_type.samples();
+    let at = (y as usize * info.width as usize + x as usize) * channels;
+    (
+        [buf[at], buf[at + 1], buf[at + 2]],
+        (info.width, info.height),
+    )
+}
