@@ -34,9 +34,11 @@ Examples:
 Exit codes: 0 success, 1 a --fail-on-… condition, 2 usage or config error
 (or nothing to probe), 3 another check holds the run lock, 4 a data file is
 unreadable (left untouched), 5 route exhausted every candidate, 6 offline:
-check reached no remote provider and recorded nothing, 7 a system error
-(cannot create or write a file, start the runtime or the TLS client), 8 an
-internal error (a bug)."
+check reached no remote provider, so only loopback providers' results were
+recorded (docs/formats.md, \"The offline rule\"), 7 a system error (cannot
+create or write a file, start the runtime or the TLS client), 8 an internal
+error (a bug), 130 or 143 check stopped by SIGINT (Ctrl-C) or SIGTERM after
+recording what it had measured."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -125,6 +127,14 @@ pub enum Command {
 /// a failure since its last probe is not probed (`traffic: 3 ok since …`).
 /// Each probe is counted in stats/probe_usage.json, which route adds to
 /// its own counts.
+///
+/// Offline (no remote provider answered: every probe and model list failed
+/// to reach its host), loopback providers' results are recorded and the
+/// remote ones' are not (the table says `not recorded (offline)`); the run
+/// stops as soon as every remote provider has failed its first probe so,
+/// and exits 6 (docs/formats.md, "The offline rule"). Ctrl-C (SIGINT) or
+/// SIGTERM stops the run: what was measured is recorded, the last line says
+/// how many results and state changes, and the exit is 130 or 143.
 #[derive(Debug, Default, Args)]
 #[command(after_help = "\
 Examples:
@@ -225,7 +235,7 @@ pub struct CheckArgs {
     pub jitter: Option<std::time::Duration>,
     /// Exit 0 at once, probing nothing, when the last completed run finished
     /// less than INTERVAL ago [1h when given without a value]. An offline
-    /// run (exit 6) recorded nothing, so it does not count.
+    /// run (exit 6) or one a signal stopped (130, 143) does not count.
     #[arg(
         long,
         value_name = "INTERVAL",

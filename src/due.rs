@@ -85,9 +85,11 @@ impl std::fmt::Display for Decision {
 /// Decide from the last completed run.
 ///
 /// - No completed run yet: due.
-/// - An offline run (exit 6) recorded nothing, so it does not count: a
-///   laptop that ran `check` at wake-up before its network came back
-///   tries again at the next trigger, not an interval later.
+/// - An offline run (exit 6) recorded no remote result, so it does not
+///   count: a laptop that ran `check` at wake-up before its network came
+///   back tries again at the next trigger, not an interval later.
+/// - Nor does a run a signal stopped (130, 143): it did not probe
+///   everything.
 /// - A run that finished in the future means the clock was set back: due,
 ///   rather than skipping until the clock catches up.
 pub fn decide(last: Option<&LastRun>, interval: Duration, now: DateTime<Utc>) -> Decision {
@@ -95,7 +97,16 @@ pub fn decide(last: Option<&LastRun>, interval: Duration, now: DateTime<Utc>) ->
         return Decision::Due("no completed run yet".into());
     };
     if last.offline {
-        return Decision::Due("the last run was offline and recorded nothing".into());
+        return Decision::Due("the last run was offline: no remote result was recorded".into());
+    }
+    if matches!(
+        last.exit_code,
+        crate::exit::INTERRUPTED | crate::exit::TERMINATED
+    ) {
+        return Decision::Due(format!(
+            "the last run was stopped by a signal (exit {})",
+            last.exit_code
+        ));
     }
     let elapsed = now - last.finished_at;
     if elapsed < TimeDelta::zero() {
@@ -224,7 +235,7 @@ mod tests {
     }
 
     #[test]
-    fn due_after_the_interval_and_never_held_back_by_an_offline_or_future_run() {
+    fn due_after_the_interval_and_never_held_back_by_an_offline_stopped_or_future_run() {
         let hour = Duration::from_secs(3600);
         let last = run("2026-12-01T10:00:00Z", false);
         let d = decide(Some(&last), hour, at("2026-12-01T10:12:00Z"));
@@ -242,6 +253,12 @@ mod tests {
         assert!(decide(None, hour, at("2026-12-01T10:12:00Z")).is_due());
         let offline = run("2026-12-01T10:00:00Z", true);
         assert!(decide(Some(&offline), hour, at("2026-12-01T10:01:00Z")).is_due());
+        let mut stopped = run("2026-12-01T10:00:00Z", false);
+        stopped.exit_code = crate::exit::TERMINATED;
+        assert_eq!(
+            decide(Some(&stopped), hour, at("2026-12-01T10:01:00Z")).to_string(),
+            "due: the last run was stopped by a signal (exit 143)"
+        );
         assert!(decide(Some(&last), hour, at("2026-12-01T09:00:00Z")).is_due());
         assert!(decide(Some(&last), Duration::ZERO, at("2026-12-01T10:00:00Z")).is_due());
     }

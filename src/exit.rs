@@ -16,14 +16,22 @@ pub const LOCKED: u8 = 3;
 pub const DATA: u8 = 4;
 /// `route` exhausted every candidate.
 pub const EXHAUSTED: u8 = 5;
-/// `check` reached no remote provider at all: the machine is offline, and
-/// nothing was recorded.
+/// `check` reached no remote provider at all: the machine is offline. The
+/// remote providers' results were not recorded; loopback providers' were
+/// (the offline rule, docs/formats.md).
 pub const OFFLINE: u8 = 6;
 /// The system failed the command: a directory or file could not be created,
 /// written or locked, or the async runtime or HTTP client could not start.
 pub const IO: u8 = 7;
 /// A bug: a part of the run panicked. The message says where.
 pub const INTERNAL: u8 = 8;
+/// `check` stopped on SIGINT (Ctrl-C, and Ctrl-Break on Windows) after
+/// recording what it had measured: 128 + 2, as a shell reports a process
+/// that SIGINT ended.
+pub const INTERRUPTED: u8 = 130;
+/// `check` stopped on SIGTERM after recording what it had measured:
+/// 128 + 15.
+pub const TERMINATED: u8 = 143;
 
 /// What an exit code means, in a few words (for a monitor's ping body).
 pub fn meaning(c: u8) -> &'static str {
@@ -34,9 +42,11 @@ pub fn meaning(c: u8) -> &'static str {
         LOCKED => "another check holds the run lock",
         DATA => "a data file is unreadable (left untouched)",
         EXHAUSTED => "every candidate failed",
-        OFFLINE => "offline: no remote provider reached, nothing recorded",
+        OFFLINE => "offline: no remote provider reached, their results not recorded",
         IO => "system error",
         INTERNAL => "internal error",
+        INTERRUPTED => "interrupted (SIGINT): what was measured is recorded",
+        TERMINATED => "terminated (SIGTERM): what was measured is recorded",
         _ => "unknown",
     }
 }

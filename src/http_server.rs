@@ -1,7 +1,8 @@
 //! Serving HTTP, for every server llmprobe runs (the fake provider, and
 //! `route --serve`): bind, serve an axum router in the background with a
 //! graceful shutdown, wait for SIGTERM or Ctrl-C, and build the one tokio
-//! runtime a command uses.
+//! runtime a command uses. `check` listens for the same signals to stop a
+//! run early ([`StopSignals`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -431,6 +432,92 @@ pub async fn wait_for_signal() -> Result<()> {
     tokio::signal::ctrl_c()
         .await
         .map_err(|e| Error::io("cannot listen for ctrl-c", e))
+}
+
+/// A signal that asks a run to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopSignal {
+    /// SIGINT: Ctrl-C in a terminal (on Windows, Ctrl-C or Ctrl-Break).
+    Interrupt,
+    /// SIGTERM (Unix only): `kill`, systemd stopping a unit.
+    Terminate,
+}
+
+impl StopSignal {
+    /// `SIGINT` or `SIGTERM`.
+    pub fn name(self) -> &'static str {
+        match self {
+            StopSignal::Interrupt => "SIGINT",
+            StopSignal::Terminate => "SIGTERM",
+        }
+    }
+
+    /// 130 or 143 ([`crate::exit::INTERRUPTED`], [`crate::exit::TERMINATED`]).
+    pub fn exit_code(self) -> u8 {
+        match self {
+            StopSignal::Interrupt => crate::exit::INTERRUPTED,
+            StopSignal::Terminate => crate::exit::TERMINATED,
+        }
+    }
+}
+
+/// The signals that stop a run, caught from the moment this is made (in a
+/// runtime) for the rest of the process: SIGINT and SIGTERM on Unix,
+/// Ctrl-C and Ctrl-Break on Windows. Once caught, they no longer end the
+/// process by themselves; [`StopSignals::recv`] says which came.
+pub struct StopSignals {
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+    #[cfg(windows)]
+    ctrl_c: tokio::signal::windows::CtrlC,
+    #[cfg(windows)]
+    ctrl_break: tokio::signal::windows::CtrlBreak,
+}
+
+impl StopSignals {
+    /// Start catching them. Must be called inside a runtime.
+    #[cfg(unix)]
+    pub fn listen() -> Result<StopSignals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(StopSignals {
+            interrupt: signal(SignalKind::interrupt())
+                .map_err(|e| Error::io("cannot listen for SIGINT", e))?,
+            terminate: signal(SignalKind::terminate())
+                .map_err(|e| Error::io("cannot listen for SIGTERM", e))?,
+        })
+    }
+
+    /// Start catching them. Must be called inside a runtime.
+    #[cfg(windows)]
+    pub fn listen() -> Result<StopSignals> {
+        use tokio::signal::windows::{ctrl_break, ctrl_c};
+        Ok(StopSignals {
+            ctrl_c: ctrl_c().map_err(|e| Error::io("cannot listen for ctrl-c", e))?,
+            ctrl_break: ctrl_break().map_err(|e| Error::io("cannot listen for ctrl-break", e))?,
+        })
+    }
+
+    /// The next signal.
+    #[cfg(unix)]
+    pub async fn recv(&mut self) -> StopSignal {
+        tokio::select! {
+            Some(()) = self.interrupt.recv() => StopSignal::Interrupt,
+            Some(()) = self.terminate.recv() => StopSignal::Terminate,
+            else => std::future::pending().await,
+        }
+    }
+
+    /// The next signal.
+    #[cfg(windows)]
+    pub async fn recv(&mut self) -> StopSignal {
+        tokio::select! {
+            Some(()) = self.ctrl_c.recv() => StopSignal::Interrupt,
+            Some(()) = self.ctrl_break.recv() => StopSignal::Interrupt,
+            else => std::future::pending().await,
+        }
+    }
 }
 
 #[cfg(test)]

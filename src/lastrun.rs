@@ -6,7 +6,7 @@
 //!
 //! A run that records nothing because another run holds the lock, or a
 //! `--dry-run`, does not count as a run. An offline run (exit 6) does: it
-//! ran, and `offline` says so.
+//! ran, and `offline` says so; so does one a signal stopped (130, 143).
 //!
 //! It also names the providers the run left out and why (`skipped`), so
 //! that `brief` can say why a provider went stale: `skipped: GROQ_API_KEY
@@ -31,9 +31,11 @@ pub struct LastRun {
     pub version: u32,
     pub started_at: DateTime<Utc>,
     pub finished_at: DateTime<Utc>,
-    /// The run's exit code (0, 1 with --fail-on-down, 6 offline).
+    /// The run's exit code (0, 1 with --fail-on-down, 6 offline, 130 or
+    /// 143 stopped by a signal).
     pub exit_code: u8,
-    /// No remote provider answered, and nothing was recorded.
+    /// No remote provider answered: only loopback providers' results were
+    /// recorded.
     pub offline: bool,
     /// Probes sent, and how many of them passed.
     pub probes: u64,

@@ -202,6 +202,25 @@ impl Entry {
     pub fn failure(&self) -> Option<FailureType> {
         FailureType::parse(self.failure_type)
     }
+
+    /// The result in a word or two, as `check` shows it (its table's Result
+    /// column, its progress lines): `ok`, `rate_limit (429)`, `error`.
+    pub fn result(&self) -> String {
+        match (self.ok, self.status) {
+            (1, _) => "ok".to_string(),
+            (_, Some(st)) => format!("{} ({st})", self.failure_type),
+            _ => self.failure_type.to_string(),
+        }
+    }
+
+    /// The latency as `check` shows it: `412 ms`, or `no response`.
+    pub fn latency(&self) -> String {
+        if self.latency_ms > 0 {
+            format!("{} ms", self.latency_ms)
+        } else {
+            "no response".into()
+        }
+    }
 }
 
 /// Limit a reason to docs/formats.md's 200 characters, on a char boundary.

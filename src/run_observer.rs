@@ -26,7 +26,8 @@ pub enum Ran {
     /// skip sends no ping: the monitor expects one ping per real run, and
     /// its period and grace are those of the runs, not of the triggers.
     NotDue,
-    /// A run that completed: exit 0, 1 (`--fail-on-down`) or 6 (offline).
+    /// A run that completed: exit 0, 1 (`--fail-on-down`), 6 (offline), or
+    /// 130 or 143 (stopped by a signal, what it measured recorded).
     Completed(u8),
 }
 
@@ -66,14 +67,16 @@ impl Skipped {
 pub struct FinishedRun<'a> {
     pub started_at: DateTime<Utc>,
     pub finished_at: DateTime<Utc>,
-    /// The run's exit code (0, 1 with `--fail-on-down`, 6 offline).
+    /// The run's exit code (0, 1 with `--fail-on-down`, 6 offline, 130 or
+    /// 143 stopped by a signal).
     pub exit_code: u8,
     /// The entries the run recorded (an offline run recorded none of its
     /// remote probes).
     pub entries: &'a [Entry],
     /// The state changes the run made (`active` → `paused`, …), in order.
     pub state_changes: &'a [Transition],
-    /// No remote provider answered, and nothing was recorded.
+    /// No remote provider answered: only loopback providers' results were
+    /// recorded (the offline rule, docs/formats.md).
     pub offline: bool,
     /// Every model the run covers, probed or skipped as disabled, as
     /// (provider, model).

@@ -37,7 +37,7 @@ pub fn gauge_header(out: &mut String, name: &str, help: &str) {
 #[derive(Debug)]
 pub struct RunMetrics<'a> {
     /// The probes the run recorded. An offline run recorded none of its
-    /// remote probes, and exports none.
+    /// remote probes (the offline rule, docs/formats.md), and exports none.
     pub probes: &'a [Entry],
     /// Every model in the run's scope (probed, or skipped as disabled),
     /// with its state after the run.
@@ -113,7 +113,7 @@ impl RunMetrics<'_> {
         gauge_header(
             &mut out,
             "llmprobe_last_run_offline",
-            "1 if the last check run reached no remote provider and recorded nothing, else 0.",
+            "1 if the last check run reached no remote provider (offline: only loopback providers' results were recorded), else 0.",
         );
         let _ = writeln!(out, "llmprobe_last_run_offline {}", u8::from(self.offline));
         out

@@ -748,30 +748,60 @@ fn remote(name: &str, scheme: &str, models: &[&str]) -> String {
     )
 }
 
+/// The offline rule: no remote provider answered, so their results are
+/// shown but not recorded; the loopback provider is judged on its own and
+/// recorded; exit 6; the last line says so with counts.
 #[test]
-fn an_offline_run_records_nothing_changes_nothing_and_exits_6() {
+fn an_offline_run_records_only_loopback_results_and_says_so() {
     let mut env = Env::new();
     let fake = Fake::start(&env, &[]);
-    let dead = closed_port();
-    env.env("HTTP_PROXY", &dead).env("HTTPS_PROXY", &dead);
+    crate::support::no_network(&mut env);
     let cfg = config(
         &env,
         &[
-            remote("alpha", "https", &["m1", "m2"]),
+            // alpha's second probe would wait 90 s: the run stops instead.
+            crate::support::provider_toml(
+                "alpha",
+                "openai",
+                "https://alpha.example/v1",
+                &["m1", "m2"],
+                "spacing_secs = 90",
+            ),
             remote("beta", "http", &["m1"]),
             // A local server is judged on its own: it answers, and is recorded.
             fake.provider("local", "openai", &["ok"], ""),
         ],
     );
+    // The remote lists were read a minute ago: the run probes at once.
+    let lists = || {
+        crate::support::lists_read_now(
+            &env,
+            &[
+                ("alpha", "https://alpha.example/v1", &["m1", "m2"]),
+                ("beta", "http://beta.example/v1", &["m1"]),
+            ],
+        )
+    };
+    let line = "offline: 2 remote providers could not be reached (connection refused); \
+                their 2 results were not recorded; 1 result from loopback providers was recorded; \
+                1 planned probe not done";
     for run in 0..3 {
+        lists();
         let r = check(&env, &cfg, &[]).code(6);
-        assert!(
-            r.stderr.contains(
-                "offline: none of 2 remote providers could be reached (connection refused); nothing recorded"
-            ),
+        assert_eq!(
+            r.stderr.lines().last(),
+            Some(line),
             "run {run}: {}",
             r.stderr
         );
+        for row in [
+            "| alpha    | m1    | not recorded (offline) | no response |",
+            "| beta     | m1    | not recorded (offline) | no response |",
+            "| local    | ok    | ok ",
+        ] {
+            assert!(r.stdout.contains(row), "run {run}: {row}\n{}", r.stdout);
+        }
+        assert!(r.stdout.contains("1/1 probes passed"), "{}", r.stdout);
     }
     let entries = log_entries(&env.log());
     assert_eq!(entries.len(), 3, "only the local provider's probes");
@@ -782,10 +812,47 @@ fn an_offline_run_records_nothing_changes_nothing_and_exits_6() {
     );
     assert_eq!(states(&env), serde_json::json!({}), "no state changed");
     // --json says so too, and --fail-on-down does not hide it.
+    lists();
     let r = check(&env, &cfg, &["--json", "--fail-on-down"]).code(6);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
-    assert_eq!(v["offline"]["providers"], 2);
-    assert_eq!(v["offline"]["probes"], 3);
+    let off = &v["offline"];
+    assert_eq!(
+        (
+            &off["providers"],
+            &off["probes"],
+            &off["recorded"],
+            &off["not_done"]
+        ),
+        (&2.into(), &2.into(), &1.into(), &1.into()),
+        "{off}"
+    );
+    // In the order they came.
+    let mut held: Vec<String> = off["not_recorded"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(model_key)
+        .collect();
+    held.sort();
+    assert_eq!(held, ["alpha::m1", "beta::m1"]);
+    assert_eq!(off["not_recorded"][0]["error"], "connection refused");
+    assert_eq!(v["entries"].as_array().unwrap().len(), 1);
+    // Without fresh lists, check reads them first: their failing to reach
+    // the remote hosts is enough, and no remote probe is sent at all.
+    std::fs::remove_file(env.stats().join("model_lists.json")).unwrap();
+    let r = check(&env, &cfg, &[]).code(6);
+    assert_eq!(
+        r.stderr.lines().last(),
+        Some(
+            "offline: 2 remote providers could not be reached (connection refused); \
+             no probe was sent to them; 1 result from loopback providers was recorded; \
+             3 planned probes not done"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stdout.contains("not recorded"), "{}", r.stdout);
+    assert_eq!(log_entries(&env.log()).len(), 5);
 }
 
 #[test]
@@ -873,7 +940,7 @@ fn keyless_defaults_with_no_keys_and_no_network_record_nothing() {
         let r = env.run(&["check", "--spacing", "0"]).code(6);
         assert!(
             r.stderr
-                .contains("offline: none of 1 remote provider could be reached"),
+                .contains("offline: 1 remote provider could not be reached"),
             "{}",
             r.stderr
         );

@@ -95,7 +95,7 @@ fn an_offline_run_is_no_reason_to_wait_and_a_bad_record_stops_the_run() {
     check(&env, &cfg, &[]).code(6);
     // It recorded nothing, so the next trigger tries again at once.
     let r = check(&env, &cfg, &["--if-due", "1h"]).code(6);
-    has(&r.stderr, "offline: none of 1 remote provider");
+    has(&r.stderr, "offline: 1 remote provider could not be reached");
 
     // A last_run.json that cannot be parsed is a data error, left as it is.
     let bad = "{\"version\": 1, \"finished_at\": tru";
@@ -252,7 +252,7 @@ fn an_offline_run_pings_fail_and_the_monitor_is_reached_past_the_proxy() {
     );
     has(
         body,
-        "offline: none of 1 remote provider could be reached (connection refused); nothing recorded",
+        "offline: 1 remote provider could not be reached (connection refused); no probe was sent to them; nothing was recorded; 1 planned probe not done",
     );
 }
 

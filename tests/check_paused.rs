@@ -188,7 +188,8 @@ fn offline_it_records_nothing_and_no_channel_hears_of_it() {
     )
     .code(6);
     assert!(
-        r.stderr.contains("offline: none of 1 remote provider"),
+        r.stderr
+            .contains("offline: 1 remote provider could not be reached"),
         "{}",
         r.stderr
     );

@@ -13,6 +13,7 @@ mod check;
 mod check_capabilities;
 mod check_hooks;
 mod check_paused;
+mod check_stop;
 mod cli;
 mod degraded;
 mod discovery;

@@ -1,7 +1,8 @@
 //! The completion scripts and the manual page, read by the programs that
 //! use them: bash and zsh check a script's syntax (bash also loads it, and
 //! completes with it against the real binary), and groff renders the page
-//! without a warning.
+//! without a warning. And `check`'s progress lines on a terminal, which
+//! `script` provides.
 
 use crate::Test;
 use crate::support::Env;
@@ -223,6 +224,44 @@ fn systemd_analyze_verifies_the_scheduled_units() {
     assert!(!v.status.success(), "a broken unit passed verification");
 }
 
+/// `check` on a terminal (`script` gives it one): each result is printed
+/// as it lands, above the progress lines, which count the results so far
+/// (off a terminal they print nothing: `check_stop::a_run_off_a_terminal_prints_no_progress`).
+#[cfg(unix)]
+fn check_on_a_terminal_shows_each_result_as_it_lands() {
+    let env = Env::new();
+    let fake = crate::support::Fake::start(&env, &[]);
+    let cfg = crate::support::config(
+        &env,
+        &[fake.provider("f", "openai", &["ok", "wrong"], "spacing_secs = 3")],
+    );
+    let line = format!(
+        "{} --config {cfg} --stats-dir {} check",
+        crate::support::BIN,
+        env.stats().display()
+    );
+    let o = std::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .current_dir(env.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", env.home())
+        .env("TERM", "xterm")
+        .output()
+        .expect("run script");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    for want in [
+        "f::ok: ok, ",
+        "1 ok · 0 failed · next: wrong in ",
+        "s (2/2)",
+        "f::wrong: wrong_answer (200), ",
+        "1/2 probes passed",
+    ] {
+        assert!(out.contains(want), "{want:?} not in:\n{out}");
+    }
+}
+
 pub fn tests() -> Vec<Test> {
     vec![
         Test::new(
@@ -250,6 +289,12 @@ pub fn tests() -> Vec<Test> {
             "tools::systemd_analyze_verifies_the_scheduled_units",
             &[Need::Program("systemd-analyze")],
             systemd_analyze_verifies_the_scheduled_units,
+        ),
+        #[cfg(unix)]
+        Test::new(
+            "tools::check_on_a_terminal_shows_each_result_as_it_lands",
+            &[Need::Program("script")],
+            check_on_a_terminal_shows_each_result_as_it_lands,
         ),
     ]
 }

@@ -4,6 +4,9 @@
 //! passed), one spacing after the last; each result is sent to the writer
 //! as soon as it is known. Probes go through the [`Prober`] trait, so the
 //! scheduling is tested with tokio's paused time and a mock.
+//!
+//! The lanes stop early when told to ([`Stop`]): on a signal, and once the
+//! run is known to be offline.
 
 use std::future::Future;
 use std::io::IsTerminal;
@@ -12,12 +15,14 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tokio::sync::watch;
 
 use super::budget::Book;
 use super::plan::{Lane, start_offset};
 use crate::capabilities::probe::CapOutcome;
 use crate::capabilities::{Capability, Judgement};
 use crate::error::{Error, Result};
+use crate::http_server::StopSignal;
 use crate::outcome::{Entry, Outcome, Verdict};
 use crate::prompts::Pool;
 use crate::upstream::secret::Redactor;
@@ -252,28 +257,92 @@ impl Probed {
     }
 }
 
-/// Run every lane at once and wait for all of them. A lane that fails or
-/// panics fails the run, after the others have finished.
+/// Why the lanes stop before their plan is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Stop {
+    #[default]
+    Running,
+    /// Every remote provider due has failed its first probe (or its model
+    /// list) without reaching its host (the offline rule, docs/formats.md):
+    /// remote lanes stop at once, and loopback lanes send no probe that
+    /// would have to wait for its start, but finish the one under way and
+    /// any due now.
+    Offline,
+    /// A signal: every lane stops at once, and a probe under way is
+    /// abandoned (no result: nothing to record).
+    Signal(StopSignal),
+}
+
+impl Stop {
+    /// Whether a lane stops rather than start its next probe, or go on
+    /// waiting for it (`must_wait`: its start has not come).
+    fn before_start(self, remote: bool, must_wait: bool) -> bool {
+        match self {
+            Stop::Running => false,
+            Stop::Offline => remote || must_wait,
+            Stop::Signal(_) => true,
+        }
+    }
+
+    /// Whether a lane abandons the probe it is waiting for.
+    fn under_way(self, remote: bool) -> bool {
+        match self {
+            Stop::Running => false,
+            Stop::Offline => remote,
+            Stop::Signal(_) => true,
+        }
+    }
+
+    /// What a stopped lane's progress line says.
+    fn words(self) -> &'static str {
+        match self {
+            Stop::Running => "stopped",
+            Stop::Offline => "stopped: offline",
+            Stop::Signal(StopSignal::Interrupt) => "stopped: interrupted",
+            Stop::Signal(StopSignal::Terminate) => "stopped: terminated",
+        }
+    }
+}
+
+/// Resolves once `stop` says the lane must give up the probe under way;
+/// never when the sender is gone.
+async fn abandon(stop: &mut watch::Receiver<Stop>, remote: bool) -> Stop {
+    let seen = stop.wait_for(|s| s.under_way(remote)).await.map(|s| *s);
+    match seen {
+        Ok(s) => s,
+        Err(_) => std::future::pending().await,
+    }
+}
+
+/// Run every lane at once and wait for all of them; the result is the
+/// number of basic probes of the plan that a [`Stop`] left undone (not
+/// sent, or abandoned under way). A lane that fails or panics fails the
+/// run, after the others have finished.
 pub async fn run_lanes<P: Prober>(
     lanes: Vec<Lane>,
     prober: Arc<P>,
     tx: mpsc::Sender<Probed>,
     bars: Vec<ProgressBar>,
-) -> Result<()> {
+    stop: watch::Receiver<Stop>,
+) -> Result<usize> {
     let mut tasks = Vec::new();
     for (lane, bar) in lanes.into_iter().zip(bars) {
         let name = lane.resolved.provider.name.clone();
-        let (prober, tx) = (prober.clone(), tx.clone());
+        let (prober, tx, stop) = (prober.clone(), tx.clone(), stop.clone());
         tasks.push((
             name,
-            tokio::spawn(async move { run_lane(lane, prober, tx, bar).await }),
+            tokio::spawn(async move { run_lane(lane, prober, tx, bar, stop).await }),
         ));
     }
     drop(tx);
     let mut first_error = None;
+    let mut undone = 0;
     for (name, task) in tasks {
         let err = match task.await {
-            Ok(Ok(())) => continue,
+            Ok(Ok(left)) => {
+                undone += left;
+                continue;
+            }
             Ok(Err(e)) => e,
             Err(join) => Error::Internal(format!(
                 "the {name} lane {}",
@@ -286,7 +355,7 @@ pub async fn run_lanes<P: Prober>(
         };
         first_error.get_or_insert(err);
     }
-    first_error.map_or(Ok(()), Err)
+    first_error.map_or(Ok(undone), Err)
 }
 
 pub(crate) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
@@ -297,32 +366,56 @@ pub(crate) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// One provider: its models one after another, starts `spacing` apart,
-/// then at most one capability probe one spacing after the last.
+/// then at most one capability probe one spacing after the last. Returns
+/// how many of its basic probes a [`Stop`] left undone.
 async fn run_lane<P: Prober>(
     lane: Lane,
     prober: Arc<P>,
     tx: mpsc::Sender<Probed>,
     bar: ProgressBar,
-) -> Result<()> {
+    mut stop: watch::Receiver<Stop>,
+) -> Result<usize> {
     let name = lane.resolved.provider.name.clone();
     let remote = !lane.resolved.is_loopback();
     let n = lane.models.len();
     let first_start = tokio::time::Instant::now();
+    let mut tally = Tally::default();
+    let stopped = |bar: &ProgressBar, tally: &Tally, why: Stop| {
+        bar.finish_with_message(tally.line(why.words(), None));
+    };
     // The models whose basic probe passed, with its ts.
     let mut passed: Vec<(&str, String)> = Vec::new();
     for (i, model) in lane.models.iter().enumerate() {
-        wait_for_start(&lane, first_start, i, &bar, |left| {
-            format!("next: {model} in {left}s  ({}/{n})", i + 1)
-        })
-        .await?;
+        let at = Some((i + 1, n));
+        if let Some(why) = wait_for_start(
+            &lane,
+            first_start,
+            i,
+            &bar,
+            |left| tally.line(&format!("next: {model} in {left}s"), at),
+            &mut stop,
+            remote,
+        )
+        .await?
+        {
+            stopped(&bar, &tally, why);
+            return Ok(n - i);
+        }
         if let Err(why) = prober.admit(&lane, model, None).await {
             tracing::info!(provider = %name, model = %model, %why, "probe not sent: probe budget");
             continue;
         }
         let ts = crate::time::format_ts(crate::clock::Clock::from_env().now());
-        bar.set_message(format!("probing {model}  ({}/{n})", i + 1));
+        bar.set_message(tally.line(&format!("probing {model}"), at));
         tracing::debug!(provider = %name, model = %model, "probe sent");
-        let outcome = prober.probe(&lane, model).await;
+        let outcome = tokio::select! {
+            o = prober.probe(&lane, model) => o,
+            why = abandon(&mut stop, remote) => {
+                tracing::debug!(provider = %name, model = %model, "probe abandoned: the run stops");
+                stopped(&bar, &tally, why);
+                return Ok(n - i);
+            }
+        };
         // The error is redacted where the outcome was made.
         tracing::debug!(
             provider = %name,
@@ -338,10 +431,11 @@ async fn run_lane<P: Prober>(
             passed.push((model.as_str(), ts.clone()));
         }
         let probed = Probed::basic(ts, &name, model, &outcome, remote);
+        tally.add(&bar, &probed.entry);
         if tx.send(probed).is_err() {
             // The writer stopped on an error; it is reported from there.
             bar.finish_with_message("stopped");
-            return Ok(());
+            return Ok(0);
         }
     }
     let choice = lane.caps.as_ref().and_then(|caps| {
@@ -349,23 +443,39 @@ async fn run_lane<P: Prober>(
         caps.choose(&passed, caps.clock.now())
     });
     let Some(choice) = choice else {
-        bar.finish_with_message(format!("done ({n} probed)"));
-        return Ok(());
+        bar.finish_with_message(tally.line("done", None));
+        return Ok(0);
     };
     let (model, cap) = (choice.model.as_str(), choice.capability);
-    wait_for_start(&lane, first_start, n, &bar, |left| {
-        format!("next: {model} {cap} in {left}s")
-    })
-    .await?;
+    if let Some(why) = wait_for_start(
+        &lane,
+        first_start,
+        n,
+        &bar,
+        |left| tally.line(&format!("next: {model} {cap} in {left}s"), None),
+        &mut stop,
+        remote,
+    )
+    .await?
+    {
+        stopped(&bar, &tally, why);
+        return Ok(0);
+    }
     if let Err(why) = prober.admit(&lane, model, Some(cap)).await {
         tracing::info!(provider = %name, model = %model, capability = %cap, %why, "capability probe not sent: probe budget");
-        bar.finish_with_message(format!("done ({n} probed)"));
-        return Ok(());
+        bar.finish_with_message(tally.line("done", None));
+        return Ok(0);
     }
     let ts = crate::time::format_ts(crate::clock::Clock::from_env().now());
-    bar.set_message(format!("probing {model} for {cap}"));
+    bar.set_message(tally.line(&format!("probing {model} for {cap}"), None));
     tracing::debug!(provider = %name, model = %model, capability = %cap, why = %choice.why(), "capability probe sent");
-    let CapOutcome { outcome, decided } = prober.capability(&lane, model, cap).await;
+    let CapOutcome { outcome, decided } = tokio::select! {
+        c = prober.capability(&lane, model, cap) => c,
+        why = abandon(&mut stop, remote) => {
+            stopped(&bar, &tally, why);
+            return Ok(0);
+        }
+    };
     tracing::debug!(
         provider = %name,
         model = %model,
@@ -379,6 +489,7 @@ async fn run_lane<P: Prober>(
     );
     let mut entry = Entry::new(ts, &name, model, &outcome);
     entry.probe = Some(cap);
+    bar.println(result_line(&entry));
     // A send to a writer that stopped fails; that is reported from there.
     let _ = tx.send(Probed {
         entry,
@@ -389,19 +500,75 @@ async fn run_lane<P: Prober>(
         retry_at: None,
         model_gone: false,
     });
-    bar.finish_with_message(format!("done ({n} probed, {model} for {cap})"));
-    Ok(())
+    bar.finish_with_message(tally.line(&format!("done, {model} for {cap}"), None));
+    Ok(0)
+}
+
+/// A lane's results so far, for its progress line.
+#[derive(Debug, Default)]
+struct Tally {
+    ok: usize,
+    failed: usize,
+}
+
+impl Tally {
+    /// Count a basic probe's result, and print it above the progress lines
+    /// (nothing when they are hidden: not a terminal, or under `-v`).
+    fn add(&mut self, bar: &ProgressBar, e: &Entry) {
+        match e.ok {
+            1 => self.ok += 1,
+            _ => self.failed += 1,
+        }
+        bar.println(result_line(e));
+    }
+
+    /// The progress line: `2 ok · 1 failed · next: MODEL in 18s (3/5)`;
+    /// the counts once something finished, `(i/n)` when `at` says where
+    /// the lane is.
+    fn line(&self, what: &str, at: Option<(usize, usize)>) -> String {
+        let mut out = String::new();
+        if self.ok + self.failed > 0 {
+            out.push_str(&format!("{} ok · {} failed · ", self.ok, self.failed));
+        }
+        out.push_str(what);
+        if let Some((i, n)) = at {
+            out.push_str(&format!(" ({i}/{n})"));
+        }
+        out
+    }
+}
+
+/// One finished probe, as printed above the progress lines when it lands:
+/// `groq::llama: ok, 412 ms`, `groq::x: rate_limit (429), 90 ms: slow
+/// down`, `groq::m tools: ok, 812 ms`. The error is already redacted.
+fn result_line(e: &Entry) -> String {
+    let cap = e.probe.map(|c| format!(" {c}")).unwrap_or_default();
+    let error = e
+        .error
+        .as_deref()
+        .filter(|_| e.ok == 0)
+        .map(|x| format!(": {}", crate::outcome::shorten(x, 80)))
+        .unwrap_or_default();
+    format!(
+        "{}{cap}: {}, {}{error}",
+        crate::catalog::ModelKey::new(&e.provider, &e.model),
+        e.result(),
+        e.latency()
+    )
 }
 
 /// Wait until the lane's `i`-th start, counting down a second at a time on
-/// the progress line (`label` gets the seconds left).
+/// the progress line (`label` gets the seconds left). `Some` when `stop`
+/// says the lane stops instead ([`Stop::before_start`]).
 async fn wait_for_start(
     lane: &Lane,
     first_start: tokio::time::Instant,
     i: usize,
     bar: &ProgressBar,
     label: impl Fn(u64) -> String,
-) -> Result<()> {
+    stop: &mut watch::Receiver<Stop>,
+    remote: bool,
+) -> Result<Option<Stop>> {
     let next_start = first_start
         .checked_add(start_offset(lane, i)?)
         .ok_or_else(|| {
@@ -413,12 +580,20 @@ async fn wait_for_start(
         })?;
     loop {
         let now = tokio::time::Instant::now();
+        let why = *stop.borrow_and_update();
+        if why.before_start(remote, now < next_start) {
+            return Ok(Some(why));
+        }
         if now >= next_start {
-            return Ok(());
+            return Ok(None);
         }
         let left = next_start - now;
         bar.set_message(label(left.as_secs_f64().ceil() as u64));
-        tokio::time::sleep(left.min(Duration::from_secs(1))).await;
+        tokio::select! {
+            () = tokio::time::sleep(left.min(Duration::from_secs(1))) => {}
+            // A sender gone changes nothing: wait out the second.
+            Ok(()) = stop.changed() => {}
+        }
     }
 }
 
@@ -601,7 +776,16 @@ mod tests {
     async fn run(
         lanes: Vec<Lane>,
         busy: Duration,
-    ) -> (Result<()>, Vec<(String, Duration)>, Vec<Probed>) {
+    ) -> (Result<usize>, Vec<(String, Duration)>, Vec<Probed>) {
+        run_stopped(lanes, busy, None).await
+    }
+
+    /// [`run`], told `stop` after the given time.
+    async fn run_stopped(
+        lanes: Vec<Lane>,
+        busy: Duration,
+        stop: Option<(Duration, Stop)>,
+    ) -> (Result<usize>, Vec<(String, Duration)>, Vec<Probed>) {
         let mock = Arc::new(Mock {
             t0: tokio::time::Instant::now(),
             busy,
@@ -609,7 +793,19 @@ mod tests {
         });
         let (tx, rx) = mpsc::channel();
         let bars = lanes.iter().map(|_| ProgressBar::hidden()).collect();
-        let r = run_lanes(lanes, mock.clone(), tx, bars).await;
+        let (stop_tx, stop_rx) = watch::channel(Stop::Running);
+        let lanes = run_lanes(lanes, mock.clone(), tx, bars, stop_rx);
+        let told = async {
+            if let Some((after, why)) = stop {
+                tokio::time::sleep(after).await;
+                stop_tx.send_replace(why);
+            }
+            std::future::pending::<()>().await
+        };
+        let r = tokio::select! {
+            r = lanes => r,
+            () = told => unreachable!(),
+        };
         let calls = mock.calls.lock().unwrap().clone();
         (r, calls, rx.try_iter().collect())
     }
@@ -771,6 +967,104 @@ mod tests {
         // b ran to the end; a's result before the panic was delivered.
         assert_eq!(secs(&calls, "b"), [0.0, 5.0, 10.0, 15.0]);
         assert_eq!(probed.len(), 5);
+    }
+
+    /// Offline: remote lanes stop at once, abandoning a probe under way;
+    /// a loopback lane finishes its probe under way, then sends none that
+    /// would have to wait.
+    #[tokio::test(start_paused = true)]
+    async fn offline_stops_remote_lanes_at_once_and_loopback_ones_at_their_next_wait() {
+        let lanes = vec![
+            lane("a", "https://a.example/v1", &["1", "2", "3"], 90.0),
+            lane("b", "https://b.example/v1", &["1", "2"], 90.0),
+            lane("local", "http://127.0.0.1:9/v1", &["1", "2"], 90.0),
+        ];
+        let t0 = tokio::time::Instant::now();
+        let stop = Some((Duration::from_secs(5), Stop::Offline));
+        let (r, calls, probed) = run_stopped(lanes, Duration::from_secs(10), stop).await;
+        // Every basic probe but local's first is undone: 3 + 2 + 1.
+        assert_eq!(r.unwrap(), 6);
+        assert_eq!(secs(&calls, "a"), [0.0]);
+        assert_eq!(secs(&calls, "local"), [0.0]);
+        let done: Vec<&str> = probed.iter().map(|p| p.entry.provider.as_str()).collect();
+        assert_eq!(done, ["local"], "remote probes under way are abandoned");
+        assert_eq!(
+            t0.elapsed(),
+            Duration::from_secs(10),
+            "local's probe ran out"
+        );
+    }
+
+    /// A signal: every lane stops at once, loopback ones too.
+    #[tokio::test(start_paused = true)]
+    async fn a_signal_stops_every_lane_at_once() {
+        let lanes = vec![
+            lane("a", "https://a.example/v1", &["1", "2", "3"], 90.0),
+            lane("local", "http://127.0.0.1:9/v1", &["1", "2"], 1.0),
+        ];
+        let t0 = tokio::time::Instant::now();
+        let stop = Some((Duration::from_secs(5), Stop::Signal(StopSignal::Interrupt)));
+        let (r, calls, probed) = run_stopped(lanes, Duration::from_millis(500), stop).await;
+        // a: its first probe done, two left; local: both done.
+        assert_eq!(r.unwrap(), 2);
+        assert_eq!(secs(&calls, "local"), [0.0, 1.0]);
+        assert_eq!(probed.len(), 3);
+        assert_eq!(t0.elapsed(), Duration::from_secs(5));
+        // Under way when the signal came: abandoned, not recorded.
+        let lanes = vec![lane("a", "https://a.example/v1", &["1", "2"], 90.0)];
+        let stop = Some((Duration::from_secs(5), Stop::Signal(StopSignal::Terminate)));
+        let (r, _, probed) = run_stopped(lanes, Duration::from_secs(30), stop).await;
+        assert_eq!(r.unwrap(), 2);
+        assert!(probed.is_empty());
+    }
+
+    #[test]
+    fn the_progress_line_counts_results_as_they_land() {
+        let mut t = Tally::default();
+        assert_eq!(
+            t.line("next: m in 18s", Some((1, 5))),
+            "next: m in 18s (1/5)"
+        );
+        let bar = ProgressBar::hidden();
+        let o = |failure: Option<FailureType>, status: Option<u16>, error: Option<&str>| Outcome {
+            failure,
+            latency_ms: if status.is_some() { 412 } else { 0 },
+            status,
+            error: error.map(str::to_string),
+            unreachable: status.is_none(),
+            retry_at: None,
+            model_gone: false,
+            timing: Default::default(),
+        };
+        let ok = Entry::new("t".into(), "groq", "a", &o(None, Some(200), None));
+        let limited = Entry::new(
+            "t".into(),
+            "groq",
+            "b",
+            &o(Some(FailureType::RateLimit), Some(429), Some("slow down")),
+        );
+        let gone = Entry::new(
+            "t".into(),
+            "groq",
+            "c",
+            &o(Some(FailureType::Error), None, Some("dns lookup failed")),
+        );
+        for e in [&ok, &limited, &ok] {
+            t.add(&bar, e);
+        }
+        assert_eq!(
+            t.line("next: m in 18s", Some((3, 5))),
+            "2 ok · 1 failed · next: m in 18s (3/5)"
+        );
+        assert_eq!(result_line(&ok), "groq::a: ok, 412 ms");
+        assert_eq!(
+            result_line(&limited),
+            "groq::b: rate_limit (429), 412 ms: slow down"
+        );
+        assert_eq!(
+            result_line(&gone),
+            "groq::c: error, no response: dns lookup failed"
+        );
     }
 
     #[test]

@@ -14,8 +14,15 @@
 //! A run is offline when every probe to a remote (non-loopback) provider
 //! failed to reach its host. Those results say nothing about the providers,
 //! so the writer holds remote unreachable results back until some remote
-//! host answers; if none ever does, they are dropped, no state changes, and
-//! the run exits 6. Loopback providers are judged on their own.
+//! host answers; if none ever does, they are dropped, no remote model's
+//! state changes, and the run exits 6. Loopback providers are judged on
+//! their own, and their results are recorded. Once every remote provider
+//! due has failed its first probe (or its model list) so, the writer says
+//! the run is offline and the lanes stop ([`lanes::Stop::Offline`]).
+//!
+//! SIGINT (Ctrl-C) and SIGTERM stop the lanes at once: the results already
+//! measured are recorded as usual, the probes under way are abandoned, and
+//! the summary says what the run recorded ([`report::Interrupted`]).
 //!
 //! Probes go through the [`lanes::Prober`] trait, so the scheduler
 //! (spacing, parallel lanes, errors) is tested with tokio's paused time and
@@ -36,8 +43,9 @@ use std::sync::Arc;
 use std::sync::mpsc;
 
 use indicatif::ProgressBar;
+use tokio::sync::watch;
 
-use self::lanes::{HttpProber, Probed, Progress, panic_text, run_lanes};
+use self::lanes::{HttpProber, Probed, Progress, Stop, panic_text, run_lanes};
 pub use self::plan::Plan;
 pub use self::report::RunSummary;
 use self::writer::{Writer, Written};
@@ -61,6 +69,33 @@ pub fn execute(
     // Told when the writer stops on an error (a full disk, a stats
     // directory removed): nothing more can be recorded, so the lanes stop.
     let (failed_tx, failed_rx) = tokio::sync::oneshot::channel::<()>();
+    // Told when the run is known to be offline, or a signal came.
+    let (stop_tx, stop_rx) = watch::channel(Stop::Running);
+    let stop_tx = Arc::new(stop_tx);
+    let offline = {
+        let stop = stop_tx.clone();
+        move || {
+            stop.send_if_modified(|s| {
+                let running = *s == Stop::Running;
+                if running {
+                    *s = Stop::Offline;
+                }
+                running
+            });
+        }
+    };
+    writer.watch_offline(
+        plan.lanes
+            .iter()
+            .filter(|l| !l.resolved.is_loopback())
+            .map(|l| l.resolved.provider.name.clone())
+            .collect(),
+    );
+    // Every remote provider's model list failed for want of a network:
+    // no remote probe would say more.
+    if writer.offline_now() {
+        offline();
+    }
     // The writer: one append and one state update per batch of results,
     // each under the data lock, so that `state` commands can interleave
     // with a run.
@@ -73,6 +108,9 @@ pub fn execute(
             if let Err(e) = writer.accept(batch) {
                 let _ = failed_tx.send(());
                 return Err(e);
+            }
+            if writer.offline_now() {
+                offline();
             }
         }
         Ok(writer.finish())
@@ -92,12 +130,28 @@ pub fn execute(
     let bars: Vec<ProgressBar> = (0..plan.lanes.len()).map(|i| progress.bar(i)).collect();
     let book = prober.book().cloned();
     let lanes_result = rt.block_on(async {
+        // Caught from here on: a signal before the first probe ends the
+        // process as usual, since nothing has been measured yet.
+        let signals = crate::http_server::StopSignals::listen()
+            .inspect_err(|e| tracing::warn!("{e}; Ctrl-C will end the run without its summary"))
+            .ok();
+        let on_signal = async {
+            let Some(mut signals) = signals else {
+                return std::future::pending().await;
+            };
+            loop {
+                let signal = signals.recv().await;
+                tracing::info!(signal = signal.name(), "check: stopping");
+                stop_tx.send_replace(Stop::Signal(signal));
+            }
+        };
         tokio::select! {
-            r = run_lanes(plan.lanes, Arc::new(prober), tx, bars) => r,
+            r = run_lanes(plan.lanes, Arc::new(prober), tx, bars, stop_rx) => r,
             // No probe whose result cannot be recorded is sent (or waited
             // for): the lanes end with the runtime, the writer's error is
             // the run's.
-            Ok(()) = failed_rx => Ok(()),
+            Ok(()) = failed_rx => Ok(0),
+            () = on_signal => Ok(0),
         }
     });
     drop(rt);
@@ -107,7 +161,7 @@ pub fn execute(
     let written = writer
         .join()
         .map_err(|p| Error::Internal(format!("the log writer panicked: {}", panic_text(&*p))))?;
-    lanes_result?;
+    let not_done = lanes_result?;
     let written = written?;
     if let Some(e) = written.findings_error {
         return Err(e);
@@ -115,6 +169,8 @@ pub fn execute(
     if let Some(book) = book {
         budget.budget.extend(book.spent());
     }
+    let stopped = *stop_tx.borrow();
+    let recorded = written.entries.len() + written.capabilities.len();
     Ok(RunSummary {
         budget: budget.budget,
         traffic: budget.traffic,
@@ -138,7 +194,21 @@ pub fn execute(
             .collect(),
         skipped: plan.skipped,
         not_probed: plan.not_probed,
-        offline: written.offline,
+        interrupted: match stopped {
+            Stop::Signal(signal) => Some(report::Interrupted {
+                signal: signal.name(),
+                exit_code: signal.exit_code(),
+                recorded,
+                not_done,
+            }),
+            _ => None,
+        },
+        offline: written.offline.map(|mut o| {
+            if stopped == Stop::Offline {
+                o.not_done = not_done;
+            }
+            o
+        }),
         missing_keys_said_before: false,
     })
 }

@@ -39,6 +39,9 @@ pub struct RunSummary {
     pub not_probed: Vec<NotProbed>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offline: Option<Offline>,
+    /// A signal stopped the run: what it had recorded by then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<Interrupted>,
     /// Models not probed because of their probe budget, each with when
     /// its next probe may go ([`crate::usage::budget`]).
     pub budget: Vec<super::budget::BudgetSkip>,
@@ -52,6 +55,54 @@ pub struct RunSummary {
     pub missing_keys_said_before: bool,
 }
 
+/// A run that a signal stopped (exit 130 or 143): every result measured
+/// before it is recorded; the probes under way are abandoned and the rest
+/// are not sent.
+#[derive(Debug, Clone, Serialize)]
+pub struct Interrupted {
+    /// `SIGINT` (Ctrl-C) or `SIGTERM`.
+    pub signal: &'static str,
+    /// Results recorded (basic and capability probes).
+    pub recorded: usize,
+    /// Basic probes of the plan not done: not sent, or abandoned under way.
+    pub not_done: usize,
+    /// 130 (SIGINT) or 143 (SIGTERM).
+    pub exit_code: u8,
+}
+
+impl Interrupted {
+    /// The run's last line: `interrupted (SIGINT): 3 results recorded, 1
+    /// state change (openai::x → disabled); 4 planned probes not done`.
+    pub fn line(&self, changes: &[Transition]) -> String {
+        let count = crate::format::count;
+        let mut out = format!(
+            "interrupted ({}): {} recorded, {}",
+            self.signal,
+            count(self.recorded, "result", "results"),
+            count(changes.len(), "state change", "state changes")
+        );
+        if !changes.is_empty() {
+            const SHOWN: usize = 3;
+            let mut each: Vec<String> = changes
+                .iter()
+                .take(SHOWN)
+                .map(|t| format!("{} → {}", t.model, t.to))
+                .collect();
+            if changes.len() > SHOWN {
+                each.push(format!("{} more", changes.len() - SHOWN));
+            }
+            out.push_str(&format!(" ({})", each.join(", ")));
+        }
+        if self.not_done > 0 {
+            out.push_str(&format!(
+                "; {} not done",
+                count(self.not_done, "planned probe", "planned probes")
+            ));
+        }
+        out
+    }
+}
+
 /// A model's hard failures in a row after this run, of the count that
 /// disables it.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -59,6 +110,10 @@ pub struct HardFailures {
     pub in_a_row: u32,
     pub disable_after: u32,
 }
+
+/// The Result of a remote result that the offline rule kept out of the
+/// record.
+pub const NOT_RECORDED: &str = "not recorded (offline)";
 
 /// Up to this many providers without a key are listed one per line.
 const MISSING_KEY_LINES: usize = 3;
@@ -102,6 +157,9 @@ pub fn plain_summary(r: &RunSummary) -> String {
     out.push_str(&footer(&r.skipped, &r.not_probed, true));
     if let Some(offline) = &r.offline {
         out.push_str(&format!("{offline}\n"));
+    }
+    if let Some(i) = &r.interrupted {
+        out.push_str(&format!("{}\n", i.line(&r.state_changes)));
     }
     out
 }
@@ -259,16 +317,33 @@ pub fn print_summary(r: &RunSummary) -> Result<()> {
         .iter()
         .map(|t| (t.model.as_str(), t))
         .collect();
-    let mut rows: Vec<&Entry> = r.entries.iter().collect();
-    rows.sort_by(|a, b| (&a.provider, &a.ts).cmp(&(&b.provider, &b.ts)));
+    // The offline rule's remote results are shown, marked as not recorded.
+    let held = r
+        .offline
+        .iter()
+        .flat_map(|o| &o.not_recorded)
+        .filter(|e| e.probe.is_none());
+    let mut rows: Vec<(&Entry, bool)> = r
+        .entries
+        .iter()
+        .map(|e| (e, true))
+        .chain(held.map(|e| (e, false)))
+        .collect();
+    rows.sort_by(|(a, _), (b, _)| (&a.provider, &a.ts).cmp(&(&b.provider, &b.ts)));
     let mut t = output::table(&["Provider", "Model", "Result", "Latency", "State change"]);
-    for e in rows {
+    for (e, recorded) in rows {
+        if !recorded {
+            t.add_row(vec![
+                e.provider.clone(),
+                e.model.clone(),
+                NOT_RECORDED.to_string(),
+                e.latency(),
+                String::new(),
+            ]);
+            continue;
+        }
         let key = model_key(&e.provider, &e.model);
-        let mut result = match (e.ok, e.status) {
-            (1, _) => "ok".to_string(),
-            (_, Some(st)) => format!("{} ({st})", e.failure_type),
-            _ => e.failure_type.to_string(),
-        };
+        let mut result = e.result();
         // A failure that moves the model toward `disabled` says how far.
         if e.ok == 0
             && let Some(h) = r.hard_failures.get(&key)
@@ -283,11 +358,7 @@ pub fn print_summary(r: &RunSummary) -> Result<()> {
             e.provider.clone(),
             e.model.clone(),
             result,
-            if e.latency_ms > 0 {
-                format!("{} ms", e.latency_ms)
-            } else {
-                "no response".into()
-            },
+            e.latency(),
             change,
         ]);
     }
@@ -316,7 +387,7 @@ pub fn print_summary(r: &RunSummary) -> Result<()> {
     }
     let ok = r.entries.iter().filter(|e| e.ok == 1).count();
     let mut out = String::new();
-    if !r.entries.is_empty() || !r.budget.is_empty() || !r.traffic.is_empty() {
+    if t.row_count() > 0 {
         out.push_str(&format!("{t}\n"));
     }
     // An offline run that recorded nothing says so on stderr, once; a
@@ -546,6 +617,7 @@ mod tests {
             skipped: Vec::new(),
             not_probed: Vec::new(),
             offline: None,
+            interrupted: None,
             budget: Vec::new(),
             traffic: Vec::new(),
             missing_keys_said_before: false,

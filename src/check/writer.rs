@@ -28,26 +28,53 @@ use crate::outcome::{Entry, Verdict};
 use crate::settings::Settings;
 use crate::state::{States, Transition};
 
-/// No remote provider could be reached: what was not recorded, and why.
+/// No remote provider could be reached: what was recorded and what was
+/// not, and why (the offline rule, docs/formats.md).
 #[derive(Debug, Clone, Serialize)]
 pub struct Offline {
-    /// Remote providers probed.
+    /// Remote providers probed, or whose model list failed to reach them.
     pub providers: usize,
-    /// Probes whose results were dropped.
+    /// Remote results not recorded (`not_recorded`'s length).
     pub probes: usize,
     /// The distinct transport errors, e.g. "dns lookup failed".
     pub causes: Vec<String>,
+    /// Results recorded: the loopback providers', judged on their own.
+    pub recorded: usize,
+    /// Basic probes of the plan not done because the run stopped once it
+    /// knew it was offline (not sent, or given up under way).
+    pub not_done: usize,
+    /// The remote results not recorded, as their log entries would have
+    /// been.
+    pub not_recorded: Vec<Entry>,
 }
 
 impl std::fmt::Display for Offline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let count = crate::format::count;
         write!(
             f,
-            "offline: none of {} remote provider{} could be reached ({}); nothing recorded",
-            self.providers,
-            if self.providers == 1 { "" } else { "s" },
+            "offline: {} could not be reached ({}); ",
+            count(self.providers, "remote provider", "remote providers"),
             self.causes.join(", ")
-        )
+        )?;
+        match self.probes {
+            0 => write!(f, "no probe was sent to them; ")?,
+            1 => write!(f, "their 1 result was not recorded; ")?,
+            n => write!(f, "their {n} results were not recorded; ")?,
+        }
+        match self.recorded {
+            0 => write!(f, "nothing was recorded")?,
+            1 => write!(f, "1 result from loopback providers was recorded")?,
+            n => write!(f, "{n} results from loopback providers were recorded")?,
+        }
+        if self.not_done > 0 {
+            write!(
+                f,
+                "; {} not done",
+                count(self.not_done, "planned probe", "planned probes")
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -126,6 +153,11 @@ pub struct Writer {
     /// Remote unreachable results, while no remote provider has answered.
     held: Vec<Probed>,
     remote_providers: BTreeSet<String>,
+    /// The remote providers with a probe due this run ([`Writer::watch_offline`]).
+    remote_due: BTreeSet<String>,
+    /// Remote providers whose model list failed this run without reaching
+    /// their host, with why.
+    lists_unreachable: BTreeMap<String, String>,
     entries: Vec<Entry>,
     capabilities: Vec<CapRecord>,
     changes: Vec<Transition>,
@@ -171,6 +203,8 @@ impl Writer {
             reached_remote: false,
             held: Vec::new(),
             remote_providers: BTreeSet::new(),
+            remote_due: BTreeSet::new(),
+            lists_unreachable: BTreeMap::new(),
             entries: Vec::new(),
             capabilities: Vec::new(),
             changes: Vec::new(),
@@ -186,6 +220,33 @@ impl Writer {
     pub fn with_lists(mut self, lists: Lists) -> Writer {
         self.lists = lists;
         self
+    }
+
+    /// Remote providers whose model list failed this run without reaching
+    /// their host (provider → why): each counts as a first probe that
+    /// failed so ([`Writer::offline_now`]).
+    pub fn with_lists_unreachable(mut self, failed: BTreeMap<String, String>) -> Writer {
+        self.lists_unreachable = failed;
+        self
+    }
+
+    /// The remote providers with a probe due this run, whose first
+    /// results [`Writer::offline_now`] watches.
+    pub fn watch_offline(&mut self, remote_due: BTreeSet<String>) {
+        self.remote_due = remote_due;
+    }
+
+    /// Whether the run is known to be offline already: no remote provider
+    /// has answered, and every one with a probe due this run has failed
+    /// its first probe, or its model list, without reaching its host.
+    /// Their later probes would say nothing more: the run may stop.
+    pub fn offline_now(&self) -> bool {
+        !self.reached_remote
+            && !self.remote_due.is_empty()
+            && self.remote_due.iter().all(|p| {
+                self.lists_unreachable.contains_key(p)
+                    || self.held.iter().any(|h| &h.entry.provider == p)
+            })
     }
 
     /// Mark every entry written with `source` ([`crate::outcome::SOURCE_REPROBE`]).
@@ -342,10 +403,23 @@ impl Writer {
     }
 
     /// Whatever is still held was never recorded: no remote provider
-    /// answered, so the run was offline.
+    /// answered, so the run was offline (so too when every remote
+    /// provider's model list failed and the run stopped before probing
+    /// them).
     pub fn finish(self) -> Written {
-        let offline = (!self.held.is_empty()).then(|| {
+        let offline = (!self.held.is_empty() || self.offline_now()).then(|| {
             let mut causes: Vec<String> = Vec::new();
+            let mut providers = self.remote_providers.clone();
+            let lists = self
+                .lists_unreachable
+                .iter()
+                .filter(|(p, _)| self.remote_due.contains(*p));
+            for (p, why) in lists {
+                providers.insert(p.clone());
+                if !causes.contains(why) {
+                    causes.push(why.clone());
+                }
+            }
             for p in &self.held {
                 let cause = p
                     .entry
@@ -358,9 +432,12 @@ impl Writer {
             }
             causes.truncate(3);
             Offline {
-                providers: self.remote_providers.len(),
+                providers: providers.len(),
                 probes: self.held.len(),
                 causes,
+                recorded: self.entries.len() + self.capabilities.len(),
+                not_done: 0,
+                not_recorded: self.held.iter().map(|p| p.entry.clone()).collect(),
             }
         });
         Written {
@@ -469,6 +546,8 @@ mod tests {
             reached_remote: false,
             held: Vec::new(),
             remote_providers: Default::default(),
+            remote_due: Default::default(),
+            lists_unreachable: Default::default(),
             entries: Vec::new(),
             capabilities: Vec::new(),
             changes: Vec::new(),
@@ -781,11 +860,56 @@ mod tests {
         assert_eq!((off.providers, off.probes), (2, 3));
         assert_eq!(
             off.to_string(),
-            "offline: none of 2 remote providers could be reached (dns lookup failed); nothing recorded"
+            "offline: 2 remote providers could not be reached (dns lookup failed); their 3 results were not recorded; nothing was recorded"
         );
         assert!(done.entries.is_empty() && done.changes.is_empty());
         assert!(!dir.path().join("health_log.json").exists());
         assert!(!dir.path().join("model_state.json").exists());
+    }
+
+    /// The run may stop once every remote provider due has failed its
+    /// first probe or its model list without reaching its host; the line
+    /// says what was recorded and what was not, with counts.
+    #[test]
+    fn offline_is_known_once_every_remote_due_failed_its_first_probe_or_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let due = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
+        let lists = BTreeMap::from([("c".to_string(), "dns lookup failed".to_string())]);
+        let mut w = writer(dir.path()).with_lists_unreachable(lists.clone());
+        w.watch_offline(due(&["a", "b", "c"]));
+        assert!(!w.offline_now(), "a and b not yet probed");
+        w.accept(vec![probed("a", true, true), probed("local", false, false)])
+            .unwrap();
+        assert!(!w.offline_now(), "b not yet probed");
+        w.accept(vec![probed("b", true, true)]).unwrap();
+        assert!(w.offline_now());
+        let mut done = w.finish().offline.expect("offline");
+        assert_eq!(
+            (done.providers, done.probes, done.recorded),
+            (3, 2, 1),
+            "{done:?}"
+        );
+        assert_eq!(done.not_recorded.len(), 2);
+        done.not_done = 4;
+        assert_eq!(
+            done.to_string(),
+            "offline: 3 remote providers could not be reached (dns lookup failed); their 2 results were not recorded; 1 result from loopback providers was recorded; 4 planned probes not done"
+        );
+        // A remote that answers: never offline, whatever came before.
+        let mut w = writer(dir.path()).with_lists_unreachable(lists.clone());
+        w.watch_offline(due(&["a", "c"]));
+        w.accept(vec![probed("a", true, false)]).unwrap();
+        assert!(!w.offline_now());
+        assert!(w.finish().offline.is_none());
+        // Every remote list failed: known before any probe, and said so.
+        let mut w = writer(dir.path()).with_lists_unreachable(lists);
+        w.watch_offline(due(&["c"]));
+        assert!(w.offline_now());
+        let off = w.finish().offline.expect("offline");
+        assert_eq!(
+            off.to_string(),
+            "offline: 1 remote provider could not be reached (dns lookup failed); no probe was sent to them; nothing was recorded"
+        );
     }
 
     #[test]

@@ -276,9 +276,11 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
     // `list_every_secs`: what discovery adopts, and what may retire a
     // model. A list that cannot be read changes nothing.
     let mut lists_run = crate::check::writer::Lists::default();
+    let mut lists_unreachable = std::collections::BTreeMap::new();
     if !a.paused {
         match read_lists(s, &plan, &a.provider, &clock) {
-            Ok(lists) => {
+            Ok((lists, unreachable)) => {
+                lists_unreachable = unreachable;
                 let (again, now_adopted) =
                     discovery::adopt(&s.catalog, &lists, discovery::For::Check, clock.now());
                 if now_adopted != adopted {
@@ -314,7 +316,9 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
         let writer = Writer::new(s).with_source(SOURCE_REPROBE);
         crate::check::execute(s, plan, writer, Some(book), skips)?
     } else {
-        let writer = Writer::new(s).with_lists(lists_run);
+        let writer = Writer::new(s)
+            .with_lists(lists_run)
+            .with_lists_unreachable(lists_unreachable);
         crate::check::execute(s, plan, writer, Some(book), skips)?
     };
     if let Some(p) = publisher {
@@ -331,7 +335,9 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
     let lost_keys = (!a.paused)
         .then(|| lost_keys_line(s, &summary.skipped, clock.now().timestamp()))
         .flatten();
-    let code = if summary.offline.is_some() {
+    let code = if let Some(i) = &summary.interrupted {
+        i.exit_code
+    } else if summary.offline.is_some() {
         exit::OFFLINE
     } else if (a.fail_on_down && summary.entries.iter().any(|e| e.ok == 0))
         || (a.fail_on_skipped && lost_keys.is_some())
@@ -376,14 +382,19 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
     } else {
         report::print_summary(&summary)?;
     }
-    if let Some(offline) = &summary.offline {
-        eprintln!("{offline}");
-    }
     if let Some(line) = &lost_keys {
         eprintln!("{line}");
     }
     for line in discovery_lines(s, &adopted) {
         eprintln!("{line}");
+    }
+    // The run's last lines: what the offline rule kept out, and what an
+    // interrupted run recorded.
+    if let Some(offline) = &summary.offline {
+        eprintln!("{offline}");
+    }
+    if let Some(i) = &summary.interrupted {
+        eprintln!("{}", i.line(&summary.state_changes));
     }
     told?;
     Ok(Ran::Completed(code))
@@ -391,13 +402,18 @@ fn run_with(s: &Settings, a: CheckArgs, observers: &mut Observers) -> Result<Ran
 
 /// Read the lists of the run's providers (and of the providers that
 /// discover, whose catalog may list no model) where they are stale, note
-/// the models discovery has not seen before, and return the cache.
+/// the models discovery has not seen before, and return the cache, with
+/// the providers whose list failed without reaching their host (and why):
+/// for the offline rule, a first probe that failed so.
 fn read_lists(
     s: &Settings,
     plan: &plan::Plan,
     wanted: &[String],
     clock: &crate::clock::Clock,
-) -> Result<discovery::ModelLists> {
+) -> Result<(
+    discovery::ModelLists,
+    std::collections::BTreeMap<String, String>,
+)> {
     let mut providers: Vec<crate::catalog::Resolved> =
         plan.lanes.iter().map(|l| l.resolved.clone()).collect();
     for p in &s.catalog.providers {
@@ -409,19 +425,29 @@ fn read_lists(
             providers.push(r);
         }
     }
-    let (_, lists) = discovery::fetch::refresh(s, &providers, false, clock)?;
+    let (got, lists) = discovery::fetch::refresh(s, &providers, false, clock)?;
+    let unreachable = got
+        .into_iter()
+        .filter_map(|(p, g)| match g {
+            discovery::fetch::Got::Failed(f) if f.kind == discovery::FailKind::Unreachable => {
+                Some((p, f.why))
+            }
+            _ => None,
+        })
+        .collect();
     let now = clock.now();
     if discovery::adopt(&s.catalog, &lists, discovery::For::Check, now)
         .1
         .found
         .is_empty()
     {
-        return Ok(lists);
+        return Ok((lists, unreachable));
     }
-    discovery::ModelLists::update(s.stats_dir(), now, |l| {
+    let lists = discovery::ModelLists::update(s.stats_dir(), now, |l| {
         discovery::note_found(l, &s.catalog, now);
         l.clone()
-    })
+    })?;
+    Ok((lists, unreachable))
 }
 
 /// Whether the run covers `provider`: those `--provider` names (all

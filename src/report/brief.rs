@@ -583,7 +583,7 @@ impl Brief {
             let t = run.finished_at.timestamp();
             let _ = writeln!(
                 out,
-                "!!! The last check run, {}, was offline: it reached no remote provider and recorded nothing.",
+                "!!! The last check run, {}, was offline: it reached no remote provider and recorded none of their results.",
                 fmt_ago(self.now_ts - t)
             );
         }

@@ -909,8 +909,7 @@ esac
 /// through a dead proxy. Returns a `check` config ([`config`]) of one
 /// remote provider `remote` with `models`.
 pub fn offline(env: &mut Env, models: &[&str]) -> String {
-    let dead = closed_port();
-    env.env("HTTP_PROXY", &dead).env("HTTPS_PROXY", &dead);
+    no_network(env);
     config(
         env,
         &[provider_toml(
@@ -921,6 +920,35 @@ pub fn offline(env: &mut Env, models: &[&str]) -> String {
             "",
         )],
     )
+}
+
+/// Write `stats/model_lists.json` with each (provider, base URL, models)
+/// list read a minute ago, so that `check` does not read those lists again
+/// (`list_every_secs` is a day) and goes straight to its probes.
+pub fn lists_read_now(env: &Env, lists: &[(&str, &str, &[&str])]) {
+    let at = ago(60);
+    let lists: serde_json::Map<String, serde_json::Value> = lists
+        .iter()
+        .map(|(p, url, models)| {
+            let models: Vec<serde_json::Value> = models
+                .iter()
+                .map(|m| serde_json::json!({"id": m}))
+                .collect();
+            (
+                p.to_string(),
+                serde_json::json!({"base_url": url, "fetched_at": at, "models": models}),
+            )
+        })
+        .collect();
+    let file = serde_json::json!({"version": 1, "saved_at": at, "lists": lists});
+    env.write("stats/model_lists.json", file.to_string());
+}
+
+/// No network for remote providers: every non-loopback request goes
+/// through a dead proxy, and fails to connect (`connection refused`).
+pub fn no_network(env: &mut Env) {
+    let dead = closed_port();
+    env.env("HTTP_PROXY", &dead).env("HTTPS_PROXY", &dead);
 }
 
 /// A loopback port nobody listens on: bind, note it, close it.

@@ -56,6 +56,7 @@ impl Need {
                 }
             ),
             Need::Program("systemd-analyze") => "apt-get install systemd".into(),
+            Need::Program("script") => "apt-get install bsdutils".into(),
             Need::Program(p) => format!("apt-get install {p}"),
             Need::Npm(role) => match npm_client(role) {
                 Some(c) => format!(
