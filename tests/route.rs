@@ -571,6 +571,41 @@ fn a_paused_model_stops_getting_traffic_without_a_restart() {
     });
 }
 
+/// Route keeps each requested model's candidates until the states
+/// change (docs/performance.md): an id, a pinned model, an alias and
+/// `auto`, each served once (kept), follow a pause, and then an enable,
+/// without a restart.
+#[test]
+fn kept_candidates_follow_every_state_change() {
+    let (env, _fake, cfg) = Test::new()
+        .provider("a", "openai", &["ok", "other"], "priority = 1")
+        .provider("b", "openai", &["ok"], "priority = 2")
+        // The order and the conversation's model fixed: only the states move.
+        .extra("[route]\norder = \"priority\"\naffinity_secs = 0\n[aliases]\nfast = [\"a::ok\", \"b::ok\"]\n")
+        .config();
+    let srv = RouteServer::start(&env, &cfg, &[]);
+    let via = |model: &str| {
+        let r = srv.chat(model, false);
+        match r.status {
+            200 => r.header("x-routed-via").to_string(),
+            s => format!("{s}"),
+        }
+    };
+    let all = || ["auto", "ok", "a::ok", "fast"].map(via);
+    assert_eq!(all(), ["a::ok", "a::ok", "a::ok", "a::ok"]);
+    env.run(&["--config", &cfg, "state", "pause", "a::ok"]).ok();
+    crate::support::eventually("routing around the paused model", || match all() {
+        seen if seen == ["a::other", "b::ok", "503", "b::ok"] => Ok(()),
+        seen => Err(format!("{seen:?}")),
+    });
+    env.run(&["--config", &cfg, "state", "enable", "a::ok"])
+        .ok();
+    crate::support::eventually("routing to the enabled model again", || match all() {
+        seen if seen == ["a::ok", "a::ok", "a::ok", "a::ok"] => Ok(()),
+        seen => Err(format!("{seen:?}")),
+    });
+}
+
 #[test]
 fn an_echoed_key_never_reaches_the_client() {
     let mut env = env();

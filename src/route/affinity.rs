@@ -48,6 +48,13 @@ impl Affinity {
         if self.is_off() {
             return;
         }
+        // The same model again (the usual turn): only its time moves.
+        if let Some((m, at)) = self.seen.get_mut(conversation)
+            && m == model
+        {
+            *at = now;
+            return;
+        }
         if self.seen.len() >= self.cap && !self.seen.contains_key(conversation) {
             let ttl = self.ttl;
             self.seen.retain(|_, (_, at)| now < *at + ttl);

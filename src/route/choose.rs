@@ -19,12 +19,16 @@
 //!   catalog order. An alias keeps the order written.
 //!
 //! The cost is read, never computed, here: one atomic load per candidate.
+//! `route --serve` keeps the static part of this order per requested model
+//! ([`Costs::Equal`], in `route/engine/lists.rs`) and finishes it per request
+//! with [`ByCost`]; [`candidates`] gives the whole order at once, for the
+//! views and as the reference the kept lists are tested against.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::catalog::{Order, Resolved, model_key};
+use crate::catalog::{ModelKey, Order, Resolved, model_key};
 use crate::state::ModelState;
 
 use super::health::HealthMap;
@@ -40,12 +44,16 @@ pub struct Candidate {
     pub max_tokens: Option<u32>,
     /// Its place in [`Speed`], where its measured figures are.
     pub slot: usize,
+    /// Its provider's place among the usable providers (for key rotation).
+    pub provider_index: usize,
+    /// `provider::model`, made once with the candidate.
+    pub id: ModelKey,
 }
 
 impl Candidate {
     /// `provider::model`.
     pub fn key(&self) -> String {
-        model_key(&self.provider.provider.name, &self.model)
+        self.id.as_str().to_string()
     }
 }
 
@@ -101,33 +109,45 @@ pub fn candidates(
     state_of: impl Fn(&str) -> ModelState,
     ranking: Ranking<'_>,
 ) -> Result<Vec<Candidate>, NoCandidate> {
-    candidates_in(
-        ModelState::Active,
-        choice,
-        providers,
-        aliases,
-        state_of,
-        ranking,
-    )
+    let wanted = (ModelState::Active, Costs::Read);
+    candidates_in(wanted, choice, providers, aliases, state_of, ranking)
 }
 
-/// [`candidates`] among the models in `wanted` state rather than the
-/// active ones: the paused, for degraded mode's last resort
-/// ([`crate::route::degraded`]), in the same order.
+/// Whether [`candidates_in`] reads the measured costs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Costs {
+    /// Read: the whole order.
+    Read,
+    /// Taken as equal: the static part of the order, which
+    /// `route/engine/lists.rs` keeps and a request finishes by
+    /// [`ByCost::of`] with the costs it reads (the result is what
+    /// [`candidates`] gives for the same costs).
+    Equal,
+}
+
+/// [`candidates`] among the models in `wanted`'s state rather than the
+/// active ones (the paused, for degraded mode's last resort,
+/// [`crate::route::degraded`]), in the same order; or, with
+/// [`Costs::Equal`], the static part of that order (for `balanced` and
+/// `fastest`: priority, then catalog or alias order; for `priority`: the
+/// whole order, by recent health).
 pub fn candidates_in(
-    wanted: ModelState,
+    (wanted, costs): (ModelState, Costs),
     choice: &Choice,
     providers: &[Arc<Resolved>],
     aliases: &BTreeMap<String, Vec<String>>,
     state_of: impl Fn(&str) -> ModelState,
     ranking: Ranking<'_>,
 ) -> Result<Vec<Candidate>, NoCandidate> {
+    let measured = costs == Costs::Read;
     let speed = ranking.speed;
     let make = |(pi, mi): (usize, usize), p: &Arc<Resolved>, m: &str| Candidate {
         provider: p.clone(),
         model: m.to_string(),
         max_tokens: None,
         slot: speed.slot_of(pi, mi),
+        provider_index: pi,
+        id: ModelKey::new(&p.provider.name, m),
     };
     let all = providers.iter().enumerate().flat_map(|(pi, p)| {
         p.provider
@@ -142,7 +162,8 @@ pub fn candidates_in(
     type Placed = (((usize, usize), f64), Candidate);
     let cand = |i: (usize, usize), at: (usize, usize), p: &Arc<Resolved>, m: &str| {
         let c = make(at, p, m);
-        ((i, speed.rank(c.slot)), c)
+        let cost = if measured { speed.rank(c.slot) } else { 0.0 };
+        ((i, cost), c)
     };
     let (label, mut found): (String, Vec<Placed>) = match choice {
         Choice::Auto => (
@@ -180,7 +201,7 @@ pub fn candidates_in(
     if found.is_empty() {
         return Err(NoCandidate::Unknown(label));
     }
-    found.retain(|(_, c)| state_of(&c.key()) == wanted);
+    found.retain(|(_, c)| state_of(c.id.as_str()) == wanted);
     if found.is_empty() {
         return Err(NoCandidate::NoneActive(label));
     }
@@ -215,10 +236,37 @@ pub fn candidates_in(
     Ok(found.into_iter().map(|(_, c)| c).collect())
 }
 
+/// How a request finishes the order of a list kept by `route/engine/lists.rs`: the
+/// measured costs it reads then, and where they go in the sort key. A
+/// candidate's place in the kept list stands for everything else in the
+/// key (priority, catalog or alias order), so the whole key is one of:
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ByCost {
+    /// The kept order is the order (`priority`, and aliases but under
+    /// `fastest`): no cost is read to sort.
+    Not,
+    /// Priority, then the cost, then the place (`balanced`).
+    WithinPriority,
+    /// The cost, then the place (`fastest`).
+    First,
+}
+
+impl ByCost {
+    /// What `order` does with the costs for `choice`.
+    pub fn of(order: Order, choice: &Choice) -> ByCost {
+        let alias = matches!(choice, Choice::Alias(_));
+        match order {
+            Order::Fastest => ByCost::First,
+            Order::Balanced if !alias => ByCost::WithinPriority,
+            _ => ByCost::Not,
+        }
+    }
+}
+
 /// Priority, then uptime (higher first), then median latency (lower
 /// first); a model without data sorts after those with it.
 fn order(a: &Candidate, b: &Candidate, health: &HealthMap) -> Ordering {
-    let h = |c: &Candidate| health.get(c.key().as_str()).cloned().unwrap_or_default();
+    let h = |c: &Candidate| health.get(c.id.as_str()).cloned().unwrap_or_default();
     let (ha, hb) = (h(a), h(b));
     a.provider
         .provider
@@ -238,14 +286,33 @@ fn none_last(a: Option<f64>, b: Option<f64>, higher_first: bool) -> Ordering {
     }
 }
 
+/// The usable providers and the aliases of catalog `toml`, no key needed
+/// (for tests).
+#[cfg(test)]
+pub fn resolved(toml: &str) -> (Vec<Arc<Resolved>>, BTreeMap<String, Vec<String>>) {
+    let c = crate::catalog::Catalog::from_toml_str(toml, "t.toml").unwrap();
+    let ps = c
+        .providers
+        .iter()
+        .map(|p| Arc::new(p.resolve_with(|_| None).unwrap()))
+        .collect();
+    (ps, c.aliases)
+}
+
+/// A [`Speed`] for `providers`, with its own metrics (for tests).
+#[cfg(test)]
+pub fn speed_of(providers: &[Arc<Resolved>]) -> Speed {
+    let m = crate::route::metrics::Metrics::new();
+    Speed::new(providers, m.ttft.clone(), m.total.clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Catalog;
     use crate::route::health::ModelHealth;
 
     fn providers() -> (Vec<Arc<Resolved>>, BTreeMap<String, Vec<String>>) {
-        let c = Catalog::from_toml_str(
+        resolved(
             r#"
             include_default_catalog = false
             [aliases]
@@ -267,20 +334,11 @@ mod tests {
             models = ["shared"]
             priority = 5
             "#,
-            "t.toml",
         )
-        .unwrap();
-        let ps = c
-            .providers
-            .iter()
-            .map(|p| Arc::new(p.resolve_with(|_| None).unwrap()))
-            .collect();
-        (ps, c.aliases)
     }
 
     fn speed(ps: &[Arc<Resolved>]) -> Speed {
-        let m = crate::route::metrics::Metrics::new();
-        Speed::new(ps, m.ttft.clone(), m.total.clone())
+        speed_of(ps)
     }
 
     fn by<'a>(order: Order, health: &'a HealthMap, speed: &'a Speed) -> Ranking<'a> {

@@ -313,12 +313,17 @@ impl Cooldowns {
     /// A success on `target`: its rate-limit ladder starts again at 2 min.
     /// Returns whether anything changed (so a caller saves only then).
     pub fn record_success(&mut self, target: &Target, _now: DateTime<Utc>) -> bool {
-        self.ladder.remove(&target.key_model_id()).is_some()
+        // No ladder at all (the usual case): no id is written to look up.
+        !self.ladder.is_empty() && self.ladder.remove(&target.key_model_id()).is_some()
     }
 
     /// The bench that keeps `target` out now, if any: on its provider, key,
     /// model or key+model. When several apply, the one that ends last.
     pub fn blocked(&self, target: &Target, now: DateTime<Utc>) -> Option<&Bench> {
+        // Nothing benched (the usual case): no id is written to look up.
+        if self.benches.is_empty() {
+            return None;
+        }
         [Scope::Provider, Scope::Key, Scope::Model, Scope::KeyModel]
             .into_iter()
             .filter_map(|s| self.benches.get(&scope_id(target, s)))

@@ -32,7 +32,6 @@ use super::domain::{RouteError, StreamEvent};
 use super::persist::{self, RouteState};
 use super::shared::SharedState;
 use super::speed::{AFFINITY_FACTOR, Speed};
-use super::verdicts::Verdicts;
 use crate::upstream::dialect::{self, Need, ReplyDelta};
 use crate::usage::limits::Reservation;
 use run::{Admission, AfterAttempt, Picker, Run};
@@ -40,6 +39,7 @@ use run::{Admission, AfterAttempt, Picker, Run};
 mod bands;
 mod for_prober;
 mod ledger;
+mod lists;
 mod record;
 mod run;
 mod telemetry;
@@ -47,6 +47,7 @@ use crate::clock::Clock;
 pub use bands::{Ability, Facts, Probed};
 pub use for_prober::DueBench;
 pub use ledger::Ledger;
+use lists::{Inputs, Lists, Walk};
 pub use record::Record;
 pub use telemetry::Telemetry;
 use telemetry::attempt_labels;
@@ -161,6 +162,9 @@ pub struct Engine {
     /// What route measured of each model, which orders candidates
     /// ([`super::speed`]).
     pub speed: Speed,
+    /// Each requested model's candidates, kept until the states (or, for
+    /// `order = "priority"`, the health) change ([`lists`]).
+    lists: Lists,
 }
 
 /// The provider names of `provider::model` keys, each once, in order.
@@ -227,7 +231,7 @@ impl Engine {
         saved.verdicts.prune(clock.now());
         let affinity = Mutex::new(Affinity::new(settings.affinity, AFFINITY_CAP));
         let ledger = Ledger::new(saved, &stats_dir);
-        let telemetry = Telemetry::new();
+        let telemetry = Telemetry::new(providers.iter().map(|p| p.provider.models.len()).sum());
         let speed = Speed::new(
             &providers,
             telemetry.metrics.ttft.clone(),
@@ -235,6 +239,7 @@ impl Engine {
         );
         Ok(Engine {
             speed,
+            lists: Lists::default(),
             affinity,
             settings,
             aliases: catalog.aliases.clone(),
@@ -368,13 +373,42 @@ impl Engine {
             |k| snapshot.state_of(k),
             self.ranking(&health),
         )
-        .map_err(|e| match e {
+        .map_err(|e| self.no_candidate(&choice, e))
+    }
+
+    fn no_candidate(&self, choice: &Choice, e: NoCandidate) -> RouteError {
+        match e {
             NoCandidate::Unknown(model) => RouteError::UnknownModel {
-                unset: self.unset_for(&choice),
+                unset: self.unset_for(choice),
                 model,
             },
             NoCandidate::NoneActive(model) => RouteError::NoneActive { model },
-        })
+        }
+    }
+
+    /// One request's walk through the candidates for a requested model:
+    /// its kept list ([`lists`]), with the measured costs read now.
+    fn walk(&self, model: Option<&str>) -> std::result::Result<Walk, RouteError> {
+        let health = self.record.health_now();
+        let list = self.lists.get(
+            model,
+            Inputs {
+                providers: &self.providers,
+                aliases: &self.aliases,
+                order: self.settings.order,
+                states: self.record.states.current(),
+                health: &health,
+                speed: &self.speed,
+            },
+        );
+        match list {
+            Ok(list) => Ok(Walk::new(
+                list,
+                &self.speed,
+                self.settings.order != crate::catalog::Order::Priority,
+            )),
+            Err(e) => Err(self.no_candidate(&Choice::parse(model, &self.aliases), e)),
+        }
     }
 
     fn ranking<'a>(&'a self, health: &'a super::health::HealthMap) -> choose::Ranking<'a> {
@@ -497,7 +531,7 @@ impl Engine {
         // Why no active candidate can take the request, held while degraded
         // mode's last resort may still serve it.
         let mut held: Option<RouteError> = None;
-        let active = match self.candidates(ask.model.as_deref()) {
+        let active = match self.walk(ask.model.as_deref()) {
             // An unknown model is refused before routing, as a body that
             // does not parse is; a known one with nothing active is not.
             Err(error @ RouteError::UnknownModel { .. }) => {
@@ -509,11 +543,11 @@ impl Engine {
             }
             Err(error) => {
                 held = Some(error);
-                Vec::new()
+                Walk::none()
             }
-            Ok(mut candidates) => {
-                self.previous_first(&mut candidates, ask, now);
-                match self.able(candidates, ask, now) {
+            Ok(mut walk) => {
+                self.previous_first(&mut walk, ask, now);
+                match self.able(walk, ask, now) {
                     Ok((able, skipped)) => {
                         run.attempts = skipped;
                         able
@@ -521,13 +555,13 @@ impl Engine {
                     Err(x) => {
                         run.attempts = x.attempts;
                         held = Some(x.error);
-                        Vec::new()
+                        Walk::none()
                     }
                 }
             }
         };
         match self
-            .try_tier(&mut run, &active, ask, false, &mut send)
+            .try_tier(&mut run, active, ask, now, false, &mut send)
             .await
         {
             ControlFlow::Break(r) => return r,
@@ -535,7 +569,10 @@ impl Engine {
             ControlFlow::Continue(Ended::Through) => {}
         }
         if let Some(paused) = self.last_resort(ask, now, &mut run) {
-            return match self.try_tier(&mut run, &paused, ask, true, &mut send).await {
+            return match self
+                .try_tier(&mut run, paused, ask, now, true, &mut send)
+                .await
+            {
                 ControlFlow::Break(r) => r,
                 ControlFlow::Continue(_) => Err(run.exhausted()),
             };
@@ -563,8 +600,9 @@ impl Engine {
     async fn try_tier<T, F, Fut>(
         &self,
         run: &mut Run<'_>,
-        candidates: &[Candidate],
+        candidates: Walk,
         ask: &Ask,
+        now: DateTime<Utc>,
         last_resort: bool,
         send: &mut F,
     ) -> Tried<T>
@@ -572,9 +610,10 @@ impl Engine {
         F: FnMut(Candidate, Option<ApiKey>) -> Fut,
         Fut: Future<Output = Sent<T>>,
     {
-        let mut picker = Picker::new(candidates);
+        let mut picker = Picker::new(candidates, ask, now);
         let mut marked: Option<String> = None;
         while let Some((c, key, target)) = picker.next(self, &run.skip) {
+            let c = &c;
             if last_resort && marked.as_deref() != Some(c.key().as_str()) {
                 marked = Some(c.key());
                 run.attempts.push(Attempt {
@@ -655,12 +694,7 @@ impl Engine {
     /// in the candidate order, those that cannot take the request passed
     /// over in the trail (`skip:<need>`). `None` when not degraded, when
     /// `[route] last_resort_paused` is off, or when none can take it.
-    fn last_resort(
-        &self,
-        ask: &Ask,
-        now: DateTime<Utc>,
-        run: &mut Run<'_>,
-    ) -> Option<Vec<Candidate>> {
+    fn last_resort(&self, ask: &Ask, now: DateTime<Utc>, run: &mut Run<'_>) -> Option<Walk> {
         if !self.settings.last_resort_paused || !self.mode().degraded() {
             return None;
         }
@@ -683,12 +717,12 @@ impl Engine {
             }
             wait.is_none()
         });
-        let (able, skipped) = match self.able(paused, ask, now) {
+        let (mut able, skipped) = match self.able(Walk::listed(paused), ask, now) {
             Ok(found) => found,
-            Err(x) => (Vec::new(), x.attempts),
+            Err(x) => (Walk::none(), x.attempts),
         };
         run.attempts.extend(skipped);
-        (!able.is_empty()).then_some(able)
+        able.nth(0).is_some().then_some(able)
     }
 
     /// The paused models for `model`, in the candidate order; `None` when
@@ -698,7 +732,7 @@ impl Engine {
         let health = self.record.health_now();
         let snapshot = self.record.states.current();
         choose::candidates_in(
-            ModelState::Paused,
+            (ModelState::Paused, choose::Costs::Read),
             &choice,
             &self.providers,
             &self.aliases,
@@ -773,26 +807,25 @@ impl Engine {
     /// if it is among the (active) candidates and not benched under every
     /// key, and (unless `order = "priority"`) its cost is at most
     /// [`AFFINITY_FACTOR`] times the best candidate's with a figure.
-    fn previous_first(&self, candidates: &mut Vec<Candidate>, ask: &Ask, now: DateTime<Utc>) {
+    fn previous_first(&self, walk: &mut Walk, ask: &Ask, now: DateTime<Utc>) {
         let Some(conv) = &ask.conversation else {
             return;
         };
-        let Some(prev) = lock(&self.affinity).get(conv, now).map(str::to_string) else {
+        let Some(i) = lock(&self.affinity)
+            .get(conv, now)
+            .and_then(|prev| walk.place_of(prev))
+        else {
             return;
         };
-        let Some(i) = candidates.iter().position(|c| c.key() == prev) else {
-            return;
-        };
-        let c = &candidates[i];
+        let c = walk.candidate(i);
         let benched = {
             let st = self.ledger.lock();
             targets(&c.provider, &c.model)
                 .iter()
                 .all(|t| st.cooldowns.blocked(t, now).is_some())
         };
-        if !benched && !self.affinity_yields(candidates, i) {
-            let c = candidates.remove(i);
-            candidates.insert(0, c);
+        if !benched && !self.affinity_yields(walk, i) {
+            walk.put_first(i);
         }
     }
 
@@ -800,33 +833,46 @@ impl Engine {
     /// become slower than the best candidate by more than
     /// [`AFFINITY_FACTOR`], by the measured cost (candidates without any
     /// figure yet are not compared: exploring them is no reason to leave).
-    fn affinity_yields(&self, candidates: &[Candidate], i: usize) -> bool {
+    fn affinity_yields(&self, walk: &Walk, i: u32) -> bool {
         if self.settings.order == crate::catalog::Order::Priority {
             return false;
         }
-        let mine = self.speed.rank(candidates[i].slot);
-        let best = candidates
-            .iter()
-            .filter(|c| self.speed.known(c.slot))
-            .map(|c| self.speed.rank(c.slot))
-            .fold(f64::INFINITY, f64::min);
+        let mine = walk.cost(i);
+        let best = walk.best_known();
         best.is_finite() && mine > AFFINITY_FACTOR * best
     }
 
-    /// The candidates that can take `ask` (each with its `max_tokens`
-    /// clamped to its output cap), known able first, then unknown
+    /// The candidates that can take `ask`, known able first, then unknown
     /// ([`bands`]), each band in the order given; and a `skip:<need>`
     /// attempt for each known unable. When none can, the request is
     /// refused as one no active model could ever take
     /// ([`RouteError::Incapable`], or [`RouteError::ContextTooSmall`] when
-    /// the prompt is what none can hold); the caller counts it.
+    /// the prompt is what none can hold); the caller counts it. Each
+    /// candidate's `max_tokens` is clamped to its output cap when the walk
+    /// reaches it.
+    ///
+    /// A plain request (no need, not OpenAI-only) whose prompt fits every
+    /// window the catalog gives its candidates and every window an
+    /// upstream stated keeps its walk as it is: no candidate is looked at.
     fn able(
         &self,
-        candidates: Vec<Candidate>,
+        mut walk: Walk,
         ask: &Ask,
         now: DateTime<Utc>,
-    ) -> std::result::Result<(Vec<Candidate>, Vec<Attempt>), Exhausted> {
-        let active = candidates.len();
+    ) -> std::result::Result<(Walk, Vec<Attempt>), Exhausted> {
+        if ask.needs.is_empty()
+            && ask.openai_only.is_none()
+            && walk.list().fits(ask.prompt_tokens)
+            && !self
+                .ledger
+                .lock()
+                .verdicts
+                .any_window_below(ask.prompt_tokens, now)
+        {
+            return Ok((walk, Vec::new()));
+        }
+        let order = walk.all();
+        let active = order.len();
         // Only a request with a capability need looks at the probes.
         let probed = ask
             .needs
@@ -840,11 +886,12 @@ impl Engine {
         let mut reasons = Vec::new();
         {
             let st = self.ledger.lock();
-            for mut c in candidates {
-                let band = match self.judge(&c, ask, &st.verdicts, probed.as_deref(), now) {
+            for i in order {
+                let c = walk.candidate(i);
+                let band = match self.judge(c, ask, &st.verdicts, probed.as_deref(), now) {
                     Ability::Unable(need, why) => {
                         tracing::debug!(model = %c.key(), need = need.as_str(), why = %why, "route: skipped, cannot take it");
-                        self.telemetry.count_skip(&c, need.as_str());
+                        self.telemetry.count_skip(c, need.as_str());
                         if !needs.contains(&need) {
                             needs.push(need);
                         }
@@ -861,10 +908,9 @@ impl Engine {
                     }
                     band => band,
                 };
-                c.max_tokens = self.clamp(&c, ask, &st.verdicts, now);
                 match band {
-                    Ability::Unknown => unknown.push(c),
-                    _ => able.push(c),
+                    Ability::Unknown => unknown.push(i),
+                    _ => able.push(i),
                 }
             }
         }
@@ -884,26 +930,26 @@ impl Engine {
                 attempts: skipped,
             });
         }
-        Ok((able, skipped))
+        Ok((walk.only(able), skipped))
     }
 
     /// The `max_tokens` to send to `c` instead of the request's: its
     /// output cap (the catalog's or one an upstream stated), when the
     /// request asks for more. A request with none asks a dialect that
     /// requires a `max_tokens` for its default.
-    fn clamp(
-        &self,
-        c: &Candidate,
-        ask: &Ask,
-        verdicts: &Verdicts,
-        now: DateTime<Utc>,
-    ) -> Option<u32> {
+    fn clamp(&self, c: &Candidate, ask: &Ask, now: DateTime<Utc>) -> Option<u32> {
         let asked = ask
             .max_tokens
             .or_else(|| dialect::wire(c.provider.provider.dialect).default_max_tokens())?;
+        let learned = {
+            let st = self.ledger.lock();
+            (!st.verdicts.is_empty())
+                .then(|| st.verdicts.output_cap(c.id.as_str(), now))
+                .flatten()
+        };
         let cap = [
             c.provider.provider.info(&c.model).max_output_tokens,
-            verdicts.output_cap(&c.key(), now),
+            learned,
         ]
         .into_iter()
         .flatten()
@@ -939,12 +985,11 @@ impl Engine {
         if p.keys.is_empty() {
             return vec![(None, base)];
         }
-        let i = self
-            .providers
-            .iter()
-            .position(|x| Arc::ptr_eq(x, p))
-            .unwrap_or(0);
-        let start = self.rotation[i].fetch_add(1, Ordering::Relaxed) % p.keys.len();
+        let start = self
+            .rotation
+            .get(c.provider_index)
+            .map_or(0, |r| r.fetch_add(1, Ordering::Relaxed))
+            % p.keys.len();
         (0..p.keys.len())
             .map(|k| {
                 let key = p.keys[(start + k) % p.keys.len()].clone();

@@ -163,14 +163,12 @@ pub fn cost(f: &Figures, seed: Option<&Seed>, now_ms: i64) -> f64 {
     of(l, fade(f.err, e0))
 }
 
-/// One model's place: its figures and seed, its cost as last computed,
-/// whether it changed since the last merge, and its `/metrics`
-/// histograms once it has traffic.
+/// One model's place: its figures and seed, whether it changed since the
+/// last merge, and its `/metrics` histograms once it has traffic (its
+/// cost as last computed is in [`Speed`]'s `ranks`, beside the others').
 #[derive(Debug, Default)]
 struct Slot {
     state: Mutex<(Figures, Option<Seed>)>,
-    /// The cost, as `f64` bits.
-    rank: AtomicU64,
     dirty: AtomicBool,
     /// TTFT and total time histograms, made at the first observation.
     hist: OnceLock<(Histogram, Histogram)>,
@@ -180,6 +178,9 @@ struct Slot {
 /// providers in catalog order ([`Speed::slot_of`]).
 pub struct Speed {
     slots: Box<[Slot]>,
+    /// Each slot's cost as last computed, as `f64` bits: side by side, so
+    /// that a request reading a whole list's costs reads a few cache lines.
+    ranks: Box<[AtomicU64]>,
     /// `provider::model` of each slot (for the merge and the metrics).
     keys: Box<[(String, String)]>,
     /// The first slot of each provider, in the engine's provider order.
@@ -219,6 +220,7 @@ impl Speed {
             .collect();
         Speed {
             slots: keys.iter().map(|_| Slot::default()).collect(),
+            ranks: keys.iter().map(|_| AtomicU64::new(0)).collect(),
             keys: keys.into(),
             firsts: firsts.into(),
             index,
@@ -236,13 +238,15 @@ impl Speed {
     /// The slot's cost as last computed; 0 for an unknown slot. One atomic
     /// load: what a request reads.
     pub fn rank(&self, slot: usize) -> f64 {
-        self.slots
+        self.ranks
             .get(slot)
-            .map_or(0.0, |s| f64::from_bits(s.rank.load(Ordering::Relaxed)))
+            .map_or(0.0, |r| f64::from_bits(r.load(Ordering::Relaxed)))
     }
 
     /// True when the slot has a figure (traffic, or probes): a cost
-    /// above 0. One atomic load.
+    /// above 0. One atomic load. (A request reads it from its walk's
+    /// costs, `route/engine/lists.rs`.)
+    #[cfg(test)]
     pub fn known(&self, slot: usize) -> bool {
         self.rank(slot) > 0.0
     }
@@ -261,7 +265,7 @@ impl Speed {
         let mut st = lock(&s.state);
         f(&mut st.0);
         let c = cost(&st.0, st.1.as_ref(), now_ms);
-        s.rank.store(c.to_bits(), Ordering::Relaxed);
+        self.ranks[slot].store(c.to_bits(), Ordering::Relaxed);
         s.dirty.store(true, Ordering::Relaxed);
     }
 
@@ -326,7 +330,7 @@ impl Speed {
                 st.1 = health.get(&ModelKey::new(p, m)).and_then(Seed::of);
             }
             let c = cost(&st.0, st.1.as_ref(), now_ms);
-            s.rank.store(c.to_bits(), Ordering::Relaxed);
+            self.ranks[i].store(c.to_bits(), Ordering::Relaxed);
         }
     }
 
@@ -366,7 +370,7 @@ impl Speed {
             if theirs.at_ms > st.0.at_ms {
                 st.0 = theirs;
                 let c = cost(&st.0, st.1.as_ref(), now_ms);
-                s.rank.store(c.to_bits(), Ordering::Relaxed);
+                self.ranks[i].store(c.to_bits(), Ordering::Relaxed);
             }
         }
     }

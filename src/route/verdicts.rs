@@ -131,6 +131,17 @@ impl Verdicts {
         self.get(model, need.as_str(), now)
     }
 
+    /// True when an upstream stated, for any model, a context window in
+    /// force at `now` that a prompt of `tokens` is over: without one, no
+    /// learned window rules a candidate out (a cheap test before looking
+    /// at each).
+    pub fn any_window_below(&self, tokens: u64, now: DateTime<Utc>) -> bool {
+        self.0
+            .values()
+            .filter_map(|m| m.get(CONTEXT_WINDOW))
+            .any(|v| v.until > now && v.limit.is_some_and(|w| tokens > w))
+    }
+
     /// The output cap an upstream stated for `model`.
     pub fn output_cap(&self, model: &str, now: DateTime<Utc>) -> Option<u32> {
         self.get(model, OUTPUT_CAP, now)

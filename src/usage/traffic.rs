@@ -55,7 +55,14 @@ impl Traffic {
 
     /// A routed request to `model` succeeded at `now`.
     pub fn success(&mut self, model: &str, now: DateTime<Utc>) {
-        let e = self.models.entry(model.to_string()).or_default();
+        // A model seen before (the usual case) is found without a copy of
+        // its name.
+        if !self.models.contains_key(model) {
+            self.models.insert(model.to_string(), Evidence::default());
+        }
+        let Some(e) = self.models.get_mut(model) else {
+            return;
+        };
         if e.ok.len() >= KEEP {
             e.ok.pop_front();
         }

@@ -13,7 +13,7 @@
 //! A request with no capability need does none of this: its candidates
 //! keep their order, and nothing is looked up for them.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::path::Path;
 
 use chrono::{DateTime, Utc};
@@ -29,9 +29,11 @@ use crate::upstream::dialect::Need;
 use super::{Candidate, Engine};
 
 /// The latest probe verdicts, as route reads them: `capabilities.json`
-/// with its times parsed, watched like the state file.
+/// with its times parsed, watched like the state file. Keyed by
+/// `provider::model` from the file `check` writes, never by what a client
+/// sends: a fast hash, looked up per candidate for a request with a need.
 #[derive(Debug, Default)]
-pub struct Probed(HashMap<String, [Probe; 3]>);
+pub struct Probed(FxHashMap<String, [Probe; 3]>);
 
 /// One capability's latest probe of one model.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -226,11 +228,11 @@ impl Engine {
                 ),
             );
         }
-        let key = c.key();
+        let key = c.id.as_str();
         if let Some((w, source)) = known_window(
             c.provider.provider.info(&c.model).context_window,
             None,
-            verdicts.context_window(&key, now),
+            verdicts.context_window(key, now),
         ) && ask.prompt_tokens > w
         {
             return Ability::Unable(
@@ -256,7 +258,7 @@ impl Engine {
         };
         let mut band = Ability::Able;
         for n in &ask.needs {
-            match ability_for(probed, verdicts, &key, *n, ask.json_schema, now) {
+            match ability_for(probed, verdicts, key, *n, ask.json_schema, now) {
                 Ability::Able => {}
                 Ability::Unknown => band = Ability::Unknown,
                 unable => return unable,

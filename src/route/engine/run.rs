@@ -18,22 +18,32 @@ use crate::route::shared::Admit;
 use crate::upstream::classify::{ErrorClass, UpstreamError};
 use crate::usage::limits::{self, LimitRequest, Reservation};
 
+use chrono::{DateTime, Utc};
+
+use crate::route::ask::Ask;
+
+use super::lists::Walk;
 use super::{
     Attempt, AttemptClass, Candidate, Engine, Exhausted, Sent, Served, attempt_labels, key_label,
 };
 
 /// The candidates in order, each with its keys in turn.
-pub(super) struct Picker<'c> {
-    candidates: &'c [Candidate],
+pub(super) struct Picker<'a> {
+    walk: Walk,
+    /// The request, for each candidate's `max_tokens` clamp.
+    ask: &'a Ask,
+    now: DateTime<Utc>,
     next: usize,
-    current: Option<&'c Candidate>,
+    current: Option<Candidate>,
     keys: std::vec::IntoIter<(Option<ApiKey>, Target)>,
 }
 
-impl<'c> Picker<'c> {
-    pub(super) fn new(candidates: &'c [Candidate]) -> Picker<'c> {
+impl<'a> Picker<'a> {
+    pub(super) fn new(walk: Walk, ask: &'a Ask, now: DateTime<Utc>) -> Picker<'a> {
         Picker {
-            candidates,
+            walk,
+            ask,
+            now,
             next: 0,
             current: None,
             keys: Vec::new().into_iter(),
@@ -43,26 +53,30 @@ impl<'c> Picker<'c> {
     /// The next candidate and key to try. A candidate whose provider is in
     /// `skip` when it is reached is passed over whole; its keys are
     /// rotated only when it is reached, so a request that never gets
-    /// there leaves its turn alone.
+    /// there leaves its turn alone. A candidate is taken from the walk
+    /// when reached, its `max_tokens` clamped to its output cap then.
     pub(super) fn next(
         &mut self,
         engine: &Engine,
         skip: &HashSet<String>,
-    ) -> Option<(&'c Candidate, Option<ApiKey>, Target)> {
+    ) -> Option<(Candidate, Option<ApiKey>, Target)> {
         loop {
-            if let Some(c) = self.current
+            if let Some(c) = &self.current
                 && let Some((key, target)) = self.keys.next()
             {
-                return Some((c, key, target));
+                return Some((c.clone(), key, target));
             }
-            let c = self.candidates.get(self.next)?;
+            let place = self.walk.nth(self.next)?;
             self.next += 1;
+            let c = self.walk.candidate(place);
             if skip.contains(&c.provider.provider.name) {
                 self.current = None;
                 continue;
             }
+            let mut c = c.clone();
+            c.max_tokens = engine.clamp(&c, self.ask, self.now);
+            self.keys = engine.rotated_keys(&c).into_iter();
             self.current = Some(c);
-            self.keys = engine.rotated_keys(c).into_iter();
         }
     }
 
@@ -663,18 +677,20 @@ mod tests {
             .map(|m| f.candidate(m))
             .collect();
         let mut skip = HashSet::new();
-        let mut picker = Picker::new(&cs);
+        let plain = ask(None, r#"{"messages":[{"role":"user","content":"hi"}]}"#);
+        let now = f.engine.clock.now();
+        let mut picker = Picker::new(Walk::listed(cs.clone()), &plain, now);
         let (c, key, t) = picker.next(&f.engine, &skip).unwrap();
         assert_eq!(
             (c.key(), key.is_none(), t),
-            ("a::m".into(), true, target(c))
+            ("a::m".into(), true, target(&c))
         );
         // A provider skipped from here on: its other models are not tried.
         skip.insert("a".to_string());
         assert_eq!(picker.next(&f.engine, &skip).unwrap().0.key(), "b::m");
         assert!(picker.next(&f.engine, &skip).is_none());
 
-        let mut picker = Picker::new(&cs);
+        let mut picker = Picker::new(Walk::listed(cs), &plain, now);
         picker.next(&f.engine, &HashSet::new()).unwrap();
         picker.next_candidate();
         assert_eq!(

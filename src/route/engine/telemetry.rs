@@ -2,8 +2,11 @@
 //! `/metrics` counters, the route alerts, which providers this instance
 //! could not reach, and what it says once on stderr.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
 use std::time::Duration;
 
 use crate::route::alerts::RouteAlerts;
@@ -23,15 +26,26 @@ pub struct Telemetry {
     /// Said once on stderr: with a shared record, a degraded-mode success
     /// is not recorded here ([`Telemetry::first_shared_evidence`]).
     said_shared_evidence: AtomicBool,
+    /// The `served` requests' counter, once a request served: counted
+    /// without building its labels again.
+    served: OnceLock<Counter>,
+    /// Each model's `ok` attempts' counter and its latency histogram, by
+    /// its place in [`crate::route::speed::Speed`], made at its first
+    /// served attempt: a served attempt is counted without building labels
+    /// or hashing them.
+    ok_by_slot: Box<[OnceLock<(Counter, Histogram)>]>,
 }
 
 impl Telemetry {
-    pub(super) fn new() -> Telemetry {
+    /// The telemetry of an engine with `slots` models.
+    pub(super) fn new(slots: usize) -> Telemetry {
         Telemetry {
             metrics: Metrics::new(),
             reach: Default::default(),
             alerts: None,
             said_shared_evidence: AtomicBool::new(false),
+            served: OnceLock::new(),
+            ok_by_slot: (0..slots).map(|_| OnceLock::new()).collect(),
         }
     }
 
@@ -56,6 +70,15 @@ impl Telemetry {
     /// fault) or `refused` (refused before routing: a body that does not
     /// parse, an unknown model).
     pub fn count_request(&self, outcome: &str) {
+        if outcome == "served" {
+            let served = self.served.get_or_init(|| {
+                self.metrics.requests.get_or_create_owned(&OutcomeLabels {
+                    outcome: outcome.to_string(),
+                })
+            });
+            served.inc();
+            return;
+        }
         self.metrics
             .requests
             .get_or_create(&OutcomeLabels {
@@ -71,7 +94,25 @@ impl Telemetry {
         took: Duration,
     ) {
         let class = match result {
-            Ok(_) => "ok",
+            Ok(_) => {
+                if let Some(cell) = self.ok_by_slot.get(c.slot) {
+                    let (n, latency) = cell.get_or_init(|| {
+                        (
+                            self.metrics
+                                .attempts
+                                .get_or_create_owned(&attempt_labels(c, "ok")),
+                            self.metrics.latency.get_or_create_owned(&ModelLabels {
+                                provider: c.provider.provider.name.clone(),
+                                model: c.model.clone(),
+                            }),
+                        )
+                    });
+                    n.inc();
+                    latency.observe(took.as_secs_f64());
+                    return;
+                }
+                "ok"
+            }
             Err(e) => e.class.as_str(),
         };
         self.metrics
