@@ -109,7 +109,6 @@ pub fn run(s: &Settings, args: BriefArgs) -> Result<u8> {
             .filter(|m| only.admits_key(&m.model))
             .partition(|m| shown(&m.model));
     brief.models = shown;
-    brief.models_hidden = hidden.len();
     brief.hidden_models = hidden;
     brief.set_speed(&findings);
     budget_lines(s, &states, &newest, &traffic, now_at, &mut brief)?;
@@ -286,9 +285,10 @@ fn discovery_notes(
     let mut by_provider: std::collections::BTreeMap<&str, (usize, usize, usize)> =
         Default::default();
     for (key, d) in &lists.discovered {
-        let Some((p, _)) = key.split_once("::").filter(|(p, _)| only.admits(p)) else {
+        let p = ModelKey::provider_of(key);
+        if !only.admits(p) {
             continue;
-        };
+        }
         let e = by_provider.entry(p).or_default();
         if now - d.first_listed < chrono::TimeDelta::days(1) {
             e.0 += 1;

@@ -353,10 +353,9 @@ pub struct Brief {
     /// the verdicts file, with their capabilities and context window;
     /// with `--all`, every one.
     pub models: Vec<ModelLine>,
-    /// How many models `models` leaves out (0 with `--all`).
-    pub models_hidden: usize,
-    /// Those models, counted under the capabilities table.
-    #[serde(skip)]
+    /// The models `models` leaves out (none with `--all`), counted under
+    /// the capabilities table; in JSON, `models_hidden`, their number.
+    #[serde(rename = "models_hidden", serialize_with = "count")]
     pub hidden_models: Vec<ModelLine>,
     /// Why capabilities.json could not be read, if it could not (every
     /// capability is then unknown).
@@ -517,7 +516,6 @@ impl Brief {
             route_cooldowns: Vec::new(),
             route_state_error: None,
             models: Vec::new(),
-            models_hidden: 0,
             hidden_models: Vec::new(),
             capabilities_error: None,
             now_at: chrono::DateTime::from_timestamp(now, 0).unwrap_or_default(),
@@ -957,3 +955,8 @@ pub struct Proven {
 /// What the capability cells mean, under the table.
 pub const CAPABILITIES_LEGEND: &str =
     "✔ passed · ✗ failed · ? unknown · (3h) age of the oldest verdict · 128k context";
+
+/// A list serialized as its length.
+fn count<S: serde::Serializer, T>(items: &[T], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(items.len() as u64)
+}
